@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The subcommands of the `tessera` program. Each registers its options on the CLI11 app and returns
+// the function that runs it once parsing succeeded.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+#include "tessera/comm/communicator.hpp"
+
+namespace tessera::app {
+
+using Command = std::function<int(const Communicator& world)>;
+
+/// `tessera prep ogb|synth ...`
+void add_prep_command(CLI::App& app, Command& selected);
+/// `tessera info FILE`
+void add_info_command(CLI::App& app, Command& selected);
+
+/// "1.2 GiB"-style text for a byte count.
+std::string human_bytes(double bytes);
+/// Rank 0 line: "peak memory per rank max X, all ranks Y".
+std::string peak_memory_report(const Communicator& world);
+
+}  // namespace tessera::app

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/timer.hpp"
+#include "tessera/graph/graph_file.hpp"
+
+namespace tessera::app {
+
+void add_info_command(CLI::App& app, Command& selected) {
+  auto path = std::make_shared<std::string>();
+  CLI::App* info = app.add_subcommand("info", "Print a graph file's sizes and statistics, and validate every value");
+  info->add_option("file", *path, "Tessera .h5 graph file")->required();
+  info->callback([&selected, path] {
+    selected = [path](const Communicator& world) {
+      Stopwatch watch;
+      const GraphFileReader reader(world, *path);
+      const GraphSummary s = validate_graph(reader, world);
+      const GraphMeta& m = reader.meta();
+      char line[512];
+      log_line("file:      " + *path);
+      log_line("name:      " + m.name);
+      log_line("source:    " + m.source);
+      std::snprintf(line, sizeof(line), "nodes:     %lld", (long long)m.num_nodes);
+      log_line(line);
+      std::snprintf(line, sizeof(line), "edges:     %lld (%s, %lld self loops)", (long long)m.num_edges,
+                    m.symmetric ? "symmetric" : "directed", (long long)s.self_loops);
+      log_line(line);
+      std::snprintf(line, sizeof(line), "in-degree: min %lld, mean %.2f, max %lld", (long long)s.min_degree,
+                    s.mean_degree, (long long)s.max_degree);
+      log_line(line);
+      std::snprintf(line, sizeof(line), "features:  %lld", (long long)m.num_features);
+      log_line(line);
+      std::snprintf(line, sizeof(line), "classes:   %lld (%lld labeled nodes)", (long long)m.num_classes,
+                    (long long)s.labeled_nodes);
+      log_line(line);
+      std::string splits;
+      for (const SplitInfo& split : reader.splits())
+        splits += (splits.empty() ? "" : ", ") + split.name + " " + std::to_string(split.size);
+      log_line("splits:    " + (splits.empty() ? std::string("none") : splits));
+      std::snprintf(line, sizeof(line), "valid:     yes (checked by %d ranks in %.2f s)", world.size(), watch.seconds());
+      log_line(line);
+      log_line(peak_memory_report(world));
+      return 0;
+    };
+  });
+}
+
+}  // namespace tessera::app

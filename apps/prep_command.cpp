@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/timer.hpp"
+#include "tessera/graph/ogb.hpp"
+#include "tessera/graph/synth.hpp"
+
+namespace tessera::app {
+namespace {
+
+void print_written(const std::string& path, const GraphMeta& meta, double seconds) {
+  char line[512];
+  std::snprintf(line, sizeof(line), "wrote %s: %lld nodes, %lld edges, %lld features, %lld classes (%.1f s)",
+                path.c_str(), (long long)meta.num_nodes, (long long)meta.num_edges, (long long)meta.num_features,
+                (long long)meta.num_classes, seconds);
+  log_line(line);
+}
+
+}  // namespace
+
+void add_prep_command(CLI::App& app, Command& selected) {
+  CLI::App* prep = app.add_subcommand("prep", "Convert or generate a graph into a Tessera HDF5 file");
+  prep->require_subcommand(1);
+
+  auto ogb = std::make_shared<OgbConvertOptions>();
+  auto ogb_budget_gib = std::make_shared<double>(2.0);
+  CLI::App* ogb_cmd = prep->add_subcommand("ogb", "Convert an OGB node-property dataset (raw directory layout)");
+  ogb_cmd->add_option("dir", ogb->dataset_dir, "Dataset directory holding raw/ and split/")->required();
+  ogb_cmd->add_option("-o,--output", ogb->output, "Output .h5 file")->required();
+  ogb_cmd->add_flag("--symmetrize", ogb->symmetrize, "Add reverse edges and drop duplicates");
+  ogb_cmd->add_option("--split", ogb->split, "Split kind under split/ (default: the only one)");
+  ogb_cmd->add_option("--name", ogb->name, "Graph name (default: the directory's name)");
+  ogb_cmd->add_option("--edge-memory-gib", *ogb_budget_gib, "Memory for edges per pass; more edges take more passes")
+      ->check(CLI::PositiveNumber);
+  ogb_cmd->callback([&selected, ogb, ogb_budget_gib] {
+    selected = [ogb, ogb_budget_gib](const Communicator& world) {
+      ogb->edge_memory_bytes = int64_t(*ogb_budget_gib * double(int64_t(1) << 30));
+      Stopwatch watch;
+      GraphMeta meta;
+      // Reading a gzip stream is sequential: rank 0 converts, the others wait for its verdict.
+      const Communicator self(MPI_COMM_SELF, false, world.shared_stats());
+      world.run_on(0, [&] { meta = convert_ogb(*ogb, self); });
+      print_written(ogb->output, meta, watch.seconds());
+      return 0;
+    };
+  });
+
+  auto synth = std::make_shared<SynthOptions>();
+  auto synth_out = std::make_shared<std::string>();
+  auto kind = std::make_shared<std::string>("csbm");
+  CLI::App* synth_cmd = prep->add_subcommand("synth", "Generate a synthetic graph (R-MAT or contextual SBM)");
+  synth_cmd->add_option("--kind", *kind, "rmat or csbm")->check(CLI::IsMember({"rmat", "csbm"}))->capture_default_str();
+  synth_cmd->add_option("--nodes", synth->num_nodes, "Nodes")->capture_default_str();
+  synth_cmd->add_option("--edges", synth->num_edges, "Undirected edges to draw")->capture_default_str();
+  synth_cmd->add_option("--features", synth->num_features, "Features per node")->capture_default_str();
+  synth_cmd->add_option("--classes", synth->num_classes, "Classes")->capture_default_str();
+  synth_cmd->add_option("--seed", synth->seed, "Random seed")->capture_default_str();
+  synth_cmd->add_option("--intra-class", synth->intra_class, "CSBM: fraction of edges inside a class")
+      ->capture_default_str();
+  synth_cmd->add_option("--signal", synth->feature_signal, "CSBM: class-mean scale (noise is 1)")
+      ->capture_default_str();
+  synth_cmd->add_option("--train-fraction", synth->train_fraction, "Fraction of nodes in split/train")
+      ->capture_default_str();
+  synth_cmd->add_option("--valid-fraction", synth->valid_fraction, "Fraction of nodes in split/valid")
+      ->capture_default_str();
+  synth_cmd->add_option("--name", synth->name, "Graph name");
+  synth_cmd->add_option("-o,--output", *synth_out, "Output .h5 file")->required();
+  synth_cmd->callback([&selected, synth, synth_out, kind] {
+    selected = [synth, synth_out, kind](const Communicator& world) {
+      synth->kind = *kind == "rmat" ? SynthKind::Rmat : SynthKind::Csbm;
+      Stopwatch watch;
+      const GraphMeta meta = generate_synthetic(*synth, *synth_out, world);
+      print_written(*synth_out, meta, watch.seconds());
+      log_line(peak_memory_report(world));
+      return 0;
+    };
+  });
+}
+
+}  // namespace tessera::app

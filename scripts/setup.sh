@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The one place that installs: Debian packages, Kokkos (unless the user brings one through Kokkos_ROOT),
+# then configures and builds Tessera. Idempotent: a second run only re-checks and rebuilds what changed.
+#
+#   scripts/setup.sh [--backend host|cuda] [--sanitize] [--build-type Release|Debug] [--deps-only] [-j N]
+#
+#   host (default): Kokkos 3.4.01 with OpenMP+Serial into .deps/kokkos-host, Tessera into build/
+#   cuda:           Kokkos 3.4.01 with CUDA (sm_80) into .deps/kokkos-cuda, Tessera into build-cuda/
+#   --sanitize:     host build with AddressSanitizer + UBSan into build-asan/
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+backend=host sanitize=OFF build_type=Release deps_only=0 jobs=$(nproc)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --backend) backend=$2; shift 2 ;;
+    --sanitize) sanitize=ON; shift ;;
+    --build-type) build_type=$2; shift 2 ;;
+    --deps-only) deps_only=1; shift ;;
+    -j) jobs=$2; shift 2 ;;
+    -h|--help) sed -n '3,11p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$backend" in host|cuda) ;; *) echo "setup.sh: --backend must be host or cuda, not '$backend'" >&2; exit 2 ;; esac
+
+deps=$root/.deps
+kokkos_version=3.4.01
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+say() { echo "setup: $*"; }
+
+# ---- 1. Debian packages -------------------------------------------------------------------------
+packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
+          libmetis-dev libopenblas-dev zlib1g-dev libgtest-dev libcli11-dev nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# ---- 2. Kokkos ----------------------------------------------------------------------------------
+# Debian ships Kokkos only inside Trilinos 13.2 (a Serial-only binary package with a broken CMake
+# config), so we build the Kokkos that Trilinos' source package carries.
+kokkos_source() {
+  local src=$deps/src/kokkos-$kokkos_version
+  if [ ! -f "$src/CMakeLists.txt" ]; then
+    if ! apt-cache showsrc trilinos 2>/dev/null | grep -q '^Package: trilinos'; then
+      say "adding a deb-src entry for bookworm (needed for 'apt-get source trilinos')"
+      printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        | $sudo tee /etc/apt/sources.list.d/tessera-src.sources >/dev/null
+      $sudo apt-get update -q >&2
+    fi
+    mkdir -p "$deps/src/download"
+    (cd "$deps/src/download" && ls trilinos_*.orig.tar.* >/dev/null 2>&1 || apt-get source --download-only trilinos) >&2
+    local tarball; tarball=$(ls "$deps"/src/download/trilinos_*.orig.tar.* | head -n 1)
+    rm -rf "$deps/src/extract" && mkdir -p "$deps/src/extract"
+    tar -xf "$tarball" -C "$deps/src/extract" --wildcards '*/packages/kokkos/*'
+    rm -rf "$src" && mv "$deps"/src/extract/*/packages/kokkos "$src"
+    rm -rf "$deps/src/extract" "$deps/src/download"
+    grep -q 'Kokkos_VERSION_MINOR 4' "$src/CMakeLists.txt" || { echo "setup: unexpected Kokkos version in $src" >&2; exit 1; }
+  fi
+  echo "$src"
+}
+
+# CUDA 13 needs small changes to Kokkos 3.4.01: nvcc_wrapper defaults to sm_35, which CUDA 13 dropped;
+# Kokkos' __half wrapper no longer compiles against CUDA 13's cuda_fp16.h, so half_t falls back to float
+# (Tessera never uses half_t: its bf16 packing is its own); cudaMemPrefetchAsync takes a cudaMemLocation.
+patch_kokkos_for_cuda13() {
+  local src=$1 pf=$1/core/src/Cuda/Kokkos_CudaSpace.cpp
+  # nvcc_wrapper's default sm_35 no longer exists in CUDA 13; newer wrappers read this variable.
+  sed -i 's/^default_arch="sm_35"/default_arch=${NVCC_WRAPPER_DEFAULT_ARCH:-"sm_80"}/' "$src/bin/nvcc_wrapper"
+  sed -i 's/^#ifndef KOKKOS_IMPL_HALF_TYPE_DEFINED$/#if !defined(KOKKOS_IMPL_HALF_TYPE_DEFINED) \&\& CUDA_VERSION < 13000/' \
+    "$src/core/src/Cuda/Kokkos_Cuda_Half.hpp"
+  if ! grep -q 'TESSERA_CUDA13_PREFETCH' "$pf"; then
+    perl -0pi -e 's/CUDA_SAFE_CALL\(cudaMemPrefetchAsync\(ptr, bytes, space.cuda_device\(\),\s*space.cuda_stream\(\)\)\);/\/\/ TESSERA_CUDA13_PREFETCH\n#if CUDA_VERSION >= 13000\n    CUDA_SAFE_CALL(cudaMemPrefetchAsync(ptr, bytes, cudaMemLocation{cudaMemLocationTypeDevice, space.cuda_device()}, 0, space.cuda_stream()));\n#else\n    CUDA_SAFE_CALL(cudaMemPrefetchAsync(ptr, bytes, space.cuda_device(), space.cuda_stream()));\n#endif/' "$pf"
+    grep -q 'TESSERA_CUDA13_PREFETCH' "$pf" || { echo "setup: could not patch $pf for CUDA 13" >&2; exit 1; }
+  fi
+}
+
+build_kokkos() {  # $1 = host|cuda, prints the install prefix
+  local kind=$1 prefix=$deps/kokkos-$1
+  if [ -f "$prefix/lib/cmake/Kokkos/KokkosConfig.cmake" ] || [ -f "$prefix/lib64/cmake/Kokkos/KokkosConfig.cmake" ]; then
+    echo "$prefix"; return
+  fi
+  local src; src=$(kokkos_source)
+  local opts=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib
+              -DCMAKE_CXX_STANDARD=17 -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DKokkos_ENABLE_SERIAL=ON)
+  if [ "$kind" = cuda ]; then
+    local csrc=$deps/src/kokkos-$kokkos_version-cuda
+    [ -d "$csrc" ] || cp -r "$src" "$csrc"
+    patch_kokkos_for_cuda13 "$csrc"; src=$csrc
+    opts+=(-DCMAKE_CXX_COMPILER="$src/bin/nvcc_wrapper" -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
+           -DKokkos_ARCH_AMPERE80=ON -DKokkos_ENABLE_OPENMP=OFF)
+  else
+    opts+=(-DKokkos_ENABLE_OPENMP=ON)
+  fi
+  say "building Kokkos $kokkos_version ($kind) into $prefix" >&2
+  cmake -S "$src" -B "$deps/build-kokkos-$kind" "${opts[@]}" >"$deps/kokkos-$kind.log" 2>&1 \
+    && cmake --build "$deps/build-kokkos-$kind" -j "$jobs" >>"$deps/kokkos-$kind.log" 2>&1 \
+    && cmake --install "$deps/build-kokkos-$kind" >>"$deps/kokkos-$kind.log" 2>&1 \
+    || { echo "setup: Kokkos build failed, see $deps/kokkos-$kind.log" >&2; tail -n 30 "$deps/kokkos-$kind.log" >&2; exit 1; }
+  rm -rf "$deps/build-kokkos-$kind"
+  echo "$prefix"
+}
+
+mkdir -p "$deps"
+if [ "$backend" = cuda ]; then
+  # nvcc_wrapper defaults to sm_35, which CUDA 13 no longer knows.
+  export PATH=/usr/local/cuda/bin:$PATH NVCC_WRAPPER_DEFAULT_ARCH=sm_80
+fi
+if [ -n "${Kokkos_ROOT:-}" ]; then
+  kokkos_root=$Kokkos_ROOT
+  say "using the Kokkos at Kokkos_ROOT=$kokkos_root"
+else
+  kokkos_root=$(build_kokkos "$backend")
+fi
+[ "$deps_only" -eq 1 ] && exit 0
+
+# ---- 3. Tessera ---------------------------------------------------------------------------------
+if [ "$backend" = cuda ]; then
+  build=$root/build-cuda
+  compiler=(-DCMAKE_CXX_COMPILER="$(find "$kokkos_root" -name nvcc_wrapper -type f | head -n 1)")
+  [ -n "${compiler[0]#-DCMAKE_CXX_COMPILER=}" ] || compiler=()
+elif [ "$sanitize" = ON ]; then
+  build=$root/build-asan; compiler=()
+else
+  build=$root/build; compiler=()
+fi
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DKokkos_ROOT="$kokkos_root" \
+    -DTESSERA_SANITIZE="$sanitize" "${compiler[@]}"
+fi
+cmake --build "$build" -j "$jobs"
+say "built $build (tessera: $build/apps/tessera)"

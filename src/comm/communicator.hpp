@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// An owning MPI communicator. Movable, never copied (a copy would have to run a collective). Communicators
+// made from one another (split, dup) share one CommStats, so a whole grid's traffic is counted together.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "tessera/comm/comm_stats.hpp"
+
+namespace tessera {
+
+class Communicator {
+ public:
+  /// MPI_COMM_WORLD, not owned; a fresh CommStats.
+  static Communicator world();
+
+  Communicator() = default;
+  Communicator(MPI_Comm comm, bool owned, std::shared_ptr<CommStats> stats);
+  Communicator(Communicator&& other) noexcept;
+  Communicator& operator=(Communicator&& other) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  ~Communicator();
+
+  MPI_Comm get() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  CommStats& stats() const { return *stats_; }
+  const std::shared_ptr<CommStats>& shared_stats() const { return stats_; }
+
+  /// Collective: ranks with the same color form a communicator, ordered by key.
+  Communicator split(int color, int key) const;
+  /// Collective: the same group with its own context (for a worker thread's traffic), same stats.
+  Communicator dup() const;
+  void barrier() const;
+
+  /// Collective check: if `ok` is false on any rank, every rank throws CollectiveError carrying the
+  /// message of the lowest failing rank. Call it where all ranks reach the same point.
+  void check(bool ok, const std::string& message) const;
+
+  /// Runs fn on rank `root` only; an exception there is re-thrown on every rank as CollectiveError.
+  template <class Fn>
+  void run_on(int root, Fn&& fn) const {
+    std::string error;
+    bool ok = true;
+    if (rank_ == root) {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        ok = false;
+        error = e.what();
+      }
+    }
+    check(ok, error);
+  }
+
+ private:
+  void reset() noexcept;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = false;
+  int rank_ = 0, size_ = 0;
+  std::shared_ptr<CommStats> stats_;
+};
+
+/// Throws Error with the MPI error string if `code` is not MPI_SUCCESS.
+void check_mpi(int code, const char* call);
+
+}  // namespace tessera

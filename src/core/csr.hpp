@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Compressed sparse rows. Offsets and column ids are int64: edge counts and global node ids pass 2^31
+// on the graphs Tessera is for (ogbn-papers100M: 111M nodes, 1.6B edges).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/core/views.hpp"
+
+namespace tessera {
+
+template <class Scalar, class Space = DeviceSpace>
+struct CsrMatrix {
+  int64_t num_rows = 0;
+  int64_t num_cols = 0;
+  Vector<int64_t, Space> row_ptr;  // num_rows + 1 offsets, row_ptr(0) == 0
+  Vector<int64_t, Space> col_idx;  // nnz column ids in [0, num_cols)
+  Vector<Scalar, Space> values;    // nnz values, or empty for a pattern whose values are all one
+
+  int64_t nnz() const { return int64_t(col_idx.extent(0)); }
+  bool is_pattern() const { return values.extent(0) == 0; }
+};
+
+/// Checks a host CSR's invariants (offsets start at 0, never decrease, end at nnz; columns in range;
+/// values absent or nnz long) and throws Error naming `what` and the first offending row.
+template <class Scalar>
+void validate_csr(const CsrMatrix<Scalar, HostSpace>& csr, const std::string& what);
+
+}  // namespace tessera

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Rank-0 logging and a progress indicator for long loads. Only the rank set by set_log_rank(0)
+// prints; the others are silent, so a P-rank job prints each line once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tessera {
+
+void set_log_rank(int rank);
+bool is_log_rank();
+
+/// Prints one line to stdout on rank 0.
+void log_line(const std::string& line);
+
+/// Reports progress of a long operation on stderr (rank 0 only): a line at most every `interval`
+/// seconds and only once the operation has run longer than that, so short runs stay quiet.
+class Progress {
+ public:
+  Progress(std::string what, int64_t total, double interval_seconds = 5.0);
+  void advance(int64_t done_now);
+  void set(int64_t done_total);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+ private:
+  std::string what_;
+  int64_t total_, done_ = 0;
+  double interval_, start_, last_;
+  bool printed_ = false;
+};
+
+}  // namespace tessera

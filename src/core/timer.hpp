@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Wall-clock timing: a stopwatch and per-phase accumulators that trainers and loaders report.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+
+namespace tessera {
+
+/// Seconds since an arbitrary fixed point (steady clock).
+inline double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+class Stopwatch {
+ public:
+  Stopwatch() : start_(wall_seconds()) {}
+  double seconds() const { return wall_seconds() - start_; }
+  void restart() { start_ = wall_seconds(); }
+
+ private:
+  double start_;
+};
+
+/// Seconds accumulated per named phase ("spmm", "read features", ...).
+class PhaseTimers {
+ public:
+  void add(const std::string& phase, double seconds) { seconds_[phase] += seconds; }
+  double get(const std::string& phase) const {
+    auto it = seconds_.find(phase);
+    return it == seconds_.end() ? 0.0 : it->second;
+  }
+  const std::map<std::string, double>& all() const { return seconds_; }
+  void clear() { seconds_.clear(); }
+
+ private:
+  std::map<std::string, double> seconds_;
+};
+
+/// Adds the lifetime of the scope to one phase.
+class ScopedPhase {
+ public:
+  ScopedPhase(PhaseTimers& timers, std::string phase) : timers_(timers), phase_(std::move(phase)) {}
+  ~ScopedPhase() { timers_.add(phase_, watch_.seconds()); }
+  ScopedPhase(const ScopedPhase&) = delete;
+  ScopedPhase& operator=(const ScopedPhase&) = delete;
+
+ private:
+  PhaseTimers& timers_;
+  std::string phase_;
+  Stopwatch watch_;
+};
+
+/// Peak resident memory of this process in bytes (getrusage).
+long long peak_rss_bytes();
+
+}  // namespace tessera

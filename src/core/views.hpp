@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Kokkos View aliases with explicit memory spaces. "Device" is the default execution space's memory
+// (CUDA memory on a CUDA build, host memory otherwise); nothing here uses unified memory.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+
+namespace tessera {
+
+using ExecSpace = Kokkos::DefaultExecutionSpace;
+using DeviceSpace = ExecSpace::memory_space;
+using HostSpace = Kokkos::HostSpace;
+
+template <class T, class Space = DeviceSpace>
+using Vector = Kokkos::View<T*, Space>;
+
+/// Row-major dense matrix (rows are nodes, columns are features).
+template <class T, class Space = DeviceSpace>
+using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, Space>;
+
+template <class T>
+using HostVector = Vector<T, HostSpace>;
+template <class T>
+using HostMatrix = Matrix<T, HostSpace>;
+
+}  // namespace tessera

@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/graph/graph_file.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <sstream>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+
+std::pair<int64_t, int64_t> block_range(int64_t n, int rank, int ranks) {
+  const int64_t base = n / ranks, extra = n % ranks;
+  const int64_t begin = rank * base + std::min<int64_t>(rank, extra);
+  return {begin, begin + base + (rank < extra ? 1 : 0)};
+}
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& dims) {
+  std::ostringstream s;
+  s << '[';
+  for (size_t i = 0; i < dims.size(); ++i) s << (i ? ", " : "") << dims[i];
+  s << ']';
+  return s.str();
+}
+
+int64_t feature_chunk_rows(int64_t features) {
+  // About 1 MiB per chunk: large enough for fast streaming, small enough to read a few rows.
+  return std::max<int64_t>(1, (int64_t(1) << 20) / (4 * std::max<int64_t>(features, 1)));
+}
+
+}  // namespace
+
+// ---- writer -----------------------------------------------------------------------------------------
+
+GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, const GraphMeta& meta,
+                                 const std::map<std::string, int64_t>& split_sizes)
+    : comm_(comm), path_(std::move(path)) {
+  comm_.check(meta.num_nodes > 0, path_ + ": a graph needs at least one node");
+  comm_.check(meta.num_features > 0, path_ + ": a graph needs at least one feature per node");
+  int pid = int(getpid());
+  broadcast(comm_, &pid, 1, 0, "graph write");
+  temp_path_ = path_ + ".tmp-" + std::to_string(pid);
+  // Fail early, with the operating system's reason, if the output cannot be created.
+  comm_.run_on(0, [&] {
+    std::FILE* probe = std::fopen(temp_path_.c_str(), "wb");
+    require(probe != nullptr, path_, ": cannot create output file (", std::strerror(errno), ")");
+    std::fclose(probe);
+  });
+  prepare_hdf5();
+  file_ = h5_create_file(comm_, temp_path_);
+  const hid_t root = file_.get();
+  h5_write_attr(root, "format", std::string(kGraphFormat));
+  h5_write_attr(root, "version", kGraphVersion);
+  h5_write_attr(root, "name", meta.name);
+  h5_write_attr(root, "source", meta.source);
+  h5_write_attr(root, "num_nodes", meta.num_nodes);
+  h5_write_attr(root, "num_edges", meta.num_edges);
+  h5_write_attr(root, "num_features", meta.num_features);
+  h5_write_attr(root, "num_classes", meta.num_classes);
+  h5_write_attr(root, "symmetric", int64_t(meta.symmetric ? 1 : 0));
+  const int64_t n = meta.num_nodes;
+  indptr_ = h5_create_dataset(root, "/graph/indptr", H5T_STD_I64LE, {n + 1}, 0, false);
+  indices_ = h5_create_dataset(root, "/graph/indices", H5T_STD_I64LE, {meta.num_edges}, int64_t(1) << 18, true);
+  features_ = h5_create_dataset(root, "/node/features", H5T_IEEE_F32LE, {n, meta.num_features},
+                                feature_chunk_rows(meta.num_features), false);
+  labels_ = h5_create_dataset(root, "/node/labels", H5T_STD_I64LE, {n}, 0, false);
+  for (const auto& [name, size] : split_sizes)
+    splits_[name] = h5_create_dataset(root, "/split/" + name, H5T_STD_I64LE, {size}, 0, false);
+}
+
+GraphFileWriter::~GraphFileWriter() {
+  if (committed_) return;
+  if (std::uncaught_exceptions() > 0) {
+    // Unwinding from an error: closing is collective and might block if other ranks are elsewhere, so
+    // the handles are left to the shutdown hook (or to the abort); the file goes now.
+    for (auto& [name, h] : splits_) h.release();
+    for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &file_}) h->release();
+    std::remove(temp_path_.c_str());
+    return;
+  }
+  splits_.clear();
+  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &file_}) h->close();
+  if (comm_.rank() == 0) std::remove(temp_path_.c_str());
+}
+
+void GraphFileWriter::write_indptr(int64_t first, int64_t count, const int64_t* values) {
+  h5_write_rows(indptr_.get(), H5T_NATIVE_INT64, first, count, values);
+}
+
+void GraphFileWriter::write_indices(int64_t first, int64_t count, const int64_t* values) {
+  h5_write_rows(indices_.get(), H5T_NATIVE_INT64, first, count, values);
+}
+
+void GraphFileWriter::write_features(int64_t first_row, int64_t rows, const float* values) {
+  h5_write_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, values);
+}
+
+void GraphFileWriter::write_labels(int64_t first, int64_t count, const int64_t* values) {
+  h5_write_rows(labels_.get(), H5T_NATIVE_INT64, first, count, values);
+}
+
+void GraphFileWriter::write_split(const std::string& name, int64_t first, int64_t count, const int64_t* values) {
+  auto it = splits_.find(name);
+  require(it != splits_.end(), path_, ": split '", name, "' was not declared when the file was created");
+  h5_write_rows(it->second.get(), H5T_NATIVE_INT64, first, count, values);
+}
+
+void GraphFileWriter::set_num_edges(int64_t num_edges) {
+  h5_set_extent(indices_.get(), {num_edges});
+  h5_write_attr(file_.get(), "num_edges", num_edges);
+}
+
+void GraphFileWriter::set_num_classes(int64_t num_classes) {
+  h5_write_attr(file_.get(), "num_classes", num_classes);
+}
+
+void GraphFileWriter::commit() {
+  splits_.clear();
+  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &file_}) h->close();
+  comm_.run_on(0, [&] {
+    require(std::rename(temp_path_.c_str(), path_.c_str()) == 0, path_, ": cannot rename ", temp_path_, " (",
+            std::strerror(errno), ")");
+  });
+  committed_ = true;
+}
+
+// ---- reader -----------------------------------------------------------------------------------------
+
+GraphFileReader::GraphFileReader(const Communicator& comm, std::string path) : comm_(comm), path_(std::move(path)) {
+  prepare_hdf5();
+  comm_.run_on(0, [&] {
+    require(access(path_.c_str(), R_OK) == 0, path_, ": cannot read (", std::strerror(errno), ")");
+    std::FILE* f = std::fopen(path_.c_str(), "rb");
+    char magic[8] = {};
+    const size_t got = f ? std::fread(magic, 1, 8, f) : 0;
+    if (f) std::fclose(f);
+    require(got == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0, path_, ": not an HDF5 file");
+  });
+  file_ = h5_open_file(comm_, path_, false);
+  comm_.check(file_.valid(), path_ + ": HDF5 cannot open the file (corrupt or truncated?)");
+
+  // Every rank reads the same metadata, so each check below fails on all ranks alike.
+  std::string problem;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (ok || !problem.empty()) return;
+    problem = path_ + ": " + what;
+  };
+  const hid_t root = file_.get();
+  std::string format;
+  int64_t version = 0, symmetric = 0;
+  expect(h5_read_attr(root, "format", format) && format == kGraphFormat,
+         "not a Tessera graph file (root attribute format is '" + format + "', expected '" + kGraphFormat + "')");
+  expect(h5_read_attr(root, "version", version), "root attribute 'version' is missing");
+  expect(version == kGraphVersion, "schema version " + std::to_string(version) + ", this Tessera reads version " +
+                                       std::to_string(kGraphVersion));
+  for (auto [name, value] : {std::pair<const char*, int64_t*>{"num_nodes", &meta_.num_nodes},
+                             {"num_edges", &meta_.num_edges},
+                             {"num_features", &meta_.num_features},
+                             {"num_classes", &meta_.num_classes},
+                             {"symmetric", &symmetric}})
+    expect(h5_read_attr(root, name, *value), std::string("root attribute '") + name + "' is missing");
+  h5_read_attr(root, "name", meta_.name);
+  h5_read_attr(root, "source", meta_.source);
+  meta_.symmetric = symmetric != 0;
+  expect(meta_.num_nodes > 0 && meta_.num_edges >= 0 && meta_.num_features > 0 && meta_.num_classes >= 0,
+         "root attributes give impossible sizes");
+  comm_.check(problem.empty(), problem);
+
+  struct Expected {
+    H5Handle* handle;
+    const char* name;
+    std::vector<int64_t> dims;
+    H5T_class_t type;
+  };
+  const int64_t n = meta_.num_nodes;
+  for (const Expected& e : {Expected{&indptr_, "/graph/indptr", {n + 1}, H5T_INTEGER},
+                            Expected{&indices_, "/graph/indices", {meta_.num_edges}, H5T_INTEGER},
+                            Expected{&features_, "/node/features", {n, meta_.num_features}, H5T_FLOAT},
+                            Expected{&labels_, "/node/labels", {n}, H5T_INTEGER}}) {
+    if (!problem.empty()) break;
+    if (!h5_exists(root, e.name)) {
+      expect(false, std::string("dataset ") + e.name + " is missing");
+      break;
+    }
+    *e.handle = h5_open_dataset(root, path_, e.name);
+    const std::vector<int64_t> dims = h5_shape(e.handle->get());
+    expect(dims == e.dims, std::string("dataset ") + e.name + " has shape " + shape_text(dims) + ", expected " +
+                               shape_text(e.dims));
+    expect(h5_type_class(e.handle->get()) == e.type,
+           std::string("dataset ") + e.name + (e.type == H5T_FLOAT ? " must hold floats" : " must hold integers"));
+  }
+  if (problem.empty() && h5_exists(root, "/split")) {
+    H5Handle group(H5Gopen2(root, "/split", H5P_DEFAULT));
+    H5G_info_t info{};
+    H5Gget_info(group.get(), &info);
+    for (hsize_t i = 0; i < info.nlinks && problem.empty(); ++i) {
+      char name[256] = {};
+      H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name), H5P_DEFAULT);
+      H5Handle dataset = h5_open_dataset(root, path_, std::string("/split/") + name);
+      const std::vector<int64_t> dims = h5_shape(dataset.get());
+      expect(dims.size() == 1 && dims[0] <= n && h5_type_class(dataset.get()) == H5T_INTEGER,
+             std::string("dataset /split/") + name + " must be a 1D integer array of at most num_nodes ids, has shape " +
+                 shape_text(dims));
+      if (problem.empty()) splits_.push_back(SplitInfo{name, dims[0]});
+    }
+  }
+  comm_.check(problem.empty(), problem);
+}
+
+bool GraphFileReader::has_split(const std::string& name) const {
+  for (const SplitInfo& s : splits_)
+    if (s.name == name) return true;
+  return false;
+}
+
+std::vector<int64_t> GraphFileReader::read_indptr(int64_t first, int64_t count) const {
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  h5_read_rows(indptr_.get(), H5T_NATIVE_INT64, first, count, out.data());
+  return out;
+}
+
+std::vector<int64_t> GraphFileReader::read_indices(int64_t first, int64_t count) const {
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  h5_read_rows(indices_.get(), H5T_NATIVE_INT64, first, count, out.data());
+  return out;
+}
+
+std::vector<float> GraphFileReader::read_features(int64_t first_row, int64_t rows) const {
+  std::vector<float> out(size_t(rows * meta_.num_features));
+  h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, out.data());
+  return out;
+}
+
+std::vector<int64_t> GraphFileReader::read_labels(int64_t first, int64_t count) const {
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  h5_read_rows(labels_.get(), H5T_NATIVE_INT64, first, count, out.data());
+  return out;
+}
+
+std::vector<int64_t> GraphFileReader::read_split(const std::string& name, int64_t first, int64_t count) const {
+  require(has_split(name), path_, ": no split named '", name, "'");
+  H5Handle dataset = h5_open_dataset(file_.get(), path_, "/split/" + name);
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  h5_read_rows(dataset.get(), H5T_NATIVE_INT64, first, count, out.data());
+  return out;
+}
+
+GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
+  GraphSlice slice;
+  slice.first_row = first_row;
+  const std::vector<int64_t> indptr = read_indptr(first_row, rows + 1);
+  const int64_t begin = indptr.front(), nnz = indptr.back() - begin;
+  const std::vector<int64_t> indices = read_indices(begin, nnz);
+  CsrMatrix<float, HostSpace>& a = slice.adjacency;
+  a.num_rows = rows;
+  a.num_cols = meta_.num_nodes;
+  a.row_ptr = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("row_ptr"), size_t(rows + 1));
+  a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(nnz));
+  for (int64_t i = 0; i <= rows; ++i) a.row_ptr(i) = indptr[size_t(i)] - begin;
+  for (int64_t k = 0; k < nnz; ++k) a.col_idx(k) = indices[size_t(k)];
+  slice.features = HostMatrix<float>(Kokkos::ViewAllocateWithoutInitializing("features"), size_t(rows),
+                                     size_t(meta_.num_features));
+  h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, slice.features.data());
+  slice.labels = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("labels"), size_t(rows));
+  h5_read_rows(labels_.get(), H5T_NATIVE_INT64, first_row, rows, slice.labels.data());
+  return slice;
+}
+
+// ---- deep validation ----------------------------------------------------------------------------------
+
+GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& comm) {
+  const GraphMeta& m = reader.meta();
+  const std::string& file = reader.path();
+  const auto [begin, end] = block_range(m.num_nodes, comm.rank(), comm.size());
+  std::string problem;
+  auto expect = [&](bool ok, auto&&... parts) {
+    if (ok || !problem.empty()) return;
+    std::ostringstream s;
+    s << file << ": ";
+    (s << ... << parts);
+    problem = s.str();
+  };
+
+  GraphSummary local;
+  local.min_degree = INT64_MAX;
+  // Rows are read in bounded blocks so validation of a huge file needs little memory.
+  const int64_t block = std::max<int64_t>(1, (int64_t(64) << 20) / (8 + 4 * m.num_features));
+  // Reads are collective, so every rank runs the same number of rounds (some with empty ranges).
+  const int64_t rounds = all_reduce_value(comm, (end - begin + block - 1) / block, ReduceOp::Max, "validate");
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t first = std::min(begin + round * block, end);
+    const int64_t rows = std::min(block, end - first);
+    const std::vector<int64_t> indptr = reader.read_indptr(first, rows + 1);
+    if (first == 0) expect(indptr[0] == 0, "dataset /graph/indptr: entry 0 is ", indptr[0], ", expected 0");
+    for (int64_t i = 0; i < rows; ++i)
+      expect(indptr[size_t(i + 1)] >= indptr[size_t(i)], "dataset /graph/indptr: decreases at row ", first + i);
+    if (first + rows == m.num_nodes)
+      expect(indptr.back() == m.num_edges, "dataset /graph/indptr: ends at ", indptr.back(), " but num_edges is ",
+             m.num_edges);
+    const int64_t lo = std::clamp<int64_t>(indptr.front(), 0, m.num_edges);
+    const int64_t hi = std::clamp<int64_t>(indptr.back(), lo, m.num_edges);
+    const std::vector<int64_t> indices = reader.read_indices(lo, hi - lo);
+    for (int64_t i = 0; i < rows && problem.empty(); ++i) {
+      const int64_t degree = indptr[size_t(i + 1)] - indptr[size_t(i)];
+      local.min_degree = std::min(local.min_degree, degree);
+      local.max_degree = std::max(local.max_degree, degree);
+      for (int64_t k = std::max(indptr[size_t(i)], lo); k < std::min(indptr[size_t(i + 1)], hi); ++k) {
+        const int64_t u = indices[size_t(k - lo)];
+        expect(u >= 0 && u < m.num_nodes, "dataset /graph/indices: entry ", k, " (row ", first + i, ") is node ", u,
+               ", outside [0, ", m.num_nodes, ")");
+        if (u == first + i) ++local.self_loops;
+      }
+    }
+    const std::vector<int64_t> labels = reader.read_labels(first, rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t y = labels[size_t(i)];
+      expect(y >= -1 && y < std::max<int64_t>(m.num_classes, 0), "dataset /node/labels: row ", first + i,
+             " has label ", y, ", outside [-1, ", m.num_classes, ")");
+      if (y >= 0) ++local.labeled_nodes;
+      local.max_label = std::max(local.max_label, y);
+    }
+    const std::vector<float> features = reader.read_features(first, rows);
+    for (size_t k = 0; k < features.size() && problem.empty(); ++k)
+      expect(std::isfinite(features[k]), "dataset /node/features: row ", first + int64_t(k) / m.num_features,
+             ", column ", int64_t(k) % m.num_features, " is ", features[k]);
+  }
+  for (const SplitInfo& split : reader.splits()) {
+    const auto [sb, se] = block_range(split.size, comm.rank(), comm.size());
+    const std::vector<int64_t> ids = reader.read_split(split.name, sb, se - sb);
+    for (size_t k = 0; k < ids.size(); ++k)
+      expect(ids[k] >= 0 && ids[k] < m.num_nodes, "dataset /split/", split.name, ": entry ", sb + int64_t(k),
+             " is node ", ids[k], ", outside [0, ", m.num_nodes, ")");
+  }
+  comm.check(problem.empty(), problem);
+
+  GraphSummary global;
+  global.min_degree = all_reduce_value(comm, local.min_degree, ReduceOp::Min, "validate");
+  global.max_degree = all_reduce_value(comm, local.max_degree, ReduceOp::Max, "validate");
+  global.labeled_nodes = all_reduce_value(comm, local.labeled_nodes, ReduceOp::Sum, "validate");
+  global.self_loops = all_reduce_value(comm, local.self_loops, ReduceOp::Sum, "validate");
+  global.max_label = all_reduce_value(comm, local.max_label, ReduceOp::Max, "validate");
+  global.mean_degree = double(m.num_edges) / double(m.num_nodes);
+  return global;
+}
+
+}  // namespace tessera

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The Tessera graph file (HDF5, schema version 1, DESIGN §3): CSR by destination, float32 features,
+// int64 labels (-1 = unlabeled), OGB-named splits. Written collectively to a temporary name and renamed
+// on commit, so a failed write never leaves a file behind; read collectively, each rank its own rows.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/communicator.hpp"
+#include "tessera/core/csr.hpp"
+#include "tessera/graph/hdf5_io.hpp"
+
+namespace tessera {
+
+inline constexpr const char* kGraphFormat = "tessera-graph";
+inline constexpr int64_t kGraphVersion = 1;
+
+struct GraphMeta {
+  std::string name;
+  std::string source;  // free text: where the graph came from
+  int64_t num_nodes = 0;
+  int64_t num_edges = 0;
+  int64_t num_features = 0;
+  int64_t num_classes = 0;
+  bool symmetric = false;
+};
+
+/// The rows [first_row, first_row + rows) of a graph file: in-edges, features and labels.
+struct GraphSlice {
+  int64_t first_row = 0;
+  CsrMatrix<float, HostSpace> adjacency;  // local rows, global column (source) ids, pattern only
+  HostMatrix<float> features;             // rows x num_features
+  HostVector<int64_t> labels;             // rows
+};
+
+/// [begin, end) of the rows rank `rank` of `ranks` owns in a block distribution of `n` rows.
+std::pair<int64_t, int64_t> block_range(int64_t n, int rank, int ranks);
+
+class GraphFileWriter {
+ public:
+  /// Collective over comm. Creates `path` under a temporary name with every dataset sized from `meta`
+  /// and `split_sizes` (num_edges may grow later through set_num_edges).
+  GraphFileWriter(const Communicator& comm, std::string path, const GraphMeta& meta,
+                  const std::map<std::string, int64_t>& split_sizes);
+  /// Without commit(), the temporary file is removed.
+  ~GraphFileWriter();
+  GraphFileWriter(const GraphFileWriter&) = delete;
+  GraphFileWriter& operator=(const GraphFileWriter&) = delete;
+
+  // Collective writes: each rank passes its own contiguous range (possibly empty).
+  void write_indptr(int64_t first, int64_t count, const int64_t* values);
+  void write_indices(int64_t first, int64_t count, const int64_t* values);
+  void write_features(int64_t first_row, int64_t rows, const float* values);
+  void write_labels(int64_t first, int64_t count, const int64_t* values);
+  void write_split(const std::string& name, int64_t first, int64_t count, const int64_t* values);
+  /// Collective: resizes /graph/indices and updates the num_edges and num_classes attributes.
+  void set_num_edges(int64_t num_edges);
+  void set_num_classes(int64_t num_classes);
+
+  /// Collective: closes the file and renames it to its final path.
+  void commit();
+
+ private:
+  const Communicator& comm_;
+  std::string path_, temp_path_;
+  H5Handle file_, indptr_, indices_, features_, labels_;
+  std::map<std::string, H5Handle> splits_;
+  bool committed_ = false;
+};
+
+struct SplitInfo {
+  std::string name;
+  int64_t size = 0;
+};
+
+class GraphFileReader {
+ public:
+  /// Collective. Checks the schema (format, version, every dataset's presence, rank and shape) and
+  /// throws CollectiveError naming the file and dataset on any mismatch.
+  GraphFileReader(const Communicator& comm, std::string path);
+
+  const GraphMeta& meta() const { return meta_; }
+  const std::string& path() const { return path_; }
+  const std::vector<SplitInfo>& splits() const { return splits_; }
+  bool has_split(const std::string& name) const;
+
+  // Collective reads; each rank passes its own range.
+  std::vector<int64_t> read_indptr(int64_t first, int64_t count) const;
+  std::vector<int64_t> read_indices(int64_t first, int64_t count) const;
+  std::vector<float> read_features(int64_t first_row, int64_t rows) const;
+  std::vector<int64_t> read_labels(int64_t first, int64_t count) const;
+  std::vector<int64_t> read_split(const std::string& name, int64_t first, int64_t count) const;
+
+  /// Collective: rows [first_row, first_row + rows) as a GraphSlice.
+  GraphSlice read_rows(int64_t first_row, int64_t rows) const;
+
+ private:
+  const Communicator& comm_;
+  std::string path_;
+  GraphMeta meta_;
+  std::vector<SplitInfo> splits_;
+  H5Handle file_, indptr_, indices_, features_, labels_;
+};
+
+/// What `tessera info` reports; the counts are global.
+struct GraphSummary {
+  int64_t min_degree = 0, max_degree = 0;
+  double mean_degree = 0.0;
+  int64_t labeled_nodes = 0, self_loops = 0;
+  int64_t max_label = -1;
+};
+
+/// Collective deep check of every value (offsets, node ids, labels, finite features, split ids), each
+/// rank reading a block of rows; throws CollectiveError naming the file, dataset and first bad row.
+GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& comm);
+
+}  // namespace tessera

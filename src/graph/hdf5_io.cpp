@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/graph/hdf5_io.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/runtime.hpp"
+
+namespace tessera {
+
+H5Handle& H5Handle::operator=(H5Handle&& o) noexcept {
+  if (this != &o) {
+    close();
+    id_ = o.id_;
+    o.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+void H5Handle::close() noexcept {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: break;
+  }
+  id_ = H5I_INVALID_HID;
+}
+
+void prepare_hdf5() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  add_shutdown_hook([] { H5close(); });
+}
+
+namespace {
+
+H5Handle mpio_access(const Communicator& comm) {
+  H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
+  require(fapl.valid() && H5Pset_fapl_mpio(fapl.get(), comm.get(), MPI_INFO_NULL) >= 0,
+          "HDF5: cannot set up MPI-IO file access");
+  // Metadata reads by one rank and broadcast, writes collective: scales to many ranks on Lustre.
+  H5Pset_all_coll_metadata_ops(fapl.get(), true);
+  H5Pset_coll_metadata_write(fapl.get(), true);
+  return fapl;
+}
+
+H5Handle collective_transfer() {
+  H5Handle dxpl(H5Pcreate(H5P_DATASET_XFER));
+  H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE);
+  return dxpl;
+}
+
+// Selects rows [first, first+rows) (all columns) in the file space and a matching memory space.
+void select_rows(hid_t dataset, int64_t first, int64_t rows, H5Handle& file_space, H5Handle& mem_space) {
+  file_space = H5Handle(H5Dget_space(dataset));
+  const int rank = H5Sget_simple_extent_ndims(file_space.get());
+  require(rank == 1 || rank == 2, "HDF5: dataset of rank ", rank, " where 1 or 2 was expected");
+  hsize_t dims[2] = {0, 1};
+  H5Sget_simple_extent_dims(file_space.get(), dims, nullptr);
+  require(first >= 0 && rows >= 0 && hsize_t(first + rows) <= dims[0], "HDF5: rows [", first, ", ", first + rows,
+          ") outside a dataset of ", dims[0], " rows");
+  hsize_t start[2] = {hsize_t(first), 0}, count[2] = {hsize_t(rows), dims[1]};
+  if (rows == 0) {
+    H5Sselect_none(file_space.get());
+    mem_space = H5Handle(H5Screate(H5S_NULL));
+    return;
+  }
+  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+  mem_space = H5Handle(H5Screate_simple(rank, count, nullptr));
+}
+
+}  // namespace
+
+H5Handle h5_create_file(const Communicator& comm, const std::string& path) {
+  prepare_hdf5();
+  H5Handle fapl = mpio_access(comm);
+  H5Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+  require(file.valid(), path, ": cannot create the file");
+  return file;
+}
+
+H5Handle h5_open_file(const Communicator& comm, const std::string& path, bool writable) {
+  prepare_hdf5();
+  H5Handle fapl = mpio_access(comm);
+  H5Handle file(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl.get()));
+  return file;
+}
+
+bool h5_exists(hid_t location, const std::string& name) {
+  // Check every path component: H5Lexists fails on a missing intermediate group.
+  size_t pos = 0;
+  while ((pos = name.find('/', pos + 1)) != std::string::npos)
+    if (H5Lexists(location, name.substr(0, pos).c_str(), H5P_DEFAULT) <= 0) return false;
+  return H5Lexists(location, name.c_str(), H5P_DEFAULT) > 0;
+}
+
+H5Handle h5_open_dataset(hid_t file, const std::string& file_name, const std::string& name) {
+  require(h5_exists(file, name), file_name, ": dataset ", name, " is missing");
+  H5Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  require(dataset.valid() && H5Iget_type(dataset.get()) == H5I_DATASET, file_name, ": ", name,
+          " is not a readable dataset");
+  return dataset;
+}
+
+std::vector<int64_t> h5_shape(hid_t dataset) {
+  H5Handle space(H5Dget_space(dataset));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(size_t(rank > 0 ? rank : 0));
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return std::vector<int64_t>(dims.begin(), dims.end());
+}
+
+H5T_class_t h5_type_class(hid_t dataset) {
+  H5Handle type(H5Dget_type(dataset));
+  return H5Tget_class(type.get());
+}
+
+H5Handle h5_create_dataset(hid_t file, const std::string& name, hid_t type, const std::vector<int64_t>& dims,
+                           int64_t chunk_rows, bool extendible) {
+  std::vector<hsize_t> d(dims.begin(), dims.end()), max = d;
+  if (extendible) max[0] = H5S_UNLIMITED;
+  H5Handle space(H5Screate_simple(int(d.size()), d.data(), max.data()));
+  H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  if (chunk_rows > 0 || extendible) {
+    std::vector<hsize_t> chunk = d;
+    chunk[0] = hsize_t(chunk_rows > 0 ? chunk_rows : 1 << 16);
+    for (hsize_t& c : chunk) c = c == 0 ? 1 : c;
+    H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data());
+  }
+  H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
+  H5Handle dataset(H5Dcreate2(file, name.c_str(), type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
+  require(dataset.valid(), "HDF5: cannot create dataset ", name);
+  return dataset;
+}
+
+void h5_set_extent(hid_t dataset, const std::vector<int64_t>& dims) {
+  std::vector<hsize_t> d(dims.begin(), dims.end());
+  require(H5Dset_extent(dataset, d.data()) >= 0, "HDF5: cannot resize a dataset");
+}
+
+void h5_write_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, const void* data) {
+  H5Handle file_space, mem_space;
+  select_rows(dataset, first, rows, file_space, mem_space);
+  H5Handle dxpl = collective_transfer();
+  require(H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), dxpl.get(), data) >= 0,
+          "HDF5: write of rows [", first, ", ", first + rows, ") failed (disk full?)");
+}
+
+void h5_read_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, void* data) {
+  H5Handle file_space, mem_space;
+  select_rows(dataset, first, rows, file_space, mem_space);
+  H5Handle dxpl = collective_transfer();
+  require(H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), dxpl.get(), data) >= 0,
+          "HDF5: read of rows [", first, ", ", first + rows, ") failed");
+}
+
+void h5_write_attr(hid_t object, const std::string& name, int64_t value) {
+  if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
+  H5Handle space(H5Screate(H5S_SCALAR));
+  H5Handle attr(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  require(attr.valid() && H5Awrite(attr.get(), H5T_NATIVE_INT64, &value) >= 0, "HDF5: cannot write attribute ",
+          name);
+}
+
+void h5_write_attr(hid_t object, const std::string& name, const std::string& value) {
+  if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
+  H5Handle type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), value.empty() ? 1 : value.size());
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  H5Handle space(H5Screate(H5S_SCALAR));
+  H5Handle attr(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  std::string padded = value.empty() ? std::string(1, '\0') : value;
+  require(attr.valid() && H5Awrite(attr.get(), type.get(), padded.data()) >= 0, "HDF5: cannot write attribute ",
+          name);
+}
+
+bool h5_read_attr(hid_t object, const std::string& name, int64_t& value) {
+  if (H5Aexists(object, name.c_str()) <= 0) return false;
+  H5Handle attr(H5Aopen(object, name.c_str(), H5P_DEFAULT));
+  H5Handle type(H5Aget_type(attr.get()));
+  if (H5Tget_class(type.get()) != H5T_INTEGER) return false;
+  return H5Aread(attr.get(), H5T_NATIVE_INT64, &value) >= 0;
+}
+
+bool h5_read_attr(hid_t object, const std::string& name, std::string& value) {
+  if (H5Aexists(object, name.c_str()) <= 0) return false;
+  H5Handle attr(H5Aopen(object, name.c_str(), H5P_DEFAULT));
+  H5Handle type(H5Aget_type(attr.get()));
+  if (H5Tget_class(type.get()) != H5T_STRING) return false;
+  if (H5Tis_variable_str(type.get()) > 0) {
+    H5Handle mem(H5Tcopy(H5T_C_S1));
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    char* text = nullptr;
+    if (H5Aread(attr.get(), mem.get(), &text) < 0) return false;
+    value = text ? text : "";
+    H5free_memory(text);
+    return true;
+  }
+  const size_t size = H5Tget_size(type.get());
+  std::string buffer(size, '\0');
+  if (H5Aread(attr.get(), type.get(), buffer.data()) < 0) return false;
+  value = buffer.substr(0, buffer.find('\0'));
+  return true;
+}
+
+}  // namespace tessera

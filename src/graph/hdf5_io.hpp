@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Thin RAII layer over parallel HDF5: every handle closes itself, every failure is an Error naming the
+// file and the object. Files are opened through MPI-IO on a communicator (MPI_COMM_SELF for one process);
+// reads and writes of row ranges are collective, each rank passing its own (possibly empty) range.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/communicator.hpp"
+
+namespace tessera {
+
+/// Owns one HDF5 identifier and closes it with the matching H5*close.
+class H5Handle {
+ public:
+  H5Handle() = default;
+  explicit H5Handle(hid_t id) : id_(id) {}
+  H5Handle(H5Handle&& o) noexcept : id_(o.id_) { o.id_ = H5I_INVALID_HID; }
+  H5Handle& operator=(H5Handle&& o) noexcept;
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+  ~H5Handle() { close(); }
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void close() noexcept;
+  /// Forgets the identifier without closing it. Used while unwinding from an error: closing a parallel
+  /// file is collective and could block, so the file is left to the shutdown hook (H5close).
+  void release() noexcept { id_ = H5I_INVALID_HID; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+/// Turns off HDF5's own error printing (we report errors ourselves) and registers H5close as a shutdown
+/// hook, so files released during a collective error are closed collectively before MPI_Finalize.
+/// Safe to call repeatedly.
+void prepare_hdf5();
+
+/// Collective open/create with the MPI-IO driver on `comm`. Throws Error naming `path`.
+H5Handle h5_create_file(const Communicator& comm, const std::string& path);
+H5Handle h5_open_file(const Communicator& comm, const std::string& path, bool writable);
+
+bool h5_exists(hid_t location, const std::string& name);
+H5Handle h5_open_dataset(hid_t file, const std::string& file_name, const std::string& name);
+/// Dimensions of a dataset.
+std::vector<int64_t> h5_shape(hid_t dataset);
+/// H5T_INTEGER, H5T_FLOAT, ... of a dataset's stored type.
+H5T_class_t h5_type_class(hid_t dataset);
+
+/// Creates a dataset of `type` with `dims`; chunked by rows when chunk_rows > 0, extendible along dim 0
+/// when `extendible`.
+H5Handle h5_create_dataset(hid_t file, const std::string& name, hid_t type, const std::vector<int64_t>& dims,
+                           int64_t chunk_rows, bool extendible);
+void h5_set_extent(hid_t dataset, const std::vector<int64_t>& dims);
+
+/// Collective transfer of rows [first, first + rows) of a 1D or 2D dataset (all columns). Memory type
+/// is `mem_type`; HDF5 converts from the stored type.
+void h5_write_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, const void* data);
+void h5_read_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, void* data);
+
+// Scalar attributes (every rank passes the same value when writing).
+void h5_write_attr(hid_t object, const std::string& name, int64_t value);
+void h5_write_attr(hid_t object, const std::string& name, const std::string& value);
+bool h5_read_attr(hid_t object, const std::string& name, int64_t& value);
+bool h5_read_attr(hid_t object, const std::string& name, std::string& value);
+
+template <class T>
+hid_t h5_native_type();
+template <> inline hid_t h5_native_type<float>() { return H5T_NATIVE_FLOAT; }
+template <> inline hid_t h5_native_type<double>() { return H5T_NATIVE_DOUBLE; }
+template <> inline hid_t h5_native_type<int64_t>() { return H5T_NATIVE_INT64; }
+template <> inline hid_t h5_native_type<int32_t>() { return H5T_NATIVE_INT32; }
+template <> inline hid_t h5_native_type<uint64_t>() { return H5T_NATIVE_UINT64; }
+
+}  // namespace tessera

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Synthetic graphs, generated in parallel and deterministically: every value is a pure function of the
+// seed (counter-based RNG), so the same options give the same file on any number of ranks.
+//   R-MAT  (Chakrabarti et al.; a,b,c = 0.57,0.19,0.19 as Graph500): power-law structure, random normal
+//          features and degree-bucket labels, as the Plexus paper does for feature-less graphs.
+//   CSBM   contextual stochastic block model: classes are blocks, a fraction of each node's edges stays
+//          inside its block, features are the class mean plus noise, so a GCN can learn the labels.
+// Both are undirected: every edge is stored in both directions, self loops and duplicates removed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/comm/communicator.hpp"
+#include "tessera/graph/graph_file.hpp"
+
+namespace tessera {
+
+enum class SynthKind { Rmat, Csbm };
+
+struct SynthOptions {
+  SynthKind kind = SynthKind::Csbm;
+  int64_t num_nodes = 10000;
+  int64_t num_edges = 50000;  // undirected edges drawn (before removing duplicates and self loops)
+  int64_t num_features = 32;
+  int64_t num_classes = 8;
+  uint64_t seed = 1;
+  double rmat_a = 0.57, rmat_b = 0.19, rmat_c = 0.19;
+  double intra_class = 0.8;      // CSBM: fraction of edges inside the class
+  double feature_signal = 0.25;  // CSBM: class-mean scale relative to unit noise
+  double train_fraction = 0.1, valid_fraction = 0.1;  // the rest is test
+  std::string name;              // empty: a name from kind and seed
+};
+
+/// Collective: generates the graph and writes it to `output` (atomically). Returns its metadata.
+GraphMeta generate_synthetic(const SynthOptions& options, const std::string& output, const Communicator& comm);
+
+/// The endpoints of generated undirected edge e (before self-loop removal); exposed for tests.
+std::pair<int64_t, int64_t> synthetic_edge(const SynthOptions& options, int64_t e);
+/// Class of node v in a CSBM graph.
+int64_t csbm_class(const SynthOptions& options, int64_t v);
+
+}  // namespace tessera
