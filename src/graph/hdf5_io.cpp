@@ -2,6 +2,7 @@
 #include "tessera/graph/hdf5_io.hpp"
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "tessera/core/error.hpp"
@@ -41,6 +42,12 @@ void prepare_hdf5() {
   add_shutdown_hook([] { H5close(); });
 }
 
+std::string file_name_of(hid_t object) {
+  char name[4096] = {};
+  if (H5Fget_name(object, name, sizeof(name)) < 0) return "HDF5 file";
+  return name;
+}
+
 namespace {
 
 H5Handle mpio_access(const Communicator& comm) {
@@ -66,12 +73,15 @@ void select_rows(hid_t dataset, int64_t first, int64_t rows, H5Handle& file_spac
   require(rank == 1 || rank == 2, "HDF5: dataset of rank ", rank, " where 1 or 2 was expected");
   hsize_t dims[2] = {0, 1};
   H5Sget_simple_extent_dims(file_space.get(), dims, nullptr);
-  require(first >= 0 && rows >= 0 && hsize_t(first + rows) <= dims[0], "HDF5: rows [", first, ", ", first + rows,
+  require(first >= 0 && rows >= 0 && hsize_t(first + rows) <= dims[0], file_name_of(dataset), ": rows [", first, ", ", first + rows,
           ") outside a dataset of ", dims[0], " rows");
   hsize_t start[2] = {hsize_t(first), 0}, count[2] = {hsize_t(rows), dims[1]};
   if (rows == 0) {
+    // An empty selection still takes part in the collective call (HDF5 1.10 crashes on H5S_NULL here).
     H5Sselect_none(file_space.get());
-    mem_space = H5Handle(H5Screate(H5S_NULL));
+    hsize_t one[2] = {1, dims[1] > 0 ? dims[1] : 1};
+    mem_space = H5Handle(H5Screate_simple(rank, one, nullptr));
+    H5Sselect_none(mem_space.get());
     return;
   }
   H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
@@ -135,18 +145,19 @@ H5Handle h5_create_dataset(hid_t file, const std::string& name, hid_t type, cons
   if (chunk_rows > 0 || extendible) {
     std::vector<hsize_t> chunk = d;
     chunk[0] = hsize_t(chunk_rows > 0 ? chunk_rows : 1 << 16);
+    if (!extendible) chunk[0] = std::min(chunk[0], d[0]);  // a fixed-size dataset's chunk must fit in it
     for (hsize_t& c : chunk) c = c == 0 ? 1 : c;
     H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data());
   }
   H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
   H5Handle dataset(H5Dcreate2(file, name.c_str(), type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
-  require(dataset.valid(), "HDF5: cannot create dataset ", name);
+  require(dataset.valid(), file_name_of(file), ": cannot create dataset ", name);
   return dataset;
 }
 
 void h5_set_extent(hid_t dataset, const std::vector<int64_t>& dims) {
   std::vector<hsize_t> d(dims.begin(), dims.end());
-  require(H5Dset_extent(dataset, d.data()) >= 0, "HDF5: cannot resize a dataset");
+  require(H5Dset_extent(dataset, d.data()) >= 0, file_name_of(dataset), ": cannot resize a dataset");
 }
 
 void h5_write_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, const void* data) {
@@ -154,7 +165,7 @@ void h5_write_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, c
   select_rows(dataset, first, rows, file_space, mem_space);
   H5Handle dxpl = collective_transfer();
   require(H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), dxpl.get(), data) >= 0,
-          "HDF5: write of rows [", first, ", ", first + rows, ") failed (disk full?)");
+          file_name_of(dataset), ": write of rows [", first, ", ", first + rows, ") failed (disk full?)");
 }
 
 void h5_read_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, void* data) {
@@ -162,7 +173,7 @@ void h5_read_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, vo
   select_rows(dataset, first, rows, file_space, mem_space);
   H5Handle dxpl = collective_transfer();
   require(H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), dxpl.get(), data) >= 0,
-          "HDF5: read of rows [", first, ", ", first + rows, ") failed");
+          file_name_of(dataset), ": read of rows [", first, ", ", first + rows, ") failed (corrupt file?)");
 }
 
 void h5_write_attr(hid_t object, const std::string& name, int64_t value) {

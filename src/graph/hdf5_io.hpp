@@ -44,6 +44,9 @@ void prepare_hdf5();
 H5Handle h5_create_file(const Communicator& comm, const std::string& path);
 H5Handle h5_open_file(const Communicator& comm, const std::string& path, bool writable);
 
+/// Name of the file that holds `object` (for error messages).
+std::string file_name_of(hid_t object);
+
 bool h5_exists(hid_t location, const std::string& name);
 H5Handle h5_open_dataset(hid_t file, const std::string& file_name, const std::string& name);
 /// Dimensions of a dataset.

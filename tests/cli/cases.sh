@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# cases.sh CASE: one command-line test. Environment: TESSERA, H5_TAMPER, ABORT_PROBE, MPIEXEC, SOURCE_DIR,
+# SHARED_DIR (set by CMake). Exit 0 = pass, 77 = skipped, anything else = failure.
+set -u
+case_name=$1
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/tessera-cli-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+expect_error() { bash "$here/expect_error.sh" "$@"; }
+fixture() { python3 "$SOURCE_DIR/tests/fixtures/make_ogb_fixture.py" "$work/ds" "$@" >/dev/null || exit 1; }
+good_h5() { fixture; "$TESSERA" prep ogb "$work/ds" -o "$work/g.h5" >/dev/null || exit 1; }
+mpi() { $MPIEXEC -n "$@"; }
+
+case "$case_name" in
+  cora_prep_info)
+    [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
+    "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize || exit 1
+    out=$(mpi 4 "$TESSERA" info cora.h5) || exit 1
+    echo "$out"
+    for want in "nodes:     2708" "edges:     10556 (symmetric" "features:  1433" "classes:   7" \
+                "splits:    test 1000, train 140, valid 500" "valid:     yes"; do
+      grep -qF "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
+    done ;;
+  synth_csbm_info)
+    a=$(mpi 2 "$TESSERA" prep synth --kind csbm --nodes 3000 --edges 15000 --seed 5 -o a.h5) || exit 1
+    mpi 3 "$TESSERA" prep synth --kind csbm --nodes 3000 --edges 15000 --seed 5 -o b.h5 >/dev/null || exit 1
+    echo "$a"
+    # The same seed on a different rank count gives the same file contents (h5diff compares values).
+    h5diff a.h5 b.h5 || { echo "FAILED: 2-rank and 3-rank files differ"; exit 1; }
+    mpi 2 "$TESSERA" info a.h5 | grep -q "valid:     yes" || exit 1 ;;
+  bad_truncated_gzip)
+    fixture --defect truncated-gzip
+    expect_error "ds/raw/edge.csv.gz: line [0-9]+: (truncated|corrupt)" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;
+  bad_wrong_columns)
+    fixture --defect wrong-columns
+    expect_error "edge.csv.gz: line 10: expected 2 columns, found 3" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;
+  bad_non_numeric)
+    fixture --defect non-numeric
+    expect_error "edge.csv.gz: line 5, column 2: 'abc' is not an integer" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;
+  bad_id_out_of_range)
+    fixture --defect id-out-of-range
+    expect_error "edge.csv.gz: line 12: node id 60 out of range \[0, 50\)" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;
+  bad_nan_feature)
+    fixture --defect nan-feature
+    expect_error "node-feat.csv.gz: line 6, column 1: value is nan" "out.h5*" -- $MPIEXEC -n 2 "$TESSERA" prep ogb ds -o out.h5 ;;
+  bad_inf_feature)
+    fixture --defect inf-feature
+    expect_error "node-feat.csv.gz: line 7, column 1: value is inf" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;
+  bad_missing_split)
+    fixture --defect missing-split
+    expect_error "ds/split/random/test.csv.gz: missing" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;
+  bad_wrong_edge_count)
+    fixture --defect wrong-edge-count
+    expect_error "edge.csv.gz: 115 edges, but the dataset declares 120" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;
+  bad_unwritable_output)
+    fixture
+    expect_error "nodir/out.h5: cannot create output file \(No such file or directory\)" "nodir" -- \
+      $MPIEXEC -n 2 "$TESSERA" prep ogb ds -o nodir/out.h5
+    touch plainfile
+    expect_error "plainfile/out.h5: cannot create output file \(Not a directory\)" "plainfile/out.h5*" -- \
+      $MPIEXEC -n 2 "$TESSERA" prep synth --nodes 100 --edges 300 -o plainfile/out.h5 ;;
+  bad_not_a_dataset)
+    mkdir empty
+    expect_error "empty: neither raw/edge.csv.gz nor raw/data.npz found" "out.h5*" -- "$TESSERA" prep ogb empty -o out.h5 ;;
+  bad_h5_version)
+    good_h5; "$H5_TAMPER" g.h5 version 2 || exit 1
+    expect_error "g.h5: schema version 2, this Tessera reads version 1" "-" -- $MPIEXEC -n 2 "$TESSERA" info g.h5 ;;
+  bad_h5_shape)
+    good_h5; "$H5_TAMPER" g.h5 shrink /node/labels || exit 1
+    expect_error "g.h5: dataset /node/labels has shape \[3\], expected \[50\]" "-" -- $MPIEXEC -n 2 "$TESSERA" info g.h5 ;;
+  bad_h5_missing_dataset)
+    good_h5; "$H5_TAMPER" g.h5 drop /node/features || exit 1
+    expect_error "g.h5: dataset /node/features is missing" "-" -- $MPIEXEC -n 3 "$TESSERA" info g.h5 ;;
+  bad_h5_label)
+    good_h5; "$H5_TAMPER" g.h5 label 47 12 || exit 1
+    expect_error "g.h5: dataset /node/labels: row 47 has label 12, outside \[-1, 3\)" "-" -- $MPIEXEC -n 4 "$TESSERA" info g.h5 ;;
+  bad_h5_not_hdf5)
+    echo "hello" > fake.h5
+    expect_error "fake.h5: not an HDF5 file" "-" -- $MPIEXEC -n 2 "$TESSERA" info fake.h5 ;;
+  bad_usage)
+    expect_error "--nodes: Value abc not in range|could not be converted|--nodes" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" prep synth --nodes abc -o x.h5
+    expect_error "A subcommand is required|subcommand" "-" -- "$TESSERA" ;;
+  abort_local_error)
+    # Rank 1 fails while rank 0 waits in a barrier: the job must end (timeout = hang) with a non-zero code.
+    expect_error "probe: rank-local failure \(rank 1\)" "-" -- timeout 60 $MPIEXEC -n 2 "$ABORT_PROBE" local ;;
+  abort_collective_error)
+    out=$(bash "$here/expect_error.sh" "probe: the last rank disagrees" "-" -- timeout 60 $MPIEXEC -n 3 "$ABORT_PROBE" collective) \
+      || { echo "$out"; exit 1; }
+    echo "$out"
+    [ "$(grep -c 'tessera: error:' <<<"$out")" -eq 1 ] || { echo "FAILED: expected exactly one error line"; exit 1; }
+    grep -q "MPI_ABORT" <<<"$out" && { echo "FAILED: a collective error should not abort"; exit 1; }
+    exit 0 ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac

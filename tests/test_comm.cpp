@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Runs under mpiexec with 1, 2, 4 and 8 ranks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/comm/process_grid.hpp"
+#include "tessera/core/error.hpp"
+
+using namespace tessera;
+
+namespace {
+
+// Independent enumeration: all (d, x, y, z) with product P.
+std::vector<std::array<int, 4>> brute_force_shapes(int p) {
+  std::vector<std::array<int, 4>> out;
+  for (int d = 1; d <= p; ++d)
+    for (int x = 1; x <= p; ++x)
+      for (int y = 1; y <= p; ++y)
+        for (int z = 1; z <= p; ++z)
+          if (d * x * y * z == p) out.push_back({d, x, y, z});
+  return out;
+}
+
+std::vector<int> members(const Communicator& comm, int world_rank) {
+  std::vector<int> all(size_t(comm.size()));
+  MPI_Allgather(&world_rank, 1, MPI_INT, all.data(), 1, MPI_INT, comm.get());
+  return all;
+}
+
+}  // namespace
+
+TEST(GridShape, ParseAndPrint) {
+  EXPECT_EQ(GridShape::parse("2x3x4").str(), "2x3x4");
+  EXPECT_EQ(GridShape::parse("2x1x3x4").d, 2);
+  EXPECT_EQ(GridShape::parse("2x1x3x4").size(), 24);
+  EXPECT_EQ(GridShape::parse("1x2x2x2").str(), "2x2x2");
+  for (const char* bad : {"2x2", "2x0x2", "axbxc", "2x2x2x2x2", "2xx2x2", "-1x2x2", "2x2x2 "})
+    EXPECT_THROW(GridShape::parse(bad), Error) << bad;
+}
+
+TEST(ProcessGrid, FactorizationsAreExactlyTheDivisorTuples) {
+  for (int p : {1, 2, 6, 8, 12}) {
+    std::set<std::array<int, 4>> listed;
+    for (const GridShape& s : ProcessGrid::factorizations(p, true)) listed.insert({s.d, s.x, s.y, s.z});
+    const auto expected = brute_force_shapes(p);
+    const std::set<std::array<int, 4>> expected_set(expected.begin(), expected.end());
+    EXPECT_EQ(listed, expected_set) << "P = " << p;
+    EXPECT_EQ(listed.size(), ProcessGrid::factorizations(p, true).size()) << "duplicates for P = " << p;
+    for (const GridShape& s : ProcessGrid::factorizations(p, false)) EXPECT_EQ(s.d, 1);
+  }
+  EXPECT_EQ(ProcessGrid::factorizations(8, true).size(), 20u);
+  EXPECT_EQ(ProcessGrid::factorizations(8, false).size(), 10u);
+}
+
+TEST(ProcessGrid, EveryFactorizationHasTheRightAxisCommunicators) {
+  const Communicator world = Communicator::world();
+  const int p = world.size(), me = world.rank();
+  for (const auto& [gd, gx, gy, gz] : brute_force_shapes(p)) {
+    const ProcessGrid grid(world, GridShape{gd, gx, gy, gz});
+    SCOPED_TRACE(grid.shape().str());
+    // rank = ((d*Gz + z)*Gx + x)*Gy + y, decoded independently.
+    const int y = me % gy, x = (me / gy) % gx, z = (me / (gy * gx)) % gz, d = me / (gy * gx * gz);
+    EXPECT_EQ(grid.coords().d, d);
+    EXPECT_EQ(grid.coords().x, x);
+    EXPECT_EQ(grid.coords().y, y);
+    EXPECT_EQ(grid.coords().z, z);
+    auto rank_at = [&](int dd, int xx, int yy, int zz) { return ((dd * gz + zz) * gx + xx) * gy + yy; };
+    std::vector<int> expect_d, expect_x, expect_y, expect_z, expect_replica;
+    for (int i = 0; i < gd; ++i) expect_d.push_back(rank_at(i, x, y, z));
+    for (int i = 0; i < gx; ++i) expect_x.push_back(rank_at(d, i, y, z));
+    for (int i = 0; i < gy; ++i) expect_y.push_back(rank_at(d, x, i, z));
+    for (int i = 0; i < gz; ++i) expect_z.push_back(rank_at(d, x, y, i));
+    for (int r = 0; r < p; ++r)
+      if (r / (gx * gy * gz) == d) expect_replica.push_back(r);
+    EXPECT_EQ(members(grid.axis(Axis::D), me), expect_d);
+    EXPECT_EQ(members(grid.axis(Axis::X), me), expect_x);
+    EXPECT_EQ(members(grid.axis(Axis::Y), me), expect_y);
+    EXPECT_EQ(members(grid.axis(Axis::Z), me), expect_z);
+    EXPECT_EQ(members(grid.replica(), me), expect_replica);
+    EXPECT_EQ(grid.axis(Axis::X).rank(), x);
+    EXPECT_EQ(grid.rank_of(grid.coords_of(me)), me);
+    // A sum over an axis adds exactly that axis' members.
+    const int sum = all_reduce_value(grid.axis(Axis::Y), me, ReduceOp::Sum, "grid");
+    EXPECT_EQ(sum, std::accumulate(expect_y.begin(), expect_y.end(), 0));
+  }
+}
+
+TEST(ProcessGrid, WrongShapeFailsOnEveryRank) {
+  const Communicator world = Communicator::world();
+  const int p = world.size();
+  for (const GridShape& bad : {GridShape{1, 1, 1, p + 1}, GridShape{1, 0, 1, p}, GridShape{2, 1, 1, p}}) {
+    try {
+      ProcessGrid grid(world, bad);
+      ADD_FAILURE() << "accepted " << bad.str();
+    } catch (const CollectiveError& e) {
+      const std::string what = e.what();
+      const bool zero = bad.x == 0;
+      EXPECT_NE(what.find(zero ? "every axis must be at least 1" : "ranks but the job has " + std::to_string(p)),
+                std::string::npos)
+          << what;
+    }
+  }
+}
+
+TEST(Communicator, CheckCarriesTheFailingRanksMessageToAll) {
+  const Communicator world = Communicator::world();
+  const int last = world.size() - 1;
+  try {
+    world.check(world.rank() != last, "rank " + std::to_string(world.rank()) + " saw a bad row");
+    FAIL() << "check passed";
+  } catch (const CollectiveError& e) {
+    EXPECT_EQ(std::string(e.what()), "rank " + std::to_string(last) + " saw a bad row");
+  }
+  EXPECT_NO_THROW(world.check(true, "unused"));
+  try {
+    world.run_on(0, [] { fail("only rank 0 knows"); });
+    FAIL() << "run_on passed";
+  } catch (const CollectiveError& e) {
+    EXPECT_STREQ(e.what(), "only rank 0 knows");
+  }
+}
+
+TEST(Collectives, ValuesAndByteCounts) {
+  const Communicator world = Communicator::world();
+  const Communicator comm = world.dup();  // shares the stats of world
+  const int p = comm.size(), r = comm.rank();
+  comm.stats().clear();
+
+  std::vector<float> a(10);
+  std::iota(a.begin(), a.end(), float(r));
+  all_reduce(comm, a.data(), 10, ReduceOp::Sum, "t");
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(a[size_t(i)], float(p * i + p * (p - 1) / 2));
+  EXPECT_EQ(all_reduce_value(comm, r, ReduceOp::Max, "t"), p - 1);
+  EXPECT_EQ(all_reduce_value(comm, r, ReduceOp::Min, "t"), 0);
+
+  std::vector<int64_t> mine = {r, 10 * r, 100 * r}, gathered(size_t(3 * p));
+  all_gather(comm, mine.data(), 3, gathered.data(), "t");
+  for (int q = 0; q < p; ++q) EXPECT_EQ(gathered[size_t(3 * q + 2)], 100 * q);
+
+  std::vector<double> full(size_t(2 * p)), part(2);
+  for (int i = 0; i < 2 * p; ++i) full[size_t(i)] = i + r;
+  reduce_scatter(comm, full.data(), part.data(), 2, ReduceOp::Sum, "t");
+  EXPECT_EQ(part[0], double(p * (2 * r) + p * (p - 1) / 2));
+
+  std::vector<int32_t> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
+  for (int q = 0; q < p; ++q) send[size_t(q)] = 1000 * r + q;
+  all_to_all(comm, send.data(), 1, recv.data(), "t");
+  for (int q = 0; q < p; ++q) EXPECT_EQ(recv[size_t(q)], 1000 * q + r);
+
+  // Variable: rank r sends q+1 copies of r to rank q.
+  std::vector<int64_t> counts(static_cast<size_t>(p)), values;
+  for (int q = 0; q < p; ++q) counts[size_t(q)] = q + 1, values.insert(values.end(), size_t(q + 1), r);
+  const std::vector<int64_t> recv_counts = exchange_counts(comm, counts, "t");
+  std::vector<int64_t> got(size_t(p * (r + 1)));
+  all_to_allv(comm, values.data(), counts, got.data(), recv_counts, "t");
+  for (int q = 0; q < p; ++q) EXPECT_EQ(recv_counts[size_t(q)], r + 1);
+  for (int q = 0; q < p; ++q) EXPECT_EQ(got[size_t(q * (r + 1))], q);
+
+  float b = r == 0 ? 3.5f : 0.0f;
+  broadcast(comm, &b, 1, 0, "t");
+  EXPECT_EQ(b, 3.5f);
+
+  // Byte accounting, as comm_stats.hpp defines it.
+  const CommStats& s = world.stats();
+  EXPECT_EQ(s.get("t", Collective::AllReduce).calls, 3);
+  EXPECT_EQ(s.get("t", Collective::AllReduce).bytes, 10 * 4 + 4 + 4);
+  EXPECT_EQ(s.get("t", Collective::AllGather).bytes, 3 * 8);
+  EXPECT_EQ(s.get("t", Collective::ReduceScatter).bytes, 2 * p * 8);
+  int64_t to_others = 0;
+  for (int q = 0; q < p; ++q)
+    if (q != r) to_others += (q + 1) * 8;
+  EXPECT_EQ(s.get("t", Collective::AllToAll).calls, 3);
+  EXPECT_EQ(s.get("t", Collective::AllToAll).bytes, (p - 1) * 4 + (p - 1) * 8 + to_others);
+  EXPECT_EQ(s.get("t", Collective::Broadcast).bytes, r == 0 ? 4 : 0);
+  EXPECT_EQ(s.total_bytes(), 48 + 24 + 2 * p * 8 + (p - 1) * 12 + to_others + (r == 0 ? 4 : 0));
+}
+
+TEST(Collectives, NonBlockingMatchBlocking) {
+  const Communicator comm = Communicator::world().dup();
+  const int p = comm.size(), r = comm.rank();
+  std::vector<float> x(1000, float(r + 1));
+  std::vector<int64_t> mine = {r}, gathered(static_cast<size_t>(p));
+  std::vector<double> full(size_t(p), 1.0), part(1);
+  std::vector<int32_t> send(size_t(p), r), recv(static_cast<size_t>(p));
+  double root_value = r == 0 ? 2.0 : 0.0;
+  std::vector<int64_t> counts(size_t(p), 2), vsend(size_t(2 * p), r), vrecv(size_t(2 * p));
+  const AllToAllvPlan plan = AllToAllvPlan::make<int64_t>(comm, counts, counts);
+  std::vector<Request> pending;
+  pending.push_back(iall_reduce(comm, x.data(), 1000, ReduceOp::Sum, "nb"));
+  pending.push_back(iall_gather(comm, mine.data(), 1, gathered.data(), "nb"));
+  pending.push_back(ireduce_scatter(comm, full.data(), part.data(), 1, ReduceOp::Sum, "nb"));
+  pending.push_back(iall_to_all(comm, send.data(), 1, recv.data(), "nb"));
+  pending.push_back(ibroadcast(comm, &root_value, 1, 0, "nb"));
+  pending.push_back(iall_to_allv(comm, vsend.data(), vrecv.data(), plan, "nb"));
+  wait_all(pending);
+  EXPECT_EQ(x[999], float(p * (p + 1) / 2));
+  for (int q = 0; q < p; ++q) EXPECT_EQ(gathered[size_t(q)], q);
+  EXPECT_EQ(part[0], double(p));
+  for (int q = 0; q < p; ++q) EXPECT_EQ(recv[size_t(q)], q);
+  for (int q = 0; q < p; ++q) EXPECT_EQ(vrecv[size_t(2 * q + 1)], q);
+  EXPECT_EQ(root_value, 2.0);
+  const CommStats& s = comm.stats();
+  EXPECT_EQ(s.get("nb", Collective::AllReduce).bytes, 4000);
+  EXPECT_EQ(s.get("nb", Collective::AllReduce).calls, 1);
+  EXPECT_EQ(s.get("nb", Collective::AllToAll).bytes, (p - 1) * 4 + (p - 1) * 16);
+  // A request left unwaited completes in its destructor and so records nothing twice.
+  { Request dropped = iall_reduce(comm, x.data(), 1, ReduceOp::Max, "dropped"); }
+  EXPECT_EQ(s.get("dropped", Collective::AllReduce).calls, 0);
+}
+
+TEST(Collectives, OversizedCountIsAnError) {
+  EXPECT_THROW(mpi_count(int64_t(1) << 31, "MPI_Allreduce"), Error);
+  EXPECT_EQ(mpi_count(5, "x"), 5);
+}
