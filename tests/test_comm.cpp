@@ -59,7 +59,8 @@ TEST(ProcessGrid, FactorizationsAreExactlyTheDivisorTuples) {
 TEST(ProcessGrid, EveryFactorizationHasTheRightAxisCommunicators) {
   const Communicator world = Communicator::world();
   const int p = world.size(), me = world.rank();
-  for (const auto& [gd, gx, gy, gz] : brute_force_shapes(p)) {
+  for (const std::array<int, 4>& shape : brute_force_shapes(p)) {
+    const int gd = shape[0], gx = shape[1], gy = shape[2], gz = shape[3];
     const ProcessGrid grid(world, GridShape{gd, gx, gy, gz});
     SCOPED_TRACE(grid.shape().str());
     // rank = ((d*Gz + z)*Gx + x)*Gy + y, decoded independently.

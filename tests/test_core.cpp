@@ -33,17 +33,24 @@ TEST(Philox, KnownAnswers) {
   }
 }
 
+namespace {
+// Fills out(i) with the number of counter (i / 100, i % 100) on execution space Space. A free function:
+// CUDA builds cannot place device lambdas inside a test body.
+template <class Space>
+void fill_uniform(const Kokkos::View<float*, Kokkos::HostSpace>& out, const CounterRng& rng) {
+  Kokkos::parallel_for(
+      "rng", Kokkos::RangePolicy<Space>(0, int64_t(out.extent(0))),
+      KOKKOS_LAMBDA(int64_t i) { out(i) = rng.uniform(uint64_t(i / 100), uint64_t(i % 100)); });
+  Kokkos::fence();
+}
+}  // namespace
+
 TEST(CounterRng, SameKeySameNumbersOnAnyBackendAndThreadCount) {
   const int64_t n = 10000;
   const CounterRng rng(42, 7);
   Kokkos::View<float*, Kokkos::HostSpace> parallel("parallel", n), serial("serial", n);
-  Kokkos::parallel_for(
-      "rng", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, n),
-      KOKKOS_LAMBDA(int64_t i) { parallel(i) = rng.uniform(uint64_t(i / 100), uint64_t(i % 100)); });
-  Kokkos::parallel_for(
-      "rng", Kokkos::RangePolicy<Kokkos::Serial>(0, n),
-      KOKKOS_LAMBDA(int64_t i) { serial(i) = rng.uniform(uint64_t(i / 100), uint64_t(i % 100)); });
-  Kokkos::fence();
+  fill_uniform<Kokkos::DefaultHostExecutionSpace>(parallel, rng);
+  fill_uniform<Kokkos::Serial>(serial, rng);
   // Reverse order on the host: the value depends only on the key, never on the visiting order.
   for (int64_t i = n - 1; i >= 0; --i) {
     const float expected = CounterRng(42, 7).uniform(uint64_t(i / 100), uint64_t(i % 100));

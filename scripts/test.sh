@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Sets up (scripts/setup.sh), runs the whole test suite with ctest, then builds the CUDA variant
+# (compile and link only: it needs a GPU to run). The last line printed is ctest's summary.
+#
+#   scripts/test.sh              host build in build/, all tests, then the CUDA build in build-cuda/
+#   scripts/test.sh --sanitize   AddressSanitizer + UBSan build in build-asan/, all tests (no CUDA build)
+#   scripts/test.sh --no-cuda    skip the CUDA build
+#   extra arguments after -- go to ctest (e.g. -- -L distributed)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+sanitize=0 cuda=1 ctest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize) sanitize=1; cuda=0; shift ;;
+    --no-cuda) cuda=0; shift ;;
+    --) shift; ctest_args=("$@"); break ;;
+    *) echo "test.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+
+if [ "$sanitize" -eq 1 ]; then
+  bash "$root/scripts/setup.sh" --sanitize --build-type RelWithDebInfo
+  build=$root/build-asan
+else
+  bash "$root/scripts/setup.sh"
+  build=$root/build
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+(cd "$build" && ctest --output-on-failure -j "$(nproc)" "${ctest_args[@]}") 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+summary=$(grep -E '^[0-9]+% tests passed' "$log" | tail -n 1)
+
+if [ "$cuda" -eq 1 ]; then
+  if [ -x /usr/local/cuda/bin/nvcc ]; then
+    echo "test: building the CUDA variant (compile and link only) into build-cuda/"
+    if ! bash "$root/scripts/setup.sh" --backend cuda >"$root/build-cuda.log" 2>&1; then
+      tail -n 40 "$root/build-cuda.log"
+      echo "test: the CUDA build failed (full log: build-cuda.log)"
+      status=1
+    else
+      echo "test: CUDA build ok ($(ls "$root"/build-cuda/tests/test_* 2>/dev/null | wc -l) test programs built)"
+    fi
+  else
+    echo "test: no CUDA toolkit at /usr/local/cuda: CUDA build skipped"
+  fi
+fi
+echo "${summary:-ctest printed no summary}"
+exit "$status"
