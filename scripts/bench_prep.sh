@@ -27,5 +27,5 @@ label=generate run mpiexec -n "$ranks" "$tessera" prep synth --kind rmat --nodes
   --features 100 --classes 47 --seed 1 -o "$file"
 label=read run mpiexec -n "$ranks" "$tessera" info "$file"
 echo
-echo "bench_prep: R-MAT, ogbn-products size, $ranks ranks on $(nproc) cores, file $(du -h "$file" | cut -f1)"
+echo "bench_prep: R-MAT, ogbn-products size, $ranks ranks on $(nproc --all) cores, file $(du -h "$file" | cut -f1)"
 cat "$scratch/summary"
