@@ -14,6 +14,8 @@ using Command = std::function<int(const Communicator& world)>;
 
 /// `tessera prep ogb|synth ...`
 void add_prep_command(CLI::App& app, Command& selected);
+/// `tessera train --data FILE ...`
+void add_train_command(CLI::App& app, Command& selected);
 /// `tessera info FILE`
 void add_info_command(CLI::App& app, Command& selected);
 

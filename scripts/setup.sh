@@ -32,7 +32,7 @@ say() { echo "setup: $*"; }
 
 # ---- 1. Debian packages -------------------------------------------------------------------------
 packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
-          libmetis-dev libopenblas-dev zlib1g-dev hdf5-tools python3 libgtest-dev libcli11-dev nlohmann-json3-dev)
+          libmetis-dev libopenblas-openmp-dev zlib1g-dev hdf5-tools python3 libgtest-dev libcli11-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

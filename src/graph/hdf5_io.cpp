@@ -196,6 +196,22 @@ void h5_write_attr(hid_t object, const std::string& name, const std::string& val
           name);
 }
 
+void h5_write_attr(hid_t object, const std::string& name, double value) {
+  if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
+  H5Handle space(H5Screate(H5S_SCALAR));
+  H5Handle attr(H5Acreate2(object, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  require(attr.valid() && H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value) >= 0, "HDF5: cannot write attribute ",
+          name);
+}
+
+bool h5_read_attr(hid_t object, const std::string& name, double& value) {
+  if (H5Aexists(object, name.c_str()) <= 0) return false;
+  H5Handle attr(H5Aopen(object, name.c_str(), H5P_DEFAULT));
+  H5Handle type(H5Aget_type(attr.get()));
+  if (H5Tget_class(type.get()) != H5T_FLOAT) return false;
+  return H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value) >= 0;
+}
+
 bool h5_read_attr(hid_t object, const std::string& name, int64_t& value) {
   if (H5Aexists(object, name.c_str()) <= 0) return false;
   H5Handle attr(H5Aopen(object, name.c_str(), H5P_DEFAULT));

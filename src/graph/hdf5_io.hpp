@@ -68,7 +68,9 @@ void h5_read_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, vo
 // Scalar attributes (every rank passes the same value when writing).
 void h5_write_attr(hid_t object, const std::string& name, int64_t value);
 void h5_write_attr(hid_t object, const std::string& name, const std::string& value);
+void h5_write_attr(hid_t object, const std::string& name, double value);
 bool h5_read_attr(hid_t object, const std::string& name, int64_t& value);
+bool h5_read_attr(hid_t object, const std::string& name, double& value);
 bool h5_read_attr(hid_t object, const std::string& name, std::string& value);
 
 template <class T>

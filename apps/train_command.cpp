@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/models/trainer.hpp"
+
+namespace tessera::app {
+
+void add_train_command(CLI::App& app, Command& selected) {
+  struct Args {
+    TrainOptions options;
+    std::string model = "gcn", norm = "none", optimizer = "adam";
+    int layers = 2;
+    int64_t hidden = 16;
+    float dropout = 0.5f, input_dropout = -1.0f, lr = 0.01f, weight_decay = 5e-4f;
+    uint64_t seed = 0;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a GCN or GraphSAGE model on a graph file");
+  cmd->add_option("--data", a->options.data, "Tessera .h5 graph file")->required();
+  cmd->add_option("--model", a->model, "gcn or sage")->capture_default_str();
+  cmd->add_option("--layers", a->layers, "Number of layers")->capture_default_str();
+  cmd->add_option("--hidden", a->hidden, "Hidden width")->capture_default_str();
+  cmd->add_option("--dropout", a->dropout, "Dropout on hidden layers")->capture_default_str();
+  cmd->add_option("--input-dropout", a->input_dropout, "Dropout on input features (default: --dropout)");
+  cmd->add_option("--norm", a->norm, "none, batch or rms (hidden layers)")->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer, "adam or adamw")->capture_default_str();
+  cmd->add_option("--lr", a->lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", a->weight_decay, "Weight decay on weights (not biases)")->capture_default_str();
+  cmd->add_option("--epochs", a->options.epochs, "Epochs")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of initialization and dropout")->capture_default_str();
+  cmd->add_flag("--normalize-features", a->options.normalize_features, "Divide each feature row by its sum");
+  cmd->add_option("--metrics", a->options.metrics_path, "Write one JSON line per epoch here");
+  cmd->add_option("--save-predictions", a->options.predictions_path,
+                  "Write the best-validation epoch's predicted class of every node here, one per line");
+  cmd->add_option("--checkpoint", a->options.checkpoint_dir, "Directory for DIR/checkpoint.h5");
+  cmd->add_option("--checkpoint-every", a->options.checkpoint_every, "Checkpoint every K epochs (0: at the end)");
+  cmd->add_flag("--resume", a->options.resume, "Continue from DIR/checkpoint.h5");
+  cmd->add_flag("--quiet", a->options.quiet, "Print only the summary");
+  cmd->callback([&selected, a] {
+    selected = [a](const Communicator& world) {
+      std::string invalid;
+      try {
+        ModelConfig& m = a->options.model;
+        m.kind = parse_model_kind(a->model);
+        m.norm = parse_norm(a->norm);
+        m.layers = a->layers;
+        m.hidden = a->hidden;
+        m.dropout = a->dropout;
+        m.input_dropout = a->input_dropout < 0 ? a->dropout : a->input_dropout;
+        m.seed = a->seed;
+        a->options.optimizer.kind = parse_optimizer(a->optimizer);
+        a->options.optimizer.lr = a->lr;
+        a->options.optimizer.weight_decay = a->weight_decay;
+      } catch (const std::exception& e) {
+        invalid = e.what();
+      }
+      world.check(invalid.empty(), invalid);
+      const TrainResult r = train_full_graph(a->options, world);
+      double total = 0;
+      for (const EpochRecord& e : r.history) total += e.seconds;
+      char line[256];
+      std::snprintf(line, sizeof(line), "best valid %.4f at epoch %lld: test %.4f (mean epoch %.1f ms over %zu epochs)",
+                    r.best_valid, (long long)r.best_epoch, r.test_at_best,
+                    r.history.empty() ? 0.0 : 1e3 * total / double(r.history.size()), r.history.size());
+      log_line(line);
+      return 0;
+    };
+  });
+}
+
+}  // namespace tessera::app

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Fused element-wise steps of a layer and the column/row reductions that norms and bias gradients need.
+// Dropout masks are never stored: keep(i, j) is recomputed from the counter-based generator at the
+// global coordinates (row_offset + i, col_offset + j), so every grid shape drops the same entries.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/core/random.hpp"
+#include "tessera/core/views.hpp"
+
+namespace tessera {
+
+class Dropout {
+ public:
+  /// No dropout.
+  Dropout() = default;
+  /// Drops with probability `rate` under key (seed, stream); local (0, 0) is global (row_offset, col_offset).
+  Dropout(float rate, uint64_t seed, uint64_t stream, int64_t row_offset = 0, int64_t col_offset = 0)
+      : rate_(rate), rng_(seed, stream), threshold_(uint32_t(rate * 65536.0f)), row_offset_(row_offset),
+        col_offset_(col_offset) {}
+
+  KOKKOS_INLINE_FUNCTION bool active() const { return rate_ > 0.0f; }
+  KOKKOS_INLINE_FUNCTION int64_t row_offset() const { return row_offset_; }
+  KOKKOS_INLINE_FUNCTION int64_t col_offset() const { return col_offset_; }
+
+  /// Keep bits of the 8 entries (row, 8*block .. 8*block+7) in global coordinates: one Philox block
+  /// gives 8 uniform 16-bit draws; an entry is kept when its draw >= rate * 65536.
+  KOKKOS_INLINE_FUNCTION unsigned keep8(int64_t global_row, int64_t global_col_block) const {
+    const Philox4x32Block r = rng_.bits(uint64_t(global_row), uint64_t(global_col_block));
+    unsigned mask = 0;
+    for (int k = 0; k < 4; ++k) {
+      mask |= unsigned((r.v[k] & 0xFFFFu) >= threshold_) << (2 * k);
+      mask |= unsigned((r.v[k] >> 16) >= threshold_) << (2 * k + 1);
+    }
+    return mask;
+  }
+  /// Whether local entry (i, j) is kept.
+  KOKKOS_INLINE_FUNCTION bool keep(int64_t i, int64_t j) const {
+    if (!active()) return true;
+    const int64_t col = col_offset_ + j;
+    return (keep8(row_offset_ + i, col >> 3) >> (col & 7)) & 1u;
+  }
+  KOKKOS_INLINE_FUNCTION float scale() const { return active() ? 1.0f / (1.0f - rate_) : 1.0f; }
+
+ private:
+  float rate_ = 0.0f;
+  CounterRng rng_{0, 0};
+  uint32_t threshold_ = 0;
+  int64_t row_offset_ = 0, col_offset_ = 0;
+};
+
+/// In place: y = dropout(relu?(y + bias)). `bias` may be empty.
+template <class Scalar>
+void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scalar>& bias, bool relu,
+                               const Dropout& dropout);
+
+/// In place: turns dL/d(out) into dL/d(pre-activation), given the forward output `out`.
+template <class Scalar>
+void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
+                                const Dropout& dropout);
+
+/// sums(j) = sum_i x(i, j) (and sums_sq(j) = sum_i x(i, j)^2 when not empty); sequential per column,
+/// so the result does not depend on the thread count.
+template <class Scalar>
+void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, const Vector<Scalar>& sums_sq);
+
+/// sums(j) = sum_i a(i, j) * b(i, j).
+template <class Scalar>
+void column_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, const Vector<Scalar>& sums);
+
+/// sums_sq(i) = sum_j x(i, j)^2.
+template <class Scalar>
+void row_sums_sq(const Matrix<const Scalar>& x, const Vector<Scalar>& sums_sq);
+
+/// sums(i) = sum_j a(i, j) * b(i, j).
+template <class Scalar>
+void row_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, const Vector<Scalar>& sums);
+
+/// y(i, j) = x(i, j) * row_scale(i) (row_scale may be empty) * col_scale(j) (may be empty) + col_shift(j)
+/// (may be empty). The shared step of batch norm, RMS norm and feature normalization.
+template <class Scalar>
+void scale_shift(const Matrix<const Scalar>& x, const Vector<const Scalar>& row_scale,
+                 const Vector<const Scalar>& col_scale, const Vector<const Scalar>& col_shift,
+                 const Matrix<Scalar>& y);
+
+/// y = a * x + b * y, element-wise on equal shapes.
+template <class Scalar>
+void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scalar>& y);
+
+}  // namespace tessera

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Sparse (CSR) times dense: Y = alpha * A * X + beta * Y, the aggregation step of every GNN layer.
+// CsrSpmm is built once per matrix ("set up once, apply many"): it splits the rows into blocks of about
+// equal nonzeros so a hub row does not stall one thread while the others idle. A transpose is a matrix
+// of its own (csr_transpose), stored explicitly, so backward passes run the same kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/core/csr.hpp"
+#include "tessera/core/views.hpp"
+
+namespace tessera {
+
+template <class Scalar, class Space = DeviceSpace>
+class CsrSpmm {
+ public:
+  CsrSpmm() = default;
+  /// A pattern matrix (no values) multiplies as if every value were one.
+  explicit CsrSpmm(CsrMatrix<Scalar, Space> a);
+
+  /// y (A.num_rows x F) = alpha * A * x (A.num_cols x F) + beta * y. x and y must not alias.
+  void apply(const Matrix<const Scalar, Space>& x, const Matrix<Scalar, Space>& y, Scalar alpha = Scalar(1),
+             Scalar beta = Scalar(0)) const;
+
+  const CsrMatrix<Scalar, Space>& matrix() const { return a_; }
+  int64_t num_blocks() const { return int64_t(block_start_.extent(0)) - 1; }
+
+ private:
+  CsrMatrix<Scalar, Space> a_;
+  Vector<int64_t, Space> block_start_;  // row blocks of balanced nonzeros
+};
+
+/// Row boundaries of `blocks` blocks balancing nonzeros + rows (a row costs one unit of overhead).
+HostVector<int64_t> balanced_row_blocks(const HostVector<int64_t>& row_ptr, int64_t blocks);
+
+/// Explicit transpose of a host CSR (values kept; a pattern stays a pattern). Columns of each row sorted.
+template <class Scalar>
+CsrMatrix<Scalar, HostSpace> csr_transpose(const CsrMatrix<Scalar, HostSpace>& a);
+
+/// Copies a host CSR into memory space Space (a no-op view copy when Space is the host).
+template <class Scalar, class Space>
+CsrMatrix<Scalar, Space> csr_to_space(const CsrMatrix<Scalar, HostSpace>& a);
+
+}  // namespace tessera

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// One GNN layer on a whole (local) graph: convolution (GCN or GraphSAGE-mean), bias, optional norm, then
+// ReLU and dropout on hidden layers. Forward and backward are written out; each layer owns its buffers
+// and reuses them every epoch. The multiply order (aggregate then transform, or the reverse) is chosen
+// so the sparse product runs on the narrower side.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/kernels/spmm.hpp"
+#include "tessera/models/norm.hpp"
+#include "tessera/models/parameter.hpp"
+
+namespace tessera {
+
+enum class ModelKind { Gcn, Sage };
+ModelKind parse_model_kind(const std::string& name);
+const char* model_kind_name(ModelKind kind);
+
+/// The aggregation operator of the model and its explicit transpose (GCN: A_hat; SAGE: D^-1 A).
+struct GraphOps {
+  CsrSpmm<float> aggregate;
+  CsrSpmm<float> aggregate_transpose;
+  int64_t num_nodes = 0;
+};
+
+/// What a forward or backward pass needs to know besides its inputs.
+struct PassInfo {
+  bool training = false;
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+};
+
+struct LayerShape {
+  int64_t in = 0, out = 0;
+  bool last = false;
+};
+
+class GnnLayer {
+ public:
+  GnnLayer(ModelKind kind, int index, LayerShape shape, NormKind norm, float dropout, uint64_t seed);
+
+  /// Returns the layer's output (owned by the layer, valid until its next forward).
+  Matrix<float> forward(const GraphOps& ops, const Matrix<const float>& in, const PassInfo& pass);
+  /// grad_out (dL/d output, overwritten) -> sets parameter gradients; returns dL/d input when asked.
+  Matrix<float> backward(const GraphOps& ops, const Matrix<float>& grad_out, bool want_input_grad,
+                         const PassInfo& pass);
+
+  std::vector<Parameter*> parameters();
+  FeatureNorm& norm() { return norm_; }
+
+  /// Dropout stream of this layer's output at an epoch (distinct per layer and epoch).
+  uint64_t dropout_stream(int64_t epoch) const;
+
+ private:
+  void ensure_buffers(int64_t rows);
+  ModelKind kind_;
+  int index_;
+  LayerShape shape_;
+  float dropout_;
+  bool transform_first_;
+  Parameter weight_, root_weight_, bias_;  // root_weight_: GraphSAGE only
+  FeatureNorm norm_;
+  Matrix<const float> input_;              // the forward input, kept for backward
+  Matrix<float> mid_, out_, grad_mid_, grad_in_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/model.hpp"
+
+#include <sstream>
+
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/elementwise.hpp"
+
+namespace tessera {
+
+namespace {
+constexpr uint64_t kInputDropoutStream = 1ull << 41;
+}
+
+std::string ModelConfig::describe() const {
+  std::ostringstream s;
+  s << model_kind_name(kind) << ' ' << layers << 'x' << hidden << " (in " << in << ", out " << out << ", norm "
+    << norm_name(norm) << ')';
+  return s.str();
+}
+
+void ModelConfig::validate() const {
+  require(layers >= 1, "--layers must be at least 1, not ", layers);
+  require(hidden >= 1 || layers == 1, "--hidden must be at least 1, not ", hidden);
+  require(in >= 1 && out >= 1, "the model needs at least one input feature and one class (in ", in, ", out ", out, ")");
+  require(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), not ", dropout);
+  require(input_dropout >= 0 && input_dropout < 1, "input dropout must be in [0, 1), not ", input_dropout);
+}
+
+GnnModel::GnnModel(const ModelConfig& config) : config_(config) {
+  config_.validate();
+  for (int l = 0; l < config.layers; ++l) {
+    LayerShape shape{l == 0 ? config.in : config.hidden, l + 1 == config.layers ? config.out : config.hidden,
+                     l + 1 == config.layers};
+    layers_.push_back(std::make_unique<GnnLayer>(config.kind, l, shape, config.norm, config.dropout, config.seed));
+  }
+}
+
+Matrix<float> GnnModel::forward(const GraphOps& ops, const Matrix<const float>& features, const PassInfo& pass) {
+  Matrix<const float> h = features;
+  if (pass.training && config_.input_dropout > 0) {
+    if (dropped_input_.extent(0) != features.extent(0) || dropped_input_.extent(1) != features.extent(1))
+      dropped_input_ = Matrix<float>("input_dropout", features.extent(0), features.extent(1));
+    Kokkos::deep_copy(dropped_input_, features);
+    bias_relu_dropout_forward<float>(dropped_input_, Vector<const float>(), false,
+                                     Dropout{config_.input_dropout, pass.seed,
+                                             kInputDropoutStream + uint64_t(pass.epoch), 0, 0});
+    h = dropped_input_;
+  }
+  Matrix<float> out;
+  for (auto& layer : layers_) {
+    out = layer->forward(ops, h, pass);
+    h = out;
+  }
+  return out;
+}
+
+void GnnModel::backward(const GraphOps& ops, const Matrix<float>& grad_logits, const PassInfo& pass) {
+  Matrix<float> grad = grad_logits;
+  for (int l = int(layers_.size()) - 1; l >= 0; --l) grad = layers_[size_t(l)]->backward(ops, grad, l > 0, pass);
+}
+
+std::vector<Parameter*> GnnModel::parameters() {
+  std::vector<Parameter*> out;
+  for (auto& layer : layers_)
+    for (Parameter* p : layer->parameters()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Vector<float>*>> GnnModel::buffers() {
+  std::vector<std::pair<std::string, Vector<float>*>> out;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    FeatureNorm& norm = layers_[l]->norm();
+    if (norm.kind() != NormKind::Batch) continue;
+    const std::string name = "layer" + std::to_string(l) + ".norm";
+    out.push_back({name + ".running_mean", &norm.running_mean()});
+    out.push_back({name + ".running_var", &norm.running_var()});
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A stack of GNN layers with dropout on the input features: the whole model that a trainer drives.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/models/layers.hpp"
+
+namespace tessera {
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::Gcn;
+  int layers = 2;
+  int64_t in = 0, hidden = 16, out = 0;
+  float dropout = 0.5f;        // on hidden layer outputs
+  float input_dropout = 0.5f;  // on the input features
+  NormKind norm = NormKind::None;
+  uint64_t seed = 0;
+
+  /// "gcn 2x16 (in 1433, out 7, norm none)"
+  std::string describe() const;
+  /// Throws Error on impossible settings (no layers, zero widths, dropout outside [0, 1)).
+  void validate() const;
+};
+
+class GnnModel {
+ public:
+  explicit GnnModel(const ModelConfig& config);
+
+  /// Logits (nodes x out), owned by the model.
+  Matrix<float> forward(const GraphOps& ops, const Matrix<const float>& features, const PassInfo& pass);
+  /// Sets every parameter's gradient from dL/d logits (overwritten). Layer 0 computes no input gradient.
+  void backward(const GraphOps& ops, const Matrix<float>& grad_logits, const PassInfo& pass);
+
+  std::vector<Parameter*> parameters();
+  /// Non-trainable state a checkpoint must keep (BatchNorm running statistics), by name.
+  std::vector<std::pair<std::string, Vector<float>*>> buffers();
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  ModelConfig config_;
+  std::vector<std::unique_ptr<GnnLayer>> layers_;
+  Matrix<float> dropped_input_;
+};
+
+}  // namespace tessera

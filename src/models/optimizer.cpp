@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/optimizer.hpp"
+
+#include <cmath>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+
+OptimizerKind parse_optimizer(const std::string& name) {
+  if (name == "adam") return OptimizerKind::Adam;
+  if (name == "adamw") return OptimizerKind::AdamW;
+  fail("--optimizer must be adam or adamw, not '", name, "'");
+}
+
+Adam::Adam(std::vector<Parameter*> params, AdamSettings settings) : params_(std::move(params)), s_(settings) {
+  for (Parameter* p : params_) {
+    m_.emplace_back(p->name + ".adam_m", size_t(p->size()));
+    v_.emplace_back(p->name + ".adam_v", size_t(p->size()));
+  }
+}
+
+void Adam::step() {
+  ++steps_;
+  const float lr = s_.lr, b1 = s_.beta1, b2 = s_.beta2, eps = s_.eps;
+  const float c1 = float(1.0 - std::pow(double(b1), double(steps_)));
+  const float c2 = float(1.0 - std::pow(double(b2), double(steps_)));
+  const bool decoupled = s_.kind == OptimizerKind::AdamW;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto value = params_[i]->value, grad = params_[i]->grad, m = m_[i], v = v_[i];
+    const float wd = params_[i]->decay ? s_.weight_decay : 0.0f;
+    Kokkos::parallel_for(
+        "tessera::adam", Kokkos::RangePolicy<ExecSpace>(0, params_[i]->size()), KOKKOS_LAMBDA(int64_t k) {
+          float g = grad(k);
+          if (!decoupled) g += wd * value(k);
+          m(k) = b1 * m(k) + (1.0f - b1) * g;
+          v(k) = b2 * v(k) + (1.0f - b2) * g * g;
+          float p = value(k);
+          if (decoupled) p -= lr * wd * p;
+          value(k) = p - lr * (m(k) / c1) / (::sqrtf(v(k) / c2) + eps);
+        });
+  }
+}
+
+}  // namespace tessera

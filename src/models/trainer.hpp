@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Full-graph training on one rank: loads a graph file, builds the aggregation operators, runs epochs of
+// forward / masked cross-entropy / backward / Adam, evaluates train/valid/test accuracy after each,
+// reports (console line, --metrics JSON lines), keeps the best-validation predictions, checkpoints
+// and resumes.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/communicator.hpp"
+#include "tessera/models/model.hpp"
+#include "tessera/models/optimizer.hpp"
+
+namespace tessera {
+
+struct TrainOptions {
+  std::string data;
+  ModelConfig model;  // in / out are taken from the data
+  AdamSettings optimizer;
+  int64_t epochs = 200;
+  bool normalize_features = false;
+  std::string metrics_path;      // JSON lines, one per epoch
+  std::string predictions_path;  // one predicted class per node (best-validation epoch)
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  bool quiet = false;  // no per-epoch console lines
+};
+
+struct EpochRecord {
+  int64_t epoch = 0;
+  double loss = 0, train_acc = 0, valid_acc = 0, test_acc = 0;
+  double seconds = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, eval_s = 0;
+};
+
+struct TrainResult {
+  std::vector<EpochRecord> history;  // epochs run by this call (after a resume: from the resumed epoch)
+  int64_t best_epoch = -1;
+  double best_valid = 0, test_at_best = 0;
+  std::vector<float> final_weights;  // every parameter, concatenated (for resume checks)
+};
+
+/// Collective over world (currently one rank). Throws Error / CollectiveError on bad input.
+TrainResult train_full_graph(const TrainOptions& options, const Communicator& world);
+
+}  // namespace tessera
