@@ -91,26 +91,37 @@ GraphFileWriter::~GraphFileWriter() {
   if (comm_.rank() == 0) std::remove(temp_path_.c_str());
 }
 
+void GraphFileWriter::write(const H5Handle& dataset, hid_t type, int64_t first, int64_t count, const void* values) {
+  try {
+    h5_write_rows(dataset.get(), type, first, count, values);
+  } catch (const Error& e) {
+    // Name the file the user asked for, not its temporary name.
+    std::string what = e.what();
+    if (what.compare(0, temp_path_.size(), temp_path_) == 0) what = path_ + what.substr(temp_path_.size());
+    throw Error(what);
+  }
+}
+
 void GraphFileWriter::write_indptr(int64_t first, int64_t count, const int64_t* values) {
-  h5_write_rows(indptr_.get(), H5T_NATIVE_INT64, first, count, values);
+  write(indptr_, H5T_NATIVE_INT64, first, count, values);
 }
 
 void GraphFileWriter::write_indices(int64_t first, int64_t count, const int64_t* values) {
-  h5_write_rows(indices_.get(), H5T_NATIVE_INT64, first, count, values);
+  write(indices_, H5T_NATIVE_INT64, first, count, values);
 }
 
 void GraphFileWriter::write_features(int64_t first_row, int64_t rows, const float* values) {
-  h5_write_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, values);
+  write(features_, H5T_NATIVE_FLOAT, first_row, rows, values);
 }
 
 void GraphFileWriter::write_labels(int64_t first, int64_t count, const int64_t* values) {
-  h5_write_rows(labels_.get(), H5T_NATIVE_INT64, first, count, values);
+  write(labels_, H5T_NATIVE_INT64, first, count, values);
 }
 
 void GraphFileWriter::write_split(const std::string& name, int64_t first, int64_t count, const int64_t* values) {
   auto it = splits_.find(name);
   require(it != splits_.end(), path_, ": split '", name, "' was not declared when the file was created");
-  h5_write_rows(it->second.get(), H5T_NATIVE_INT64, first, count, values);
+  write(it->second, H5T_NATIVE_INT64, first, count, values);
 }
 
 void GraphFileWriter::set_num_edges(int64_t num_edges) {

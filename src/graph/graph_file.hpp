@@ -64,6 +64,7 @@ class GraphFileWriter {
   void commit();
 
  private:
+  void write(const H5Handle& dataset, hid_t type, int64_t first, int64_t count, const void* values);
   const Communicator& comm_;
   std::string path_, temp_path_;
   H5Handle file_, indptr_, indices_, features_, labels_;

@@ -160,7 +160,17 @@ void h5_set_extent(hid_t dataset, const std::vector<int64_t>& dims) {
   require(H5Dset_extent(dataset, d.data()) >= 0, file_name_of(dataset), ": cannot resize a dataset");
 }
 
+namespace {
+// A dataset with no rows takes no transfer at all (HDF5 rejects selections on an empty extent). The
+// extent is global, so every rank skips alike and collectives stay matched.
+bool has_no_rows(hid_t dataset) {
+  const std::vector<int64_t> shape = h5_shape(dataset);
+  return !shape.empty() && shape[0] == 0;
+}
+}  // namespace
+
 void h5_write_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, const void* data) {
+  if (rows == 0 && first == 0 && has_no_rows(dataset)) return;
   H5Handle file_space, mem_space;
   select_rows(dataset, first, rows, file_space, mem_space);
   H5Handle dxpl = collective_transfer();
@@ -169,6 +179,7 @@ void h5_write_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, c
 }
 
 void h5_read_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, void* data) {
+  if (rows == 0 && first == 0 && has_no_rows(dataset)) return;
   H5Handle file_space, mem_space;
   select_rows(dataset, first, rows, file_space, mem_space);
   H5Handle dxpl = collective_transfer();

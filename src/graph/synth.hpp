@@ -27,7 +27,8 @@ struct SynthOptions {
   uint64_t seed = 1;
   double rmat_a = 0.57, rmat_b = 0.19, rmat_c = 0.19;
   double intra_class = 0.8;      // CSBM: fraction of edges inside the class
-  double feature_signal = 0.25;  // CSBM: class-mean scale relative to unit noise
+  double feature_signal = 0.1;   // CSBM: class-mean scale relative to unit noise (0.1: a 2-layer GCN
+                                 // reaches ~89% on the default graph, features alone ~55%)
   double train_fraction = 0.1, valid_fraction = 0.1;  // the rest is test
   std::string name;              // empty: a name from kind and seed
 };

@@ -34,14 +34,14 @@ void read_vector(hid_t file, const std::string& path, const std::string& name, c
 }
 
 // Every rank ends with rank 0's copy of the model and optimizer state.
-void broadcast_state(GnnModel& model, Adam& optimizer, TrainingProgress& progress, const Communicator& comm) {
+void broadcast_state(GnnModel<float>& model, Adam& optimizer, TrainingProgress& progress, const Communicator& comm) {
   if (comm.size() == 1) return;
   auto share = [&](const Vector<float>& v) {
     auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
     broadcast(comm, host.data(), int64_t(host.extent(0)), 0, "checkpoint");
     Kokkos::deep_copy(v, host);
   };
-  const std::vector<Parameter*> params = model.parameters();
+  const std::vector<Parameter<float>*> params = model.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     share(params[i]->value);
     share(optimizer.first_moment(i));
@@ -58,7 +58,7 @@ void broadcast_state(GnnModel& model, Adam& optimizer, TrainingProgress& progres
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, GnnModel& model, Adam& optimizer, const TrainingProgress& progress,
+void save_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer, const TrainingProgress& progress,
                      const Communicator& comm) {
   comm.run_on(0, [&] {
     prepare_hdf5();
@@ -82,7 +82,7 @@ void save_checkpoint(const std::string& path, GnnModel& model, Adam& optimizer, 
       h5_write_attr(root, "best_epoch", progress.best_epoch);
       h5_write_attr(root, "best_valid", progress.best_valid);
       h5_write_attr(root, "test_at_best", progress.test_at_best);
-      const std::vector<Parameter*> params = model.parameters();
+      const std::vector<Parameter<float>*> params = model.parameters();
       for (size_t i = 0; i < params.size(); ++i) {
         write_vector(root, "/param/" + params[i]->name, params[i]->value);
         write_vector(root, "/adam_m/" + params[i]->name, optimizer.first_moment(i));
@@ -98,7 +98,7 @@ void save_checkpoint(const std::string& path, GnnModel& model, Adam& optimizer, 
   });
 }
 
-TrainingProgress load_checkpoint(const std::string& path, GnnModel& model, Adam& optimizer, const Communicator& comm) {
+TrainingProgress load_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer, const Communicator& comm) {
   TrainingProgress progress;
   comm.run_on(0, [&] {
     prepare_hdf5();
@@ -122,7 +122,7 @@ TrainingProgress load_checkpoint(const std::string& path, GnnModel& model, Adam&
                 h5_read_attr(root, "test_at_best", progress.test_at_best),
             path, ": checkpoint attributes are missing (corrupt file?)");
     optimizer.set_steps(steps);
-    const std::vector<Parameter*> params = model.parameters();
+    const std::vector<Parameter<float>*> params = model.parameters();
     for (size_t i = 0; i < params.size(); ++i) {
       read_vector(root, path, "/param/" + params[i]->name, params[i]->value);
       read_vector(root, path, "/adam_m/" + params[i]->name, optimizer.first_moment(i));

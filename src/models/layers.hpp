@@ -21,9 +21,10 @@ ModelKind parse_model_kind(const std::string& name);
 const char* model_kind_name(ModelKind kind);
 
 /// The aggregation operator of the model and its explicit transpose (GCN: A_hat; SAGE: D^-1 A).
+template <class Scalar>
 struct GraphOps {
-  CsrSpmm<float> aggregate;
-  CsrSpmm<float> aggregate_transpose;
+  CsrSpmm<Scalar> aggregate;
+  CsrSpmm<Scalar> aggregate_transpose;
   int64_t num_nodes = 0;
 };
 
@@ -39,18 +40,19 @@ struct LayerShape {
   bool last = false;
 };
 
+template <class Scalar>
 class GnnLayer {
  public:
   GnnLayer(ModelKind kind, int index, LayerShape shape, NormKind norm, float dropout, uint64_t seed);
 
   /// Returns the layer's output (owned by the layer, valid until its next forward).
-  Matrix<float> forward(const GraphOps& ops, const Matrix<const float>& in, const PassInfo& pass);
+  Matrix<Scalar> forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& in, const PassInfo& pass);
   /// grad_out (dL/d output, overwritten) -> sets parameter gradients; returns dL/d input when asked.
-  Matrix<float> backward(const GraphOps& ops, const Matrix<float>& grad_out, bool want_input_grad,
-                         const PassInfo& pass);
+  Matrix<Scalar> backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_out, bool want_input_grad,
+                          const PassInfo& pass);
 
-  std::vector<Parameter*> parameters();
-  FeatureNorm& norm() { return norm_; }
+  std::vector<Parameter<Scalar>*> parameters();
+  FeatureNorm<Scalar>& norm() { return norm_; }
 
   /// Dropout stream of this layer's output at an epoch (distinct per layer and epoch).
   uint64_t dropout_stream(int64_t epoch) const;
@@ -62,10 +64,10 @@ class GnnLayer {
   LayerShape shape_;
   float dropout_;
   bool transform_first_;
-  Parameter weight_, root_weight_, bias_;  // root_weight_: GraphSAGE only
-  FeatureNorm norm_;
-  Matrix<const float> input_;              // the forward input, kept for backward
-  Matrix<float> mid_, out_, grad_mid_, grad_in_;
+  Parameter<Scalar> weight_, root_weight_, bias_;  // root_weight_: GraphSAGE only
+  FeatureNorm<Scalar> norm_;
+  Matrix<const Scalar> input_;  // the forward input, kept for backward
+  Matrix<Scalar> mid_, out_, grad_mid_, grad_in_;
 };
 
 }  // namespace tessera

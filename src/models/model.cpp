@@ -27,27 +27,28 @@ void ModelConfig::validate() const {
   require(input_dropout >= 0 && input_dropout < 1, "input dropout must be in [0, 1), not ", input_dropout);
 }
 
-GnnModel::GnnModel(const ModelConfig& config) : config_(config) {
+template <class Scalar>
+GnnModel<Scalar>::GnnModel(const ModelConfig& config) : config_(config) {
   config_.validate();
   for (int l = 0; l < config.layers; ++l) {
     LayerShape shape{l == 0 ? config.in : config.hidden, l + 1 == config.layers ? config.out : config.hidden,
                      l + 1 == config.layers};
-    layers_.push_back(std::make_unique<GnnLayer>(config.kind, l, shape, config.norm, config.dropout, config.seed));
+    layers_.push_back(std::make_unique<GnnLayer<Scalar>>(config.kind, l, shape, config.norm, config.dropout, config.seed));
   }
 }
 
-Matrix<float> GnnModel::forward(const GraphOps& ops, const Matrix<const float>& features, const PassInfo& pass) {
-  Matrix<const float> h = features;
+template <class Scalar>
+Matrix<Scalar> GnnModel<Scalar>::forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& features, const PassInfo& pass) {
+  Matrix<const Scalar> h = features;
   if (pass.training && config_.input_dropout > 0) {
     if (dropped_input_.extent(0) != features.extent(0) || dropped_input_.extent(1) != features.extent(1))
-      dropped_input_ = Matrix<float>("input_dropout", features.extent(0), features.extent(1));
+      dropped_input_ = Matrix<Scalar>("input_dropout", features.extent(0), features.extent(1));
     Kokkos::deep_copy(dropped_input_, features);
-    bias_relu_dropout_forward<float>(dropped_input_, Vector<const float>(), false,
-                                     Dropout{config_.input_dropout, pass.seed,
-                                             kInputDropoutStream + uint64_t(pass.epoch), 0, 0});
+    bias_relu_dropout_forward<Scalar>(dropped_input_, Vector<const Scalar>(), false,
+                                     Dropout(config_.input_dropout, pass.seed, kInputDropoutStream + uint64_t(pass.epoch)));
     h = dropped_input_;
   }
-  Matrix<float> out;
+  Matrix<Scalar> out;
   for (auto& layer : layers_) {
     out = layer->forward(ops, h, pass);
     h = out;
@@ -55,22 +56,25 @@ Matrix<float> GnnModel::forward(const GraphOps& ops, const Matrix<const float>& 
   return out;
 }
 
-void GnnModel::backward(const GraphOps& ops, const Matrix<float>& grad_logits, const PassInfo& pass) {
-  Matrix<float> grad = grad_logits;
+template <class Scalar>
+void GnnModel<Scalar>::backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits, const PassInfo& pass) {
+  Matrix<Scalar> grad = grad_logits;
   for (int l = int(layers_.size()) - 1; l >= 0; --l) grad = layers_[size_t(l)]->backward(ops, grad, l > 0, pass);
 }
 
-std::vector<Parameter*> GnnModel::parameters() {
-  std::vector<Parameter*> out;
+template <class Scalar>
+std::vector<Parameter<Scalar>*> GnnModel<Scalar>::parameters() {
+  std::vector<Parameter<Scalar>*> out;
   for (auto& layer : layers_)
-    for (Parameter* p : layer->parameters()) out.push_back(p);
+    for (Parameter<Scalar>* p : layer->parameters()) out.push_back(p);
   return out;
 }
 
-std::vector<std::pair<std::string, Vector<float>*>> GnnModel::buffers() {
-  std::vector<std::pair<std::string, Vector<float>*>> out;
+template <class Scalar>
+std::vector<std::pair<std::string, Vector<Scalar>*>> GnnModel<Scalar>::buffers() {
+  std::vector<std::pair<std::string, Vector<Scalar>*>> out;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    FeatureNorm& norm = layers_[l]->norm();
+    FeatureNorm<Scalar>& norm = layers_[l]->norm();
     if (norm.kind() != NormKind::Batch) continue;
     const std::string name = "layer" + std::to_string(l) + ".norm";
     out.push_back({name + ".running_mean", &norm.running_mean()});
@@ -78,5 +82,8 @@ std::vector<std::pair<std::string, Vector<float>*>> GnnModel::buffers() {
   }
   return out;
 }
+
+template class GnnModel<float>;
+template class GnnModel<double>;
 
 }  // namespace tessera

@@ -25,24 +25,26 @@ struct ModelConfig {
   void validate() const;
 };
 
+template <class Scalar>
 class GnnModel {
  public:
   explicit GnnModel(const ModelConfig& config);
 
   /// Logits (nodes x out), owned by the model.
-  Matrix<float> forward(const GraphOps& ops, const Matrix<const float>& features, const PassInfo& pass);
+  Matrix<Scalar> forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& features, const PassInfo& pass);
   /// Sets every parameter's gradient from dL/d logits (overwritten). Layer 0 computes no input gradient.
-  void backward(const GraphOps& ops, const Matrix<float>& grad_logits, const PassInfo& pass);
+  void backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits, const PassInfo& pass);
 
-  std::vector<Parameter*> parameters();
+  std::vector<Parameter<Scalar>*> parameters();
   /// Non-trainable state a checkpoint must keep (BatchNorm running statistics), by name.
-  std::vector<std::pair<std::string, Vector<float>*>> buffers();
+  std::vector<std::pair<std::string, Vector<Scalar>*>> buffers();
   const ModelConfig& config() const { return config_; }
+  GnnLayer<Scalar>& layer(int index) { return *layers_[size_t(index)]; }
 
  private:
   ModelConfig config_;
-  std::vector<std::unique_ptr<GnnLayer>> layers_;
-  Matrix<float> dropped_input_;
+  std::vector<std::unique_ptr<GnnLayer<Scalar>>> layers_;
+  Matrix<Scalar> dropped_input_;
 };
 
 }  // namespace tessera

@@ -17,62 +17,66 @@ const char* norm_name(NormKind kind) {
   return kind == NormKind::Batch ? "batch" : kind == NormKind::Rms ? "rms" : "none";
 }
 
-FeatureNorm::FeatureNorm(NormKind kind, const std::string& name, int64_t features, float eps, float momentum)
+template <class Scalar>
+FeatureNorm<Scalar>::FeatureNorm(NormKind kind, const std::string& name, int64_t features, Scalar eps,
+                                 Scalar momentum)
     : kind_(kind), eps_(eps), momentum_(momentum), gamma_(name + ".gamma", 1, features, false),
       beta_(name + ".beta", 1, features, false) {
-  fill(gamma_.value, 1.0f);
-  fill(beta_.value, 0.0f);
+  Kokkos::deep_copy(gamma_.value, Scalar(1));
+  Kokkos::deep_copy(beta_.value, Scalar(0));
   if (kind_ == NormKind::Batch) {
-    running_mean_ = Vector<float>(name + ".running_mean", size_t(features));
-    running_var_ = Vector<float>(name + ".running_var", size_t(features));
-    fill(running_var_, 1.0f);
+    running_mean_ = Vector<Scalar>(name + ".running_mean", size_t(features));
+    running_var_ = Vector<Scalar>(name + ".running_var", size_t(features));
+    Kokkos::deep_copy(running_var_, Scalar(1));
   }
 }
 
 namespace {
 using Exec = ExecSpace;
-Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>> entries(const Matrix<float>& m) {
+template <class Scalar>
+Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>> entries(const Matrix<Scalar>& m) {
   using Point = Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>::point_type;
   return Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>(Point{{0, 0}}, Point{{int64_t(m.extent(0)), int64_t(m.extent(1))}});
 }
 }  // namespace
 
-void FeatureNorm::forward(const Matrix<float>& z, bool training, int64_t total_rows, int64_t total_features,
-                          const SumReducer& reduce_rows, const SumReducer& reduce_features) {
+template <class Scalar>
+void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_t total_rows, int64_t total_features,
+                                  const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features) {
   if (kind_ == NormKind::None) return;
   const int64_t rows = int64_t(z.extent(0)), cols = int64_t(z.extent(1));
   if (normalized_.extent(0) != z.extent(0) || normalized_.extent(1) != z.extent(1))
-    normalized_ = Matrix<float>("norm.normalized", z.extent(0), z.extent(1));
+    normalized_ = Matrix<Scalar>("norm.normalized", z.extent(0), z.extent(1));
   const auto xhat = normalized_;
   const auto gamma = gamma_.value, beta = beta_.value;
-  const float eps = eps_;
+  const Scalar eps = eps_;
   if (kind_ == NormKind::Batch) {
     if (int64_t(stat_a_.extent(0)) != cols) {
-      stat_a_ = Vector<float>("bn.mean", size_t(cols));
-      stat_b_ = Vector<float>("bn.invstd", size_t(cols));
+      stat_a_ = Vector<Scalar>("bn.mean", size_t(cols));
+      stat_b_ = Vector<Scalar>("bn.invstd", size_t(cols));
     }
     const auto mean = stat_a_, invstd = stat_b_, rmean = running_mean_, rvar = running_var_;
     used_batch_stats_ = training;
     if (training) {
-      column_sums<float>(z, mean, invstd);  // sums and sums of squares, turned into mean and invstd below
+      column_sums<Scalar>(z, mean, invstd);  // sums and sums of squares, turned into mean and invstd below
       reduce_rows(mean);
       reduce_rows(invstd);
-      const float n = float(total_rows), m = momentum_;
+      const Scalar n = Scalar(total_rows), m = momentum_;
       Kokkos::parallel_for(
           "tessera::bn_stats", Kokkos::RangePolicy<Exec>(0, cols), KOKKOS_LAMBDA(int64_t j) {
-            const float mu = mean(j) / n;
-            float var = invstd(j) / n - mu * mu;
-            var = var > 0.0f ? var : 0.0f;
+            const Scalar mu = mean(j) / n;
+            Scalar var = invstd(j) / n - mu * mu;
+            var = var > Scalar(0) ? var : Scalar(0);
             mean(j) = mu;
-            invstd(j) = 1.0f / ::sqrtf(var + eps);
-            rmean(j) = (1.0f - m) * rmean(j) + m * mu;
-            rvar(j) = (1.0f - m) * rvar(j) + m * (n > 1.0f ? var * n / (n - 1.0f) : var);
+            invstd(j) = Scalar(1) / Scalar(::sqrt(double(var + eps)));
+            rmean(j) = (Scalar(1) - m) * rmean(j) + m * mu;
+            rvar(j) = (Scalar(1) - m) * rvar(j) + m * (n > Scalar(1) ? var * n / (n - Scalar(1)) : var);
           });
     } else {
       Kokkos::parallel_for(
           "tessera::bn_eval_stats", Kokkos::RangePolicy<Exec>(0, cols), KOKKOS_LAMBDA(int64_t j) {
             mean(j) = rmean(j);
-            invstd(j) = 1.0f / ::sqrtf(rvar(j) + eps);
+            invstd(j) = Scalar(1) / Scalar(::sqrt(double(rvar(j) + eps)));
           });
     }
     Kokkos::parallel_for(
@@ -81,14 +85,14 @@ void FeatureNorm::forward(const Matrix<float>& z, bool training, int64_t total_r
           z(i, j) = gamma(j) * xhat(i, j) + beta(j);
         });
   } else {
-    if (int64_t(stat_a_.extent(0)) != rows) stat_a_ = Vector<float>("rms.rinv", size_t(rows));
+    if (int64_t(stat_a_.extent(0)) != rows) stat_a_ = Vector<Scalar>("rms.rinv", size_t(rows));
     const auto rinv = stat_a_;
-    row_sums_sq<float>(z, rinv);
+    row_sums_sq<Scalar>(z, rinv);
     reduce_features(rinv);
-    const float f = float(total_features);
+    const Scalar f = Scalar(total_features);
     Kokkos::parallel_for(
         "tessera::rms_stats", Kokkos::RangePolicy<Exec>(0, rows),
-        KOKKOS_LAMBDA(int64_t i) { rinv(i) = 1.0f / ::sqrtf(rinv(i) / f + eps); });
+        KOKKOS_LAMBDA(int64_t i) { rinv(i) = Scalar(1) / Scalar(::sqrt(double(rinv(i) / f + eps))); });
     Kokkos::parallel_for(
         "tessera::rms_apply", entries(z), KOKKOS_LAMBDA(int64_t i, int64_t j) {
           xhat(i, j) = z(i, j) * rinv(i);
@@ -97,40 +101,44 @@ void FeatureNorm::forward(const Matrix<float>& z, bool training, int64_t total_r
   }
 }
 
-void FeatureNorm::backward(const Matrix<float>& g, int64_t total_rows, int64_t total_features,
-                           const SumReducer& reduce_rows, const SumReducer& reduce_features) {
+template <class Scalar>
+void FeatureNorm<Scalar>::backward(const Matrix<Scalar>& g, int64_t total_rows, int64_t total_features,
+                                   const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features) {
   if (kind_ == NormKind::None) return;
   require(kind_ != NormKind::Batch || used_batch_stats_, "BatchNorm backward after an evaluation forward");
   const int64_t rows = int64_t(g.extent(0)), cols = int64_t(g.extent(1));
   const auto xhat = normalized_;
   const auto gamma = gamma_.value, dgamma = gamma_.grad, dbeta = beta_.grad;
-  column_sums<float>(g, dbeta, Vector<float>());
-  column_dot<float>(g, xhat, dgamma);
+  column_sums<Scalar>(g, dbeta, Vector<Scalar>());
+  column_dot<Scalar>(g, xhat, dgamma);
   reduce_rows(dbeta);
   reduce_rows(dgamma);
   if (kind_ == NormKind::Batch) {
     const auto invstd = stat_b_;
-    const float n = float(total_rows);
+    const Scalar n = Scalar(total_rows);
     Kokkos::parallel_for(
         "tessera::bn_backward", entries(g), KOKKOS_LAMBDA(int64_t i, int64_t j) {
           g(i, j) = gamma(j) * invstd(j) / n * (n * g(i, j) - dbeta(j) - xhat(i, j) * dgamma(j));
         });
   } else {
     const auto rinv = stat_a_;
-    Vector<float> dot("rms.dot", size_t(rows));
+    Vector<Scalar> dot("rms.dot", size_t(rows));
     Kokkos::parallel_for(
         "tessera::rms_dot", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
-          float s = 0;
+          Scalar s = 0;
           for (int64_t j = 0; j < cols; ++j) s += gamma(j) * g(i, j) * xhat(i, j);
           dot(i) = s;
         });
     reduce_features(dot);
-    const float f = float(total_features);
+    const Scalar f = Scalar(total_features);
     Kokkos::parallel_for(
         "tessera::rms_backward", entries(g), KOKKOS_LAMBDA(int64_t i, int64_t j) {
           g(i, j) = rinv(i) * (gamma(j) * g(i, j) - xhat(i, j) * dot(i) / f);
         });
   }
 }
+
+template class FeatureNorm<float>;
+template class FeatureNorm<double>;
 
 }  // namespace tessera

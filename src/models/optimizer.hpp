@@ -20,18 +20,18 @@ struct AdamSettings {
 
 class Adam {
  public:
-  Adam(std::vector<Parameter*> params, AdamSettings settings);
+  Adam(std::vector<Parameter<float>*> params, AdamSettings settings);
   /// One update of every parameter from its gradient.
   void step();
 
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }
-  const std::vector<Parameter*>& params() const { return params_; }
+  const std::vector<Parameter<float>*>& params() const { return params_; }
   Vector<float>& first_moment(size_t i) { return m_[i]; }
   Vector<float>& second_moment(size_t i) { return v_[i]; }
 
  private:
-  std::vector<Parameter*> params_;
+  std::vector<Parameter<float>*> params_;
   AdamSettings s_;
   std::vector<Vector<float>> m_, v_;
   int64_t steps_ = 0;

@@ -7,20 +7,25 @@
 
 namespace tessera {
 
-Parameter::Parameter(std::string n, int64_t r, int64_t c, bool d)
+template <class Scalar>
+Parameter<Scalar>::Parameter(std::string n, int64_t r, int64_t c, bool d)
     : name(std::move(n)), rows(r), cols(c), decay(d), value(name, size_t(r * c)), grad(name + ".grad", size_t(r * c)) {}
 
-void glorot_init(const Parameter& p, uint64_t seed, uint64_t stream) {
-  const float bound = float(std::sqrt(6.0 / double(p.rows + p.cols)));
+template <class Scalar>
+void glorot_init(const Parameter<Scalar>& p, uint64_t seed, uint64_t stream) {
+  const Scalar bound = Scalar(std::sqrt(6.0 / double(p.rows + p.cols)));
   const int64_t cols = p.cols;
   const CounterRng rng(seed, stream);
   const auto value = p.value;
   Kokkos::parallel_for(
       "tessera::glorot", Kokkos::RangePolicy<ExecSpace>(0, p.size()), KOKKOS_LAMBDA(int64_t k) {
-        value(k) = bound * (2.0f * rng.uniform(uint64_t(k / cols), uint64_t(k % cols)) - 1.0f);
+        value(k) = bound * (Scalar(2) * Scalar(rng.uniform(uint64_t(k / cols), uint64_t(k % cols))) - Scalar(1));
       });
 }
 
-void fill(const Vector<float>& v, float value) { Kokkos::deep_copy(v, value); }
+template struct Parameter<float>;
+template struct Parameter<double>;
+template void glorot_init(const Parameter<float>&, uint64_t, uint64_t);
+template void glorot_init(const Parameter<double>&, uint64_t, uint64_t);
 
 }  // namespace tessera

@@ -11,22 +11,23 @@
 
 namespace tessera {
 
+/// Scalar is float for training; double instantiations exist so tests can check gradients precisely.
+template <class Scalar>
 struct Parameter {
   std::string name;
   int64_t rows = 0, cols = 0;
   bool decay = false;  // weight decay applies (weights yes; biases and norm parameters no)
-  Vector<float> value, grad;
+  Vector<Scalar> value, grad;
 
   Parameter() = default;
   Parameter(std::string name, int64_t rows, int64_t cols, bool decay);
   int64_t size() const { return rows * cols; }
-  Matrix<float> matrix() const { return Matrix<float>(value.data(), size_t(rows), size_t(cols)); }
-  Matrix<float> grad_matrix() const { return Matrix<float>(grad.data(), size_t(rows), size_t(cols)); }
+  Matrix<Scalar> matrix() const { return Matrix<Scalar>(value.data(), size_t(rows), size_t(cols)); }
+  Matrix<Scalar> grad_matrix() const { return Matrix<Scalar>(grad.data(), size_t(rows), size_t(cols)); }
 };
 
 /// Glorot/Xavier uniform: U(-a, a), a = sqrt(6 / (rows + cols)), value(i, j) from key (seed, stream) at (i, j).
-void glorot_init(const Parameter& p, uint64_t seed, uint64_t stream);
-/// Every entry set to `value`.
-void fill(const Vector<float>& v, float value);
+template <class Scalar>
+void glorot_init(const Parameter<Scalar>& p, uint64_t seed, uint64_t stream);
 
 }  // namespace tessera

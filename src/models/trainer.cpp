@@ -22,7 +22,7 @@ namespace tessera {
 namespace {
 
 struct LoadedGraph {
-  GraphOps ops;
+  GraphOps<float> ops;
   Matrix<float> features;
   Vector<int64_t> labels;
   Vector<uint8_t> train, valid, test;
@@ -111,7 +111,7 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
 
   Stopwatch load_watch;
   LoadedGraph g = load(options, config, world);
-  GnnModel model(config);
+  GnnModel<float> model(config);
   Adam optimizer(model.parameters(), options.optimizer);
   log_line("loaded " + options.data + " in " + std::to_string(load_watch.seconds()).substr(0, 5) + " s; model " +
            config.describe());
@@ -198,7 +198,7 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
   result.best_epoch = progress.best_epoch;
   result.best_valid = progress.best_valid;
   result.test_at_best = progress.test_at_best;
-  for (Parameter* p : model.parameters()) {
+  for (Parameter<float>* p : model.parameters()) {
     const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), p->value);
     result.final_weights.insert(result.final_weights.end(), host.data(), host.data() + host.extent(0));
   }

@@ -93,5 +93,35 @@ case "$case_name" in
     [ "$(grep -c 'tessera: error:' <<<"$out")" -eq 1 ] || { echo "FAILED: expected exactly one error line"; exit 1; }
     grep -q "MPI_ABORT" <<<"$out" && { echo "FAILED: a collective error should not abort"; exit 1; }
     exit 0 ;;
+  train_cora_main_options)
+    [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
+    "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
+    out=$("$TESSERA" train --data cora.h5 --model gcn --layers 2 --hidden 16 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 \
+      --epochs 200 --normalize-features --metrics m.jsonl --save-predictions pred.txt --checkpoint . --checkpoint-every 50) || exit 1
+    echo "$out" | tail -n 3
+    [ "$(grep -c '^epoch' <<<"$out")" -eq 200 ] || { echo "FAILED: expected 200 epoch lines"; exit 1; }
+    [ "$(wc -l < m.jsonl)" -eq 200 ] && [ "$(wc -l < pred.txt)" -eq 2708 ] && [ -f checkpoint.h5 ] || { echo "FAILED: outputs"; exit 1; }
+    acc=$(grep -o 'test 0\.[0-9]*' <<<"$(tail -n 1 <<<"$out")" | cut -d' ' -f2)
+    awk -v a="$acc" 'BEGIN { exit !(a >= 0.79) }' || { echo "FAILED: test accuracy $acc"; exit 1; } ;;
+  bad_train_layers)
+    good_h5
+    expect_error "--layers must be at least 1, not 0" "-" -- "$TESSERA" train --data g.h5 --layers 0 ;;
+  bad_train_no_labels)
+    good_h5; cp g.h5 nolabels.h5; "$H5_TAMPER" nolabels.h5 drop /node/labels || exit 1
+    expect_error "nolabels.h5: dataset /node/labels is missing" "-" -- "$TESSERA" train --data nolabels.h5 --epochs 2
+    "$TESSERA" prep synth --nodes 100 --edges 300 --train-fraction 0 -o notrain.h5 >/dev/null || exit 1
+    expect_error "notrain.h5: no labeled node in split 'train'" "-" -- "$TESSERA" train --data notrain.h5 --epochs 2 ;;
+  bad_train_checkpoint_shape)
+    good_h5; mkdir ck
+    "$TESSERA" train --data g.h5 --epochs 3 --hidden 8 --checkpoint ck --quiet >/dev/null || exit 1
+    expect_error "ck/checkpoint.h5: written for model gcn 2x8 \(in 6, out 3, norm none\), but this run builds gcn 2x32" "-" -- \
+      "$TESSERA" train --data g.h5 --epochs 6 --hidden 32 --checkpoint ck --resume ;;
+  bad_train_checkpoint_corrupt)
+    good_h5; mkdir ck
+    "$TESSERA" train --data g.h5 --epochs 3 --checkpoint ck --quiet >/dev/null || exit 1
+    head -c 2000 ck/checkpoint.h5 > ck/cut && mv ck/cut ck/checkpoint.h5
+    expect_error "ck/checkpoint.h5: cannot open the checkpoint" "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume
+    rm ck/checkpoint.h5
+    expect_error "ck/checkpoint.h5: no checkpoint to resume from" "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Kernels against the dense double reference: exact on small inputs, then random ones, in float and double.
+#include <gtest/gtest.h>
+
+#include "reference/dense.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/elementwise.hpp"
+#include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/loss.hpp"
+#include "tessera/kernels/spmm.hpp"
+
+using namespace tessera;
+using namespace tessera::reference;
+
+template <class Scalar>
+class KernelTest : public ::testing::Test {
+ protected:
+  static double tolerance() { return std::is_same<Scalar, float>::value ? 2e-5 : 1e-12; }
+};
+using Scalars = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(KernelTest, Scalars);
+
+TEST(Spmm, HandCheckedExample) {
+  // [1 0 2]   [1 2]   [ 7 10]
+  // [0 0 0] x [3 4] = [ 0  0]
+  // [0 3 0]   [3 4]   [ 9 12]
+  CsrMatrix<double, HostSpace> a;
+  a.num_rows = a.num_cols = 3;
+  a.row_ptr = HostVector<int64_t>("p", 4);
+  a.col_idx = HostVector<int64_t>("i", 3);
+  a.values = HostVector<double>("v", 3);
+  const int64_t ptr[] = {0, 2, 2, 3}, idx[] = {0, 2, 1};
+  const double val[] = {1, 2, 3};
+  for (int k = 0; k < 4; ++k) a.row_ptr(k) = ptr[k];
+  for (int k = 0; k < 3; ++k) a.col_idx(k) = idx[k], a.values(k) = val[k];
+  Dense x(3, 2);
+  x.a = {1, 2, 3, 4, 3, 4};
+  Matrix<double> y("y", 3, 2);
+  CsrSpmm<double>(csr_to_space<double, DeviceSpace>(a)).apply(to_view<double>(x), y);
+  const Dense got = from_view(y);
+  EXPECT_EQ(got.a, (std::vector<double>{7, 10, 0, 0, 9, 12}));
+}
+
+TYPED_TEST(KernelTest, SpmmMatchesDenseWithEmptyRowsAndAFullRow) {
+  using S = TypeParam;
+  std::mt19937_64 gen(5);
+  for (const auto& [rows, cols, width, pattern] : std::vector<std::tuple<int, int, int, bool>>{
+           {1, 1, 1, false}, {50, 40, 7, false}, {300, 200, 33, false}, {300, 200, 16, true}, {17, 90, 1, false}}) {
+    const auto a = random_csr<S>(rows, cols, 4, rows / 2, gen, pattern);
+    const Dense x = random_dense(cols, width, gen), y0 = random_dense(rows, width, gen);
+    const CsrSpmm<S> op(csr_to_space<S, DeviceSpace>(a));
+    Matrix<S> y = to_view<S>(y0);
+    op.apply(to_view<S>(x), y, S(0.5), S(2));  // y = 0.5 A x + 2 y0
+    const Dense expected = add(matmul(to_dense(a), x), y0, 4.0);
+    Dense half = expected;
+    for (double& v : half.a) v *= 0.5;
+    EXPECT_LT(relative_error(from_view(y), half), this->tolerance()) << rows << "x" << cols << " width " << width;
+    // The explicit transpose multiplies like A^T.
+    const CsrSpmm<S> t(csr_to_space<S, DeviceSpace>(csr_transpose(a)));
+    const Dense xt = random_dense(rows, width, gen);
+    Matrix<S> yt("yt", size_t(cols), size_t(width));
+    t.apply(to_view<S>(xt), yt);
+    EXPECT_LT(relative_error(from_view(yt), matmul(transpose(to_dense(a)), xt)), this->tolerance());
+  }
+}
+
+TEST(Spmm, RowBlocksBalanceNonzerosAndCoverEveryRow) {
+  HostVector<int64_t> ptr("p", 101);
+  for (int64_t i = 0; i < 100; ++i) ptr(i + 1) = ptr(i) + (i == 10 ? 1000 : 10);  // one hub row
+  const HostVector<int64_t> b = balanced_row_blocks(ptr, 8);
+  EXPECT_EQ(b(0), 0);
+  EXPECT_EQ(b(b.extent(0) - 1), 100);
+  int64_t largest = 0;
+  for (size_t k = 0; k + 1 < b.extent(0); ++k) {
+    EXPECT_LE(b(k), b(k + 1));
+    const int64_t work = ptr(b(k + 1)) - ptr(b(k)) + b(k + 1) - b(k);
+    if (b(k + 1) - b(k) > 1) largest = std::max(largest, work);
+  }
+  EXPECT_LE(largest, (2100 + 100) / 8 + 1011);  // a multi-row block never holds more than a share plus one row
+}
+
+TYPED_TEST(KernelTest, GemmMatchesDenseForEveryTransposeOnBothPaths) {
+  using S = TypeParam;
+  std::mt19937_64 gen(9);
+  const int64_t m = 37, n = 19, k = 23;
+  for (Trans ta : {Trans::No, Trans::Yes})
+    for (Trans tb : {Trans::No, Trans::Yes}) {
+      const Dense a = ta == Trans::No ? random_dense(m, k, gen) : random_dense(k, m, gen);
+      const Dense b = tb == Trans::No ? random_dense(k, n, gen) : random_dense(n, k, gen);
+      const Dense c0 = random_dense(m, n, gen);
+      Dense expected = matmul(ta == Trans::No ? a : transpose(a), tb == Trans::No ? b : transpose(b));
+      for (size_t q = 0; q < expected.a.size(); ++q) expected.a[q] = 1.5 * expected.a[q] - 0.5 * c0.a[q];
+      Matrix<S> c1 = to_view<S>(c0), c2 = to_view<S>(c0);
+      gemm<S>(ta, tb, S(1.5), to_view<S>(a), to_view<S>(b), S(-0.5), c1);
+      gemm_kokkos<S>(ta, tb, S(1.5), to_view<S>(a), to_view<S>(b), S(-0.5), c2);
+      EXPECT_LT(relative_error(from_view(c1), expected), this->tolerance());
+      EXPECT_LT(relative_error(from_view(c2), expected), this->tolerance());
+    }
+  Matrix<S> c = to_view<S>(Dense(3, 2, 4.0));
+  gemm<S>(Trans::No, Trans::No, S(1), Matrix<S>("a", 3, 0), Matrix<S>("b", 0, 2), S(0.5), c);  // k = 0
+  EXPECT_EQ(from_view(c).a, std::vector<double>(6, 2.0));
+  EXPECT_THROW(gemm<S>(Trans::No, Trans::No, S(1), Matrix<S>("a", 3, 4), Matrix<S>("b", 5, 2), S(0), c), Error);
+}
+
+TYPED_TEST(KernelTest, BiasReluDropoutForwardAndBackward) {
+  using S = TypeParam;
+  std::mt19937_64 gen(3);
+  const int64_t rows = 40, cols = 21;
+  const Dense x = random_dense(rows, cols, gen), g = random_dense(rows, cols, gen), bias = random_dense(1, cols, gen);
+  const Dropout dropout(0.3f, 17, 5, 100, 3);  // a block at global offset (100, 3)
+  Matrix<S> y = to_view<S>(x);
+  const auto b = Kokkos::subview(to_view<S>(bias), 0, Kokkos::ALL());
+  Vector<S> bias_vec("bias", size_t(cols));
+  Kokkos::deep_copy(bias_vec, b);
+  bias_relu_dropout_forward<S>(y, bias_vec, true, dropout);
+  Matrix<S> grad = to_view<S>(g);
+  bias_relu_dropout_backward<S>(grad, y, true, dropout);
+  const Dense out = from_view(y), gin = from_view(grad);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const bool keep = dropout.keep(i, j);
+      kept += keep;
+      const double pre = x(i, j) + bias(0, j);
+      const double expected = keep && pre > 0 ? pre / 0.7 : 0.0;
+      EXPECT_NEAR(out(i, j), expected, 1e-5 * (1 + std::abs(expected)));
+      EXPECT_NEAR(gin(i, j), keep && pre > 0 ? g(i, j) / 0.7 : 0.0, 1e-5);
+    }
+  EXPECT_NEAR(double(kept) / double(rows * cols), 0.7, 0.08);
+  // The mask is a function of global coordinates: the same entries seen from offset (0, 0) agree.
+  const Dropout whole(0.3f, 17, 5);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) ASSERT_EQ(dropout.keep(i, j), whole.keep(i + 100, j + 3));
+}
+
+TEST(Dropout, KeepsTheRightFractionAndDiffersByStream) {
+  const Dropout a(0.5f, 1, 1), b(0.5f, 1, 2), none;
+  int64_t kept = 0, same = 0;
+  const int64_t n = 200000;
+  for (int64_t k = 0; k < n; ++k) {
+    kept += a.keep(k / 100, k % 100);
+    same += a.keep(k / 100, k % 100) == b.keep(k / 100, k % 100);
+    ASSERT_TRUE(none.keep(k, k));
+  }
+  EXPECT_NEAR(double(kept) / n, 0.5, 0.005);
+  EXPECT_NEAR(double(same) / n, 0.5, 0.005);
+}
+
+TYPED_TEST(KernelTest, SoftmaxCrossEntropyMatchesReferenceAndCountsAccuracy) {
+  using S = TypeParam;
+  std::mt19937_64 gen(11);
+  const int64_t rows = 30, classes = 6;
+  const Dense logits = random_dense(rows, classes, gen, 4.0);
+  std::vector<int64_t> labels(rows);
+  std::vector<uint8_t> mask(rows);
+  for (int64_t i = 0; i < rows; ++i) labels[size_t(i)] = i % 7 == 0 ? -1 : int64_t(gen() % classes), mask[size_t(i)] = i % 3 != 0;
+  HostVector<int64_t> hl("labels", rows);
+  HostVector<uint8_t> hm("mask", rows);
+  for (int64_t i = 0; i < rows; ++i) hl(i) = labels[size_t(i)], hm(i) = mask[size_t(i)];
+  const auto dl = Kokkos::create_mirror_view_and_copy(DeviceSpace(), hl);
+  const auto dm = Kokkos::create_mirror_view_and_copy(DeviceSpace(), hm);
+  Dense ref_grad;
+  const double ref = softmax_cross_entropy(logits, labels, mask, &ref_grad);
+  Matrix<S> grad("grad", rows, classes);
+  int64_t count = 0;
+  for (int64_t i = 0; i < rows; ++i) count += mask[size_t(i)] && labels[size_t(i)] >= 0;
+  const auto [sum, n] = masked_softmax_cross_entropy<S>(to_view<S>(logits), dl, dm, S(1.0 / double(count)), grad);
+  EXPECT_EQ(n, count);
+  EXPECT_NEAR(sum / double(n), ref, 1e-6);
+  EXPECT_LT(relative_error(from_view(grad), ref_grad), this->tolerance());
+  int64_t correct = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (!mask[size_t(i)] || labels[size_t(i)] < 0) continue;
+    int64_t best = 0;
+    for (int64_t j = 1; j < classes; ++j)
+      if (logits(i, j) > logits(i, best)) best = j;
+    correct += best == labels[size_t(i)];
+  }
+  const auto [hits, total] = count_correct<S>(to_view<S>(logits), dl, dm);
+  EXPECT_EQ(hits, correct);
+  EXPECT_EQ(total, count);
+}
+
+TYPED_TEST(KernelTest, ReductionsAndScaling) {
+  using S = TypeParam;
+  std::mt19937_64 gen(2);
+  const Dense x = random_dense(13, 6, gen), y = random_dense(13, 6, gen);
+  Vector<S> cs("cs", 6), cq("cq", 6), cd("cd", 6), rq("rq", 13), rd("rd", 13);
+  column_sums<S>(to_view<S>(x), cs, cq);
+  column_dot<S>(to_view<S>(x), to_view<S>(y), cd);
+  row_sums_sq<S>(to_view<S>(x), rq);
+  row_dot<S>(to_view<S>(x), to_view<S>(y), rd);
+  const auto hcs = Kokkos::create_mirror_view_and_copy(HostSpace(), cs);
+  const auto hcq = Kokkos::create_mirror_view_and_copy(HostSpace(), cq);
+  const auto hcd = Kokkos::create_mirror_view_and_copy(HostSpace(), cd);
+  const auto hrq = Kokkos::create_mirror_view_and_copy(HostSpace(), rq);
+  const auto hrd = Kokkos::create_mirror_view_and_copy(HostSpace(), rd);
+  for (int64_t j = 0; j < 6; ++j) {
+    double s = 0, q = 0, d = 0;
+    for (int64_t i = 0; i < 13; ++i) s += x(i, j), q += x(i, j) * x(i, j), d += x(i, j) * y(i, j);
+    EXPECT_NEAR(hcs(j), s, 1e-5);
+    EXPECT_NEAR(hcq(j), q, 1e-5);
+    EXPECT_NEAR(hcd(j), d, 1e-5);
+  }
+  for (int64_t i = 0; i < 13; ++i) {
+    double q = 0, d = 0;
+    for (int64_t j = 0; j < 6; ++j) q += x(i, j) * x(i, j), d += x(i, j) * y(i, j);
+    EXPECT_NEAR(hrq(i), q, 1e-5);
+    EXPECT_NEAR(hrd(i), d, 1e-5);
+  }
+  Matrix<S> z = to_view<S>(y);
+  axpby<S>(S(2), to_view<S>(x), S(-1), z);
+  EXPECT_LT(relative_error(from_view(z), add(add(x, x), y, -1.0)), this->tolerance());
+}
