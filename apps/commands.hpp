@@ -16,6 +16,8 @@ using Command = std::function<int(const Communicator& world)>;
 void add_prep_command(CLI::App& app, Command& selected);
 /// `tessera train --data FILE ...`
 void add_train_command(CLI::App& app, Command& selected);
+/// `tessera bench spmm|gemm|stream`
+void add_bench_command(CLI::App& app, Command& selected);
 /// `tessera info FILE`
 void add_info_command(CLI::App& app, Command& selected);
 

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     tessera::app::add_prep_command(app, selected);
     tessera::app::add_info_command(app, selected);
     tessera::app::add_train_command(app, selected);
+    tessera::app::add_bench_command(app, selected);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -38,6 +38,8 @@ void add_train_command(CLI::App& app, Command& selected) {
   cmd->add_option("--checkpoint", a->options.checkpoint_dir, "Directory for DIR/checkpoint.h5");
   cmd->add_option("--checkpoint-every", a->options.checkpoint_every, "Checkpoint every K epochs (0: at the end)");
   cmd->add_flag("--resume", a->options.resume, "Continue from DIR/checkpoint.h5");
+  cmd->add_option("--eval-every", a->options.eval_every, "Evaluate accuracy every K epochs (and after the last)")
+      ->capture_default_str();
   cmd->add_flag("--quiet", a->options.quiet, "Print only the summary");
   cmd->callback([&selected, a] {
     selected = [a](const Communicator& world) {

@@ -3,23 +3,25 @@
 # The one place that installs: Debian packages, Kokkos (unless the user brings one through Kokkos_ROOT),
 # then configures and builds Tessera. Idempotent: a second run only re-checks and rebuilds what changed.
 #
-#   scripts/setup.sh [--backend host|cuda] [--sanitize] [--build-type Release|Debug] [--deps-only] [-j N]
+#   scripts/setup.sh [--backend host|cuda] [--sanitize] [--with-bench] [--build-type Release|Debug] [--deps-only] [-j N]
 #
 #   host (default): Kokkos 3.4.01 with OpenMP+Serial into .deps/kokkos-host, Tessera into build/
 #   cuda:           Kokkos 3.4.01 with CUDA (sm_80) into .deps/kokkos-cuda, Tessera into build-cuda/
 #   --sanitize:     host build with AddressSanitizer + UBSan into build-asan/
+#   --with-bench:   also PyTorch and h5py (Debian's python3-torch), for the baseline in scripts/bench_fullgraph.sh
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-backend=host sanitize=OFF build_type=Release deps_only=0 jobs=$(nproc)
+backend=host sanitize=OFF build_type=Release deps_only=0 with_bench=0 jobs=$(nproc --all)
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
     --sanitize) sanitize=ON; shift ;;
+    --with-bench) with_bench=1; shift ;;
     --build-type) build_type=$2; shift 2 ;;
     --deps-only) deps_only=1; shift ;;
     -j) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '3,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,12p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -33,6 +35,7 @@ say() { echo "setup: $*"; }
 # ---- 1. Debian packages -------------------------------------------------------------------------
 packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
           libmetis-dev libopenblas-openmp-dev zlib1g-dev hdf5-tools python3 libgtest-dev libcli11-dev nlohmann-json3-dev)
+[ "$with_bench" -eq 1 ] && packages+=(python3-torch python3-h5py python3-numpy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,7 +28,14 @@ void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scala
   const bool active = dropout.active();
   Kokkos::parallel_for(
       "tessera::bias_relu_dropout", Kokkos::RangePolicy<Exec>(0, int64_t(y.extent(0))), KOKKOS_LAMBDA(int64_t i) {
-        Scalar* row = &y(i, 0);
+        Scalar* KOKKOS_RESTRICT row = &y(i, 0);
+        if (!active) {  // plain loop the compiler vectorizes (evaluation and dropout-free layers)
+          for (int64_t j = 0; j < cols; ++j) {
+            const Scalar v = row[j] + (has_bias ? bias(j) : Scalar(0));
+            row[j] = relu && v < Scalar(0) ? Scalar(0) : v;
+          }
+          return;
+        }
         for (int64_t b = 0; b < blocks; ++b) {
           const unsigned mask = active ? dropout.keep8(r0 + i, first_block + b) : 0xFFu;
           const int64_t j0 = (first_block + b) * 8 - c0;
@@ -52,8 +59,13 @@ void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const S
   Kokkos::parallel_for(
       "tessera::bias_relu_dropout_backward", Kokkos::RangePolicy<Exec>(0, int64_t(grad.extent(0))),
       KOKKOS_LAMBDA(int64_t i) {
-        Scalar* g = &grad(i, 0);
-        const Scalar* o = &out(i, 0);
+        Scalar* KOKKOS_RESTRICT g = &grad(i, 0);
+        const Scalar* KOKKOS_RESTRICT o = &out(i, 0);
+        if (!active) {
+          if (relu)
+            for (int64_t j = 0; j < cols; ++j) g[j] = o[j] > Scalar(0) ? g[j] : Scalar(0);
+          return;
+        }
         for (int64_t b = 0; b < blocks; ++b) {
           const unsigned mask = active ? dropout.keep8(r0 + i, first_block + b) : 0xFFu;
           const int64_t j0 = (first_block + b) * 8 - c0;
@@ -67,31 +79,54 @@ void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const S
       });
 }
 
+// Column reductions over tall matrices: a pass per column would stride through the whole matrix once per
+// column, so rows are cut into a fixed number of blocks (independent of the thread count, so results do
+// not depend on it), each block sums its rows into a partial row, and the partials are added in order.
+namespace {
+constexpr int64_t kColumnBlocks = 64;
+
+template <class Scalar, class RowTerm>
+void column_reduce(const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out, const RowTerm& term) {
+  const int64_t blocks = rows < kColumnBlocks ? (rows > 0 ? rows : 1) : kColumnBlocks;
+  Matrix<Scalar> partial(Kokkos::ViewAllocateWithoutInitializing("column_partial"), size_t(blocks), size_t(cols));
+  Kokkos::parallel_for(
+      name, Kokkos::RangePolicy<Exec>(0, blocks), KOKKOS_LAMBDA(int64_t b) {
+        const int64_t lo = rows * b / blocks, hi = rows * (b + 1) / blocks;
+        Scalar* KOKKOS_RESTRICT acc = &partial(b, 0);
+        for (int64_t j = 0; j < cols; ++j) acc[j] = Scalar(0);
+        for (int64_t i = lo; i < hi; ++i) term(i, acc);
+      });
+  Kokkos::parallel_for(
+      name, Kokkos::RangePolicy<Exec>(0, cols), KOKKOS_LAMBDA(int64_t j) {
+        Scalar total = 0;
+        for (int64_t b = 0; b < blocks; ++b) total += partial(b, j);
+        out(j) = total;
+      });
+}
+}  // namespace
+
 template <class Scalar>
 void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, const Vector<Scalar>& sums_sq) {
-  const int64_t rows = int64_t(x.extent(0));
-  const bool squares = sums_sq.extent(0) > 0;
-  Kokkos::parallel_for(
-      "tessera::column_sums", Kokkos::RangePolicy<Exec>(0, int64_t(x.extent(1))), KOKKOS_LAMBDA(int64_t j) {
-        Scalar s = 0, q = 0;
-        for (int64_t i = 0; i < rows; ++i) {
-          s += x(i, j);
-          q += x(i, j) * x(i, j);
-        }
-        sums(j) = s;
-        if (squares) sums_sq(j) = q;
-      });
+  const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
+  column_reduce<Scalar>("tessera::column_sums", rows, cols, sums, KOKKOS_LAMBDA(int64_t i, Scalar* acc) {
+    const Scalar* row = &x(i, 0);
+    for (int64_t j = 0; j < cols; ++j) acc[j] += row[j];
+  });
+  if (sums_sq.extent(0) > 0)
+    column_reduce<Scalar>("tessera::column_sums_sq", rows, cols, sums_sq, KOKKOS_LAMBDA(int64_t i, Scalar* acc) {
+      const Scalar* row = &x(i, 0);
+      for (int64_t j = 0; j < cols; ++j) acc[j] += row[j] * row[j];
+    });
 }
 
 template <class Scalar>
 void column_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, const Vector<Scalar>& sums) {
-  const int64_t rows = int64_t(a.extent(0));
-  Kokkos::parallel_for(
-      "tessera::column_dot", Kokkos::RangePolicy<Exec>(0, int64_t(a.extent(1))), KOKKOS_LAMBDA(int64_t j) {
-        Scalar s = 0;
-        for (int64_t i = 0; i < rows; ++i) s += a(i, j) * b(i, j);
-        sums(j) = s;
-      });
+  const int64_t rows = int64_t(a.extent(0)), cols = int64_t(a.extent(1));
+  column_reduce<Scalar>("tessera::column_dot", rows, cols, sums, KOKKOS_LAMBDA(int64_t i, Scalar* acc) {
+    const Scalar* ra = &a(i, 0);
+    const Scalar* rb = &b(i, 0);
+    for (int64_t j = 0; j < cols; ++j) acc[j] += ra[j] * rb[j];
+  });
 }
 
 template <class Scalar>

@@ -58,6 +58,7 @@ std::vector<Parameter<Scalar>*> GnnLayer<Scalar>::parameters() {
 template <class Scalar>
 void GnnLayer<Scalar>::ensure_buffers(int64_t rows) {
   if (int64_t(out_.extent(0)) == rows) return;
+  aggregated_input_ = nullptr;
   const int64_t mid_width = transform_first_ ? shape_.out : shape_.in;
   mid_ = Matrix<Scalar>("layer.mid", size_t(rows), size_t(mid_width));
   grad_mid_ = Matrix<Scalar>("layer.grad_mid", size_t(rows), size_t(mid_width));
@@ -77,7 +78,8 @@ Matrix<Scalar> GnnLayer<Scalar>::forward(const GraphOps<Scalar>& ops, const Matr
     gemm<Scalar>(Trans::No, Trans::No, Scalar(1), in, w, Scalar(0), mid_);
     ops.aggregate.apply(mid_, out_);
   } else {  // mid = A H, out = mid W
-    ops.aggregate.apply(in, mid_);
+    if (!static_input_ || aggregated_input_ != in.data()) ops.aggregate.apply(in, mid_);
+    aggregated_input_ = static_input_ ? in.data() : nullptr;
     gemm<Scalar>(Trans::No, Trans::No, Scalar(1), mid_, w, Scalar(0), out_);
   }
   if (kind_ == ModelKind::Sage) gemm<Scalar>(Trans::No, Trans::No, Scalar(1), in, root_weight_.matrix(), Scalar(1), out_);

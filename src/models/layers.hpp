@@ -54,6 +54,10 @@ class GnnLayer {
   std::vector<Parameter<Scalar>*> parameters();
   FeatureNorm<Scalar>& norm() { return norm_; }
 
+  /// Promise that every forward input with the same data pointer holds the same values (layer 0 fed the
+  /// fixed features without input dropout): the aggregation A*H is then computed once and reused.
+  void set_static_input(bool value) { static_input_ = value; }
+
   /// Dropout stream of this layer's output at an epoch (distinct per layer and epoch).
   uint64_t dropout_stream(int64_t epoch) const;
 
@@ -64,6 +68,8 @@ class GnnLayer {
   LayerShape shape_;
   float dropout_;
   bool transform_first_;
+  bool static_input_ = false;
+  const Scalar* aggregated_input_ = nullptr;  // input whose aggregation mid_ holds (static input only)
   Parameter<Scalar> weight_, root_weight_, bias_;  // root_weight_: GraphSAGE only
   FeatureNorm<Scalar> norm_;
   Matrix<const Scalar> input_;  // the forward input, kept for backward

@@ -57,6 +57,11 @@ Matrix<Scalar> GnnModel<Scalar>::forward(const GraphOps<Scalar>& ops, const Matr
 }
 
 template <class Scalar>
+void GnnModel<Scalar>::set_static_features(bool value) {
+  layers_.front()->set_static_input(value && config_.input_dropout == 0);
+}
+
+template <class Scalar>
 void GnnModel<Scalar>::backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits, const PassInfo& pass) {
   Matrix<Scalar> grad = grad_logits;
   for (int l = int(layers_.size()) - 1; l >= 0; --l) grad = layers_[size_t(l)]->backward(ops, grad, l > 0, pass);

@@ -35,6 +35,10 @@ class GnnModel {
   /// Sets every parameter's gradient from dL/d logits (overwritten). Layer 0 computes no input gradient.
   void backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits, const PassInfo& pass);
 
+  /// Promise that the features passed to forward never change (the trainer's case): without input dropout
+  /// the first layer then aggregates them once instead of every pass.
+  void set_static_features(bool value);
+
   std::vector<Parameter<Scalar>*> parameters();
   /// Non-trainable state a checkpoint must keep (BatchNorm running statistics), by name.
   std::vector<std::pair<std::string, Vector<Scalar>*>> buffers();

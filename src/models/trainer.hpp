@@ -26,11 +26,13 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   bool resume = false;
-  bool quiet = false;  // no per-epoch console lines
+  int64_t eval_every = 1;  // evaluate accuracy every K epochs (and after the last)
+  bool quiet = false;      // no per-epoch console lines
 };
 
 struct EpochRecord {
   int64_t epoch = 0;
+  bool evaluated = false;  // the accuracies are set
   double loss = 0, train_acc = 0, valid_acc = 0, test_acc = 0;
   double seconds = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, eval_s = 0;
 };

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// `tessera bench spmm|gemm|stream`: measure this machine's kernels. Each prints one line per size with the
+// median of --repeat runs after one warm-up.
+//   spmm:   effective GB/s (bytes = CSR arrays + one read of X per nonzero + one write of Y) and GFLOP/s
+//           (2 flops per nonzero and column), on a graph file's GCN matrix or a random graph
+//   gemm:   GFLOP/s of C = A B with A m x k, B k x n, as the layers call it
+//   stream: GB/s of the triad a = b + s c (12 bytes per element), the memory-bandwidth ceiling
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/timer.hpp"
+#include "tessera/graph/graph_file.hpp"
+#include "tessera/graph/normalize.hpp"
+#include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/spmm.hpp"
+
+namespace tessera::app {
+namespace {
+
+template <class Fn>
+double median_seconds(int repeat, const Fn& fn) {
+  fn();  // warm-up
+  Kokkos::fence();
+  std::vector<double> times;
+  for (int r = 0; r < repeat; ++r) {
+    Stopwatch w;
+    fn();
+    Kokkos::fence();
+    times.push_back(w.seconds());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::vector<int64_t> parse_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) out.push_back(std::stoll(part));
+  return out;
+}
+
+CsrMatrix<float, HostSpace> random_graph(int64_t n, double degree, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  const int64_t per_row = int64_t(degree);
+  CsrMatrix<float, HostSpace> a;
+  a.num_rows = a.num_cols = n;
+  a.row_ptr = HostVector<int64_t>("p", size_t(n + 1));
+  a.col_idx = HostVector<int64_t>("i", size_t(n * per_row));
+  for (int64_t v = 0; v < n; ++v) {
+    a.row_ptr(v + 1) = (v + 1) * per_row;
+    for (int64_t k = 0; k < per_row; ++k) a.col_idx(v * per_row + k) = int64_t(gen() % uint64_t(n));
+    std::sort(&a.col_idx(v * per_row), &a.col_idx(v * per_row) + per_row);
+  }
+  return a;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Command& selected) {
+  CLI::App* bench = app.add_subcommand("bench", "Measure this machine's kernels (SpMM, GEMM, memory bandwidth)");
+  bench->require_subcommand(1);
+
+  struct SpmmArgs {
+    std::string data, widths = "16,64,128,256";
+    int64_t nodes = 169343;
+    double degree = 8;
+    int repeat = 10;
+  };
+  auto s = std::make_shared<SpmmArgs>();
+  CLI::App* spmm = bench->add_subcommand("spmm", "CSR x dense: effective GB/s and GFLOP/s");
+  spmm->add_option("--data", s->data, "Use this graph file's GCN-normalized adjacency");
+  spmm->add_option("--nodes", s->nodes, "Random graph: nodes")->capture_default_str();
+  spmm->add_option("--degree", s->degree, "Random graph: nonzeros per row")->capture_default_str();
+  spmm->add_option("--widths", s->widths, "Dense widths, comma-separated")->capture_default_str();
+  spmm->add_option("--repeat", s->repeat, "Timed runs per width")->capture_default_str();
+  spmm->callback([&selected, s] {
+    selected = [s](const Communicator& world) {
+      world.check(world.size() == 1, "tessera bench spmm measures one process: run it with mpiexec -n 1");
+      CsrMatrix<float, HostSpace> a;
+      if (!s->data.empty()) {
+        const GraphFileReader reader(world, s->data);
+        a = gcn_normalize(reader.read_rows(0, reader.meta().num_nodes).adjacency);
+      } else {
+        a = gcn_normalize(random_graph(s->nodes, s->degree, 1));
+      }
+      const CsrSpmm<float> op(csr_to_space<float, DeviceSpace>(a));
+      char line[256];
+      std::snprintf(line, sizeof(line), "spmm: %lld rows, %lld nonzeros, %d threads", (long long)a.num_rows,
+                    (long long)a.nnz(), int(ExecSpace().concurrency()));
+      log_line(line);
+      for (int64_t w : parse_list(s->widths)) {
+        Matrix<float> x("x", size_t(a.num_cols), size_t(w)), y("y", size_t(a.num_rows), size_t(w));
+        Kokkos::deep_copy(x, 1.0f);
+        const double t = median_seconds(s->repeat, [&] { op.apply(x, y); });
+        const double bytes = 8.0 * double(a.num_rows + 1) + 12.0 * double(a.nnz()) +
+                             4.0 * double(w) * double(a.nnz() + a.num_rows);
+        const double flops = 2.0 * double(a.nnz()) * double(w);
+        std::snprintf(line, sizeof(line), "spmm width %4lld: %8.2f ms  %7.2f GB/s  %7.2f GFLOP/s", (long long)w,
+                      1e3 * t, bytes / t / 1e9, flops / t / 1e9);
+        log_line(line);
+      }
+      return 0;
+    };
+  });
+
+  struct GemmArgs {
+    int64_t m = 169343, n = 256, k = 128;
+    int repeat = 5;
+  };
+  auto g = std::make_shared<GemmArgs>();
+  CLI::App* gemm_cmd = bench->add_subcommand("gemm", "Dense C = A B: GFLOP/s");
+  gemm_cmd->add_option("--m", g->m, "Rows of A and C")->capture_default_str();
+  gemm_cmd->add_option("--n", g->n, "Columns of B and C")->capture_default_str();
+  gemm_cmd->add_option("--k", g->k, "Columns of A, rows of B")->capture_default_str();
+  gemm_cmd->add_option("--repeat", g->repeat, "Timed runs")->capture_default_str();
+  gemm_cmd->callback([&selected, g] {
+    selected = [g](const Communicator& world) {
+      world.check(world.size() == 1, "tessera bench gemm measures one process: run it with mpiexec -n 1");
+      Matrix<float> a("a", size_t(g->m), size_t(g->k)), b("b", size_t(g->k), size_t(g->n)),
+          c("c", size_t(g->m), size_t(g->n)), at("at", size_t(g->m), size_t(g->n));
+      Kokkos::deep_copy(a, 0.5f);
+      Kokkos::deep_copy(b, 0.25f);
+      Kokkos::deep_copy(at, 1.0f);
+      const double flops = 2.0 * double(g->m) * double(g->n) * double(g->k);
+      const double nn = median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c); });
+      // The weight-gradient shape: A^T G with the long dimension reduced.
+      Matrix<float> w("w", size_t(g->k), size_t(g->n));
+      const double tn = median_seconds(g->repeat, [&] { gemm<float>(Trans::Yes, Trans::No, 1.0f, a, at, 0.0f, w); });
+      char line[256];
+      std::snprintf(line, sizeof(line), "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%d threads)",
+                    (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * tn,
+                    flops / tn / 1e9, int(ExecSpace().concurrency()));
+      log_line(line);
+      return 0;
+    };
+  });
+
+  auto elements = std::make_shared<int64_t>(int64_t(1) << 25);
+  auto stream_repeat = std::make_shared<int>(10);
+  CLI::App* stream = bench->add_subcommand("stream", "Memory bandwidth: triad a = b + s c");
+  stream->add_option("--elements", *elements, "Floats per array")->capture_default_str();
+  stream->add_option("--repeat", *stream_repeat, "Timed runs")->capture_default_str();
+  stream->callback([&selected, elements, stream_repeat] {
+    selected = [elements, stream_repeat](const Communicator& world) {
+      world.check(world.size() == 1, "tessera bench stream measures one process: run it with mpiexec -n 1");
+      Vector<float> a("a", size_t(*elements)), b("b", size_t(*elements)), c("c", size_t(*elements));
+      Kokkos::deep_copy(b, 1.0f);
+      Kokkos::deep_copy(c, 2.0f);
+      const double t = median_seconds(*stream_repeat, [&] {
+        Kokkos::parallel_for(
+            "tessera::triad", Kokkos::RangePolicy<ExecSpace>(0, *elements),
+            KOKKOS_LAMBDA(int64_t i) { a(i) = b(i) + 3.0f * c(i); });
+      });
+      char line[256];
+      std::snprintf(line, sizeof(line), "stream triad: %lld floats, %.2f ms, %.2f GB/s (%d threads)",
+                    (long long)*elements, 1e3 * t, 12.0 * double(*elements) / t / 1e9, int(ExecSpace().concurrency()));
+      log_line(line);
+      return 0;
+    };
+  });
+}
+
+}  // namespace tessera::app

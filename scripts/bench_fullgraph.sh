@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Benchmark (not a test): full-graph GCN epochs, Tessera against the PyTorch CPU baseline
+# (../shared/bench/torch_gcn.py) on the same generated ogbn-arxiv-shaped graph: 169,343 nodes, about
+# 1.17M directed edges (R-MAT, symmetrized), 128 features, 40 classes; 3-layer GCN, hidden 256, 10 epochs,
+# 1 rank x THREADS threads. Prints both median epoch times, their ratio, and this machine's floor for the
+# same epoch: GEMM flops at the measured BLAS rate + SpMM bytes (each matrix read once) at the measured
+# memory bandwidth.
+#   scripts/bench_fullgraph.sh [THREADS]        (default 2; installs PyTorch through setup.sh --with-bench)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+threads=${1:-2}
+bash "$root/scripts/setup.sh" --with-bench >/dev/null
+source "$root/scripts/mpi_env.sh"
+tessera=$root/build/apps/tessera
+work=$(mktemp -d /tmp/tessera-bench-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+graph=$work/arxiv-shaped.h5
+layers=3 hidden=256 epochs=10
+
+mpiexec -n 2 "$tessera" prep synth --kind rmat --nodes 169343 --edges 606000 --features 128 --classes 40 --seed 1 \
+  -o "$graph" | head -n 1
+export OMP_NUM_THREADS=$threads
+echo "== PyTorch ($threads threads)"
+torch_line=$(/usr/bin/python3 "$root/../shared/bench/torch_gcn.py" --h5 "$graph" --layers $layers --hidden $hidden \
+  --epochs $epochs --threads "$threads" 2>/dev/null)
+echo "$torch_line"
+echo "== Tessera (1 rank x $threads threads)"
+mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
+  --weight-decay 0 --eval-every $epochs --metrics "$work/metrics.jsonl" | tail -n 2
+echo "== machine ceilings"
+gemm_line=$(mpiexec -n 1 "$tessera" bench gemm --m 169343 --n 256 --k 256)
+stream_line=$(mpiexec -n 1 "$tessera" bench stream)
+echo "$gemm_line"
+echo "$stream_line"
+
+python3 - "$work/metrics.jsonl" "$torch_line" "$gemm_line" "$stream_line" "$graph" <<'PY'
+import json, re, statistics, subprocess, sys
+metrics, torch_line, gemm_line, stream_line, graph = sys.argv[1:]
+rows = [json.loads(l) for l in open(metrics)]
+# Training step (forward, loss, backward, Adam) of epochs 2..10: what the PyTorch script times.
+steps = [r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows[1:]]
+tessera = statistics.median(steps)
+torch = float(re.search(r"epoch_median_s ([0-9.]+)", torch_line).group(1))
+nnz = int(re.search(r"nnz (\d+)", torch_line).group(1))
+n = int(re.search(r"nodes (\d+)", torch_line).group(1))
+gemm_rate = max(float(x) for x in re.findall(r"([0-9.]+) GFLOP/s", gemm_line)) * 1e9
+bandwidth = float(re.search(r"([0-9.]+) GB/s", stream_line).group(1)) * 1e9
+dims = [128, 256, 256, 40]
+flops = spmm_bytes = 0.0
+for l in range(3):
+    i, o = dims[l], dims[l + 1]
+    flops += 2 * n * i * o * (2 if l == 0 else 3)       # forward, weight gradient, input gradient (not layer 0)
+    w = min(i, o)
+    one = 12 * nnz + 8 * (n + 1) + 2 * 4 * n * w         # CSR once, X read once, Y written once
+    transform_first = o < i
+    passes = (0 if l == 0 and not transform_first else 1) + (1 if (l > 0 or transform_first) else 0)
+    spmm_bytes += passes * one
+floor = flops / gemm_rate + spmm_bytes / bandwidth
+print(f"\nPyTorch median epoch   {torch:.3f} s")
+print(f"Tessera median epoch   {tessera:.3f} s   -> {torch / tessera:.2f}x faster (target >= 3x)")
+print(f"machine floor          {floor:.3f} s   = GEMM {flops / 1e9:.1f} GFLOP at {gemm_rate / 1e9:.0f} GFLOP/s "
+      f"({flops / gemm_rate:.3f} s) + SpMM {spmm_bytes / 1e9:.2f} GB at {bandwidth / 1e9:.1f} GB/s ({spmm_bytes / bandwidth:.3f} s)")
+print(f"Tessera / floor        {tessera / floor:.2f}x")
+PY
