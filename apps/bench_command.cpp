@@ -64,7 +64,8 @@ CsrMatrix<float, HostSpace> random_graph(int64_t n, double degree, uint64_t seed
 }  // namespace
 
 void add_bench_command(CLI::App& app, Command& selected) {
-  CLI::App* bench = app.add_subcommand("bench", "Measure this machine's kernels (SpMM, GEMM, memory bandwidth)");
+  CLI::App* bench =
+      app.add_subcommand("bench", "Measure this machine's kernels (SpMM, GEMM, memory bandwidth)");
   bench->require_subcommand(1);
 
   struct SpmmArgs {
@@ -102,8 +103,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
         const double bytes = 8.0 * double(a.num_rows + 1) + 12.0 * double(a.nnz()) +
                              4.0 * double(w) * double(a.nnz() + a.num_rows);
         const double flops = 2.0 * double(a.nnz()) * double(w);
-        std::snprintf(line, sizeof(line), "spmm width %4lld: %8.2f ms  %7.2f GB/s  %7.2f GFLOP/s", (long long)w,
-                      1e3 * t, bytes / t / 1e9, flops / t / 1e9);
+        std::snprintf(line, sizeof(line), "spmm width %4lld: %8.2f ms  %7.2f GB/s  %7.2f GFLOP/s",
+                      (long long)w, 1e3 * t, bytes / t / 1e9, flops / t / 1e9);
         log_line(line);
       }
       return 0;
@@ -129,12 +130,15 @@ void add_bench_command(CLI::App& app, Command& selected) {
       Kokkos::deep_copy(b, 0.25f);
       Kokkos::deep_copy(at, 1.0f);
       const double flops = 2.0 * double(g->m) * double(g->n) * double(g->k);
-      const double nn = median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c); });
+      const double nn =
+          median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c); });
       // The weight-gradient shape: A^T G with the long dimension reduced.
       Matrix<float> w("w", size_t(g->k), size_t(g->n));
-      const double tn = median_seconds(g->repeat, [&] { gemm<float>(Trans::Yes, Trans::No, 1.0f, a, at, 0.0f, w); });
+      const double tn =
+          median_seconds(g->repeat, [&] { gemm<float>(Trans::Yes, Trans::No, 1.0f, a, at, 0.0f, w); });
       char line[256];
-      std::snprintf(line, sizeof(line), "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%d threads)",
+      std::snprintf(line, sizeof(line),
+                    "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%d threads)",
                     (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * tn,
                     flops / tn / 1e9, int(ExecSpace().concurrency()));
       log_line(line);
@@ -160,7 +164,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
       });
       char line[256];
       std::snprintf(line, sizeof(line), "stream triad: %lld floats, %.2f ms, %.2f GB/s (%d threads)",
-                    (long long)*elements, 1e3 * t, 12.0 * double(*elements) / t / 1e9, int(ExecSpace().concurrency()));
+                    (long long)*elements, 1e3 * t, 12.0 * double(*elements) / t / 1e9,
+                    int(ExecSpace().concurrency()));
       log_line(line);
       return 0;
     };

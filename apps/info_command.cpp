@@ -11,7 +11,8 @@ namespace tessera::app {
 
 void add_info_command(CLI::App& app, Command& selected) {
   auto path = std::make_shared<std::string>();
-  CLI::App* info = app.add_subcommand("info", "Print a graph file's sizes and statistics, and validate every value");
+  CLI::App* info =
+      app.add_subcommand("info", "Print a graph file's sizes and statistics, and validate every value");
   info->add_option("file", *path, "Tessera .h5 graph file")->required();
   info->callback([&selected, path] {
     selected = [path](const Communicator& world) {
@@ -40,7 +41,8 @@ void add_info_command(CLI::App& app, Command& selected) {
       for (const SplitInfo& split : reader.splits())
         splits += (splits.empty() ? "" : ", ") + split.name + " " + std::to_string(split.size);
       log_line("splits:    " + (splits.empty() ? std::string("none") : splits));
-      std::snprintf(line, sizeof(line), "valid:     yes (checked by %d ranks in %.2f s)", world.size(), watch.seconds());
+      std::snprintf(line, sizeof(line), "valid:     yes (checked by %d ranks in %.2f s)", world.size(),
+                    watch.seconds());
       log_line(line);
       log_line(peak_memory_report(world));
       return 0;

@@ -14,8 +14,8 @@ namespace {
 void print_written(const std::string& path, const GraphMeta& meta, double seconds) {
   char line[512];
   std::snprintf(line, sizeof(line), "wrote %s: %lld nodes, %lld edges, %lld features, %lld classes (%.1f s)",
-                path.c_str(), (long long)meta.num_nodes, (long long)meta.num_edges, (long long)meta.num_features,
-                (long long)meta.num_classes, seconds);
+                path.c_str(), (long long)meta.num_nodes, (long long)meta.num_edges,
+                (long long)meta.num_features, (long long)meta.num_classes, seconds);
   log_line(line);
 }
 
@@ -27,13 +27,16 @@ void add_prep_command(CLI::App& app, Command& selected) {
 
   auto ogb = std::make_shared<OgbConvertOptions>();
   auto ogb_budget_gib = std::make_shared<double>(2.0);
-  CLI::App* ogb_cmd = prep->add_subcommand("ogb", "Convert an OGB node-property dataset (raw directory layout)");
+  CLI::App* ogb_cmd =
+      prep->add_subcommand("ogb", "Convert an OGB node-property dataset (raw directory layout)");
   ogb_cmd->add_option("dir", ogb->dataset_dir, "Dataset directory holding raw/ and split/")->required();
   ogb_cmd->add_option("-o,--output", ogb->output, "Output .h5 file")->required();
   ogb_cmd->add_flag("--symmetrize", ogb->symmetrize, "Add reverse edges and drop duplicates");
   ogb_cmd->add_option("--split", ogb->split, "Split kind under split/ (default: the only one)");
   ogb_cmd->add_option("--name", ogb->name, "Graph name (default: the directory's name)");
-  ogb_cmd->add_option("--edge-memory-gib", *ogb_budget_gib, "Memory for edges per pass; more edges take more passes")
+  ogb_cmd
+      ->add_option("--edge-memory-gib", *ogb_budget_gib,
+                   "Memory for edges per pass; more edges take more passes")
       ->check(CLI::PositiveNumber);
   ogb_cmd->callback([&selected, ogb, ogb_budget_gib] {
     selected = [ogb, ogb_budget_gib](const Communicator& world) {
@@ -52,7 +55,9 @@ void add_prep_command(CLI::App& app, Command& selected) {
   auto synth_out = std::make_shared<std::string>();
   auto kind = std::make_shared<std::string>("csbm");
   CLI::App* synth_cmd = prep->add_subcommand("synth", "Generate a synthetic graph (R-MAT or contextual SBM)");
-  synth_cmd->add_option("--kind", *kind, "rmat or csbm")->check(CLI::IsMember({"rmat", "csbm"}))->capture_default_str();
+  synth_cmd->add_option("--kind", *kind, "rmat or csbm")
+      ->check(CLI::IsMember({"rmat", "csbm"}))
+      ->capture_default_str();
   synth_cmd->add_option("--nodes", synth->num_nodes, "Nodes")->capture_default_str();
   synth_cmd->add_option("--edges", synth->num_edges, "Undirected edges to draw")->capture_default_str();
   synth_cmd->add_option("--features", synth->num_features, "Features per node")->capture_default_str();

@@ -28,7 +28,8 @@ void add_train_command(CLI::App& app, Command& selected) {
   cmd->add_option("--norm", a->norm, "none, batch or rms (hidden layers)")->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "adam or adamw")->capture_default_str();
   cmd->add_option("--lr", a->lr, "Learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", a->weight_decay, "Weight decay on weights (not biases)")->capture_default_str();
+  cmd->add_option("--weight-decay", a->weight_decay, "Weight decay on weights (not biases)")
+      ->capture_default_str();
   cmd->add_option("--epochs", a->options.epochs, "Epochs")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of initialization and dropout")->capture_default_str();
   cmd->add_flag("--normalize-features", a->options.normalize_features, "Divide each feature row by its sum");
@@ -36,9 +37,11 @@ void add_train_command(CLI::App& app, Command& selected) {
   cmd->add_option("--save-predictions", a->options.predictions_path,
                   "Write the best-validation epoch's predicted class of every node here, one per line");
   cmd->add_option("--checkpoint", a->options.checkpoint_dir, "Directory for DIR/checkpoint.h5");
-  cmd->add_option("--checkpoint-every", a->options.checkpoint_every, "Checkpoint every K epochs (0: at the end)");
+  cmd->add_option("--checkpoint-every", a->options.checkpoint_every,
+                  "Checkpoint every K epochs (0: at the end)");
   cmd->add_flag("--resume", a->options.resume, "Continue from DIR/checkpoint.h5");
-  cmd->add_option("--eval-every", a->options.eval_every, "Evaluate accuracy every K epochs (and after the last)")
+  cmd->add_option("--eval-every", a->options.eval_every,
+                  "Evaluate accuracy every K epochs (and after the last)")
       ->capture_default_str();
   cmd->add_flag("--quiet", a->options.quiet, "Print only the summary");
   cmd->callback([&selected, a] {
@@ -64,7 +67,8 @@ void add_train_command(CLI::App& app, Command& selected) {
       double total = 0;
       for (const EpochRecord& e : r.history) total += e.seconds;
       char line[256];
-      std::snprintf(line, sizeof(line), "best valid %.4f at epoch %lld: test %.4f (mean epoch %.1f ms over %zu epochs)",
+      std::snprintf(line, sizeof(line),
+                    "best valid %.4f at epoch %lld: test %.4f (mean epoch %.1f ms over %zu epochs)",
                     r.best_valid, (long long)r.best_epoch, r.test_at_best,
                     r.history.empty() ? 0.0 : 1e3 * total / double(r.history.size()), r.history.size());
       log_line(line);

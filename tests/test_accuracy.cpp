@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Accuracy on Cora with the GCN paper's setup (Kipf & Welling 2017: 2 layers, 16 hidden, dropout 0.5, lr 0.01,
-// weight decay 5e-4, 200 epochs, row-normalized features), 10 seeds; test accuracy at the best-validation epoch.
+// Accuracy on Cora with the GCN paper's setup (Kipf & Welling 2017: 2 layers, 16 hidden, dropout 0.5, lr
+// 0.01, weight decay 5e-4, 200 epochs, row-normalized features), 10 seeds; test accuracy at the
+// best-validation epoch.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

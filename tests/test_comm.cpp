@@ -100,8 +100,9 @@ TEST(ProcessGrid, WrongShapeFailsOnEveryRank) {
     } catch (const CollectiveError& e) {
       const std::string what = e.what();
       const bool zero = bad.x == 0;
-      EXPECT_NE(what.find(zero ? "every axis must be at least 1" : "ranks but the job has " + std::to_string(p)),
-                std::string::npos)
+      EXPECT_NE(
+          what.find(zero ? "every axis must be at least 1" : "ranks but the job has " + std::to_string(p)),
+          std::string::npos)
           << what;
     }
   }

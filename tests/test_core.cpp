@@ -135,7 +135,8 @@ TEST(Csr, ValidateAcceptsGoodAndNamesEachViolation) {
   EXPECT_EQ(validation_error(make_csr({1, 2, 2, 3}, {0, 2, 1}, 3)), "A: row_ptr(0) is 1, expected 0");
   EXPECT_EQ(validation_error(make_csr({0, 2, 1, 3}, {0, 2, 1}, 3)), "A: row_ptr decreases at row 1");
   EXPECT_EQ(validation_error(make_csr({0, 2, 2, 3}, {0, 3, 1}, 3)), "A: row 0 has column 3 outside [0, 3)");
-  EXPECT_EQ(validation_error(make_csr({0, 2, 2, 2}, {0, 2, 1}, 3)), "A: row_ptr ends at 2 but there are 3 column ids");
+  EXPECT_EQ(validation_error(make_csr({0, 2, 2, 2}, {0, 2, 1}, 3)),
+            "A: row_ptr ends at 2 but there are 3 column ids");
 }
 
 TEST(Errors, FailJoinsItsParts) {
@@ -155,9 +156,7 @@ TEST(Timers, ScopedPhaseAccumulates) {
     ScopedPhase phase(timers, "sleep");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  {
-    ScopedPhase phase(timers, "sleep");
-  }
+  { ScopedPhase phase(timers, "sleep"); }
   EXPECT_GE(timers.get("sleep"), 0.019);
   EXPECT_EQ(timers.get("never"), 0.0);
   EXPECT_GT(peak_rss_bytes(), 0);

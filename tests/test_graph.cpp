@@ -82,7 +82,9 @@ void write_distributed(const ReferenceGraph& g, const std::string& path, const C
   writer.commit();
 }
 
-bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+bool file_exists(const std::string& path) {
+  return access(path.c_str(), F_OK) == 0;
+}
 
 // Runs fn and returns the CollectiveError message (every rank must throw one).
 template <class Fn>
@@ -134,9 +136,11 @@ TEST(GraphFile, RoundTripIsIdenticalOnAnyRankCount) {
   const GraphSlice slice = reader.read_rows(b, e - b);
   for (int64_t i = 0; i < e - b; ++i) {
     const int64_t v = b + i;
-    ASSERT_EQ(slice.adjacency.row_ptr(i + 1) - slice.adjacency.row_ptr(i), g.indptr[size_t(v + 1)] - g.indptr[size_t(v)]);
+    ASSERT_EQ(slice.adjacency.row_ptr(i + 1) - slice.adjacency.row_ptr(i),
+              g.indptr[size_t(v + 1)] - g.indptr[size_t(v)]);
     for (int64_t k = 0; k < g.indptr[size_t(v + 1)] - g.indptr[size_t(v)]; ++k)
-      EXPECT_EQ(slice.adjacency.col_idx(slice.adjacency.row_ptr(i) + k), g.indices[size_t(g.indptr[size_t(v)] + k)]);
+      EXPECT_EQ(slice.adjacency.col_idx(slice.adjacency.row_ptr(i) + k),
+                g.indices[size_t(g.indptr[size_t(v)] + k)]);
     EXPECT_EQ(slice.labels(i), g.labels[size_t(v)]);
     for (int64_t j = 0; j < 5; ++j) EXPECT_EQ(slice.features(i, j), g.features[size_t(v * 5 + j)]);
   }
@@ -159,9 +163,7 @@ TEST(GraphFile, UncommittedWriterLeavesNoFile) {
   const Communicator world = Communicator::world();
   const ReferenceGraph g = make_reference(9, 2);
   const std::string path = shared_scratch_dir() + "/abandoned.h5";
-  {
-    GraphFileWriter writer(world, path, g.meta, {});
-  }
+  { GraphFileWriter writer(world, path, g.meta, {}); }
   world.barrier();
   EXPECT_FALSE(file_exists(path));
   EXPECT_EQ(collective_error([&] { GraphFileWriter w(world, "/nonexistent-dir/x.h5", g.meta, {}); }),
@@ -203,7 +205,8 @@ TEST(GraphFile, SchemaViolationsAreCollectiveErrorsNamingTheDataset) {
     H5Awrite(a, H5T_NATIVE_INT64, &version);
     H5Aclose(a);
   });
-  EXPECT_EQ(collective_error([&] { GraphFileReader r(world, v2); }), v2 + ": schema version 2, this Tessera reads version 1");
+  EXPECT_EQ(collective_error([&] { GraphFileReader r(world, v2); }),
+            v2 + ": schema version 2, this Tessera reads version 1");
   const std::string shape = tampered("shape", [](hid_t f) {
     H5Ldelete(f, "/node/labels", H5P_DEFAULT);
     hsize_t dims[1] = {5};
@@ -213,8 +216,10 @@ TEST(GraphFile, SchemaViolationsAreCollectiveErrorsNamingTheDataset) {
   });
   EXPECT_EQ(collective_error([&] { GraphFileReader r(world, shape); }),
             shape + ": dataset /node/labels has shape [5], expected [12]");
-  const std::string dropped = tampered("dropped", [](hid_t f) { H5Ldelete(f, "/graph/indices", H5P_DEFAULT); });
-  EXPECT_EQ(collective_error([&] { GraphFileReader r(world, dropped); }), dropped + ": dataset /graph/indices is missing");
+  const std::string dropped =
+      tampered("dropped", [](hid_t f) { H5Ldelete(f, "/graph/indices", H5P_DEFAULT); });
+  EXPECT_EQ(collective_error([&] { GraphFileReader r(world, dropped); }),
+            dropped + ": dataset /graph/indices is missing");
 
   // Values: caught by the deep validation, wherever the bad row lives.
   const std::string label = tampered("label", [](hid_t f) {
@@ -276,12 +281,13 @@ TEST(Synthetic, GeneratedFileMatchesASerialReferenceOnAnyRankCount) {
     const std::vector<int64_t> labels = reader.read_labels(0, o.num_nodes);
     const std::vector<float> x = reader.read_features(0, o.num_nodes);
     for (int64_t v = 0; v < o.num_nodes; ++v) {
-      const std::vector<int64_t> row(indices.begin() + indptr[size_t(v)], indices.begin() + indptr[size_t(v + 1)]);
+      const std::vector<int64_t> row(indices.begin() + indptr[size_t(v)],
+                                     indices.begin() + indptr[size_t(v + 1)]);
       ASSERT_EQ(row, std::vector<int64_t>(in[size_t(v)].begin(), in[size_t(v)].end())) << "row " << v;
       const int64_t degree = int64_t(row.size());
-      const int64_t expected_label = kind == SynthKind::Rmat
-                                         ? std::min<int64_t>(4, int64_t(std::ceil(std::log2(double(degree + 1)))))
-                                         : v % 5;
+      const int64_t expected_label =
+          kind == SynthKind::Rmat ? std::min<int64_t>(4, int64_t(std::ceil(std::log2(double(degree + 1)))))
+                                  : v % 5;
       EXPECT_EQ(labels[size_t(v)], expected_label);
     }
     // R-MAT is skewed: the top node has far more edges than the mean.
@@ -314,8 +320,9 @@ TEST(Synthetic, BadOptionsAreCollectiveErrors) {
             "synthetic graph: --nodes must be at least 2");
   o.num_nodes = 10;
   o.rmat_a = 0.9;
-  EXPECT_NE(collective_error([&] { generate_synthetic(o, shared_scratch_dir() + "/bad.h5", world); }).find("R-MAT"),
-            std::string::npos);
+  EXPECT_NE(
+      collective_error([&] { generate_synthetic(o, shared_scratch_dir() + "/bad.h5", world); }).find("R-MAT"),
+      std::string::npos);
 }
 
 namespace {
@@ -358,7 +365,8 @@ GraphMeta convert_on_rank0(const OgbConvertOptions& options) {
 TEST(OgbConverter, CoraSymmetrized) {
   const std::string cora = TESSERA_SHARED_DIR "/datasets/cora";
   if (access((cora + "/raw/edge.csv.gz").c_str(), R_OK) != 0)
-    GTEST_SKIP() << "skipped: " << cora << " is absent (the shared data directory is not beside the checkout)";
+    GTEST_SKIP() << "skipped: " << cora
+                 << " is absent (the shared data directory is not beside the checkout)";
   const Communicator world = Communicator::world();
   OgbConvertOptions options;
   options.dataset_dir = cora;
@@ -380,7 +388,8 @@ TEST(OgbConverter, CoraSymmetrized) {
   const std::vector<int64_t> indices = reader.read_indices(0, m.num_edges);
   std::set<std::pair<int64_t, int64_t>> stored;
   for (int64_t v = 0; v < m.num_nodes; ++v)
-    for (int64_t k = indptr[size_t(v)]; k < indptr[size_t(v + 1)]; ++k) stored.insert({indices[size_t(k)], v});
+    for (int64_t k = indptr[size_t(v)]; k < indptr[size_t(v + 1)]; ++k)
+      stored.insert({indices[size_t(k)], v});
   EXPECT_EQ(int64_t(stored.size()), m.num_edges) << "duplicate edges";
   const auto edges = read_gz_csv(cora + "/raw/edge.csv.gz");
   ASSERT_EQ(edges.size(), 5278u);
@@ -406,8 +415,9 @@ TEST(OgbConverter, NpzLayoutGivesTheSameGraphAsCsv) {
   const std::string dir = shared_scratch_dir();
   world.run_on(0, [&] {
     for (const char* layout : {"csv", "npz"}) {
-      const std::string cmd = std::string("python3 " TESSERA_SOURCE_DIR "/tests/fixtures/make_ogb_fixture.py ") + dir +
-                              "/fx_" + layout + " --layout " + layout;
+      const std::string cmd =
+          std::string("python3 " TESSERA_SOURCE_DIR "/tests/fixtures/make_ogb_fixture.py ") + dir + "/fx_" +
+          layout + " --layout " + layout;
       require(std::system(cmd.c_str()) == 0, "fixture generation failed: ", cmd);
     }
   });

@@ -44,8 +44,12 @@ TEST(Spmm, HandCheckedExample) {
 TYPED_TEST(KernelTest, SpmmMatchesDenseWithEmptyRowsAndAFullRow) {
   using S = TypeParam;
   std::mt19937_64 gen(5);
-  for (const auto& [rows, cols, width, pattern] : std::vector<std::tuple<int, int, int, bool>>{
-           {1, 1, 1, false}, {50, 40, 7, false}, {300, 200, 33, false}, {300, 200, 16, true}, {17, 90, 1, false}}) {
+  for (const auto& [rows, cols, width, pattern] :
+       std::vector<std::tuple<int, int, int, bool>>{{1, 1, 1, false},
+                                                    {50, 40, 7, false},
+                                                    {300, 200, 33, false},
+                                                    {300, 200, 16, true},
+                                                    {17, 90, 1, false}}) {
     const auto a = random_csr<S>(rows, cols, 4, rows / 2, gen, pattern);
     const Dense x = random_dense(cols, width, gen), y0 = random_dense(rows, width, gen);
     const CsrSpmm<S> op(csr_to_space<S, DeviceSpace>(a));
@@ -54,7 +58,8 @@ TYPED_TEST(KernelTest, SpmmMatchesDenseWithEmptyRowsAndAFullRow) {
     const Dense expected = add(matmul(to_dense(a), x), y0, 4.0);
     Dense half = expected;
     for (double& v : half.a) v *= 0.5;
-    EXPECT_LT(relative_error(from_view(y), half), this->tolerance()) << rows << "x" << cols << " width " << width;
+    EXPECT_LT(relative_error(from_view(y), half), this->tolerance())
+        << rows << "x" << cols << " width " << width;
     // The explicit transpose multiplies like A^T.
     const CsrSpmm<S> t(csr_to_space<S, DeviceSpace>(csr_transpose(a)));
     const Dense xt = random_dense(rows, width, gen);
@@ -76,7 +81,8 @@ TEST(Spmm, RowBlocksBalanceNonzerosAndCoverEveryRow) {
     const int64_t work = ptr(b(k + 1)) - ptr(b(k)) + b(k + 1) - b(k);
     if (b(k + 1) - b(k) > 1) largest = std::max(largest, work);
   }
-  EXPECT_LE(largest, (2100 + 100) / 8 + 1011);  // a multi-row block never holds more than a share plus one row
+  EXPECT_LE(largest,
+            (2100 + 100) / 8 + 1011);  // a multi-row block never holds more than a share plus one row
 }
 
 TYPED_TEST(KernelTest, GemmMatchesDenseForEveryTransposeOnBothPaths) {
@@ -99,14 +105,16 @@ TYPED_TEST(KernelTest, GemmMatchesDenseForEveryTransposeOnBothPaths) {
   Matrix<S> c = to_view<S>(Dense(3, 2, 4.0));
   gemm<S>(Trans::No, Trans::No, S(1), Matrix<S>("a", 3, 0), Matrix<S>("b", 0, 2), S(0.5), c);  // k = 0
   EXPECT_EQ(from_view(c).a, std::vector<double>(6, 2.0));
-  EXPECT_THROW(gemm<S>(Trans::No, Trans::No, S(1), Matrix<S>("a", 3, 4), Matrix<S>("b", 5, 2), S(0), c), Error);
+  EXPECT_THROW(gemm<S>(Trans::No, Trans::No, S(1), Matrix<S>("a", 3, 4), Matrix<S>("b", 5, 2), S(0), c),
+               Error);
 }
 
 TYPED_TEST(KernelTest, BiasReluDropoutForwardAndBackward) {
   using S = TypeParam;
   std::mt19937_64 gen(3);
   const int64_t rows = 40, cols = 21;
-  const Dense x = random_dense(rows, cols, gen), g = random_dense(rows, cols, gen), bias = random_dense(1, cols, gen);
+  const Dense x = random_dense(rows, cols, gen), g = random_dense(rows, cols, gen),
+              bias = random_dense(1, cols, gen);
   const Dropout dropout(0.3f, 17, 5, 100, 3);  // a block at global offset (100, 3)
   Matrix<S> y = to_view<S>(x);
   const auto b = Kokkos::subview(to_view<S>(bias), 0, Kokkos::ALL());
@@ -153,7 +161,8 @@ TYPED_TEST(KernelTest, SoftmaxCrossEntropyMatchesReferenceAndCountsAccuracy) {
   const Dense logits = random_dense(rows, classes, gen, 4.0);
   std::vector<int64_t> labels(rows);
   std::vector<uint8_t> mask(rows);
-  for (int64_t i = 0; i < rows; ++i) labels[size_t(i)] = i % 7 == 0 ? -1 : int64_t(gen() % classes), mask[size_t(i)] = i % 3 != 0;
+  for (int64_t i = 0; i < rows; ++i)
+    labels[size_t(i)] = i % 7 == 0 ? -1 : int64_t(gen() % classes), mask[size_t(i)] = i % 3 != 0;
   HostVector<int64_t> hl("labels", rows);
   HostVector<uint8_t> hm("mask", rows);
   for (int64_t i = 0; i < rows; ++i) hl(i) = labels[size_t(i)], hm(i) = mask[size_t(i)];
@@ -164,7 +173,8 @@ TYPED_TEST(KernelTest, SoftmaxCrossEntropyMatchesReferenceAndCountsAccuracy) {
   Matrix<S> grad("grad", rows, classes);
   int64_t count = 0;
   for (int64_t i = 0; i < rows; ++i) count += mask[size_t(i)] && labels[size_t(i)] >= 0;
-  const auto [sum, n] = masked_softmax_cross_entropy<S>(to_view<S>(logits), dl, dm, S(1.0 / double(count)), grad);
+  const auto [sum, n] =
+      masked_softmax_cross_entropy<S>(to_view<S>(logits), dl, dm, S(1.0 / double(count)), grad);
   EXPECT_EQ(n, count);
   EXPECT_NEAR(sum / double(n), ref, 1e-6);
   EXPECT_LT(relative_error(from_view(grad), ref_grad), this->tolerance());

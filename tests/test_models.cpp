@@ -26,7 +26,8 @@ CsrMatrix<float, HostSpace> random_graph(int64_t n, int64_t edges, uint64_t seed
   std::mt19937_64 gen(seed);
   std::vector<std::set<int64_t>> in(static_cast<size_t>(n));
   for (int64_t e = 0; e < edges; ++e) {
-    const int64_t u = int64_t(gen() % uint64_t(n - 2)), v = int64_t(gen() % uint64_t(n - 2));  // n-2, n-1 isolated
+    const int64_t u = int64_t(gen() % uint64_t(n - 2)),
+                  v = int64_t(gen() % uint64_t(n - 2));  // n-2, n-1 isolated
     if (u == v) continue;
     in[size_t(v)].insert(u);
     in[size_t(u)].insert(v);
@@ -62,7 +63,8 @@ GraphOps<Scalar> make_ops(ModelKind kind, const CsrMatrix<float, HostSpace>& gra
   GraphOps<Scalar> ops;
   ops.num_nodes = graph.num_rows;
   ops.aggregate = CsrSpmm<Scalar>(csr_to_space<Scalar, DeviceSpace>(with_scalar<Scalar>(a)));
-  ops.aggregate_transpose = CsrSpmm<Scalar>(csr_to_space<Scalar, DeviceSpace>(with_scalar<Scalar>(csr_transpose(a))));
+  ops.aggregate_transpose =
+      CsrSpmm<Scalar>(csr_to_space<Scalar, DeviceSpace>(with_scalar<Scalar>(csr_transpose(a))));
   return ops;
 }
 
@@ -91,9 +93,11 @@ TEST(LayerGradients, MatchCentralFiniteDifferences) {
   std::mt19937_64 gen(8);
   for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage})
     for (NormKind norm : {NormKind::None, NormKind::Batch, NormKind::Rms})
-      for (const LayerShape shape : {LayerShape{5, 3, false}, LayerShape{3, 5, false}, LayerShape{4, 3, true}}) {
+      for (const LayerShape shape :
+           {LayerShape{5, 3, false}, LayerShape{3, 5, false}, LayerShape{4, 3, true}}) {
         SCOPED_TRACE(std::string(model_kind_name(kind)) + " norm " + norm_name(norm) + " " +
-                     std::to_string(shape.in) + "->" + std::to_string(shape.out) + (shape.last ? " last" : ""));
+                     std::to_string(shape.in) + "->" + std::to_string(shape.out) +
+                     (shape.last ? " last" : ""));
         const GraphOps<double> ops = make_ops<double>(kind, graph);
         GnnLayer<double> layer(kind, 1, shape, norm, 0.25f, 99);
         const PassInfo pass{true, 7, 3};
@@ -118,7 +122,8 @@ TEST(LayerGradients, MatchCentralFiniteDifferences) {
             value(k) = saved;
             Kokkos::deep_copy(p->value, value);
             const double numeric = (up - down) / (2 * h);
-            EXPECT_NEAR(analytic(k), numeric, 1e-6 * std::max(1.0, std::abs(numeric))) << p->name << "[" << k << "]";
+            EXPECT_NEAR(analytic(k), numeric, 1e-6 * std::max(1.0, std::abs(numeric)))
+                << p->name << "[" << k << "]";
           }
         }
         Dense xp = x;
@@ -129,7 +134,8 @@ TEST(LayerGradients, MatchCentralFiniteDifferences) {
           xp.a[k] = saved - h;
           const double down = weighted_sum(layer.forward(ops, to_view<double>(xp), pass), r);
           xp.a[k] = saved;
-          EXPECT_NEAR(grad_in.a[k], (up - down) / (2 * h), 1e-6 * std::max(1.0, std::abs(grad_in.a[k]))) << "input " << k;
+          EXPECT_NEAR(grad_in.a[k], (up - down) / (2 * h), 1e-6 * std::max(1.0, std::abs(grad_in.a[k])))
+              << "input " << k;
         }
       }
 }
@@ -155,11 +161,13 @@ TEST(ModelGradient, MatchesDenseReference) {
   const Dense x = random_dense(n, f, gen);
   std::vector<int64_t> labels(static_cast<size_t>(n));
   std::vector<uint8_t> train(static_cast<size_t>(n));
-  for (int64_t v = 0; v < n; ++v) labels[size_t(v)] = v % 9 == 4 ? -1 : int64_t(gen() % classes), train[size_t(v)] = v % 3 != 0;
+  for (int64_t v = 0; v < n; ++v)
+    labels[size_t(v)] = v % 9 == 4 ? -1 : int64_t(gen() % classes), train[size_t(v)] = v % 3 != 0;
   HostVector<int64_t> hl("labels", size_t(n));
   HostVector<uint8_t> hm("train", size_t(n));
   int64_t count = 0;
-  for (int64_t v = 0; v < n; ++v) hl(v) = labels[size_t(v)], hm(v) = train[size_t(v)], count += train[size_t(v)] && labels[size_t(v)] >= 0;
+  for (int64_t v = 0; v < n; ++v)
+    hl(v) = labels[size_t(v)], hm(v) = train[size_t(v)], count += train[size_t(v)] && labels[size_t(v)] >= 0;
 
   for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
     SCOPED_TRACE(model_kind_name(kind));
@@ -177,7 +185,8 @@ TEST(ModelGradient, MatchesDenseReference) {
     const Matrix<double> logits = model.forward(ops, to_view<double>(x), pass);
     Matrix<double> grad("grad", size_t(n), size_t(classes));
     masked_softmax_cross_entropy<double>(logits, Kokkos::create_mirror_view_and_copy(DeviceSpace(), hl),
-                                         Kokkos::create_mirror_view_and_copy(DeviceSpace(), hm), 1.0 / double(count), grad);
+                                         Kokkos::create_mirror_view_and_copy(DeviceSpace(), hm),
+                                         1.0 / double(count), grad);
     model.backward(ops, grad, pass);
 
     // Reference forward and backward with the model's initial weights.
@@ -208,7 +217,8 @@ TEST(ModelGradient, MatchesDenseReference) {
       for (size_t k = 0; k < dh1.a.size(); ++k) dh1.a[k] *= z1.a[k] > 0 ? 1.0 : 0.0;
       expected = {matmul(transpose(ax), dh1), col_sums(dh1), matmul(transpose(ah1), dz2), col_sums(dz2)};
     } else {
-      const Dense wn1 = weights(0), wr1 = weights(1), b1 = weights(2), wn2 = weights(3), wr2 = weights(4), b2 = weights(5);
+      const Dense wn1 = weights(0), wr1 = weights(1), b1 = weights(2), wn2 = weights(3), wr2 = weights(4),
+                  b2 = weights(5);
       const Dense mx = matmul(mean, x), z1 = bias_rows(add(matmul(x, wr1), matmul(mx, wn1)), b1);
       Dense h1 = z1;
       for (double& v : h1.a) v = std::max(v, 0.0);
@@ -217,7 +227,7 @@ TEST(ModelGradient, MatchesDenseReference) {
       softmax_cross_entropy(z2, labels, train, &dz2);
       Dense dh1 = add(matmul(dz2, transpose(wr2)), matmul(matmul(transpose(mean), dz2), transpose(wn2)));
       for (size_t k = 0; k < dh1.a.size(); ++k) dh1.a[k] *= z1.a[k] > 0 ? 1.0 : 0.0;
-      expected = {matmul(transpose(mx), dh1), matmul(transpose(x), dh1), col_sums(dh1),
+      expected = {matmul(transpose(mx), dh1),  matmul(transpose(x), dh1),  col_sums(dh1),
                   matmul(transpose(mh1), dz2), matmul(transpose(h1), dz2), col_sums(dz2)};
     }
     ASSERT_EQ(p.size(), expected.size());
@@ -348,7 +358,8 @@ TEST(Trainer, BadCheckpointsAndSettingsAreClearErrors) {
   wider.model.hidden = 16;
   wider.resume = true;
   wider.epochs = 6;
-  EXPECT_NE(message(wider).find("written for model gcn 2x8 (in 12, out 4, norm batch), but this run builds gcn 2x16"),
+  EXPECT_NE(message(wider).find(
+                "written for model gcn 2x8 (in 12, out 4, norm batch), but this run builds gcn 2x16"),
             std::string::npos)
       << message(wider);
   {

@@ -10,9 +10,12 @@ namespace tessera {
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return MPI_SUM;
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Sum:
+      return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -23,11 +26,18 @@ int mpi_count(int64_t count, const char* call) {
   return int(count);
 }
 
-Request::Request(MPI_Request request, const Communicator& comm, std::string phase, Collective kind, int64_t bytes)
-    : request_(request), stats_(&comm.stats()), phase_(std::move(phase)), kind_(kind), bytes_(bytes),
+Request::Request(MPI_Request request, const Communicator& comm, std::string phase, Collective kind,
+                 int64_t bytes)
+    : request_(request),
+      stats_(&comm.stats()),
+      phase_(std::move(phase)),
+      kind_(kind),
+      bytes_(bytes),
       start_(wall_seconds()) {}
 
-Request::Request(Request&& other) noexcept { *this = std::move(other); }
+Request::Request(Request&& other) noexcept {
+  *this = std::move(other);
+}
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {

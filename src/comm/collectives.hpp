@@ -17,14 +17,38 @@ namespace tessera {
 
 template <class T>
 MPI_Datatype mpi_type();
-template <> inline MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
-template <> inline MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
-template <> inline MPI_Datatype mpi_type<int32_t>() { return MPI_INT32_T; }
-template <> inline MPI_Datatype mpi_type<int64_t>() { return MPI_INT64_T; }
-template <> inline MPI_Datatype mpi_type<uint8_t>() { return MPI_UINT8_T; }
-template <> inline MPI_Datatype mpi_type<uint16_t>() { return MPI_UINT16_T; }
-template <> inline MPI_Datatype mpi_type<uint64_t>() { return MPI_UINT64_T; }
-template <> inline MPI_Datatype mpi_type<char>() { return MPI_CHAR; }
+template <>
+inline MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
+template <>
+inline MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
+template <>
+inline MPI_Datatype mpi_type<int32_t>() {
+  return MPI_INT32_T;
+}
+template <>
+inline MPI_Datatype mpi_type<int64_t>() {
+  return MPI_INT64_T;
+}
+template <>
+inline MPI_Datatype mpi_type<uint8_t>() {
+  return MPI_UINT8_T;
+}
+template <>
+inline MPI_Datatype mpi_type<uint16_t>() {
+  return MPI_UINT16_T;
+}
+template <>
+inline MPI_Datatype mpi_type<uint64_t>() {
+  return MPI_UINT64_T;
+}
+template <>
+inline MPI_Datatype mpi_type<char>() {
+  return MPI_CHAR;
+}
 
 /// A reduction: its MPI operation and its identity, so local and distributed sums cannot disagree.
 enum class ReduceOp { Sum, Max, Min };
@@ -139,7 +163,8 @@ Request iall_reduce(const Communicator& comm, T* data, int64_t count, ReduceOp o
 }
 
 template <class T>
-Request iall_gather(const Communicator& comm, const T* send, int64_t count, T* recv, const std::string& phase) {
+Request iall_gather(const Communicator& comm, const T* send, int64_t count, T* recv,
+                    const std::string& phase) {
   MPI_Request r;
   const int n = mpi_count(count, "MPI_Iallgather");
   check_mpi(MPI_Iallgather(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm.get(), &r), "MPI_Iallgather");
@@ -153,7 +178,8 @@ Request ireduce_scatter(const Communicator& comm, const T* send, T* recv, int64_
   check_mpi(MPI_Ireduce_scatter_block(send, recv, mpi_count(count_per_rank, "MPI_Ireduce_scatter_block"),
                                       mpi_type<T>(), mpi_op(op), comm.get(), &r),
             "MPI_Ireduce_scatter_block");
-  return Request(r, comm, phase, Collective::ReduceScatter, count_per_rank * comm.size() * int64_t(sizeof(T)));
+  return Request(r, comm, phase, Collective::ReduceScatter,
+                 count_per_rank * comm.size() * int64_t(sizeof(T)));
 }
 
 template <class T>
@@ -162,13 +188,15 @@ Request iall_to_all(const Communicator& comm, const T* send, int64_t count_per_r
   MPI_Request r;
   const int n = mpi_count(count_per_rank, "MPI_Ialltoall");
   check_mpi(MPI_Ialltoall(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm.get(), &r), "MPI_Ialltoall");
-  return Request(r, comm, phase, Collective::AllToAll, count_per_rank * (comm.size() - 1) * int64_t(sizeof(T)));
+  return Request(r, comm, phase, Collective::AllToAll,
+                 count_per_rank * (comm.size() - 1) * int64_t(sizeof(T)));
 }
 
 template <class T>
 Request ibroadcast(const Communicator& comm, T* data, int64_t count, int root, const std::string& phase) {
   MPI_Request r;
-  check_mpi(MPI_Ibcast(data, mpi_count(count, "MPI_Ibcast"), mpi_type<T>(), root, comm.get(), &r), "MPI_Ibcast");
+  check_mpi(MPI_Ibcast(data, mpi_count(count, "MPI_Ibcast"), mpi_type<T>(), root, comm.get(), &r),
+            "MPI_Ibcast");
   return Request(r, comm, phase, Collective::Broadcast, comm.rank() == root ? count * int64_t(sizeof(T)) : 0);
 }
 

@@ -5,12 +5,18 @@ namespace tessera {
 
 const char* collective_name(Collective kind) {
   switch (kind) {
-    case Collective::AllReduce: return "allreduce";
-    case Collective::AllGather: return "allgather";
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::AllToAll: return "alltoall";
-    case Collective::Broadcast: return "broadcast";
-    default: return "?";
+    case Collective::AllReduce:
+      return "allreduce";
+    case Collective::AllGather:
+      return "allgather";
+    case Collective::ReduceScatter:
+      return "reduce_scatter";
+    case Collective::AllToAll:
+      return "alltoall";
+    case Collective::Broadcast:
+      return "broadcast";
+    default:
+      return "?";
   }
 }
 

@@ -16,7 +16,9 @@ void check_mpi(int code, const char* call) {
   fail(call, " failed: ", std::string(text, size_t(length)));
 }
 
-Communicator Communicator::world() { return Communicator(MPI_COMM_WORLD, false, std::make_shared<CommStats>()); }
+Communicator Communicator::world() {
+  return Communicator(MPI_COMM_WORLD, false, std::make_shared<CommStats>());
+}
 
 Communicator::Communicator(MPI_Comm comm, bool owned, std::shared_ptr<CommStats> stats)
     : comm_(comm), owned_(owned), stats_(std::move(stats)) {
@@ -28,7 +30,9 @@ Communicator::Communicator(MPI_Comm comm, bool owned, std::shared_ptr<CommStats>
   if (!stats_) stats_ = std::make_shared<CommStats>();
 }
 
-Communicator::Communicator(Communicator&& other) noexcept { *this = std::move(other); }
+Communicator::Communicator(Communicator&& other) noexcept {
+  *this = std::move(other);
+}
 
 Communicator& Communicator::operator=(Communicator&& other) noexcept {
   if (this != &other) {
@@ -42,7 +46,9 @@ Communicator& Communicator::operator=(Communicator&& other) noexcept {
   return *this;
 }
 
-Communicator::~Communicator() { reset(); }
+Communicator::~Communicator() {
+  reset();
+}
 
 void Communicator::reset() noexcept {
   int finalized = 0;
@@ -64,7 +70,9 @@ Communicator Communicator::dup() const {
   return Communicator(out, true, stats_);
 }
 
-void Communicator::barrier() const { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+void Communicator::barrier() const {
+  check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+}
 
 void Communicator::check(bool ok, const std::string& message) const {
   // The lowest failing rank (or size_ if none) tells everyone; then it broadcasts its message.

@@ -15,20 +15,28 @@ const char* axis_name(Axis axis) {
 
 int GridShape::extent(Axis axis) const {
   switch (axis) {
-    case Axis::D: return d;
-    case Axis::X: return x;
-    case Axis::Y: return y;
-    case Axis::Z: return z;
+    case Axis::D:
+      return d;
+    case Axis::X:
+      return x;
+    case Axis::Y:
+      return y;
+    case Axis::Z:
+      return z;
   }
   return 1;
 }
 
 int GridCoords::get(Axis axis) const {
   switch (axis) {
-    case Axis::D: return d;
-    case Axis::X: return x;
-    case Axis::Y: return y;
-    case Axis::Z: return z;
+    case Axis::D:
+      return d;
+    case Axis::X:
+      return x;
+    case Axis::Y:
+      return y;
+    case Axis::Z:
+      return z;
   }
   return 0;
 }
@@ -93,10 +101,18 @@ ProcessGrid::ProcessGrid(const Communicator& world, GridShape shape) : shape_(sh
   for (Axis axis : {Axis::D, Axis::X, Axis::Y, Axis::Z}) {
     GridCoords base = coords_;
     switch (axis) {
-      case Axis::D: base.d = 0; break;
-      case Axis::X: base.x = 0; break;
-      case Axis::Y: base.y = 0; break;
-      case Axis::Z: base.z = 0; break;
+      case Axis::D:
+        base.d = 0;
+        break;
+      case Axis::X:
+        base.x = 0;
+        break;
+      case Axis::Y:
+        base.y = 0;
+        break;
+      case Axis::Z:
+        base.z = 0;
+        break;
     }
     axes_[size_t(axis)] = world.split(rank_of(base), coords_.get(axis));
   }
@@ -112,10 +128,18 @@ ProcessGrid::ProcessGrid(const Communicator& world, GridShape shape) : shape_(sh
     for (int i = 0; i < c.size() && ok; ++i) {
       GridCoords expect = coords_;
       switch (axis) {
-        case Axis::D: expect.d = i; break;
-        case Axis::X: expect.x = i; break;
-        case Axis::Y: expect.y = i; break;
-        case Axis::Z: expect.z = i; break;
+        case Axis::D:
+          expect.d = i;
+          break;
+        case Axis::X:
+          expect.x = i;
+          break;
+        case Axis::Y:
+          expect.y = i;
+          break;
+        case Axis::Z:
+          expect.z = i;
+          break;
       }
       ok = members[size_t(i)] == rank_of(expect);
     }

@@ -10,8 +10,12 @@ namespace {
 int log_rank = 0;
 }
 
-void set_log_rank(int rank) { log_rank = rank; }
-bool is_log_rank() { return log_rank == 0; }
+void set_log_rank(int rank) {
+  log_rank = rank;
+}
+bool is_log_rank() {
+  return log_rank == 0;
+}
 
 void log_line(const std::string& line) {
   if (!is_log_rank()) return;
@@ -20,9 +24,15 @@ void log_line(const std::string& line) {
 }
 
 Progress::Progress(std::string what, int64_t total, double interval_seconds)
-    : what_(std::move(what)), total_(total), interval_(interval_seconds), start_(wall_seconds()), last_(start_) {}
+    : what_(std::move(what)),
+      total_(total),
+      interval_(interval_seconds),
+      start_(wall_seconds()),
+      last_(start_) {}
 
-void Progress::advance(int64_t done_now) { set(done_ + done_now); }
+void Progress::advance(int64_t done_now) {
+  set(done_ + done_now);
+}
 
 void Progress::set(int64_t done_total) {
   done_ = done_total;

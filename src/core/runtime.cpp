@@ -20,7 +20,9 @@ std::vector<std::function<void()>>& shutdown_hooks() {
 }
 }  // namespace
 
-void add_shutdown_hook(std::function<void()> fn) { shutdown_hooks().push_back(std::move(fn)); }
+void add_shutdown_hook(std::function<void()> fn) {
+  shutdown_hooks().push_back(std::move(fn));
+}
 
 Runtime::Runtime(int& argc, char**& argv, int thread_level) {
   int initialized = 0;

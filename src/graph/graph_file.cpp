@@ -68,7 +68,8 @@ GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, con
   h5_write_attr(root, "symmetric", int64_t(meta.symmetric ? 1 : 0));
   const int64_t n = meta.num_nodes;
   indptr_ = h5_create_dataset(root, "/graph/indptr", H5T_STD_I64LE, {n + 1}, 0, false);
-  indices_ = h5_create_dataset(root, "/graph/indices", H5T_STD_I64LE, {meta.num_edges}, int64_t(1) << 18, true);
+  indices_ =
+      h5_create_dataset(root, "/graph/indices", H5T_STD_I64LE, {meta.num_edges}, int64_t(1) << 18, true);
   features_ = h5_create_dataset(root, "/node/features", H5T_IEEE_F32LE, {n, meta.num_features},
                                 feature_chunk_rows(meta.num_features), false);
   labels_ = h5_create_dataset(root, "/node/labels", H5T_STD_I64LE, {n}, 0, false);
@@ -91,7 +92,8 @@ GraphFileWriter::~GraphFileWriter() {
   if (comm_.rank() == 0) std::remove(temp_path_.c_str());
 }
 
-void GraphFileWriter::write(const H5Handle& dataset, hid_t type, int64_t first, int64_t count, const void* values) {
+void GraphFileWriter::write(const H5Handle& dataset, hid_t type, int64_t first, int64_t count,
+                            const void* values) {
   try {
     h5_write_rows(dataset.get(), type, first, count, values);
   } catch (const Error& e) {
@@ -118,7 +120,8 @@ void GraphFileWriter::write_labels(int64_t first, int64_t count, const int64_t* 
   write(labels_, H5T_NATIVE_INT64, first, count, values);
 }
 
-void GraphFileWriter::write_split(const std::string& name, int64_t first, int64_t count, const int64_t* values) {
+void GraphFileWriter::write_split(const std::string& name, int64_t first, int64_t count,
+                                  const int64_t* values) {
   auto it = splits_.find(name);
   require(it != splits_.end(), path_, ": split '", name, "' was not declared when the file was created");
   write(it->second, H5T_NATIVE_INT64, first, count, values);
@@ -145,7 +148,8 @@ void GraphFileWriter::commit() {
 
 // ---- reader -----------------------------------------------------------------------------------------
 
-GraphFileReader::GraphFileReader(const Communicator& comm, std::string path) : comm_(comm), path_(std::move(path)) {
+GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
+    : comm_(comm), path_(std::move(path)) {
   prepare_hdf5();
   comm_.run_on(0, [&] {
     require(access(path_.c_str(), R_OK) == 0, path_, ": cannot read (", std::strerror(errno), ")");
@@ -168,10 +172,11 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path) : c
   std::string format;
   int64_t version = 0, symmetric = 0;
   expect(h5_read_attr(root, "format", format) && format == kGraphFormat,
-         "not a Tessera graph file (root attribute format is '" + format + "', expected '" + kGraphFormat + "')");
+         "not a Tessera graph file (root attribute format is '" + format + "', expected '" + kGraphFormat +
+             "')");
   expect(h5_read_attr(root, "version", version), "root attribute 'version' is missing");
-  expect(version == kGraphVersion, "schema version " + std::to_string(version) + ", this Tessera reads version " +
-                                       std::to_string(kGraphVersion));
+  expect(version == kGraphVersion, "schema version " + std::to_string(version) +
+                                       ", this Tessera reads version " + std::to_string(kGraphVersion));
   for (auto [name, value] : {std::pair<const char*, int64_t*>{"num_nodes", &meta_.num_nodes},
                              {"num_edges", &meta_.num_edges},
                              {"num_features", &meta_.num_features},
@@ -203,10 +208,11 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path) : c
     }
     *e.handle = h5_open_dataset(root, path_, e.name);
     const std::vector<int64_t> dims = h5_shape(e.handle->get());
-    expect(dims == e.dims, std::string("dataset ") + e.name + " has shape " + shape_text(dims) + ", expected " +
-                               shape_text(e.dims));
+    expect(dims == e.dims, std::string("dataset ") + e.name + " has shape " + shape_text(dims) +
+                               ", expected " + shape_text(e.dims));
     expect(h5_type_class(e.handle->get()) == e.type,
-           std::string("dataset ") + e.name + (e.type == H5T_FLOAT ? " must hold floats" : " must hold integers"));
+           std::string("dataset ") + e.name +
+               (e.type == H5T_FLOAT ? " must hold floats" : " must hold integers"));
   }
   if (problem.empty() && h5_exists(root, "/split")) {
     H5Handle group(H5Gopen2(root, "/split", H5P_DEFAULT));
@@ -218,8 +224,8 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path) : c
       H5Handle dataset = h5_open_dataset(root, path_, std::string("/split/") + name);
       const std::vector<int64_t> dims = h5_shape(dataset.get());
       expect(dims.size() == 1 && dims[0] <= n && h5_type_class(dataset.get()) == H5T_INTEGER,
-             std::string("dataset /split/") + name + " must be a 1D integer array of at most num_nodes ids, has shape " +
-                 shape_text(dims));
+             std::string("dataset /split/") + name +
+                 " must be a 1D integer array of at most num_nodes ids, has shape " + shape_text(dims));
       if (problem.empty()) splits_.push_back(SplitInfo{name, dims[0]});
     }
   }
@@ -256,7 +262,8 @@ std::vector<int64_t> GraphFileReader::read_labels(int64_t first, int64_t count) 
   return out;
 }
 
-std::vector<int64_t> GraphFileReader::read_split(const std::string& name, int64_t first, int64_t count) const {
+std::vector<int64_t> GraphFileReader::read_split(const std::string& name, int64_t first,
+                                                 int64_t count) const {
   require(has_split(name), path_, ": no split named '", name, "'");
   H5Handle dataset = h5_open_dataset(file_.get(), path_, "/split/" + name);
   std::vector<int64_t> out(static_cast<size_t>(count));
@@ -312,10 +319,11 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
     const std::vector<int64_t> indptr = reader.read_indptr(first, rows + 1);
     if (first == 0) expect(indptr[0] == 0, "dataset /graph/indptr: entry 0 is ", indptr[0], ", expected 0");
     for (int64_t i = 0; i < rows; ++i)
-      expect(indptr[size_t(i + 1)] >= indptr[size_t(i)], "dataset /graph/indptr: decreases at row ", first + i);
+      expect(indptr[size_t(i + 1)] >= indptr[size_t(i)], "dataset /graph/indptr: decreases at row ",
+             first + i);
     if (first + rows == m.num_nodes)
-      expect(indptr.back() == m.num_edges, "dataset /graph/indptr: ends at ", indptr.back(), " but num_edges is ",
-             m.num_edges);
+      expect(indptr.back() == m.num_edges, "dataset /graph/indptr: ends at ", indptr.back(),
+             " but num_edges is ", m.num_edges);
     const int64_t lo = std::clamp<int64_t>(indptr.front(), 0, m.num_edges);
     const int64_t hi = std::clamp<int64_t>(indptr.back(), lo, m.num_edges);
     const std::vector<int64_t> indices = reader.read_indices(lo, hi - lo);
@@ -325,8 +333,8 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
       local.max_degree = std::max(local.max_degree, degree);
       for (int64_t k = std::max(indptr[size_t(i)], lo); k < std::min(indptr[size_t(i + 1)], hi); ++k) {
         const int64_t u = indices[size_t(k - lo)];
-        expect(u >= 0 && u < m.num_nodes, "dataset /graph/indices: entry ", k, " (row ", first + i, ") is node ", u,
-               ", outside [0, ", m.num_nodes, ")");
+        expect(u >= 0 && u < m.num_nodes, "dataset /graph/indices: entry ", k, " (row ", first + i,
+               ") is node ", u, ", outside [0, ", m.num_nodes, ")");
         if (u == first + i) ++local.self_loops;
       }
     }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/graph/hdf5_io.hpp"
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "tessera/core/error.hpp"
@@ -22,14 +22,29 @@ H5Handle& H5Handle::operator=(H5Handle&& o) noexcept {
 void H5Handle::close() noexcept {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    default:
+      break;
   }
   id_ = H5I_INVALID_HID;
 }
@@ -73,8 +88,8 @@ void select_rows(hid_t dataset, int64_t first, int64_t rows, H5Handle& file_spac
   require(rank == 1 || rank == 2, "HDF5: dataset of rank ", rank, " where 1 or 2 was expected");
   hsize_t dims[2] = {0, 1};
   H5Sget_simple_extent_dims(file_space.get(), dims, nullptr);
-  require(first >= 0 && rows >= 0 && hsize_t(first + rows) <= dims[0], file_name_of(dataset), ": rows [", first, ", ", first + rows,
-          ") outside a dataset of ", dims[0], " rows");
+  require(first >= 0 && rows >= 0 && hsize_t(first + rows) <= dims[0], file_name_of(dataset), ": rows [",
+          first, ", ", first + rows, ") outside a dataset of ", dims[0], " rows");
   hsize_t start[2] = {hsize_t(first), 0}, count[2] = {hsize_t(rows), dims[1]};
   if (rows == 0) {
     // An empty selection still takes part in the collective call (HDF5 1.10 crashes on H5S_NULL here).
@@ -191,8 +206,8 @@ void h5_write_attr(hid_t object, const std::string& name, int64_t value) {
   if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
   H5Handle space(H5Screate(H5S_SCALAR));
   H5Handle attr(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
-  require(attr.valid() && H5Awrite(attr.get(), H5T_NATIVE_INT64, &value) >= 0, "HDF5: cannot write attribute ",
-          name);
+  require(attr.valid() && H5Awrite(attr.get(), H5T_NATIVE_INT64, &value) >= 0,
+          "HDF5: cannot write attribute ", name);
 }
 
 void h5_write_attr(hid_t object, const std::string& name, const std::string& value) {
@@ -203,16 +218,16 @@ void h5_write_attr(hid_t object, const std::string& name, const std::string& val
   H5Handle space(H5Screate(H5S_SCALAR));
   H5Handle attr(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
   std::string padded = value.empty() ? std::string(1, '\0') : value;
-  require(attr.valid() && H5Awrite(attr.get(), type.get(), padded.data()) >= 0, "HDF5: cannot write attribute ",
-          name);
+  require(attr.valid() && H5Awrite(attr.get(), type.get(), padded.data()) >= 0,
+          "HDF5: cannot write attribute ", name);
 }
 
 void h5_write_attr(hid_t object, const std::string& name, double value) {
   if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
   H5Handle space(H5Screate(H5S_SCALAR));
   H5Handle attr(H5Acreate2(object, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
-  require(attr.valid() && H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value) >= 0, "HDF5: cannot write attribute ",
-          name);
+  require(attr.valid() && H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value) >= 0,
+          "HDF5: cannot write attribute ", name);
 }
 
 bool h5_read_attr(hid_t object, const std::string& name, double& value) {

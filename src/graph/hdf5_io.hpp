@@ -75,10 +75,25 @@ bool h5_read_attr(hid_t object, const std::string& name, std::string& value);
 
 template <class T>
 hid_t h5_native_type();
-template <> inline hid_t h5_native_type<float>() { return H5T_NATIVE_FLOAT; }
-template <> inline hid_t h5_native_type<double>() { return H5T_NATIVE_DOUBLE; }
-template <> inline hid_t h5_native_type<int64_t>() { return H5T_NATIVE_INT64; }
-template <> inline hid_t h5_native_type<int32_t>() { return H5T_NATIVE_INT32; }
-template <> inline hid_t h5_native_type<uint64_t>() { return H5T_NATIVE_UINT64; }
+template <>
+inline hid_t h5_native_type<float>() {
+  return H5T_NATIVE_FLOAT;
+}
+template <>
+inline hid_t h5_native_type<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
+template <>
+inline hid_t h5_native_type<int64_t>() {
+  return H5T_NATIVE_INT64;
+}
+template <>
+inline hid_t h5_native_type<int32_t>() {
+  return H5T_NATIVE_INT32;
+}
+template <>
+inline hid_t h5_native_type<uint64_t>() {
+  return H5T_NATIVE_UINT64;
+}
 
 }  // namespace tessera

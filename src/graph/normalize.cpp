@@ -9,7 +9,8 @@
 namespace tessera {
 
 CsrMatrix<float, HostSpace> gcn_normalize(const CsrMatrix<float, HostSpace>& a) {
-  require(a.num_rows == a.num_cols, "gcn_normalize: the adjacency must be square, is ", a.num_rows, "x", a.num_cols);
+  require(a.num_rows == a.num_cols, "gcn_normalize: the adjacency must be square, is ", a.num_rows, "x",
+          a.num_cols);
   const int64_t n = a.num_rows;
   std::vector<bool> has_loop(static_cast<size_t>(n), false);
   for (int64_t v = 0; v < n; ++v)
@@ -24,7 +25,8 @@ CsrMatrix<float, HostSpace> gcn_normalize(const CsrMatrix<float, HostSpace>& a) 
   out.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(nnz));
   out.values = HostVector<float>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(nnz));
   std::vector<double> inv_sqrt_degree(static_cast<size_t>(n));
-  for (int64_t v = 0; v < n; ++v) inv_sqrt_degree[size_t(v)] = 1.0 / std::sqrt(double(out.row_ptr(v + 1) - out.row_ptr(v)));
+  for (int64_t v = 0; v < n; ++v)
+    inv_sqrt_degree[size_t(v)] = 1.0 / std::sqrt(double(out.row_ptr(v + 1) - out.row_ptr(v)));
   for (int64_t v = 0; v < n; ++v) {
     int64_t at = out.row_ptr(v);
     // Keep rows sorted: the self loop goes where it belongs among the sources.

@@ -81,7 +81,8 @@ std::vector<ZipEntry> read_directory(const std::string& path) {
     z.method = int(le(&dir[p + 10], 2));
     z.compressed = le(&dir[p + 20], 4);
     z.uncompressed = le(&dir[p + 24], 4);
-    const size_t name_len = le(&dir[p + 28], 2), extra_len = le(&dir[p + 30], 2), comment_len = le(&dir[p + 32], 2);
+    const size_t name_len = le(&dir[p + 28], 2), extra_len = le(&dir[p + 30], 2),
+                 comment_len = le(&dir[p + 32], 2);
     z.local_offset = le(&dir[p + 42], 4);
     require(p + 46 + name_len + extra_len <= dir.size(), path, ": corrupt zip directory");
     z.name.assign(reinterpret_cast<const char*>(&dir[p + 46]), name_len);
@@ -119,14 +120,16 @@ NpyStream::NpyStream(const std::string& archive, const std::string& member) : wh
   for (const ZipEntry& e : read_directory(archive))
     if (e.name == member + ".npy" || e.name == member) entry = e, found = true;
   require(found, archive, ": array '", member, "' is missing");
-  require(entry.method == 0 || entry.method == 8, where_, ": unsupported zip compression method ", entry.method);
+  require(entry.method == 0 || entry.method == 8, where_, ": unsupported zip compression method ",
+          entry.method);
   file_ = std::fopen(archive.c_str(), "rb");
   require(file_ != nullptr, archive, ": cannot open (", std::strerror(errno), ")");
   unsigned char local[30];
   read_at(file_, entry.local_offset, local, sizeof(local), archive);
   require(le(local, 4) == 0x04034b50, where_, ": corrupt zip member header");
-  require(fseeko(file_, off_t(entry.local_offset + 30 + le(local + 26, 2) + le(local + 28, 2)), SEEK_SET) == 0,
-          where_, ": cannot seek");
+  require(
+      fseeko(file_, off_t(entry.local_offset + 30 + le(local + 26, 2) + le(local + 28, 2)), SEEK_SET) == 0,
+      where_, ": cannot seek");
   deflated_ = entry.method == 8;
   compressed_left_ = int64_t(entry.compressed);
   raw_left_ = int64_t(entry.uncompressed);
@@ -160,7 +163,8 @@ NpyStream::NpyStream(const std::string& archive, const std::string& member) : wh
   header_.kind = type[1];
   header_.item_size = std::atoi(type.c_str() + 2);
   require(std::string("fiub").find(header_.kind) != std::string::npos &&
-              (header_.item_size == 1 || header_.item_size == 2 || header_.item_size == 4 || header_.item_size == 8),
+              (header_.item_size == 1 || header_.item_size == 2 || header_.item_size == 4 ||
+               header_.item_size == 8),
           where_, ": unsupported dtype '", type, "'");
   require(dict.find("'fortran_order': False") != std::string::npos, where_,
           ": Fortran-ordered arrays are not supported");
@@ -244,9 +248,17 @@ void NpyStream::read_converted(T* out, int64_t count) {
     for (int64_t i = 0; i < n; ++i, p += header_.item_size) {
       T v{};
       if (header_.kind == 'f') {
-        if (header_.item_size == 2) v = T(half_to_float(uint16_t(le(p, 2))));
-        else if (header_.item_size == 4) { float f; std::memcpy(&f, p, 4); v = T(f); }
-        else { double d; std::memcpy(&d, p, 8); v = T(d); }
+        if (header_.item_size == 2)
+          v = T(half_to_float(uint16_t(le(p, 2))));
+        else if (header_.item_size == 4) {
+          float f;
+          std::memcpy(&f, p, 4);
+          v = T(f);
+        } else {
+          double d;
+          std::memcpy(&d, p, 8);
+          v = T(d);
+        }
       } else if (header_.kind == 'i') {
         const int bits = 8 * header_.item_size;
         const uint64_t raw = le(p, header_.item_size);
@@ -261,12 +273,16 @@ void NpyStream::read_converted(T* out, int64_t count) {
   }
 }
 
-void NpyStream::read(double* out, int64_t count) { read_converted(out, count); }
+void NpyStream::read(double* out, int64_t count) {
+  read_converted(out, count);
+}
 void NpyStream::read(int64_t* out, int64_t count) {
   require(header_.kind != 'f', where_, ": expected integers, the array holds floats");
   read_converted(out, count);
 }
-void NpyStream::read(float* out, int64_t count) { read_converted(out, count); }
+void NpyStream::read(float* out, int64_t count) {
+  read_converted(out, count);
+}
 
 void NpyStream::skip(int64_t count) {
   std::vector<unsigned char> sink(size_t(1) << 16);

@@ -15,8 +15,8 @@
 namespace tessera {
 
 struct NpyHeader {
-  char kind = 0;          // 'f' float, 'i' signed, 'u' unsigned, 'b' bool
-  int item_size = 0;      // bytes per element
+  char kind = 0;      // 'f' float, 'i' signed, 'u' unsigned, 'b' bool
+  int item_size = 0;  // bytes per element
   std::vector<int64_t> shape;
   int64_t count() const;  // number of elements
 };

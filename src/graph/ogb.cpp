@@ -3,9 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <algorithm>
 #include <cmath>
-#include <dirent.h>
 #include <functional>
 #include <map>
 
@@ -68,8 +68,8 @@ class OgbRaw {
     } else if (is_file(dir + "/raw/data.npz")) {
       npz_ = true;
       NpyStream nodes(dir + "/raw/data.npz", "num_nodes_list");
-      require(nodes.header().count() == 1, dir, "/raw/data.npz: num_nodes_list holds ", nodes.header().count(),
-              " graphs, expected one");
+      require(nodes.header().count() == 1, dir, "/raw/data.npz: num_nodes_list holds ",
+              nodes.header().count(), " graphs, expected one");
       nodes.read(&num_nodes_, 1);
       NpyStream edges(dir + "/raw/data.npz", "edge_index");
       require(edges.header().shape.size() == 2 && edges.header().shape[0] == 2, dir,
@@ -77,8 +77,9 @@ class OgbRaw {
       declared_edges_ = edges.header().shape[1];
       require(is_file(dir + "/raw/node-label.npz"), dir, "/raw/node-label.npz: missing");
     } else {
-      fail(dir, ": neither raw/edge.csv.gz nor raw/data.npz found (expected an OGB node-property dataset "
-                "directory, e.g. ogbn_arxiv/)");
+      fail(dir,
+           ": neither raw/edge.csv.gz nor raw/data.npz found (expected an OGB node-property dataset "
+           "directory, e.g. ogbn_arxiv/)");
     }
     require(num_nodes_ > 0, dir, ": the graph has no nodes");
   }
@@ -100,8 +101,8 @@ class OgbRaw {
       std::string_view line;
       while (reader.next(line)) {
         split_csv(line, fields);
-        require(fields.size() == 2, reader.path(), ": line ", reader.line_number(), ": expected 2 columns, found ",
-                fields.size());
+        require(fields.size() == 2, reader.path(), ": line ", reader.line_number(),
+                ": expected 2 columns, found ", fields.size());
         const int64_t u = parse_int(fields[0], reader, 0), v = parse_int(fields[1], reader, 1);
         require(u >= 0 && u < num_nodes_ && v >= 0 && v < num_nodes_, reader.path(), ": line ",
                 reader.line_number(), ": node id ", (u >= 0 && u < num_nodes_) ? v : u, " out of range [0, ",
@@ -128,8 +129,8 @@ class OgbRaw {
       rows = declared_edges_;
     }
     if (!src.empty()) fn(src.data(), dst.data(), src.size());
-    require(rows == declared_edges_, edge_file(), ": ", rows, " edges, but the dataset declares ", declared_edges_,
-            " (num-edge-list)");
+    require(rows == declared_edges_, edge_file(), ": ", rows, " edges, but the dataset declares ",
+            declared_edges_, " (num-edge-list)");
   }
 
   int64_t num_features() const {
@@ -160,8 +161,9 @@ class OgbRaw {
         values.resize(size_t(rows * features));
         feats.read(values.data(), int64_t(values.size()));
         for (size_t k = 0; k < values.size(); ++k)
-          require(std::isfinite(values[k]), dir_, "/raw/data.npz: node_feat row ", first + int64_t(k) / features,
-                  ", column ", int64_t(k) % features, " is ", values[k], " (features must be finite)");
+          require(std::isfinite(values[k]), dir_, "/raw/data.npz: node_feat row ",
+                  first + int64_t(k) / features, ", column ", int64_t(k) % features, " is ", values[k],
+                  " (features must be finite)");
         fn(first, rows, values.data());
       }
       return;
@@ -172,8 +174,8 @@ class OgbRaw {
     int64_t rows = 0;
     while (reader.next(line)) {
       split_csv(line, fields);
-      require(int64_t(fields.size()) == features, reader.path(), ": line ", reader.line_number(), ": expected ",
-              features, " columns, found ", fields.size());
+      require(int64_t(fields.size()) == features, reader.path(), ": line ", reader.line_number(),
+              ": expected ", features, " columns, found ", fields.size());
       require(first + rows < num_nodes_, reader.path(), ": more than ", num_nodes_, " rows");
       for (size_t c = 0; c < fields.size(); ++c) values.push_back(parse_finite_float(fields[c], reader, c));
       if (++rows == block) fn(first, rows, values.data()), first += rows, rows = 0, values.clear();
@@ -194,8 +196,8 @@ class OgbRaw {
       y.resize(raw.size());
       for (size_t i = 0; i < raw.size(); ++i) {
         // OGB marks unlabeled papers100M nodes with NaN.
-        require(std::isnan(raw[i]) || (raw[i] >= 0 && raw[i] == std::floor(raw[i])), file, ": node_label row ", i,
-                " is ", raw[i], ", not a class id");
+        require(std::isnan(raw[i]) || (raw[i] >= 0 && raw[i] == std::floor(raw[i])), file,
+                ": node_label row ", i, " is ", raw[i], ", not a class id");
         y[i] = std::isnan(raw[i]) ? -1 : int64_t(raw[i]);
       }
       return y;
@@ -232,7 +234,8 @@ std::string resolve_split_dir(const std::string& dir, const std::string& wanted)
     require(kinds.size() == 1, dir, "/split holds several splits (", all, "); choose one with --split");
     return dir + "/split/" + kinds[0];
   }
-  require(std::find(kinds.begin(), kinds.end(), wanted) != kinds.end(), dir, "/split/", wanted, ": no such split");
+  require(std::find(kinds.begin(), kinds.end(), wanted) != kinds.end(), dir, "/split/", wanted,
+          ": no such split");
   return dir + "/split/" + wanted;
 }
 
@@ -251,7 +254,8 @@ GraphMeta convert_ogb(const OgbConvertOptions& options, const Communicator& self
     require(is_file(file), file, ": missing");
     std::vector<int64_t> ids = read_int_column(file);
     for (size_t i = 0; i < ids.size(); ++i)
-      require(ids[i] >= 0 && ids[i] < n, file, ": line ", i + 1, ": node id ", ids[i], " out of range [0, ", n, ")");
+      require(ids[i] >= 0 && ids[i] < n, file, ": line ", i + 1, ": node id ", ids[i], " out of range [0, ",
+              n, ")");
     splits[kind] = std::move(ids);
   }
   const std::vector<int64_t> labels = raw.labels();
@@ -288,7 +292,8 @@ GraphMeta convert_ogb(const OgbConvertOptions& options, const Communicator& self
   int64_t written = 0;
   for (int64_t lo = 0; lo < n;) {
     int64_t hi = lo, entries = 0;
-    while (hi < n && (hi == lo || entries + degree[size_t(hi)] <= budget_entries)) entries += degree[size_t(hi++)];
+    while (hi < n && (hi == lo || entries + degree[size_t(hi)] <= budget_entries))
+      entries += degree[size_t(hi++)];
     std::vector<int64_t> offset(size_t(hi - lo + 1), 0);
     for (int64_t v = lo; v < hi; ++v) offset[size_t(v - lo + 1)] = offset[size_t(v - lo)] + degree[size_t(v)];
     std::vector<int64_t> bucket(static_cast<size_t>(entries)), fill(offset.begin(), offset.end() - 1);
@@ -307,7 +312,8 @@ GraphMeta convert_ogb(const OgbConvertOptions& options, const Communicator& self
     compact.reserve(bucket.size());
     std::vector<int64_t> part_indptr(size_t(hi - lo));
     for (int64_t v = lo; v < hi; ++v) {
-      auto first = bucket.begin() + offset[size_t(v - lo)], last = bucket.begin() + offset[size_t(v - lo + 1)];
+      auto first = bucket.begin() + offset[size_t(v - lo)],
+           last = bucket.begin() + offset[size_t(v - lo + 1)];
       std::sort(first, last);
       if (options.symmetrize) last = std::unique(first, last);
       part_indptr[size_t(v - lo)] = written + int64_t(compact.size());

@@ -56,7 +56,8 @@ std::pair<int64_t, int64_t> csbm_edge(const SynthOptions& o, int64_t e) {
 
 // Routes every generated directed edge (both directions of each undirected one) to the rank owning
 // its destination row, in rounds that bound the send buffers. Returns (dst, src) pairs of own rows.
-std::vector<std::pair<int64_t, int64_t>> generate_owned_edges(const SynthOptions& o, const Communicator& comm) {
+std::vector<std::pair<int64_t, int64_t>> generate_owned_edges(const SynthOptions& o,
+                                                              const Communicator& comm) {
   const int p = comm.size();
   const auto [e_begin, e_end] = block_range(o.num_edges, comm.rank(), p);
   std::vector<int64_t> row_start(size_t(p) + 1);
@@ -105,7 +106,9 @@ std::vector<std::pair<int64_t, int64_t>> generate_owned_edges(const SynthOptions
 
 }  // namespace
 
-int64_t csbm_class(const SynthOptions& o, int64_t v) { return v % o.num_classes; }
+int64_t csbm_class(const SynthOptions& o, int64_t v) {
+  return v % o.num_classes;
+}
 
 std::pair<int64_t, int64_t> synthetic_edge(const SynthOptions& o, int64_t e) {
   return o.kind == SynthKind::Rmat ? rmat_edge(o, e) : csbm_edge(o, e);
@@ -115,7 +118,8 @@ GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, c
   comm.check(o.num_nodes >= 2, "synthetic graph: --nodes must be at least 2");
   comm.check(o.num_edges >= 1, "synthetic graph: --edges must be at least 1");
   comm.check(o.num_features >= 1, "synthetic graph: --features must be at least 1");
-  comm.check(o.num_classes >= 1 && o.num_classes <= o.num_nodes, "synthetic graph: --classes must be in [1, nodes]");
+  comm.check(o.num_classes >= 1 && o.num_classes <= o.num_nodes,
+             "synthetic graph: --classes must be in [1, nodes]");
   comm.check(o.rmat_a > 0 && o.rmat_b >= 0 && o.rmat_c >= 0 && o.rmat_a + o.rmat_b + o.rmat_c < 1,
              "synthetic graph: R-MAT probabilities need a > 0, b, c >= 0 and a + b + c < 1");
   comm.check(o.intra_class >= 0 && o.intra_class <= 1, "synthetic graph: --intra-class must be in [0, 1]");
@@ -145,7 +149,10 @@ GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, c
   std::map<std::string, std::vector<int64_t>> split_ids;
   for (int64_t v = begin; v < end; ++v) {
     const double x = split_rng.uniform_double(uint64_t(v), 0);
-    split_ids[x < o.train_fraction ? "train" : x < o.train_fraction + o.valid_fraction ? "valid" : "test"].push_back(v);
+    split_ids[x < o.train_fraction                      ? "train"
+              : x < o.train_fraction + o.valid_fraction ? "valid"
+                                                        : "test"]
+        .push_back(v);
   }
   std::map<std::string, int64_t> split_sizes, split_offsets;
   for (const char* kind : {"train", "valid", "test"}) {
@@ -157,7 +164,8 @@ GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, c
 
   GraphMeta meta;
   const bool rmat = o.kind == SynthKind::Rmat;
-  meta.name = o.name.empty() ? std::string(rmat ? "rmat" : "csbm") + "-seed" + std::to_string(o.seed) : o.name;
+  meta.name =
+      o.name.empty() ? std::string(rmat ? "rmat" : "csbm") + "-seed" + std::to_string(o.seed) : o.name;
   meta.source = std::string("tessera synthetic ") + (rmat ? "R-MAT" : "contextual SBM") + ", seed " +
                 std::to_string(o.seed) + ", " + std::to_string(o.num_edges) + " undirected edges drawn";
   meta.num_nodes = o.num_nodes;

@@ -26,15 +26,16 @@ struct SynthOptions {
   int64_t num_classes = 8;
   uint64_t seed = 1;
   double rmat_a = 0.57, rmat_b = 0.19, rmat_c = 0.19;
-  double intra_class = 0.8;      // CSBM: fraction of edges inside the class
-  double feature_signal = 0.1;   // CSBM: class-mean scale relative to unit noise (0.1: a 2-layer GCN
-                                 // reaches ~89% on the default graph, features alone ~55%)
+  double intra_class = 0.8;     // CSBM: fraction of edges inside the class
+  double feature_signal = 0.1;  // CSBM: class-mean scale relative to unit noise (0.1: a 2-layer GCN
+                                // reaches ~89% on the default graph, features alone ~55%)
   double train_fraction = 0.1, valid_fraction = 0.1;  // the rest is test
-  std::string name;              // empty: a name from kind and seed
+  std::string name;                                   // empty: a name from kind and seed
 };
 
 /// Collective: generates the graph and writes it to `output` (atomically). Returns its metadata.
-GraphMeta generate_synthetic(const SynthOptions& options, const std::string& output, const Communicator& comm);
+GraphMeta generate_synthetic(const SynthOptions& options, const std::string& output,
+                             const Communicator& comm);
 
 /// The endpoints of generated undirected edge e (before self-loop removal); exposed for tests.
 std::pair<int64_t, int64_t> synthetic_edge(const SynthOptions& options, int64_t e);

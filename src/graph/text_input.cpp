@@ -85,7 +85,8 @@ void split_csv(std::string_view line, std::vector<std::string_view>& fields) {
   size_t start = 0;
   for (;;) {
     const size_t comma = line.find(',', start);
-    fields.push_back(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    fields.push_back(
+        line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -114,8 +115,8 @@ float parse_finite_float(std::string_view field, const GzipLineReader& at, size_
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   require(ec == std::errc() && end == field.data() + field.size() && !field.empty(), at.path(), ": line ",
           at.line_number(), ", column ", column + 1, ": '", field, "' is not a number");
-  require(std::isfinite(value), at.path(), ": line ", at.line_number(), ", column ", column + 1, ": value is ",
-          field, " (features must be finite)");
+  require(std::isfinite(value), at.path(), ": line ", at.line_number(), ", column ", column + 1,
+          ": value is ", field, " (features must be finite)");
   return value;
 }
 
@@ -126,7 +127,8 @@ std::vector<int64_t> read_int_column(const std::string& path) {
   std::string_view line;
   while (reader.next(line)) {
     split_csv(line, fields);
-    require(fields.size() == 1, path, ": line ", reader.line_number(), ": expected 1 column, found ", fields.size());
+    require(fields.size() == 1, path, ": line ", reader.line_number(), ": expected 1 column, found ",
+            fields.size());
     values.push_back(parse_int(fields[0], reader, 0));
   }
   return values;

@@ -10,7 +10,8 @@ namespace {
 template <class View>
 Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>> all_entries(const View& v) {
   using Point = typename Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>::point_type;
-  return Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>(Point{{0, 0}}, Point{{int64_t(v.extent(0)), int64_t(v.extent(1))}});
+  return Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>(Point{{0, 0}},
+                                                      Point{{int64_t(v.extent(0)), int64_t(v.extent(1))}});
 }
 }  // namespace
 
@@ -27,7 +28,8 @@ void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scala
   const int64_t first_block = c0 >> 3, blocks = ((c0 + cols + 7) >> 3) - first_block;
   const bool active = dropout.active();
   Kokkos::parallel_for(
-      "tessera::bias_relu_dropout", Kokkos::RangePolicy<Exec>(0, int64_t(y.extent(0))), KOKKOS_LAMBDA(int64_t i) {
+      "tessera::bias_relu_dropout", Kokkos::RangePolicy<Exec>(0, int64_t(y.extent(0))),
+      KOKKOS_LAMBDA(int64_t i) {
         Scalar* KOKKOS_RESTRICT row = &y(i, 0);
         if (!active) {  // plain loop the compiler vectorizes (evaluation and dropout-free layers)
           for (int64_t j = 0; j < cols; ++j) {
@@ -86,9 +88,11 @@ namespace {
 constexpr int64_t kColumnBlocks = 64;
 
 template <class Scalar, class RowTerm>
-void column_reduce(const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out, const RowTerm& term) {
+void column_reduce(const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out,
+                   const RowTerm& term) {
   const int64_t blocks = rows < kColumnBlocks ? (rows > 0 ? rows : 1) : kColumnBlocks;
-  Matrix<Scalar> partial(Kokkos::ViewAllocateWithoutInitializing("column_partial"), size_t(blocks), size_t(cols));
+  Matrix<Scalar> partial(Kokkos::ViewAllocateWithoutInitializing("column_partial"), size_t(blocks),
+                         size_t(cols));
   Kokkos::parallel_for(
       name, Kokkos::RangePolicy<Exec>(0, blocks), KOKKOS_LAMBDA(int64_t b) {
         const int64_t lo = rows * b / blocks, hi = rows * (b + 1) / blocks;
@@ -108,25 +112,28 @@ void column_reduce(const char* name, int64_t rows, int64_t cols, const Vector<Sc
 template <class Scalar>
 void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, const Vector<Scalar>& sums_sq) {
   const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
-  column_reduce<Scalar>("tessera::column_sums", rows, cols, sums, KOKKOS_LAMBDA(int64_t i, Scalar* acc) {
-    const Scalar* row = &x(i, 0);
-    for (int64_t j = 0; j < cols; ++j) acc[j] += row[j];
-  });
+  column_reduce<Scalar>(
+      "tessera::column_sums", rows, cols, sums, KOKKOS_LAMBDA(int64_t i, Scalar * acc) {
+        const Scalar* row = &x(i, 0);
+        for (int64_t j = 0; j < cols; ++j) acc[j] += row[j];
+      });
   if (sums_sq.extent(0) > 0)
-    column_reduce<Scalar>("tessera::column_sums_sq", rows, cols, sums_sq, KOKKOS_LAMBDA(int64_t i, Scalar* acc) {
-      const Scalar* row = &x(i, 0);
-      for (int64_t j = 0; j < cols; ++j) acc[j] += row[j] * row[j];
-    });
+    column_reduce<Scalar>(
+        "tessera::column_sums_sq", rows, cols, sums_sq, KOKKOS_LAMBDA(int64_t i, Scalar * acc) {
+          const Scalar* row = &x(i, 0);
+          for (int64_t j = 0; j < cols; ++j) acc[j] += row[j] * row[j];
+        });
 }
 
 template <class Scalar>
 void column_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, const Vector<Scalar>& sums) {
   const int64_t rows = int64_t(a.extent(0)), cols = int64_t(a.extent(1));
-  column_reduce<Scalar>("tessera::column_dot", rows, cols, sums, KOKKOS_LAMBDA(int64_t i, Scalar* acc) {
-    const Scalar* ra = &a(i, 0);
-    const Scalar* rb = &b(i, 0);
-    for (int64_t j = 0; j < cols; ++j) acc[j] += ra[j] * rb[j];
-  });
+  column_reduce<Scalar>(
+      "tessera::column_dot", rows, cols, sums, KOKKOS_LAMBDA(int64_t i, Scalar * acc) {
+        const Scalar* ra = &a(i, 0);
+        const Scalar* rb = &b(i, 0);
+        for (int64_t j = 0; j < cols; ++j) acc[j] += ra[j] * rb[j];
+      });
 }
 
 template <class Scalar>
@@ -157,8 +164,7 @@ void scale_shift(const Matrix<const Scalar>& x, const Vector<const Scalar>& row_
                  const Matrix<Scalar>& y) {
   const bool rs = row_scale.extent(0) > 0, cs = col_scale.extent(0) > 0, sh = col_shift.extent(0) > 0;
   Kokkos::parallel_for(
-      "tessera::scale_shift", all_entries(x),
-      KOKKOS_LAMBDA(int64_t i, int64_t j) {
+      "tessera::scale_shift", all_entries(x), KOKKOS_LAMBDA(int64_t i, int64_t j) {
         Scalar v = x(i, j);
         if (rs) v *= row_scale(i);
         if (cs) v *= col_scale(j);
@@ -170,19 +176,22 @@ void scale_shift(const Matrix<const Scalar>& x, const Vector<const Scalar>& row_
 template <class Scalar>
 void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scalar>& y) {
   Kokkos::parallel_for(
-      "tessera::axpby", all_entries(x),
-      KOKKOS_LAMBDA(int64_t i, int64_t j) { y(i, j) = a * x(i, j) + (b == Scalar(0) ? Scalar(0) : b * y(i, j)); });
+      "tessera::axpby", all_entries(x), KOKKOS_LAMBDA(int64_t i, int64_t j) {
+        y(i, j) = a * x(i, j) + (b == Scalar(0) ? Scalar(0) : b * y(i, j));
+      });
 }
 
-#define TESSERA_INSTANTIATE(S)                                                                                    \
-  template void bias_relu_dropout_forward<S>(const Matrix<S>&, const Vector<const S>&, bool, const Dropout&);      \
-  template void bias_relu_dropout_backward<S>(const Matrix<S>&, const Matrix<const S>&, bool, const Dropout&);    \
-  template void column_sums<S>(const Matrix<const S>&, const Vector<S>&, const Vector<S>&);                       \
-  template void column_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&);                  \
-  template void row_sums_sq<S>(const Matrix<const S>&, const Vector<S>&);                                         \
-  template void row_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&);                     \
-  template void scale_shift<S>(const Matrix<const S>&, const Vector<const S>&, const Vector<const S>&,           \
-                               const Vector<const S>&, const Matrix<S>&);                                         \
+#define TESSERA_INSTANTIATE(S)                                                                         \
+  template void bias_relu_dropout_forward<S>(const Matrix<S>&, const Vector<const S>&, bool,           \
+                                             const Dropout&);                                          \
+  template void bias_relu_dropout_backward<S>(const Matrix<S>&, const Matrix<const S>&, bool,          \
+                                              const Dropout&);                                         \
+  template void column_sums<S>(const Matrix<const S>&, const Vector<S>&, const Vector<S>&);            \
+  template void column_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&);       \
+  template void row_sums_sq<S>(const Matrix<const S>&, const Vector<S>&);                              \
+  template void row_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&);          \
+  template void scale_shift<S>(const Matrix<const S>&, const Vector<const S>&, const Vector<const S>&, \
+                               const Vector<const S>&, const Matrix<S>&);                              \
   template void axpby<S>(S, const Matrix<const S>&, S, const Matrix<S>&);
 TESSERA_INSTANTIATE(float)
 TESSERA_INSTANTIATE(double)

@@ -17,7 +17,10 @@ class Dropout {
   Dropout() = default;
   /// Drops with probability `rate` under key (seed, stream); local (0, 0) is global (row_offset, col_offset).
   Dropout(float rate, uint64_t seed, uint64_t stream, int64_t row_offset = 0, int64_t col_offset = 0)
-      : rate_(rate), rng_(seed, stream), threshold_(uint32_t(rate * 65536.0f)), row_offset_(row_offset),
+      : rate_(rate),
+        rng_(seed, stream),
+        threshold_(uint32_t(rate * 65536.0f)),
+        row_offset_(row_offset),
         col_offset_(col_offset) {}
 
   KOKKOS_INLINE_FUNCTION bool active() const { return rate_ > 0.0f; }

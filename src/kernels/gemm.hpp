@@ -12,8 +12,8 @@ enum class Trans { No, Yes };
 
 /// Call as gemm<float>(...): the scalar is explicit so views convert (non-const to const) freely.
 template <class Scalar>
-void gemm(Trans trans_a, Trans trans_b, Scalar alpha, const Matrix<const Scalar>& a, const Matrix<const Scalar>& b,
-          Scalar beta, const Matrix<Scalar>& c);
+void gemm(Trans trans_a, Trans trans_b, Scalar alpha, const Matrix<const Scalar>& a,
+          const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c);
 
 /// The portable Kokkos kernel behind gemm for non-host memory; callable on the host too (tests compare it).
 template <class Scalar>

@@ -43,13 +43,14 @@ std::pair<double, int64_t> masked_softmax_cross_entropy(const Matrix<const Scala
 }
 
 template <class Scalar>
-std::pair<int64_t, int64_t> count_correct(const Matrix<const Scalar>& logits, const Vector<const int64_t>& labels,
+std::pair<int64_t, int64_t> count_correct(const Matrix<const Scalar>& logits,
+                                          const Vector<const int64_t>& labels,
                                           const Vector<const uint8_t>& mask) {
   const int64_t classes = int64_t(logits.extent(1));
   int64_t correct = 0, count = 0;
   Kokkos::parallel_reduce(
       "tessera::count_correct", Kokkos::RangePolicy<Exec>(0, int64_t(logits.extent(0))),
-      KOKKOS_LAMBDA(int64_t i, int64_t& hits, int64_t& n) {
+      KOKKOS_LAMBDA(int64_t i, int64_t & hits, int64_t & n) {
         if (mask(i) == 0 || labels(i) < 0) return;
         int64_t best = 0;
         for (int64_t j = 1; j < classes; ++j)
@@ -73,11 +74,12 @@ void argmax_rows(const Matrix<const Scalar>& logits, const Vector<int64_t>& pred
       });
 }
 
-#define TESSERA_INSTANTIATE(S)                                                                                    \
-  template std::pair<double, int64_t> masked_softmax_cross_entropy<S>(                                           \
-      const Matrix<const S>&, const Vector<const int64_t>&, const Vector<const uint8_t>&, S, const Matrix<S>&);    \
-  template std::pair<int64_t, int64_t> count_correct<S>(const Matrix<const S>&, const Vector<const int64_t>&,     \
-                                                        const Vector<const uint8_t>&);                            \
+#define TESSERA_INSTANTIATE(S)                                                               \
+  template std::pair<double, int64_t> masked_softmax_cross_entropy<S>(                       \
+      const Matrix<const S>&, const Vector<const int64_t>&, const Vector<const uint8_t>&, S, \
+      const Matrix<S>&);                                                                     \
+  template std::pair<int64_t, int64_t> count_correct<S>(                                     \
+      const Matrix<const S>&, const Vector<const int64_t>&, const Vector<const uint8_t>&);   \
   template void argmax_rows<S>(const Matrix<const S>&, const Vector<int64_t>&);
 TESSERA_INSTANTIATE(float)
 TESSERA_INSTANTIATE(double)

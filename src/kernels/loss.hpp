@@ -20,7 +20,8 @@ std::pair<double, int64_t> masked_softmax_cross_entropy(const Matrix<const Scala
 
 /// Number of selected, labeled rows whose argmax (lowest index on ties) equals the label, and their count.
 template <class Scalar>
-std::pair<int64_t, int64_t> count_correct(const Matrix<const Scalar>& logits, const Vector<const int64_t>& labels,
+std::pair<int64_t, int64_t> count_correct(const Matrix<const Scalar>& logits,
+                                          const Vector<const int64_t>& labels,
                                           const Vector<const uint8_t>& mask);
 
 /// pred(i) = argmax_j logits(i, j).

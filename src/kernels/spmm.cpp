@@ -128,14 +128,15 @@ void CsrSpmm<Scalar, Space>::apply(const Matrix<const Scalar, Space>& x, const M
     Kokkos::parallel_for(
         "tessera::spmm", Policy(num_blocks(), Kokkos::AUTO, lanes), KOKKOS_LAMBDA(const Member& team) {
           const int64_t block = team.league_rank();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, starts(block), starts(block + 1)), [&](int64_t row) {
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, width), [&](int64_t f) {
-              Scalar sum = 0;
-              for (int64_t k = row_ptr(row); k < row_ptr(row + 1); ++k)
-                sum += (pattern ? Scalar(1) : values(k)) * x(col_idx(k), f);
-              y(row, f) = alpha * sum + (beta == Scalar(0) ? Scalar(0) : beta * y(row, f));
-            });
-          });
+          Kokkos::parallel_for(
+              Kokkos::TeamThreadRange(team, starts(block), starts(block + 1)), [&](int64_t row) {
+                Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, width), [&](int64_t f) {
+                  Scalar sum = 0;
+                  for (int64_t k = row_ptr(row); k < row_ptr(row + 1); ++k)
+                    sum += (pattern ? Scalar(1) : values(k)) * x(col_idx(k), f);
+                  y(row, f) = alpha * sum + (beta == Scalar(0) ? Scalar(0) : beta * y(row, f));
+                });
+              });
         });
   }
 }
@@ -145,6 +146,7 @@ template class CsrSpmm<double, DeviceSpace>;
 template CsrMatrix<float, HostSpace> csr_transpose(const CsrMatrix<float, HostSpace>&);
 template CsrMatrix<double, HostSpace> csr_transpose(const CsrMatrix<double, HostSpace>&);
 template CsrMatrix<float, DeviceSpace> csr_to_space<float, DeviceSpace>(const CsrMatrix<float, HostSpace>&);
-template CsrMatrix<double, DeviceSpace> csr_to_space<double, DeviceSpace>(const CsrMatrix<double, HostSpace>&);
+template CsrMatrix<double, DeviceSpace> csr_to_space<double, DeviceSpace>(
+    const CsrMatrix<double, HostSpace>&);
 
 }  // namespace tessera

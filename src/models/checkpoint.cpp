@@ -34,7 +34,8 @@ void read_vector(hid_t file, const std::string& path, const std::string& name, c
 }
 
 // Every rank ends with rank 0's copy of the model and optimizer state.
-void broadcast_state(GnnModel<float>& model, Adam& optimizer, TrainingProgress& progress, const Communicator& comm) {
+void broadcast_state(GnnModel<float>& model, Adam& optimizer, TrainingProgress& progress,
+                     const Communicator& comm) {
   if (comm.size() == 1) return;
   auto share = [&](const Vector<float>& v) {
     auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
@@ -58,8 +59,8 @@ void broadcast_state(GnnModel<float>& model, Adam& optimizer, TrainingProgress& 
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer, const TrainingProgress& progress,
-                     const Communicator& comm) {
+void save_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer,
+                     const TrainingProgress& progress, const Communicator& comm) {
   comm.run_on(0, [&] {
     prepare_hdf5();
     const std::string temp = path + ".tmp-" + std::to_string(getpid());
@@ -93,16 +94,18 @@ void save_checkpoint(const std::string& path, GnnModel<float>& model, Adam& opti
       std::remove(temp.c_str());
       throw;
     }
-    require(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename checkpoint (", std::strerror(errno),
-            ")");
+    require(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename checkpoint (",
+            std::strerror(errno), ")");
   });
 }
 
-TrainingProgress load_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer, const Communicator& comm) {
+TrainingProgress load_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer,
+                                 const Communicator& comm) {
   TrainingProgress progress;
   comm.run_on(0, [&] {
     prepare_hdf5();
-    require(access(path.c_str(), R_OK) == 0, path, ": no checkpoint to resume from (", std::strerror(errno), ")");
+    require(access(path.c_str(), R_OK) == 0, path, ": no checkpoint to resume from (", std::strerror(errno),
+            ")");
     const Communicator self(MPI_COMM_SELF, false, nullptr);
     H5Handle file = h5_open_file(self, path, false);
     require(file.valid(), path, ": cannot open the checkpoint (not HDF5, corrupt or truncated)");
@@ -110,13 +113,14 @@ TrainingProgress load_checkpoint(const std::string& path, GnnModel<float>& model
     std::string format, described;
     int64_t version = 0, seed = 0, steps = 0;
     require(h5_read_attr(root, "format", format) && format == kFormat, path, ": not a Tessera checkpoint");
-    require(h5_read_attr(root, "version", version) && version == kVersion, path, ": checkpoint version ", version,
-            ", this Tessera reads version ", kVersion);
+    require(h5_read_attr(root, "version", version) && version == kVersion, path, ": checkpoint version ",
+            version, ", this Tessera reads version ", kVersion);
     require(h5_read_attr(root, "model", described) && described == model.config().describe(), path,
             ": written for model ", described, ", but this run builds ", model.config().describe());
     require(h5_read_attr(root, "seed", seed) && uint64_t(seed) == model.config().seed, path,
             ": written with --seed ", seed, ", this run uses ", model.config().seed);
-    require(h5_read_attr(root, "epochs_done", progress.epochs_done) && h5_read_attr(root, "optimizer_steps", steps) &&
+    require(h5_read_attr(root, "epochs_done", progress.epochs_done) &&
+                h5_read_attr(root, "optimizer_steps", steps) &&
                 h5_read_attr(root, "best_epoch", progress.best_epoch) &&
                 h5_read_attr(root, "best_valid", progress.best_valid) &&
                 h5_read_attr(root, "test_at_best", progress.test_at_best),

@@ -20,11 +20,12 @@ struct TrainingProgress {
 };
 
 /// Rank 0 writes `path` (collective over comm: every rank learns whether it worked).
-void save_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer, const TrainingProgress& progress,
-                     const Communicator& comm);
+void save_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer,
+                     const TrainingProgress& progress, const Communicator& comm);
 
 /// Collective: rank 0 reads, checks that the file was written for the same model shape, and every rank
 /// receives the values. Throws CollectiveError naming the file and the mismatch.
-TrainingProgress load_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer, const Communicator& comm);
+TrainingProgress load_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer,
+                                 const Communicator& comm);
 
 }  // namespace tessera

@@ -13,7 +13,9 @@ ModelKind parse_model_kind(const std::string& name) {
   fail("--model must be gcn or sage, not '", name, "'");
 }
 
-const char* model_kind_name(ModelKind kind) { return kind == ModelKind::Gcn ? "gcn" : "sage"; }
+const char* model_kind_name(ModelKind kind) {
+  return kind == ModelKind::Gcn ? "gcn" : "sage";
+}
 
 namespace {
 // Random-stream ids: each parameter and each dropout site draws from its own stream.
@@ -24,16 +26,22 @@ void local_sum(const Vector<Scalar>&) {}
 }  // namespace
 
 template <class Scalar>
-GnnLayer<Scalar>::GnnLayer(ModelKind kind, int index, LayerShape shape, NormKind norm, float dropout, uint64_t seed)
-    : kind_(kind), index_(index), shape_(shape), dropout_(dropout), transform_first_(shape.out < shape.in),
-      weight_("layer" + std::to_string(index) + (kind == ModelKind::Sage ? ".neighbour_weight" : ".weight"), shape.in,
-              shape.out, true),
+GnnLayer<Scalar>::GnnLayer(ModelKind kind, int index, LayerShape shape, NormKind norm, float dropout,
+                           uint64_t seed)
+    : kind_(kind),
+      index_(index),
+      shape_(shape),
+      dropout_(dropout),
+      transform_first_(shape.out < shape.in),
+      weight_("layer" + std::to_string(index) + (kind == ModelKind::Sage ? ".neighbour_weight" : ".weight"),
+              shape.in, shape.out, true),
       bias_("layer" + std::to_string(index) + ".bias", 1, shape.out, false),
       norm_(shape.last ? NormKind::None : norm, "layer" + std::to_string(index) + ".norm", shape.out) {
   glorot_init(weight_, seed, kWeightStream + uint64_t(index));
   Kokkos::deep_copy(bias_.value, Scalar(0));
   if (kind_ == ModelKind::Sage) {
-    root_weight_ = Parameter<Scalar>("layer" + std::to_string(index) + ".root_weight", shape.in, shape.out, true);
+    root_weight_ =
+        Parameter<Scalar>("layer" + std::to_string(index) + ".root_weight", shape.in, shape.out, true);
     glorot_init(root_weight_, seed, kRootStream + uint64_t(index));
   }
 }
@@ -69,8 +77,8 @@ void GnnLayer<Scalar>::ensure_buffers(int64_t rows) {
 template <class Scalar>
 Matrix<Scalar> GnnLayer<Scalar>::forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& in,
                                          const PassInfo& pass) {
-  require(int64_t(in.extent(1)) == shape_.in, "layer ", index_, ": input has ", in.extent(1), " features, expected ",
-          shape_.in);
+  require(int64_t(in.extent(1)) == shape_.in, "layer ", index_, ": input has ", in.extent(1),
+          " features, expected ", shape_.in);
   ensure_buffers(int64_t(in.extent(0)));
   input_ = in;
   const Matrix<const Scalar> w = weight_.matrix();
@@ -82,7 +90,8 @@ Matrix<Scalar> GnnLayer<Scalar>::forward(const GraphOps<Scalar>& ops, const Matr
     aggregated_input_ = static_input_ ? in.data() : nullptr;
     gemm<Scalar>(Trans::No, Trans::No, Scalar(1), mid_, w, Scalar(0), out_);
   }
-  if (kind_ == ModelKind::Sage) gemm<Scalar>(Trans::No, Trans::No, Scalar(1), in, root_weight_.matrix(), Scalar(1), out_);
+  if (kind_ == ModelKind::Sage)
+    gemm<Scalar>(Trans::No, Trans::No, Scalar(1), in, root_weight_.matrix(), Scalar(1), out_);
 
   const bool hidden = !shape_.last;
   Dropout dropout;
@@ -123,7 +132,8 @@ Matrix<Scalar> GnnLayer<Scalar>::backward(const GraphOps<Scalar>& ops, const Mat
   }
   if (kind_ == ModelKind::Sage) {  // out += H W_root: gW_root = H^T g_out; gH += g_out W_root^T
     gemm<Scalar>(Trans::Yes, Trans::No, Scalar(1), input_, grad_out, Scalar(0), root_weight_.grad_matrix());
-    if (want_input_grad) gemm<Scalar>(Trans::No, Trans::Yes, Scalar(1), grad_out, root_weight_.matrix(), Scalar(1), grad_in_);
+    if (want_input_grad)
+      gemm<Scalar>(Trans::No, Trans::Yes, Scalar(1), grad_out, root_weight_.matrix(), Scalar(1), grad_in_);
   }
   return grad_in_;
 }

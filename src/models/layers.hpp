@@ -69,7 +69,7 @@ class GnnLayer {
   float dropout_;
   bool transform_first_;
   bool static_input_ = false;
-  const Scalar* aggregated_input_ = nullptr;  // input whose aggregation mid_ holds (static input only)
+  const Scalar* aggregated_input_ = nullptr;       // input whose aggregation mid_ holds (static input only)
   Parameter<Scalar> weight_, root_weight_, bias_;  // root_weight_: GraphSAGE only
   FeatureNorm<Scalar> norm_;
   Matrix<const Scalar> input_;  // the forward input, kept for backward

@@ -14,15 +14,16 @@ constexpr uint64_t kInputDropoutStream = 1ull << 41;
 
 std::string ModelConfig::describe() const {
   std::ostringstream s;
-  s << model_kind_name(kind) << ' ' << layers << 'x' << hidden << " (in " << in << ", out " << out << ", norm "
-    << norm_name(norm) << ')';
+  s << model_kind_name(kind) << ' ' << layers << 'x' << hidden << " (in " << in << ", out " << out
+    << ", norm " << norm_name(norm) << ')';
   return s.str();
 }
 
 void ModelConfig::validate() const {
   require(layers >= 1, "--layers must be at least 1, not ", layers);
   require(hidden >= 1 || layers == 1, "--hidden must be at least 1, not ", hidden);
-  require(in >= 1 && out >= 1, "the model needs at least one input feature and one class (in ", in, ", out ", out, ")");
+  require(in >= 1 && out >= 1, "the model needs at least one input feature and one class (in ", in, ", out ",
+          out, ")");
   require(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), not ", dropout);
   require(input_dropout >= 0 && input_dropout < 1, "input dropout must be in [0, 1), not ", input_dropout);
 }
@@ -33,19 +34,22 @@ GnnModel<Scalar>::GnnModel(const ModelConfig& config) : config_(config) {
   for (int l = 0; l < config.layers; ++l) {
     LayerShape shape{l == 0 ? config.in : config.hidden, l + 1 == config.layers ? config.out : config.hidden,
                      l + 1 == config.layers};
-    layers_.push_back(std::make_unique<GnnLayer<Scalar>>(config.kind, l, shape, config.norm, config.dropout, config.seed));
+    layers_.push_back(
+        std::make_unique<GnnLayer<Scalar>>(config.kind, l, shape, config.norm, config.dropout, config.seed));
   }
 }
 
 template <class Scalar>
-Matrix<Scalar> GnnModel<Scalar>::forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& features, const PassInfo& pass) {
+Matrix<Scalar> GnnModel<Scalar>::forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& features,
+                                         const PassInfo& pass) {
   Matrix<const Scalar> h = features;
   if (pass.training && config_.input_dropout > 0) {
     if (dropped_input_.extent(0) != features.extent(0) || dropped_input_.extent(1) != features.extent(1))
       dropped_input_ = Matrix<Scalar>("input_dropout", features.extent(0), features.extent(1));
     Kokkos::deep_copy(dropped_input_, features);
-    bias_relu_dropout_forward<Scalar>(dropped_input_, Vector<const Scalar>(), false,
-                                     Dropout(config_.input_dropout, pass.seed, kInputDropoutStream + uint64_t(pass.epoch)));
+    bias_relu_dropout_forward<Scalar>(
+        dropped_input_, Vector<const Scalar>(), false,
+        Dropout(config_.input_dropout, pass.seed, kInputDropoutStream + uint64_t(pass.epoch)));
     h = dropped_input_;
   }
   Matrix<Scalar> out;
@@ -62,9 +66,11 @@ void GnnModel<Scalar>::set_static_features(bool value) {
 }
 
 template <class Scalar>
-void GnnModel<Scalar>::backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits, const PassInfo& pass) {
+void GnnModel<Scalar>::backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits,
+                                const PassInfo& pass) {
   Matrix<Scalar> grad = grad_logits;
-  for (int l = int(layers_.size()) - 1; l >= 0; --l) grad = layers_[size_t(l)]->backward(ops, grad, l > 0, pass);
+  for (int l = int(layers_.size()) - 1; l >= 0; --l)
+    grad = layers_[size_t(l)]->backward(ops, grad, l > 0, pass);
 }
 
 template <class Scalar>

@@ -31,7 +31,8 @@ class GnnModel {
   explicit GnnModel(const ModelConfig& config);
 
   /// Logits (nodes x out), owned by the model.
-  Matrix<Scalar> forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& features, const PassInfo& pass);
+  Matrix<Scalar> forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& features,
+                         const PassInfo& pass);
   /// Sets every parameter's gradient from dL/d logits (overwritten). Layer 0 computes no input gradient.
   void backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits, const PassInfo& pass);
 

@@ -20,7 +20,10 @@ const char* norm_name(NormKind kind) {
 template <class Scalar>
 FeatureNorm<Scalar>::FeatureNorm(NormKind kind, const std::string& name, int64_t features, Scalar eps,
                                  Scalar momentum)
-    : kind_(kind), eps_(eps), momentum_(momentum), gamma_(name + ".gamma", 1, features, false),
+    : kind_(kind),
+      eps_(eps),
+      momentum_(momentum),
+      gamma_(name + ".gamma", 1, features, false),
       beta_(name + ".beta", 1, features, false) {
   Kokkos::deep_copy(gamma_.value, Scalar(1));
   Kokkos::deep_copy(beta_.value, Scalar(0));
@@ -36,13 +39,15 @@ using Exec = ExecSpace;
 template <class Scalar>
 Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>> entries(const Matrix<Scalar>& m) {
   using Point = Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>::point_type;
-  return Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>(Point{{0, 0}}, Point{{int64_t(m.extent(0)), int64_t(m.extent(1))}});
+  return Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>(Point{{0, 0}},
+                                                      Point{{int64_t(m.extent(0)), int64_t(m.extent(1))}});
 }
 }  // namespace
 
 template <class Scalar>
-void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_t total_rows, int64_t total_features,
-                                  const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features) {
+void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_t total_rows,
+                                  int64_t total_features, const SumReducer<Scalar>& reduce_rows,
+                                  const SumReducer<Scalar>& reduce_features) {
   if (kind_ == NormKind::None) return;
   const int64_t rows = int64_t(z.extent(0)), cols = int64_t(z.extent(1));
   if (normalized_.extent(0) != z.extent(0) || normalized_.extent(1) != z.extent(1))
@@ -103,7 +108,8 @@ void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_
 
 template <class Scalar>
 void FeatureNorm<Scalar>::backward(const Matrix<Scalar>& g, int64_t total_rows, int64_t total_features,
-                                   const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features) {
+                                   const SumReducer<Scalar>& reduce_rows,
+                                   const SumReducer<Scalar>& reduce_features) {
   if (kind_ == NormKind::None) return;
   require(kind_ != NormKind::Batch || used_batch_stats_, "BatchNorm backward after an evaluation forward");
   const int64_t rows = int64_t(g.extent(0)), cols = int64_t(g.extent(1));

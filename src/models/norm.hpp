@@ -47,7 +47,7 @@ class FeatureNorm {
   Scalar eps_, momentum_;
   Parameter<Scalar> gamma_, beta_;
   Vector<Scalar> running_mean_, running_var_;
-  Matrix<Scalar> normalized_;        // xhat (BatchNorm) or z * rinv (RMSNorm), kept for backward
+  Matrix<Scalar> normalized_;       // xhat (BatchNorm) or z * rinv (RMSNorm), kept for backward
   Vector<Scalar> stat_a_, stat_b_;  // BatchNorm: mean, invstd per feature; RMSNorm: rinv per row
   bool used_batch_stats_ = false;
 };

@@ -13,7 +13,8 @@ OptimizerKind parse_optimizer(const std::string& name) {
   fail("--optimizer must be adam or adamw, not '", name, "'");
 }
 
-Adam::Adam(std::vector<Parameter<float>*> params, AdamSettings settings) : params_(std::move(params)), s_(settings) {
+Adam::Adam(std::vector<Parameter<float>*> params, AdamSettings settings)
+    : params_(std::move(params)), s_(settings) {
   for (Parameter<float>* p : params_) {
     m_.emplace_back(p->name + ".adam_m", size_t(p->size()));
     v_.emplace_back(p->name + ".adam_v", size_t(p->size()));

@@ -9,7 +9,12 @@ namespace tessera {
 
 template <class Scalar>
 Parameter<Scalar>::Parameter(std::string n, int64_t r, int64_t c, bool d)
-    : name(std::move(n)), rows(r), cols(c), decay(d), value(name, size_t(r * c)), grad(name + ".grad", size_t(r * c)) {}
+    : name(std::move(n)),
+      rows(r),
+      cols(c),
+      decay(d),
+      value(name, size_t(r * c)),
+      grad(name + ".grad", size_t(r * c)) {}
 
 template <class Scalar>
 void glorot_init(const Parameter<Scalar>& p, uint64_t seed, uint64_t stream) {
@@ -19,7 +24,8 @@ void glorot_init(const Parameter<Scalar>& p, uint64_t seed, uint64_t stream) {
   const auto value = p.value;
   Kokkos::parallel_for(
       "tessera::glorot", Kokkos::RangePolicy<ExecSpace>(0, p.size()), KOKKOS_LAMBDA(int64_t k) {
-        value(k) = bound * (Scalar(2) * Scalar(rng.uniform(uint64_t(k / cols), uint64_t(k % cols))) - Scalar(1));
+        value(k) =
+            bound * (Scalar(2) * Scalar(rng.uniform(uint64_t(k / cols), uint64_t(k % cols))) - Scalar(1));
       });
 }
 

@@ -26,7 +26,8 @@ struct Parameter {
   Matrix<Scalar> grad_matrix() const { return Matrix<Scalar>(grad.data(), size_t(rows), size_t(cols)); }
 };
 
-/// Glorot/Xavier uniform: U(-a, a), a = sqrt(6 / (rows + cols)), value(i, j) from key (seed, stream) at (i, j).
+/// Glorot/Xavier uniform: U(-a, a), a = sqrt(6 / (rows + cols)), value(i, j) from key (seed, stream) at (i,
+/// j).
 template <class Scalar>
 void glorot_init(const Parameter<Scalar>& p, uint64_t seed, uint64_t stream);
 

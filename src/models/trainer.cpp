@@ -55,7 +55,8 @@ LoadedGraph load(const TrainOptions& options, ModelConfig& model, const Communic
       model.kind == ModelKind::Gcn ? gcn_normalize(slice.adjacency) : mean_normalize(slice.adjacency);
   // A_hat of a symmetric graph is its own transpose; otherwise the transpose is stored explicitly.
   const bool self_transpose = meta.symmetric && model.kind == ModelKind::Gcn;
-  g.ops.aggregate_transpose = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(self_transpose ? a : csr_transpose(a)));
+  g.ops.aggregate_transpose =
+      CsrSpmm<float>(csr_to_space<float, DeviceSpace>(self_transpose ? a : csr_transpose(a)));
   g.ops.aggregate = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(a));
   g.features = Kokkos::create_mirror_view_and_copy(DeviceSpace(), slice.features);
   g.host_labels = slice.labels;
@@ -91,9 +92,8 @@ void write_predictions(const std::string& path, const std::vector<int64_t>& pred
 }  // namespace
 
 TrainResult train_full_graph(const TrainOptions& options, const Communicator& world) {
-  world.check(world.size() == 1,
-              "full-graph training runs on one rank in this version (got " + std::to_string(world.size()) +
-                  "); start it with mpiexec -n 1");
+  world.check(world.size() == 1, "full-graph training runs on one rank in this version (got " +
+                                     std::to_string(world.size()) + "); start it with mpiexec -n 1");
   ModelConfig config = options.model;
   std::string invalid;
   try {
@@ -104,7 +104,8 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
     require(options.checkpoint_every >= 0, "--checkpoint-every must not be negative");
     require(options.eval_every >= 1, "--eval-every must be at least 1, not ", options.eval_every);
     require(!options.resume || !options.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
-    require(options.checkpoint_every == 0 || !options.checkpoint_dir.empty(), "--checkpoint-every needs --checkpoint DIR");
+    require(options.checkpoint_every == 0 || !options.checkpoint_dir.empty(),
+            "--checkpoint-every needs --checkpoint DIR");
   } catch (const Error& e) {
     invalid = e.what();
   }
@@ -115,10 +116,11 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
   GnnModel<float> model(config);
   model.set_static_features(true);
   Adam optimizer(model.parameters(), options.optimizer);
-  log_line("loaded " + options.data + " in " + std::to_string(load_watch.seconds()).substr(0, 5) + " s; model " +
-           config.describe());
+  log_line("loaded " + options.data + " in " + std::to_string(load_watch.seconds()).substr(0, 5) +
+           " s; model " + config.describe());
 
-  const std::string checkpoint = options.checkpoint_dir.empty() ? "" : options.checkpoint_dir + "/checkpoint.h5";
+  const std::string checkpoint =
+      options.checkpoint_dir.empty() ? "" : options.checkpoint_dir + "/checkpoint.h5";
   TrainingProgress progress;
   if (options.resume) {
     progress = load_checkpoint(checkpoint, model, optimizer, world);
@@ -128,7 +130,8 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
   std::ofstream metrics;
   if (!options.metrics_path.empty()) {
     metrics.open(options.metrics_path, progress.epochs_done > 0 ? std::ios::app : std::ios::trunc);
-    world.check(bool(metrics), options.metrics_path + ": cannot write metrics (" + std::strerror(errno) + ")");
+    world.check(bool(metrics),
+                options.metrics_path + ": cannot write metrics (" + std::strerror(errno) + ")");
   }
 
   const int64_t n = g.ops.num_nodes;
@@ -181,7 +184,8 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
     if (!options.quiet) {
       char line[256];
       if (r.evaluated)
-        std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f  train %.4f  valid %.4f  test %.4f  time %.1f ms",
+        std::snprintf(line, sizeof(line),
+                      "epoch %4lld  loss %.4f  train %.4f  valid %.4f  test %.4f  time %.1f ms",
                       (long long)r.epoch, r.loss, r.train_acc, r.valid_acc, r.test_acc, 1e3 * r.seconds);
       else
         std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f  time %.1f ms", (long long)r.epoch, r.loss,
@@ -189,8 +193,8 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
       log_line(line);
     }
     if (metrics.is_open()) {
-      nlohmann::json j = {{"epoch", r.epoch},         {"loss", r.loss},
-                          {"epoch_s", r.seconds},     {"forward_s", r.forward_s},
+      nlohmann::json j = {{"epoch", r.epoch},           {"loss", r.loss},
+                          {"epoch_s", r.seconds},       {"forward_s", r.forward_s},
                           {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s},
                           {"eval_s", r.eval_s}};
       if (r.evaluated) {

@@ -99,7 +99,8 @@ CsrMatrix<Scalar, HostSpace> random_csr(int64_t rows, int64_t cols, int64_t per_
     if (i == dense_row) {
       for (int64_t j = 0; j < cols; ++j) idx.push_back(j), val.push_back(Scalar(u(gen)));
     } else if (i % 5 != 3) {
-      for (int64_t k = 0; k < per_row; ++k) idx.push_back(int64_t(gen() % uint64_t(cols))), val.push_back(Scalar(u(gen)));
+      for (int64_t k = 0; k < per_row; ++k)
+        idx.push_back(int64_t(gen() % uint64_t(cols))), val.push_back(Scalar(u(gen)));
     }
     ptr.push_back(int64_t(idx.size()));
   }
@@ -132,7 +133,8 @@ inline double softmax_cross_entropy(const Dense& logits, const std::vector<int64
     loss += std::log(z) - (logits(i, labels[size_t(i)]) - top);
     if (grad)
       for (int64_t j = 0; j < logits.cols; ++j)
-        (*grad)(i, j) = (std::exp(logits(i, j) - top) / z - (j == labels[size_t(i)] ? 1.0 : 0.0)) / double(count);
+        (*grad)(i, j) =
+            (std::exp(logits(i, j) - top) / z - (j == labels[size_t(i)] ? 1.0 : 0.0)) / double(count);
   }
   return loss / double(count);
 }

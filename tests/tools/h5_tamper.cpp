@@ -13,7 +13,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: h5_tamper FILE version N | shrink DATASET | drop DATASET | label ROW VALUE\n");
+    std::fprintf(stderr,
+                 "usage: h5_tamper FILE version N | shrink DATASET | drop DATASET | label ROW VALUE\n");
     return 2;
   }
   hid_t file = H5Fopen(argv[1], H5F_ACC_RDWR, H5P_DEFAULT);
