@@ -11,7 +11,7 @@ namespace tessera::app {
 void add_train_command(CLI::App& app, Command& selected) {
   struct Args {
     TrainOptions options;
-    std::string model = "gcn", norm = "none", optimizer = "adam";
+    std::string model = "gcn", norm = "none", optimizer = "adam", permute = "double";
     int layers = 2;
     int64_t hidden = 16;
     float dropout = 0.5f, input_dropout = -1.0f, lr = 0.01f, weight_decay = 5e-4f;
@@ -20,6 +20,9 @@ void add_train_command(CLI::App& app, Command& selected) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Train a GCN or GraphSAGE model on a graph file");
   cmd->add_option("--data", a->options.data, "Tessera .h5 graph file")->required();
+  cmd->add_option("--grid", a->options.grid, "3D process grid XxYxZ for multi-rank full-graph training (GCN)");
+  cmd->add_option("--permute", a->permute, "3D: none, single or double permutation for load balance")
+      ->capture_default_str();
   cmd->add_option("--model", a->model, "gcn or sage")->capture_default_str();
   cmd->add_option("--layers", a->layers, "Number of layers")->capture_default_str();
   cmd->add_option("--hidden", a->hidden, "Hidden width")->capture_default_str();
@@ -57,6 +60,7 @@ void add_train_command(CLI::App& app, Command& selected) {
         m.input_dropout = a->input_dropout < 0 ? a->dropout : a->input_dropout;
         m.seed = a->seed;
         a->options.optimizer.kind = parse_optimizer(a->optimizer);
+        a->options.permute = parse_permute_mode(a->permute.c_str());
         a->options.optimizer.lr = a->lr;
         a->options.optimizer.weight_decay = a->weight_decay;
       } catch (const std::exception& e) {

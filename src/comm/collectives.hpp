@@ -143,6 +143,43 @@ void all_to_allv(const Communicator& comm, const T* send, const std::vector<int6
 std::vector<int64_t> exchange_counts(const Communicator& comm, const std::vector<int64_t>& send_counts,
                                      const std::string& phase);
 
+/// Variable all-gather: rank r contributes counts[r] elements; recv holds them all in rank order.
+template <class T>
+void all_gather_v(const Communicator& comm, const T* send, const std::vector<int64_t>& counts, T* recv,
+                  const std::string& phase) {
+  std::vector<int> n(counts.size()), displs(counts.size());
+  int64_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    n[r] = mpi_count(counts[r], "MPI_Allgatherv");
+    displs[r] = mpi_count(offset, "MPI_Allgatherv (displacement)");
+    offset += counts[r];
+  }
+  Stopwatch watch;
+  check_mpi(MPI_Allgatherv(send, n[size_t(comm.rank())], mpi_type<T>(), recv, n.data(), displs.data(), mpi_type<T>(),
+                           comm.get()),
+            "MPI_Allgatherv");
+  comm.stats().record(phase, Collective::AllGather, counts[size_t(comm.rank())] * int64_t(sizeof(T)), watch.seconds());
+}
+
+/// Sends buckets[r] to rank r and returns everything received, in rank order (recv_counts[r] from rank r).
+template <class T>
+std::vector<T> exchange_buckets(const Communicator& comm, const std::vector<std::vector<T>>& buckets,
+                                const std::string& phase, std::vector<int64_t>* recv_counts = nullptr) {
+  std::vector<int64_t> send_counts(buckets.size());
+  std::vector<T> send;
+  for (size_t r = 0; r < buckets.size(); ++r) {
+    send_counts[r] = int64_t(buckets[r].size());
+    send.insert(send.end(), buckets[r].begin(), buckets[r].end());
+  }
+  const std::vector<int64_t> counts = exchange_counts(comm, send_counts, phase);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  std::vector<T> recv(static_cast<size_t>(total));
+  all_to_allv(comm, send.data(), send_counts, recv.data(), counts, phase);
+  if (recv_counts) *recv_counts = counts;
+  return recv;
+}
+
 template <class T>
 void broadcast(const Communicator& comm, T* data, int64_t count, int root, const std::string& phase) {
   Stopwatch watch;

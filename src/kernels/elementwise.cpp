@@ -24,7 +24,7 @@ void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scala
                                const Dropout& dropout) {
   const bool has_bias = bias.extent(0) > 0;
   const Scalar scale = Scalar(dropout.scale());
-  const int64_t cols = int64_t(y.extent(1)), c0 = dropout.col_offset(), r0 = dropout.row_offset();
+  const int64_t cols = int64_t(y.extent(1)), c0 = dropout.col_offset();
   const int64_t first_block = c0 >> 3, blocks = ((c0 + cols + 7) >> 3) - first_block;
   const bool active = dropout.active();
   Kokkos::parallel_for(
@@ -39,7 +39,7 @@ void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scala
           return;
         }
         for (int64_t b = 0; b < blocks; ++b) {
-          const unsigned mask = active ? dropout.keep8(r0 + i, first_block + b) : 0xFFu;
+          const unsigned mask = active ? dropout.keep8(dropout.global_row(i), first_block + b) : 0xFFu;
           const int64_t j0 = (first_block + b) * 8 - c0;
           const int64_t lo = j0 < 0 ? 0 : j0, hi = j0 + 8 < cols ? j0 + 8 : cols;
           for (int64_t j = lo; j < hi; ++j) {
@@ -55,7 +55,7 @@ template <class Scalar>
 void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
                                 const Dropout& dropout) {
   const Scalar scale = Scalar(dropout.scale());
-  const int64_t cols = int64_t(grad.extent(1)), c0 = dropout.col_offset(), r0 = dropout.row_offset();
+  const int64_t cols = int64_t(grad.extent(1)), c0 = dropout.col_offset();
   const int64_t first_block = c0 >> 3, blocks = ((c0 + cols + 7) >> 3) - first_block;
   const bool active = dropout.active();
   Kokkos::parallel_for(
@@ -69,7 +69,7 @@ void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const S
           return;
         }
         for (int64_t b = 0; b < blocks; ++b) {
-          const unsigned mask = active ? dropout.keep8(r0 + i, first_block + b) : 0xFFu;
+          const unsigned mask = active ? dropout.keep8(dropout.global_row(i), first_block + b) : 0xFFu;
           const int64_t j0 = (first_block + b) * 8 - c0;
           const int64_t lo = j0 < 0 ? 0 : j0, hi = j0 + 8 < cols ? j0 + 8 : cols;
           for (int64_t j = lo; j < hi; ++j) {

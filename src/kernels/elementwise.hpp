@@ -23,7 +23,17 @@ class Dropout {
         row_offset_(row_offset),
         col_offset_(col_offset) {}
 
+  /// Rows are not contiguous (a permuted layout): global row of local row i is row_ids(i).
+  Dropout with_row_ids(Vector<const int64_t> row_ids) const {
+    Dropout d = *this;
+    d.row_ids_ = row_ids;
+    return d;
+  }
+
   KOKKOS_INLINE_FUNCTION bool active() const { return rate_ > 0.0f; }
+  KOKKOS_INLINE_FUNCTION int64_t global_row(int64_t i) const {
+    return row_ids_.extent(0) > 0 ? row_ids_(i) : row_offset_ + i;
+  }
   KOKKOS_INLINE_FUNCTION int64_t row_offset() const { return row_offset_; }
   KOKKOS_INLINE_FUNCTION int64_t col_offset() const { return col_offset_; }
 
@@ -42,7 +52,7 @@ class Dropout {
   KOKKOS_INLINE_FUNCTION bool keep(int64_t i, int64_t j) const {
     if (!active()) return true;
     const int64_t col = col_offset_ + j;
-    return (keep8(row_offset_ + i, col >> 3) >> (col & 7)) & 1u;
+    return (keep8(global_row(i), col >> 3) >> (col & 7)) & 1u;
   }
   KOKKOS_INLINE_FUNCTION float scale() const { return active() ? 1.0f / (1.0f - rate_) : 1.0f; }
 
@@ -51,6 +61,7 @@ class Dropout {
   CounterRng rng_{0, 0};
   uint32_t threshold_ = 0;
   int64_t row_offset_ = 0, col_offset_ = 0;
+  Vector<const int64_t> row_ids_;
 };
 
 /// In place: y = dropout(relu?(y + bias)). `bias` may be empty.

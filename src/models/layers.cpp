@@ -4,6 +4,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/models/random_streams.hpp"
 
 namespace tessera {
 
@@ -18,8 +19,6 @@ const char* model_kind_name(ModelKind kind) {
 }
 
 namespace {
-// Random-stream ids: each parameter and each dropout site draws from its own stream.
-constexpr uint64_t kWeightStream = 1000, kRootStream = 2000, kDropoutStream = 1ull << 40;
 // One rank holds whole rows and features: nothing to reduce.
 template <class Scalar>
 void local_sum(const Vector<Scalar>&) {}
@@ -37,18 +36,18 @@ GnnLayer<Scalar>::GnnLayer(ModelKind kind, int index, LayerShape shape, NormKind
               shape.in, shape.out, true),
       bias_("layer" + std::to_string(index) + ".bias", 1, shape.out, false),
       norm_(shape.last ? NormKind::None : norm, "layer" + std::to_string(index) + ".norm", shape.out) {
-  glorot_init(weight_, seed, kWeightStream + uint64_t(index));
+  glorot_init(weight_, seed, streams::kWeight + uint64_t(index));
   Kokkos::deep_copy(bias_.value, Scalar(0));
   if (kind_ == ModelKind::Sage) {
     root_weight_ =
         Parameter<Scalar>("layer" + std::to_string(index) + ".root_weight", shape.in, shape.out, true);
-    glorot_init(root_weight_, seed, kRootStream + uint64_t(index));
+    glorot_init(root_weight_, seed, streams::kRootWeight + uint64_t(index));
   }
 }
 
 template <class Scalar>
 uint64_t GnnLayer<Scalar>::dropout_stream(int64_t epoch) const {
-  return kDropoutStream + (uint64_t(epoch) << 8) + uint64_t(index_) + 1;
+  return streams::dropout(epoch, index_);
 }
 
 template <class Scalar>

@@ -5,12 +5,10 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/models/random_streams.hpp"
 
 namespace tessera {
 
-namespace {
-constexpr uint64_t kInputDropoutStream = 1ull << 41;
-}
 
 std::string ModelConfig::describe() const {
   std::ostringstream s;
@@ -49,7 +47,7 @@ Matrix<Scalar> GnnModel<Scalar>::forward(const GraphOps<Scalar>& ops, const Matr
     Kokkos::deep_copy(dropped_input_, features);
     bias_relu_dropout_forward<Scalar>(
         dropped_input_, Vector<const Scalar>(), false,
-        Dropout(config_.input_dropout, pass.seed, kInputDropoutStream + uint64_t(pass.epoch)));
+        Dropout(config_.input_dropout, pass.seed, streams::input_dropout(pass.epoch)));
     h = dropped_input_;
   }
   Matrix<Scalar> out;

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "trainer_common.hpp"
+
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
@@ -91,12 +93,37 @@ void write_predictions(const std::string& path, const std::vector<int64_t>& pred
 
 }  // namespace
 
-TrainResult train_full_graph(const TrainOptions& options, const Communicator& world) {
-  world.check(world.size() == 1, "full-graph training runs on one rank in this version (got " +
-                                     std::to_string(world.size()) + "); start it with mpiexec -n 1");
-  ModelConfig config = options.model;
+void report_epoch(const EpochRecord& r, const TrainOptions& options, std::ofstream& metrics,
+                  const nlohmann::json& extra) {
+  if (!options.quiet) {
+    char line[256];
+    if (r.evaluated)
+      std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f  train %.4f  valid %.4f  test %.4f  time %.1f ms",
+                    (long long)r.epoch, r.loss, r.train_acc, r.valid_acc, r.test_acc, 1e3 * r.seconds);
+    else
+      std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f  time %.1f ms", (long long)r.epoch, r.loss,
+                    1e3 * r.seconds);
+    log_line(line);
+  }
+  if (metrics.is_open()) {
+    nlohmann::json j = {{"epoch", r.epoch},         {"loss", r.loss},
+                        {"epoch_s", r.seconds},     {"forward_s", r.forward_s},
+                        {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s},
+                        {"eval_s", r.eval_s}};
+    if (r.evaluated) {
+      j["train_acc"] = r.train_acc;
+      j["valid_acc"] = r.valid_acc;
+      j["test_acc"] = r.test_acc;
+    }
+    j.update(extra);
+    metrics << j.dump() << '\n' << std::flush;
+  }
+}
+
+void check_train_options(const TrainOptions& options, const Communicator& world) {
   std::string invalid;
   try {
+    ModelConfig config = options.model;
     config.in = std::max<int64_t>(config.in, 1);
     config.out = std::max<int64_t>(config.out, 1);
     config.validate();
@@ -104,12 +131,21 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
     require(options.checkpoint_every >= 0, "--checkpoint-every must not be negative");
     require(options.eval_every >= 1, "--eval-every must be at least 1, not ", options.eval_every);
     require(!options.resume || !options.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
-    require(options.checkpoint_every == 0 || !options.checkpoint_dir.empty(),
-            "--checkpoint-every needs --checkpoint DIR");
+    require(options.checkpoint_every == 0 || !options.checkpoint_dir.empty(), "--checkpoint-every needs --checkpoint DIR");
   } catch (const Error& e) {
     invalid = e.what();
   }
   world.check(invalid.empty(), invalid);
+}
+
+void write_predictions_file(const std::string& path, const std::vector<int64_t>& predictions) {
+  write_predictions(path, predictions);
+}
+
+TrainResult train_full_graph(const TrainOptions& options, const Communicator& world) {
+  if (!options.grid.empty() || world.size() > 1) return train_3d(options, world);
+  check_train_options(options, world);
+  ModelConfig config = options.model;
 
   Stopwatch load_watch;
   LoadedGraph g = load(options, config, world);
@@ -181,29 +217,7 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
     progress.epochs_done = epoch + 1;
     result.history.push_back(r);
 
-    if (!options.quiet) {
-      char line[256];
-      if (r.evaluated)
-        std::snprintf(line, sizeof(line),
-                      "epoch %4lld  loss %.4f  train %.4f  valid %.4f  test %.4f  time %.1f ms",
-                      (long long)r.epoch, r.loss, r.train_acc, r.valid_acc, r.test_acc, 1e3 * r.seconds);
-      else
-        std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f  time %.1f ms", (long long)r.epoch, r.loss,
-                      1e3 * r.seconds);
-      log_line(line);
-    }
-    if (metrics.is_open()) {
-      nlohmann::json j = {{"epoch", r.epoch},           {"loss", r.loss},
-                          {"epoch_s", r.seconds},       {"forward_s", r.forward_s},
-                          {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s},
-                          {"eval_s", r.eval_s}};
-      if (r.evaluated) {
-        j["train_acc"] = r.train_acc;
-        j["valid_acc"] = r.valid_acc;
-        j["test_acc"] = r.test_acc;
-      }
-      metrics << j.dump() << '\n' << std::flush;
-    }
+    report_epoch(r, options, metrics, nlohmann::json::object());
     if (options.checkpoint_every > 0 && progress.epochs_done % options.checkpoint_every == 0)
       save_checkpoint(checkpoint, model, optimizer, progress, world);
   }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Full-graph training on one rank: loads a graph file, builds the aggregation operators, runs epochs of
+// Full-graph training, on one rank or on a 3D process grid (DESIGN §4): loads a graph file, builds the aggregation operators, runs epochs of
 // forward / masked cross-entropy / backward / Adam, evaluates train/valid/test accuracy after each,
 // reports (console line, --metrics JSON lines), keeps the best-validation predictions, checkpoints
 // and resumes.
@@ -12,11 +12,14 @@
 #include "tessera/comm/communicator.hpp"
 #include "tessera/models/model.hpp"
 #include "tessera/models/optimizer.hpp"
+#include "tessera/graph/permutation.hpp"
 
 namespace tessera {
 
 struct TrainOptions {
   std::string data;
+  std::string grid;  // "XxYxZ": 3D full-graph training (GCN); empty: one rank, or required on several
+  PermuteMode permute = PermuteMode::Double;  // 3D only
   ModelConfig model;  // in / out are taken from the data
   AdamSettings optimizer;
   int64_t epochs = 200;
@@ -44,7 +47,8 @@ struct TrainResult {
   std::vector<float> final_weights;  // every parameter, concatenated (for resume checks)
 };
 
-/// Collective over world (currently one rank). Throws Error / CollectiveError on bad input.
+/// Collective over world: one rank without --grid (GCN or GraphSAGE), else the 3D grid (GCN).
+/// Throws Error / CollectiveError on bad input.
 TrainResult train_full_graph(const TrainOptions& options, const Communicator& world);
 
 }  // namespace tessera

@@ -123,5 +123,16 @@ case "$case_name" in
     expect_error "ck/checkpoint.h5: cannot open the checkpoint" "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume
     rm ck/checkpoint.h5
     expect_error "ck/checkpoint.h5: no checkpoint to resume from" "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume ;;
+  bad_train_multirank)
+    good_h5
+    expect_error "full-graph training runs on one rank in this version \(got 2\)" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 ;;
+  bench_smoke)
+    out=$("$TESSERA" bench spmm --nodes 2000 --degree 5 --widths 8,33 --repeat 2 && "$TESSERA" bench gemm --m 300 --n 20 \
+      --k 30 --repeat 2 && "$TESSERA" bench stream --elements 100000 --repeat 2) || exit 1
+    echo "$out"
+    for want in "spmm width    8:" "spmm width   33:" "GB/s" "GFLOP/s" "gemm 300x20x30: NN" "stream triad: 100000 floats"; do
+      grep -qF "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
+    done ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

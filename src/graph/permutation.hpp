@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Random permutations of [0, n) that need no table: p(i) and its inverse are evaluated in O(1) from the
+// seed (a 4-round Feistel network over the smallest even bit width covering n, with cycle-walking back into
+// [0, n)). Every rank computes the same p without communication or O(n) memory, which is what the double
+// permutation of the 3D layout needs (DESIGN §4).
+#pragma once
+
+#include <cstdint>
+
+namespace tessera {
+
+enum class PermuteMode { None, Single, Double };
+PermuteMode parse_permute_mode(const char* text);
+const char* permute_mode_name(PermuteMode mode);
+
+class RandomPermutation {
+ public:
+  /// The identity on [0, n).
+  explicit RandomPermutation(int64_t n = 0) : n_(n) {}
+  /// A permutation keyed by (seed, stream).
+  RandomPermutation(int64_t n, uint64_t seed, uint64_t stream);
+
+  int64_t size() const { return n_; }
+  bool identity() const { return half_bits_ == 0; }
+  /// p(i): the node at position i.
+  int64_t operator()(int64_t i) const;
+  /// p^-1(v): the position of node v.
+  int64_t inverse(int64_t v) const;
+
+ private:
+  uint64_t round(int r, uint64_t half) const;
+  uint64_t forward_once(uint64_t x) const;
+  uint64_t backward_once(uint64_t x) const;
+  int64_t n_ = 0;
+  int half_bits_ = 0;  // 0: identity
+  uint64_t key_ = 0;
+};
+
+}  // namespace tessera

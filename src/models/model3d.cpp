@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/model3d.hpp"
+
+#include <cmath>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/random.hpp"
+#include "tessera/kernels/elementwise.hpp"
+#include "tessera/models/random_streams.hpp"
+
+namespace tessera {
+
+namespace {
+
+// Glorot uniform on the global matrix (rows x cols), written into the local block at (row0, col0);
+// entries in padding stay zero. Same key and counters as glorot_init on one rank.
+void glorot_block(const Parameter<float>& p, int64_t row0, int64_t col0, int64_t rows, int64_t cols, uint64_t seed,
+                  uint64_t stream) {
+  const float bound = float(std::sqrt(6.0 / double(rows + cols)));
+  const CounterRng rng(seed, stream);
+  const Matrix<float> w = p.matrix();
+  Kokkos::parallel_for(
+      "tessera::glorot_block", Kokkos::RangePolicy<ExecSpace>(0, int64_t(w.extent(0))), KOKKOS_LAMBDA(int64_t i) {
+        for (int64_t j = 0; j < int64_t(w.extent(1)); ++j) {
+          const int64_t gi = row0 + i, gj = col0 + j;
+          w(i, j) = gi < rows && gj < cols ? bound * (2.0f * rng.uniform(uint64_t(gi), uint64_t(gj)) - 1.0f) : 0.0f;
+        }
+      });
+}
+
+}  // namespace
+
+GcnLayer3D::GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout,
+                       uint64_t seed)
+    : graph_(graph), index_(index), last_(index + 1 == graph.layout.layers()), dropout_(dropout),
+      comms_(layer_comms(grid, index)),
+      weight_("layer" + std::to_string(index) + ".weight",
+              graph.layout.padded_dim(index) / grid.shape().extent(roles_for_layer(index).b),
+              graph.layout.padded_dim(index + 1) / grid.shape().extent(roles_for_layer(index).a), true),
+      bias_("layer" + std::to_string(index) + ".bias", 1, weight_.cols, false),
+      norm_(last_ ? NormKind::None : norm, "layer" + std::to_string(index) + ".norm", weight_.cols) {
+  const Layout3D& layout = graph.layout;
+  const AxisRoles roles = roles_for_layer(index);
+  const GridCoords& me = grid.coords();
+  in_begin_ = layout.dim_block(index, roles.b, me.get(roles.b)).first;
+  out_begin_ = layout.dim_block(index + 1, roles.a, me.get(roles.a)).first;
+  valid_rows_ = graph.valid_rows(index);
+  weight_owner_ = me.get(roles.c) == 0;
+  row_owner_ = me.get(roles.c) == 0 && me.get(roles.b) == 0;
+  glorot_block(weight_, in_begin_, out_begin_, layout.dim(index), layout.dim(index + 1), seed,
+               streams::kWeight + uint64_t(index));
+  Kokkos::deep_copy(bias_.value, 0.0f);
+  const int64_t rows_c = layout.padded_nodes() / grid.shape().extent(roles.c);
+  const int64_t rows_a = layout.padded_nodes() / grid.shape().extent(roles.a);
+  agg_ = Matrix<float>("agg", size_t(rows_c), size_t(weight_.rows));
+  grad_agg_ = Matrix<float>("grad_agg", size_t(rows_c), size_t(weight_.rows));
+  out_ = Matrix<float>("out", size_t(rows_c), size_t(weight_.cols));
+  grad_in_ = Matrix<float>("grad_in", size_t(rows_a), size_t(weight_.rows));
+}
+
+std::vector<Parameter<float>*> GcnLayer3D::parameters() {
+  std::vector<Parameter<float>*> out = {&weight_, &bias_};
+  if (norm_.kind() != NormKind::None) out.insert(out.end(), {&norm_.gamma(), &norm_.beta()});
+  return out;
+}
+
+std::vector<BlockPlacement> GcnLayer3D::placements() const {
+  const int64_t in = graph_.layout.dim(index_), out = graph_.layout.dim(index_ + 1);
+  std::vector<BlockPlacement> p = {BlockPlacement{in_begin_, out_begin_, in, out, weight_owner_},
+                                   BlockPlacement{0, out_begin_, 1, out, row_owner_}};
+  if (norm_.kind() != NormKind::None) p.insert(p.end(), {p[1], p[1]});
+  return p;
+}
+
+Dropout GcnLayer3D::output_dropout(const PassInfo& pass) const {
+  if (last_ || !pass.training) return Dropout();
+  return Dropout(dropout_, pass.seed, streams::dropout(pass.epoch, index_), 0, out_begin_)
+      .with_row_ids(graph_.output_ids[size_t(index_)]);
+}
+
+Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const PassInfo& pass) {
+  input_ = in;
+  const bool agg_ready = static_input_ && aggregated_input_ == in.data();
+  pmm_forward(graph_.adjacency[size_t(index_ % 6)], comms_, in, weight_.matrix(), agg_, out_, agg_ready);
+  aggregated_input_ = static_input_ ? in.data() : nullptr;
+  const Dropout dropout = output_dropout(pass);
+  const Vector<const float> bias = bias_.value;
+  if (norm_.kind() != NormKind::None) {
+    bias_relu_dropout_forward<float>(out_, bias, false, Dropout());
+    const auto rows = Kokkos::subview(out_, std::make_pair(int64_t(0), valid_rows_), Kokkos::ALL());
+    const LayerComms c = comms_;
+    norm_.forward(
+        rows, pass.training, graph_.layout.num_nodes(), graph_.layout.dim(index_ + 1),
+        [c](const Vector<float>& v) { sum_over(*c.c, v.data(), int64_t(v.extent(0)), "norm allreduce c"); },
+        [c](const Vector<float>& v) { sum_over(*c.a, v.data(), int64_t(v.extent(0)), "norm allreduce a"); });
+    bias_relu_dropout_forward<float>(out_, Vector<const float>(), !last_, dropout);
+  } else {
+    bias_relu_dropout_forward<float>(out_, bias, !last_, dropout);
+  }
+  return out_;
+}
+
+Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass) {
+  bias_relu_dropout_backward<float>(grad_out, out_, !last_, output_dropout(pass));
+  if (norm_.kind() != NormKind::None) {
+    const auto rows = Kokkos::subview(grad_out, std::make_pair(int64_t(0), valid_rows_), Kokkos::ALL());
+    const LayerComms c = comms_;
+    norm_.backward(
+        rows, graph_.layout.num_nodes(), graph_.layout.dim(index_ + 1),
+        [c](const Vector<float>& v) { sum_over(*c.c, v.data(), int64_t(v.extent(0)), "norm allreduce c"); },
+        [c](const Vector<float>& v) { sum_over(*c.a, v.data(), int64_t(v.extent(0)), "norm allreduce a"); });
+  }
+  column_sums<float>(grad_out, bias_.grad, Vector<float>());
+  sum_over(*comms_.c, bias_.grad.data(), bias_.size(), "backward allreduce c (weights)");
+  pmm_backward(graph_.adjacency[size_t(index_ % 6)], comms_, agg_, weight_.matrix(), grad_out, weight_.grad_matrix(),
+               want_input_grad ? grad_agg_ : Matrix<float>(), want_input_grad ? grad_in_ : Matrix<float>());
+  return grad_in_;
+}
+
+GcnModel3D::GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config)
+    : graph_(graph), config_(config) {
+  require(config.kind == ModelKind::Gcn, "the 3D trainer supports --model gcn only (GraphSAGE runs on one rank)");
+  for (int l = 0; l < graph.layout.layers(); ++l)
+    layers_.push_back(std::make_unique<GcnLayer3D>(grid, graph, l, config.norm, config.dropout, config.seed));
+  layers_.front()->set_static_input(config.input_dropout == 0);
+}
+
+Matrix<float> GcnModel3D::forward(const PassInfo& pass) {
+  Matrix<const float> h = graph_.features;
+  if (pass.training && config_.input_dropout > 0) {
+    if (dropped_input_.extent(0) != graph_.features.extent(0))
+      dropped_input_ = Matrix<float>("input_dropout", graph_.features.extent(0), graph_.features.extent(1));
+    Kokkos::deep_copy(dropped_input_, graph_.features);
+    bias_relu_dropout_forward<float>(
+        dropped_input_, Vector<const float>(), false,
+        Dropout(config_.input_dropout, pass.seed, streams::input_dropout(pass.epoch), 0,
+                layers_.front()->in_col_begin())
+            .with_row_ids(graph_.input_ids));
+    h = dropped_input_;
+  }
+  Matrix<float> out;
+  for (auto& layer : layers_) {
+    out = layer->forward(h, pass);
+    h = out;
+  }
+  return out;
+}
+
+void GcnModel3D::backward(const Matrix<float>& grad_logits, const PassInfo& pass) {
+  Matrix<float> grad = grad_logits;
+  for (int l = int(layers_.size()) - 1; l >= 0; --l) grad = layers_[size_t(l)]->backward(grad, l > 0, pass);
+}
+
+std::vector<Parameter<float>*> GcnModel3D::parameters() {
+  std::vector<Parameter<float>*> out;
+  for (auto& layer : layers_)
+    for (Parameter<float>* p : layer->parameters()) out.push_back(p);
+  return out;
+}
+
+std::vector<BlockPlacement> GcnModel3D::placements() const {
+  std::vector<BlockPlacement> out;
+  for (const auto& layer : layers_)
+    for (const BlockPlacement& p : layer->placements()) out.push_back(p);
+  return out;
+}
+
+std::vector<float> GcnModel3D::gather_parameters(const Communicator& comm) {
+  const std::vector<Parameter<float>*> params = parameters();
+  const std::vector<BlockPlacement> places = placements();
+  std::vector<float> all;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const BlockPlacement& b = places[i];
+    std::vector<float> global(static_cast<size_t>(b.rows * b.cols), 0.0f);
+    if (b.owner) {
+      const auto local = Kokkos::create_mirror_view_and_copy(HostSpace(), params[i]->value);
+      for (int64_t r = 0; r < params[i]->rows; ++r)
+        for (int64_t c = 0; c < params[i]->cols; ++c) {
+          const int64_t gr = b.row_begin + r, gc = b.col_begin + c;
+          if (gr < b.rows && gc < b.cols) global[size_t(gr * b.cols + gc)] = local(r * params[i]->cols + c);
+        }
+    }
+    all_reduce(comm, global.data(), int64_t(global.size()), ReduceOp::Sum, "gather parameters");
+    all.insert(all.end(), global.begin(), global.end());
+  }
+  return all;
+}
+
+}  // namespace tessera

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// GCN on the 3D grid: each layer holds its blocks of W and b (DESIGN §4 layout), runs the PMM schedule,
+// then bias, norm (statistics all-reduced over the sharded axis), ReLU and dropout on its output block.
+// Initialization and dropout use global coordinates and the same random streams as the one-rank model,
+// so any grid computes the same numbers up to summation order.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tessera/kernels/elementwise.hpp"
+#include "tessera/models/layers.hpp"
+#include "tessera/models/model.hpp"
+#include "tessera/parallel3d/pmm.hpp"
+
+namespace tessera {
+
+/// Where a parameter block sits in the global (unpadded) matrix, and which replica writes it.
+struct BlockPlacement {
+  int64_t row_begin = 0, col_begin = 0;  // of the local block in the global matrix
+  int64_t rows = 0, cols = 0;            // global matrix shape
+  bool owner = false;                    // one rank among the replicas of this block
+};
+
+class GcnLayer3D {
+ public:
+  GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout, uint64_t seed);
+
+  Matrix<float> forward(const Matrix<const float>& in, const PassInfo& pass);
+  Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass);
+
+  std::vector<Parameter<float>*> parameters();
+  std::vector<BlockPlacement> placements() const;  // same order as parameters()
+  void set_static_input(bool value) { static_input_ = value; }
+  int64_t in_col_begin() const { return in_begin_; }
+  int64_t out_col_begin() const { return out_begin_; }
+
+ private:
+  Dropout output_dropout(const PassInfo& pass) const;
+  const Graph3D& graph_;
+  int index_;
+  bool last_;
+  float dropout_;
+  LayerComms comms_;
+  int64_t in_begin_, out_begin_, valid_rows_;
+  bool static_input_ = false, row_owner_, weight_owner_;
+  const float* aggregated_input_ = nullptr;
+  Parameter<float> weight_, bias_;
+  FeatureNorm<float> norm_;
+  Matrix<const float> input_;
+  Matrix<float> agg_, out_, grad_agg_, grad_in_;
+};
+
+class GcnModel3D {
+ public:
+  GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config);
+
+  Matrix<float> forward(const PassInfo& pass);  // logits block of the last layer
+  void backward(const Matrix<float>& grad_logits, const PassInfo& pass);
+  std::vector<Parameter<float>*> parameters();
+  std::vector<BlockPlacement> placements() const;
+  /// Every parameter in global layout, concatenated in parameters() order (collective over the replica).
+  std::vector<float> gather_parameters(const Communicator& comm);
+  int64_t logits_col_begin() const { return layers_.back()->out_col_begin(); }
+
+ private:
+  const Graph3D& graph_;
+  ModelConfig config_;
+  std::vector<std::unique_ptr<GcnLayer3D>> layers_;
+  Matrix<float> dropped_input_;
+};
+
+}  // namespace tessera

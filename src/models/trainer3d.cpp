@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Full-graph GCN training on a 3D process grid: the same epoch loop as the one-rank trainer over the
+// distributed model, loss and accuracy, with communication accounted per epoch.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/timer.hpp"
+#include "tessera/kernels/loss.hpp"
+#include "tessera/models/checkpoint.hpp"
+#include "tessera/models/model3d.hpp"
+#include "trainer_common.hpp"
+
+namespace tessera {
+
+namespace {
+
+GridShape parse_grid(const TrainOptions& options, const Communicator& world) {
+  std::string problem;
+  GridShape shape;
+  try {
+    require(!options.grid.empty(), "training on ", world.size(),
+            " ranks needs --grid XxYxZ (a factorization of the rank count, e.g. 1x1x", world.size(), ")");
+    shape = GridShape::parse(options.grid);
+    require(shape.d == 1, "--grid: full-graph training uses a 3D grid (XxYxZ), not ", options.grid);
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  world.check(problem.empty(), problem);
+  return shape;
+}
+
+// Bytes this rank sent per collective kind since `before`, as JSON.
+nlohmann::json comm_delta(const CommStats& now, const CommStats& before) {
+  nlohmann::json j;
+  for (int k = 0; k < int(Collective::Count); ++k) {
+    const Collective kind = Collective(k);
+    const int64_t bytes = now.total(kind).bytes - before.total(kind).bytes;
+    if (bytes > 0) j[std::string("bytes_") + collective_name(kind)] = bytes;
+  }
+  j["comm_s"] = [&] {
+    double s = 0;
+    for (int k = 0; k < int(Collective::Count); ++k) s += now.total(Collective(k)).seconds - before.total(Collective(k)).seconds;
+    return s;
+  }();
+  return j;
+}
+
+}  // namespace
+
+TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
+  check_train_options(options, world);
+  const GridShape shape = parse_grid(options, world);
+  world.check(options.model.kind == ModelKind::Gcn,
+              "the 3D trainer supports --model gcn; GraphSAGE trains on one rank (no --grid)");
+  world.check(options.checkpoint_dir.empty() && !options.resume,
+              "checkpoints of 3D runs are not available in this version (train on one rank to checkpoint)");
+  const ProcessGrid grid(world, shape);
+  Stopwatch load_watch;
+  const GraphFileReader reader(world, options.data);
+  Load3DOptions load;
+  load.hidden.assign(size_t(std::max(0, options.model.layers - 1)), options.model.hidden);
+  load.permute = options.permute;
+  load.seed = options.model.seed;
+  load.normalize_features = options.normalize_features;
+  const Graph3D g = load_graph_3d(reader, grid, load);
+  ModelConfig config = options.model;
+  config.in = reader.meta().num_features;
+  config.out = reader.meta().num_classes;
+  {
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "loaded %s on grid %s in %.2f s (permute %s): adjacency blocks max/mean nonzeros %.3f; %s",
+                  options.data.c_str(), shape.str().c_str(), load_watch.seconds(), permute_mode_name(options.permute),
+                  g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0, config.describe().c_str());
+    log_line(line);
+  }
+  GcnModel3D model(grid, g, config);
+  Adam optimizer(model.parameters(), options.optimizer);
+  const int last = config.layers - 1;
+  const LayerComms out_comms = layer_comms(grid, last);
+  const int64_t col_begin = model.logits_col_begin(), classes = config.out;
+
+  std::ofstream metrics;
+  if (!options.metrics_path.empty() && world.rank() == 0) metrics.open(options.metrics_path, std::ios::trunc);
+  world.check(options.metrics_path.empty() || world.rank() != 0 || bool(metrics),
+              options.metrics_path + ": cannot write metrics");
+
+  const Matrix<float> first = model.forward(PassInfo{false, config.seed, 0});
+  Matrix<float> grad("grad_logits", first.extent(0), first.extent(1));
+  TrainResult result;
+  TrainingProgress progress;
+  std::vector<int64_t> best_predictions;
+  for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
+    EpochRecord r;
+    r.epoch = epoch + 1;
+    const CommStats before = world.stats();
+    Stopwatch epoch_watch, phase;
+    const PassInfo pass{true, config.seed, epoch};
+    const Matrix<float> logits = model.forward(pass);
+    const auto [loss_sum, count] = softmax_cross_entropy_3d(out_comms, logits, col_begin, classes, g.labels, g.train,
+                                                            1.0f / float(g.num_train), grad);
+    r.loss = loss_sum / double(std::max<int64_t>(count, 1));
+    r.forward_s = phase.seconds();
+    phase.restart();
+    model.backward(grad, pass);
+    r.backward_s = phase.seconds();
+    phase.restart();
+    optimizer.step();
+    Kokkos::fence();
+    r.optimizer_s = phase.seconds();
+    phase.restart();
+    r.evaluated = (epoch + 1) % options.eval_every == 0 || epoch + 1 == options.epochs;
+    if (r.evaluated) {
+      const Matrix<float> eval = model.forward(PassInfo{false, config.seed, epoch});
+      auto acc = [&](const Vector<uint8_t>& mask) {
+        const auto [hits, n] = count_correct_3d(out_comms, eval, col_begin, classes, g.labels, mask);
+        return n > 0 ? double(hits) / double(n) : 0.0;
+      };
+      r.train_acc = acc(g.train);
+      r.valid_acc = acc(g.valid);
+      r.test_acc = acc(g.test);
+      if (r.valid_acc > progress.best_valid) {
+        progress = TrainingProgress{r.epoch, r.epoch, r.valid_acc, r.test_acc};
+        if (!options.predictions_path.empty()) {
+          // Rows of the output block, by node id, gathered on rank 0 from one replica of each block.
+          const Vector<int64_t> pred = argmax_3d(out_comms, eval, col_begin, classes);
+          const auto hp = Kokkos::create_mirror_view_and_copy(HostSpace(), pred);
+          const auto ids = Kokkos::create_mirror_view_and_copy(HostSpace(), g.output_ids[size_t(last)]);
+          std::vector<std::vector<int64_t>> to_root(static_cast<size_t>(world.size()));
+          if (out_comms.a->rank() == 0 && out_comms.b->rank() == 0)
+            for (size_t i = 0; i < ids.extent(0); ++i)
+              if (ids(i) >= 0) to_root[0].insert(to_root[0].end(), {ids(i), hp(i)});
+          const std::vector<int64_t> got = exchange_buckets(world, to_root, "predictions");
+          best_predictions.assign(size_t(reader.meta().num_nodes), -1);
+          for (size_t k = 0; k < got.size(); k += 2) best_predictions[size_t(got[k])] = got[k + 1];
+        }
+      }
+    }
+    r.eval_s = phase.seconds();
+    r.seconds = epoch_watch.seconds();
+    // The slowest rank's communication, so the line describes the whole grid.
+    nlohmann::json comm = comm_delta(world.stats(), before);
+    int64_t bytes = 0;
+    for (auto& [key, value] : comm.items())
+      if (key.rfind("bytes_", 0) == 0) bytes += value.get<int64_t>();
+    const int64_t max_bytes = all_reduce_value(world, bytes, ReduceOp::Max, "report");
+    comm["bytes_max_rank"] = max_bytes;
+    result.history.push_back(r);
+    report_epoch(r, options, metrics, comm);
+  }
+  if (!options.predictions_path.empty())
+    world.run_on(0, [&] { write_predictions_file(options.predictions_path, best_predictions); });
+  result.best_epoch = progress.best_epoch;
+  result.best_valid = progress.best_valid;
+  result.test_at_best = progress.test_at_best;
+  result.final_weights = model.gather_parameters(grid.replica());
+  return result;
+}
+
+}  // namespace tessera

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/parallel3d/pmm.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/kernels/gemm.hpp"
+
+namespace tessera {
+
+LayerComms layer_comms(const ProcessGrid& grid, int layer) {
+  const AxisRoles r = roles_for_layer(layer);
+  return {&grid.axis(r.a), &grid.axis(r.b), &grid.axis(r.c)};
+}
+
+void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase) {
+  if (comm.size() == 1) return;
+  Kokkos::fence();
+  all_reduce(comm, data, count, ReduceOp::Sum, phase);
+}
+
+namespace {
+int64_t size_of(const Matrix<float>& m) { return int64_t(m.extent(0) * m.extent(1)); }
+}  // namespace
+
+void pmm_forward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& h,
+                 const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out, bool agg_ready) {
+  if (!agg_ready) {
+    a.forward.apply(h, agg);
+    sum_over(*comms.a, agg.data(), size_of(agg), "forward allreduce a");
+  }
+  gemm<float>(Trans::No, Trans::No, 1.0f, agg, w, 0.0f, out);
+  sum_over(*comms.b, out.data(), size_of(out), "forward allreduce b");
+}
+
+void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& agg,
+                  const Matrix<const float>& w, const Matrix<const float>& g_out, const Matrix<float>& g_w,
+                  const Matrix<float>& g_agg, const Matrix<float>& g_h) {
+  gemm<float>(Trans::Yes, Trans::No, 1.0f, agg, g_out, 0.0f, g_w);
+  sum_over(*comms.c, g_w.data(), size_of(g_w), "backward allreduce c (weights)");
+  if (g_h.extent(0) == 0) return;
+  gemm<float>(Trans::No, Trans::Yes, 1.0f, g_out, w, 0.0f, g_agg);
+  sum_over(*comms.a, g_agg.data(), size_of(g_agg), "backward allreduce a");
+  a.transpose.apply(g_agg, g_h);
+  sum_over(*comms.c, g_h.data(), size_of(g_h), "backward allreduce c (inputs)");
+}
+
+namespace {
+
+using Exec = ExecSpace;
+
+// Per row: max over the real local classes, then over a.
+Vector<float> row_max(const LayerComms& comms, const Matrix<const float>& x, int64_t col_begin, int64_t classes) {
+  const int64_t cols = int64_t(x.extent(1));
+  const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
+  Vector<float> m("row_max", x.extent(0));
+  Kokkos::parallel_for(
+      "tessera::row_max", Kokkos::RangePolicy<Exec>(0, int64_t(x.extent(0))), KOKKOS_LAMBDA(int64_t i) {
+        float top = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < local; ++j) top = x(i, j) > top ? x(i, j) : top;
+        m(i) = top;
+      });
+  Kokkos::fence();
+  if (comms.a->size() > 1) all_reduce(*comms.a, m.data(), int64_t(m.extent(0)), ReduceOp::Max, "loss allreduce a");
+  return m;
+}
+
+}  // namespace
+
+std::pair<double, int64_t> softmax_cross_entropy_3d(const LayerComms& comms, const Matrix<const float>& x,
+                                                    int64_t col_begin, int64_t classes,
+                                                    const Vector<const int64_t>& labels,
+                                                    const Vector<const uint8_t>& mask, float grad_scale,
+                                                    const Matrix<float>& grad) {
+  const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
+  const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
+  const Vector<float> top = row_max(comms, x, col_begin, classes);
+  // Sum of exponentials and the label's logit, both summed over a (only one rank holds the label column).
+  Matrix<double> parts("loss_parts", size_t(rows), 2);
+  Kokkos::parallel_for(
+      "tessera::loss_parts", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+        double s = 0;
+        for (int64_t j = 0; j < local; ++j) s += ::exp(double(x(i, j) - top(i)));
+        const int64_t y = labels(i) - col_begin;
+        parts(i, 0) = s;
+        parts(i, 1) = y >= 0 && y < local ? double(x(i, y) - top(i)) : 0.0;
+      });
+  Kokkos::fence();
+  if (comms.a->size() > 1) all_reduce(*comms.a, parts.data(), 2 * rows, ReduceOp::Sum, "loss allreduce a");
+  const bool want_grad = grad.extent(0) > 0;
+  double loss = 0;
+  int64_t count = 0;
+  Kokkos::parallel_reduce(
+      "tessera::loss_3d", Kokkos::RangePolicy<Exec>(0, rows),
+      KOKKOS_LAMBDA(int64_t i, double& sum, int64_t& n) {
+        const bool selected = mask(i) != 0 && labels(i) >= 0;
+        if (want_grad)
+          for (int64_t j = 0; j < cols; ++j) {
+            const double p = j < local ? ::exp(double(x(i, j) - top(i))) / parts(i, 0) : 0.0;
+            grad(i, j) = selected ? grad_scale * float(p - (col_begin + j == labels(i) ? 1.0 : 0.0)) : 0.0f;
+          }
+        if (!selected) return;
+        sum += ::log(parts(i, 0)) - parts(i, 1);
+        n += 1;
+      },
+      loss, count);
+  double totals[2] = {loss, double(count)};
+  if (comms.c->size() > 1) all_reduce(*comms.c, totals, 2, ReduceOp::Sum, "loss allreduce c");
+  return {totals[0], int64_t(totals[1])};
+}
+
+Vector<int64_t> argmax_3d(const LayerComms& comms, const Matrix<const float>& x, int64_t col_begin, int64_t classes) {
+  const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
+  const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
+  struct ValueIndex {
+    float value;
+    int index;
+  };
+  Kokkos::View<ValueIndex*, Kokkos::HostSpace> best("argmax", size_t(rows));
+  const auto hx = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
+  for (int64_t i = 0; i < rows; ++i) {
+    ValueIndex b{-std::numeric_limits<float>::infinity(), int(classes)};
+    for (int64_t j = 0; j < local; ++j)
+      if (hx(i, j) > b.value) b = {hx(i, j), int(col_begin + j)};
+    best(i) = b;
+  }
+  if (comms.a->size() > 1) {
+    // MPI_MAXLOC keeps the lowest index among equal values, as the one-rank argmax does.
+    Stopwatch watch;
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, best.data(), mpi_count(rows, "MPI_Allreduce"), MPI_FLOAT_INT, MPI_MAXLOC,
+                            comms.a->get()),
+              "MPI_Allreduce");
+    comms.a->stats().record("accuracy allreduce a", Collective::AllReduce, rows * int64_t(sizeof(ValueIndex)),
+                            watch.seconds());
+  }
+  HostVector<int64_t> out("argmax", size_t(rows));
+  for (int64_t i = 0; i < rows; ++i) out(i) = best(i).index;
+  return Kokkos::create_mirror_view_and_copy(DeviceSpace(), out);
+}
+
+std::pair<int64_t, int64_t> count_correct_3d(const LayerComms& comms, const Matrix<const float>& x, int64_t col_begin,
+                                             int64_t classes, const Vector<const int64_t>& labels,
+                                             const Vector<const uint8_t>& mask) {
+  const Vector<int64_t> pred = argmax_3d(comms, x, col_begin, classes);
+  int64_t correct = 0, count = 0;
+  Kokkos::parallel_reduce(
+      "tessera::correct_3d", Kokkos::RangePolicy<Exec>(0, int64_t(x.extent(0))),
+      KOKKOS_LAMBDA(int64_t i, int64_t& hits, int64_t& n) {
+        if (mask(i) == 0 || labels(i) < 0) return;
+        hits += pred(i) == labels(i) ? 1 : 0;
+        n += 1;
+      },
+      correct, count);
+  int64_t totals[2] = {correct, count};
+  if (comms.c->size() > 1) all_reduce(*comms.c, totals, 2, ReduceOp::Sum, "accuracy allreduce c");
+  return {totals[0], totals[1]};
+}
+
+}  // namespace tessera

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The communication schedule of one layer's A * H * W on the 3D grid (DESIGN §4, Plexus):
+//   forward   AGG = A_loc H      -> all-reduce over a      OUT = AGG W      -> all-reduce over b
+//   backward  gW = AGG^T gOUT    -> all-reduce over c      gAGG = gOUT W^T  -> all-reduce over a
+//             gH = A_loc^T gAGG  -> all-reduce over c      (layer 0 skips gAGG and gH)
+// Only dense blocks travel; the sparse blocks never move after loading. A reduction over an axis of
+// extent 1 moves nothing and is not counted.
+#pragma once
+
+#include <string>
+
+#include "tessera/comm/process_grid.hpp"
+#include "tessera/parallel3d/graph3d.hpp"
+
+namespace tessera {
+
+/// The axis communicators of one layer's roles.
+struct LayerComms {
+  const Communicator* a;
+  const Communicator* b;
+  const Communicator* c;
+};
+LayerComms layer_comms(const ProcessGrid& grid, int layer);
+
+/// In-place sum of a block over `comm` (nothing when comm has one rank).
+void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase);
+
+/// agg (rows_c x in_b) = sum_a A_loc h; skipped when `agg_ready` (a static input aggregated before).
+/// out (rows_c x out_a) = sum_b agg w.
+void pmm_forward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& h,
+                 const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out, bool agg_ready);
+
+/// g_w = sum_c agg^T g_out; when g_h is not empty also g_agg = sum_a g_out w^T and g_h = sum_c A_loc^T g_agg.
+void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& agg,
+                  const Matrix<const float>& w, const Matrix<const float>& g_out, const Matrix<float>& g_w,
+                  const Matrix<float>& g_agg, const Matrix<float>& g_h);
+
+/// Distributed masked softmax cross-entropy over logits whose rows are split over c and classes over a
+/// (columns col_begin + j; only the first `classes` global columns are real). Returns the loss summed over
+/// selected rows of the whole grid and their count; grad = grad_scale * (softmax - onehot) when not empty.
+std::pair<double, int64_t> softmax_cross_entropy_3d(const LayerComms& comms, const Matrix<const float>& logits,
+                                                    int64_t col_begin, int64_t classes,
+                                                    const Vector<const int64_t>& labels,
+                                                    const Vector<const uint8_t>& mask, float grad_scale,
+                                                    const Matrix<float>& grad);
+
+/// Correct predictions (argmax over the real classes, lowest index on ties) and count, over the grid.
+std::pair<int64_t, int64_t> count_correct_3d(const LayerComms& comms, const Matrix<const float>& logits,
+                                             int64_t col_begin, int64_t classes, const Vector<const int64_t>& labels,
+                                             const Vector<const uint8_t>& mask);
+
+/// Local argmax (global class index) of every row, agreed over a.
+Vector<int64_t> argmax_3d(const LayerComms& comms, const Matrix<const float>& logits, int64_t col_begin,
+                          int64_t classes);
+
+}  // namespace tessera
