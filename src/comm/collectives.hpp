@@ -155,10 +155,11 @@ void all_gather_v(const Communicator& comm, const T* send, const std::vector<int
     offset += counts[r];
   }
   Stopwatch watch;
-  check_mpi(MPI_Allgatherv(send, n[size_t(comm.rank())], mpi_type<T>(), recv, n.data(), displs.data(), mpi_type<T>(),
-                           comm.get()),
+  check_mpi(MPI_Allgatherv(send, n[size_t(comm.rank())], mpi_type<T>(), recv, n.data(), displs.data(),
+                           mpi_type<T>(), comm.get()),
             "MPI_Allgatherv");
-  comm.stats().record(phase, Collective::AllGather, counts[size_t(comm.rank())] * int64_t(sizeof(T)), watch.seconds());
+  comm.stats().record(phase, Collective::AllGather, counts[size_t(comm.rank())] * int64_t(sizeof(T)),
+                      watch.seconds());
 }
 
 /// Sends buckets[r] to rank r and returns everything received, in rank order (recv_counts[r] from rank r).

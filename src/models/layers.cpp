@@ -54,7 +54,7 @@ template <class Scalar>
 std::vector<Parameter<Scalar>*> GnnLayer<Scalar>::parameters() {
   std::vector<Parameter<Scalar>*> out = {&weight_};
   if (kind_ == ModelKind::Sage) out.push_back(&root_weight_);
-  out.push_back(&bias_);
+  if (norm_.kind() != NormKind::Batch) out.push_back(&bias_);  // BatchNorm's shift replaces the bias
   if (norm_.kind() != NormKind::None) {
     out.push_back(&norm_.gamma());
     out.push_back(&norm_.beta());
@@ -97,7 +97,9 @@ Matrix<Scalar> GnnLayer<Scalar>::forward(const GraphOps<Scalar>& ops, const Matr
   if (hidden && pass.training) dropout = Dropout(dropout_, pass.seed, dropout_stream(pass.epoch));
   const Vector<const Scalar> bias = bias_.value;
   if (norm_.kind() != NormKind::None) {
-    bias_relu_dropout_forward<Scalar>(out_, bias, false, Dropout());
+    // A bias before BatchNorm is subtracted out again: its gradient is zero up to rounding, which Adam
+    // would amplify to full-size steps. BatchNorm layers have no bias (beta shifts instead).
+    if (norm_.kind() == NormKind::Rms) bias_relu_dropout_forward<Scalar>(out_, bias, false, Dropout());
     norm_.forward(out_, pass.training, ops.num_nodes, shape_.out, local_sum<Scalar>, local_sum<Scalar>);
     bias_relu_dropout_forward<Scalar>(out_, Vector<const Scalar>(), hidden, dropout);
   } else {
@@ -114,7 +116,7 @@ Matrix<Scalar> GnnLayer<Scalar>::backward(const GraphOps<Scalar>& ops, const Mat
   if (hidden && pass.training) dropout = Dropout(dropout_, pass.seed, dropout_stream(pass.epoch));
   bias_relu_dropout_backward<Scalar>(grad_out, out_, hidden, dropout);
   norm_.backward(grad_out, ops.num_nodes, shape_.out, local_sum<Scalar>, local_sum<Scalar>);
-  column_sums<Scalar>(grad_out, bias_.grad, Vector<Scalar>());
+  if (norm_.kind() != NormKind::Batch) column_sums<Scalar>(grad_out, bias_.grad, Vector<Scalar>());
 
   const Matrix<Scalar> gw = weight_.grad_matrix();
   const Matrix<const Scalar> w = weight_.matrix();

@@ -9,7 +9,6 @@
 
 namespace tessera {
 
-
 std::string ModelConfig::describe() const {
   std::ostringstream s;
   s << model_kind_name(kind) << ' ' << layers << 'x' << hidden << " (in " << in << ", out " << out

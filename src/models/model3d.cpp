@@ -15,16 +15,18 @@ namespace {
 
 // Glorot uniform on the global matrix (rows x cols), written into the local block at (row0, col0);
 // entries in padding stay zero. Same key and counters as glorot_init on one rank.
-void glorot_block(const Parameter<float>& p, int64_t row0, int64_t col0, int64_t rows, int64_t cols, uint64_t seed,
-                  uint64_t stream) {
+void glorot_block(const Parameter<float>& p, int64_t row0, int64_t col0, int64_t rows, int64_t cols,
+                  uint64_t seed, uint64_t stream) {
   const float bound = float(std::sqrt(6.0 / double(rows + cols)));
   const CounterRng rng(seed, stream);
   const Matrix<float> w = p.matrix();
   Kokkos::parallel_for(
-      "tessera::glorot_block", Kokkos::RangePolicy<ExecSpace>(0, int64_t(w.extent(0))), KOKKOS_LAMBDA(int64_t i) {
+      "tessera::glorot_block", Kokkos::RangePolicy<ExecSpace>(0, int64_t(w.extent(0))),
+      KOKKOS_LAMBDA(int64_t i) {
         for (int64_t j = 0; j < int64_t(w.extent(1)); ++j) {
           const int64_t gi = row0 + i, gj = col0 + j;
-          w(i, j) = gi < rows && gj < cols ? bound * (2.0f * rng.uniform(uint64_t(gi), uint64_t(gj)) - 1.0f) : 0.0f;
+          w(i, j) =
+              gi < rows && gj < cols ? bound * (2.0f * rng.uniform(uint64_t(gi), uint64_t(gj)) - 1.0f) : 0.0f;
         }
       });
 }
@@ -33,7 +35,10 @@ void glorot_block(const Parameter<float>& p, int64_t row0, int64_t col0, int64_t
 
 GcnLayer3D::GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout,
                        uint64_t seed)
-    : graph_(graph), index_(index), last_(index + 1 == graph.layout.layers()), dropout_(dropout),
+    : graph_(graph),
+      index_(index),
+      last_(index + 1 == graph.layout.layers()),
+      dropout_(dropout),
       comms_(layer_comms(grid, index)),
       weight_("layer" + std::to_string(index) + ".weight",
               graph.layout.padded_dim(index) / grid.shape().extent(roles_for_layer(index).b),
@@ -60,16 +65,18 @@ GcnLayer3D::GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index,
 }
 
 std::vector<Parameter<float>*> GcnLayer3D::parameters() {
-  std::vector<Parameter<float>*> out = {&weight_, &bias_};
+  std::vector<Parameter<float>*> out = {&weight_};
+  if (norm_.kind() != NormKind::Batch) out.push_back(&bias_);  // BatchNorm's shift replaces the bias
   if (norm_.kind() != NormKind::None) out.insert(out.end(), {&norm_.gamma(), &norm_.beta()});
   return out;
 }
 
 std::vector<BlockPlacement> GcnLayer3D::placements() const {
   const int64_t in = graph_.layout.dim(index_), out = graph_.layout.dim(index_ + 1);
-  std::vector<BlockPlacement> p = {BlockPlacement{in_begin_, out_begin_, in, out, weight_owner_},
-                                   BlockPlacement{0, out_begin_, 1, out, row_owner_}};
-  if (norm_.kind() != NormKind::None) p.insert(p.end(), {p[1], p[1]});
+  const BlockPlacement row{0, out_begin_, 1, out, row_owner_};
+  std::vector<BlockPlacement> p = {BlockPlacement{in_begin_, out_begin_, in, out, weight_owner_}};
+  if (norm_.kind() != NormKind::Batch) p.push_back(row);
+  if (norm_.kind() != NormKind::None) p.insert(p.end(), {row, row});
   return p;
 }
 
@@ -87,7 +94,7 @@ Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const PassInfo&
   const Dropout dropout = output_dropout(pass);
   const Vector<const float> bias = bias_.value;
   if (norm_.kind() != NormKind::None) {
-    bias_relu_dropout_forward<float>(out_, bias, false, Dropout());
+    if (norm_.kind() == NormKind::Rms) bias_relu_dropout_forward<float>(out_, bias, false, Dropout());
     const auto rows = Kokkos::subview(out_, std::make_pair(int64_t(0), valid_rows_), Kokkos::ALL());
     const LayerComms c = comms_;
     norm_.forward(
@@ -101,7 +108,8 @@ Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const PassInfo&
   return out_;
 }
 
-Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass) {
+Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_input_grad,
+                                   const PassInfo& pass) {
   bias_relu_dropout_backward<float>(grad_out, out_, !last_, output_dropout(pass));
   if (norm_.kind() != NormKind::None) {
     const auto rows = Kokkos::subview(grad_out, std::make_pair(int64_t(0), valid_rows_), Kokkos::ALL());
@@ -111,16 +119,20 @@ Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_inpu
         [c](const Vector<float>& v) { sum_over(*c.c, v.data(), int64_t(v.extent(0)), "norm allreduce c"); },
         [c](const Vector<float>& v) { sum_over(*c.a, v.data(), int64_t(v.extent(0)), "norm allreduce a"); });
   }
-  column_sums<float>(grad_out, bias_.grad, Vector<float>());
-  sum_over(*comms_.c, bias_.grad.data(), bias_.size(), "backward allreduce c (weights)");
-  pmm_backward(graph_.adjacency[size_t(index_ % 6)], comms_, agg_, weight_.matrix(), grad_out, weight_.grad_matrix(),
-               want_input_grad ? grad_agg_ : Matrix<float>(), want_input_grad ? grad_in_ : Matrix<float>());
+  if (norm_.kind() != NormKind::Batch) {
+    column_sums<float>(grad_out, bias_.grad, Vector<float>());
+    sum_over(*comms_.c, bias_.grad.data(), bias_.size(), "backward allreduce c (weights)");
+  }
+  pmm_backward(graph_.adjacency[size_t(index_ % 6)], comms_, agg_, weight_.matrix(), grad_out,
+               weight_.grad_matrix(), want_input_grad ? grad_agg_ : Matrix<float>(),
+               want_input_grad ? grad_in_ : Matrix<float>());
   return grad_in_;
 }
 
 GcnModel3D::GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config)
     : graph_(graph), config_(config) {
-  require(config.kind == ModelKind::Gcn, "the 3D trainer supports --model gcn only (GraphSAGE runs on one rank)");
+  require(config.kind == ModelKind::Gcn,
+          "the 3D trainer supports --model gcn only (GraphSAGE runs on one rank)");
   for (int l = 0; l < graph.layout.layers(); ++l)
     layers_.push_back(std::make_unique<GcnLayer3D>(grid, graph, l, config.norm, config.dropout, config.seed));
   layers_.front()->set_static_input(config.input_dropout == 0);

@@ -24,7 +24,8 @@ struct BlockPlacement {
 
 class GcnLayer3D {
  public:
-  GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout, uint64_t seed);
+  GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout,
+             uint64_t seed);
 
   Matrix<float> forward(const Matrix<const float>& in, const PassInfo& pass);
   Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass);

@@ -98,7 +98,8 @@ void report_epoch(const EpochRecord& r, const TrainOptions& options, std::ofstre
   if (!options.quiet) {
     char line[256];
     if (r.evaluated)
-      std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f  train %.4f  valid %.4f  test %.4f  time %.1f ms",
+      std::snprintf(line, sizeof(line),
+                    "epoch %4lld  loss %.4f  train %.4f  valid %.4f  test %.4f  time %.1f ms",
                     (long long)r.epoch, r.loss, r.train_acc, r.valid_acc, r.test_acc, 1e3 * r.seconds);
     else
       std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f  time %.1f ms", (long long)r.epoch, r.loss,
@@ -106,8 +107,8 @@ void report_epoch(const EpochRecord& r, const TrainOptions& options, std::ofstre
     log_line(line);
   }
   if (metrics.is_open()) {
-    nlohmann::json j = {{"epoch", r.epoch},         {"loss", r.loss},
-                        {"epoch_s", r.seconds},     {"forward_s", r.forward_s},
+    nlohmann::json j = {{"epoch", r.epoch},           {"loss", r.loss},
+                        {"epoch_s", r.seconds},       {"forward_s", r.forward_s},
                         {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s},
                         {"eval_s", r.eval_s}};
     if (r.evaluated) {
@@ -131,7 +132,8 @@ void check_train_options(const TrainOptions& options, const Communicator& world)
     require(options.checkpoint_every >= 0, "--checkpoint-every must not be negative");
     require(options.eval_every >= 1, "--eval-every must be at least 1, not ", options.eval_every);
     require(!options.resume || !options.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
-    require(options.checkpoint_every == 0 || !options.checkpoint_dir.empty(), "--checkpoint-every needs --checkpoint DIR");
+    require(options.checkpoint_every == 0 || !options.checkpoint_dir.empty(),
+            "--checkpoint-every needs --checkpoint DIR");
   } catch (const Error& e) {
     invalid = e.what();
   }

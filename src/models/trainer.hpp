@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Full-graph training, on one rank or on a 3D process grid (DESIGN §4): loads a graph file, builds the aggregation operators, runs epochs of
-// forward / masked cross-entropy / backward / Adam, evaluates train/valid/test accuracy after each,
-// reports (console line, --metrics JSON lines), keeps the best-validation predictions, checkpoints
-// and resumes.
+// Full-graph training, on one rank or on a 3D process grid (DESIGN §4): loads a graph file, builds the
+// aggregation operators, runs epochs of forward / masked cross-entropy / backward / Adam, evaluates
+// train/valid/test accuracy after each, reports (console line, --metrics JSON lines), keeps the
+// best-validation predictions, checkpoints and resumes.
 #pragma once
 
 #include <functional>
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/graph/permutation.hpp"
 #include "tessera/models/model.hpp"
 #include "tessera/models/optimizer.hpp"
-#include "tessera/graph/permutation.hpp"
 
 namespace tessera {
 
@@ -20,7 +20,7 @@ struct TrainOptions {
   std::string data;
   std::string grid;  // "XxYxZ": 3D full-graph training (GCN); empty: one rank, or required on several
   PermuteMode permute = PermuteMode::Double;  // 3D only
-  ModelConfig model;  // in / out are taken from the data
+  ModelConfig model;                          // in / out are taken from the data
   AdamSettings optimizer;
   int64_t epochs = 200;
   bool normalize_features = false;

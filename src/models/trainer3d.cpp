@@ -42,7 +42,8 @@ nlohmann::json comm_delta(const CommStats& now, const CommStats& before) {
   }
   j["comm_s"] = [&] {
     double s = 0;
-    for (int k = 0; k < int(Collective::Count); ++k) s += now.total(Collective(k)).seconds - before.total(Collective(k)).seconds;
+    for (int k = 0; k < int(Collective::Count); ++k)
+      s += now.total(Collective(k)).seconds - before.total(Collective(k)).seconds;
     return s;
   }();
   return j;
@@ -73,8 +74,9 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
     char line[256];
     std::snprintf(line, sizeof(line),
                   "loaded %s on grid %s in %.2f s (permute %s): adjacency blocks max/mean nonzeros %.3f; %s",
-                  options.data.c_str(), shape.str().c_str(), load_watch.seconds(), permute_mode_name(options.permute),
-                  g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0, config.describe().c_str());
+                  options.data.c_str(), shape.str().c_str(), load_watch.seconds(),
+                  permute_mode_name(options.permute), g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0,
+                  config.describe().c_str());
     log_line(line);
   }
   GcnModel3D model(grid, g, config);
@@ -88,8 +90,9 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   world.check(options.metrics_path.empty() || world.rank() != 0 || bool(metrics),
               options.metrics_path + ": cannot write metrics");
 
-  const Matrix<float> first = model.forward(PassInfo{false, config.seed, 0});
-  Matrix<float> grad("grad_logits", first.extent(0), first.extent(1));
+  const int64_t out_rows = g.layout.padded_nodes() / shape.extent(roles_for_layer(last).c);
+  const int64_t out_cols = g.layout.padded_dim(last + 1) / shape.extent(roles_for_layer(last).a);
+  Matrix<float> grad("grad_logits", size_t(out_rows), size_t(out_cols));
   TrainResult result;
   TrainingProgress progress;
   std::vector<int64_t> best_predictions;
@@ -100,8 +103,8 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
     Stopwatch epoch_watch, phase;
     const PassInfo pass{true, config.seed, epoch};
     const Matrix<float> logits = model.forward(pass);
-    const auto [loss_sum, count] = softmax_cross_entropy_3d(out_comms, logits, col_begin, classes, g.labels, g.train,
-                                                            1.0f / float(g.num_train), grad);
+    const auto [loss_sum, count] = softmax_cross_entropy_3d(out_comms, logits, col_begin, classes, g.labels,
+                                                            g.train, 1.0f / float(g.num_train), grad);
     r.loss = loss_sum / double(std::max<int64_t>(count, 1));
     r.forward_s = phase.seconds();
     phase.restart();

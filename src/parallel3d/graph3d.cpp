@@ -22,10 +22,18 @@ namespace {
 
 GridCoords with(GridCoords c, Axis axis, int value) {
   switch (axis) {
-    case Axis::D: c.d = value; break;
-    case Axis::X: c.x = value; break;
-    case Axis::Y: c.y = value; break;
-    case Axis::Z: c.z = value; break;
+    case Axis::D:
+      c.d = value;
+      break;
+    case Axis::X:
+      c.x = value;
+      break;
+    case Axis::Y:
+      c.y = value;
+      break;
+    case Axis::Z:
+      c.z = value;
+      break;
   }
   return c;
 }
@@ -57,7 +65,8 @@ CsrMatrix<float, HostSpace> build_block(std::vector<int64_t>& triples, int64_t r
   std::vector<size_t> order(count);
   for (size_t k = 0; k < count; ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](size_t p, size_t q) {
-    return std::make_pair(triples[3 * p], triples[3 * p + 1]) < std::make_pair(triples[3 * q], triples[3 * q + 1]);
+    return std::make_pair(triples[3 * p], triples[3 * p + 1]) <
+           std::make_pair(triples[3 * q], triples[3 * q + 1]);
   });
   CsrMatrix<float, HostSpace> a;
   a.num_rows = rows;
@@ -85,12 +94,23 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
   comm.check(meta.num_classes > 0, file + ": num_classes is 0 (the file has no labels to train on)");
   const GridShape& shape = grid.shape();
   comm.check(meta.num_nodes >= int64_t(shape.x) * shape.y * shape.z,
-             "grid " + shape.str() + " has more ranks than the graph has nodes (" + std::to_string(meta.num_nodes) + ")");
+             "grid " + shape.str() + " has more ranks than the graph has nodes (" +
+                 std::to_string(meta.num_nodes) + ")");
   std::vector<int64_t> dims = {meta.num_features};
   dims.insert(dims.end(), options.hidden.begin(), options.hidden.end());
   dims.push_back(meta.num_classes);
-  Graph3D g{Layout3D(shape, meta.num_nodes, dims, options.permute, options.seed), {}, {}, {}, {}, {}, {}, {}, {}, 0,
-            0, 0};
+  Graph3D g{Layout3D(shape, meta.num_nodes, dims, options.permute, options.seed),
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            0,
+            0,
+            0};
   const Layout3D& layout = g.layout;
   const int64_t n = meta.num_nodes, np = layout.padded_nodes();
   const int p = comm.size(), me = comm.rank();
@@ -123,7 +143,8 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
     std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
     auto send = [&](int64_t v, int64_t u) {
       const int64_t row = row_order.inverse(v), col = col_order.inverse(u);
-      const float value = float(1.0 / std::sqrt(double(all_degrees[size_t(v)]) * double(all_degrees[size_t(u)])));
+      const float value =
+          float(1.0 / std::sqrt(double(all_degrees[size_t(v)]) * double(all_degrees[size_t(u)])));
       GridCoords dest = with(with(mine, roles.c, int(row / row_block)), roles.a, int(col / col_block));
       for (int kb = 0; kb < shape.extent(roles.b); ++kb) {
         std::vector<int64_t>& bucket = buckets[size_t(grid.rank_of(with(dest, roles.b, kb)) % p)];
@@ -132,13 +153,15 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
     };
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t v = begin + i;
-      for (int64_t k = indptr[size_t(i)]; k < indptr[size_t(i + 1)]; ++k) send(v, sources[size_t(k - indptr.front())]);
+      for (int64_t k = indptr[size_t(i)]; k < indptr[size_t(i + 1)]; ++k)
+        send(v, sources[size_t(k - indptr.front())]);
       if (!has_loop[size_t(i)]) send(v, v);
     }
     std::vector<int64_t> triples = exchange_buckets(comm, buckets, "load adjacency");
     std::vector<std::vector<int64_t>>().swap(buckets);
     const int kc = mine.get(roles.c), ka = mine.get(roles.a);
-    const CsrMatrix<float, HostSpace> block = build_block(triples, kc * row_block, row_block, ka * col_block, col_block);
+    const CsrMatrix<float, HostSpace> block =
+        build_block(triples, kc * row_block, row_block, ka * col_block, col_block);
     AdjacencyBlock ab;
     ab.nnz = block.nnz();
     ab.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(block));
@@ -181,7 +204,8 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
     HostMatrix<float> block("features", size_t(row_block), size_t(col_block));
     const int64_t first = mine.x * row_block;
     for (size_t r = 0; r < got_pos.size(); ++r)
-      for (int64_t j = 0; j < col_block; ++j) block(got_pos[r] - first, j) = got_val[r * size_t(col_block) + size_t(j)];
+      for (int64_t j = 0; j < col_block; ++j)
+        block(got_pos[r] - first, j) = got_val[r * size_t(col_block) + size_t(j)];
     g.features = Kokkos::create_mirror_view_and_copy(DeviceSpace(), block);
     g.input_ids = ids_of(order, first, row_block, n);
   }
@@ -207,7 +231,8 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
         while (block_range(n, owner, p).second <= id) ++owner;
         to_owner[size_t(owner)].push_back(id);
       }
-      for (int64_t id : exchange_buckets(comm, to_owner, "load splits")) bits[size_t(id - begin)] |= uint8_t(1 << s);
+      for (int64_t id : exchange_buckets(comm, to_owner, "load splits"))
+        bits[size_t(id - begin)] |= uint8_t(1 << s);
     }
     const std::vector<int64_t> labels = reader.read_labels(begin, rows);
     int64_t local_train = 0;
@@ -219,7 +244,8 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
       for (int ka = 0; ka < shape.extent(roles.a); ++ka)
         for (int kb = 0; kb < shape.extent(roles.b); ++kb) {
           const int dest = grid.rank_of(with(with(row_owner, roles.a, ka), roles.b, kb)) % p;
-          buckets[size_t(dest)].insert(buckets[size_t(dest)].end(), {pos, labels[size_t(i)], int64_t(bits[size_t(i)])});
+          buckets[size_t(dest)].insert(buckets[size_t(dest)].end(),
+                                       {pos, labels[size_t(i)], int64_t(bits[size_t(i)])});
         }
     }
     g.num_train = all_reduce_value(comm, local_train, ReduceOp::Sum, "load");
@@ -227,7 +253,8 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
     const std::vector<int64_t> got = exchange_buckets(comm, buckets, "load labels");
     const int64_t first = mine.get(roles.c) * row_block;
     HostVector<int64_t> y("labels", size_t(row_block));
-    HostVector<uint8_t> train("train", size_t(row_block)), valid("valid", size_t(row_block)), test("test", size_t(row_block));
+    HostVector<uint8_t> train("train", size_t(row_block)), valid("valid", size_t(row_block)),
+        test("test", size_t(row_block));
     Kokkos::deep_copy(y, int64_t(-1));
     for (size_t k = 0; k < got.size(); k += 3) {
       const int64_t i = got[k] - first;

@@ -23,15 +23,15 @@ struct AdjacencyBlock {
 
 struct Graph3D {
   Layout3D layout;
-  std::vector<AdjacencyBlock> adjacency;  // index l mod 6
-  Matrix<float> features;                 // layer 0 input block: rows by X (p2 order), columns by Y
-  Vector<int64_t> input_ids;              // node id of every local input row (-1: padding)
+  std::vector<AdjacencyBlock> adjacency;    // index l mod 6
+  Matrix<float> features;                   // layer 0 input block: rows by X (p2 order), columns by Y
+  Vector<int64_t> input_ids;                // node id of every local input row (-1: padding)
   std::vector<Vector<int64_t>> output_ids;  // per layer: node id of every local output row (-1: padding)
-  Vector<int64_t> labels;                 // last layer's output rows (-1: unlabeled or padding)
-  Vector<uint8_t> train, valid, test;     // same rows
-  int64_t num_train = 0;                  // labeled training nodes over the whole graph
-  double max_nnz = 0, mean_nnz = 0;       // nonzeros per block of layout 0, over the grid
-  int64_t valid_rows(int layer) const;    // local output rows of `layer` that are real nodes
+  Vector<int64_t> labels;                   // last layer's output rows (-1: unlabeled or padding)
+  Vector<uint8_t> train, valid, test;       // same rows
+  int64_t num_train = 0;                    // labeled training nodes over the whole graph
+  double max_nnz = 0, mean_nnz = 0;         // nonzeros per block of layout 0, over the grid
+  int64_t valid_rows(int layer) const;      // local output rows of `layer` that are real nodes
 };
 
 struct Load3DOptions {

@@ -10,14 +10,19 @@ namespace tessera {
 namespace {
 constexpr uint64_t kPermutationStream1 = 0x70310001, kPermutationStream2 = 0x70310002;
 
-int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
 }  // namespace
 
 AxisRoles roles_for_layer(int layer) {
   switch (layer % 3) {
-    case 0: return {Axis::X, Axis::Y, Axis::Z};
-    case 1: return {Axis::Z, Axis::X, Axis::Y};
-    default: return {Axis::Y, Axis::Z, Axis::X};
+    case 0:
+      return {Axis::X, Axis::Y, Axis::Z};
+    case 1:
+      return {Axis::Z, Axis::X, Axis::Y};
+    default:
+      return {Axis::Y, Axis::Z, Axis::X};
   }
 }
 

@@ -28,7 +28,8 @@ AxisRoles roles_for_layer(int layer);
 class Layout3D {
  public:
   /// dims = {features, hidden..., classes}: layer l maps dims[l] -> dims[l + 1].
-  Layout3D(const GridShape& shape, int64_t num_nodes, std::vector<int64_t> dims, PermuteMode permute, uint64_t seed);
+  Layout3D(const GridShape& shape, int64_t num_nodes, std::vector<int64_t> dims, PermuteMode permute,
+           uint64_t seed);
 
   const GridShape& shape() const { return shape_; }
   int layers() const { return int(dims_.size()) - 1; }
@@ -49,7 +50,8 @@ class Layout3D {
   const RandomPermutation& p1() const { return p1_; }
   const RandomPermutation& p2() const { return p2_; }
 
-  /// Distinct adjacency layouts: layer l uses layout l mod 6 (axis rotation l mod 3, permutation parity l mod 2).
+  /// Distinct adjacency layouts: layer l uses layout l mod 6 (axis rotation l mod 3, permutation parity l mod
+  /// 2).
   int num_adjacency_layouts() const { return layers() < 6 ? layers() : 6; }
 
  private:

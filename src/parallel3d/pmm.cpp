@@ -22,11 +22,14 @@ void sum_over(const Communicator& comm, float* data, int64_t count, const std::s
 }
 
 namespace {
-int64_t size_of(const Matrix<float>& m) { return int64_t(m.extent(0) * m.extent(1)); }
+int64_t size_of(const Matrix<float>& m) {
+  return int64_t(m.extent(0) * m.extent(1));
+}
 }  // namespace
 
 void pmm_forward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& h,
-                 const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out, bool agg_ready) {
+                 const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
+                 bool agg_ready) {
   if (!agg_ready) {
     a.forward.apply(h, agg);
     sum_over(*comms.a, agg.data(), size_of(agg), "forward allreduce a");
@@ -52,7 +55,8 @@ namespace {
 using Exec = ExecSpace;
 
 // Per row: max over the real local classes, then over a.
-Vector<float> row_max(const LayerComms& comms, const Matrix<const float>& x, int64_t col_begin, int64_t classes) {
+Vector<float> row_max(const LayerComms& comms, const Matrix<const float>& x, int64_t col_begin,
+                      int64_t classes) {
   const int64_t cols = int64_t(x.extent(1));
   const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
   Vector<float> m("row_max", x.extent(0));
@@ -63,7 +67,8 @@ Vector<float> row_max(const LayerComms& comms, const Matrix<const float>& x, int
         m(i) = top;
       });
   Kokkos::fence();
-  if (comms.a->size() > 1) all_reduce(*comms.a, m.data(), int64_t(m.extent(0)), ReduceOp::Max, "loss allreduce a");
+  if (comms.a->size() > 1)
+    all_reduce(*comms.a, m.data(), int64_t(m.extent(0)), ReduceOp::Max, "loss allreduce a");
   return m;
 }
 
@@ -111,7 +116,8 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LayerComms& comms, con
   return {totals[0], int64_t(totals[1])};
 }
 
-Vector<int64_t> argmax_3d(const LayerComms& comms, const Matrix<const float>& x, int64_t col_begin, int64_t classes) {
+Vector<int64_t> argmax_3d(const LayerComms& comms, const Matrix<const float>& x, int64_t col_begin,
+                          int64_t classes) {
   const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
   const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
   struct ValueIndex {
@@ -129,8 +135,8 @@ Vector<int64_t> argmax_3d(const LayerComms& comms, const Matrix<const float>& x,
   if (comms.a->size() > 1) {
     // MPI_MAXLOC keeps the lowest index among equal values, as the one-rank argmax does.
     Stopwatch watch;
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, best.data(), mpi_count(rows, "MPI_Allreduce"), MPI_FLOAT_INT, MPI_MAXLOC,
-                            comms.a->get()),
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, best.data(), mpi_count(rows, "MPI_Allreduce"), MPI_FLOAT_INT,
+                            MPI_MAXLOC, comms.a->get()),
               "MPI_Allreduce");
     comms.a->stats().record("accuracy allreduce a", Collective::AllReduce, rows * int64_t(sizeof(ValueIndex)),
                             watch.seconds());
@@ -140,14 +146,15 @@ Vector<int64_t> argmax_3d(const LayerComms& comms, const Matrix<const float>& x,
   return Kokkos::create_mirror_view_and_copy(DeviceSpace(), out);
 }
 
-std::pair<int64_t, int64_t> count_correct_3d(const LayerComms& comms, const Matrix<const float>& x, int64_t col_begin,
-                                             int64_t classes, const Vector<const int64_t>& labels,
+std::pair<int64_t, int64_t> count_correct_3d(const LayerComms& comms, const Matrix<const float>& x,
+                                             int64_t col_begin, int64_t classes,
+                                             const Vector<const int64_t>& labels,
                                              const Vector<const uint8_t>& mask) {
   const Vector<int64_t> pred = argmax_3d(comms, x, col_begin, classes);
   int64_t correct = 0, count = 0;
   Kokkos::parallel_reduce(
       "tessera::correct_3d", Kokkos::RangePolicy<Exec>(0, int64_t(x.extent(0))),
-      KOKKOS_LAMBDA(int64_t i, int64_t& hits, int64_t& n) {
+      KOKKOS_LAMBDA(int64_t i, int64_t & hits, int64_t & n) {
         if (mask(i) == 0 || labels(i) < 0) return;
         hits += pred(i) == labels(i) ? 1 : 0;
         n += 1;

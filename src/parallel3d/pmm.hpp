@@ -28,7 +28,8 @@ void sum_over(const Communicator& comm, float* data, int64_t count, const std::s
 /// agg (rows_c x in_b) = sum_a A_loc h; skipped when `agg_ready` (a static input aggregated before).
 /// out (rows_c x out_a) = sum_b agg w.
 void pmm_forward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& h,
-                 const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out, bool agg_ready);
+                 const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
+                 bool agg_ready);
 
 /// g_w = sum_c agg^T g_out; when g_h is not empty also g_agg = sum_a g_out w^T and g_h = sum_c A_loc^T g_agg.
 void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& agg,
@@ -38,15 +39,16 @@ void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix
 /// Distributed masked softmax cross-entropy over logits whose rows are split over c and classes over a
 /// (columns col_begin + j; only the first `classes` global columns are real). Returns the loss summed over
 /// selected rows of the whole grid and their count; grad = grad_scale * (softmax - onehot) when not empty.
-std::pair<double, int64_t> softmax_cross_entropy_3d(const LayerComms& comms, const Matrix<const float>& logits,
-                                                    int64_t col_begin, int64_t classes,
-                                                    const Vector<const int64_t>& labels,
+std::pair<double, int64_t> softmax_cross_entropy_3d(const LayerComms& comms,
+                                                    const Matrix<const float>& logits, int64_t col_begin,
+                                                    int64_t classes, const Vector<const int64_t>& labels,
                                                     const Vector<const uint8_t>& mask, float grad_scale,
                                                     const Matrix<float>& grad);
 
 /// Correct predictions (argmax over the real classes, lowest index on ties) and count, over the grid.
 std::pair<int64_t, int64_t> count_correct_3d(const LayerComms& comms, const Matrix<const float>& logits,
-                                             int64_t col_begin, int64_t classes, const Vector<const int64_t>& labels,
+                                             int64_t col_begin, int64_t classes,
+                                             const Vector<const int64_t>& labels,
                                              const Vector<const uint8_t>& mask);
 
 /// Local argmax (global class index) of every row, agreed over a.

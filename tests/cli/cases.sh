@@ -125,8 +125,26 @@ case "$case_name" in
     expect_error "ck/checkpoint.h5: no checkpoint to resume from" "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume ;;
   bad_train_multirank)
     good_h5
-    expect_error "full-graph training runs on one rank in this version \(got 2\)" "-" -- \
-      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 ;;
+    expect_error "training on 2 ranks needs --grid XxYxZ" "-" -- $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2
+    expect_error "grid 2x2x1 has 4 ranks but the job has 2" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 --grid 2x2x1
+    expect_error "grid '0x2x1': every axis must be at least 1" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 --grid 0x2x1
+    expect_error "the 3D trainer supports --model gcn" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 --grid 1x2x1 --model sage
+    "$TESSERA" prep synth --nodes 3 --edges 3 --classes 1 --train-fraction 1 --valid-fraction 0 -o three.h5 >/dev/null || exit 1
+    expect_error "grid 1x1x4 has more ranks than the graph has nodes \(3\)" "-" -- \
+      $MPIEXEC -n 4 "$TESSERA" train --data three.h5 --epochs 2 --grid 1x1x4 ;;
+  train_cora_grid)
+    [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
+    "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
+    one=$("$TESSERA" train --data cora.h5 --epochs 200 --normalize-features --quiet | tail -n 1) || exit 1
+    grid=$($MPIEXEC -n 4 "$TESSERA" train --data cora.h5 --epochs 200 --normalize-features --quiet --grid 2x1x2 \
+      --metrics m.jsonl --save-predictions pred.txt | tail -n 1) || exit 1
+    echo "1 rank:    $one"; echo "2x1x2 grid: $grid"
+    [ "${one%% (mean*}" = "${grid%% (mean*}" ] || { echo "FAILED: the grid run differs from the one-rank run"; exit 1; }
+    [ "$(wc -l < pred.txt)" -eq 2708 ] && ! grep -q -- '-1' pred.txt || { echo "FAILED: predictions"; exit 1; }
+    grep -q '"bytes_allreduce"' m.jsonl || { echo "FAILED: no communication bytes in the metrics"; exit 1; } ;;
   bench_smoke)
     out=$("$TESSERA" bench spmm --nodes 2000 --degree 5 --widths 8,33 --repeat 2 && "$TESSERA" bench gemm --m 300 --n 20 \
       --k 30 --repeat 2 && "$TESSERA" bench stream --elements 100000 --repeat 2) || exit 1

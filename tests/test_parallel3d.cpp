@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// 3D full-graph training (DESIGN §4). Runs under mpiexec with 1, 2, 4 and 8 ranks: every factorization of
+// the rank count must reproduce the one-rank trainer (an independent implementation, run here on each rank
+// alone), and every collective must move exactly the bytes the schedule says.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/graph/ogb.hpp"
+#include "tessera/graph/synth.hpp"
+#include "tessera/models/model3d.hpp"
+#include "tessera/models/trainer.hpp"
+#include "tessera/parallel3d/balance.hpp"
+
+using namespace tessera;
+
+namespace {
+
+std::string shared_dir() {
+  static std::string dir;
+  if (dir.empty()) {
+    char path[256] = {};
+    if (Communicator::world().rank() == 0) {
+      std::snprintf(path, sizeof(path), "/tmp/tessera-3d-XXXXXX");
+      if (!mkdtemp(path)) path[0] = '\0';
+    }
+    MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
+    dir = path;
+  }
+  return dir;
+}
+
+// A small CSBM whose sizes divide by nothing in particular (padding on every grid).
+const std::string& csbm_file() {
+  static std::string path;
+  if (path.empty()) {
+    path = shared_dir() + "/csbm.h5";
+    SynthOptions o;
+    o.num_nodes = 301;
+    o.num_edges = 1500;
+    o.num_features = 11;
+    o.num_classes = 5;
+    o.seed = 9;
+    o.feature_signal = 0.5;
+    generate_synthetic(o, path, Communicator::world());
+  }
+  return path;
+}
+
+std::string cora_file() {
+  static std::string path = "unset";
+  if (path != "unset") return path;
+  path.clear();
+  const std::string dir = TESSERA_SHARED_DIR "/datasets/cora";
+  if (access((dir + "/raw/edge.csv.gz").c_str(), R_OK) != 0) return path;
+  const Communicator world = Communicator::world();
+  OgbConvertOptions o;
+  o.dataset_dir = dir;
+  o.output = shared_dir() + "/cora.h5";
+  o.symmetrize = true;
+  world.run_on(0, [&] { convert_ogb(o, Communicator(MPI_COMM_SELF, false, nullptr)); });
+  path = o.output;
+  return path;
+}
+
+TrainOptions run_options(const std::string& data, NormKind norm) {
+  TrainOptions o;
+  o.data = data;
+  o.model.layers = 3;
+  o.model.hidden = 10;
+  o.model.dropout = o.model.input_dropout = 0.5f;
+  o.model.norm = norm;
+  o.model.seed = 3;
+  o.optimizer.weight_decay = 5e-4f;
+  o.epochs = 3;
+  o.normalize_features = true;
+  o.quiet = true;
+  return o;
+}
+
+double relative_difference(const std::vector<float>& x, const std::vector<float>& y) {
+  double diff = 0, top = 1e-30;
+  for (size_t k = 0; k < x.size(); ++k) {
+    diff = std::max(diff, double(std::abs(x[k] - y[k])));
+    top = std::max(top, double(std::abs(y[k])));
+  }
+  return diff / top;
+}
+
+void expect_same_run(const TrainResult& got, const TrainResult& reference) {
+  ASSERT_EQ(got.history.size(), reference.history.size());
+  for (size_t e = 0; e < got.history.size(); ++e)
+    EXPECT_NEAR(got.history[e].loss, reference.history[e].loss, 1e-5 * std::abs(reference.history[e].loss))
+        << "epoch " << e + 1;
+  ASSERT_EQ(got.final_weights.size(), reference.final_weights.size());
+  EXPECT_LT(relative_difference(got.final_weights, reference.final_weights), 1e-5);
+  EXPECT_EQ(got.history.back().test_acc, reference.history.back().test_acc);
+  EXPECT_EQ(got.history.back().valid_acc, reference.history.back().valid_acc);
+}
+
+}  // namespace
+
+TEST(Permutation, IsABijectionWithItsInverse) {
+  for (int64_t n : {1, 2, 5, 64, 1000, 4097}) {
+    const RandomPermutation p(n, 7, 1);
+    std::set<int64_t> seen;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = p(i);
+      ASSERT_GE(v, 0);
+      ASSERT_LT(v, n);
+      ASSERT_EQ(p.inverse(v), i);
+      seen.insert(v);
+    }
+    EXPECT_EQ(int64_t(seen.size()), n);
+  }
+  const RandomPermutation a(1000, 1, 1), b(1000, 1, 2), id(1000);
+  int same = 0, fixed = 0;
+  for (int64_t i = 0; i < 1000; ++i) {
+    same += a(i) == b(i);
+    fixed += a(i) == i;
+    EXPECT_EQ(id(i), i);
+  }
+  EXPECT_LT(same, 10);
+  EXPECT_LT(fixed, 10);
+}
+
+TEST(Layout3D, RolesRotateAndBlocksPadEvenly) {
+  EXPECT_EQ(roles_for_layer(0).a, Axis::X);
+  EXPECT_EQ(roles_for_layer(1).a, Axis::Z);
+  EXPECT_EQ(roles_for_layer(2).a, Axis::Y);
+  EXPECT_EQ(roles_for_layer(3).c, Axis::Z);
+  const Layout3D layout(GridShape{1, 2, 3, 4}, 301, {11, 10, 5}, PermuteMode::Double, 1);
+  EXPECT_EQ(layout.padded_nodes(), 312);  // lcm(2, 3, 4) = 12
+  EXPECT_EQ(layout.padded_dim(0), 12);
+  EXPECT_EQ(layout.node_block(Axis::Y, 2), std::make_pair(int64_t(208), int64_t(312)));
+  EXPECT_EQ(layout.dim_block(1, Axis::Z, 3), std::make_pair(int64_t(9), int64_t(12)));
+  EXPECT_EQ(layout.num_adjacency_layouts(), 2);
+}
+
+TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {
+  const Communicator world = Communicator::world();
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  std::vector<std::string> files = {csbm_file()};
+  if (!cora_file().empty()) files.push_back(cora_file());
+  for (const std::string& file : files) {
+    for (NormKind norm : {NormKind::None, NormKind::Batch}) {
+      if (norm == NormKind::Batch && file != csbm_file()) continue;
+      const TrainResult reference = train_full_graph(run_options(file, norm), self);
+      for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
+        for (PermuteMode permute : {PermuteMode::None, PermuteMode::Double}) {
+          SCOPED_TRACE(file + " grid " + shape.str() + " permute " + permute_mode_name(permute) + " norm " +
+                       norm_name(norm));
+          TrainOptions o = run_options(file, norm);
+          o.grid = shape.str();
+          o.permute = permute;
+          expect_same_run(train_full_graph(o, world), reference);
+        }
+    }
+  }
+}
+
+TEST(Train3D, CollectivesMoveExactlyTheScheduledBytes) {
+  const Communicator world = Communicator::world();
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    const ProcessGrid grid(world, shape);
+    const GraphFileReader reader(world, csbm_file());
+    Load3DOptions load;
+    load.hidden = {10, 6};
+    const Graph3D g = load_graph_3d(reader, grid, load);
+    ModelConfig config;
+    config.layers = 3;
+    config.in = 11;
+    config.hidden = 10;
+    config.out = 5;
+    config.dropout = 0.5f;
+    config.input_dropout = 0.0f;  // static input: layer 0 aggregates its features once
+    config.seed = 1;
+    GcnModel3D model(grid, g, config);
+    // Two training steps: the second reuses layer 0's aggregation.
+    for (int step = 0; step < 2; ++step) {
+      world.stats().clear();
+      const Matrix<float> logits = model.forward(PassInfo{true, 1, step});
+      Matrix<float> grad("grad", logits.extent(0), logits.extent(1));
+      Kokkos::deep_copy(grad, 0.01f);
+      model.backward(grad, PassInfo{true, 1, step});
+      // The schedule of DESIGN §4, computed from the layout alone (no collective over an axis of size 1).
+      std::map<std::string, int64_t> expected;
+      const Layout3D& layout = g.layout;
+      for (int l = 0; l < 3; ++l) {
+        const AxisRoles r = roles_for_layer(l);
+        const int ga = shape.extent(r.a), gb = shape.extent(r.b), gc = shape.extent(r.c);
+        const int64_t rows_c = layout.padded_nodes() / gc, rows_a = layout.padded_nodes() / ga;
+        const int64_t in_b = layout.padded_dim(l) / gb, out_a = layout.padded_dim(l + 1) / ga;
+        if (ga > 1 && !(l == 0 && step == 1)) expected["forward allreduce a"] += 4 * rows_c * in_b;
+        if (gb > 1) expected["forward allreduce b"] += 4 * rows_c * out_a;
+        if (gc > 1) expected["backward allreduce c (weights)"] += 4 * (in_b * out_a + out_a);
+        if (l > 0 && ga > 1) expected["backward allreduce a"] += 4 * rows_c * in_b;
+        if (l > 0 && gc > 1) expected["backward allreduce c (inputs)"] += 4 * rows_a * in_b;
+      }
+      std::map<std::string, int64_t> measured;
+      for (const auto& [phase, kinds] : world.stats().phases())
+        for (int k = 0; k < int(Collective::Count); ++k)
+          if (kinds[size_t(k)].bytes > 0) {
+            EXPECT_EQ(Collective(k), Collective::AllReduce) << phase;
+            measured[phase] += kinds[size_t(k)].bytes;
+          }
+      EXPECT_EQ(measured, expected) << "step " << step;
+    }
+  }
+}
+
+// R-MAT has no locality for a permutation to break, so one permutation already balances it; what is left
+// comes from where the hubs land, and two independent permutations spread hub rows and hub columns over all
+// 16 blocks instead of stacking them on the 4 diagonal ones. That advantage holds on average, not for
+// every seed, so the test averages over 8 permutation seeds (per seed, see the printed table).
+TEST(Balance, DoublePermutationBalancesRmatBlocks) {
+  if (Communicator::world().size() != 1) GTEST_SKIP() << "serial computation: runs in the 1-rank job";
+  SynthOptions o;
+  o.kind = SynthKind::Rmat;
+  o.num_nodes = 1 << 17;
+  o.num_edges = 1 << 22;
+  o.seed = 2;
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  const std::string path = shared_dir() + "/rmat-balance.h5";
+  generate_synthetic(o, path, self);
+  const GraphFileReader reader(self, path);
+  const CsrMatrix<float, HostSpace> a = reader.read_rows(0, reader.meta().num_nodes).adjacency;
+  const int64_t n = a.num_rows;
+  const double none = block_imbalance(a, RandomPermutation(n), RandomPermutation(n), 4, 4);
+  double single = 0, twice = 0;
+  const int seeds = 8;
+  for (int s = 1; s <= seeds; ++s) {
+    const RandomPermutation p1(n, uint64_t(s), 1), p2(n, uint64_t(s), 2);
+    const double one = block_imbalance(a, p1, p1, 4, 4), two = block_imbalance(a, p1, p2, 4, 4);
+    std::printf(
+        "R-MAT 2^17 nodes, %lld nonzeros, 4x4 blocks, seed %d: max/mean none %.3f single %.3f double %.3f\n",
+        (long long)a.nnz(), s, none, one, two);
+    single += one / seeds;
+    twice += two / seeds;
+  }
+  std::printf("mean over %d seeds: none %.3f single %.3f double %.3f\n", seeds, none, single, twice);
+  EXPECT_LE(twice, 1.05);
+  EXPECT_LT(twice, single);
+  EXPECT_LT(single, none);
+}
+
+TEST(Train3D, BadGridsFailOnEveryRank) {
+  const Communicator world = Communicator::world();
+  const int p = world.size();
+  auto message = [&](const std::string& grid, const std::string& file) {
+    TrainOptions o = run_options(file, NormKind::None);
+    o.grid = grid;
+    try {
+      train_full_graph(o, world);
+    } catch (const CollectiveError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no collective error");
+  };
+  EXPECT_EQ(message("1x1x" + std::to_string(p + 1), csbm_file()),
+            "grid 1x1x" + std::to_string(p + 1) + " has " + std::to_string(p + 1) +
+                " ranks but the job has " + std::to_string(p));
+  EXPECT_EQ(message("1x0x" + std::to_string(p), csbm_file()),
+            "grid '1x0x" + std::to_string(p) + "': every axis must be at least 1");
+  if (p > 1) {
+    const std::string tiny = shared_dir() + "/tiny.h5";
+    SynthOptions o;
+    o.num_nodes = p - 1 > 1 ? p - 1 : 2;
+    o.num_edges = 3;
+    o.num_classes = 1;
+    o.train_fraction = 1.0;
+    o.valid_fraction = 0.0;
+    generate_synthetic(o, tiny, world);
+    if (o.num_nodes < p) {
+      EXPECT_EQ(message("1x1x" + std::to_string(p), tiny), "grid 1x1x" + std::to_string(p) +
+                                                               " has more ranks than the graph has nodes (" +
+                                                               std::to_string(o.num_nodes) + ")");
+    }
+  }
+}
