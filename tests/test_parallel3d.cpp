@@ -250,6 +250,43 @@ TEST(Balance, DoublePermutationBalancesRmatBlocks) {
   EXPECT_LT(single, none);
 }
 
+// A checkpoint in global layout resumes on another grid and on one rank with the same continuation.
+TEST(Train3D, CheckpointResumesOnOtherGridsAndOneRank) {
+  const Communicator world = Communicator::world();
+  const int p = world.size();
+  if (p < 4) GTEST_SKIP() << "needs at least 4 ranks";
+  const std::string first_grid = p == 8 ? "2x2x2" : "2x1x2", second_grid = p == 8 ? "1x1x4" : "1x1x2";
+  const int second_ranks = p == 8 ? 4 : 2;
+  TrainOptions o = run_options(csbm_file(), NormKind::Batch);
+  o.epochs = 6;
+  o.grid = first_grid;
+  const TrainResult straight = train_full_graph(o, world);
+  o.epochs = 3;
+  o.checkpoint_dir = shared_dir();
+  train_full_graph(o, world);
+  o.epochs = 6;
+  o.resume = true;
+  const Communicator part = world.split(world.rank() < second_ranks ? 0 : 1, world.rank());
+  for (const std::string& grid : {second_grid, std::string()}) {
+    SCOPED_TRACE("resumed on " + (grid.empty() ? std::string("one rank") : grid));
+    TrainResult resumed;
+    TrainOptions r = o;
+    r.grid = grid;
+    if (grid.empty()) {
+      if (world.rank() == 0) resumed = train_full_graph(r, Communicator(MPI_COMM_SELF, false, nullptr));
+    } else if (world.rank() < second_ranks) {
+      resumed = train_full_graph(r, part);
+    }
+    world.barrier();
+    if (resumed.history.empty()) continue;  // ranks outside the resumed job
+    ASSERT_EQ(resumed.history.size(), 3u);
+    EXPECT_EQ(resumed.history.front().epoch, 4);
+    for (size_t e = 0; e < 3; ++e)
+      EXPECT_NEAR(resumed.history[e].loss, straight.history[e + 3].loss, 1e-5 * straight.history[e + 3].loss);
+    EXPECT_LT(relative_difference(resumed.final_weights, straight.final_weights), 1e-5);
+  }
+}
+
 TEST(Train3D, BadGridsFailOnEveryRank) {
   const Communicator world = Communicator::world();
   const int p = world.size();

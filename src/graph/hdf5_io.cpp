@@ -202,6 +202,47 @@ void h5_read_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, vo
           file_name_of(dataset), ": read of rows [", first, ", ", first + rows, ") failed (corrupt file?)");
 }
 
+namespace {
+void select_block(hid_t dataset, int64_t row0, int64_t rows, int64_t col0, int64_t cols, H5Handle& file_space,
+                  H5Handle& mem_space) {
+  file_space = H5Handle(H5Dget_space(dataset));
+  require(H5Sget_simple_extent_ndims(file_space.get()) == 2, file_name_of(dataset),
+          ": expected a 2D dataset");
+  hsize_t dims[2] = {0, 0};
+  H5Sget_simple_extent_dims(file_space.get(), dims, nullptr);
+  require(row0 >= 0 && col0 >= 0 && hsize_t(row0 + rows) <= dims[0] && hsize_t(col0 + cols) <= dims[1],
+          file_name_of(dataset), ": block outside the dataset");
+  hsize_t start[2] = {hsize_t(row0), hsize_t(col0)}, count[2] = {hsize_t(rows), hsize_t(cols)};
+  if (rows == 0 || cols == 0) {
+    H5Sselect_none(file_space.get());
+    hsize_t one[2] = {1, 1};
+    mem_space = H5Handle(H5Screate_simple(2, one, nullptr));
+    H5Sselect_none(mem_space.get());
+    return;
+  }
+  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+  mem_space = H5Handle(H5Screate_simple(2, count, nullptr));
+}
+}  // namespace
+
+void h5_write_block(hid_t dataset, hid_t mem_type, int64_t row0, int64_t rows, int64_t col0, int64_t cols,
+                    const void* data) {
+  H5Handle file_space, mem_space;
+  select_block(dataset, row0, rows, col0, cols, file_space, mem_space);
+  H5Handle dxpl = collective_transfer();
+  require(H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), dxpl.get(), data) >= 0,
+          file_name_of(dataset), ": block write failed (disk full?)");
+}
+
+void h5_read_block(hid_t dataset, hid_t mem_type, int64_t row0, int64_t rows, int64_t col0, int64_t cols,
+                   void* data) {
+  H5Handle file_space, mem_space;
+  select_block(dataset, row0, rows, col0, cols, file_space, mem_space);
+  H5Handle dxpl = collective_transfer();
+  require(H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), dxpl.get(), data) >= 0,
+          file_name_of(dataset), ": block read failed (corrupt file?)");
+}
+
 void h5_write_attr(hid_t object, const std::string& name, int64_t value) {
   if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
   H5Handle space(H5Screate(H5S_SCALAR));

@@ -65,6 +65,13 @@ void h5_set_extent(hid_t dataset, const std::vector<int64_t>& dims);
 void h5_write_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, const void* data);
 void h5_read_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, void* data);
 
+/// Collective transfer of the block [row0, row0 + rows) x [col0, col0 + cols) of a 2D dataset (an empty block
+/// still takes part). `data` is rows x cols, row-major.
+void h5_write_block(hid_t dataset, hid_t mem_type, int64_t row0, int64_t rows, int64_t col0, int64_t cols,
+                    const void* data);
+void h5_read_block(hid_t dataset, hid_t mem_type, int64_t row0, int64_t rows, int64_t col0, int64_t cols,
+                   void* data);
+
 // Scalar attributes (every rank passes the same value when writing).
 void h5_write_attr(hid_t object, const std::string& name, int64_t value);
 void h5_write_attr(hid_t object, const std::string& name, const std::string& value);

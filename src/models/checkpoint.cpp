@@ -15,126 +15,158 @@ namespace tessera {
 namespace {
 
 constexpr const char* kFormat = "tessera-checkpoint";
-constexpr int64_t kVersion = 1;
+constexpr int64_t kVersion = 2;  // 2: global 2D layout
 
-void write_vector(hid_t file, const std::string& name, const Vector<float>& v) {
-  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
-  H5Handle d = h5_create_dataset(file, name, H5T_IEEE_F32LE, {int64_t(v.extent(0))}, 0, false);
-  h5_write_rows(d.get(), H5T_NATIVE_FLOAT, 0, int64_t(v.extent(0)), host.data());
+// The in-bounds part of a local block: rows [row_begin, row_begin + rows) x cols [...], clipped.
+struct Clip {
+  int64_t rows, cols;
+};
+Clip clip(const BlockPlacement& b, int64_t local_rows, int64_t local_cols) {
+  return {std::max<int64_t>(0, std::min(local_rows, b.rows - b.row_begin)),
+          std::max<int64_t>(0, std::min(local_cols, b.cols - b.col_begin))};
 }
 
-void read_vector(hid_t file, const std::string& path, const std::string& name, const Vector<float>& v) {
+void write_block(hid_t file, const std::string& name, const Vector<float>& local, int64_t local_rows,
+                 int64_t local_cols, const BlockPlacement& b) {
+  H5Handle d = h5_create_dataset(file, name, H5T_IEEE_F32LE, {b.rows, b.cols}, 0, false);
+  const Clip c = b.owner ? clip(b, local_rows, local_cols) : Clip{0, 0};
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), local);
+  std::vector<float> packed(static_cast<size_t>(c.rows * c.cols));
+  for (int64_t i = 0; i < c.rows; ++i)
+    for (int64_t j = 0; j < c.cols; ++j) packed[size_t(i * c.cols + j)] = host(i * local_cols + j);
+  h5_write_block(d.get(), H5T_NATIVE_FLOAT, b.row_begin, c.rows, b.col_begin, c.cols, packed.data());
+}
+
+void read_block(hid_t file, const std::string& path, const std::string& name, const Vector<float>& local,
+                int64_t local_rows, int64_t local_cols, const BlockPlacement& b) {
   H5Handle d = h5_open_dataset(file, path, name);
   const std::vector<int64_t> shape = h5_shape(d.get());
-  require(shape.size() == 1 && shape[0] == int64_t(v.extent(0)), path, ": dataset ", name, " has ",
-          shape.empty() ? 0 : shape[0], " values, the model has ", v.extent(0));
-  auto host = Kokkos::create_mirror_view(v);
-  h5_read_rows(d.get(), H5T_NATIVE_FLOAT, 0, int64_t(v.extent(0)), host.data());
-  Kokkos::deep_copy(v, host);
+  require(shape == std::vector<int64_t>{b.rows, b.cols}, path, ": dataset ", name,
+          " has the wrong shape for this model");
+  const Clip c = clip(b, local_rows, local_cols);
+  std::vector<float> packed(static_cast<size_t>(c.rows * c.cols));
+  h5_read_block(d.get(), H5T_NATIVE_FLOAT, b.row_begin, c.rows, b.col_begin, c.cols, packed.data());
+  auto host = Kokkos::create_mirror_view(local);
+  Kokkos::deep_copy(host, 0.0f);  // padding stays zero
+  for (int64_t i = 0; i < c.rows; ++i)
+    for (int64_t j = 0; j < c.cols; ++j) host(i * local_cols + j) = packed[size_t(i * c.cols + j)];
+  Kokkos::deep_copy(local, host);
 }
 
-// Every rank ends with rank 0's copy of the model and optimizer state.
-void broadcast_state(GnnModel<float>& model, Adam& optimizer, TrainingProgress& progress,
-                     const Communicator& comm) {
-  if (comm.size() == 1) return;
-  auto share = [&](const Vector<float>& v) {
-    auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
-    broadcast(comm, host.data(), int64_t(host.extent(0)), 0, "checkpoint");
-    Kokkos::deep_copy(v, host);
-  };
-  const std::vector<Parameter<float>*> params = model.parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    share(params[i]->value);
-    share(optimizer.first_moment(i));
-    share(optimizer.second_moment(i));
+template <class Fn>
+void for_each_array(const CheckpointState& s, const Fn& fn) {
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const Parameter<float>& p = *s.params[i];
+    fn("/param/" + p.name, p.value, p.rows, p.cols, s.param_blocks[i]);
+    fn("/adam_m/" + p.name, s.optimizer->first_moment(i), p.rows, p.cols, s.param_blocks[i]);
+    fn("/adam_v/" + p.name, s.optimizer->second_moment(i), p.rows, p.cols, s.param_blocks[i]);
   }
-  for (auto& [name, buffer] : model.buffers()) share(*buffer);
-  int64_t ints[3] = {progress.epochs_done, progress.best_epoch, optimizer.steps()};
-  double reals[2] = {progress.best_valid, progress.test_at_best};
-  broadcast(comm, ints, 3, 0, "checkpoint");
-  broadcast(comm, reals, 2, 0, "checkpoint");
-  progress = TrainingProgress{ints[0], ints[1], reals[0], reals[1]};
-  optimizer.set_steps(ints[2]);
+  for (size_t i = 0; i < s.buffers.size(); ++i)
+    fn("/buffer/" + s.buffers[i].first, *s.buffers[i].second, int64_t(1),
+       int64_t(s.buffers[i].second->extent(0)), s.buffer_blocks[i]);
 }
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer,
-                     const TrainingProgress& progress, const Communicator& comm) {
+CheckpointState checkpoint_state(GnnModel<float>& model, Adam& optimizer) {
+  CheckpointState s{model.config().describe(),
+                    model.config().seed,
+                    model.parameters(),
+                    {},
+                    &optimizer,
+                    model.buffers(),
+                    {}};
+  for (Parameter<float>* p : s.params) s.param_blocks.push_back(BlockPlacement{0, 0, p->rows, p->cols, true});
+  for (auto& [name, v] : s.buffers)
+    s.buffer_blocks.push_back(BlockPlacement{0, 0, 1, int64_t(v->extent(0)), true});
+  return s;
+}
+
+CheckpointState checkpoint_state(GcnModel3D& model, Adam& optimizer) {
+  CheckpointState s{model.config().describe(), model.config().seed, model.parameters(),
+                    model.placements(),        &optimizer,          model.buffers(),
+                    model.buffer_placements()};
+  return s;
+}
+
+void save_checkpoint(const std::string& path, const CheckpointState& state, const TrainingProgress& progress,
+                     const Communicator& comm) {
+  prepare_hdf5();
+  int pid = int(getpid());
+  broadcast(comm, &pid, 1, 0, "checkpoint");
+  const std::string temp = path + ".tmp-" + std::to_string(pid);
   comm.run_on(0, [&] {
-    prepare_hdf5();
-    const std::string temp = path + ".tmp-" + std::to_string(getpid());
-    {
-      std::FILE* probe = std::fopen(temp.c_str(), "wb");
-      require(probe != nullptr, path, ": cannot write checkpoint (", std::strerror(errno), ")");
-      std::fclose(probe);
-    }
-    try {
-      const Communicator self(MPI_COMM_SELF, false, nullptr);
-      H5Handle file = h5_create_file(self, temp);
-      const hid_t root = file.get();
-      const ModelConfig& c = model.config();
-      h5_write_attr(root, "format", std::string(kFormat));
-      h5_write_attr(root, "version", kVersion);
-      h5_write_attr(root, "model", c.describe());
-      h5_write_attr(root, "seed", int64_t(c.seed));
-      h5_write_attr(root, "epochs_done", progress.epochs_done);
-      h5_write_attr(root, "optimizer_steps", optimizer.steps());
-      h5_write_attr(root, "best_epoch", progress.best_epoch);
-      h5_write_attr(root, "best_valid", progress.best_valid);
-      h5_write_attr(root, "test_at_best", progress.test_at_best);
-      const std::vector<Parameter<float>*> params = model.parameters();
-      for (size_t i = 0; i < params.size(); ++i) {
-        write_vector(root, "/param/" + params[i]->name, params[i]->value);
-        write_vector(root, "/adam_m/" + params[i]->name, optimizer.first_moment(i));
-        write_vector(root, "/adam_v/" + params[i]->name, optimizer.second_moment(i));
-      }
-      for (auto& [name, buffer] : model.buffers()) write_vector(root, "/buffer/" + name, *buffer);
-    } catch (...) {
-      std::remove(temp.c_str());
-      throw;
-    }
+    std::FILE* probe = std::fopen(temp.c_str(), "wb");
+    require(probe != nullptr, path, ": cannot write checkpoint (", std::strerror(errno), ")");
+    std::fclose(probe);
+  });
+  {
+    H5Handle file = h5_create_file(comm, temp);
+    const hid_t root = file.get();
+    h5_write_attr(root, "format", std::string(kFormat));
+    h5_write_attr(root, "version", kVersion);
+    h5_write_attr(root, "model", state.model);
+    h5_write_attr(root, "seed", int64_t(state.seed));
+    h5_write_attr(root, "epochs_done", progress.epochs_done);
+    h5_write_attr(root, "optimizer_steps", state.optimizer->steps());
+    h5_write_attr(root, "best_epoch", progress.best_epoch);
+    h5_write_attr(root, "best_valid", progress.best_valid);
+    h5_write_attr(root, "test_at_best", progress.test_at_best);
+    for_each_array(state, [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
+                              const BlockPlacement& b) { write_block(root, name, v, rows, cols, b); });
+  }
+  comm.run_on(0, [&] {
     require(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename checkpoint (",
             std::strerror(errno), ")");
   });
 }
 
-TrainingProgress load_checkpoint(const std::string& path, GnnModel<float>& model, Adam& optimizer,
+TrainingProgress load_checkpoint(const std::string& path, const CheckpointState& state,
                                  const Communicator& comm) {
-  TrainingProgress progress;
+  prepare_hdf5();
   comm.run_on(0, [&] {
-    prepare_hdf5();
     require(access(path.c_str(), R_OK) == 0, path, ": no checkpoint to resume from (", std::strerror(errno),
             ")");
-    const Communicator self(MPI_COMM_SELF, false, nullptr);
-    H5Handle file = h5_open_file(self, path, false);
-    require(file.valid(), path, ": cannot open the checkpoint (not HDF5, corrupt or truncated)");
-    const hid_t root = file.get();
-    std::string format, described;
-    int64_t version = 0, seed = 0, steps = 0;
-    require(h5_read_attr(root, "format", format) && format == kFormat, path, ": not a Tessera checkpoint");
-    require(h5_read_attr(root, "version", version) && version == kVersion, path, ": checkpoint version ",
-            version, ", this Tessera reads version ", kVersion);
-    require(h5_read_attr(root, "model", described) && described == model.config().describe(), path,
-            ": written for model ", described, ", but this run builds ", model.config().describe());
-    require(h5_read_attr(root, "seed", seed) && uint64_t(seed) == model.config().seed, path,
-            ": written with --seed ", seed, ", this run uses ", model.config().seed);
-    require(h5_read_attr(root, "epochs_done", progress.epochs_done) &&
-                h5_read_attr(root, "optimizer_steps", steps) &&
-                h5_read_attr(root, "best_epoch", progress.best_epoch) &&
-                h5_read_attr(root, "best_valid", progress.best_valid) &&
-                h5_read_attr(root, "test_at_best", progress.test_at_best),
-            path, ": checkpoint attributes are missing (corrupt file?)");
-    optimizer.set_steps(steps);
-    const std::vector<Parameter<float>*> params = model.parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      read_vector(root, path, "/param/" + params[i]->name, params[i]->value);
-      read_vector(root, path, "/adam_m/" + params[i]->name, optimizer.first_moment(i));
-      read_vector(root, path, "/adam_v/" + params[i]->name, optimizer.second_moment(i));
-    }
-    for (auto& [name, buffer] : model.buffers()) read_vector(root, path, "/buffer/" + name, *buffer);
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    char magic[8] = {};
+    const size_t got = f ? std::fread(magic, 1, 8, f) : 0;
+    if (f) std::fclose(f);
+    require(got == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0, path,
+            ": cannot open the checkpoint (not HDF5, corrupt or truncated)");
   });
-  broadcast_state(model, optimizer, progress, comm);
+  H5Handle file = h5_open_file(comm, path, false);
+  comm.check(file.valid(), path + ": cannot open the checkpoint (not HDF5, corrupt or truncated)");
+  const hid_t root = file.get();
+  std::string format, described, problem;
+  int64_t version = 0, seed = 0, steps = 0;
+  TrainingProgress progress;
+  if (!h5_read_attr(root, "format", format) || format != kFormat)
+    problem = path + ": not a Tessera checkpoint";
+  else if (!h5_read_attr(root, "version", version) || version != kVersion)
+    problem = path + ": checkpoint version " + std::to_string(version) + ", this Tessera reads version " +
+              std::to_string(kVersion);
+  else if (!h5_read_attr(root, "model", described) || described != state.model)
+    problem = path + ": written for model " + described + ", but this run builds " + state.model;
+  else if (!h5_read_attr(root, "seed", seed) || uint64_t(seed) != state.seed)
+    problem = path + ": written with --seed " + std::to_string(seed) + ", this run uses " +
+              std::to_string(state.seed);
+  else if (!h5_read_attr(root, "epochs_done", progress.epochs_done) ||
+           !h5_read_attr(root, "optimizer_steps", steps) ||
+           !h5_read_attr(root, "best_epoch", progress.best_epoch) ||
+           !h5_read_attr(root, "best_valid", progress.best_valid) ||
+           !h5_read_attr(root, "test_at_best", progress.test_at_best))
+    problem = path + ": checkpoint attributes are missing (corrupt file?)";
+  comm.check(problem.empty(), problem);
+  state.optimizer->set_steps(steps);
+  std::string missing;
+  for_each_array(state,
+                 [&](const std::string& name, const Vector<float>&, int64_t, int64_t, const BlockPlacement&) {
+                   if (missing.empty() && !h5_exists(root, name))
+                     missing = path + ": dataset " + name + " is missing";
+                 });
+  comm.check(missing.empty(), missing);
+  for_each_array(state, [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
+                            const BlockPlacement& b) { read_block(root, path, name, v, rows, cols, b); });
   return progress;
 }
 

@@ -71,9 +71,13 @@ std::vector<Parameter<float>*> GcnLayer3D::parameters() {
   return out;
 }
 
+BlockPlacement GcnLayer3D::row_placement() const {
+  return BlockPlacement{0, out_begin_, 1, graph_.layout.dim(index_ + 1), row_owner_};
+}
+
 std::vector<BlockPlacement> GcnLayer3D::placements() const {
   const int64_t in = graph_.layout.dim(index_), out = graph_.layout.dim(index_ + 1);
-  const BlockPlacement row{0, out_begin_, 1, out, row_owner_};
+  const BlockPlacement row = row_placement();
   std::vector<BlockPlacement> p = {BlockPlacement{in_begin_, out_begin_, in, out, weight_owner_}};
   if (norm_.kind() != NormKind::Batch) p.push_back(row);
   if (norm_.kind() != NormKind::None) p.insert(p.end(), {row, row});
@@ -175,6 +179,26 @@ std::vector<BlockPlacement> GcnModel3D::placements() const {
   std::vector<BlockPlacement> out;
   for (const auto& layer : layers_)
     for (const BlockPlacement& p : layer->placements()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Vector<float>*>> GcnModel3D::buffers() {
+  std::vector<std::pair<std::string, Vector<float>*>> out;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    FeatureNorm<float>& norm = layers_[l]->norm();
+    if (norm.kind() != NormKind::Batch) continue;
+    const std::string name = "layer" + std::to_string(l) + ".norm";
+    out.push_back({name + ".running_mean", &norm.running_mean()});
+    out.push_back({name + ".running_var", &norm.running_var()});
+  }
+  return out;
+}
+
+std::vector<BlockPlacement> GcnModel3D::buffer_placements() const {
+  std::vector<BlockPlacement> out;
+  for (const auto& layer : layers_)
+    if (const_cast<GcnLayer3D&>(*layer).norm().kind() == NormKind::Batch)
+      out.insert(out.end(), {layer->row_placement(), layer->row_placement()});
   return out;
 }
 

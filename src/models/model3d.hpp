@@ -32,6 +32,8 @@ class GcnLayer3D {
 
   std::vector<Parameter<float>*> parameters();
   std::vector<BlockPlacement> placements() const;  // same order as parameters()
+  FeatureNorm<float>& norm() { return norm_; }
+  BlockPlacement row_placement() const;  // a 1 x out vector of this layer (bias, norm parameters, statistics)
   void set_static_input(bool value) { static_input_ = value; }
   int64_t in_col_begin() const { return in_begin_; }
   int64_t out_col_begin() const { return out_begin_; }
@@ -60,6 +62,10 @@ class GcnModel3D {
   void backward(const Matrix<float>& grad_logits, const PassInfo& pass);
   std::vector<Parameter<float>*> parameters();
   std::vector<BlockPlacement> placements() const;
+  /// BatchNorm running statistics by name (same names as the one-rank model) and their placements.
+  std::vector<std::pair<std::string, Vector<float>*>> buffers();
+  std::vector<BlockPlacement> buffer_placements() const;
+  const ModelConfig& config() const { return config_; }
   /// Every parameter in global layout, concatenated in parameters() order (collective over the replica).
   std::vector<float> gather_parameters(const Communicator& comm);
   int64_t logits_col_begin() const { return layers_.back()->out_col_begin(); }

@@ -161,7 +161,7 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
       options.checkpoint_dir.empty() ? "" : options.checkpoint_dir + "/checkpoint.h5";
   TrainingProgress progress;
   if (options.resume) {
-    progress = load_checkpoint(checkpoint, model, optimizer, world);
+    progress = load_checkpoint(checkpoint, checkpoint_state(model, optimizer), world);
     log_line("resumed from " + checkpoint + " after epoch " + std::to_string(progress.epochs_done));
   }
 
@@ -221,10 +221,10 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
 
     report_epoch(r, options, metrics, nlohmann::json::object());
     if (options.checkpoint_every > 0 && progress.epochs_done % options.checkpoint_every == 0)
-      save_checkpoint(checkpoint, model, optimizer, progress, world);
+      save_checkpoint(checkpoint, checkpoint_state(model, optimizer), progress, world);
   }
   if (!options.checkpoint_dir.empty() && options.checkpoint_every == 0)
-    save_checkpoint(checkpoint, model, optimizer, progress, world);
+    save_checkpoint(checkpoint, checkpoint_state(model, optimizer), progress, world);
   if (!options.predictions_path.empty() && !best_predictions.empty())
     world.run_on(0, [&] { write_predictions(options.predictions_path, best_predictions); });
 

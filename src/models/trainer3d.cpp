@@ -56,8 +56,6 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   const GridShape shape = parse_grid(options, world);
   world.check(options.model.kind == ModelKind::Gcn,
               "the 3D trainer supports --model gcn; GraphSAGE trains on one rank (no --grid)");
-  world.check(options.checkpoint_dir.empty() && !options.resume,
-              "checkpoints of 3D runs are not available in this version (train on one rank to checkpoint)");
   const ProcessGrid grid(world, shape);
   Stopwatch load_watch;
   const GraphFileReader reader(world, options.data);
@@ -85,8 +83,16 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   const LayerComms out_comms = layer_comms(grid, last);
   const int64_t col_begin = model.logits_col_begin(), classes = config.out;
 
+  const std::string checkpoint =
+      options.checkpoint_dir.empty() ? "" : options.checkpoint_dir + "/checkpoint.h5";
+  TrainingProgress progress;
+  if (options.resume) {
+    progress = load_checkpoint(checkpoint, checkpoint_state(model, optimizer), world);
+    log_line("resumed from " + checkpoint + " after epoch " + std::to_string(progress.epochs_done));
+  }
   std::ofstream metrics;
-  if (!options.metrics_path.empty() && world.rank() == 0) metrics.open(options.metrics_path, std::ios::trunc);
+  if (!options.metrics_path.empty() && world.rank() == 0)
+    metrics.open(options.metrics_path, progress.epochs_done > 0 ? std::ios::app : std::ios::trunc);
   world.check(options.metrics_path.empty() || world.rank() != 0 || bool(metrics),
               options.metrics_path + ": cannot write metrics");
 
@@ -94,9 +100,8 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   const int64_t out_cols = g.layout.padded_dim(last + 1) / shape.extent(roles_for_layer(last).a);
   Matrix<float> grad("grad_logits", size_t(out_rows), size_t(out_cols));
   TrainResult result;
-  TrainingProgress progress;
   std::vector<int64_t> best_predictions;
-  for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
+  for (int64_t epoch = progress.epochs_done; epoch < options.epochs; ++epoch) {
     EpochRecord r;
     r.epoch = epoch + 1;
     const CommStats before = world.stats();
@@ -126,7 +131,9 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
       r.valid_acc = acc(g.valid);
       r.test_acc = acc(g.test);
       if (r.valid_acc > progress.best_valid) {
-        progress = TrainingProgress{r.epoch, r.epoch, r.valid_acc, r.test_acc};
+        progress.best_epoch = r.epoch;
+        progress.best_valid = r.valid_acc;
+        progress.test_at_best = r.test_acc;
         if (!options.predictions_path.empty()) {
           // Rows of the output block, by node id, gathered on rank 0 from one replica of each block.
           const Vector<int64_t> pred = argmax_3d(out_comms, eval, col_begin, classes);
@@ -153,7 +160,12 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
     comm["bytes_max_rank"] = max_bytes;
     result.history.push_back(r);
     report_epoch(r, options, metrics, comm);
+    progress.epochs_done = r.epoch;
+    if (options.checkpoint_every > 0 && progress.epochs_done % options.checkpoint_every == 0)
+      save_checkpoint(checkpoint, checkpoint_state(model, optimizer), progress, world);
   }
+  if (!checkpoint.empty() && options.checkpoint_every == 0)
+    save_checkpoint(checkpoint, checkpoint_state(model, optimizer), progress, world);
   if (!options.predictions_path.empty())
     world.run_on(0, [&] { write_predictions_file(options.predictions_path, best_predictions); });
   result.best_epoch = progress.best_epoch;
