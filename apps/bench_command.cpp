@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
@@ -19,6 +20,7 @@
 #include "tessera/graph/normalize.hpp"
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/spmm.hpp"
+#include "tessera/parallel3d/perf_model.hpp"
 
 namespace tessera::app {
 namespace {
@@ -68,8 +70,63 @@ void add_bench_command(CLI::App& app, Command& selected) {
       app.add_subcommand("bench", "Measure this machine's kernels (SpMM, GEMM, memory bandwidth)");
   bench->require_subcommand(1);
 
+  struct CommArgs {
+    std::string write, base = "local";
+    int repeat = 10;
+  };
+  auto cm = std::make_shared<CommArgs>();
+  CLI::App* comm_cmd =
+      bench->add_subcommand("comm", "All-reduce latency and bandwidth over all ranks (run with mpiexec)");
+  comm_cmd->add_option("--repeat", cm->repeat, "Timed runs per size")->capture_default_str();
+  comm_cmd->add_option("--write", cm->write, "Update this machine file with the fitted alpha and beta");
+  comm_cmd->add_option("--base", cm->base, "Profile to start the machine file from when it does not exist")
+      ->capture_default_str();
+  comm_cmd->callback([&selected, cm] {
+    selected = [cm](const Communicator& world) {
+      world.check(world.size() > 1, "tessera bench comm needs at least 2 ranks (mpiexec -n P)");
+      const int p = world.size();
+      std::vector<double> sizes, times;
+      char line[256];
+      for (int64_t bytes : {int64_t(1) << 12, int64_t(1) << 16, int64_t(1) << 20, int64_t(1) << 24}) {
+        std::vector<float> buffer(size_t(bytes / 4), 1.0f);
+        const double t = median_seconds(cm->repeat, [&] {
+          all_reduce(world, buffer.data(), int64_t(buffer.size()), ReduceOp::Sum, "bench");
+        });
+        // Every rank must agree on the measurement: take the slowest.
+        const double slowest = all_reduce_value(world, t, ReduceOp::Max, "bench");
+        sizes.push_back(double(bytes));
+        times.push_back(slowest);
+        std::snprintf(line, sizeof(line),
+                      "allreduce %9lld bytes over %d ranks: %9.1f us  %7.2f GB/s bus bandwidth",
+                      (long long)bytes, p, 1e6 * slowest, 2.0 * (p - 1) / p * double(bytes) / slowest / 1e9);
+        log_line(line);
+      }
+      // t = 2(p-1)/p * bytes / beta + 2(p-1) alpha: a line through the measurements.
+      const double n = double(sizes.size());
+      double sx = 0, sy = 0, sxx = 0, sxy = 0;
+      for (size_t k = 0; k < sizes.size(); ++k)
+        sx += sizes[k], sy += times[k], sxx += sizes[k] * sizes[k], sxy += sizes[k] * times[k];
+      const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), intercept = (sy - slope * sx) / n;
+      const double beta = 2.0 * (p - 1) / p / slope, alpha = std::max(0.0, intercept / (2.0 * (p - 1)));
+      std::snprintf(line, sizeof(line), "fit: alpha %.2f us, beta %.2f GB/s", 1e6 * alpha, beta / 1e9);
+      log_line(line);
+      if (!cm->write.empty())
+        world.run_on(0, [&] {
+          std::FILE* exists = std::fopen(cm->write.c_str(), "r");
+          MachineProfile m = exists ? load_machine_file(cm->write) : builtin_machine(cm->base);
+          if (exists) std::fclose(exists);
+          m.alpha_intra = m.alpha_inter = alpha;
+          m.beta_intra = m.beta_inter = beta;
+          save_machine_file(m, cm->write);
+          log_line("wrote " + cm->write);
+        });
+      return 0;
+    };
+  });
+
   struct SpmmArgs {
-    std::string data, widths = "16,64,128,256";
+    std::string data, widths = "16,64,128,256", write;
+    bool fit = false;
     int64_t nodes = 169343;
     double degree = 8;
     int repeat = 10;
@@ -81,6 +138,9 @@ void add_bench_command(CLI::App& app, Command& selected) {
   spmm->add_option("--degree", s->degree, "Random graph: nonzeros per row")->capture_default_str();
   spmm->add_option("--widths", s->widths, "Dense widths, comma-separated")->capture_default_str();
   spmm->add_option("--repeat", s->repeat, "Timed runs per width")->capture_default_str();
+  spmm->add_flag("--fit", s->fit, "Also time block shapes of 3D grids and fit the model's SpMM coefficients");
+  spmm->add_option("--write", s->write,
+                   "With --fit: update this machine file (coefficients, GEMM rate, bandwidth)");
   spmm->callback([&selected, s] {
     selected = [s](const Communicator& world) {
       world.check(world.size() == 1, "tessera bench spmm measures one process: run it with mpiexec -n 1");
@@ -106,6 +166,33 @@ void add_bench_command(CLI::App& app, Command& selected) {
         std::snprintf(line, sizeof(line), "spmm width %4lld: %8.2f ms  %7.2f GB/s  %7.2f GFLOP/s",
                       (long long)w, 1e3 * t, bytes / t / 1e9, flops / t / 1e9);
         log_line(line);
+      }
+      if (!s->fit) return 0;
+      // Blocks as 3D grids cut them: rows split by Gc, columns by Ga (Plexus eq. 4.4), at several widths.
+      std::vector<SpmmSample> samples;
+      for (int gc : {1, 4})
+        for (int ga : {1, 4})
+          for (int64_t w : {8, 32, 128}) {
+            const int64_t rows = s->nodes / gc, cols = s->nodes / ga;
+            CsrMatrix<float, HostSpace> block = random_graph(rows, s->degree / ga, 3);
+            block.num_cols = cols;
+            for (int64_t k = 0; k < block.nnz(); ++k) block.col_idx(k) %= cols;
+            const CsrSpmm<float> op(csr_to_space<float, DeviceSpace>(block));
+            Matrix<float> x("x", size_t(cols), size_t(w)), y("y", size_t(rows), size_t(w));
+            const double t = median_seconds(s->repeat, [&] { op.apply(x, y); });
+            samples.push_back(SpmmSample{double(block.nnz()), double(w), double(rows), double(cols), t});
+          }
+      const std::vector<double> c = fit_spmm_model(samples);
+      std::snprintf(line, sizeof(line), "fit (eq. 4.4) over %zu block shapes: c0 %.3e  c1 %.3e  c2 %.3e",
+                    samples.size(), c[0], c[1], c[2]);
+      log_line(line);
+      if (!s->write.empty()) {
+        std::FILE* exists = std::fopen(s->write.c_str(), "r");
+        MachineProfile m = exists ? load_machine_file(s->write) : builtin_machine("local");
+        if (exists) std::fclose(exists);
+        m.spmm_c0 = c[0], m.spmm_c1 = c[1], m.spmm_c2 = c[2];
+        save_machine_file(m, s->write);
+        log_line("wrote " + s->write);
       }
       return 0;
     };

@@ -21,6 +21,9 @@ void add_bench_command(CLI::App& app, Command& selected);
 /// `tessera info FILE`
 void add_info_command(CLI::App& app, Command& selected);
 
+/// `tessera plan --data F --ranks G ...`
+void add_plan_command(CLI::App& app, Command& selected);
+
 /// "1.2 GiB"-style text for a byte count.
 std::string human_bytes(double bytes);
 /// Rank 0 line: "peak memory per rank max X, all ranks Y".

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     tessera::app::add_info_command(app, selected);
     tessera::app::add_train_command(app, selected);
     tessera::app::add_bench_command(app, selected);
+    tessera::app::add_plan_command(app, selected);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -20,8 +20,13 @@ void add_train_command(CLI::App& app, Command& selected) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Train a GCN or GraphSAGE model on a graph file");
   cmd->add_option("--data", a->options.data, "Tessera .h5 graph file")->required();
-  cmd->add_option("--grid", a->options.grid,
-                  "3D process grid XxYxZ for multi-rank full-graph training (GCN)");
+  cmd->add_option(
+      "--grid", a->options.grid,
+      "3D process grid XxYxZ for multi-rank full-graph training (GCN), or auto (performance model)");
+  cmd->add_option("--machine", a->options.machine, "--grid auto: perlmutter, frontier or local")
+      ->capture_default_str();
+  cmd->add_option("--machine-file", a->options.machine_file,
+                  "--grid auto: a file from tessera bench comm/spmm --fit");
   cmd->add_option("--permute", a->permute, "3D: none, single or double permutation for load balance")
       ->capture_default_str();
   cmd->add_option("--model", a->model, "gcn or sage")->capture_default_str();

@@ -18,8 +18,10 @@ namespace tessera {
 
 struct TrainOptions {
   std::string data;
-  std::string grid;  // "XxYxZ": 3D full-graph training (GCN); empty: one rank, or required on several
+  std::string grid;  // "XxYxZ" or "auto": 3D full-graph training (GCN); empty: one rank (required on several)
   PermuteMode permute = PermuteMode::Double;  // 3D only
+  std::string machine = "local";              // --grid auto: the performance model's machine profile
+  std::string machine_file;                   // ... or a file from tessera bench comm / spmm --fit
   ModelConfig model;                          // in / out are taken from the data
   AdamSettings optimizer;
   int64_t epochs = 200;

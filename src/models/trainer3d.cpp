@@ -11,18 +11,36 @@
 #include "tessera/kernels/loss.hpp"
 #include "tessera/models/checkpoint.hpp"
 #include "tessera/models/model3d.hpp"
+#include "tessera/parallel3d/perf_model.hpp"
 #include "trainer_common.hpp"
 
 namespace tessera {
 
 namespace {
 
-GridShape parse_grid(const TrainOptions& options, const Communicator& world) {
+GridShape parse_grid(const TrainOptions& options, const GraphMeta& meta, const Communicator& world) {
   std::string problem;
   GridShape shape;
   try {
     require(!options.grid.empty(), "training on ", world.size(),
-            " ranks needs --grid XxYxZ (a factorization of the rank count, e.g. 1x1x", world.size(), ")");
+            " ranks needs --grid XxYxZ or --grid auto (a factorization of the rank count, e.g. 1x1x",
+            world.size(), ")");
+    if (options.grid == "auto") {
+      const MachineProfile machine = options.machine_file.empty() ? builtin_machine(options.machine)
+                                                                  : load_machine_file(options.machine_file);
+      ProblemSize size;
+      size.nodes = meta.num_nodes;
+      size.nnz = meta.num_edges + meta.num_nodes;
+      size.dims.push_back(meta.num_features);
+      for (int l = 1; l < options.model.layers; ++l) size.dims.push_back(options.model.hidden);
+      size.dims.push_back(meta.num_classes);
+      const GridCost best = plan_grids(size, world.size(), machine).front();
+      char line[256];
+      std::snprintf(line, sizeof(line), "grid auto: %s (predicted %.4f s per epoch on machine %s)",
+                    best.shape.str().c_str(), best.total_s, machine.name.c_str());
+      log_line(line);
+      return best.shape;
+    }
     shape = GridShape::parse(options.grid);
     require(shape.d == 1, "--grid: full-graph training uses a 3D grid (XxYxZ), not ", options.grid);
   } catch (const Error& e) {
@@ -53,12 +71,12 @@ nlohmann::json comm_delta(const CommStats& now, const CommStats& before) {
 
 TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   check_train_options(options, world);
-  const GridShape shape = parse_grid(options, world);
   world.check(options.model.kind == ModelKind::Gcn,
               "the 3D trainer supports --model gcn; GraphSAGE trains on one rank (no --grid)");
-  const ProcessGrid grid(world, shape);
   Stopwatch load_watch;
   const GraphFileReader reader(world, options.data);
+  const GridShape shape = parse_grid(options, reader.meta(), world);
+  const ProcessGrid grid(world, shape);
   Load3DOptions load;
   load.hidden.assign(size_t(std::max(0, options.model.layers - 1)), options.model.hidden);
   load.permute = options.permute;

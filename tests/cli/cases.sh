@@ -152,5 +152,17 @@ case "$case_name" in
     for want in "spmm width    8:" "spmm width   33:" "GB/s" "GFLOP/s" "gemm 300x20x30: NN" "stream triad: 100000 floats"; do
       grep -qF "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
     done ;;
+  plan_and_auto)
+    "$TESSERA" prep synth --kind rmat --nodes 5000 --edges 30000 --features 16 --classes 4 -o r.h5 >/dev/null || exit 1
+    out=$("$TESSERA" plan --data r.h5 --ranks 8 --machine perlmutter) || exit 1
+    echo "$out"
+    [ "$(grep -cE '^ +[0-9]+  [0-9]+x[0-9]+x[0-9]+ ' <<<"$out")" -eq 10 ] || { echo "FAILED: expected 10 grids"; exit 1; }
+    $MPIEXEC -n 2 "$TESSERA" bench comm --repeat 2 --write machine.json | grep -q "fit: alpha" || exit 1
+    "$TESSERA" bench spmm --nodes 4000 --widths 8 --repeat 1 --fit --write machine.json | grep -q "fit (eq. 4.4)" || exit 1
+    grep -q '"spmm_c0"' machine.json || { echo "FAILED: machine file"; exit 1; }
+    pick=$($MPIEXEC -n 4 "$TESSERA" train --data r.h5 --grid auto --machine-file machine.json --epochs 2 | grep "grid auto") || exit 1
+    echo "$pick"
+    expect_error "--machine must be perlmutter, frontier or local, not 'summit'" "-" -- \
+      "$TESSERA" plan --data r.h5 --ranks 4 --machine summit ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// `tessera plan`: every 3D grid for a rank count, ranked by the performance model's predicted epoch time.
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/graph/graph_file.hpp"
+#include "tessera/parallel3d/perf_model.hpp"
+
+namespace tessera::app {
+
+MachineProfile machine_from_options(const std::string& machine, const std::string& file) {
+  return file.empty() ? builtin_machine(machine) : load_machine_file(file);
+}
+
+void add_plan_command(CLI::App& app, Command& selected) {
+  struct Args {
+    std::string data, machine = "local", machine_file;
+    int ranks = 0, layers = 3;
+    int64_t hidden = 256;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* plan = app.add_subcommand("plan", "Rank every 3D grid for a rank count by predicted epoch time");
+  plan->add_option("--data", a->data, "Tessera .h5 graph file (only its sizes are read)")->required();
+  plan->add_option("--ranks", a->ranks, "Number of ranks (GPUs)")->required()->check(CLI::PositiveNumber);
+  plan->add_option("--layers", a->layers, "GCN layers")->capture_default_str();
+  plan->add_option("--hidden", a->hidden, "Hidden width")->capture_default_str();
+  plan->add_option("--machine", a->machine, "perlmutter, frontier or local")->capture_default_str();
+  plan->add_option("--machine-file", a->machine_file,
+                   "Machine file written by tessera bench comm / spmm --fit");
+  plan->callback([&selected, a] {
+    selected = [a](const Communicator& world) {
+      MachineProfile machine;
+      std::string problem;
+      try {
+        require(a->layers >= 1, "--layers must be at least 1, not ", a->layers);
+        machine = machine_from_options(a->machine, a->machine_file);
+      } catch (const Error& e) {
+        problem = e.what();
+      }
+      world.check(problem.empty(), problem);
+      const GraphFileReader reader(world, a->data);
+      ProblemSize size;
+      size.nodes = reader.meta().num_nodes;
+      size.nnz = reader.meta().num_edges + reader.meta().num_nodes;
+      size.dims.push_back(reader.meta().num_features);
+      for (int l = 1; l < a->layers; ++l) size.dims.push_back(a->hidden);
+      size.dims.push_back(reader.meta().num_classes);
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "plan: %s, %lld nodes, %lld nonzeros, %d layers, hidden %lld, %d ranks, machine %s",
+                    a->data.c_str(), (long long)size.nodes, (long long)size.nnz, a->layers,
+                    (long long)a->hidden, a->ranks, machine.name.c_str());
+      log_line(line);
+      log_line("rank  grid        epoch (s)   comm (s)   spmm (s)   gemm (s)   memory/rank");
+      int rank = 1;
+      for (const GridCost& c : plan_grids(size, a->ranks, machine)) {
+        std::snprintf(line, sizeof(line), "%4d  %-10s %10.4f %10.4f %10.4f %10.4f   %s", rank++,
+                      c.shape.str().c_str(), c.total_s, c.comm_s, c.spmm_s, c.gemm_s,
+                      human_bytes(c.memory_bytes).c_str());
+        log_line(line);
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace tessera::app

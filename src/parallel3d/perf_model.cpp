@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/parallel3d/perf_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "tessera/core/error.hpp"
+#include "tessera/parallel3d/layout.hpp"
+
+namespace tessera {
+
+MachineProfile builtin_machine(const std::string& name) {
+  MachineProfile m;
+  m.name = name;
+  if (name == "perlmutter") {
+    // 4 A100-40GB per node, NVLink 3 within the node, 4 Slingshot-11 NICs (25 GB/s each) between nodes.
+    m.ranks_per_node = 4;
+    m.alpha_intra = 5e-6, m.beta_intra = 150e9;
+    m.alpha_inter = 1e-5, m.beta_inter = 22e9;
+    m.memory_bandwidth = 1.4e12, m.gemm_rate = 60e12;  // HBM2 (sustained), TF32 GEMM (sustained)
+    // A warp gathers one row per nonzero; rows narrower than 128 floats leave lanes and sectors idle
+    // (Plexus measured SpMM 8x slower after splitting features over 64 GPUs).
+    m.min_row_bytes = 512;
+  } else if (name == "frontier") {
+    // 8 MI250X GCDs per node on Infinity Fabric, 4 Slingshot-11 NICs per node (one per 2 GCDs).
+    m.ranks_per_node = 8;
+    m.alpha_intra = 8e-6, m.beta_intra = 50e9;
+    m.alpha_inter = 1.5e-5, m.beta_inter = 11e9;
+    m.memory_bandwidth = 1.3e12, m.gemm_rate = 20e12;
+    m.min_row_bytes = 512;
+  } else if (name == "local") {
+    // Measured on the 2-core development machine (tessera bench comm/stream/gemm, 2 ranks in shared memory).
+    m.ranks_per_node = 1 << 20;
+    m.alpha_intra = m.alpha_inter = 4e-6;
+    m.beta_intra = m.beta_inter = 4e9;
+    m.memory_bandwidth = 14e9, m.gemm_rate = 60e9;  // per rank with one thread each
+  } else {
+    fail("--machine must be perlmutter, frontier or local, not '", name, "'");
+  }
+  return m;
+}
+
+MachineProfile load_machine_file(const std::string& path) {
+  std::ifstream in(path);
+  require(bool(in), path, ": cannot read the machine file");
+  nlohmann::json j;
+  try {
+    in >> j;
+    MachineProfile m;
+    m.name = j.value("name", std::string("file"));
+    m.ranks_per_node = j.at("ranks_per_node").get<int>();
+    m.alpha_intra = j.at("alpha_intra").get<double>();
+    m.beta_intra = j.at("beta_intra").get<double>();
+    m.alpha_inter = j.at("alpha_inter").get<double>();
+    m.beta_inter = j.at("beta_inter").get<double>();
+    m.spmm_c0 = j.value("spmm_c0", 0.0);
+    m.spmm_c1 = j.value("spmm_c1", 0.0);
+    m.spmm_c2 = j.value("spmm_c2", 0.0);
+    m.memory_bandwidth = j.at("memory_bandwidth").get<double>();
+    m.min_row_bytes = j.value("min_row_bytes", 64.0);
+    m.gemm_rate = j.at("gemm_rate").get<double>();
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": not a valid machine file (", e.what(), ")");
+  }
+}
+
+void save_machine_file(const MachineProfile& m, const std::string& path) {
+  const nlohmann::json j = {{"name", m.name},
+                            {"ranks_per_node", m.ranks_per_node},
+                            {"alpha_intra", m.alpha_intra},
+                            {"beta_intra", m.beta_intra},
+                            {"alpha_inter", m.alpha_inter},
+                            {"beta_inter", m.beta_inter},
+                            {"spmm_c0", m.spmm_c0},
+                            {"spmm_c1", m.spmm_c1},
+                            {"spmm_c2", m.spmm_c2},
+                            {"memory_bandwidth", m.memory_bandwidth},
+                            {"min_row_bytes", m.min_row_bytes},
+                            {"gemm_rate", m.gemm_rate}};
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp);
+    require(bool(out), path, ": cannot write the machine file");
+    out << j.dump(2) << '\n';
+  }
+  require(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename the machine file");
+}
+
+std::vector<double> spmm_terms(double nnz, double width, double rows, double cols) {
+  const double root = std::sqrt(std::max(1.0, nnz * width));
+  return {root, root * cols / std::max(1.0, width), root * rows / std::max(1.0, width)};
+}
+
+std::vector<double> fit_spmm_model(const std::vector<SpmmSample>& samples) {
+  require(samples.size() >= 3, "fitting the SpMM model needs at least 3 measurements");
+  // Normal equations of min sum (t - c . terms)^2, weighted by 1/t so small and large shapes count alike.
+  double a[3][3] = {}, b[3] = {};
+  for (const SpmmSample& s : samples) {
+    const std::vector<double> x = spmm_terms(s.nnz, s.width, s.rows, s.cols);
+    const double w = 1.0 / (s.seconds * s.seconds);
+    for (int i = 0; i < 3; ++i) {
+      b[i] += w * x[size_t(i)] * s.seconds;
+      for (int j = 0; j < 3; ++j) a[i][j] += w * x[size_t(i)] * x[size_t(j)];
+    }
+  }
+  // Gaussian elimination with partial pivoting (3 x 3).
+  int order[3] = {0, 1, 2};
+  for (int col = 0; col < 3; ++col) {
+    int pivot = col;
+    for (int r = col + 1; r < 3; ++r)
+      if (std::abs(a[order[r]][col]) > std::abs(a[order[pivot]][col])) pivot = r;
+    std::swap(order[col], order[pivot]);
+    require(std::abs(a[order[col]][col]) > 1e-300, "the SpMM measurements do not determine the model");
+    for (int r = col + 1; r < 3; ++r) {
+      const double f = a[order[r]][col] / a[order[col]][col];
+      for (int c = col; c < 3; ++c) a[order[r]][c] -= f * a[order[col]][c];
+      b[order[r]] -= f * b[order[col]];
+    }
+  }
+  std::vector<double> c(3);
+  for (int col = 2; col >= 0; --col) {
+    double s = b[order[col]];
+    for (int k = col + 1; k < 3; ++k) s -= a[order[col]][k] * c[size_t(k)];
+    c[size_t(col)] = s / a[order[col]][col];
+  }
+  return c;
+}
+
+namespace {
+
+// A group of ranks along one axis stays inside a node when everything up to and including that axis fits
+// (Y innermost, then X, then Z).
+bool fits_in_node(const GridShape& s, Axis axis, int ranks_per_node) {
+  const int64_t span = axis == Axis::Y   ? s.y
+                       : axis == Axis::X ? int64_t(s.x) * s.y
+                                         : int64_t(s.x) * s.y * s.z;
+  return span <= ranks_per_node;
+}
+
+double allreduce_seconds(double bytes, const GridShape& s, Axis axis, const MachineProfile& m) {
+  const int p = s.extent(axis);
+  if (p <= 1 || bytes <= 0) return 0.0;
+  const bool intra = fits_in_node(s, axis, m.ranks_per_node);
+  const double alpha = intra ? m.alpha_intra : m.alpha_inter, beta = intra ? m.beta_intra : m.beta_inter;
+  return 2.0 * (p - 1) / p * bytes / beta + 2.0 * (p - 1) * alpha;
+}
+
+double spmm_seconds(double nnz, double width, double rows, double cols, const MachineProfile& m) {
+  if (m.spmm_c0 != 0 || m.spmm_c1 != 0 || m.spmm_c2 != 0) {
+    const std::vector<double> x = spmm_terms(nnz, width, rows, cols);
+    return std::max(0.0, m.spmm_c0 * x[0] + m.spmm_c1 * x[1] + m.spmm_c2 * x[2]);
+  }
+  // Roofline: the CSR arrays, one input row per nonzero (at least a cache line), the output block.
+  const double bytes = 12.0 * nnz + std::max(m.min_row_bytes, 4.0 * width) * nnz + 4.0 * width * rows;
+  return bytes / m.memory_bandwidth;
+}
+
+}  // namespace
+
+GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const MachineProfile& m) {
+  const Layout3D layout(s, problem.nodes, problem.dims, PermuteMode::None, 0);
+  const int layers = layout.layers();
+  const double np = double(layout.padded_nodes()), g = double(s.x) * s.y * s.z;
+  GridCost cost;
+  cost.shape = s;
+  double memory = 0;
+  for (int l = 0; l < layers; ++l) {
+    const AxisRoles r = roles_for_layer(l);
+    const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c);
+    const double in = double(layout.padded_dim(l)) / gb, out = double(layout.padded_dim(l + 1)) / ga;
+    const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
+    // Forward: AGG = A H (all-reduce over a), OUT = AGG W (over b). Backward: gW (over c), gAGG (over a)
+    // and gH (over c); layer 0 has no input gradient.
+    cost.comm_s += allreduce_seconds(4 * rows_c * in, s, r.a, m) +
+                   allreduce_seconds(4 * rows_c * out, s, r.b, m) +
+                   allreduce_seconds(4 * (in * out + out), s, r.c, m);
+    cost.spmm_s += spmm_seconds(nnz, in, rows_c, rows_a, m);
+    cost.gemm_s += 2.0 * rows_c * in * out / m.gemm_rate * (l == 0 ? 2 : 3);
+    if (l > 0) {
+      cost.comm_s +=
+          allreduce_seconds(4 * rows_c * in, s, r.a, m) + allreduce_seconds(4 * rows_a * in, s, r.c, m);
+      cost.spmm_s += spmm_seconds(nnz, in, rows_a, rows_c, m);
+    }
+    // Blocks of A and its transpose, activations, gradients and Adam state of this layer.
+    memory += (l < 6 ? 2 * 16.0 * nnz : 0) + 4.0 * (3 * rows_c * in + 2 * rows_c * out + rows_a * in) +
+              4.0 * 4 * (in * out + out);
+  }
+  (void)g;
+  memory += 4.0 * np / s.x * double(layout.padded_dim(0)) / s.y;  // input features
+  cost.total_s = cost.comm_s + cost.spmm_s + cost.gemm_s;
+  cost.memory_bytes = memory;
+  return cost;
+}
+
+std::vector<GridCost> plan_grids(const ProblemSize& problem, int ranks, const MachineProfile& machine) {
+  std::vector<GridCost> out;
+  for (const GridShape& s : ProcessGrid::factorizations(ranks, false))
+    out.push_back(predict_epoch(problem, s, machine));
+  std::stable_sort(out.begin(), out.end(),
+                   [](const GridCost& a, const GridCost& b) { return a.total_s < b.total_s; });
+  return out;
+}
+
+}  // namespace tessera

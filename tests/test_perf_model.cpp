@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The performance model behind `tessera plan` and `--grid auto`.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "tessera/core/error.hpp"
+#include "tessera/parallel3d/perf_model.hpp"
+
+using namespace tessera;
+
+namespace {
+ProblemSize arxiv_like(int layers) {
+  ProblemSize p;
+  p.nodes = 169343;
+  p.nnz = 1341529;
+  p.dims = {128};
+  for (int l = 1; l < layers; ++l) p.dims.push_back(256);
+  p.dims.push_back(40);
+  return p;
+}
+}  // namespace
+
+TEST(PerfModel, PlansEveryFactorizationFastestFirst) {
+  for (const std::string machine : {"perlmutter", "frontier", "local"}) {
+    const std::vector<GridCost> plan = plan_grids(arxiv_like(3), 12, builtin_machine(machine));
+    EXPECT_EQ(plan.size(), 18u);  // ordered triples with product 12
+    for (size_t i = 1; i < plan.size(); ++i) EXPECT_LE(plan[i - 1].total_s, plan[i].total_s);
+    for (const GridCost& c : plan) {
+      EXPECT_NEAR(c.total_s, c.comm_s + c.spmm_s + c.gemm_s, 1e-12);
+      EXPECT_GT(c.memory_bytes, 0);
+    }
+  }
+}
+
+TEST(PerfModel, PrefersNodeSplitsOverFeatureSplitsForSpmm) {
+  // One layer: roles (X, Y, Z); Y splits the features (b), X the columns of A (a), Z its rows (c).
+  MachineProfile fitted = builtin_machine("local");
+  fitted.spmm_c0 = 4e-7, fitted.spmm_c1 = 1e-11, fitted.spmm_c2 = 4e-11;  // eq. 4.4 as fitted here
+  for (const MachineProfile& m : {builtin_machine("perlmutter"), builtin_machine("frontier"), fitted}) {
+    const double features = predict_epoch(arxiv_like(1), GridShape{1, 1, 8, 1}, m).spmm_s;
+    const double columns = predict_epoch(arxiv_like(1), GridShape{1, 8, 1, 1}, m).spmm_s;
+    const double rows = predict_epoch(arxiv_like(1), GridShape{1, 1, 1, 8}, m).spmm_s;
+    EXPECT_GT(features, columns) << m.name;
+    EXPECT_GT(features, rows) << m.name;
+  }
+}
+
+TEST(PerfModel, CommunicationFollowsTheRingFormula) {
+  MachineProfile m = builtin_machine("local");
+  m.alpha_intra = m.alpha_inter = 1e-6;
+  m.beta_intra = m.beta_inter = 1e9;
+  ProblemSize p;
+  p.nodes = 1000;
+  p.nnz = 5000;
+  p.dims = {8, 4};
+  // Grid 1x2x1, one layer: only the forward all-reduce over b (Y, 2 ranks) of rows_c x out_a floats.
+  const GridCost c = predict_epoch(p, GridShape{1, 1, 2, 1}, m);
+  const double bytes = 4.0 * 1000 * 4;
+  EXPECT_NEAR(c.comm_s, 2.0 * 1 / 2 * bytes / 1e9 + 2.0 * 1e-6, 1e-12);
+}
+
+TEST(PerfModel, FitRecoversKnownCoefficients) {
+  const double c0 = 3e-8, c1 = 2e-12, c2 = 5e-12;
+  std::vector<SpmmSample> samples;
+  for (double rows : {1e4, 4e4})
+    for (double cols : {1e4, 4e4})
+      for (double width : {8.0, 64.0}) {
+        const double nnz = 8 * rows;
+        const std::vector<double> x = spmm_terms(nnz, width, rows, cols);
+        samples.push_back({nnz, width, rows, cols, c0 * x[0] + c1 * x[1] + c2 * x[2]});
+      }
+  const std::vector<double> c = fit_spmm_model(samples);
+  EXPECT_NEAR(c[0], c0, 1e-6 * c0);
+  EXPECT_NEAR(c[1], c1, 1e-6 * c1);
+  EXPECT_NEAR(c[2], c2, 1e-6 * c2);
+  EXPECT_THROW(fit_spmm_model({samples[0], samples[1]}), Error);
+}
+
+TEST(PerfModel, MachineFilesRoundTripAndBadOnesAreErrors) {
+  char dir[] = "/tmp/tessera-machine-XXXXXX";
+  const std::string path = std::string(mkdtemp(dir)) + "/m.json";
+  MachineProfile m = builtin_machine("frontier");
+  m.spmm_c1 = 1.5e-11;
+  save_machine_file(m, path);
+  const MachineProfile back = load_machine_file(path);
+  EXPECT_EQ(back.name, "frontier");
+  EXPECT_EQ(back.ranks_per_node, 8);
+  EXPECT_EQ(back.spmm_c1, 1.5e-11);
+  EXPECT_EQ(back.beta_inter, m.beta_inter);
+  std::ofstream(path) << "{\"name\": \"broken\"}";
+  try {
+    load_machine_file(path);
+    FAIL() << "accepted a machine file without fields";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": not a valid machine file"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(builtin_machine("summit"), Error);
+}
