@@ -87,11 +87,13 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   config.in = reader.meta().num_features;
   config.out = reader.meta().num_classes;
   {
-    char line[256];
+    const double peak = double(all_reduce_value(world, int64_t(peak_rss_bytes()), ReduceOp::Max, "report"));
+    char line[320];
     std::snprintf(line, sizeof(line),
-                  "loaded %s on grid %s in %.2f s (permute %s): adjacency blocks max/mean nonzeros %.3f; %s",
+                  "loaded %s on grid %s in %.2f s (permute %s, peak memory %.1f MiB per rank): adjacency blocks "
+                  "max/mean nonzeros %.3f; %s",
                   options.data.c_str(), shape.str().c_str(), load_watch.seconds(),
-                  permute_mode_name(options.permute), g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0,
+                  permute_mode_name(options.permute), peak / 1048576.0, g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0,
                   config.describe().c_str());
     log_line(line);
   }

@@ -1,0 +1,24 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Full-graph 3D training on Frontier nodes (8 MI250X GCDs per node): one MPI rank per GCD.
+#   sbatch -A ACCOUNT -N 2 scripts/slurm/frontier_full.sh DATA.h5 [GRID]       (GRID default: auto)
+# Needs a HIP build of Kokkos (the site's module through Kokkos_ROOT); Tessera's vendor path is CUDA today,
+# so on Frontier the portable Kokkos kernels run and collectives go through Cray MPICH (GPU-aware).
+# Not run from this repository's CI.
+#SBATCH -t 00:30:00
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=7
+#SBATCH -J tessera-full
+set -euo pipefail
+data=${1:?usage: sbatch frontier_full.sh DATA.h5 [GRID]}
+grid=${2:-auto}
+module load PrgEnv-amd rocm craype-accel-amd-gfx90a cray-hdf5-parallel 2>/dev/null || true
+root=${TESSERA_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-7} OMP_PROC_BIND=spread OMP_PLACES=threads
+export MPICH_GPU_SUPPORT_ENABLED=1
+export NCCL_NET_GDR_LEVEL=3 NCCL_CROSS_NIC=1 FI_CXI_ATS=0   # RCCL over Slingshot (when RCCL is used)
+# Ranks of one node are consecutive, so the Y axis (innermost) stays on Infinity Fabric (--machine frontier).
+srun --gpus-per-task=1 --gpu-bind=closest "$root/build/apps/tessera" train --data "$data" --grid "$grid" \
+  --machine frontier --model gcn --layers 3 --hidden 256 --epochs 100 --eval-every 10 \
+  --metrics "tessera-${SLURM_JOB_ID}.jsonl"

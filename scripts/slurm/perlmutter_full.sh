@@ -1,0 +1,26 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Full-graph 3D training on Perlmutter GPU nodes (4 A100 per node): one MPI rank per GPU.
+#   sbatch -A ACCOUNT -N 2 scripts/slurm/perlmutter_full.sh DATA.h5 [GRID]     (GRID default: auto)
+# Build first on a login node: scripts/setup.sh --backend cuda (with Kokkos_ROOT set to the site's
+# CUDA Kokkos module to use it instead of building one). Not run from this repository's CI.
+#SBATCH -C gpu
+#SBATCH -q regular
+#SBATCH -t 00:30:00
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-task=32
+#SBATCH -J tessera-full
+set -euo pipefail
+data=${1:?usage: sbatch perlmutter_full.sh DATA.h5 [GRID]}
+grid=${2:-auto}
+module load PrgEnv-gnu cudatoolkit craype-accel-nvidia80 cray-hdf5-parallel 2>/dev/null || true
+root=${TESSERA_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-32} OMP_PROC_BIND=spread OMP_PLACES=threads
+export MPICH_GPU_SUPPORT_ENABLED=1           # device buffers in MPI collectives
+export NCCL_NET_GDR_LEVEL=PHB                # GPUDirect RDMA through the Slingshot NICs
+export FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd
+# Ranks of one node are consecutive, so the Y axis (innermost) stays on NVLink (--machine perlmutter).
+srun --gpus-per-task=1 --gpu-bind=closest "$root/build-cuda/apps/tessera" train --data "$data" --grid "$grid" \
+  --machine perlmutter --model gcn --layers 3 --hidden 256 --epochs 100 --eval-every 10 \
+  --metrics "tessera-${SLURM_JOB_ID}.jsonl"
