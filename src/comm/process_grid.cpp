@@ -41,6 +41,25 @@ int GridCoords::get(Axis axis) const {
   return 0;
 }
 
+GridCoords GridCoords::with(Axis axis, int value) const {
+  GridCoords c = *this;
+  switch (axis) {
+    case Axis::D:
+      c.d = value;
+      break;
+    case Axis::X:
+      c.x = value;
+      break;
+    case Axis::Y:
+      c.y = value;
+      break;
+    case Axis::Z:
+      c.z = value;
+      break;
+  }
+  return c;
+}
+
 std::string GridShape::str() const {
   std::ostringstream s;
   if (d != 1) s << d << 'x';
@@ -99,21 +118,7 @@ ProcessGrid::ProcessGrid(const Communicator& world, GridShape shape) : shape_(sh
   coords_ = coords_of(rank_);
   // An axis communicator groups the ranks whose other three coordinates agree.
   for (Axis axis : {Axis::D, Axis::X, Axis::Y, Axis::Z}) {
-    GridCoords base = coords_;
-    switch (axis) {
-      case Axis::D:
-        base.d = 0;
-        break;
-      case Axis::X:
-        base.x = 0;
-        break;
-      case Axis::Y:
-        base.y = 0;
-        break;
-      case Axis::Z:
-        base.z = 0;
-        break;
-    }
+    const GridCoords base = coords_.with(axis, 0);
     axes_[size_t(axis)] = world.split(rank_of(base), coords_.get(axis));
   }
   replica_ = world.split(coords_.d, rank_ % (shape_.x * shape_.y * shape_.z));
@@ -126,21 +131,7 @@ ProcessGrid::ProcessGrid(const Communicator& world, GridShape shape) : shape_(sh
     std::vector<int> members(size_t(c.size()));
     check_mpi(MPI_Allgather(&rank_, 1, MPI_INT, members.data(), 1, MPI_INT, c.get()), "MPI_Allgather");
     for (int i = 0; i < c.size() && ok; ++i) {
-      GridCoords expect = coords_;
-      switch (axis) {
-        case Axis::D:
-          expect.d = i;
-          break;
-        case Axis::X:
-          expect.x = i;
-          break;
-        case Axis::Y:
-          expect.y = i;
-          break;
-        case Axis::Z:
-          expect.z = i;
-          break;
-      }
+      const GridCoords expect = coords_.with(axis, i);
       ok = members[size_t(i)] == rank_of(expect);
     }
   }

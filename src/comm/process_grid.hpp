@@ -31,6 +31,8 @@ struct GridShape {
 struct GridCoords {
   int d = 0, x = 0, y = 0, z = 0;
   int get(Axis axis) const;
+  /// A copy with the coordinate along `axis` replaced.
+  GridCoords with(Axis axis, int value) const;
 };
 
 class ProcessGrid {

@@ -140,6 +140,29 @@ void check_train_options(const TrainOptions& options, const Communicator& world)
   world.check(invalid.empty(), invalid);
 }
 
+std::string checkpoint_path(const TrainOptions& options) {
+  return options.checkpoint_dir.empty() ? "" : options.checkpoint_dir + "/checkpoint.h5";
+}
+
+TrainingProgress resume_if_asked(const TrainOptions& options, const CheckpointState& state,
+                                 const Communicator& world) {
+  if (!options.resume) return TrainingProgress{};
+  const TrainingProgress progress = load_checkpoint(checkpoint_path(options), state, world);
+  log_line("resumed from " + checkpoint_path(options) + " after epoch " +
+           std::to_string(progress.epochs_done));
+  return progress;
+}
+
+std::ofstream open_metrics(const TrainOptions& options, const TrainingProgress& progress,
+                           const Communicator& world) {
+  std::ofstream metrics;
+  if (!options.metrics_path.empty() && world.rank() == 0)
+    metrics.open(options.metrics_path, progress.epochs_done > 0 ? std::ios::app : std::ios::trunc);
+  world.check(options.metrics_path.empty() || world.rank() != 0 || bool(metrics),
+              options.metrics_path + ": cannot write metrics (" + std::strerror(errno) + ")");
+  return metrics;
+}
+
 void write_predictions_file(const std::string& path, const std::vector<int64_t>& predictions) {
   write_predictions(path, predictions);
 }
@@ -157,20 +180,9 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
   log_line("loaded " + options.data + " in " + std::to_string(load_watch.seconds()).substr(0, 5) +
            " s; model " + config.describe());
 
-  const std::string checkpoint =
-      options.checkpoint_dir.empty() ? "" : options.checkpoint_dir + "/checkpoint.h5";
-  TrainingProgress progress;
-  if (options.resume) {
-    progress = load_checkpoint(checkpoint, checkpoint_state(model, optimizer), world);
-    log_line("resumed from " + checkpoint + " after epoch " + std::to_string(progress.epochs_done));
-  }
-
-  std::ofstream metrics;
-  if (!options.metrics_path.empty()) {
-    metrics.open(options.metrics_path, progress.epochs_done > 0 ? std::ios::app : std::ios::trunc);
-    world.check(bool(metrics),
-                options.metrics_path + ": cannot write metrics (" + std::strerror(errno) + ")");
-  }
+  const std::string checkpoint = checkpoint_path(options);
+  TrainingProgress progress = resume_if_asked(options, checkpoint_state(model, optimizer), world);
+  std::ofstream metrics = open_metrics(options, progress, world);
 
   const int64_t n = g.ops.num_nodes;
   Matrix<float> grad("grad_logits", size_t(n), size_t(config.out));

@@ -89,12 +89,12 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   {
     const double peak = double(all_reduce_value(world, int64_t(peak_rss_bytes()), ReduceOp::Max, "report"));
     char line[320];
-    std::snprintf(line, sizeof(line),
-                  "loaded %s on grid %s in %.2f s (permute %s, peak memory %.1f MiB per rank): adjacency blocks "
-                  "max/mean nonzeros %.3f; %s",
-                  options.data.c_str(), shape.str().c_str(), load_watch.seconds(),
-                  permute_mode_name(options.permute), peak / 1048576.0, g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0,
-                  config.describe().c_str());
+    std::snprintf(
+        line, sizeof(line),
+        "loaded %s on grid %s in %.2f s (permute %s, peak memory %.1f MiB per rank): adjacency blocks "
+        "max/mean nonzeros %.3f; %s",
+        options.data.c_str(), shape.str().c_str(), load_watch.seconds(), permute_mode_name(options.permute),
+        peak / 1048576.0, g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0, config.describe().c_str());
     log_line(line);
   }
   GcnModel3D model(grid, g, config);
@@ -103,18 +103,9 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   const LayerComms out_comms = layer_comms(grid, last);
   const int64_t col_begin = model.logits_col_begin(), classes = config.out;
 
-  const std::string checkpoint =
-      options.checkpoint_dir.empty() ? "" : options.checkpoint_dir + "/checkpoint.h5";
-  TrainingProgress progress;
-  if (options.resume) {
-    progress = load_checkpoint(checkpoint, checkpoint_state(model, optimizer), world);
-    log_line("resumed from " + checkpoint + " after epoch " + std::to_string(progress.epochs_done));
-  }
-  std::ofstream metrics;
-  if (!options.metrics_path.empty() && world.rank() == 0)
-    metrics.open(options.metrics_path, progress.epochs_done > 0 ? std::ios::app : std::ios::trunc);
-  world.check(options.metrics_path.empty() || world.rank() != 0 || bool(metrics),
-              options.metrics_path + ": cannot write metrics");
+  const std::string checkpoint = checkpoint_path(options);
+  TrainingProgress progress = resume_if_asked(options, checkpoint_state(model, optimizer), world);
+  std::ofstream metrics = open_metrics(options, progress, world);
 
   const int64_t out_rows = g.layout.padded_nodes() / shape.extent(roles_for_layer(last).c);
   const int64_t out_cols = g.layout.padded_dim(last + 1) / shape.extent(roles_for_layer(last).a);

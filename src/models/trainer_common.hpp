@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/checkpoint.hpp"
 #include "tessera/models/trainer.hpp"
 
 namespace tessera {
@@ -18,6 +19,15 @@ void report_epoch(const EpochRecord& r, const TrainOptions& options, std::ofstre
 void check_train_options(const TrainOptions& options, const Communicator& world);
 /// Atomic text file of one prediction per line.
 void write_predictions_file(const std::string& path, const std::vector<int64_t>& predictions);
+/// DIR/checkpoint.h5, or empty without --checkpoint.
+std::string checkpoint_path(const TrainOptions& options);
+/// With --resume: loads the checkpoint into `state` and says so; otherwise a fresh start.
+TrainingProgress resume_if_asked(const TrainOptions& options, const CheckpointState& state,
+                                 const Communicator& world);
+/// The --metrics file on rank 0 (appended to after a resume); not open elsewhere or without --metrics.
+std::ofstream open_metrics(const TrainOptions& options, const TrainingProgress& progress,
+                           const Communicator& world);
+
 /// The 3D trainer (trainer3d.cpp).
 TrainResult train_3d(const TrainOptions& options, const Communicator& world);
 

@@ -20,24 +20,6 @@ int64_t Graph3D::valid_rows(int layer) const {
 
 namespace {
 
-GridCoords with(GridCoords c, Axis axis, int value) {
-  switch (axis) {
-    case Axis::D:
-      c.d = value;
-      break;
-    case Axis::X:
-      c.x = value;
-      break;
-    case Axis::Y:
-      c.y = value;
-      break;
-    case Axis::Z:
-      c.z = value;
-      break;
-  }
-  return c;
-}
-
 int64_t float_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -145,9 +127,9 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
       const int64_t row = row_order.inverse(v), col = col_order.inverse(u);
       const float value =
           float(1.0 / std::sqrt(double(all_degrees[size_t(v)]) * double(all_degrees[size_t(u)])));
-      GridCoords dest = with(with(mine, roles.c, int(row / row_block)), roles.a, int(col / col_block));
+      GridCoords dest = mine.with(roles.c, int(row / row_block)).with(roles.a, int(col / col_block));
       for (int kb = 0; kb < shape.extent(roles.b); ++kb) {
-        std::vector<int64_t>& bucket = buckets[size_t(grid.rank_of(with(dest, roles.b, kb)) % p)];
+        std::vector<int64_t>& bucket = buckets[size_t(grid.rank_of(dest.with(roles.b, kb)) % p)];
         bucket.insert(bucket.end(), {row, col, float_bits(value)});
       }
     };
@@ -190,10 +172,10 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
     std::vector<std::vector<float>> values(static_cast<size_t>(p));
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t pos = order.inverse(begin + i);
-      const GridCoords row_owner = with(mine, Axis::X, int(pos / row_block));
+      const GridCoords row_owner = mine.with(Axis::X, int(pos / row_block));
       for (int ky = 0; ky < shape.y; ++ky)
         for (int kz = 0; kz < shape.z; ++kz) {
-          const int dest = grid.rank_of(with(with(row_owner, Axis::Y, ky), Axis::Z, kz)) % p;
+          const int dest = grid.rank_of(row_owner.with(Axis::Y, ky).with(Axis::Z, kz)) % p;
           positions[size_t(dest)].push_back(pos);
           for (int64_t j = ky * col_block; j < (ky + 1) * col_block; ++j)
             values[size_t(dest)].push_back(j < f ? x[size_t(i * f + j)] : 0.0f);
@@ -240,10 +222,10 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
     for (int64_t i = 0; i < rows; ++i) {
       local_train += (bits[size_t(i)] & 1) && labels[size_t(i)] >= 0;
       const int64_t pos = order.inverse(begin + i);
-      const GridCoords row_owner = with(mine, roles.c, int(pos / row_block));
+      const GridCoords row_owner = mine.with(roles.c, int(pos / row_block));
       for (int ka = 0; ka < shape.extent(roles.a); ++ka)
         for (int kb = 0; kb < shape.extent(roles.b); ++kb) {
-          const int dest = grid.rank_of(with(with(row_owner, roles.a, ka), roles.b, kb)) % p;
+          const int dest = grid.rank_of(row_owner.with(roles.a, ka).with(roles.b, kb)) % p;
           buckets[size_t(dest)].insert(buckets[size_t(dest)].end(),
                                        {pos, labels[size_t(i)], int64_t(bits[size_t(i)])});
         }
