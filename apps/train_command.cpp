@@ -27,6 +27,8 @@ void add_train_command(CLI::App& app, Command& selected) {
       ->capture_default_str();
   cmd->add_option("--machine-file", a->options.machine_file,
                   "--grid auto: a file from tessera bench comm/spmm --fit");
+  cmd->add_flag("--overlap", a->options.overlap,
+                "3D: overlap each SpMM's all-reduce with the SpMM, in row chunks");
   cmd->add_option("--permute", a->permute, "3D: none, single or double permutation for load balance")
       ->capture_default_str();
   cmd->add_option("--model", a->model, "gcn or sage")->capture_default_str();

@@ -69,6 +69,19 @@ TYPED_TEST(KernelTest, SpmmMatchesDenseWithEmptyRowsAndAFullRow) {
   }
 }
 
+TEST(Spmm, RowRangesComputeOnlyTheirRows) {
+  std::mt19937_64 gen(12);
+  const auto a = random_csr<double>(200, 150, 5, 40, gen);
+  const Dense x = random_dense(150, 9, gen), expected = matmul(to_dense(a), x);
+  const CsrSpmm<double> op(csr_to_space<double, DeviceSpace>(a));
+  Matrix<double> y = to_view<double>(Dense(200, 9, 7.0));
+  op.apply_rows(to_view<double>(x), y, 37, 121);
+  const Dense got = from_view(y);
+  for (int64_t i = 0; i < 200; ++i)
+    for (int64_t j = 0; j < 9; ++j)
+      ASSERT_NEAR(got(i, j), i >= 37 && i < 121 ? expected(i, j) : 7.0, 1e-12) << i << "," << j;
+}
+
 TEST(Spmm, RowBlocksBalanceNonzerosAndCoverEveryRow) {
   HostVector<int64_t> ptr("p", 101);
   for (int64_t i = 0; i < 100; ++i) ptr(i + 1) = ptr(i) + (i == 10 ? 1000 : 10);  // one hub row

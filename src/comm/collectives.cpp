@@ -62,6 +62,14 @@ void Request::wait() {
   stats_->record(phase_, kind_, bytes_, wall_seconds() - start_);
 }
 
+bool Request::test() {
+  if (!active()) return true;
+  int done = 0;
+  check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  if (done) stats_->record(phase_, kind_, bytes_, wall_seconds() - start_);
+  return done != 0;
+}
+
 void wait_all(std::vector<Request>& requests) {
   for (Request& r : requests) r.wait();
 }

@@ -70,6 +70,8 @@ class Request {
   ~Request();
 
   void wait();
+  /// Lets MPI progress the operation; true (and counted) once it has completed.
+  bool test();
   bool active() const { return request_ != MPI_REQUEST_NULL; }
 
  private:

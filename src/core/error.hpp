@@ -6,6 +6,8 @@
 //                     so the job can shut down cleanly.
 #pragma once
 
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -33,6 +35,15 @@ template <class... Parts>
 template <class... Parts>
 void require(bool condition, const Parts&... parts) {
   if (!condition) fail(parts...);
+}
+
+/// For operating-system calls: throws Error "<parts> (<strerror(errno)>)" when !ok. errno is read inside,
+/// after `ok` was evaluated (an argument std::strerror(errno) could be evaluated before the call it reports).
+template <class... Parts>
+void require_os(bool ok, const Parts&... parts) {
+  if (ok) return;
+  const int code = errno;
+  fail(parts..., " (", std::strerror(code), ")");
 }
 
 }  // namespace tessera

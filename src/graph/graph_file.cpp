@@ -51,7 +51,7 @@ GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, con
   // Fail early, with the operating system's reason, if the output cannot be created.
   comm_.run_on(0, [&] {
     std::FILE* probe = std::fopen(temp_path_.c_str(), "wb");
-    require(probe != nullptr, path_, ": cannot create output file (", std::strerror(errno), ")");
+    require_os(probe != nullptr, path_, ": cannot create output file");
     std::fclose(probe);
   });
   prepare_hdf5();
@@ -140,8 +140,7 @@ void GraphFileWriter::commit() {
   splits_.clear();
   for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &file_}) h->close();
   comm_.run_on(0, [&] {
-    require(std::rename(temp_path_.c_str(), path_.c_str()) == 0, path_, ": cannot rename ", temp_path_, " (",
-            std::strerror(errno), ")");
+    require_os(std::rename(temp_path_.c_str(), path_.c_str()) == 0, path_, ": cannot rename ", temp_path_);
   });
   committed_ = true;
 }
@@ -152,7 +151,7 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
     : comm_(comm), path_(std::move(path)) {
   prepare_hdf5();
   comm_.run_on(0, [&] {
-    require(access(path_.c_str(), R_OK) == 0, path_, ": cannot read (", std::strerror(errno), ")");
+    require_os(access(path_.c_str(), R_OK) == 0, path_, ": cannot read");
     std::FILE* f = std::fopen(path_.c_str(), "rb");
     char magic[8] = {};
     const size_t got = f ? std::fread(magic, 1, 8, f) : 0;

@@ -36,7 +36,7 @@ using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 FilePtr open_file(const std::string& path) {
   FilePtr f(std::fopen(path.c_str(), "rb"));
-  require(f != nullptr, path, ": cannot open (", std::strerror(errno), ")");
+  require_os(f != nullptr, path, ": cannot open");
   return f;
 }
 
@@ -123,7 +123,7 @@ NpyStream::NpyStream(const std::string& archive, const std::string& member) : wh
   require(entry.method == 0 || entry.method == 8, where_, ": unsupported zip compression method ",
           entry.method);
   file_ = std::fopen(archive.c_str(), "rb");
-  require(file_ != nullptr, archive, ": cannot open (", std::strerror(errno), ")");
+  require_os(file_ != nullptr, archive, ": cannot open");
   unsigned char local[30];
   read_at(file_, entry.local_offset, local, sizeof(local), archive);
   require(le(local, 4) == 0x04034b50, where_, ": corrupt zip member header");

@@ -14,11 +14,11 @@ namespace tessera {
 
 GzipLineReader::GzipLineReader(std::string path) : path_(std::move(path)), buffer_(size_t(1) << 20) {
   struct stat info {};
-  require(stat(path_.c_str(), &info) == 0, path_, ": cannot open (", std::strerror(errno), ")");
+  require_os(stat(path_.c_str(), &info) == 0, path_, ": cannot open");
   require(S_ISREG(info.st_mode), path_, ": not a regular file");
   compressed_size_ = int64_t(info.st_size);
   file_ = gzopen(path_.c_str(), "rb");
-  require(file_ != nullptr, path_, ": cannot open (", std::strerror(errno), ")");
+  require_os(file_ != nullptr, path_, ": cannot open");
   gzbuffer(file_, 1 << 18);
 }
 

@@ -75,12 +75,29 @@ CsrSpmm<Scalar, Space>::CsrSpmm(CsrMatrix<Scalar, Space> a) : a_(std::move(a)) {
   const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), a_.row_ptr);
   // A few blocks per thread lets the dynamic schedule even out what the nonzero count cannot see.
   const int64_t blocks = 16 * int64_t(ExecSpace().concurrency());
-  block_start_ = Kokkos::create_mirror_view_and_copy(Space(), balanced_row_blocks(row_ptr, blocks));
+  host_block_start_ = balanced_row_blocks(row_ptr, blocks);
+  block_start_ = Kokkos::create_mirror_view_and_copy(Space(), host_block_start_);
 }
 
 template <class Scalar, class Space>
 void CsrSpmm<Scalar, Space>::apply(const Matrix<const Scalar, Space>& x, const Matrix<Scalar, Space>& y,
                                    Scalar alpha, Scalar beta) const {
+  apply_rows(x, y, 0, a_.num_rows, alpha, beta);
+}
+
+template <class Scalar, class Space>
+void CsrSpmm<Scalar, Space>::apply_rows(const Matrix<const Scalar, Space>& x, const Matrix<Scalar, Space>& y,
+                                        int64_t row_begin, int64_t row_end, Scalar alpha, Scalar beta) const {
+  if (row_end <= row_begin) return;
+  // The balanced blocks that intersect the range; rows outside it are skipped inside the kernels.
+  const int64_t first_block =
+      int64_t(
+          std::upper_bound(host_block_start_.data(), host_block_start_.data() + num_blocks() + 1, row_begin) -
+          host_block_start_.data()) -
+      1;
+  const int64_t last_block = int64_t(
+      std::lower_bound(host_block_start_.data(), host_block_start_.data() + num_blocks() + 1, row_end) -
+      host_block_start_.data());
   require(int64_t(x.extent(0)) == a_.num_cols && int64_t(y.extent(0)) == a_.num_rows &&
               x.extent(1) == y.extent(1),
           "spmm: A is ", a_.num_rows, "x", a_.num_cols, ", X is ", x.extent(0), "x", x.extent(1), ", Y is ",
@@ -98,9 +115,12 @@ void CsrSpmm<Scalar, Space>::apply(const Matrix<const Scalar, Space>& x, const M
     // Host: one block per task; for each nonzero, a contiguous row of X is added into Y's row, which
     // the compiler vectorizes.
     Kokkos::parallel_for(
-        "tessera::spmm", Kokkos::RangePolicy<Exec, Kokkos::Schedule<Kokkos::Dynamic>>(0, num_blocks()),
+        "tessera::spmm",
+        Kokkos::RangePolicy<Exec, Kokkos::Schedule<Kokkos::Dynamic>>(first_block, last_block),
         KOKKOS_LAMBDA(int64_t block) {
-          for (int64_t row = starts(block); row < starts(block + 1); ++row) {
+          const int64_t lo = starts(block) > row_begin ? starts(block) : row_begin;
+          const int64_t hi = starts(block + 1) < row_end ? starts(block + 1) : row_end;
+          for (int64_t row = lo; row < hi; ++row) {
             Scalar* KOKKOS_RESTRICT out = &y(row, 0);
             if (beta == Scalar(0))
               for (int64_t f = 0; f < width; ++f) out[f] = Scalar(0);
@@ -126,8 +146,9 @@ void CsrSpmm<Scalar, Space>::apply(const Matrix<const Scalar, Space>& x, const M
     using Member = typename Policy::member_type;
     const int lanes = width >= 32 ? 32 : width >= 8 ? 8 : 1;
     Kokkos::parallel_for(
-        "tessera::spmm", Policy(num_blocks(), Kokkos::AUTO, lanes), KOKKOS_LAMBDA(const Member& team) {
-          const int64_t block = team.league_rank();
+        "tessera::spmm", Policy(last_block - first_block, Kokkos::AUTO, lanes),
+        KOKKOS_LAMBDA(const Member& team) {
+          const int64_t block = first_block + team.league_rank();
           Kokkos::parallel_for(
               Kokkos::TeamThreadRange(team, starts(block), starts(block + 1)), [&](int64_t row) {
                 Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, width), [&](int64_t f) {

@@ -23,12 +23,18 @@ class CsrSpmm {
   void apply(const Matrix<const Scalar, Space>& x, const Matrix<Scalar, Space>& y, Scalar alpha = Scalar(1),
              Scalar beta = Scalar(0)) const;
 
+  /// Only rows [row_begin, row_end) of y. Lets a caller ship finished rows (a non-blocking all-reduce)
+  /// while later ones compute; the row ranges are the caller's, so all ranks of a reduction can agree.
+  void apply_rows(const Matrix<const Scalar, Space>& x, const Matrix<Scalar, Space>& y, int64_t row_begin,
+                  int64_t row_end, Scalar alpha = Scalar(1), Scalar beta = Scalar(0)) const;
+
   const CsrMatrix<Scalar, Space>& matrix() const { return a_; }
   int64_t num_blocks() const { return int64_t(block_start_.extent(0)) - 1; }
 
  private:
   CsrMatrix<Scalar, Space> a_;
   Vector<int64_t, Space> block_start_;  // row blocks of balanced nonzeros
+  HostVector<int64_t> host_block_start_;
 };
 
 /// Row boundaries of `blocks` blocks balancing nonzeros + rows (a row costs one unit of overhead).

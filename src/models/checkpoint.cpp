@@ -97,7 +97,7 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
   const std::string temp = path + ".tmp-" + std::to_string(pid);
   comm.run_on(0, [&] {
     std::FILE* probe = std::fopen(temp.c_str(), "wb");
-    require(probe != nullptr, path, ": cannot write checkpoint (", std::strerror(errno), ")");
+    require_os(probe != nullptr, path, ": cannot write checkpoint");
     std::fclose(probe);
   });
   {
@@ -116,8 +116,7 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
                               const BlockPlacement& b) { write_block(root, name, v, rows, cols, b); });
   }
   comm.run_on(0, [&] {
-    require(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename checkpoint (",
-            std::strerror(errno), ")");
+    require_os(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename checkpoint");
   });
 }
 
@@ -125,8 +124,7 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
                                  const Communicator& comm) {
   prepare_hdf5();
   comm.run_on(0, [&] {
-    require(access(path.c_str(), R_OK) == 0, path, ": no checkpoint to resume from (", std::strerror(errno),
-            ")");
+    require_os(access(path.c_str(), R_OK) == 0, path, ": no checkpoint to resume from");
     std::FILE* f = std::fopen(path.c_str(), "rb");
     char magic[8] = {};
     const size_t got = f ? std::fread(magic, 1, 8, f) : 0;

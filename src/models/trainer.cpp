@@ -84,11 +84,11 @@ void write_predictions(const std::string& path, const std::vector<int64_t>& pred
   const std::string temp = path + ".tmp-" + std::to_string(getpid());
   {
     std::ofstream out(temp);
-    require(bool(out), path, ": cannot write predictions (", std::strerror(errno), ")");
+    require_os(bool(out), path, ": cannot write predictions");
     for (int64_t p : predictions) out << p << '\n';
     require(bool(out), path, ": write failed (disk full?)");
   }
-  require(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename (", std::strerror(errno), ")");
+  require_os(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename");
 }
 
 }  // namespace
@@ -156,10 +156,12 @@ TrainingProgress resume_if_asked(const TrainOptions& options, const CheckpointSt
 std::ofstream open_metrics(const TrainOptions& options, const TrainingProgress& progress,
                            const Communicator& world) {
   std::ofstream metrics;
-  if (!options.metrics_path.empty() && world.rank() == 0)
+  int error = 0;
+  if (!options.metrics_path.empty() && world.rank() == 0) {
     metrics.open(options.metrics_path, progress.epochs_done > 0 ? std::ios::app : std::ios::trunc);
-  world.check(options.metrics_path.empty() || world.rank() != 0 || bool(metrics),
-              options.metrics_path + ": cannot write metrics (" + std::strerror(errno) + ")");
+    error = metrics ? 0 : errno;
+  }
+  world.check(error == 0, options.metrics_path + ": cannot write metrics (" + std::strerror(error) + ")");
   return metrics;
 }
 

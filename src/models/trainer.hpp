@@ -22,6 +22,7 @@ struct TrainOptions {
   PermuteMode permute = PermuteMode::Double;  // 3D only
   std::string machine = "local";              // --grid auto: the performance model's machine profile
   std::string machine_file;                   // ... or a file from tessera bench comm / spmm --fit
+  bool overlap = false;                       // 3D: chunked SpMM with non-blocking all-reduces
   ModelConfig model;                          // in / out are taken from the data
   AdamSettings optimizer;
   int64_t epochs = 200;

@@ -18,6 +18,10 @@ namespace tessera {
 
 namespace {
 
+// Row chunks per sparse product under --overlap: enough to hide a chunk's all-reduce behind the next
+// chunk's SpMM, few enough that each message stays large.
+constexpr int kOverlapChunks = 4;
+
 GridShape parse_grid(const TrainOptions& options, const GraphMeta& meta, const Communicator& world) {
   std::string problem;
   GridShape shape;
@@ -97,7 +101,7 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
         peak / 1048576.0, g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0, config.describe().c_str());
     log_line(line);
   }
-  GcnModel3D model(grid, g, config);
+  GcnModel3D model(grid, g, config, options.overlap ? kOverlapChunks : 0);
   Adam optimizer(model.parameters(), options.optimizer);
   const int last = config.layers - 1;
   const LayerComms out_comms = layer_comms(grid, last);

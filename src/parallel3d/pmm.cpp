@@ -10,9 +10,9 @@
 
 namespace tessera {
 
-LayerComms layer_comms(const ProcessGrid& grid, int layer) {
+LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks) {
   const AxisRoles r = roles_for_layer(layer);
-  return {&grid.axis(r.a), &grid.axis(r.b), &grid.axis(r.c)};
+  return {&grid.axis(r.a), &grid.axis(r.b), &grid.axis(r.c), overlap_chunks};
 }
 
 void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase) {
@@ -25,15 +25,35 @@ namespace {
 int64_t size_of(const Matrix<float>& m) {
   return int64_t(m.extent(0) * m.extent(1));
 }
+
+// y = op x summed over comm; with chunks > 1 the rows go in chunks, each chunk's all-reduce in flight while
+// the next chunk computes (MPI_Test between chunks lets MPI progress without a progress thread).
+void spmm_then_sum(const CsrSpmm<float>& op, const Matrix<const float>& x, const Matrix<float>& y,
+                   const Communicator& comm, int chunks, const std::string& phase) {
+  if (chunks <= 1 || comm.size() == 1) {
+    op.apply(x, y);
+    sum_over(comm, y.data(), size_of(y), phase);
+    return;
+  }
+  // Chunks are cut by row count, not by this rank's nonzeros: every rank of the reduction holds the same
+  // rows and must post the same sequence of all-reduces.
+  const int64_t rows = int64_t(y.extent(0)), width = int64_t(y.extent(1));
+  std::vector<Request> pending;
+  for (int c = 0; c < chunks; ++c) {
+    const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
+    op.apply_rows(x, y, r0, r1);
+    Kokkos::fence();
+    pending.push_back(iall_reduce(comm, y.data() + r0 * width, (r1 - r0) * width, ReduceOp::Sum, phase));
+    for (Request& r : pending) r.test();
+  }
+  wait_all(pending);
+}
 }  // namespace
 
 void pmm_forward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& h,
                  const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
                  bool agg_ready) {
-  if (!agg_ready) {
-    a.forward.apply(h, agg);
-    sum_over(*comms.a, agg.data(), size_of(agg), "forward allreduce a");
-  }
+  if (!agg_ready) spmm_then_sum(a.forward, h, agg, *comms.a, comms.overlap_chunks, "forward allreduce a");
   gemm<float>(Trans::No, Trans::No, 1.0f, agg, w, 0.0f, out);
   sum_over(*comms.b, out.data(), size_of(out), "forward allreduce b");
 }
@@ -46,8 +66,7 @@ void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix
   if (g_h.extent(0) == 0) return;
   gemm<float>(Trans::No, Trans::Yes, 1.0f, g_out, w, 0.0f, g_agg);
   sum_over(*comms.a, g_agg.data(), size_of(g_agg), "backward allreduce a");
-  a.transpose.apply(g_agg, g_h);
-  sum_over(*comms.c, g_h.data(), size_of(g_h), "backward allreduce c (inputs)");
+  spmm_then_sum(a.transpose, g_agg, g_h, *comms.c, comms.overlap_chunks, "backward allreduce c (inputs)");
 }
 
 namespace {

@@ -19,8 +19,11 @@ struct LayerComms {
   const Communicator* a;
   const Communicator* b;
   const Communicator* c;
+  /// --overlap: the sparse products run in this many row chunks, each chunk's all-reduce issued
+  /// non-blocking while the next chunk computes (0 or 1: one blocking all-reduce).
+  int overlap_chunks = 0;
 };
-LayerComms layer_comms(const ProcessGrid& grid, int layer);
+LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks = 0);
 
 /// In-place sum of a block over `comm` (nothing when comm has one rank).
 void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase);
