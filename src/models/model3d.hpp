@@ -25,7 +25,7 @@ struct BlockPlacement {
 class GcnLayer3D {
  public:
   GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout,
-             uint64_t seed, int overlap_chunks = 0);
+             uint64_t seed, int overlap_chunks = 0, PhaseTimers* timers = nullptr);
 
   Matrix<float> forward(const Matrix<const float>& in, const PassInfo& pass);
   Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass);
@@ -71,10 +71,13 @@ class GcnModel3D {
   /// Every parameter in global layout, concatenated in parameters() order (collective over the replica).
   std::vector<float> gather_parameters(const Communicator& comm);
   int64_t logits_col_begin() const { return layers_.back()->out_col_begin(); }
+  /// Seconds this rank spent in "spmm" and "gemm" (fenced), for per-phase reports.
+  PhaseTimers& timers() { return timers_; }
 
  private:
   const Graph3D& graph_;
   ModelConfig config_;
+  PhaseTimers timers_;
   std::vector<std::unique_ptr<GcnLayer3D>> layers_;
   Matrix<float> dropped_input_;
 };

@@ -71,6 +71,52 @@ nlohmann::json comm_delta(const CommStats& now, const CommStats& before) {
   return j;
 }
 
+// Per-phase seconds of one epoch on this rank: compute phases from the model's timers, communication
+// phases from the collectives' counters. Returns {max, mean, max/mean} over ranks for each, as JSON, and
+// a console summary.
+nlohmann::json phase_report(const PhaseTimers& now, const PhaseTimers& before, const CommStats& comm_now,
+                            const CommStats& comm_before, const Communicator& world, std::string& line) {
+  static const char* compute[] = {"spmm", "gemm", "loss"};
+  std::vector<std::string> names(std::begin(compute), std::end(compute));
+  std::vector<double> seconds;
+  for (const char* name : compute) seconds.push_back(now.get(name) - before.get(name));
+  // Communication phases: every rank knows the same names (same grid); a rank that skipped one reports 0.
+  static const char* comm_phases[] = {"forward allreduce a",
+                                      "forward allreduce b",
+                                      "backward allreduce c (weights)",
+                                      "backward allreduce a",
+                                      "backward allreduce c (inputs)",
+                                      "norm allreduce c",
+                                      "norm allreduce a",
+                                      "loss allreduce a",
+                                      "loss allreduce c"};
+  for (const char* name : comm_phases) {
+    names.push_back(name);
+    seconds.push_back(comm_now.get(name, Collective::AllReduce).seconds -
+                      comm_before.get(name, Collective::AllReduce).seconds);
+  }
+  std::vector<double> max = seconds, sum = seconds;
+  all_reduce(world, max.data(), int64_t(max.size()), ReduceOp::Max, "report");
+  all_reduce(world, sum.data(), int64_t(sum.size()), ReduceOp::Sum, "report");
+  nlohmann::json j;
+  double comm_max = 0, comm_mean = 0;
+  for (size_t k = 0; k < names.size(); ++k) {
+    const double mean = sum[k] / world.size();
+    if (max[k] <= 0) continue;
+    j[names[k]] = {{"max_s", max[k]}, {"mean_s", mean}, {"max_over_mean", mean > 0 ? max[k] / mean : 1.0}};
+    if (k >= 3) comm_max += max[k], comm_mean += mean;
+  }
+  char text[256];
+  auto ms = [&](size_t k) { return std::make_pair(1e3 * max[k], 1e3 * sum[k] / world.size()); };
+  std::snprintf(
+      text, sizeof(text),
+      "      phases max/mean ms: spmm %.1f/%.1f  gemm %.1f/%.1f  loss %.1f/%.1f  allreduce %.1f/%.1f",
+      ms(0).first, ms(0).second, ms(1).first, ms(1).second, ms(2).first, ms(2).second, 1e3 * comm_max,
+      1e3 * comm_mean);
+  line = text;
+  return j;
+}
+
 }  // namespace
 
 TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
@@ -120,11 +166,14 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
     EpochRecord r;
     r.epoch = epoch + 1;
     const CommStats before = world.stats();
+    const PhaseTimers timers_before = model.timers();
     Stopwatch epoch_watch, phase;
     const PassInfo pass{true, config.seed, epoch};
     const Matrix<float> logits = model.forward(pass);
+    Stopwatch loss_watch;
     const auto [loss_sum, count] = softmax_cross_entropy_3d(out_comms, logits, col_begin, classes, g.labels,
                                                             g.train, 1.0f / float(g.num_train), grad);
+    model.timers().add("loss", loss_watch.seconds());
     r.loss = loss_sum / double(std::max<int64_t>(count, 1));
     r.forward_s = phase.seconds();
     phase.restart();
@@ -173,8 +222,11 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
       if (key.rfind("bytes_", 0) == 0) bytes += value.get<int64_t>();
     const int64_t max_bytes = all_reduce_value(world, bytes, ReduceOp::Max, "report");
     comm["bytes_max_rank"] = max_bytes;
+    std::string phase_line;
+    comm["phases"] = phase_report(model.timers(), timers_before, world.stats(), before, world, phase_line);
     result.history.push_back(r);
     report_epoch(r, options, metrics, comm);
+    if (!options.quiet) log_line(phase_line);
     progress.epochs_done = r.epoch;
     if (options.checkpoint_every > 0 && progress.epochs_done % options.checkpoint_every == 0)
       save_checkpoint(checkpoint, checkpoint_state(model, optimizer), progress, world);

@@ -10,9 +10,9 @@
 
 namespace tessera {
 
-LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks) {
+LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks, PhaseTimers* timers) {
   const AxisRoles r = roles_for_layer(layer);
-  return {&grid.axis(r.a), &grid.axis(r.b), &grid.axis(r.c), overlap_chunks};
+  return {&grid.axis(r.a), &grid.axis(r.b), &grid.axis(r.c), overlap_chunks, timers};
 }
 
 void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase) {
@@ -28,10 +28,20 @@ int64_t size_of(const Matrix<float>& m) {
 
 // y = op x summed over comm; with chunks > 1 the rows go in chunks, each chunk's all-reduce in flight while
 // the next chunk computes (MPI_Test between chunks lets MPI progress without a progress thread).
+// Runs fn and adds its time (after a fence) to `phase` when timers are on.
+template <class Fn>
+void timed(PhaseTimers* timers, const char* phase, const Fn& fn) {
+  if (!timers) return fn();
+  Stopwatch watch;
+  fn();
+  Kokkos::fence();
+  timers->add(phase, watch.seconds());
+}
+
 void spmm_then_sum(const CsrSpmm<float>& op, const Matrix<const float>& x, const Matrix<float>& y,
-                   const Communicator& comm, int chunks, const std::string& phase) {
+                   const Communicator& comm, int chunks, PhaseTimers* timers, const std::string& phase) {
   if (chunks <= 1 || comm.size() == 1) {
-    op.apply(x, y);
+    timed(timers, "spmm", [&] { op.apply(x, y); });
     sum_over(comm, y.data(), size_of(y), phase);
     return;
   }
@@ -41,7 +51,7 @@ void spmm_then_sum(const CsrSpmm<float>& op, const Matrix<const float>& x, const
   std::vector<Request> pending;
   for (int c = 0; c < chunks; ++c) {
     const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
-    op.apply_rows(x, y, r0, r1);
+    timed(timers, "spmm", [&] { op.apply_rows(x, y, r0, r1); });
     Kokkos::fence();
     pending.push_back(iall_reduce(comm, y.data() + r0 * width, (r1 - r0) * width, ReduceOp::Sum, phase));
     for (Request& r : pending) r.test();
@@ -53,20 +63,22 @@ void spmm_then_sum(const CsrSpmm<float>& op, const Matrix<const float>& x, const
 void pmm_forward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& h,
                  const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
                  bool agg_ready) {
-  if (!agg_ready) spmm_then_sum(a.forward, h, agg, *comms.a, comms.overlap_chunks, "forward allreduce a");
-  gemm<float>(Trans::No, Trans::No, 1.0f, agg, w, 0.0f, out);
+  if (!agg_ready)
+    spmm_then_sum(a.forward, h, agg, *comms.a, comms.overlap_chunks, comms.timers, "forward allreduce a");
+  timed(comms.timers, "gemm", [&] { gemm<float>(Trans::No, Trans::No, 1.0f, agg, w, 0.0f, out); });
   sum_over(*comms.b, out.data(), size_of(out), "forward allreduce b");
 }
 
 void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& agg,
                   const Matrix<const float>& w, const Matrix<const float>& g_out, const Matrix<float>& g_w,
                   const Matrix<float>& g_agg, const Matrix<float>& g_h) {
-  gemm<float>(Trans::Yes, Trans::No, 1.0f, agg, g_out, 0.0f, g_w);
+  timed(comms.timers, "gemm", [&] { gemm<float>(Trans::Yes, Trans::No, 1.0f, agg, g_out, 0.0f, g_w); });
   sum_over(*comms.c, g_w.data(), size_of(g_w), "backward allreduce c (weights)");
   if (g_h.extent(0) == 0) return;
-  gemm<float>(Trans::No, Trans::Yes, 1.0f, g_out, w, 0.0f, g_agg);
+  timed(comms.timers, "gemm", [&] { gemm<float>(Trans::No, Trans::Yes, 1.0f, g_out, w, 0.0f, g_agg); });
   sum_over(*comms.a, g_agg.data(), size_of(g_agg), "backward allreduce a");
-  spmm_then_sum(a.transpose, g_agg, g_h, *comms.c, comms.overlap_chunks, "backward allreduce c (inputs)");
+  spmm_then_sum(a.transpose, g_agg, g_h, *comms.c, comms.overlap_chunks, comms.timers,
+                "backward allreduce c (inputs)");
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tessera/comm/process_grid.hpp"
+#include "tessera/core/timer.hpp"
 #include "tessera/parallel3d/graph3d.hpp"
 
 namespace tessera {
@@ -22,8 +23,11 @@ struct LayerComms {
   /// --overlap: the sparse products run in this many row chunks, each chunk's all-reduce issued
   /// non-blocking while the next chunk computes (0 or 1: one blocking all-reduce).
   int overlap_chunks = 0;
+  /// When set, SpMM and GEMM seconds are added here under "spmm" and "gemm" (each kernel fenced).
+  PhaseTimers* timers = nullptr;
 };
-LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks = 0);
+LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks = 0,
+                       PhaseTimers* timers = nullptr);
 
 /// In-place sum of a block over `comm` (nothing when comm has one rank).
 void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase);

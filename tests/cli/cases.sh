@@ -144,7 +144,10 @@ case "$case_name" in
     echo "1 rank:    $one"; echo "2x1x2 grid: $grid"
     [ "${one%% (mean*}" = "${grid%% (mean*}" ] || { echo "FAILED: the grid run differs from the one-rank run"; exit 1; }
     [ "$(wc -l < pred.txt)" -eq 2708 ] && ! grep -q -- '-1' pred.txt || { echo "FAILED: predictions"; exit 1; }
-    grep -q '"bytes_allreduce"' m.jsonl || { echo "FAILED: no communication bytes in the metrics"; exit 1; } ;;
+    grep -q '"bytes_allreduce"' m.jsonl || { echo "FAILED: no communication bytes in the metrics"; exit 1; }
+    for phase in '"spmm":{"max_over_mean"' '"gemm":{"max_over_mean"' '"forward allreduce a":{' '"loss":{'; do
+      grep -qF "$phase" m.jsonl || { echo "FAILED: no per-phase timing $phase in the metrics"; exit 1; }
+    done ;;
   bench_smoke)
     out=$("$TESSERA" bench spmm --nodes 2000 --degree 5 --widths 8,33 --repeat 2 && "$TESSERA" bench gemm --m 300 --n 20 \
       --k 30 --repeat 2 && "$TESSERA" bench stream --elements 100000 --repeat 2) || exit 1
