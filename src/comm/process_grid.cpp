@@ -13,7 +13,10 @@ const char* axis_name(Axis axis) {
   return names[int(axis)];
 }
 
-int GridShape::extent(Axis axis) const {
+namespace {
+// The member of (d, x, y, z) that `axis` names.
+template <class T>
+T& pick(Axis axis, T& d, T& x, T& y, T& z) {
   switch (axis) {
     case Axis::D:
       return d;
@@ -21,42 +24,23 @@ int GridShape::extent(Axis axis) const {
       return x;
     case Axis::Y:
       return y;
-    case Axis::Z:
+    default:
       return z;
   }
-  return 1;
+}
+}  // namespace
+
+int GridShape::extent(Axis axis) const {
+  return pick(axis, d, x, y, z);
 }
 
 int GridCoords::get(Axis axis) const {
-  switch (axis) {
-    case Axis::D:
-      return d;
-    case Axis::X:
-      return x;
-    case Axis::Y:
-      return y;
-    case Axis::Z:
-      return z;
-  }
-  return 0;
+  return pick(axis, d, x, y, z);
 }
 
 GridCoords GridCoords::with(Axis axis, int value) const {
   GridCoords c = *this;
-  switch (axis) {
-    case Axis::D:
-      c.d = value;
-      break;
-    case Axis::X:
-      c.x = value;
-      break;
-    case Axis::Y:
-      c.y = value;
-      break;
-    case Axis::Z:
-      c.z = value;
-      break;
-  }
+  pick(axis, c.d, c.x, c.y, c.z) = value;
   return c;
 }
 

@@ -128,7 +128,8 @@ void FeatureNorm<Scalar>::backward(const Matrix<Scalar>& g, int64_t total_rows, 
         });
   } else {
     const auto rinv = stat_a_;
-    Vector<Scalar> dot("rms.dot", size_t(rows));
+    if (int64_t(row_dot_.extent(0)) != rows) row_dot_ = Vector<Scalar>("rms.dot", size_t(rows));
+    const auto dot = row_dot_;
     Kokkos::parallel_for(
         "tessera::rms_dot", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
           Scalar s = 0;

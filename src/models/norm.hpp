@@ -49,6 +49,7 @@ class FeatureNorm {
   Vector<Scalar> running_mean_, running_var_;
   Matrix<Scalar> normalized_;       // xhat (BatchNorm) or z * rinv (RMSNorm), kept for backward
   Vector<Scalar> stat_a_, stat_b_;  // BatchNorm: mean, invstd per feature; RMSNorm: rinv per row
+  Vector<Scalar> row_dot_;          // RMSNorm backward: per-row sums, kept to avoid an allocation per step
   bool used_batch_stats_ = false;
 };
 

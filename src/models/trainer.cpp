@@ -140,6 +140,14 @@ void check_train_options(const TrainOptions& options, const Communicator& world)
   world.check(invalid.empty(), invalid);
 }
 
+bool record_if_best(TrainingProgress& progress, const EpochRecord& r) {
+  if (!r.evaluated || r.valid_acc <= progress.best_valid) return false;
+  progress.best_valid = r.valid_acc;
+  progress.best_epoch = r.epoch;
+  progress.test_at_best = r.test_acc;
+  return true;
+}
+
 std::string checkpoint_path(const TrainOptions& options) {
   return options.checkpoint_dir.empty() ? "" : options.checkpoint_dir + "/checkpoint.h5";
 }
@@ -217,10 +225,7 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
       r.train_acc = accuracy(eval_logits, g, g.train);
       r.valid_acc = accuracy(eval_logits, g, g.valid);
       r.test_acc = accuracy(eval_logits, g, g.test);
-      if (r.valid_acc > progress.best_valid) {
-        progress.best_valid = r.valid_acc;
-        progress.best_epoch = r.epoch;
-        progress.test_at_best = r.test_acc;
+      if (record_if_best(progress, r)) {
         if (!options.predictions_path.empty()) {
           argmax_rows<float>(eval_logits, predictions);
           const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), predictions);

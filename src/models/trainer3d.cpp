@@ -175,9 +175,11 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
                                                             g.train, 1.0f / float(g.num_train), grad);
     model.timers().add("loss", loss_watch.seconds());
     r.loss = loss_sum / double(std::max<int64_t>(count, 1));
+    Kokkos::fence();
     r.forward_s = phase.seconds();
     phase.restart();
     model.backward(grad, pass);
+    Kokkos::fence();
     r.backward_s = phase.seconds();
     phase.restart();
     optimizer.step();
@@ -194,10 +196,7 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
       r.train_acc = acc(g.train);
       r.valid_acc = acc(g.valid);
       r.test_acc = acc(g.test);
-      if (r.valid_acc > progress.best_valid) {
-        progress.best_epoch = r.epoch;
-        progress.best_valid = r.valid_acc;
-        progress.test_at_best = r.test_acc;
+      if (record_if_best(progress, r)) {
         if (!options.predictions_path.empty()) {
           // Rows of the output block, by node id, gathered on rank 0 from one replica of each block.
           const Vector<int64_t> pred = argmax_3d(out_comms, eval, col_begin, classes);

@@ -19,6 +19,8 @@ void report_epoch(const EpochRecord& r, const TrainOptions& options, std::ofstre
 void check_train_options(const TrainOptions& options, const Communicator& world);
 /// Atomic text file of one prediction per line.
 void write_predictions_file(const std::string& path, const std::vector<int64_t>& predictions);
+/// Records r as the best-validation epoch if it is one (evaluated and better than before); true then.
+bool record_if_best(TrainingProgress& progress, const EpochRecord& r);
 /// DIR/checkpoint.h5, or empty without --checkpoint.
 std::string checkpoint_path(const TrainOptions& options);
 /// With --resume: loads the checkpoint into `state` and says so; otherwise a fresh start.
