@@ -80,6 +80,7 @@ TrainOptions run_options(const std::string& data, NormKind norm) {
   o.epochs = 3;
   o.normalize_features = true;
   o.quiet = true;
+  o.keep_last_step = true;
   return o;
 }
 
@@ -99,6 +100,13 @@ void expect_same_run(const TrainResult& got, const TrainResult& reference) {
         << "epoch " << e + 1;
   ASSERT_EQ(got.final_weights.size(), reference.final_weights.size());
   EXPECT_LT(relative_difference(got.final_weights, reference.final_weights), 1e-5);
+  // The last step itself: logits of every node and every weight's gradient, before the optimizer.
+  ASSERT_EQ(got.last_logits.size(), reference.last_logits.size());
+  ASSERT_FALSE(reference.last_logits.empty());
+  EXPECT_LT(relative_difference(got.last_logits, reference.last_logits), 1e-5);
+  ASSERT_EQ(reference.last_gradients.size(), reference.final_weights.size());
+  ASSERT_EQ(got.last_gradients.size(), reference.last_gradients.size());
+  EXPECT_LT(relative_difference(got.last_gradients, reference.last_gradients), 1e-5);
   EXPECT_EQ(got.history.back().test_acc, reference.history.back().test_acc);
   EXPECT_EQ(got.history.back().valid_acc, reference.history.back().valid_acc);
 }

@@ -205,6 +205,14 @@ std::vector<BlockPlacement> GcnModel3D::buffer_placements() const {
 }
 
 std::vector<float> GcnModel3D::gather_parameters(const Communicator& comm) {
+  return gather(comm, false);
+}
+
+std::vector<float> GcnModel3D::gather_gradients(const Communicator& comm) {
+  return gather(comm, true);
+}
+
+std::vector<float> GcnModel3D::gather(const Communicator& comm, bool gradients) {
   const std::vector<Parameter<float>*> params = parameters();
   const std::vector<BlockPlacement> places = placements();
   std::vector<float> all;
@@ -212,14 +220,16 @@ std::vector<float> GcnModel3D::gather_parameters(const Communicator& comm) {
     const BlockPlacement& b = places[i];
     std::vector<float> global(static_cast<size_t>(b.rows * b.cols), 0.0f);
     if (b.owner) {
-      const auto local = Kokkos::create_mirror_view_and_copy(HostSpace(), params[i]->value);
+      const auto local =
+          Kokkos::create_mirror_view_and_copy(HostSpace(), gradients ? params[i]->grad : params[i]->value);
       for (int64_t r = 0; r < params[i]->rows; ++r)
         for (int64_t c = 0; c < params[i]->cols; ++c) {
           const int64_t gr = b.row_begin + r, gc = b.col_begin + c;
           if (gr < b.rows && gc < b.cols) global[size_t(gr * b.cols + gc)] = local(r * params[i]->cols + c);
         }
     }
-    all_reduce(comm, global.data(), int64_t(global.size()), ReduceOp::Sum, "gather parameters");
+    all_reduce(comm, global.data(), int64_t(global.size()), ReduceOp::Sum,
+               gradients ? "gather gradients" : "gather parameters");
     all.insert(all.end(), global.begin(), global.end());
   }
   return all;

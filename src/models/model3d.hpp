@@ -70,11 +70,13 @@ class GcnModel3D {
   const ModelConfig& config() const { return config_; }
   /// Every parameter in global layout, concatenated in parameters() order (collective over the replica).
   std::vector<float> gather_parameters(const Communicator& comm);
+  std::vector<float> gather_gradients(const Communicator& comm);  // the same for the gradients
   int64_t logits_col_begin() const { return layers_.back()->out_col_begin(); }
   /// Seconds this rank spent in "spmm" and "gemm" (fenced), for per-phase reports.
   PhaseTimers& timers() { return timers_; }
 
  private:
+  std::vector<float> gather(const Communicator& comm, bool gradients);
   const Graph3D& graph_;
   ModelConfig config_;
   PhaseTimers timers_;

@@ -177,6 +177,17 @@ void write_predictions_file(const std::string& path, const std::vector<int64_t>&
   write_predictions(path, predictions);
 }
 
+// The logits and gradients of this step, host copies (TrainOptions::keep_last_step).
+void keep_step(GnnModel<float>& model, const Matrix<float>& logits, TrainResult& result) {
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), logits);
+  result.last_logits.assign(host.data(), host.data() + host.size());
+  result.last_gradients.clear();
+  for (Parameter<float>* p : model.parameters()) {
+    const auto g = Kokkos::create_mirror_view_and_copy(HostSpace(), p->grad);
+    result.last_gradients.insert(result.last_gradients.end(), g.data(), g.data() + g.extent(0));
+  }
+}
+
 TrainResult train_full_graph(const TrainOptions& options, const Communicator& world) {
   if (!options.grid.empty() || world.size() > 1) return train_3d(options, world);
   check_train_options(options, world);
@@ -214,6 +225,7 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
     model.backward(g.ops, grad, train_pass);
     Kokkos::fence();
     r.backward_s = phase.seconds();
+    if (options.keep_last_step && epoch + 1 == options.epochs) keep_step(model, logits, result);
     phase.restart();
     optimizer.step();
     Kokkos::fence();

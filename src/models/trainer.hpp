@@ -32,8 +32,9 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   bool resume = false;
-  int64_t eval_every = 1;  // evaluate accuracy every K epochs (and after the last)
-  bool quiet = false;      // no per-epoch console lines
+  int64_t eval_every = 1;       // evaluate accuracy every K epochs (and after the last)
+  bool quiet = false;           // no per-epoch console lines
+  bool keep_last_step = false;  // fill TrainResult::last_logits / last_gradients (tests, debugging)
 };
 
 struct EpochRecord {
@@ -48,6 +49,9 @@ struct TrainResult {
   int64_t best_epoch = -1;
   double best_valid = 0, test_at_best = 0;
   std::vector<float> final_weights;  // every parameter, concatenated (for resume checks)
+  // With keep_last_step: the last training step's logits (nodes x classes, node order) and every
+  // parameter's gradient of that step (before the optimizer), global layout, in final_weights order.
+  std::vector<float> last_logits, last_gradients;
 };
 
 /// Collective over world: one rank without --grid (GCN or GraphSAGE), else the 3D grid (GCN).

@@ -117,6 +117,23 @@ nlohmann::json phase_report(const PhaseTimers& now, const PhaseTimers& before, c
   return j;
 }
 
+// The logits block of every (c, a) position, from the b = 0 replica, summed into nodes x classes in node
+// order on every rank (TrainOptions::keep_last_step).
+std::vector<float> gather_logits(const LayerComms& comms, const Matrix<const float>& logits,
+                                 const Vector<const int64_t>& output_ids, int64_t col_begin, int64_t nodes,
+                                 int64_t classes, const Communicator& world) {
+  std::vector<float> all(size_t(nodes * classes), 0.0f);
+  if (comms.b->rank() == 0) {
+    const auto x = Kokkos::create_mirror_view_and_copy(HostSpace(), logits);
+    const auto ids = Kokkos::create_mirror_view_and_copy(HostSpace(), output_ids);
+    for (size_t i = 0; i < ids.extent(0); ++i)
+      for (int64_t j = 0; ids(i) >= 0 && j < int64_t(x.extent(1)) && col_begin + j < classes; ++j)
+        all[size_t(ids(i) * classes + col_begin + j)] = x(i, size_t(j));
+  }
+  all_reduce(world, all.data(), int64_t(all.size()), ReduceOp::Sum, "gather logits");
+  return all;
+}
+
 }  // namespace
 
 TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
@@ -181,6 +198,11 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
     model.backward(grad, pass);
     Kokkos::fence();
     r.backward_s = phase.seconds();
+    if (options.keep_last_step && epoch + 1 == options.epochs) {
+      result.last_logits = gather_logits(out_comms, logits, g.output_ids[size_t(last)], col_begin,
+                                         reader.meta().num_nodes, classes, world);
+      result.last_gradients = model.gather_gradients(grid.replica());
+    }
     phase.restart();
     optimizer.step();
     Kokkos::fence();
