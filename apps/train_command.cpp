@@ -11,7 +11,7 @@ namespace tessera::app {
 void add_train_command(CLI::App& app, Command& selected) {
   struct Args {
     TrainOptions options;
-    std::string model = "gcn", norm = "none", optimizer = "adam", permute = "double";
+    std::string model = "gcn", norm = "none", optimizer = "adam", permute = "double", comm_dtype = "f32";
     int layers = 2;
     int64_t hidden = 16;
     float dropout = 0.5f, input_dropout = -1.0f, lr = 0.01f, weight_decay = 5e-4f;
@@ -29,6 +29,9 @@ void add_train_command(CLI::App& app, Command& selected) {
                   "--grid auto: a file from tessera bench comm/spmm --fit");
   cmd->add_flag("--overlap", a->options.overlap,
                 "3D: overlap each SpMM's all-reduce with the SpMM, in row chunks");
+  cmd->add_option("--comm-dtype", a->comm_dtype,
+                  "3D: f32 or bf16 on the wire for the multiply's all-reduces (summed in fp32)")
+      ->capture_default_str();
   cmd->add_option("--permute", a->permute, "3D: none, single or double permutation for load balance")
       ->capture_default_str();
   cmd->add_option("--model", a->model, "gcn or sage")->capture_default_str();
@@ -69,6 +72,7 @@ void add_train_command(CLI::App& app, Command& selected) {
         m.seed = a->seed;
         a->options.optimizer.kind = parse_optimizer(a->optimizer);
         a->options.permute = parse_permute_mode(a->permute.c_str());
+        a->options.comm_dtype = parse_comm_dtype(a->comm_dtype);
         a->options.optimizer.lr = a->lr;
         a->options.optimizer.weight_decay = a->weight_decay;
       } catch (const std::exception& e) {

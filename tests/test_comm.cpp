@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/comm/process_grid.hpp"
+#include "tessera/comm/reduced_precision.hpp"
+#include "tessera/core/bf16.hpp"
 #include "tessera/core/error.hpp"
 
 using namespace tessera;
@@ -217,4 +220,80 @@ TEST(Collectives, NonBlockingMatchBlocking) {
 TEST(Collectives, OversizedCountIsAnError) {
   EXPECT_THROW(mpi_count(int64_t(1) << 31, "MPI_Allreduce"), Error);
   EXPECT_EQ(mpi_count(5, "x"), 5);
+}
+
+TEST(Bf16, ConversionRoundsToNearestEven) {
+  EXPECT_EQ(to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(from_bf16(to_bf16(-2.5f)), -2.5f);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1).
+  EXPECT_EQ(from_bf16(to_bf16(1.0f + 0x1p-8f)), 1.0f);
+  EXPECT_EQ(from_bf16(to_bf16(1.0f + 0x1p-8f + 0x1p-16f)), 1.0f + 0x1p-7f);
+  EXPECT_EQ(from_bf16(to_bf16(1.0f + 3 * 0x1p-8f)), 1.0f + 0x1p-6f);  // tie, odd below: rounds up
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(from_bf16(to_bf16(INFINITY))));
+  for (float x : {3.14159f, -1e-20f, 6.5e4f, 1e30f})
+    EXPECT_LE(std::abs(from_bf16(to_bf16(x)) - x), std::abs(x) * 0x1p-8f) << x;
+}
+
+// bf16 on the wire, fp32 sums: against a double-precision sum, each element is off by at most one bf16
+// rounding of every rank's input plus one of the result (8 significant bits: unit roundoff u = 2^-8)
+// and fp32 addition.
+TEST(Bf16, AllReduceIsAccurateIdenticalEverywhereAndHalfTheBytes) {
+  const Communicator world = Communicator::world();
+  const int p = world.size(), me = world.rank();
+  for (int64_t count : {int64_t(1), int64_t(7), int64_t(1000), int64_t(4099)}) {
+    auto value = [](int rank, int64_t k) {
+      return float(std::sin(0.37 * double(k) + 1.3 * rank) * (1.0 + double(k % 5)));
+    };
+    Vector<float> data("data", size_t(count));
+    auto host = Kokkos::create_mirror_view(data);
+    for (int64_t k = 0; k < count; ++k) host(k) = value(me, k);
+    Kokkos::deep_copy(data, host);
+    world.stats().clear();
+    all_reduce_bf16(world, data.data(), count, "bf16");
+    Kokkos::deep_copy(host, data);
+    for (int64_t k = 0; k < count; ++k) {
+      double exact = 0, magnitude = 0;
+      for (int r = 0; r < p; ++r) exact += value(r, k), magnitude += std::abs(value(r, k));
+      const double bound = p == 1 ? 0.0 : 0x1p-8 * (magnitude + 1.01 * std::abs(exact)) + 1e-6 * magnitude;
+      ASSERT_LE(std::abs(double(host(k)) - exact), bound) << "element " << k << " of " << count;
+    }
+    // Replicas must agree bit for bit.
+    std::vector<float> mine(host.data(), host.data() + count), first = mine;
+    MPI_Bcast(first.data(), int(count), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(mine, first);
+    const int64_t expected_bytes = p == 1 ? 0 : 2 * count;
+    EXPECT_EQ(world.stats().get("bf16", Collective::AllReduce).bytes, expected_bytes);
+    // The same data through the fp32 all-reduce: exactly twice the bytes.
+    if (p > 1) {
+      all_reduce(world, data.data(), count, ReduceOp::Sum, "f32");
+      EXPECT_EQ(world.stats().get("f32", Collective::AllReduce).bytes, 2 * expected_bytes);
+    }
+  }
+}
+
+TEST(Bf16, NonBlockingInChunksMatchesBlocking) {
+  const Communicator world = Communicator::world();
+  const int64_t count = 3001;
+  Vector<float> a("a", size_t(count)), b("b", size_t(count));
+  const int me = world.rank();
+  Kokkos::parallel_for(
+      "fill", Kokkos::RangePolicy<ExecSpace>(0, count),
+      KOKKOS_LAMBDA(int64_t k) { a(k) = b(k) = float(std::cos(0.01 * double(k * (me + 1)))); });
+  Kokkos::fence();
+  all_reduce_bf16(world, a.data(), count, "blocking");
+  std::vector<Bf16AllReduce> pending;
+  for (int64_t c = 0; c < 3; ++c) {
+    const int64_t r0 = count * c / 3, r1 = count * (c + 1) / 3;
+    pending.emplace_back(world, b.data() + r0, r1 - r0, "chunks");
+    if (c > 0) pending[size_t(c - 1)].start_gather();  // the order pmm keeps on every rank
+    for (Bf16AllReduce& r : pending) r.test();
+  }
+  for (Bf16AllReduce& r : pending) r.wait();
+  const auto ha = Kokkos::create_mirror_view_and_copy(HostSpace(), a);
+  const auto hb = Kokkos::create_mirror_view_and_copy(HostSpace(), b);
+  for (int64_t k = 0; k < count; ++k) ASSERT_EQ(ha(k), hb(k)) << k;
+  EXPECT_EQ(world.stats().get("chunks", Collective::AllReduce).bytes, world.size() == 1 ? 0 : 2 * count);
+  EXPECT_THROW(parse_comm_dtype("fp8"), Error);
+  EXPECT_EQ(parse_comm_dtype("bf16"), CommDtype::Bf16);
 }

@@ -170,6 +170,19 @@ TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {
           if (permute == PermuteMode::Double && norm == NormKind::None && file == csbm_file()) {
             o.overlap = true;  // chunked SpMM with non-blocking all-reduces computes the same
             expect_same_run(train_full_graph(o, world), reference);
+            // bf16 on the wire: one rounding per reduction (u = 2^-8) through 3 layers and 3 steps.
+            o.comm_dtype = CommDtype::Bf16;
+            const TrainResult bf16 = train_full_graph(o, world);
+            o.overlap = false;
+            const TrainResult bf16_blocking = train_full_graph(o, world);
+            EXPECT_EQ(bf16.last_logits, bf16_blocking.last_logits);  // chunking changes no bit
+            for (size_t e = 0; e < bf16.history.size(); ++e)
+              EXPECT_NEAR(bf16.history[e].loss, reference.history[e].loss, 1e-2 * reference.history[e].loss);
+            EXPECT_LT(relative_difference(bf16.last_logits, reference.last_logits), 2e-2);
+            if (world.rank() == 0)
+              std::printf("bf16 vs fp32 on %s: logits %.2e, gradients %.2e relative\n", shape.str().c_str(),
+                          relative_difference(bf16.last_logits, reference.last_logits),
+                          relative_difference(bf16.last_gradients, reference.last_gradients));
           }
         }
     }
@@ -178,54 +191,58 @@ TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {
 
 TEST(Train3D, CollectivesMoveExactlyTheScheduledBytes) {
   const Communicator world = Communicator::world();
-  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
-    SCOPED_TRACE(shape.str());
-    const ProcessGrid grid(world, shape);
-    const GraphFileReader reader(world, csbm_file());
-    Load3DOptions load;
-    load.hidden = {10, 6};
-    const Graph3D g = load_graph_3d(reader, grid, load);
-    ModelConfig config;
-    config.layers = 3;
-    config.in = 11;
-    config.hidden = 10;
-    config.out = 5;
-    config.dropout = 0.5f;
-    config.input_dropout = 0.0f;  // static input: layer 0 aggregates its features once
-    config.seed = 1;
-    GcnModel3D model(grid, g, config,
-                     world.size() > 1 ? 3 : 0);  // --overlap chunks: same bytes in more calls
-    // Two training steps: the second reuses layer 0's aggregation.
-    for (int step = 0; step < 2; ++step) {
-      world.stats().clear();
-      const Matrix<float> logits = model.forward(PassInfo{true, 1, step});
-      Matrix<float> grad("grad", logits.extent(0), logits.extent(1));
-      Kokkos::deep_copy(grad, 0.01f);
-      model.backward(grad, PassInfo{true, 1, step});
-      // The schedule of DESIGN §4, computed from the layout alone (no collective over an axis of size 1).
-      std::map<std::string, int64_t> expected;
-      const Layout3D& layout = g.layout;
-      for (int l = 0; l < 3; ++l) {
-        const AxisRoles r = roles_for_layer(l);
-        const int ga = shape.extent(r.a), gb = shape.extent(r.b), gc = shape.extent(r.c);
-        const int64_t rows_c = layout.padded_nodes() / gc, rows_a = layout.padded_nodes() / ga;
-        const int64_t in_b = layout.padded_dim(l) / gb, out_a = layout.padded_dim(l + 1) / ga;
-        if (ga > 1 && !(l == 0 && step == 1)) expected["forward allreduce a"] += 4 * rows_c * in_b;
-        if (gb > 1) expected["forward allreduce b"] += 4 * rows_c * out_a;
-        if (gc > 1) expected["backward allreduce c (weights)"] += 4 * (in_b * out_a + out_a);
-        if (l > 0 && ga > 1) expected["backward allreduce a"] += 4 * rows_c * in_b;
-        if (l > 0 && gc > 1) expected["backward allreduce c (inputs)"] += 4 * rows_a * in_b;
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
+    for (CommDtype dtype : {CommDtype::F32, CommDtype::Bf16}) {
+      SCOPED_TRACE(shape.str() + " " + comm_dtype_name(dtype));
+      const ProcessGrid grid(world, shape);
+      const GraphFileReader reader(world, csbm_file());
+      Load3DOptions load;
+      load.hidden = {10, 6};
+      const Graph3D g = load_graph_3d(reader, grid, load);
+      ModelConfig config;
+      config.layers = 3;
+      config.in = 11;
+      config.hidden = 10;
+      config.out = 5;
+      config.dropout = 0.5f;
+      config.input_dropout = 0.0f;  // static input: layer 0 aggregates its features once
+      config.seed = 1;
+      GcnModel3D model(grid, g, config,
+                       world.size() > 1 ? 3 : 0,  // --overlap chunks: same bytes in more calls
+                       dtype);
+      // Two training steps: the second reuses layer 0's aggregation.
+      for (int step = 0; step < 2; ++step) {
+        world.stats().clear();
+        const Matrix<float> logits = model.forward(PassInfo{true, 1, step});
+        Matrix<float> grad("grad", logits.extent(0), logits.extent(1));
+        Kokkos::deep_copy(grad, 0.01f);
+        model.backward(grad, PassInfo{true, 1, step});
+        // The schedule of DESIGN §4, computed from the layout alone (no collective over an axis of size 1).
+        // With bf16 the activations and their gradients take 2 bytes an element; weight gradients stay fp32.
+        const int64_t act = dtype == CommDtype::Bf16 ? 2 : 4;
+        std::map<std::string, int64_t> expected;
+        const Layout3D& layout = g.layout;
+        for (int l = 0; l < 3; ++l) {
+          const AxisRoles r = roles_for_layer(l);
+          const int ga = shape.extent(r.a), gb = shape.extent(r.b), gc = shape.extent(r.c);
+          const int64_t rows_c = layout.padded_nodes() / gc, rows_a = layout.padded_nodes() / ga;
+          const int64_t in_b = layout.padded_dim(l) / gb, out_a = layout.padded_dim(l + 1) / ga;
+          if (ga > 1 && !(l == 0 && step == 1)) expected["forward allreduce a"] += act * rows_c * in_b;
+          if (gb > 1) expected["forward allreduce b"] += act * rows_c * out_a;
+          if (gc > 1) expected["backward allreduce c (weights)"] += 4 * (in_b * out_a + out_a);
+          if (l > 0 && ga > 1) expected["backward allreduce a"] += act * rows_c * in_b;
+          if (l > 0 && gc > 1) expected["backward allreduce c (inputs)"] += act * rows_a * in_b;
+        }
+        std::map<std::string, int64_t> measured;
+        for (const auto& [phase, kinds] : world.stats().phases())
+          for (int k = 0; k < int(Collective::Count); ++k)
+            if (kinds[size_t(k)].bytes > 0) {
+              EXPECT_EQ(Collective(k), Collective::AllReduce) << phase;
+              measured[phase] += kinds[size_t(k)].bytes;
+            }
+        EXPECT_EQ(measured, expected) << "step " << step;
       }
-      std::map<std::string, int64_t> measured;
-      for (const auto& [phase, kinds] : world.stats().phases())
-        for (int k = 0; k < int(Collective::Count); ++k)
-          if (kinds[size_t(k)].bytes > 0) {
-            EXPECT_EQ(Collective(k), Collective::AllReduce) << phase;
-            measured[phase] += kinds[size_t(k)].bytes;
-          }
-      EXPECT_EQ(measured, expected) << "step " << step;
     }
-  }
 }
 
 // R-MAT has no locality for a permutation to break, so one permutation already balances it; what is left

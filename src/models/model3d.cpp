@@ -34,12 +34,12 @@ void glorot_block(const Parameter<float>& p, int64_t row0, int64_t col0, int64_t
 }  // namespace
 
 GcnLayer3D::GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout,
-                       uint64_t seed, int overlap_chunks, PhaseTimers* timers)
+                       uint64_t seed, int overlap_chunks, PhaseTimers* timers, CommDtype dtype)
     : graph_(graph),
       index_(index),
       last_(index + 1 == graph.layout.layers()),
       dropout_(dropout),
-      comms_(layer_comms(grid, index, overlap_chunks, timers)),
+      comms_(layer_comms(grid, index, overlap_chunks, timers, dtype)),
       weight_("layer" + std::to_string(index) + ".weight",
               graph.layout.padded_dim(index) / grid.shape().extent(roles_for_layer(index).b),
               graph.layout.padded_dim(index + 1) / grid.shape().extent(roles_for_layer(index).a), true),
@@ -134,13 +134,13 @@ Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_inpu
 }
 
 GcnModel3D::GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config,
-                       int overlap_chunks)
+                       int overlap_chunks, CommDtype dtype)
     : graph_(graph), config_(config) {
   require(config.kind == ModelKind::Gcn,
           "the 3D trainer supports --model gcn only (GraphSAGE runs on one rank)");
   for (int l = 0; l < graph.layout.layers(); ++l)
     layers_.push_back(std::make_unique<GcnLayer3D>(grid, graph, l, config.norm, config.dropout, config.seed,
-                                                   overlap_chunks, &timers_));
+                                                   overlap_chunks, &timers_, dtype));
   layers_.front()->set_static_input(config.input_dropout == 0);
 }
 

@@ -25,7 +25,8 @@ struct BlockPlacement {
 class GcnLayer3D {
  public:
   GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout,
-             uint64_t seed, int overlap_chunks = 0, PhaseTimers* timers = nullptr);
+             uint64_t seed, int overlap_chunks = 0, PhaseTimers* timers = nullptr,
+             CommDtype dtype = CommDtype::F32);
 
   Matrix<float> forward(const Matrix<const float>& in, const PassInfo& pass);
   Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass);
@@ -56,9 +57,9 @@ class GcnLayer3D {
 
 class GcnModel3D {
  public:
-  /// overlap_chunks > 1: --overlap (see LayerComms).
-  GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config,
-             int overlap_chunks = 0);
+  /// overlap_chunks > 1: --overlap; dtype: --comm-dtype (see LayerComms).
+  GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config, int overlap_chunks = 0,
+             CommDtype dtype = CommDtype::F32);
 
   Matrix<float> forward(const PassInfo& pass);  // logits block of the last layer
   void backward(const Matrix<float>& grad_logits, const PassInfo& pass);

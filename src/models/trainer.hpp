@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/comm/reduced_precision.hpp"
 #include "tessera/graph/permutation.hpp"
 #include "tessera/models/model.hpp"
 #include "tessera/models/optimizer.hpp"
@@ -23,6 +24,7 @@ struct TrainOptions {
   std::string machine = "local";              // --grid auto: the performance model's machine profile
   std::string machine_file;                   // ... or a file from tessera bench comm / spmm --fit
   bool overlap = false;                       // 3D: chunked SpMM with non-blocking all-reduces
+  CommDtype comm_dtype = CommDtype::F32;      // 3D: activations' all-reduces in fp32 or bf16
   ModelConfig model;                          // in / out are taken from the data
   AdamSettings optimizer;
   int64_t epochs = 200;

@@ -10,15 +10,20 @@
 
 namespace tessera {
 
-LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks, PhaseTimers* timers) {
+LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks, PhaseTimers* timers,
+                       CommDtype dtype) {
   const AxisRoles r = roles_for_layer(layer);
-  return {&grid.axis(r.a), &grid.axis(r.b), &grid.axis(r.c), overlap_chunks, timers};
+  return {&grid.axis(r.a), &grid.axis(r.b), &grid.axis(r.c), overlap_chunks, timers, dtype};
 }
 
-void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase) {
+void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase,
+              CommDtype dtype) {
   if (comm.size() == 1) return;
   Kokkos::fence();
-  all_reduce(comm, data, count, ReduceOp::Sum, phase);
+  if (dtype == CommDtype::Bf16)
+    all_reduce_bf16(comm, data, count, phase);
+  else
+    all_reduce(comm, data, count, ReduceOp::Sum, phase);
 }
 
 namespace {
@@ -26,8 +31,6 @@ int64_t size_of(const Matrix<float>& m) {
   return int64_t(m.extent(0) * m.extent(1));
 }
 
-// y = op x summed over comm; with chunks > 1 the rows go in chunks, each chunk's all-reduce in flight while
-// the next chunk computes (MPI_Test between chunks lets MPI progress without a progress thread).
 // Runs fn and adds its time (after a fence) to `phase` when timers are on.
 template <class Fn>
 void timed(PhaseTimers* timers, const char* phase, const Fn& fn) {
@@ -38,35 +41,49 @@ void timed(PhaseTimers* timers, const char* phase, const Fn& fn) {
   timers->add(phase, watch.seconds());
 }
 
+// y = op x summed over comm; with chunks > 1 the rows go in chunks, each chunk's all-reduce in flight while
+// the next chunk computes (MPI_Test between chunks lets MPI progress without a progress thread).
 void spmm_then_sum(const CsrSpmm<float>& op, const Matrix<const float>& x, const Matrix<float>& y,
-                   const Communicator& comm, int chunks, PhaseTimers* timers, const std::string& phase) {
+                   const LayerComms& comms, const Communicator& comm, const std::string& phase) {
+  const int chunks = comms.overlap_chunks;
+  PhaseTimers* timers = comms.timers;
   if (chunks <= 1 || comm.size() == 1) {
     timed(timers, "spmm", [&] { op.apply(x, y); });
-    sum_over(comm, y.data(), size_of(y), phase);
+    sum_over(comm, y.data(), size_of(y), phase, comms.dtype);
     return;
   }
   // Chunks are cut by row count, not by this rank's nonzeros: every rank of the reduction holds the same
   // rows and must post the same sequence of all-reduces.
   const int64_t rows = int64_t(y.extent(0)), width = int64_t(y.extent(1));
   std::vector<Request> pending;
+  std::vector<Bf16AllReduce> pending_bf16;
+  pending_bf16.reserve(size_t(chunks));
   for (int c = 0; c < chunks; ++c) {
     const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
     timed(timers, "spmm", [&] { op.apply_rows(x, y, r0, r1); });
     Kokkos::fence();
-    pending.push_back(iall_reduce(comm, y.data() + r0 * width, (r1 - r0) * width, ReduceOp::Sum, phase));
+    float* block = y.data() + r0 * width;
+    if (comms.dtype == CommDtype::Bf16) {
+      // Chunk c - 1's second stage starts here, at the same point of the sequence on every rank.
+      pending_bf16.emplace_back(comm, block, (r1 - r0) * width, phase);
+      if (c > 0) pending_bf16[size_t(c - 1)].start_gather();
+    } else {
+      pending.push_back(iall_reduce(comm, block, (r1 - r0) * width, ReduceOp::Sum, phase));
+    }
     for (Request& r : pending) r.test();
+    for (Bf16AllReduce& r : pending_bf16) r.test();
   }
   wait_all(pending);
+  for (Bf16AllReduce& r : pending_bf16) r.wait();
 }
 }  // namespace
 
 void pmm_forward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& h,
                  const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
                  bool agg_ready) {
-  if (!agg_ready)
-    spmm_then_sum(a.forward, h, agg, *comms.a, comms.overlap_chunks, comms.timers, "forward allreduce a");
+  if (!agg_ready) spmm_then_sum(a.forward, h, agg, comms, *comms.a, "forward allreduce a");
   timed(comms.timers, "gemm", [&] { gemm<float>(Trans::No, Trans::No, 1.0f, agg, w, 0.0f, out); });
-  sum_over(*comms.b, out.data(), size_of(out), "forward allreduce b");
+  sum_over(*comms.b, out.data(), size_of(out), "forward allreduce b", comms.dtype);
 }
 
 void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& agg,
@@ -76,9 +93,8 @@ void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix
   sum_over(*comms.c, g_w.data(), size_of(g_w), "backward allreduce c (weights)");
   if (g_h.extent(0) == 0) return;
   timed(comms.timers, "gemm", [&] { gemm<float>(Trans::No, Trans::Yes, 1.0f, g_out, w, 0.0f, g_agg); });
-  sum_over(*comms.a, g_agg.data(), size_of(g_agg), "backward allreduce a");
-  spmm_then_sum(a.transpose, g_agg, g_h, *comms.c, comms.overlap_chunks, comms.timers,
-                "backward allreduce c (inputs)");
+  sum_over(*comms.a, g_agg.data(), size_of(g_agg), "backward allreduce a", comms.dtype);
+  spmm_then_sum(a.transpose, g_agg, g_h, comms, *comms.c, "backward allreduce c (inputs)");
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tessera/comm/process_grid.hpp"
+#include "tessera/comm/reduced_precision.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/parallel3d/graph3d.hpp"
 
@@ -25,12 +26,16 @@ struct LayerComms {
   int overlap_chunks = 0;
   /// When set, SpMM and GEMM seconds are added here under "spmm" and "gemm" (each kernel fenced).
   PhaseTimers* timers = nullptr;
+  /// Element type on the wire of the activation and activation-gradient sums (forward a and b,
+  /// backward a and c (inputs)); weight gradients, norms and the loss always travel as fp32.
+  CommDtype dtype = CommDtype::F32;
 };
 LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks = 0,
-                       PhaseTimers* timers = nullptr);
+                       PhaseTimers* timers = nullptr, CommDtype dtype = CommDtype::F32);
 
-/// In-place sum of a block over `comm` (nothing when comm has one rank).
-void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase);
+/// In-place sum of a block over `comm` (nothing when comm has one rank), fp32 or bf16 on the wire.
+void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase,
+              CommDtype dtype = CommDtype::F32);
 
 /// agg (rows_c x in_b) = sum_a A_loc h; skipped when `agg_ready` (a static input aggregated before).
 /// out (rows_c x out_a) = sum_b agg w.

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/comm/reduced_precision.hpp"
+
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/bf16.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/runtime.hpp"
+
+namespace tessera {
+
+CommDtype parse_comm_dtype(const std::string& name) {
+  if (name == "f32" || name == "fp32") return CommDtype::F32;
+  if (name == "bf16") return CommDtype::Bf16;
+  fail("--comm-dtype: expected f32 or bf16, got '", name, "'");
+}
+
+const char* comm_dtype_name(CommDtype dtype) {
+  return dtype == CommDtype::Bf16 ? "bf16" : "f32";
+}
+
+namespace {
+using Exec = ExecSpace;
+
+// Buffers are reused across calls: a fresh multi-megabyte allocation per all-reduce costs its page faults
+// every time (measured: slower than the fp32 all-reduce it replaces). Freed by the runtime's shutdown hook,
+// before Kokkos finalizes.
+class BufferPool {
+ public:
+  static BufferPool& instance() {
+    static BufferPool pool;
+    return pool;
+  }
+  Vector<uint16_t> acquire(int64_t n) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t k = 0; k < free_.size(); ++k)
+      if (int64_t(free_[k].extent(0)) >= n) {
+        Vector<uint16_t> v = free_[k];
+        free_.erase(free_.begin() + std::ptrdiff_t(k));
+        return v;
+      }
+    return Vector<uint16_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("bf16_buffer")),
+                            size_t(n));
+  }
+  void release(Vector<uint16_t>& v) {
+    if (v.extent(0) == 0) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(v);
+    v = Vector<uint16_t>();
+  }
+
+ private:
+  BufferPool() {
+    add_shutdown_hook([this] {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      free_.clear();
+    });
+  }
+  std::mutex mutex_;
+  std::vector<Vector<uint16_t>> free_;
+};
+}  // namespace
+
+Bf16AllReduce::Bf16AllReduce(const Communicator& comm, float* data, int64_t count, std::string phase)
+    : comm_(&comm), data_(data), count_(count), phase_(std::move(phase)), start_(wall_seconds()) {
+  const int p = comm.size();
+  chunk_ = (count + p - 1) / p;
+  if (p == 1) {  // nothing to sum, nothing to round
+    stage_ = 2;
+    return;
+  }
+  send_ = BufferPool::instance().acquire(chunk_ * p);
+  recv_ = BufferPool::instance().acquire(chunk_ * p);
+  mine_ = BufferPool::instance().acquire(chunk_);
+  const Vector<uint16_t> send = send_;
+  const float* x = data;
+  Kokkos::parallel_for(
+      "tessera::to_bf16", Kokkos::RangePolicy<Exec>(0, chunk_ * p),
+      KOKKOS_LAMBDA(int64_t k) { send(k) = k < count ? to_bf16(x[k]) : uint16_t(0); });
+  Kokkos::fence();
+  const int n = mpi_count(chunk_, "MPI_Ialltoall");
+  check_mpi(
+      MPI_Ialltoall(send_.data(), n, MPI_UINT16_T, recv_.data(), n, MPI_UINT16_T, comm.get(), &request_),
+      "MPI_Ialltoall");
+}
+
+Bf16AllReduce::Bf16AllReduce(Bf16AllReduce&& other) noexcept
+    : comm_(other.comm_),
+      data_(other.data_),
+      count_(other.count_),
+      chunk_(other.chunk_),
+      phase_(std::move(other.phase_)),
+      stage_(std::exchange(other.stage_, 2)),
+      request_(std::exchange(other.request_, MPI_REQUEST_NULL)),
+      send_(std::move(other.send_)),
+      recv_(std::move(other.recv_)),
+      mine_(std::move(other.mine_)),
+      start_(other.start_) {}
+
+Bf16AllReduce::~Bf16AllReduce() {
+  // Never release buffers under a running operation (and let peers finish theirs).
+  try {
+    wait();
+  } catch (...) {
+  }
+}
+
+// My chunk of the sum: every rank's bf16 value (mine too) widened and added in fp32, in rank order, then
+// rounded once. Rounding my own value as well makes the result independent of which rank owns an element,
+// so chunking the data (--overlap) does not change a single bit.
+void Bf16AllReduce::reduce_my_chunk() {
+  const int p = comm_->size();
+  const int64_t chunk = chunk_, count = count_, first = int64_t(comm_->rank()) * chunk;
+  const Vector<uint16_t> recv = recv_, mine = mine_;
+  Kokkos::parallel_for(
+      "tessera::bf16_reduce", Kokkos::RangePolicy<Exec>(0, chunk), KOKKOS_LAMBDA(int64_t i) {
+        if (first + i >= count) {
+          mine(i) = 0;
+          return;
+        }
+        float sum = 0.0f;
+        for (int q = 0; q < p; ++q) sum += from_bf16(recv(q * chunk + i));
+        mine(i) = to_bf16(sum);
+      });
+  Kokkos::fence();
+}
+
+void Bf16AllReduce::finish() {
+  const Vector<uint16_t> all = send_;  // the all-gather lands in the send buffer, free by now
+  float* x = data_;
+  Kokkos::parallel_for(
+      "tessera::from_bf16", Kokkos::RangePolicy<Exec>(0, count_),
+      KOKKOS_LAMBDA(int64_t k) { x[k] = from_bf16(all(k)); });
+  Kokkos::fence();
+  comm_->stats().record(phase_, Collective::AllReduce, count_ * 2, wall_seconds() - start_);
+  stage_ = 2;
+  for (Vector<uint16_t>* v : {&send_, &recv_, &mine_}) BufferPool::instance().release(*v);
+}
+
+void Bf16AllReduce::start_gather() {
+  if (stage_ != 0) return;
+  check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+  reduce_my_chunk();
+  const int n = mpi_count(chunk_, "MPI_Iallgather");
+  check_mpi(
+      MPI_Iallgather(mine_.data(), n, MPI_UINT16_T, send_.data(), n, MPI_UINT16_T, comm_->get(), &request_),
+      "MPI_Iallgather");
+  stage_ = 1;
+}
+
+bool Bf16AllReduce::test() {
+  if (stage_ == 2) return true;
+  int done = 0;
+  check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  if (done && stage_ == 1) finish();
+  return stage_ == 2;
+}
+
+void Bf16AllReduce::wait() {
+  if (stage_ == 2) return;
+  start_gather();
+  check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+  finish();
+}
+
+void all_reduce_bf16(const Communicator& comm, float* data, int64_t count, const std::string& phase) {
+  Bf16AllReduce op(comm, data, count, phase);
+  op.wait();
+}
+
+}  // namespace tessera

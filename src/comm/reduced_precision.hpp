@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// All-reduce of fp32 data with bf16 on the wire (DESIGN §5, --comm-dtype bf16): half the bytes of an fp32
+// all-reduce, with every addition done in fp32. A reduce-scatter by all-to-all of bf16 chunks, each rank
+// adding its chunk in fp32 in rank order and rounding the sum once, then an all-gather of the rounded
+// sums — so every rank ends with bit-identical values, which replicas of a block must, whatever the
+// chunking.
+// The data pointer is in DeviceSpace; MPI gets device buffers (CUDA-aware MPI on a CUDA build).
+#pragma once
+
+#include <string>
+
+#include "tessera/comm/communicator.hpp"
+#include "tessera/core/views.hpp"
+
+namespace tessera {
+
+/// The element type of the dense all-reduces inside the 3D multiply.
+enum class CommDtype { F32, Bf16 };
+CommDtype parse_comm_dtype(const std::string& name);  // "f32" | "fp32" | "bf16"; throws otherwise
+const char* comm_dtype_name(CommDtype dtype);
+
+/// A bf16 all-reduce in flight; the data must outlive it. Records one AllReduce of count * 2 bytes
+/// under `phase` when it completes (an fp32 all-reduce of the same data records count * 4). On one rank
+/// it does nothing (the data stay unrounded).
+/// It is two non-blocking collectives (all-to-all, then all-gather), and MPI matches collectives on a
+/// communicator by the order they start: the all-gather starts only in start_gather() or wait(), never
+/// inside test(), so callers can keep that order the same on every rank (pmm's chunked SpMM starts
+/// chunk k's gather right after posting chunk k + 1).
+class Bf16AllReduce {
+ public:
+  Bf16AllReduce(const Communicator& comm, float* data, int64_t count, std::string phase);
+  Bf16AllReduce(Bf16AllReduce&& other) noexcept;
+  Bf16AllReduce& operator=(Bf16AllReduce&&) = delete;
+  Bf16AllReduce(const Bf16AllReduce&) = delete;
+  Bf16AllReduce& operator=(const Bf16AllReduce&) = delete;
+  ~Bf16AllReduce();
+  /// Lets MPI progress the current stage; true once the summed values are in `data`.
+  bool test();
+  /// Completes the all-to-all, adds this rank's chunk and posts the all-gather (no-op after the first call).
+  void start_gather();
+  void wait();
+
+ private:
+  void reduce_my_chunk();
+  void finish();
+  const Communicator* comm_;
+  float* data_;
+  int64_t count_, chunk_;
+  std::string phase_;
+  int stage_ = 0;  // 0: all-to-all in flight, 1: all-gather in flight, 2: done
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  Vector<uint16_t> send_, recv_, mine_;
+  double start_;
+};
+
+/// Blocking form: sum of `count` floats over comm, bf16 on the wire.
+void all_reduce_bf16(const Communicator& comm, float* data, int64_t count, const std::string& phase);
+
+}  // namespace tessera
