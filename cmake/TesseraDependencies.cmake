@@ -10,6 +10,7 @@ if(NOT HDF5_IS_PARALLEL)
                       "On Debian: apt-get install libhdf5-openmpi-dev")
 endif()
 find_package(ZLIB REQUIRED)
+find_package(Threads REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 if(NOT TARGET tessera_hdf5)
   # FindHDF5's imported target differs between CMake versions; wrap its variables in one target.

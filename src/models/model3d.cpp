@@ -50,7 +50,6 @@ GcnLayer3D::GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index,
   const GridCoords& me = grid.coords();
   in_begin_ = layout.dim_block(index, roles.b, me.get(roles.b)).first;
   out_begin_ = layout.dim_block(index + 1, roles.a, me.get(roles.a)).first;
-  valid_rows_ = graph.valid_rows(index);
   weight_owner_ = me.get(roles.c) == 0;
   row_owner_ = me.get(roles.c) == 0 && me.get(roles.b) == 0;
   glorot_block(weight_, in_begin_, out_begin_, layout.dim(index), layout.dim(index + 1), seed,
@@ -87,39 +86,53 @@ std::vector<BlockPlacement> GcnLayer3D::placements() const {
 Dropout GcnLayer3D::output_dropout(const PassInfo& pass) const {
   if (last_ || !pass.training) return Dropout();
   return Dropout(dropout_, pass.seed, streams::dropout(pass.epoch, index_), 0, out_begin_)
-      .with_row_ids(graph_.output_ids[size_t(index_)]);
+      .with_row_ids(view_.output_ids);
 }
 
-Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const PassInfo& pass) {
+namespace {
+Matrix<float> leading_rows(const Matrix<float>& m, int64_t rows) {
+  return Kokkos::subview(m, std::make_pair(int64_t(0), rows), Kokkos::ALL());
+}
+}  // namespace
+
+Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const LayerGraph& view, const PassInfo& pass) {
+  view_ = view;
   input_ = in;
-  const bool agg_ready = static_input_ && aggregated_input_ == in.data();
-  pmm_forward(graph_.adjacency[size_t(index_ % 6)], comms_, in, weight_.matrix(), agg_, out_, agg_ready);
-  aggregated_input_ = static_input_ ? in.data() : nullptr;
+  const AdjacencyBlock& a = *view.adjacency;
+  const Matrix<float> agg = leading_rows(agg_, a.forward.matrix().num_rows);
+  const Matrix<float> out = leading_rows(out_, a.forward.matrix().num_rows);
+  // A static input (layer 0 without input dropout) on the static graph is aggregated once.
+  const bool cacheable = static_input_ && view.is_static;
+  const bool agg_ready = cacheable && aggregated_input_ == in.data();
+  pmm_forward(a, comms_, in, weight_.matrix(), agg, out, agg_ready);
+  aggregated_input_ = cacheable ? in.data() : nullptr;
   const Dropout dropout = output_dropout(pass);
   const Vector<const float> bias = bias_.value;
   if (norm_.kind() != NormKind::None) {
-    if (norm_.kind() == NormKind::Rms) bias_relu_dropout_forward<float>(out_, bias, false, Dropout());
-    const auto rows = Kokkos::subview(out_, std::make_pair(int64_t(0), valid_rows_), Kokkos::ALL());
+    if (norm_.kind() == NormKind::Rms) bias_relu_dropout_forward<float>(out, bias, false, Dropout());
+    const auto rows = leading_rows(out, view.valid_rows);
     const LayerComms c = comms_;
     norm_.forward(
-        rows, pass.training, graph_.layout.num_nodes(), graph_.layout.dim(index_ + 1),
+        rows, pass.training, view.num_nodes, graph_.layout.dim(index_ + 1),
         [c](const Vector<float>& v) { sum_over(*c.c, v.data(), int64_t(v.extent(0)), "norm allreduce c"); },
         [c](const Vector<float>& v) { sum_over(*c.a, v.data(), int64_t(v.extent(0)), "norm allreduce a"); });
-    bias_relu_dropout_forward<float>(out_, Vector<const float>(), !last_, dropout);
+    bias_relu_dropout_forward<float>(out, Vector<const float>(), !last_, dropout);
   } else {
-    bias_relu_dropout_forward<float>(out_, bias, !last_, dropout);
+    bias_relu_dropout_forward<float>(out, bias, !last_, dropout);
   }
-  return out_;
+  return out;
 }
 
 Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_input_grad,
                                    const PassInfo& pass) {
-  bias_relu_dropout_backward<float>(grad_out, out_, !last_, output_dropout(pass));
+  const AdjacencyBlock& a = *view_.adjacency;
+  const Matrix<float> out = leading_rows(out_, a.forward.matrix().num_rows);
+  bias_relu_dropout_backward<float>(grad_out, out, !last_, output_dropout(pass));
   if (norm_.kind() != NormKind::None) {
-    const auto rows = Kokkos::subview(grad_out, std::make_pair(int64_t(0), valid_rows_), Kokkos::ALL());
+    const auto rows = leading_rows(grad_out, view_.valid_rows);
     const LayerComms c = comms_;
     norm_.backward(
-        rows, graph_.layout.num_nodes(), graph_.layout.dim(index_ + 1),
+        rows, view_.num_nodes, graph_.layout.dim(index_ + 1),
         [c](const Vector<float>& v) { sum_over(*c.c, v.data(), int64_t(v.extent(0)), "norm allreduce c"); },
         [c](const Vector<float>& v) { sum_over(*c.a, v.data(), int64_t(v.extent(0)), "norm allreduce a"); });
   }
@@ -127,10 +140,12 @@ Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_inpu
     column_sums<float>(grad_out, bias_.grad, Vector<float>());
     sum_over(*comms_.c, bias_.grad.data(), bias_.size(), "backward allreduce c (weights)");
   }
-  pmm_backward(graph_.adjacency[size_t(index_ % 6)], comms_, agg_, weight_.matrix(), grad_out,
-               weight_.grad_matrix(), want_input_grad ? grad_agg_ : Matrix<float>(),
-               want_input_grad ? grad_in_ : Matrix<float>());
-  return grad_in_;
+  const Matrix<float> grad_in = leading_rows(grad_in_, a.transpose.matrix().num_rows);
+  pmm_backward(a, comms_, leading_rows(agg_, a.forward.matrix().num_rows), weight_.matrix(), grad_out,
+               weight_.grad_matrix(), want_input_grad ? leading_rows(grad_agg_, a.forward.matrix().num_rows)
+                                                      : Matrix<float>(),
+               want_input_grad ? grad_in : Matrix<float>());
+  return grad_in;
 }
 
 GcnModel3D::GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config,
@@ -142,24 +157,30 @@ GcnModel3D::GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const Mode
     layers_.push_back(std::make_unique<GcnLayer3D>(grid, graph, l, config.norm, config.dropout, config.seed,
                                                    overlap_chunks, &timers_, dtype));
   layers_.front()->set_static_input(config.input_dropout == 0);
+  full_views_ = full_graph_views(graph);
 }
 
 Matrix<float> GcnModel3D::forward(const PassInfo& pass) {
-  Matrix<const float> h = graph_.features;
+  return forward(graph_.features, graph_.input_ids, full_views_, pass);
+}
+
+Matrix<float> GcnModel3D::forward(const Matrix<const float>& input, const Vector<const int64_t>& input_ids,
+                                  const std::vector<LayerGraph>& views, const PassInfo& pass) {
+  Matrix<const float> h = input;
   if (pass.training && config_.input_dropout > 0) {
-    if (dropped_input_.extent(0) != graph_.features.extent(0))
+    if (dropped_input_.extent(0) < input.extent(0) || dropped_input_.extent(1) != input.extent(1))
       dropped_input_ = Matrix<float>("input_dropout", graph_.features.extent(0), graph_.features.extent(1));
-    Kokkos::deep_copy(dropped_input_, graph_.features);
-    bias_relu_dropout_forward<float>(
-        dropped_input_, Vector<const float>(), false,
-        Dropout(config_.input_dropout, pass.seed, streams::input_dropout(pass.epoch), 0,
-                layers_.front()->in_col_begin())
-            .with_row_ids(graph_.input_ids));
-    h = dropped_input_;
+    const Matrix<float> dropped = leading_rows(dropped_input_, int64_t(input.extent(0)));
+    Kokkos::deep_copy(dropped, input);
+    bias_relu_dropout_forward<float>(dropped, Vector<const float>(), false,
+                                     Dropout(config_.input_dropout, pass.seed, streams::input_dropout(pass.epoch),
+                                             0, layers_.front()->in_col_begin())
+                                         .with_row_ids(input_ids));
+    h = dropped;
   }
   Matrix<float> out;
-  for (auto& layer : layers_) {
-    out = layer->forward(h, pass);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    out = layers_[l]->forward(h, views[l], pass);
     h = out;
   }
   return out;

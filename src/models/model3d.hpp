@@ -28,7 +28,8 @@ class GcnLayer3D {
              uint64_t seed, int overlap_chunks = 0, PhaseTimers* timers = nullptr,
              CommDtype dtype = CommDtype::F32);
 
-  Matrix<float> forward(const Matrix<const float>& in, const PassInfo& pass);
+  /// Runs on `view` (the full graph or a sample); backward uses the view of the last forward.
+  Matrix<float> forward(const Matrix<const float>& in, const LayerGraph& view, const PassInfo& pass);
   Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass);
 
   std::vector<Parameter<float>*> parameters();
@@ -42,11 +43,12 @@ class GcnLayer3D {
  private:
   Dropout output_dropout(const PassInfo& pass) const;
   const Graph3D& graph_;
+  LayerGraph view_;
   int index_;
   bool last_;
   float dropout_;
   LayerComms comms_;
-  int64_t in_begin_, out_begin_, valid_rows_;
+  int64_t in_begin_, out_begin_;
   bool static_input_ = false, row_owner_, weight_owner_;
   const float* aggregated_input_ = nullptr;
   Parameter<float> weight_, bias_;
@@ -61,7 +63,11 @@ class GcnModel3D {
   GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config, int overlap_chunks = 0,
              CommDtype dtype = CommDtype::F32);
 
-  Matrix<float> forward(const PassInfo& pass);  // logits block of the last layer
+  Matrix<float> forward(const PassInfo& pass);  // logits block of the last layer, full graph
+  /// On a mini-batch: input rows (layer 0's sampled feature rows, vertex ids in input_ids) and one view
+  /// per layer. backward() follows whichever forward ran last.
+  Matrix<float> forward(const Matrix<const float>& input, const Vector<const int64_t>& input_ids,
+                        const std::vector<LayerGraph>& views, const PassInfo& pass);
   void backward(const Matrix<float>& grad_logits, const PassInfo& pass);
   std::vector<Parameter<float>*> parameters();
   std::vector<BlockPlacement> placements() const;
@@ -82,6 +88,7 @@ class GcnModel3D {
   ModelConfig config_;
   PhaseTimers timers_;
   std::vector<std::unique_ptr<GcnLayer3D>> layers_;
+  std::vector<LayerGraph> full_views_;
   Matrix<float> dropped_input_;
 };
 

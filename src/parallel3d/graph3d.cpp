@@ -18,6 +18,14 @@ int64_t Graph3D::valid_rows(int layer) const {
   return count;
 }
 
+std::vector<LayerGraph> full_graph_views(const Graph3D& g) {
+  std::vector<LayerGraph> views;
+  for (int l = 0; l < g.layout.layers(); ++l)
+    views.push_back(LayerGraph{&g.adjacency[size_t(l % 6)], g.output_ids[size_t(l)], g.valid_rows(l),
+                               g.layout.num_nodes(), true});
+  return views;
+}
+
 namespace {
 
 int64_t float_bits(float f) {

@@ -34,6 +34,19 @@ struct Graph3D {
   int64_t valid_rows(int layer) const;      // local output rows of `layer` that are real nodes
 };
 
+/// What one layer of the 3D model runs on: the full graph's static block, or a block cut from it for a
+/// mini-batch (DESIGN §5), whose sizes differ per block but agree within every reduction.
+struct LayerGraph {
+  const AdjacencyBlock* adjacency = nullptr;
+  Vector<const int64_t> output_ids;  // vertex of each local output row (-1: padding)
+  int64_t valid_rows = 0;            // leading output rows that are real vertices
+  int64_t num_nodes = 0;             // vertices of the (sub)graph: BatchNorm's count
+  bool is_static = false;            // the full graph: a static input's aggregation can be reused
+};
+
+/// The full graph's view of each layer.
+std::vector<LayerGraph> full_graph_views(const Graph3D& g);
+
 struct Load3DOptions {
   std::vector<int64_t> hidden;  // widths of the hidden layers (layers = hidden.size() + 1)
   PermuteMode permute = PermuteMode::Double;

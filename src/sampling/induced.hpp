@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Cutting a sampled subgraph out of a static sparse block, on the host, with no communication (DESIGN §5):
+// the rows and columns whose vertices are in the sample are kept, renumbered in their local order, and
+// off-diagonal entries (row vertex != column vertex) are divided by the pair inclusion probability p, so
+// the sampled aggregation is an unbiased estimate of the full one. Plain C++ containers only: it runs on
+// the sampler thread, beside Kokkos kernels on the main thread.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace tessera {
+
+/// A host CSR in standard containers (what the sampler thread produces).
+struct HostCsr {
+  int64_t num_rows = 0, num_cols = 0;
+  std::vector<int64_t> row_ptr{0}, col_idx;
+  std::vector<float> values;
+};
+
+/// The rows (or columns) of a static block that a sample selects: `local` are the local indices in
+/// increasing order, `ids` their vertex ids.
+struct SampledIndex {
+  std::vector<int64_t> local, ids;
+};
+
+/// Sampled positions of a block covering positions [begin, end) of an ordering: position = order(vertex).
+/// `position_of(v)` maps a vertex to its position. Runs in O(|sample|).
+template <class PositionOf>
+SampledIndex sampled_positions(const std::vector<int64_t>& sample, int64_t begin, int64_t end,
+                               const PositionOf& position_of);
+
+/// The induced block A[rows.local, cols.local] of `block` (rows x cols of the static block, values
+/// present), with off-diagonal values multiplied by `off_diagonal_scale`. `col_slot` maps a local column
+/// to its index in cols.local or -1 (size block.num_cols), reused across calls by the caller.
+HostCsr induced_block(const int64_t* row_ptr, const int64_t* col_idx, const float* values,
+                      const SampledIndex& rows, const SampledIndex& cols, const std::vector<int64_t>& col_ids,
+                      float off_diagonal_scale, std::vector<int64_t>& col_slot);
+
+/// Transpose of a host CSR (counting sort; columns within a row stay increasing).
+HostCsr transpose(const HostCsr& a);
+
+template <class PositionOf>
+SampledIndex sampled_positions(const std::vector<int64_t>& sample, int64_t begin, int64_t end,
+                               const PositionOf& position_of) {
+  std::vector<std::pair<int64_t, int64_t>> hits;  // (local index, vertex)
+  for (int64_t v : sample) {
+    const int64_t p = position_of(v);
+    if (p >= begin && p < end) hits.push_back({p - begin, v});
+  }
+  std::sort(hits.begin(), hits.end());
+  SampledIndex out;
+  out.local.reserve(hits.size());
+  out.ids.reserve(hits.size());
+  for (const auto& [local, v] : hits) out.local.push_back(local), out.ids.push_back(v);
+  return out;
+}
+
+}  // namespace tessera

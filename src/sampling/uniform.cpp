@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/sampling/uniform.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/random.hpp"
+#include "tessera/graph/permutation.hpp"
+
+namespace tessera {
+
+namespace {
+constexpr uint64_t kSampleStream = 0x5a3c0000ull;  // apart from the model's streams (random_streams.hpp)
+}
+
+std::vector<int64_t> uniform_vertex_sample(int64_t n, int64_t count, const SampleKey& key) {
+  require(count >= 1 && count <= n, "mini-batch size ", count, " must be between 1 and the ", n, " nodes");
+  // One 64-bit permutation key per (epoch, step, replica), drawn from the counter-based generator.
+  const CounterRng rng(key.seed, kSampleStream + uint64_t(key.replica));
+  const Philox4x32Block r = rng.bits(uint64_t(key.epoch), uint64_t(key.step));
+  const uint64_t stream = (uint64_t(r.v[0]) << 32) | r.v[1];
+  const RandomPermutation perm(n, key.seed ^ 0x9e3779b97f4a7c15ull, stream);
+  std::vector<int64_t> sample(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) sample[size_t(i)] = perm(i);
+  std::sort(sample.begin(), sample.end());
+  return sample;
+}
+
+double pair_inclusion_probability(int64_t n, int64_t count) {
+  return n <= 1 ? 1.0 : double(count - 1) / double(n - 1);
+}
+
+int64_t parse_batch_size(const std::string& text, int64_t num_nodes) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  require(!text.empty() && end && *end == '\0' && value > 0, "--batch-size: expected a count or a fraction of ",
+          "the nodes, got '", text, "'");
+  const bool fraction = text.find_first_of(".eE") != std::string::npos;
+  require(!fraction || value <= 1.0, "--batch-size: a fraction must be at most 1, got ", text);
+  const int64_t count = fraction ? std::max<int64_t>(2, int64_t(value * double(num_nodes))) : int64_t(value);
+  require(count >= 2 && count <= num_nodes, "--batch-size ", text, " gives ", count,
+          " nodes; it must be between 2 and the graph's ", num_nodes);
+  return count;
+}
+
+}  // namespace tessera

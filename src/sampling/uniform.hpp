@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Communication-free uniform vertex sampling (DESIGN §5, ScaleGNN): every rank that asks with the same key
+// (seed, epoch, step, replica) gets the same sorted sample, so the ranks of a 3D replica agree on the
+// mini-batch without a message, and different replicas (data-parallel axis) draw different ones.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct SampleKey {
+  uint64_t seed = 0;
+  int64_t epoch = 0, step = 0;
+  int replica = 0;
+};
+
+/// `count` distinct vertices of [0, n), sorted, uniformly without replacement: the first `count` images
+/// of a pseudorandom permutation of [0, n) keyed by `key`. Throws Error if count is not in [1, n].
+std::vector<int64_t> uniform_vertex_sample(int64_t n, int64_t count, const SampleKey& key);
+
+/// GraphSAINT's node-sampler normalization for a uniform sample of B of N vertices: the probability that
+/// a given other vertex is in the sample with a fixed one, p = (B - 1) / (N - 1) (1 when B = N).
+double pair_inclusion_probability(int64_t n, int64_t count);
+
+/// --batch-size as a count ("1024") or a fraction of the nodes ("0.1"); throws Error naming the flag.
+int64_t parse_batch_size(const std::string& text, int64_t num_nodes);
+
+}  // namespace tessera
