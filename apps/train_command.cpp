@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/models/trainer.hpp"
 
@@ -12,6 +13,8 @@ void add_train_command(CLI::App& app, Command& selected) {
   struct Args {
     TrainOptions options;
     std::string model = "gcn", norm = "none", optimizer = "adam", permute = "double", comm_dtype = "f32";
+    std::string mode = "full";
+    bool no_sampler_thread = false;
     int layers = 2;
     int64_t hidden = 16;
     float dropout = 0.5f, input_dropout = -1.0f, lr = 0.01f, weight_decay = 5e-4f;
@@ -29,6 +32,14 @@ void add_train_command(CLI::App& app, Command& selected) {
                   "--grid auto: a file from tessera bench comm/spmm --fit");
   cmd->add_flag("--overlap", a->options.overlap,
                 "3D: overlap each SpMM's all-reduce with the SpMM, in row chunks");
+  cmd->add_option("--mode", a->mode, "full (one rank or 3D grid) or minibatch (4D grid DxXxYxZ)")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a->options.batch_size,
+                  "minibatch: vertices per sample, a count (1024) or a fraction of the nodes (0.1)");
+  cmd->add_option("--steps-per-epoch", a->options.steps_per_epoch,
+                  "minibatch: steps per epoch (default: nodes / (batch size x D), rounded up)");
+  cmd->add_flag("--no-sampler-thread", a->no_sampler_thread,
+                "minibatch: build each batch when it is needed instead of during the previous step");
   cmd->add_option("--comm-dtype", a->comm_dtype,
                   "3D: f32 or bf16 on the wire for the multiply's all-reduces (summed in fp32)")
       ->capture_default_str();
@@ -73,6 +84,12 @@ void add_train_command(CLI::App& app, Command& selected) {
         a->options.optimizer.kind = parse_optimizer(a->optimizer);
         a->options.permute = parse_permute_mode(a->permute.c_str());
         a->options.comm_dtype = parse_comm_dtype(a->comm_dtype);
+        require(a->mode == "full" || a->mode == "minibatch", "--mode: expected full or minibatch, got '",
+                a->mode, "'");
+        a->options.minibatch = a->mode == "minibatch";
+        a->options.sampler_thread = !a->no_sampler_thread;
+        require(a->options.minibatch || a->options.batch_size.empty(), "--batch-size needs --mode minibatch");
+        require(!a->options.minibatch || !a->options.batch_size.empty(), "--mode minibatch needs --batch-size");
         a->options.optimizer.lr = a->lr;
         a->options.optimizer.weight_decay = a->weight_decay;
       } catch (const std::exception& e) {

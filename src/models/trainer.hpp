@@ -25,6 +25,11 @@ struct TrainOptions {
   std::string machine_file;                   // ... or a file from tessera bench comm / spmm --fit
   bool overlap = false;                       // 3D: chunked SpMM with non-blocking all-reduces
   CommDtype comm_dtype = CommDtype::F32;      // 3D: activations' all-reduces in fp32 or bf16
+  // Mini-batch training on a 4D grid DxXxYxZ (DESIGN §5): --mode minibatch --batch-size B.
+  bool minibatch = false;
+  std::string batch_size;        // a count ("1024") or a fraction of the nodes ("0.25")
+  int64_t steps_per_epoch = 0;   // 0: N / (B * D) rounded up, so an epoch sees about N vertices
+  bool sampler_thread = true;    // build step t + 1's batch while step t trains
   ModelConfig model;                          // in / out are taken from the data
   AdamSettings optimizer;
   int64_t epochs = 200;
@@ -56,7 +61,8 @@ struct TrainResult {
   std::vector<float> last_logits, last_gradients;
 };
 
-/// Collective over world: one rank without --grid (GCN or GraphSAGE), else the 3D grid (GCN).
+/// Collective over world: one rank without --grid (GCN or GraphSAGE), else the 3D grid (GCN); with
+/// options.minibatch, mini-batches on the 4D grid (GCN).
 /// Throws Error / CollectiveError on bad input.
 TrainResult train_full_graph(const TrainOptions& options, const Communicator& world);
 

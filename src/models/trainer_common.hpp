@@ -30,7 +30,8 @@ TrainingProgress resume_if_asked(const TrainOptions& options, const CheckpointSt
 std::ofstream open_metrics(const TrainOptions& options, const TrainingProgress& progress,
                            const Communicator& world);
 
-/// The 3D trainer (trainer3d.cpp).
+/// The 3D trainer (trainer3d.cpp) and the 4D mini-batch trainer (trainer_minibatch.cpp).
 TrainResult train_3d(const TrainOptions& options, const Communicator& world);
+TrainResult train_minibatch(const TrainOptions& options, const Communicator& world);
 
 }  // namespace tessera
