@@ -89,7 +89,8 @@ void add_train_command(CLI::App& app, Command& selected) {
         a->options.minibatch = a->mode == "minibatch";
         a->options.sampler_thread = !a->no_sampler_thread;
         require(a->options.minibatch || a->options.batch_size.empty(), "--batch-size needs --mode minibatch");
-        require(!a->options.minibatch || !a->options.batch_size.empty(), "--mode minibatch needs --batch-size");
+        require(!a->options.minibatch || !a->options.batch_size.empty(),
+                "--mode minibatch needs --batch-size");
         a->options.optimizer.lr = a->lr;
         a->options.optimizer.weight_decay = a->weight_decay;
       } catch (const std::exception& e) {

@@ -19,18 +19,18 @@ namespace tessera {
 /// One rank's share of a mini-batch, in host containers.
 struct HostBatch {
   SampleKey key;
-  std::vector<int64_t> sample;                 // S, sorted vertex ids
-  std::vector<HostCsr> forward, transpose;     // per layer: A_S block and its transpose
-  std::vector<SampledIndex> rows, cols;        // per layer: sampled output rows / input columns
+  std::vector<int64_t> sample;              // S, sorted vertex ids
+  std::vector<HostCsr> forward, transpose;  // per layer: A_S block and its transpose
+  std::vector<SampledIndex> rows, cols;     // per layer: sampled output rows / input columns
 };
 
 /// The same on the device, ready for GcnModel3D::forward(input, input_ids, views, pass).
 struct DeviceBatch {
   std::vector<std::unique_ptr<AdjacencyBlock>> blocks;  // per layer (stable addresses for the views)
   std::vector<LayerGraph> views;
-  Matrix<float> input;                 // layer 0's sampled feature rows
-  Vector<int64_t> input_ids;           // their vertex ids
-  Vector<int64_t> labels;              // last layer's sampled output rows
+  Matrix<float> input;        // layer 0's sampled feature rows
+  Vector<int64_t> input_ids;  // their vertex ids
+  Vector<int64_t> labels;     // last layer's sampled output rows
   Vector<uint8_t> train;
 };
 

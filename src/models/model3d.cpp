@@ -95,7 +95,8 @@ Matrix<float> leading_rows(const Matrix<float>& m, int64_t rows) {
 }
 }  // namespace
 
-Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const LayerGraph& view, const PassInfo& pass) {
+Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const LayerGraph& view,
+                                  const PassInfo& pass) {
   view_ = view;
   input_ = in;
   const AdjacencyBlock& a = *view.adjacency;
@@ -142,8 +143,8 @@ Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_inpu
   }
   const Matrix<float> grad_in = leading_rows(grad_in_, a.transpose.matrix().num_rows);
   pmm_backward(a, comms_, leading_rows(agg_, a.forward.matrix().num_rows), weight_.matrix(), grad_out,
-               weight_.grad_matrix(), want_input_grad ? leading_rows(grad_agg_, a.forward.matrix().num_rows)
-                                                      : Matrix<float>(),
+               weight_.grad_matrix(),
+               want_input_grad ? leading_rows(grad_agg_, a.forward.matrix().num_rows) : Matrix<float>(),
                want_input_grad ? grad_in : Matrix<float>());
   return grad_in;
 }
@@ -172,10 +173,11 @@ Matrix<float> GcnModel3D::forward(const Matrix<const float>& input, const Vector
       dropped_input_ = Matrix<float>("input_dropout", graph_.features.extent(0), graph_.features.extent(1));
     const Matrix<float> dropped = leading_rows(dropped_input_, int64_t(input.extent(0)));
     Kokkos::deep_copy(dropped, input);
-    bias_relu_dropout_forward<float>(dropped, Vector<const float>(), false,
-                                     Dropout(config_.input_dropout, pass.seed, streams::input_dropout(pass.epoch),
-                                             0, layers_.front()->in_col_begin())
-                                         .with_row_ids(input_ids));
+    bias_relu_dropout_forward<float>(
+        dropped, Vector<const float>(), false,
+        Dropout(config_.input_dropout, pass.seed, streams::input_dropout(pass.epoch), 0,
+                layers_.front()->in_col_begin())
+            .with_row_ids(input_ids));
     h = dropped;
   }
   Matrix<float> out;

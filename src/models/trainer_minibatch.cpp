@@ -57,7 +57,8 @@ void average_over_d(const Communicator& d_axis, GcnModel3D& model, bool gradient
 
 void scale(const Matrix<float>& m, float factor) {
   Kokkos::parallel_for(
-      "tessera::scale_rows", Kokkos::RangePolicy<ExecSpace>(0, int64_t(m.extent(0))), KOKKOS_LAMBDA(int64_t i) {
+      "tessera::scale_rows", Kokkos::RangePolicy<ExecSpace>(0, int64_t(m.extent(0))),
+      KOKKOS_LAMBDA(int64_t i) {
         for (size_t j = 0; j < m.extent(1); ++j) m(i, j) *= factor;
       });
 }
@@ -93,17 +94,17 @@ TrainResult train_minibatch(const TrainOptions& options, const Communicator& wor
   Adam optimizer(model.parameters(), options.optimizer);
   const MinibatchBuilder builder(grid, g, batch);
   const int64_t n = reader.meta().num_nodes, replicas = shape.d;
-  const int64_t steps = options.steps_per_epoch > 0 ? options.steps_per_epoch
-                                                    : std::max<int64_t>(1, (n + batch * replicas - 1) /
-                                                                               (batch * replicas));
+  const int64_t steps = options.steps_per_epoch > 0
+                            ? options.steps_per_epoch
+                            : std::max<int64_t>(1, (n + batch * replicas - 1) / (batch * replicas));
   {
     char line[320];
     std::snprintf(line, sizeof(line),
                   "loaded %s on grid %s in %.2f s: mini-batches of %lld of %lld vertices (p = %.4f), %lld "
                   "steps per epoch, %s; sampler %s",
                   options.data.c_str(), shape.str().c_str(), load_watch.seconds(), (long long)batch,
-                  (long long)n, pair_inclusion_probability(n, batch), (long long)steps, config.describe().c_str(),
-                  options.sampler_thread ? "thread" : "inline");
+                  (long long)n, pair_inclusion_probability(n, batch), (long long)steps,
+                  config.describe().c_str(), options.sampler_thread ? "thread" : "inline");
     log_line(line);
   }
   const int last = config.layers - 1;
@@ -140,8 +141,8 @@ TrainResult train_minibatch(const TrainOptions& options, const Communicator& wor
       const int64_t global_step = epoch * steps + step;
       const PassInfo pass{true, config.seed, global_step * replicas + d};
       const Matrix<float> logits = model.forward(b.input, b.input_ids, b.views, pass);
-      const Matrix<float> grad = Kokkos::subview(grad_buffer, std::make_pair(int64_t(0), int64_t(logits.extent(0))),
-                                                 Kokkos::ALL());
+      const Matrix<float> grad =
+          Kokkos::subview(grad_buffer, std::make_pair(int64_t(0), int64_t(logits.extent(0))), Kokkos::ALL());
       const auto [loss_sum, count] =
           softmax_cross_entropy_3d(out_comms, logits, col_begin, classes, b.labels, b.train, 1.0f, grad);
       // The loss is the mean over the sample's labeled training vertices (known only after the sum).
@@ -192,7 +193,8 @@ TrainResult train_minibatch(const TrainOptions& options, const Communicator& wor
     }
     extra["bytes_max_rank"] = all_reduce_value(world, bytes, ReduceOp::Max, "report");
     extra["steps"] = steps;
-    extra["sample_s"] = all_reduce_value(world, pipeline.build_seconds() - build_before, ReduceOp::Max, "report");
+    extra["sample_s"] =
+        all_reduce_value(world, pipeline.build_seconds() - build_before, ReduceOp::Max, "report");
     extra["sample_wait_s"] =
         all_reduce_value(world, pipeline.waited_seconds() - wait_before, ReduceOp::Max, "report");
     result.history.push_back(r);

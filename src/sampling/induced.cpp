@@ -17,7 +17,8 @@ HostCsr induced_block(const int64_t* row_ptr, const int64_t* col_idx, const floa
       const int64_t slot = col_slot[size_t(col_idx[k])];
       if (slot < 0) continue;
       out.col_idx.push_back(slot);
-      out.values.push_back(col_ids[size_t(col_idx[k])] == vertex ? values[k] : values[k] * off_diagonal_scale);
+      out.values.push_back(col_ids[size_t(col_idx[k])] == vertex ? values[k]
+                                                                 : values[k] * off_diagonal_scale);
     }
     out.row_ptr.push_back(int64_t(out.col_idx.size()));
   }

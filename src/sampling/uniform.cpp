@@ -34,8 +34,8 @@ double pair_inclusion_probability(int64_t n, int64_t count) {
 int64_t parse_batch_size(const std::string& text, int64_t num_nodes) {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  require(!text.empty() && end && *end == '\0' && value > 0, "--batch-size: expected a count or a fraction of ",
-          "the nodes, got '", text, "'");
+  require(!text.empty() && end && *end == '\0' && value > 0,
+          "--batch-size: expected a count or a fraction of ", "the nodes, got '", text, "'");
   const bool fraction = text.find_first_of(".eE") != std::string::npos;
   require(!fraction || value <= 1.0, "--batch-size: a fraction must be at most 1, got ", text);
   const int64_t count = fraction ? std::max<int64_t>(2, int64_t(value * double(num_nodes))) : int64_t(value);

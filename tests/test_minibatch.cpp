@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Mini-batch training on the 4D grid (DESIGN §5). Runs under mpiexec with 1, 2, 4 and 8 ranks, on every
+// factorization DxXxYxZ with D in {1, 2}: sampling sends nothing, the ranks' blocks together are exactly
+// the scaled induced subgraph of a serial reference, the sampled aggregation is unbiased, and one training
+// step's gradients equal a dense double-precision computation averaged over the replicas' samples.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "reference/dense.hpp"
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/graph/synth.hpp"
+#include "tessera/models/minibatch.hpp"
+#include "tessera/models/trainer.hpp"
+
+using namespace tessera;
+using reference::Dense;
+
+namespace {
+
+const std::string& csbm_file() {
+  static std::string path;
+  if (path.empty()) {
+    char dir[256] = {};
+    if (Communicator::world().rank() == 0) {
+      std::snprintf(dir, sizeof(dir), "/tmp/tessera-minibatch-XXXXXX");
+      if (!mkdtemp(dir)) dir[0] = '\0';
+    }
+    MPI_Bcast(dir, sizeof(dir), MPI_CHAR, 0, MPI_COMM_WORLD);
+    path = std::string(dir) + "/csbm.h5";
+    SynthOptions o;
+    o.num_nodes = 301;
+    o.num_edges = 1500;
+    o.num_features = 11;
+    o.num_classes = 5;
+    o.seed = 9;
+    o.feature_signal = 0.5;
+    generate_synthetic(o, path, Communicator::world());
+  }
+  return path;
+}
+
+// The whole graph, read independently of the 3D loader: normalized adjacency (dense, double), features,
+// labels, training mask.
+struct SerialGraph {
+  int64_t n = 0;
+  Dense a_hat, x;
+  std::vector<int64_t> labels;
+  std::vector<uint8_t> train;
+};
+
+SerialGraph read_serial(const std::string& path) {
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  const GraphFileReader reader(self, path);
+  SerialGraph g;
+  g.n = reader.meta().num_nodes;
+  const GraphSlice s = reader.read_rows(0, g.n);
+  // A_hat = D^-1/2 (A + I) D^-1/2 with D = in-degree + 1 (self loops added where missing).
+  Dense a(g.n, g.n);
+  for (int64_t v = 0; v < g.n; ++v) {
+    for (int64_t k = s.adjacency.row_ptr(v); k < s.adjacency.row_ptr(v + 1); ++k)
+      a(v, s.adjacency.col_idx(k)) = 1;
+    a(v, v) = 1;
+  }
+  std::vector<double> degree(size_t(g.n), 0.0);
+  for (int64_t v = 0; v < g.n; ++v)
+    for (int64_t u = 0; u < g.n; ++u) degree[size_t(v)] += a(v, u);
+  g.a_hat = Dense(g.n, g.n);
+  for (int64_t v = 0; v < g.n; ++v)
+    for (int64_t u = 0; u < g.n; ++u)
+      if (a(v, u) != 0) g.a_hat(v, u) = 1.0 / std::sqrt(degree[size_t(v)] * degree[size_t(u)]);
+  g.x = Dense(g.n, int64_t(s.features.extent(1)));
+  for (int64_t v = 0; v < g.n; ++v)
+    for (int64_t j = 0; j < g.x.cols; ++j) g.x(v, j) = s.features(v, j);
+  g.labels.assign(s.labels.data(), s.labels.data() + g.n);
+  g.train.assign(size_t(g.n), 0);
+  for (const SplitInfo& split : reader.splits())
+    if (split.name == "train")
+      for (int64_t v : reader.read_split("train", 0, split.size)) g.train[size_t(v)] = 1;
+  return g;
+}
+
+// Â[S, S] with off-diagonal entries divided by p.
+Dense sampled_reference(const SerialGraph& g, const std::vector<int64_t>& s, double p) {
+  Dense out(int64_t(s.size()), int64_t(s.size()));
+  for (size_t i = 0; i < s.size(); ++i)
+    for (size_t j = 0; j < s.size(); ++j)
+      out(int64_t(i), int64_t(j)) = g.a_hat(s[i], s[j]) / (i == j ? 1.0 : p);
+  return out;
+}
+
+std::vector<GridShape> shapes_with_d_up_to_2(int p) {
+  std::vector<GridShape> out;
+  for (const GridShape& s : ProcessGrid::factorizations(p, true))
+    if (s.d <= 2) out.push_back(s);
+  return out;
+}
+
+Graph3D load(const ProcessGrid& grid, int layers) {
+  const GraphFileReader reader(Communicator::world(), csbm_file());
+  Load3DOptions o;
+  o.hidden.assign(size_t(layers - 1), 6);
+  o.seed = 5;
+  return load_graph_3d(reader, grid, o);
+}
+
+}  // namespace
+
+TEST(UniformSample, SortedDistinctKeyedAndDifferentPerReplica) {
+  const std::vector<int64_t> a = uniform_vertex_sample(1000, 100, {7, 2, 3, 0});
+  EXPECT_EQ(a, uniform_vertex_sample(1000, 100, {7, 2, 3, 0}));
+  EXPECT_NE(a, uniform_vertex_sample(1000, 100, {7, 2, 3, 1}));  // replica d = 1
+  EXPECT_NE(a, uniform_vertex_sample(1000, 100, {7, 2, 4, 0}));  // next step
+  EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+  EXPECT_EQ(std::set<int64_t>(a.begin(), a.end()).size(), a.size());
+  EXPECT_EQ(uniform_vertex_sample(5, 5, {1, 0, 0, 0}), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_THROW(uniform_vertex_sample(5, 6, {}), Error);
+  // Uniform: every vertex of 50 is drawn about 20000 * 10 / 50 = 4000 times (binomial sd ~ 57).
+  std::vector<int> hits(50, 0);
+  for (int64_t step = 0; step < 20000; ++step)
+    for (int64_t v : uniform_vertex_sample(50, 10, {3, 0, step, 0})) ++hits[size_t(v)];
+  for (int v = 0; v < 50; ++v) EXPECT_NEAR(hits[size_t(v)], 4000, 6 * 57) << "vertex " << v;
+  EXPECT_EQ(parse_batch_size("0.25", 1000), 250);
+  EXPECT_EQ(parse_batch_size("64", 1000), 64);
+  for (const char* bad : {"0", "-3", "1.5", "2000", "ten", ""})
+    EXPECT_THROW(parse_batch_size(bad, 1000), Error) << bad;
+}
+
+TEST(Minibatch, SamplingSendsNoBytes) {
+  const Communicator world = Communicator::world();
+  for (const GridShape& shape : shapes_with_d_up_to_2(world.size())) {
+    SCOPED_TRACE(shape.str());
+    const ProcessGrid grid(world, shape);
+    const Graph3D g = load(grid, 3);
+    const MinibatchBuilder builder(grid, g, 64);
+    const CommStats before = world.stats();
+    const HostBatch host = builder.build({1, 0, 0, grid.coords().get(Axis::D)});
+    const DeviceBatch batch = builder.upload(host);
+    for (int k = 0; k < int(Collective::Count); ++k) {
+      EXPECT_EQ(world.stats().total(Collective(k)).bytes, before.total(Collective(k)).bytes);
+      EXPECT_EQ(world.stats().total(Collective(k)).calls, before.total(Collective(k)).calls);
+    }
+    EXPECT_EQ(batch.views.size(), 3u);
+  }
+}
+
+// Every rank sends (row vertex, column vertex, value) of each layer's block to rank 0, tagged with its
+// replica; blocks replicated over b must agree, and their union must be the reference Â[S, S] / p.
+TEST(Minibatch, UnionOfBlocksIsTheScaledInducedSubgraph) {
+  const Communicator world = Communicator::world();
+  const SerialGraph serial = read_serial(csbm_file());
+  for (const GridShape& shape : shapes_with_d_up_to_2(world.size())) {
+    SCOPED_TRACE(shape.str());
+    const ProcessGrid grid(world, shape);
+    const int layers = 3;
+    const Graph3D g = load(grid, layers);
+    const int64_t b = 97;
+    const MinibatchBuilder builder(grid, g, b);
+    const int d = grid.coords().get(Axis::D);
+    const HostBatch host = builder.build({11, 1, 2, d});
+    std::vector<double> mine;  // d, layer, row vertex, column vertex, value
+    for (int l = 0; l < layers; ++l) {
+      const HostCsr& a = host.forward[size_t(l)];
+      const HostCsr& t = host.transpose[size_t(l)];
+      ASSERT_EQ(t.col_idx.size(), a.col_idx.size());
+      for (int64_t r = 0; r < a.num_rows; ++r)
+        for (int64_t k = a.row_ptr[size_t(r)]; k < a.row_ptr[size_t(r + 1)]; ++k)
+          mine.insert(mine.end(), {double(d), double(l), double(host.rows[size_t(l)].ids[size_t(r)]),
+                                   double(host.cols[size_t(l)].ids[size_t(a.col_idx[size_t(k)])]),
+                                   double(a.values[size_t(k)])});
+    }
+    std::vector<std::vector<double>> to_root(size_t(world.size()));
+    to_root[0] = mine;
+    const std::vector<double> all = exchange_buckets(world, to_root, "test");
+    if (world.rank() != 0) continue;
+    const double p = pair_inclusion_probability(serial.n, b);
+    for (int rep = 0; rep < shape.d; ++rep)
+      for (int l = 0; l < layers; ++l) {
+        const std::vector<int64_t> s = uniform_vertex_sample(serial.n, b, {11, 1, 2, rep});
+        const Dense expected = sampled_reference(serial, s, p);
+        std::map<std::pair<int64_t, int64_t>, double> got;
+        for (size_t k = 0; k < all.size(); k += 5) {
+          if (int(all[k]) != rep || int(all[k + 1]) != l) continue;
+          const auto key = std::make_pair(int64_t(all[k + 2]), int64_t(all[k + 3]));
+          if (got.count(key)) {
+            EXPECT_EQ(got[key], all[k + 4]) << "replicated blocks disagree";
+          }
+          got[key] = all[k + 4];
+        }
+        int64_t nonzeros = 0;
+        for (size_t i = 0; i < s.size(); ++i)
+          for (size_t j = 0; j < s.size(); ++j) {
+            const double want = expected(int64_t(i), int64_t(j));
+            if (want == 0) continue;
+            ++nonzeros;
+            const auto it = got.find({s[i], s[j]});
+            ASSERT_NE(it, got.end()) << "missing entry " << s[i] << "," << s[j] << " layer " << l;
+            EXPECT_NEAR(it->second, want, 1e-6 * want);
+          }
+        EXPECT_EQ(int64_t(got.size()), nonzeros) << "replica " << rep << " layer " << l;
+      }
+  }
+}
+
+// E[ (Â_S / p X_S)[v] | v in S ] = (Â X)[v]: averaged over many samples containing v, the aggregation
+// through the library's sampled block converges to the full one (computed densely). Tolerance: 5 standard
+// errors of the mean, per entry.
+TEST(Minibatch, SampledAggregationIsUnbiased) {
+  const Communicator world = Communicator::world();
+  if (world.size() != 1) GTEST_SKIP() << "serial statistics: runs in the 1-rank job";
+  const SerialGraph g = read_serial(csbm_file());
+  const ProcessGrid grid(world, GridShape{1, 1, 1, 1});
+  const Graph3D g3 = load(grid, 2);
+  const int64_t b = 60;
+  const MinibatchBuilder builder(grid, g3, b);
+  const Dense full = reference::matmul(g.a_hat, g.x);
+  const std::vector<int64_t> watched = {0, 17, 150, 299};
+  std::vector<Dense> sum(watched.size(), Dense(1, g.x.cols)), sum_sq = sum;
+  std::vector<int64_t> seen(watched.size(), 0);
+  for (int64_t step = 0; step < 6000; ++step) {
+    const HostBatch batch = builder.build({2, 0, step, 0});
+    const HostCsr& a = batch.forward[0];
+    const SampledIndex &rows = batch.rows[0], &cols = batch.cols[0];
+    for (size_t r = 0; r < rows.ids.size(); ++r) {
+      const auto w = size_t(std::find(watched.begin(), watched.end(), rows.ids[r]) - watched.begin());
+      if (w == watched.size()) continue;
+      ++seen[w];
+      for (int64_t j = 0; j < g.x.cols; ++j) {
+        double agg = 0;
+        for (int64_t k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k)
+          agg += double(a.values[size_t(k)]) * g.x(cols.ids[size_t(a.col_idx[size_t(k)])], j);
+        sum[w](0, j) += agg;
+        sum_sq[w](0, j) += agg * agg;
+      }
+    }
+  }
+  for (size_t w = 0; w < watched.size(); ++w) {
+    ASSERT_GT(seen[w], 800);  // about 6000 * 60 / 301 = 1196
+    for (int64_t j = 0; j < g.x.cols; ++j) {
+      const double k = double(seen[w]), mean = sum[w](0, j) / k;
+      const double sd = std::sqrt(std::max(0.0, sum_sq[w](0, j) / k - mean * mean));
+      EXPECT_NEAR(mean, full(watched[w], j), 5 * sd / std::sqrt(k) + 1e-6)
+          << "vertex " << watched[w] << " feature " << j;
+    }
+  }
+}
+
+namespace {
+
+// Gradients of one step of a 2-layer GCN (no dropout, no norm) on the sample s, in double:
+// Z1 = A_S X_S W0 + b0, H1 = relu(Z1), Z2 = A_S H1 W1 + b1, loss = mean CE over training vertices of s.
+// Returned in the trainer's parameter order (W0, b0, W1, b1), row-major.
+std::vector<double> dense_step_gradients(const SerialGraph& g, const std::vector<int64_t>& s, double p,
+                                         const Dense& w0, const Dense& b0, const Dense& w1, const Dense& b1) {
+  using namespace reference;
+  const int64_t m = int64_t(s.size());
+  const Dense a = sampled_reference(g, s, p);
+  Dense x(m, g.x.cols);
+  std::vector<int64_t> labels(static_cast<size_t>(m));
+  std::vector<uint8_t> mask(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < g.x.cols; ++j) x(i, j) = g.x(s[size_t(i)], j);
+    labels[size_t(i)] = g.labels[size_t(s[size_t(i)])];
+    mask[size_t(i)] = g.train[size_t(s[size_t(i)])];
+  }
+  auto add_bias = [](Dense z, const Dense& b) {
+    for (int64_t i = 0; i < z.rows; ++i)
+      for (int64_t j = 0; j < z.cols; ++j) z(i, j) += b(0, j);
+    return z;
+  };
+  auto column_sums = [](const Dense& z) {
+    Dense out(1, z.cols);
+    for (int64_t i = 0; i < z.rows; ++i)
+      for (int64_t j = 0; j < z.cols; ++j) out(0, j) += z(i, j);
+    return out;
+  };
+  const Dense ax = matmul(a, x);
+  const Dense z1 = add_bias(matmul(ax, w0), b0);
+  Dense h1 = z1;
+  for (double& v : h1.a) v = std::max(v, 0.0);
+  const Dense ah1 = matmul(a, h1);
+  const Dense z2 = add_bias(matmul(ah1, w1), b1);
+  Dense g2;
+  softmax_cross_entropy(z2, labels, mask, &g2);
+  const Dense gw1 = matmul(transpose(ah1), g2), gb1 = column_sums(g2);
+  Dense gz1 = matmul(transpose(a), matmul(g2, transpose(w1)));
+  for (size_t k = 0; k < gz1.a.size(); ++k) gz1.a[k] = z1.a[k] > 0 ? gz1.a[k] : 0.0;
+  const Dense gw0 = matmul(transpose(ax), gz1), gb0 = column_sums(gz1);
+  std::vector<double> out;
+  for (const Dense* d : {&gw0, &gb0, &gw1, &gb1}) out.insert(out.end(), d->a.begin(), d->a.end());
+  return out;
+}
+
+}  // namespace
+
+// One training step with lr = 0 (weights stay the initial ones): the trainer's gradients, averaged over
+// the D replicas, equal the dense double-precision gradients of each replica's sample, averaged.
+TEST(Minibatch, GradientsAreTheReplicaAverageOfTheDenseReference) {
+  const Communicator world = Communicator::world();
+  const SerialGraph g = read_serial(csbm_file());
+  const int64_t hidden = 6, classes = 5, b = 120;
+  for (const GridShape& shape : shapes_with_d_up_to_2(world.size())) {
+    SCOPED_TRACE(shape.str());
+    TrainOptions o;
+    o.data = csbm_file();
+    o.minibatch = true;
+    o.grid = shape.str();
+    if (shape.d == 1) o.grid = "1x" + o.grid;
+    o.batch_size = std::to_string(b);
+    o.steps_per_epoch = 1;
+    o.epochs = 1;
+    o.model.layers = 2;
+    o.model.hidden = hidden;
+    o.model.dropout = o.model.input_dropout = 0;
+    o.model.seed = 4;
+    o.optimizer.lr = 0;
+    o.optimizer.weight_decay = 0;
+    o.quiet = true;
+    o.keep_last_step = true;
+    const TrainResult r = train_full_graph(o, world);
+    // final_weights = W0 (11 x 6), b0, W1 (6 x 5), b1: the initial weights.
+    const std::vector<float>& w = r.final_weights;
+    ASSERT_EQ(int64_t(w.size()), g.x.cols * hidden + hidden + hidden * classes + classes);
+    auto dense = [&](size_t offset, int64_t rows, int64_t cols) {
+      Dense d(rows, cols);
+      for (size_t k = 0; k < d.a.size(); ++k) d.a[k] = w[offset + k];
+      return d;
+    };
+    const size_t o1 = size_t(g.x.cols * hidden), o2 = o1 + size_t(hidden), o3 = o2 + size_t(hidden * classes);
+    const Dense w0 = dense(0, g.x.cols, hidden), b0 = dense(o1, 1, hidden), w1 = dense(o2, hidden, classes),
+                b1 = dense(o3, 1, classes);
+    const double p = pair_inclusion_probability(g.n, b);
+    std::vector<double> expected(w.size(), 0.0);
+    std::vector<std::vector<double>> per_replica;
+    for (int d = 0; d < shape.d; ++d) {
+      per_replica.push_back(
+          dense_step_gradients(g, uniform_vertex_sample(g.n, b, {4, 0, 0, d}), p, w0, b0, w1, b1));
+      for (size_t k = 0; k < w.size(); ++k) expected[k] += per_replica.back()[k] / double(shape.d);
+    }
+    ASSERT_EQ(r.last_gradients.size(), expected.size());
+    double diff = 0, top = 0;
+    for (size_t k = 0; k < expected.size(); ++k) {
+      diff = std::max(diff, std::abs(double(r.last_gradients[k]) - expected[k]));
+      top = std::max(top, std::abs(expected[k]));
+    }
+    EXPECT_LT(diff / top, 1e-5);
+    if (shape.d == 2) {  // the replicas' samples, and so their gradients, really differ
+      double apart = 0;
+      for (size_t k = 0; k < expected.size(); ++k)
+        apart = std::max(apart, std::abs(per_replica[0][k] - per_replica[1][k]));
+      EXPECT_GT(apart / top, 1e-2);
+    }
+  }
+}
