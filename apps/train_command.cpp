@@ -14,7 +14,7 @@ void add_train_command(CLI::App& app, Command& selected) {
     TrainOptions options;
     std::string model = "gcn", norm = "none", optimizer = "adam", permute = "double", comm_dtype = "f32";
     std::string mode = "full";
-    bool no_sampler_thread = false;
+    bool no_sampler_thread = false, no_fuse = false;
     int layers = 2;
     int64_t hidden = 16;
     float dropout = 0.5f, input_dropout = -1.0f, lr = 0.01f, weight_decay = 5e-4f;
@@ -40,6 +40,8 @@ void add_train_command(CLI::App& app, Command& selected) {
                   "minibatch: steps per epoch (default: nodes / (batch size x D), rounded up)");
   cmd->add_flag("--no-sampler-thread", a->no_sampler_thread,
                 "minibatch: build each batch when it is needed instead of during the previous step");
+  cmd->add_flag("--no-fuse", a->no_fuse,
+                "3D / minibatch: run bias, norm, ReLU and dropout as separate kernels (for comparison)");
   cmd->add_option("--comm-dtype", a->comm_dtype,
                   "3D: f32 or bf16 on the wire for the multiply's all-reduces (summed in fp32)")
       ->capture_default_str();
@@ -88,6 +90,7 @@ void add_train_command(CLI::App& app, Command& selected) {
                 a->mode, "'");
         a->options.minibatch = a->mode == "minibatch";
         a->options.sampler_thread = !a->no_sampler_thread;
+        a->options.fuse = !a->no_fuse;
         require(a->options.minibatch || a->options.batch_size.empty(), "--batch-size needs --mode minibatch");
         require(!a->options.minibatch || !a->options.batch_size.empty(),
                 "--mode minibatch needs --batch-size");

@@ -189,6 +189,24 @@ TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {
   }
 }
 
+// --fuse (bias + norm + ReLU + dropout inside the norm's passes) computes exactly what the separate
+// kernels compute: logits, gradients and weights equal bit for bit, for BatchNorm and RMSNorm with dropout.
+TEST(Train3D, FusedNormEpilogueChangesNoBit) {
+  const Communicator world = Communicator::world();
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
+    for (NormKind norm : {NormKind::Batch, NormKind::Rms}) {
+      SCOPED_TRACE(shape.str() + " norm " + norm_name(norm));
+      TrainOptions o = run_options(csbm_file(), norm);
+      o.grid = shape.str();
+      const TrainResult fused = train_full_graph(o, world);
+      o.fuse = false;
+      const TrainResult separate = train_full_graph(o, world);
+      EXPECT_EQ(fused.last_logits, separate.last_logits);
+      EXPECT_EQ(fused.last_gradients, separate.last_gradients);
+      EXPECT_EQ(fused.final_weights, separate.final_weights);
+    }
+}
+
 TEST(Train3D, CollectivesMoveExactlyTheScheduledBytes) {
   const Communicator world = Communicator::world();
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
@@ -207,9 +225,8 @@ TEST(Train3D, CollectivesMoveExactlyTheScheduledBytes) {
       config.dropout = 0.5f;
       config.input_dropout = 0.0f;  // static input: layer 0 aggregates its features once
       config.seed = 1;
-      GcnModel3D model(grid, g, config,
-                       world.size() > 1 ? 3 : 0,  // --overlap chunks: same bytes in more calls
-                       dtype);
+      // --overlap chunks: same bytes in more calls
+      GcnModel3D model(grid, g, config, Model3DOptions{world.size() > 1 ? 3 : 0, dtype});
       // Two training steps: the second reuses layer 0's aggregation.
       for (int step = 0; step < 2; ++step) {
         world.stats().clear();

@@ -23,62 +23,23 @@ template <class Scalar>
 void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scalar>& bias, bool relu,
                                const Dropout& dropout) {
   const bool has_bias = bias.extent(0) > 0;
-  const Scalar scale = Scalar(dropout.scale());
-  const int64_t cols = int64_t(y.extent(1)), c0 = dropout.col_offset();
-  const int64_t first_block = c0 >> 3, blocks = ((c0 + cols + 7) >> 3) - first_block;
-  const bool active = dropout.active();
+  const int64_t cols = int64_t(y.extent(1));
   Kokkos::parallel_for(
       "tessera::bias_relu_dropout", Kokkos::RangePolicy<Exec>(0, int64_t(y.extent(0))),
       KOKKOS_LAMBDA(int64_t i) {
         Scalar* KOKKOS_RESTRICT row = &y(i, 0);
-        if (!active) {  // plain loop the compiler vectorizes (evaluation and dropout-free layers)
-          for (int64_t j = 0; j < cols; ++j) {
-            const Scalar v = row[j] + (has_bias ? bias(j) : Scalar(0));
-            row[j] = relu && v < Scalar(0) ? Scalar(0) : v;
-          }
-          return;
-        }
-        for (int64_t b = 0; b < blocks; ++b) {
-          const unsigned mask = active ? dropout.keep8(dropout.global_row(i), first_block + b) : 0xFFu;
-          const int64_t j0 = (first_block + b) * 8 - c0;
-          const int64_t lo = j0 < 0 ? 0 : j0, hi = j0 + 8 < cols ? j0 + 8 : cols;
-          for (int64_t j = lo; j < hi; ++j) {
-            Scalar v = row[j] + (has_bias ? bias(j) : Scalar(0));
-            if (relu && v < Scalar(0)) v = Scalar(0);
-            row[j] = v * (scale * Scalar((mask >> (j - j0)) & 1u));  // branch-free: the mask is random
-          }
-        }
+        relu_dropout_row(row, i, cols, relu, dropout,
+                         [&](int64_t j) { return row[j] + (has_bias ? bias(j) : Scalar(0)); });
       });
 }
 
 template <class Scalar>
 void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
                                 const Dropout& dropout) {
-  const Scalar scale = Scalar(dropout.scale());
-  const int64_t cols = int64_t(grad.extent(1)), c0 = dropout.col_offset();
-  const int64_t first_block = c0 >> 3, blocks = ((c0 + cols + 7) >> 3) - first_block;
-  const bool active = dropout.active();
+  const int64_t cols = int64_t(grad.extent(1));
   Kokkos::parallel_for(
       "tessera::bias_relu_dropout_backward", Kokkos::RangePolicy<Exec>(0, int64_t(grad.extent(0))),
-      KOKKOS_LAMBDA(int64_t i) {
-        Scalar* KOKKOS_RESTRICT g = &grad(i, 0);
-        const Scalar* KOKKOS_RESTRICT o = &out(i, 0);
-        if (!active) {
-          if (relu)
-            for (int64_t j = 0; j < cols; ++j) g[j] = o[j] > Scalar(0) ? g[j] : Scalar(0);
-          return;
-        }
-        for (int64_t b = 0; b < blocks; ++b) {
-          const unsigned mask = active ? dropout.keep8(dropout.global_row(i), first_block + b) : 0xFFu;
-          const int64_t j0 = (first_block + b) * 8 - c0;
-          const int64_t lo = j0 < 0 ? 0 : j0, hi = j0 + 8 < cols ? j0 + 8 : cols;
-          for (int64_t j = lo; j < hi; ++j) {
-            // A kept entry's output is positive exactly when its pre-activation was.
-            const unsigned pass = ((mask >> (j - j0)) & 1u) & unsigned(!relu || o[j] > Scalar(0));
-            g[j] = g[j] * (scale * Scalar(pass));
-          }
-        }
-      });
+      KOKKOS_LAMBDA(int64_t i) { relu_dropout_row_backward(&grad(i, 0), &out(i, 0), i, cols, relu, dropout); });
 }
 
 // Column reductions over tall matrices: a pass per column would stride through the whole matrix once per
@@ -123,6 +84,19 @@ void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, cons
           const Scalar* row = &x(i, 0);
           for (int64_t j = 0; j < cols; ++j) acc[j] += row[j] * row[j];
         });
+}
+
+template <class Scalar>
+void relu_dropout_backward_column_sums(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
+                                       const Dropout& dropout, const Vector<Scalar>& sums) {
+  const int64_t rows = int64_t(grad.extent(0)), cols = int64_t(grad.extent(1));
+  // column_reduce visits every row exactly once, so the row can be rewritten where it is summed.
+  column_reduce<Scalar>(
+      "tessera::relu_dropout_backward_column_sums", rows, cols, sums, KOKKOS_LAMBDA(int64_t i, Scalar * acc) {
+        Scalar* g = &grad(i, 0);
+        relu_dropout_row_backward(g, &out(i, 0), i, cols, relu, dropout);
+        for (int64_t j = 0; j < cols; ++j) acc[j] += g[j];
+      });
 }
 
 template <class Scalar>
@@ -187,6 +161,8 @@ void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scala
   template void bias_relu_dropout_backward<S>(const Matrix<S>&, const Matrix<const S>&, bool,          \
                                               const Dropout&);                                         \
   template void column_sums<S>(const Matrix<const S>&, const Vector<S>&, const Vector<S>&);            \
+  template void relu_dropout_backward_column_sums<S>(const Matrix<S>&, const Matrix<const S>&, bool,   \
+                                                     const Dropout&, const Vector<S>&);                \
   template void column_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&);       \
   template void row_sums_sq<S>(const Matrix<const S>&, const Vector<S>&);                              \
   template void row_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&);          \

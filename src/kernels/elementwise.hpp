@@ -64,6 +64,55 @@ class Dropout {
   Vector<const int64_t> row_ids_;
 };
 
+/// The activation epilogue of one row, shared by the plain and the fused kernels so they agree bit for
+/// bit: row[j] = dropout(relu?(value(j))) for j < cols, with one Philox block per 8 columns.
+template <class Scalar, class Value>
+KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_t i, int64_t cols, bool relu,
+                                             const Dropout& dropout, const Value& value) {
+  if (!dropout.active()) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const Scalar v = value(j);
+      row[j] = relu && v < Scalar(0) ? Scalar(0) : v;
+    }
+    return;
+  }
+  const Scalar scale = Scalar(dropout.scale());
+  const int64_t c0 = dropout.col_offset(), first_block = c0 >> 3, blocks = ((c0 + cols + 7) >> 3) - first_block;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const unsigned mask = dropout.keep8(dropout.global_row(i), first_block + b);
+    const int64_t j0 = (first_block + b) * 8 - c0;
+    const int64_t lo = j0 < 0 ? 0 : j0, hi = j0 + 8 < cols ? j0 + 8 : cols;
+    for (int64_t j = lo; j < hi; ++j) {
+      Scalar v = value(j);
+      if (relu && v < Scalar(0)) v = Scalar(0);
+      row[j] = v * (scale * Scalar((mask >> (j - j0)) & 1u));  // branch-free: the mask is random
+    }
+  }
+}
+
+/// The backward of relu_dropout_row for one row: g[j] *= the derivative, read off the forward output.
+template <class Scalar>
+KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g, const Scalar* KOKKOS_RESTRICT o,
+                                                      int64_t i, int64_t cols, bool relu, const Dropout& dropout) {
+  if (!dropout.active()) {
+    if (relu)
+      for (int64_t j = 0; j < cols; ++j) g[j] = o[j] > Scalar(0) ? g[j] : Scalar(0);
+    return;
+  }
+  const Scalar scale = Scalar(dropout.scale());
+  const int64_t c0 = dropout.col_offset(), first_block = c0 >> 3, blocks = ((c0 + cols + 7) >> 3) - first_block;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const unsigned mask = dropout.keep8(dropout.global_row(i), first_block + b);
+    const int64_t j0 = (first_block + b) * 8 - c0;
+    const int64_t lo = j0 < 0 ? 0 : j0, hi = j0 + 8 < cols ? j0 + 8 : cols;
+    for (int64_t j = lo; j < hi; ++j) {
+      // A kept entry's output is positive exactly when its pre-activation was.
+      const unsigned pass = ((mask >> (j - j0)) & 1u) & unsigned(!relu || o[j] > Scalar(0));
+      g[j] = g[j] * (scale * Scalar(pass));
+    }
+  }
+}
+
 /// In place: y = dropout(relu?(y + bias)). `bias` may be empty.
 template <class Scalar>
 void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scalar>& bias, bool relu,
@@ -73,6 +122,12 @@ void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scala
 template <class Scalar>
 void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
                                 const Dropout& dropout);
+
+/// Fused backward epilogue + reduction: grad = bias_relu_dropout_backward(grad, out) and sums(j) =
+/// sum_i grad(i, j) of the result, in one pass over grad (same values and order as the two calls).
+template <class Scalar>
+void relu_dropout_backward_column_sums(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
+                                       const Dropout& dropout, const Vector<Scalar>& sums);
 
 /// sums(j) = sum_i x(i, j) (and sums_sq(j) = sum_i x(i, j)^2 when not empty); sequential per column,
 /// so the result does not depend on the thread count.

@@ -34,12 +34,12 @@ void glorot_block(const Parameter<float>& p, int64_t row0, int64_t col0, int64_t
 }  // namespace
 
 GcnLayer3D::GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout,
-                       uint64_t seed, int overlap_chunks, PhaseTimers* timers, CommDtype dtype)
+                       uint64_t seed, const Model3DOptions& options, PhaseTimers* timers)
     : graph_(graph),
       index_(index),
       last_(index + 1 == graph.layout.layers()),
       dropout_(dropout),
-      comms_(layer_comms(grid, index, overlap_chunks, timers, dtype)),
+      comms_(layer_comms(grid, index, options.overlap_chunks, timers, options.comm_dtype)),
       weight_("layer" + std::to_string(index) + ".weight",
               graph.layout.padded_dim(index) / grid.shape().extent(roles_for_layer(index).b),
               graph.layout.padded_dim(index + 1) / grid.shape().extent(roles_for_layer(index).a), true),
@@ -52,6 +52,7 @@ GcnLayer3D::GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index,
   out_begin_ = layout.dim_block(index + 1, roles.a, me.get(roles.a)).first;
   weight_owner_ = me.get(roles.c) == 0;
   row_owner_ = me.get(roles.c) == 0 && me.get(roles.b) == 0;
+  fuse_ = options.fuse;
   glorot_block(weight_, in_begin_, out_begin_, layout.dim(index), layout.dim(index + 1), seed,
                streams::kWeight + uint64_t(index));
   Kokkos::deep_copy(bias_.value, 0.0f);
@@ -110,14 +111,17 @@ Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const LayerGrap
   const Dropout dropout = output_dropout(pass);
   const Vector<const float> bias = bias_.value;
   if (norm_.kind() != NormKind::None) {
-    if (norm_.kind() == NormKind::Rms) bias_relu_dropout_forward<float>(out, bias, false, Dropout());
+    const NormEpilogue<float> epilogue{norm_.kind() == NormKind::Rms ? bias : Vector<const float>(), !last_,
+                                       dropout};
+    if (norm_.kind() == NormKind::Rms && !fuse_) bias_relu_dropout_forward<float>(out, bias, false, Dropout());
     const auto rows = leading_rows(out, view.valid_rows);
     const LayerComms c = comms_;
     norm_.forward(
         rows, pass.training, view.num_nodes, graph_.layout.dim(index_ + 1),
         [c](const Vector<float>& v) { sum_over(*c.c, v.data(), int64_t(v.extent(0)), "norm allreduce c"); },
-        [c](const Vector<float>& v) { sum_over(*c.a, v.data(), int64_t(v.extent(0)), "norm allreduce a"); });
-    bias_relu_dropout_forward<float>(out, Vector<const float>(), !last_, dropout);
+        [c](const Vector<float>& v) { sum_over(*c.a, v.data(), int64_t(v.extent(0)), "norm allreduce a"); },
+        fuse_ ? &epilogue : nullptr);
+    if (!fuse_) bias_relu_dropout_forward<float>(out, Vector<const float>(), !last_, dropout);
   } else {
     bias_relu_dropout_forward<float>(out, bias, !last_, dropout);
   }
@@ -128,14 +132,17 @@ Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_inpu
                                    const PassInfo& pass) {
   const AdjacencyBlock& a = *view_.adjacency;
   const Matrix<float> out = leading_rows(out_, a.forward.matrix().num_rows);
-  bias_relu_dropout_backward<float>(grad_out, out, !last_, output_dropout(pass));
+  const bool fused = fuse_ && norm_.kind() != NormKind::None;
+  const NormEpilogue<float> epilogue{Vector<const float>(), !last_, output_dropout(pass)};
+  if (!fused) bias_relu_dropout_backward<float>(grad_out, out, !last_, epilogue.dropout);
   if (norm_.kind() != NormKind::None) {
     const auto rows = leading_rows(grad_out, view_.valid_rows);
     const LayerComms c = comms_;
     norm_.backward(
         rows, view_.num_nodes, graph_.layout.dim(index_ + 1),
         [c](const Vector<float>& v) { sum_over(*c.c, v.data(), int64_t(v.extent(0)), "norm allreduce c"); },
-        [c](const Vector<float>& v) { sum_over(*c.a, v.data(), int64_t(v.extent(0)), "norm allreduce a"); });
+        [c](const Vector<float>& v) { sum_over(*c.a, v.data(), int64_t(v.extent(0)), "norm allreduce a"); },
+        fused ? &epilogue : nullptr, leading_rows(out, view_.valid_rows));
   }
   if (norm_.kind() != NormKind::Batch) {
     column_sums<float>(grad_out, bias_.grad, Vector<float>());
@@ -150,13 +157,13 @@ Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_inpu
 }
 
 GcnModel3D::GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config,
-                       int overlap_chunks, CommDtype dtype)
+                       const Model3DOptions& options)
     : graph_(graph), config_(config) {
   require(config.kind == ModelKind::Gcn,
           "the 3D trainer supports --model gcn only (GraphSAGE runs on one rank)");
   for (int l = 0; l < graph.layout.layers(); ++l)
     layers_.push_back(std::make_unique<GcnLayer3D>(grid, graph, l, config.norm, config.dropout, config.seed,
-                                                   overlap_chunks, &timers_, dtype));
+                                                   options, &timers_));
   layers_.front()->set_static_input(config.input_dropout == 0);
   full_views_ = full_graph_views(graph);
 }

@@ -22,11 +22,17 @@ struct BlockPlacement {
   bool owner = false;                    // one rank among the replicas of this block
 };
 
+/// How the 3D layers run (the numbers do not depend on it, except bf16 rounding).
+struct Model3DOptions {
+  int overlap_chunks = 0;                 // > 1: --overlap (see LayerComms)
+  CommDtype comm_dtype = CommDtype::F32;  // --comm-dtype
+  bool fuse = true;                       // bias + norm + ReLU + dropout in the norm's passes (NormEpilogue)
+};
+
 class GcnLayer3D {
  public:
   GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index, NormKind norm, float dropout,
-             uint64_t seed, int overlap_chunks = 0, PhaseTimers* timers = nullptr,
-             CommDtype dtype = CommDtype::F32);
+             uint64_t seed, const Model3DOptions& options = {}, PhaseTimers* timers = nullptr);
 
   /// Runs on `view` (the full graph or a sample); backward uses the view of the last forward.
   Matrix<float> forward(const Matrix<const float>& in, const LayerGraph& view, const PassInfo& pass);
@@ -49,7 +55,7 @@ class GcnLayer3D {
   float dropout_;
   LayerComms comms_;
   int64_t in_begin_, out_begin_;
-  bool static_input_ = false, row_owner_, weight_owner_;
+  bool static_input_ = false, row_owner_, weight_owner_, fuse_;
   const float* aggregated_input_ = nullptr;
   Parameter<float> weight_, bias_;
   FeatureNorm<float> norm_;
@@ -59,9 +65,8 @@ class GcnLayer3D {
 
 class GcnModel3D {
  public:
-  /// overlap_chunks > 1: --overlap; dtype: --comm-dtype (see LayerComms).
-  GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config, int overlap_chunks = 0,
-             CommDtype dtype = CommDtype::F32);
+  GcnModel3D(const ProcessGrid& grid, const Graph3D& graph, const ModelConfig& config,
+             const Model3DOptions& options = {});
 
   Matrix<float> forward(const PassInfo& pass);  // logits block of the last layer, full graph
   /// On a mini-batch: input rows (layer 0's sampled feature rows, vertex ids in input_ids) and one view

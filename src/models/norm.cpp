@@ -47,7 +47,7 @@ Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>> entries(const Matrix<Scalar>& m) {
 template <class Scalar>
 void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_t total_rows,
                                   int64_t total_features, const SumReducer<Scalar>& reduce_rows,
-                                  const SumReducer<Scalar>& reduce_features) {
+                                  const SumReducer<Scalar>& reduce_features, const NormEpilogue<Scalar>* fused) {
   if (kind_ == NormKind::None) return;
   const int64_t rows = int64_t(z.extent(0)), cols = int64_t(z.extent(1));
   if (normalized_.extent(0) != z.extent(0) || normalized_.extent(1) != z.extent(1))
@@ -55,6 +55,8 @@ void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_
   const auto xhat = normalized_;
   const auto gamma = gamma_.value, beta = beta_.value;
   const Scalar eps = eps_;
+  const bool fuse = fused != nullptr, relu = fuse && fused->relu;
+  const Dropout dropout = fuse ? fused->dropout : Dropout();
   if (kind_ == NormKind::Batch) {
     if (int64_t(stat_a_.extent(0)) != cols) {
       stat_a_ = Vector<Scalar>("bn.mean", size_t(cols));
@@ -84,6 +86,15 @@ void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_
             invstd(j) = Scalar(1) / Scalar(::sqrt(double(rvar(j) + eps)));
           });
     }
+    if (fuse) {
+      Kokkos::parallel_for(
+          "tessera::bn_apply_relu_dropout", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+            for (int64_t j = 0; j < cols; ++j) xhat(i, j) = (z(i, j) - mean(j)) * invstd(j);
+            relu_dropout_row(&z(i, 0), i, cols, relu, dropout,
+                             [&](int64_t j) { return gamma(j) * xhat(i, j) + beta(j); });
+          });
+      return;
+    }
     Kokkos::parallel_for(
         "tessera::bn_apply", entries(z), KOKKOS_LAMBDA(int64_t i, int64_t j) {
           xhat(i, j) = (z(i, j) - mean(j)) * invstd(j);
@@ -92,12 +103,34 @@ void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_
   } else {
     if (int64_t(stat_a_.extent(0)) != rows) stat_a_ = Vector<Scalar>("rms.rinv", size_t(rows));
     const auto rinv = stat_a_;
-    row_sums_sq<Scalar>(z, rinv);
+    if (fuse && fused->bias.extent(0) > 0) {  // the bias goes in on the way through the statistics pass
+      const Vector<const Scalar> bias = fused->bias;
+      Kokkos::parallel_for(
+          "tessera::rms_bias_sums_sq", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+            Scalar q = 0;
+            for (int64_t j = 0; j < cols; ++j) {
+              z(i, j) = z(i, j) + bias(j);
+              q += z(i, j) * z(i, j);
+            }
+            rinv(i) = q;
+          });
+    } else {
+      row_sums_sq<Scalar>(z, rinv);
+    }
     reduce_features(rinv);
     const Scalar f = Scalar(total_features);
     Kokkos::parallel_for(
         "tessera::rms_stats", Kokkos::RangePolicy<Exec>(0, rows),
         KOKKOS_LAMBDA(int64_t i) { rinv(i) = Scalar(1) / Scalar(::sqrt(double(rinv(i) / f + eps))); });
+    if (fuse) {
+      Kokkos::parallel_for(
+          "tessera::rms_apply_relu_dropout", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+            for (int64_t j = 0; j < cols; ++j) xhat(i, j) = z(i, j) * rinv(i);
+            relu_dropout_row(&z(i, 0), i, cols, relu, dropout,
+                             [&](int64_t j) { return gamma(j) * xhat(i, j) + beta(j); });
+          });
+      return;
+    }
     Kokkos::parallel_for(
         "tessera::rms_apply", entries(z), KOKKOS_LAMBDA(int64_t i, int64_t j) {
           xhat(i, j) = z(i, j) * rinv(i);
@@ -109,13 +142,17 @@ void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_
 template <class Scalar>
 void FeatureNorm<Scalar>::backward(const Matrix<Scalar>& g, int64_t total_rows, int64_t total_features,
                                    const SumReducer<Scalar>& reduce_rows,
-                                   const SumReducer<Scalar>& reduce_features) {
+                                   const SumReducer<Scalar>& reduce_features, const NormEpilogue<Scalar>* fused,
+                                   const Matrix<const Scalar>& out) {
   if (kind_ == NormKind::None) return;
   require(kind_ != NormKind::Batch || used_batch_stats_, "BatchNorm backward after an evaluation forward");
   const int64_t rows = int64_t(g.extent(0)), cols = int64_t(g.extent(1));
   const auto xhat = normalized_;
   const auto gamma = gamma_.value, dgamma = gamma_.grad, dbeta = beta_.grad;
-  column_sums<Scalar>(g, dbeta, Vector<Scalar>());
+  if (fused)
+    relu_dropout_backward_column_sums<Scalar>(g, out, fused->relu, fused->dropout, dbeta);
+  else
+    column_sums<Scalar>(g, dbeta, Vector<Scalar>());
   column_dot<Scalar>(g, xhat, dgamma);
   reduce_rows(dbeta);
   reduce_rows(dgamma);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/core/views.hpp"
+#include "tessera/kernels/elementwise.hpp"
 #include "tessera/models/parameter.hpp"
 
 namespace tessera {
@@ -21,6 +22,17 @@ const char* norm_name(NormKind kind);
 template <class Scalar>
 using SumReducer = std::function<void(const Vector<Scalar>&)>;
 
+/// What runs around the normalization in a hidden layer, fused into its passes (DESIGN §5, --fuse):
+/// forward, RMSNorm adds `bias` inside its statistics pass and the apply pass ends with ReLU and
+/// dropout; backward, the ReLU/dropout derivative is applied inside the first column reduction. The
+/// results are the same, bit for bit, as running bias_relu_dropout_forward/backward around the norm.
+template <class Scalar>
+struct NormEpilogue {
+  Vector<const Scalar> bias;  // RMSNorm only (BatchNorm's beta replaces the bias)
+  bool relu = false;
+  Dropout dropout;
+};
+
 template <class Scalar>
 class FeatureNorm {
  public:
@@ -30,11 +42,15 @@ class FeatureNorm {
 
   /// In place on z (rows x features). Training BatchNorm uses batch statistics and updates the running
   /// ones; evaluation uses the running ones.
+  /// With `fused`, z comes in without its bias (RMSNorm) and leaves after ReLU and dropout.
   void forward(const Matrix<Scalar>& z, bool training, int64_t total_rows, int64_t total_features,
-               const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features);
-  /// grad: dL/d(out) in, dL/d(z) out. Accumulates the gradients of gamma and beta.
+               const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features,
+               const NormEpilogue<Scalar>* fused = nullptr);
+  /// grad: dL/d(out) in, dL/d(z) out. Accumulates the gradients of gamma and beta. With `fused`, grad
+  /// comes in before the ReLU/dropout derivative, which is taken from the forward output `out`.
   void backward(const Matrix<Scalar>& grad, int64_t total_rows, int64_t total_features,
-                const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features);
+                const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features,
+                const NormEpilogue<Scalar>* fused = nullptr, const Matrix<const Scalar>& out = {});
 
   NormKind kind() const { return kind_; }
   Parameter<Scalar>& gamma() { return gamma_; }

@@ -164,7 +164,8 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
         peak / 1048576.0, g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0, config.describe().c_str());
     log_line(line);
   }
-  GcnModel3D model(grid, g, config, options.overlap ? kOverlapChunks : 0, options.comm_dtype);
+  GcnModel3D model(grid, g, config,
+                   Model3DOptions{options.overlap ? kOverlapChunks : 0, options.comm_dtype, options.fuse});
   Adam optimizer(model.parameters(), options.optimizer);
   const int last = config.layers - 1;
   const LayerComms out_comms = layer_comms(grid, last);
