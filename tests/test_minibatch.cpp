@@ -16,6 +16,7 @@
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/minibatch.hpp"
 #include "tessera/models/trainer.hpp"
+#include "tessera/sampling/pipeline.hpp"
 
 using namespace tessera;
 using reference::Dense;
@@ -355,4 +356,38 @@ TEST(Minibatch, GradientsAreTheReplicaAverageOfTheDenseReference) {
       EXPECT_GT(apart / top, 1e-2);
     }
   }
+}
+
+TEST(BatchPipeline, BackgroundBuildsTheSameBatchesAndPassesErrorsOn) {
+  for (bool background : {false, true}) {
+    BatchPipeline<std::vector<int64_t>> pipeline(background);
+    for (int64_t step = 0; step < 5; ++step) {
+      pipeline.request([step] { return uniform_vertex_sample(100, 10, {1, 0, step, 0}); });
+      EXPECT_EQ(pipeline.take(), uniform_vertex_sample(100, 10, {1, 0, step, 0}));
+    }
+    EXPECT_GE(pipeline.build_seconds(), 0.0);
+    pipeline.request([]() -> std::vector<int64_t> { fail("sampler failed"); });
+    EXPECT_THROW(pipeline.take(), Error);
+  }
+}
+
+// The sampler thread changes when a batch is built, not what it holds: same losses and weights.
+TEST(Minibatch, SamplerThreadComputesTheSameRun) {
+  const Communicator world = Communicator::world();
+  TrainOptions o;
+  o.data = csbm_file();
+  o.minibatch = true;
+  o.grid = world.size() % 2 == 0 ? "2x1x1x" + std::to_string(world.size() / 2) : "1x1x1x1";
+  o.batch_size = "0.4";
+  o.epochs = 3;
+  o.model.layers = 2;
+  o.model.hidden = 8;
+  o.model.norm = NormKind::Batch;
+  o.quiet = true;
+  const TrainResult threaded = train_full_graph(o, world);
+  o.sampler_thread = false;
+  const TrainResult inline_run = train_full_graph(o, world);
+  ASSERT_EQ(threaded.history.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) EXPECT_EQ(threaded.history[e].loss, inline_run.history[e].loss);
+  EXPECT_EQ(threaded.final_weights, inline_run.final_weights);
 }

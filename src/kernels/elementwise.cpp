@@ -39,7 +39,9 @@ void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const S
   const int64_t cols = int64_t(grad.extent(1));
   Kokkos::parallel_for(
       "tessera::bias_relu_dropout_backward", Kokkos::RangePolicy<Exec>(0, int64_t(grad.extent(0))),
-      KOKKOS_LAMBDA(int64_t i) { relu_dropout_row_backward(&grad(i, 0), &out(i, 0), i, cols, relu, dropout); });
+      KOKKOS_LAMBDA(int64_t i) {
+        relu_dropout_row_backward(&grad(i, 0), &out(i, 0), i, cols, relu, dropout);
+      });
 }
 
 // Column reductions over tall matrices: a pass per column would stride through the whole matrix once per

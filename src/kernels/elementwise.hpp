@@ -77,7 +77,8 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_
     return;
   }
   const Scalar scale = Scalar(dropout.scale());
-  const int64_t c0 = dropout.col_offset(), first_block = c0 >> 3, blocks = ((c0 + cols + 7) >> 3) - first_block;
+  const int64_t c0 = dropout.col_offset(), first_block = c0 >> 3,
+                blocks = ((c0 + cols + 7) >> 3) - first_block;
   for (int64_t b = 0; b < blocks; ++b) {
     const unsigned mask = dropout.keep8(dropout.global_row(i), first_block + b);
     const int64_t j0 = (first_block + b) * 8 - c0;
@@ -92,15 +93,17 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_
 
 /// The backward of relu_dropout_row for one row: g[j] *= the derivative, read off the forward output.
 template <class Scalar>
-KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g, const Scalar* KOKKOS_RESTRICT o,
-                                                      int64_t i, int64_t cols, bool relu, const Dropout& dropout) {
+KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
+                                                      const Scalar* KOKKOS_RESTRICT o, int64_t i,
+                                                      int64_t cols, bool relu, const Dropout& dropout) {
   if (!dropout.active()) {
     if (relu)
       for (int64_t j = 0; j < cols; ++j) g[j] = o[j] > Scalar(0) ? g[j] : Scalar(0);
     return;
   }
   const Scalar scale = Scalar(dropout.scale());
-  const int64_t c0 = dropout.col_offset(), first_block = c0 >> 3, blocks = ((c0 + cols + 7) >> 3) - first_block;
+  const int64_t c0 = dropout.col_offset(), first_block = c0 >> 3,
+                blocks = ((c0 + cols + 7) >> 3) - first_block;
   for (int64_t b = 0; b < blocks; ++b) {
     const unsigned mask = dropout.keep8(dropout.global_row(i), first_block + b);
     const int64_t j0 = (first_block + b) * 8 - c0;

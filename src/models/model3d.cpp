@@ -113,7 +113,8 @@ Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const LayerGrap
   if (norm_.kind() != NormKind::None) {
     const NormEpilogue<float> epilogue{norm_.kind() == NormKind::Rms ? bias : Vector<const float>(), !last_,
                                        dropout};
-    if (norm_.kind() == NormKind::Rms && !fuse_) bias_relu_dropout_forward<float>(out, bias, false, Dropout());
+    if (norm_.kind() == NormKind::Rms && !fuse_)
+      bias_relu_dropout_forward<float>(out, bias, false, Dropout());
     const auto rows = leading_rows(out, view.valid_rows);
     const LayerComms c = comms_;
     norm_.forward(

@@ -47,7 +47,8 @@ Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>> entries(const Matrix<Scalar>& m) {
 template <class Scalar>
 void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_t total_rows,
                                   int64_t total_features, const SumReducer<Scalar>& reduce_rows,
-                                  const SumReducer<Scalar>& reduce_features, const NormEpilogue<Scalar>* fused) {
+                                  const SumReducer<Scalar>& reduce_features,
+                                  const NormEpilogue<Scalar>* fused) {
   if (kind_ == NormKind::None) return;
   const int64_t rows = int64_t(z.extent(0)), cols = int64_t(z.extent(1));
   if (normalized_.extent(0) != z.extent(0) || normalized_.extent(1) != z.extent(1))
@@ -142,8 +143,8 @@ void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_
 template <class Scalar>
 void FeatureNorm<Scalar>::backward(const Matrix<Scalar>& g, int64_t total_rows, int64_t total_features,
                                    const SumReducer<Scalar>& reduce_rows,
-                                   const SumReducer<Scalar>& reduce_features, const NormEpilogue<Scalar>* fused,
-                                   const Matrix<const Scalar>& out) {
+                                   const SumReducer<Scalar>& reduce_features,
+                                   const NormEpilogue<Scalar>* fused, const Matrix<const Scalar>& out) {
   if (kind_ == NormKind::None) return;
   require(kind_ != NormKind::Batch || used_batch_stats_, "BatchNorm backward after an evaluation forward");
   const int64_t rows = int64_t(g.extent(0)), cols = int64_t(g.extent(1));

@@ -27,11 +27,11 @@ struct TrainOptions {
   CommDtype comm_dtype = CommDtype::F32;      // 3D: activations' all-reduces in fp32 or bf16
   // Mini-batch training on a 4D grid DxXxYxZ (DESIGN §5): --mode minibatch --batch-size B.
   bool minibatch = false;
-  std::string batch_size;        // a count ("1024") or a fraction of the nodes ("0.25")
-  int64_t steps_per_epoch = 0;   // 0: N / (B * D) rounded up, so an epoch sees about N vertices
-  bool sampler_thread = true;    // build step t + 1's batch while step t trains
-  bool fuse = true;              // 3D: bias + norm + ReLU + dropout fused into the norm's passes
-  ModelConfig model;                          // in / out are taken from the data
+  std::string batch_size;       // a count ("1024") or a fraction of the nodes ("0.25")
+  int64_t steps_per_epoch = 0;  // 0: N / (B * D) rounded up, so an epoch sees about N vertices
+  bool sampler_thread = true;   // build step t + 1's batch while step t trains
+  bool fuse = true;             // 3D: bias + norm + ReLU + dropout fused into the norm's passes
+  ModelConfig model;            // in / out are taken from the data
   AdamSettings optimizer;
   int64_t epochs = 200;
   bool normalize_features = false;

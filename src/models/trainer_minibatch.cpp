@@ -90,7 +90,8 @@ TrainResult train_minibatch(const TrainOptions& options, const Communicator& wor
   ModelConfig config = options.model;
   config.in = reader.meta().num_features;
   config.out = reader.meta().num_classes;
-  GcnModel3D model(grid, g, config, Model3DOptions{options.overlap ? 4 : 0, options.comm_dtype, options.fuse});
+  GcnModel3D model(grid, g, config,
+                   Model3DOptions{options.overlap ? 4 : 0, options.comm_dtype, options.fuse});
   Adam optimizer(model.parameters(), options.optimizer);
   const MinibatchBuilder builder(grid, g, batch);
   const int64_t n = reader.meta().num_nodes, replicas = shape.d;

@@ -135,6 +135,33 @@ case "$case_name" in
     "$TESSERA" prep synth --nodes 3 --edges 3 --classes 1 --train-fraction 1 --valid-fraction 0 -o three.h5 >/dev/null || exit 1
     expect_error "grid 1x1x4 has more ranks than the graph has nodes \(3\)" "-" -- \
       $MPIEXEC -n 4 "$TESSERA" train --data three.h5 --epochs 2 --grid 1x1x4 ;;
+  bad_train_minibatch)
+    good_h5
+    expect_error "--mode minibatch needs --batch-size" "-" -- "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1
+    expect_error "--batch-size needs --mode minibatch" "-" -- "$TESSERA" train --data g.h5 --batch-size 10
+    expect_error "--mode: expected full or minibatch, got 'mini'" "-" -- "$TESSERA" train --data g.h5 --mode mini
+    expect_error "--batch-size: expected a count or a fraction of the nodes, got 'half'" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size half
+    expect_error "--batch-size 100000 gives 100000 nodes; it must be between 2 and the graph's [0-9]+" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x2 --batch-size 100000
+    expect_error "--grid 2x2x1x1 has 4 ranks but the job has 2" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x2x1x1 --batch-size 10
+    expect_error "--checkpoint is supported in full-graph mode only" "-" -- \
+      "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1 --batch-size 10 --checkpoint ck
+    expect_error "--comm-dtype: expected f32 or bf16, got 'fp8'" "-" -- "$TESSERA" train --data g.h5 --comm-dtype fp8 ;;
+  train_cora_minibatch)
+    [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
+    "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
+    out=$($MPIEXEC -n 4 "$TESSERA" train --data cora.h5 --epochs 60 --normalize-features --mode minibatch \
+      --grid 2x1x1x2 --batch-size 0.5 --comm-dtype bf16 --norm batch --eval-every 20 --metrics m.jsonl) || exit 1
+    echo "$out"
+    grep -q "mini-batches of 1354 of 2708 vertices" <<<"$out" || { echo "FAILED: batch size line"; exit 1; }
+    grep -q "trainer waited" <<<"$out" || { echo "FAILED: no sampling report"; exit 1; }
+    test=$(tail -n 1 <<<"$out" | sed -E 's/.*test ([0-9.]+).*/\1/')
+    python3 -c "import sys; sys.exit(0 if float('$test') > 0.70 else 1)" || { echo "FAILED: test accuracy $test"; exit 1; }
+    for key in '"sample_s"' '"sample_wait_s"' '"bytes_allreduce"' '"steps":1'; do
+      grep -qF "$key" m.jsonl || { echo "FAILED: no $key in the metrics"; exit 1; }
+    done ;;
   train_cora_grid)
     [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
     "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
