@@ -1,7 +1,23 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/sampling/induced.hpp"
 
+#include <algorithm>
+#include <utility>
+
 namespace tessera {
+
+SampledIndex sampled_positions(const std::vector<int64_t>& sample, const std::vector<int64_t>& positions,
+                               int64_t begin, int64_t end) {
+  std::vector<std::pair<int64_t, int64_t>> hits;  // (local index, vertex)
+  for (size_t k = 0; k < sample.size(); ++k)
+    if (positions[k] >= begin && positions[k] < end) hits.push_back({positions[k] - begin, sample[k]});
+  std::sort(hits.begin(), hits.end());
+  SampledIndex out;
+  out.local.reserve(hits.size());
+  out.ids.reserve(hits.size());
+  for (const auto& [local, v] : hits) out.local.push_back(local), out.ids.push_back(v);
+  return out;
+}
 
 HostCsr induced_block(const int64_t* row_ptr, const int64_t* col_idx, const float* values,
                       const SampledIndex& rows, const SampledIndex& cols, const std::vector<int64_t>& col_ids,

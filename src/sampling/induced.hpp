@@ -6,7 +6,6 @@
 // the sampler thread, beside Kokkos kernels on the main thread.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -25,11 +24,10 @@ struct SampledIndex {
   std::vector<int64_t> local, ids;
 };
 
-/// Sampled positions of a block covering positions [begin, end) of an ordering: position = order(vertex).
-/// `position_of(v)` maps a vertex to its position. Runs in O(|sample|).
-template <class PositionOf>
-SampledIndex sampled_positions(const std::vector<int64_t>& sample, int64_t begin, int64_t end,
-                               const PositionOf& position_of);
+/// The sampled rows (or columns) of a block covering positions [begin, end) of an ordering, given each
+/// sample vertex's position in that ordering (positions[k] of sample[k]). Runs in O(|sample|).
+SampledIndex sampled_positions(const std::vector<int64_t>& sample, const std::vector<int64_t>& positions,
+                               int64_t begin, int64_t end);
 
 /// The induced block A[rows.local, cols.local] of `block` (rows x cols of the static block, values
 /// present), with off-diagonal values multiplied by `off_diagonal_scale`. `col_slot` maps a local column
@@ -40,21 +38,5 @@ HostCsr induced_block(const int64_t* row_ptr, const int64_t* col_idx, const floa
 
 /// Transpose of a host CSR (counting sort; columns within a row stay increasing).
 HostCsr transpose(const HostCsr& a);
-
-template <class PositionOf>
-SampledIndex sampled_positions(const std::vector<int64_t>& sample, int64_t begin, int64_t end,
-                               const PositionOf& position_of) {
-  std::vector<std::pair<int64_t, int64_t>> hits;  // (local index, vertex)
-  for (int64_t v : sample) {
-    const int64_t p = position_of(v);
-    if (p >= begin && p < end) hits.push_back({p - begin, v});
-  }
-  std::sort(hits.begin(), hits.end());
-  SampledIndex out;
-  out.local.reserve(hits.size());
-  out.ids.reserve(hits.size());
-  for (const auto& [local, v] : hits) out.local.push_back(local), out.ids.push_back(v);
-  return out;
-}
 
 }  // namespace tessera
