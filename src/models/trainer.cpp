@@ -10,8 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "trainer_common.hpp"
-
+#include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
@@ -19,6 +18,7 @@
 #include "tessera/graph/normalize.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/models/checkpoint.hpp"
+#include "trainer_common.hpp"
 
 namespace tessera {
 namespace {
@@ -138,6 +138,24 @@ void check_train_options(const TrainOptions& options, const Communicator& world)
     invalid = e.what();
   }
   world.check(invalid.empty(), invalid);
+}
+
+nlohmann::json comm_delta(const Communicator& world, const CommStats& before) {
+  const CommStats& now = world.stats();
+  nlohmann::json j;
+  int64_t bytes = 0;
+  double seconds = 0;
+  for (int k = 0; k < int(Collective::Count); ++k) {
+    const Collective kind = Collective(k);
+    const int64_t delta = now.total(kind).bytes - before.total(kind).bytes;
+    if (delta > 0) j[std::string("bytes_") + collective_name(kind)] = delta;
+    bytes += delta;
+    seconds += now.total(kind).seconds - before.total(kind).seconds;
+  }
+  j["comm_s"] = seconds;
+  // The slowest rank's communication, so the line describes the whole grid.
+  j["bytes_max_rank"] = all_reduce_value(world, bytes, ReduceOp::Max, "report");
+  return j;
 }
 
 bool record_if_best(TrainingProgress& progress, const EpochRecord& r) {

@@ -54,23 +54,6 @@ GridShape parse_grid(const TrainOptions& options, const GraphMeta& meta, const C
   return shape;
 }
 
-// Bytes this rank sent per collective kind since `before`, as JSON.
-nlohmann::json comm_delta(const CommStats& now, const CommStats& before) {
-  nlohmann::json j;
-  for (int k = 0; k < int(Collective::Count); ++k) {
-    const Collective kind = Collective(k);
-    const int64_t bytes = now.total(kind).bytes - before.total(kind).bytes;
-    if (bytes > 0) j[std::string("bytes_") + collective_name(kind)] = bytes;
-  }
-  j["comm_s"] = [&] {
-    double s = 0;
-    for (int k = 0; k < int(Collective::Count); ++k)
-      s += now.total(Collective(k)).seconds - before.total(Collective(k)).seconds;
-    return s;
-  }();
-  return j;
-}
-
 // Per-phase seconds of one epoch on this rank: compute phases from the model's timers, communication
 // phases from the collectives' counters. Returns {max, mean, max/mean} over ranks for each, as JSON, and
 // a console summary.
@@ -237,13 +220,7 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
     }
     r.eval_s = phase.seconds();
     r.seconds = epoch_watch.seconds();
-    // The slowest rank's communication, so the line describes the whole grid.
-    nlohmann::json comm = comm_delta(world.stats(), before);
-    int64_t bytes = 0;
-    for (auto& [key, value] : comm.items())
-      if (key.rfind("bytes_", 0) == 0) bytes += value.get<int64_t>();
-    const int64_t max_bytes = all_reduce_value(world, bytes, ReduceOp::Max, "report");
-    comm["bytes_max_rank"] = max_bytes;
+    nlohmann::json comm = comm_delta(world, before);
     std::string phase_line;
     comm["phases"] = phase_report(model.timers(), timers_before, world.stats(), before, world, phase_line);
     result.history.push_back(r);

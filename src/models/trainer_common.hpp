@@ -30,6 +30,10 @@ TrainingProgress resume_if_asked(const TrainOptions& options, const CheckpointSt
 std::ofstream open_metrics(const TrainOptions& options, const TrainingProgress& progress,
                            const Communicator& world);
 
+/// Collective: the bytes this rank sent per collective kind since `before` ("bytes_<kind>"), its seconds in
+/// communication ("comm_s"), and the largest byte total over ranks ("bytes_max_rank"), as JSON.
+nlohmann::json comm_delta(const Communicator& world, const CommStats& before);
+
 /// The 3D trainer (trainer3d.cpp) and the 4D mini-batch trainer (trainer_minibatch.cpp).
 TrainResult train_3d(const TrainOptions& options, const Communicator& world);
 TrainResult train_minibatch(const TrainOptions& options, const Communicator& world);

@@ -103,9 +103,9 @@ TrainResult train_minibatch(const TrainOptions& options, const Communicator& wor
     std::snprintf(line, sizeof(line),
                   "loaded %s on grid %s in %.2f s: mini-batches of %lld of %lld vertices (p = %.4f), %lld "
                   "steps per epoch, %s; sampler %s",
-                  options.data.c_str(), shape.str().c_str(), load_watch.seconds(), (long long)batch,
-                  (long long)n, pair_inclusion_probability(n, batch), (long long)steps,
-                  config.describe().c_str(), options.sampler_thread ? "thread" : "inline");
+                  options.data.c_str(), shape.d == 1 ? ("1x" + shape.str()).c_str() : shape.str().c_str(),
+                  load_watch.seconds(), (long long)batch, (long long)n, pair_inclusion_probability(n, batch),
+                  (long long)steps, config.describe().c_str(), options.sampler_thread ? "thread" : "inline");
     log_line(line);
   }
   const int last = config.layers - 1;
@@ -185,14 +185,7 @@ TrainResult train_minibatch(const TrainOptions& options, const Communicator& wor
     }
     r.eval_s = eval_watch.seconds();
     r.seconds = epoch_watch.seconds();
-    nlohmann::json extra;
-    int64_t bytes = 0;
-    for (int k = 0; k < int(Collective::Count); ++k) {
-      const int64_t delta = world.stats().total(Collective(k)).bytes - before.total(Collective(k)).bytes;
-      if (delta > 0) extra[std::string("bytes_") + collective_name(Collective(k))] = delta;
-      bytes += delta;
-    }
-    extra["bytes_max_rank"] = all_reduce_value(world, bytes, ReduceOp::Max, "report");
+    nlohmann::json extra = comm_delta(world, before);
     extra["steps"] = steps;
     extra["sample_s"] =
         all_reduce_value(world, pipeline.build_seconds() - build_before, ReduceOp::Max, "report");

@@ -1,0 +1,29 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Mini-batch training on a 4D grid (DESIGN §5) on Perlmutter GPU nodes (4 A100 per node): one rank per GPU.
+#   sbatch -A ACCOUNT -N 4 scripts/slurm/perlmutter_minibatch.sh DATA.h5 GRID [BATCH]
+# GRID is DxXxYxZ with D x X x Y x Z = ranks, e.g. 4x1x2x2 on 16 GPUs: four data-parallel replicas, each a
+# 1x2x2 3D grid whose inner axes stay inside a node. BATCH: vertices per sample, a count or a fraction
+# (default 0.1). Build first on a login node: scripts/setup.sh --backend cuda. Not run from this
+# repository's CI.
+#SBATCH -C gpu
+#SBATCH -q regular
+#SBATCH -t 00:30:00
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-task=32
+#SBATCH -J tessera-minibatch
+set -euo pipefail
+data=${1:?usage: sbatch perlmutter_minibatch.sh DATA.h5 GRID [BATCH]}
+grid=${2:?usage: sbatch perlmutter_minibatch.sh DATA.h5 GRID [BATCH]}
+batch=${3:-0.1}
+module load PrgEnv-gnu cudatoolkit craype-accel-nvidia80 cray-hdf5-parallel 2>/dev/null || true
+root=${TESSERA_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+# One core stays free per rank for the sampler thread, which builds the next batch during each step.
+export OMP_NUM_THREADS=$(( ${SLURM_CPUS_PER_TASK:-32} - 1 )) OMP_PROC_BIND=spread OMP_PLACES=threads
+export MPICH_GPU_SUPPORT_ENABLED=1           # device buffers in MPI collectives
+export NCCL_NET_GDR_LEVEL=PHB                # GPUDirect RDMA through the Slingshot NICs
+export FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd
+srun --gpus-per-task=1 --gpu-bind=closest "$root/build-cuda/apps/tessera" train --data "$data" --mode minibatch \
+  --grid "$grid" --batch-size "$batch" --comm-dtype bf16 --model gcn --layers 3 --hidden 256 --norm batch \
+  --epochs 100 --eval-every 10 --metrics "tessera-${SLURM_JOB_ID}.jsonl"
