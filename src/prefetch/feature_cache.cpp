@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/prefetch/feature_cache.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+
+FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>& degree, int64_t feature_dim,
+                           const FeatureCacheOptions& options)
+    : options_(options), dim_(feature_dim) {
+  require(halo.size() == degree.size(), "FeatureCache: ", halo.size(), " halo nodes but ", degree.size(),
+          " degrees");
+  require(options.fraction >= 0 && options.fraction <= 1, "--prefetch-fraction must be in [0, 1], not ",
+          options.fraction);
+  require(options.alpha > 0 && options.alpha < 1, "prefetch decay alpha must be in (0, 1), not ",
+          options.alpha);
+  require(options.interval >= 1, "prefetch eviction interval must be at least 1, not ", options.interval);
+  threshold_ = std::pow(1.0 - options.alpha, double(options.interval));
+  // Initial fill: highest degree first, ties by lower id.
+  std::vector<size_t> order(halo.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return degree[a] != degree[b] ? degree[a] > degree[b] : halo[a] < halo[b];
+  });
+  const auto capacity = size_t(std::floor(options.fraction * double(halo.size())));
+  for (size_t k = 0; k < capacity; ++k) {
+    const int64_t node = halo[order[k]];
+    require(!where_.count(node), "FeatureCache: halo node ", node, " is listed twice");
+    where_[node] = int64_t(k);
+    slot_node_.push_back(node);
+  }
+  score_.assign(capacity, 1.0);
+  hit_.assign(capacity, 0);
+  rows_.assign(capacity * size_t(dim_), 0.0f);
+  halo_ = std::move(halo);
+  std::sort(halo_.begin(), halo_.end());
+  require(std::adjacent_find(halo_.begin(), halo_.end()) == halo_.end(), "FeatureCache: halo nodes repeat");
+  miss_.assign(halo_.size(), 0);
+}
+
+void FeatureCache::install_initial(const std::vector<float>& rows) {
+  require(rows.size() == rows_.size(), "FeatureCache: initial fill of ", rows.size(), " values for ",
+          rows_.size());
+  rows_ = rows;
+}
+
+int64_t FeatureCache::halo_index(int64_t node) const {
+  const auto it = std::lower_bound(halo_.begin(), halo_.end(), node);
+  return it != halo_.end() && *it == node ? int64_t(it - halo_.begin()) : -1;
+}
+
+int64_t FeatureCache::slot_of(int64_t node) const {
+  const auto it = where_.find(node);
+  return it == where_.end() ? -1 : it->second;
+}
+
+int64_t FeatureCache::misses(int64_t node) const {
+  const int64_t h = halo_index(node);
+  return h < 0 ? 0 : miss_[size_t(h)];
+}
+
+std::vector<int64_t> FeatureCache::lookup(const std::vector<int64_t>& nodes) {
+  std::vector<int64_t> slots(nodes.size(), -1);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const int64_t slot = slot_of(nodes[k]);
+    if (slot >= 0) {
+      slots[k] = slot;
+      hit_[size_t(slot)] = 1;
+    } else if (const int64_t h = halo_index(nodes[k]); h >= 0) {
+      ++miss_[size_t(h)];
+    }
+  }
+  return slots;
+}
+
+FeatureCache::Replacement FeatureCache::plan_eviction() const {
+  Replacement plan;
+  for (size_t s = 0; s < score_.size(); ++s)
+    if (score_[s] < threshold_) plan.slots.push_back(int64_t(s));
+  if (plan.slots.empty()) return plan;
+  // The most-missed halo nodes that are not cached, ties by lower id.
+  std::vector<size_t> candidates;
+  for (size_t h = 0; h < halo_.size(); ++h)
+    if (miss_[h] > 0 && !where_.count(halo_[h])) candidates.push_back(h);
+  const size_t take = std::min(candidates.size(), plan.slots.size());
+  std::partial_sort(candidates.begin(), candidates.begin() + std::ptrdiff_t(take), candidates.end(),
+                    [&](size_t a, size_t b) { return miss_[a] != miss_[b] ? miss_[a] > miss_[b] : a < b; });
+  plan.slots.resize(take);  // slots without a replacement keep their row
+  for (size_t k = 0; k < take; ++k) plan.nodes.push_back(halo_[candidates[k]]);
+  return plan;
+}
+
+std::vector<int64_t> FeatureCache::request(const std::vector<int64_t>& missed, const Replacement& plan) {
+  std::vector<int64_t> out = missed;
+  std::vector<int64_t> seen = missed;
+  std::sort(seen.begin(), seen.end());
+  for (int64_t node : plan.nodes)
+    if (!std::binary_search(seen.begin(), seen.end(), node)) out.push_back(node);
+  return out;
+}
+
+void FeatureCache::install(const Replacement& plan, const std::vector<float>& rows) {
+  require(plan.slots.size() == plan.nodes.size() && rows.size() == plan.nodes.size() * size_t(dim_),
+          "FeatureCache: a replacement of ", plan.nodes.size(), " nodes with ", rows.size(), " values");
+  for (size_t k = 0; k < plan.slots.size(); ++k) {
+    const int64_t slot = plan.slots[k], node = plan.nodes[k];
+    require(!where_.count(node), "FeatureCache: node ", node, " is cached already");
+    where_.erase(slot_node_[size_t(slot)]);
+    where_[node] = slot;
+    slot_node_[size_t(slot)] = node;
+    score_[size_t(slot)] = 1.0;
+    miss_[size_t(halo_index(node))] = 0;
+    std::copy(rows.begin() + std::ptrdiff_t(k * size_t(dim_)),
+              rows.begin() + std::ptrdiff_t((k + 1) * size_t(dim_)),
+              rows_.begin() + std::ptrdiff_t(size_t(slot) * size_t(dim_)));
+  }
+}
+
+void FeatureCache::end_step() {
+  for (size_t s = 0; s < score_.size(); ++s) {
+    score_[s] = hit_[s] ? 1.0 : score_[s] * (1.0 - options_.alpha);
+    hit_[s] = 0;
+  }
+}
+
+}  // namespace tessera

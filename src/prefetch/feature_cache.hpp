@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The remote-feature cache of partition-parallel sampled training (DESIGN §6, MassiveGNN): a fixed number
+// of slots holding feature rows of halo nodes (non-owned 1-hop neighbours of owned nodes), filled at start
+// with the highest-degree halo nodes, scored so that rows nobody asks for fade, and refreshed every few
+// steps with the halo nodes that missed most. The cache decides which rows to hold and to request; moving
+// the rows is the caller's (one all-to-all per step carries misses and refills together).
+//
+// Per step: lookup() the rows the step needs (hits are served from the slots, misses are counted); on an
+// eviction step plan_eviction(); request() lists what to fetch in the step's one message — its misses and
+// the planned replacements, each node once —; install() the fetched replacement rows; end_step() decays.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace tessera {
+
+struct FeatureCacheOptions {
+  double fraction = 0.25;  // capacity = floor(fraction * |halo|) slots
+  double alpha = 0.05;     // per-step score decay: scores are multiplied by (1 - alpha)
+  int64_t interval = 16;   // Delta: evict every `interval` steps; threshold (1 - alpha)^Delta
+};
+
+class FeatureCache {
+ public:
+  /// halo: the halo node ids (distinct); degree[k]: the degree of halo[k] (initial fill order).
+  FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>& degree, int64_t feature_dim,
+               const FeatureCacheOptions& options);
+
+  int64_t capacity() const { return int64_t(slot_node_.size()); }
+  int64_t feature_dim() const { return dim_; }
+  /// The nodes of the initial fill (highest degree first, ties by lower id), one per slot, in slot order:
+  /// fetch them in one bulk request and install_initial() their rows.
+  const std::vector<int64_t>& slot_nodes() const { return slot_node_; }
+  void install_initial(const std::vector<float>& rows);  // capacity x feature_dim, in slot order
+
+  /// For each needed node: its slot, or -1 (a miss, counted if it is a halo node). Hit slots' scores are
+  /// restored to 1 at end_step().
+  std::vector<int64_t> lookup(const std::vector<int64_t>& nodes);
+  const float* row(int64_t slot) const { return &rows_[size_t(slot * dim_)]; }
+
+  /// The eviction plan of this step (empty unless `evict`): slots whose score fell below (1 - alpha)^Delta,
+  /// paired with the most-missed uncached halo nodes (ties by lower id), at most one per slot.
+  struct Replacement {
+    std::vector<int64_t> slots, nodes;
+  };
+  Replacement plan_eviction() const;
+  /// The step's one request: the missed nodes, then the replacement nodes not among them, each once.
+  static std::vector<int64_t> request(const std::vector<int64_t>& missed, const Replacement& plan);
+  /// Puts the fetched rows of a planned replacement into its slots (score 1, miss counts reset).
+  void install(const Replacement& plan, const std::vector<float>& rows);
+  /// Ends a step: every slot's score times (1 - alpha), hit slots back to 1.
+  void end_step();
+
+  double score(int64_t slot) const { return score_[size_t(slot)]; }
+  int64_t misses(int64_t node) const;
+  int64_t slot_of(int64_t node) const;  // -1 when not cached
+  double threshold() const { return threshold_; }
+
+ private:
+  FeatureCacheOptions options_;
+  int64_t dim_;
+  double threshold_;
+  std::vector<int64_t> halo_;                   // sorted
+  std::vector<int64_t> miss_;                   // per halo index
+  std::vector<int64_t> slot_node_;              // node in each slot
+  std::vector<double> score_;                   // per slot
+  std::vector<uint8_t> hit_;                    // per slot, this step
+  std::unordered_map<int64_t, int64_t> where_;  // node -> slot
+  std::vector<float> rows_;                     // capacity x dim
+  int64_t halo_index(int64_t node) const;       // -1 when not a halo node
+};
+
+}  // namespace tessera

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The feature cache's rules (DESIGN §6) on tiny hand-made cases: initial fill by degree, decay, restore on
+// hit, miss counting, the eviction threshold, replacement by the most-missed, capacity never exceeded, no
+// node cached twice, refills in the same request as the misses.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "tessera/core/error.hpp"
+#include "tessera/prefetch/feature_cache.hpp"
+
+using namespace tessera;
+
+namespace {
+
+// Halo 10..19 with degree 100 - id: the highest degrees are the lowest ids. Capacity 4, alpha 0.5, Delta 2:
+// threshold 0.25.
+FeatureCache small_cache() {
+  std::vector<int64_t> halo, degree;
+  for (int64_t v = 19; v >= 10; --v) halo.push_back(v), degree.push_back(100 - v);
+  FeatureCacheOptions o;
+  o.fraction = 0.45;
+  o.alpha = 0.5;
+  o.interval = 2;
+  FeatureCache cache(halo, degree, 2, o);
+  std::vector<float> rows;
+  for (int64_t node : cache.slot_nodes()) rows.insert(rows.end(), {float(node), float(-node)});
+  cache.install_initial(rows);
+  return cache;
+}
+
+std::vector<float> rows_of(const std::vector<int64_t>& nodes) {
+  std::vector<float> rows;
+  for (int64_t node : nodes) rows.insert(rows.end(), {float(node), float(-node)});
+  return rows;
+}
+
+void expect_consistent(const FeatureCache& cache) {
+  std::set<int64_t> nodes(cache.slot_nodes().begin(), cache.slot_nodes().end());
+  EXPECT_EQ(int64_t(nodes.size()), cache.capacity()) << "a node cached twice";
+  for (int64_t s = 0; s < cache.capacity(); ++s) {
+    EXPECT_EQ(cache.slot_of(cache.slot_nodes()[size_t(s)]), s);
+    EXPECT_EQ(cache.row(s)[0], float(cache.slot_nodes()[size_t(s)]));  // the slot holds its node's row
+  }
+}
+
+}  // namespace
+
+TEST(FeatureCache, InitialFillTakesTheHighestDegreeHaloNodes) {
+  const FeatureCache cache = small_cache();
+  EXPECT_EQ(cache.capacity(), 4);  // floor(0.45 * 10)
+  EXPECT_EQ(cache.slot_nodes(), (std::vector<int64_t>{10, 11, 12, 13}));
+  EXPECT_DOUBLE_EQ(cache.threshold(), 0.25);
+  expect_consistent(cache);
+}
+
+TEST(FeatureCache, HitsRestoreScoresMissesAreCountedScoresDecay) {
+  FeatureCache cache = small_cache();
+  // Step 1: 10 hit, 15 and 15 again missed, 3 is owned (not halo: not counted).
+  EXPECT_EQ(cache.lookup({10, 15, 3, 15}), (std::vector<int64_t>{0, -1, -1, -1}));
+  EXPECT_EQ(cache.misses(15), 2);
+  EXPECT_EQ(cache.misses(3), 0);
+  cache.end_step();
+  EXPECT_DOUBLE_EQ(cache.score(0), 1.0);  // hit: restored
+  EXPECT_DOUBLE_EQ(cache.score(1), 0.5);  // not hit: times (1 - alpha)
+  cache.end_step();
+  EXPECT_DOUBLE_EQ(cache.score(0), 0.5);
+  EXPECT_DOUBLE_EQ(cache.score(1), 0.25);
+  cache.lookup({11});
+  cache.end_step();
+  EXPECT_DOUBLE_EQ(cache.score(1), 1.0);  // a hit brings a faded slot back
+}
+
+TEST(FeatureCache, EvictsBelowThresholdForTheMostMissedInTheSameRequest) {
+  FeatureCache cache = small_cache();
+  cache.lookup({10, 11, 16, 17, 17, 18, 18, 18});  // 10, 11 hit; misses: 18 x3, 17 x2, 16 x1
+  cache.end_step();                                // scores 1, 1, 0.5, 0.5
+  EXPECT_TRUE(cache.plan_eviction().slots.empty()) << "0.5 is not below the threshold 0.25";
+  cache.lookup({10, 19});
+  cache.end_step();  // 1, 0.5, 0.25, 0.25: equal to the threshold is not below it
+  EXPECT_TRUE(cache.plan_eviction().slots.empty());
+  const std::vector<int64_t> hits = cache.lookup({10, 16, 17});
+  cache.end_step();  // 1, 0.25, 0.125, 0.125
+  const FeatureCache::Replacement plan = cache.plan_eviction();
+  EXPECT_EQ(plan.slots, (std::vector<int64_t>{2, 3}));    // nodes 12 and 13 faded
+  EXPECT_EQ(plan.nodes, (std::vector<int64_t>{17, 18}));  // 17: 3 misses, 18: 3 misses -> lower id first
+  // The refill rides in the step's one request, each node once.
+  const std::vector<int64_t> missed = {16, 17};
+  EXPECT_EQ(FeatureCache::request(missed, plan), (std::vector<int64_t>{16, 17, 18}));
+  cache.install(plan, rows_of(plan.nodes));
+  EXPECT_EQ(cache.slot_of(17), 2);
+  EXPECT_EQ(cache.slot_of(12), -1);
+  EXPECT_EQ(cache.misses(17), 0);  // counting starts over once cached
+  EXPECT_DOUBLE_EQ(cache.score(2), 1.0);
+  expect_consistent(cache);
+  EXPECT_EQ(cache.capacity(), 4);
+  EXPECT_THROW(cache.install(plan, rows_of(plan.nodes)), Error) << "17 is cached already";
+}
+
+TEST(FeatureCache, NeverExceedsCapacityAndRejectsBadSettings) {
+  FeatureCache cache = small_cache();
+  for (int step = 0; step < 50; ++step) {
+    std::vector<int64_t> want;
+    for (int64_t v = 10; v < 20; ++v)
+      if ((v * 7 + step) % 3 == 0) want.push_back(v);
+    cache.lookup(want);
+    cache.end_step();
+    if (step % 2 == 1) {
+      const FeatureCache::Replacement plan = cache.plan_eviction();
+      EXPECT_LE(plan.nodes.size(), plan.slots.size());
+      cache.install(plan, rows_of(plan.nodes));
+    }
+    ASSERT_EQ(cache.capacity(), 4);
+    expect_consistent(cache);
+  }
+  FeatureCacheOptions bad;
+  bad.fraction = 1.5;
+  EXPECT_THROW(FeatureCache({1}, {1}, 2, bad), Error);
+  EXPECT_THROW(FeatureCache({1, 1}, {1, 1}, 2, FeatureCacheOptions{}), Error);
+  EXPECT_THROW(FeatureCache({1}, {1, 2}, 2, FeatureCacheOptions{}), Error);
+}
