@@ -64,18 +64,8 @@ std::pair<double, double> full_and_minibatch(const std::vector<TrainOptions>& fu
 double mean_test_accuracy(ModelKind kind) {
   double sum = 0;
   for (uint64_t seed = 0; seed < 10; ++seed) {
-    TrainOptions o;
-    o.data = cora_file();
+    TrainOptions o = paper_setup(cora_file(), seed);
     o.model.kind = kind;
-    o.model.layers = 2;
-    o.model.hidden = 16;
-    o.model.dropout = o.model.input_dropout = 0.5f;
-    o.model.seed = seed;
-    o.optimizer.lr = 0.01f;
-    o.optimizer.weight_decay = 5e-4f;
-    o.epochs = 200;
-    o.normalize_features = true;
-    o.quiet = true;
     const TrainResult r = train_full_graph(o, Communicator::world());
     std::printf("%s seed %llu: test %.4f at best valid %.4f (epoch %lld)\n", model_kind_name(kind),
                 (unsigned long long)seed, r.test_at_best, r.best_valid, (long long)r.best_epoch);

@@ -119,6 +119,20 @@ std::vector<float> gather_logits(const LayerComms& comms, const Matrix<const flo
 
 }  // namespace
 
+Matrix<float> evaluate_3d(GcnModel3D& model, const LayerComms& out_comms, const Graph3D& g, int64_t epoch,
+                          EpochRecord& r) {
+  const Matrix<float> eval = model.forward(PassInfo{false, model.config().seed, epoch});
+  auto accuracy = [&](const Vector<uint8_t>& mask) {
+    const auto [hits, n] =
+        count_correct_3d(out_comms, eval, model.logits_col_begin(), model.config().out, g.labels, mask);
+    return n > 0 ? double(hits) / double(n) : 0.0;
+  };
+  r.train_acc = accuracy(g.train);
+  r.valid_acc = accuracy(g.valid);
+  r.test_acc = accuracy(g.test);
+  return eval;
+}
+
 TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   check_train_options(options, world);
   world.check(options.model.kind == ModelKind::Gcn,
@@ -194,14 +208,7 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
     phase.restart();
     r.evaluated = (epoch + 1) % options.eval_every == 0 || epoch + 1 == options.epochs;
     if (r.evaluated) {
-      const Matrix<float> eval = model.forward(PassInfo{false, config.seed, epoch});
-      auto acc = [&](const Vector<uint8_t>& mask) {
-        const auto [hits, n] = count_correct_3d(out_comms, eval, col_begin, classes, g.labels, mask);
-        return n > 0 ? double(hits) / double(n) : 0.0;
-      };
-      r.train_acc = acc(g.train);
-      r.valid_acc = acc(g.valid);
-      r.test_acc = acc(g.test);
+      const Matrix<float> eval = evaluate_3d(model, out_comms, g, epoch, r);
       if (record_if_best(progress, r)) {
         if (!options.predictions_path.empty()) {
           // Rows of the output block, by node id, gathered on rank 0 from one replica of each block.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessera/models/checkpoint.hpp"
+#include "tessera/models/model3d.hpp"
 #include "tessera/models/trainer.hpp"
 
 namespace tessera {
@@ -33,6 +34,11 @@ std::ofstream open_metrics(const TrainOptions& options, const TrainingProgress& 
 /// Collective: the bytes this rank sent per collective kind since `before` ("bytes_<kind>"), its seconds in
 /// communication ("comm_s"), and the largest byte total over ranks ("bytes_max_rank"), as JSON.
 nlohmann::json comm_delta(const Communicator& world, const CommStats& before);
+
+/// Collective over the replica: a full-graph evaluation forward of the 3D model; sets r's train, valid and
+/// test accuracy and returns the logits block.
+Matrix<float> evaluate_3d(GcnModel3D& model, const LayerComms& out_comms, const Graph3D& g, int64_t epoch,
+                          EpochRecord& r);
 
 /// The 3D trainer (trainer3d.cpp) and the 4D mini-batch trainer (trainer_minibatch.cpp).
 TrainResult train_3d(const TrainOptions& options, const Communicator& world);

@@ -173,14 +173,7 @@ TrainResult train_minibatch(const TrainOptions& options, const Communicator& wor
     Stopwatch eval_watch;
     r.evaluated = (epoch + 1) % options.eval_every == 0 || epoch + 1 == options.epochs;
     if (r.evaluated) {
-      const Matrix<float> eval = model.forward(PassInfo{false, config.seed, epoch});
-      auto acc = [&](const Vector<uint8_t>& mask) {
-        const auto [hits, cnt] = count_correct_3d(out_comms, eval, col_begin, classes, g.labels, mask);
-        return cnt > 0 ? double(hits) / double(cnt) : 0.0;
-      };
-      r.train_acc = acc(g.train);
-      r.valid_acc = acc(g.valid);
-      r.test_acc = acc(g.test);
+      evaluate_3d(model, out_comms, g, epoch, r);
       record_if_best(progress, r);
     }
     r.eval_s = eval_watch.seconds();
