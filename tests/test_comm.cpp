@@ -277,10 +277,10 @@ TEST(Bf16, NonBlockingInChunksMatchesBlocking) {
   const int64_t count = 3001;
   Vector<float> a("a", size_t(count)), b("b", size_t(count));
   const int me = world.rank();
-  Kokkos::parallel_for(
-      "fill", Kokkos::RangePolicy<ExecSpace>(0, count),
-      KOKKOS_LAMBDA(int64_t k) { a(k) = b(k) = float(std::cos(0.01 * double(k * (me + 1)))); });
-  Kokkos::fence();
+  auto host = Kokkos::create_mirror_view(a);  // filled on the host: no device lambda in a test body
+  for (int64_t k = 0; k < count; ++k) host(k) = float(std::cos(0.01 * double(k * (me + 1))));
+  Kokkos::deep_copy(a, host);
+  Kokkos::deep_copy(b, host);
   all_reduce_bf16(world, a.data(), count, "blocking");
   std::vector<Bf16AllReduce> pending;
   for (int64_t c = 0; c < 3; ++c) {

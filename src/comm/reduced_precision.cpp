@@ -62,6 +62,39 @@ class BufferPool {
   std::mutex mutex_;
   std::vector<Vector<uint16_t>> free_;
 };
+// Kernels as free functions: CUDA's extended lambdas may not live in constructors or private members.
+void pack_bf16(const float* x, int64_t count, const Vector<uint16_t>& send, int64_t padded) {
+  Kokkos::parallel_for(
+      "tessera::to_bf16", Kokkos::RangePolicy<Exec>(0, padded),
+      KOKKOS_LAMBDA(int64_t k) { send(k) = k < count ? to_bf16(x[k]) : uint16_t(0); });
+  Kokkos::fence();
+}
+
+// My chunk of the sum: every rank's bf16 value (mine too) widened and added in fp32, in rank order, then
+// rounded once. Rounding my own value as well makes the result independent of which rank owns an element,
+// so chunking the data (--overlap) does not change a single bit.
+void reduce_chunk(const Vector<uint16_t>& recv, const Vector<uint16_t>& mine, int p, int64_t chunk,
+                  int64_t first, int64_t count) {
+  Kokkos::parallel_for(
+      "tessera::bf16_reduce", Kokkos::RangePolicy<Exec>(0, chunk), KOKKOS_LAMBDA(int64_t i) {
+        if (first + i >= count) {
+          mine(i) = 0;
+          return;
+        }
+        float sum = 0.0f;
+        for (int q = 0; q < p; ++q) sum += from_bf16(recv(q * chunk + i));
+        mine(i) = to_bf16(sum);
+      });
+  Kokkos::fence();
+}
+
+void unpack_bf16(const Vector<uint16_t>& all, float* x, int64_t count) {
+  Kokkos::parallel_for(
+      "tessera::from_bf16", Kokkos::RangePolicy<Exec>(0, count),
+      KOKKOS_LAMBDA(int64_t k) { x[k] = from_bf16(all(k)); });
+  Kokkos::fence();
+}
+
 }  // namespace
 
 Bf16AllReduce::Bf16AllReduce(const Communicator& comm, float* data, int64_t count, std::string phase)
@@ -75,12 +108,7 @@ Bf16AllReduce::Bf16AllReduce(const Communicator& comm, float* data, int64_t coun
   send_ = BufferPool::instance().acquire(chunk_ * p);
   recv_ = BufferPool::instance().acquire(chunk_ * p);
   mine_ = BufferPool::instance().acquire(chunk_);
-  const Vector<uint16_t> send = send_;
-  const float* x = data;
-  Kokkos::parallel_for(
-      "tessera::to_bf16", Kokkos::RangePolicy<Exec>(0, chunk_ * p),
-      KOKKOS_LAMBDA(int64_t k) { send(k) = k < count ? to_bf16(x[k]) : uint16_t(0); });
-  Kokkos::fence();
+  pack_bf16(data, count, send_, chunk_ * p);
   const int n = mpi_count(chunk_, "MPI_Ialltoall");
   check_mpi(
       MPI_Ialltoall(send_.data(), n, MPI_UINT16_T, recv_.data(), n, MPI_UINT16_T, comm.get(), &request_),
@@ -108,33 +136,12 @@ Bf16AllReduce::~Bf16AllReduce() {
   }
 }
 
-// My chunk of the sum: every rank's bf16 value (mine too) widened and added in fp32, in rank order, then
-// rounded once. Rounding my own value as well makes the result independent of which rank owns an element,
-// so chunking the data (--overlap) does not change a single bit.
 void Bf16AllReduce::reduce_my_chunk() {
-  const int p = comm_->size();
-  const int64_t chunk = chunk_, count = count_, first = int64_t(comm_->rank()) * chunk;
-  const Vector<uint16_t> recv = recv_, mine = mine_;
-  Kokkos::parallel_for(
-      "tessera::bf16_reduce", Kokkos::RangePolicy<Exec>(0, chunk), KOKKOS_LAMBDA(int64_t i) {
-        if (first + i >= count) {
-          mine(i) = 0;
-          return;
-        }
-        float sum = 0.0f;
-        for (int q = 0; q < p; ++q) sum += from_bf16(recv(q * chunk + i));
-        mine(i) = to_bf16(sum);
-      });
-  Kokkos::fence();
+  reduce_chunk(recv_, mine_, comm_->size(), chunk_, int64_t(comm_->rank()) * chunk_, count_);
 }
 
 void Bf16AllReduce::finish() {
-  const Vector<uint16_t> all = send_;  // the all-gather lands in the send buffer, free by now
-  float* x = data_;
-  Kokkos::parallel_for(
-      "tessera::from_bf16", Kokkos::RangePolicy<Exec>(0, count_),
-      KOKKOS_LAMBDA(int64_t k) { x[k] = from_bf16(all(k)); });
-  Kokkos::fence();
+  unpack_bf16(send_, data_, count_);  // the all-gather lands in the send buffer, free by now
   comm_->stats().record(phase_, Collective::AllReduce, count_ * 2, wall_seconds() - start_);
   stage_ = 2;
   for (Vector<uint16_t>* v : {&send_, &recv_, &mine_}) BufferPool::instance().release(*v);

@@ -38,20 +38,21 @@ GridShape parse_4d_grid(const TrainOptions& options, const Communicator& world) 
 
 // Weight gradients (and BatchNorm's running statistics) averaged over the data-parallel axis: every replica
 // then takes the same optimizer step and keeps the same weights.
+void average(const Communicator& d_axis, const Vector<float>& v, const char* phase) {
+  const float inverse = 1.0f / float(d_axis.size());
+  Kokkos::fence();
+  all_reduce(d_axis, v.data(), int64_t(v.extent(0)), ReduceOp::Sum, phase);
+  Kokkos::parallel_for(
+      "tessera::average_d", Kokkos::RangePolicy<ExecSpace>(0, int64_t(v.extent(0))),
+      KOKKOS_LAMBDA(int64_t k) { v(k) *= inverse; });
+}
+
 void average_over_d(const Communicator& d_axis, GcnModel3D& model, bool gradients) {
   if (d_axis.size() == 1) return;
-  const float inverse = 1.0f / float(d_axis.size());
-  auto average = [&](const Vector<float>& v, const char* phase) {
-    Kokkos::fence();
-    all_reduce(d_axis, v.data(), int64_t(v.extent(0)), ReduceOp::Sum, phase);
-    Kokkos::parallel_for(
-        "tessera::average_d", Kokkos::RangePolicy<ExecSpace>(0, int64_t(v.extent(0))),
-        KOKKOS_LAMBDA(int64_t k) { v(k) *= inverse; });
-  };
   if (gradients)
-    for (Parameter<float>* p : model.parameters()) average(p->grad, "gradient allreduce d");
+    for (Parameter<float>* p : model.parameters()) average(d_axis, p->grad, "gradient allreduce d");
   else
-    for (auto& [name, buffer] : model.buffers()) average(*buffer, "norm statistics allreduce d");
+    for (auto& [name, buffer] : model.buffers()) average(d_axis, *buffer, "norm statistics allreduce d");
   Kokkos::fence();
 }
 
