@@ -11,6 +11,7 @@
 #include <set>
 
 #include "reference/dense.hpp"
+#include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/synth.hpp"
@@ -24,25 +25,7 @@ using reference::Dense;
 namespace {
 
 const std::string& csbm_file() {
-  static std::string path;
-  if (path.empty()) {
-    char dir[256] = {};
-    if (Communicator::world().rank() == 0) {
-      std::snprintf(dir, sizeof(dir), "/tmp/tessera-minibatch-XXXXXX");
-      if (!mkdtemp(dir)) dir[0] = '\0';
-    }
-    MPI_Bcast(dir, sizeof(dir), MPI_CHAR, 0, MPI_COMM_WORLD);
-    path = std::string(dir) + "/csbm.h5";
-    SynthOptions o;
-    o.num_nodes = 301;
-    o.num_edges = 1500;
-    o.num_features = 11;
-    o.num_classes = 5;
-    o.seed = 9;
-    o.feature_signal = 0.5;
-    generate_synthetic(o, path, Communicator::world());
-  }
-  return path;
+  return fixtures::small_csbm_file();
 }
 
 // The whole graph, read independently of the 3D loader: normalized adjacency (dense, double), features,

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/ogb.hpp"
@@ -22,34 +23,11 @@ using namespace tessera;
 namespace {
 
 std::string shared_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    char path[256] = {};
-    if (Communicator::world().rank() == 0) {
-      std::snprintf(path, sizeof(path), "/tmp/tessera-3d-XXXXXX");
-      if (!mkdtemp(path)) path[0] = '\0';
-    }
-    MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
-    dir = path;
-  }
-  return dir;
+  return fixtures::scratch_dir();
 }
 
-// A small CSBM whose sizes divide by nothing in particular (padding on every grid).
 const std::string& csbm_file() {
-  static std::string path;
-  if (path.empty()) {
-    path = shared_dir() + "/csbm.h5";
-    SynthOptions o;
-    o.num_nodes = 301;
-    o.num_edges = 1500;
-    o.num_features = 11;
-    o.num_classes = 5;
-    o.seed = 9;
-    o.feature_signal = 0.5;
-    generate_synthetic(o, path, Communicator::world());
-  }
-  return path;
+  return fixtures::small_csbm_file();
 }
 
 std::string cora_file() {

@@ -63,13 +63,12 @@ MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph
 HostBatch MinibatchBuilder::build(const SampleKey& key) const {
   const Layout3D& layout = graph_.layout;
   HostBatch b;
-  b.key = key;
-  b.sample = uniform_vertex_sample(layout.num_nodes(), batch_size_, key);
+  const std::vector<int64_t> sample = uniform_vertex_sample(layout.num_nodes(), batch_size_, key);
   // Every layer orders its rows and columns by p1 or p2: each sample vertex's two positions, computed once.
-  std::vector<int64_t> in_p1(b.sample.size()), in_p2(b.sample.size());
-  for (size_t k = 0; k < b.sample.size(); ++k) {
-    in_p1[k] = layout.p1().inverse(b.sample[k]);
-    in_p2[k] = layout.p2().inverse(b.sample[k]);
+  std::vector<int64_t> in_p1(sample.size()), in_p2(sample.size());
+  for (size_t k = 0; k < sample.size(); ++k) {
+    in_p1[k] = layout.p1().inverse(sample[k]);
+    in_p2[k] = layout.p2().inverse(sample[k]);
   }
   for (int l = 0; l < layout.layers(); ++l) {
     // Layer l's rows are in row_order(l) = p1 on even layers, p2 on odd ones; its columns in the other.
@@ -77,8 +76,8 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     const std::vector<int64_t>& col_pos = l % 2 == 0 ? in_p2 : in_p1;
     const auto [r0, r1] = row_range_[size_t(l)];
     const auto [c0, c1] = col_range_[size_t(l)];
-    b.rows.push_back(sampled_positions(b.sample, row_pos, r0, r1));
-    b.cols.push_back(sampled_positions(b.sample, col_pos, c0, c1));
+    b.rows.push_back(sampled_positions(sample, row_pos, r0, r1));
+    b.cols.push_back(sampled_positions(sample, col_pos, c0, c1));
     const HostBlock& a = blocks_[size_t(l)];
     std::vector<int64_t> slot(col_ids_[size_t(l)].size(), -1);
     b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), a.values.data(), b.rows.back(),

@@ -18,8 +18,6 @@ namespace tessera {
 
 /// One rank's share of a mini-batch, in host containers.
 struct HostBatch {
-  SampleKey key;
-  std::vector<int64_t> sample;              // S, sorted vertex ids
   std::vector<HostCsr> forward, transpose;  // per layer: A_S block and its transpose
   std::vector<SampledIndex> rows, cols;     // per layer: sampled output rows / input columns
 };

@@ -119,6 +119,26 @@ std::vector<float> gather_logits(const LayerComms& comms, const Matrix<const flo
 
 }  // namespace
 
+Load3DOptions load_3d_options(const TrainOptions& options) {
+  Load3DOptions load;
+  load.hidden.assign(size_t(std::max(0, options.model.layers - 1)), options.model.hidden);
+  load.permute = options.permute;
+  load.seed = options.model.seed;
+  load.normalize_features = options.normalize_features;
+  return load;
+}
+
+ModelConfig model_config(const TrainOptions& options, const GraphMeta& meta) {
+  ModelConfig config = options.model;
+  config.in = meta.num_features;
+  config.out = meta.num_classes;
+  return config;
+}
+
+Model3DOptions model_3d_options(const TrainOptions& options) {
+  return Model3DOptions{options.overlap ? kOverlapChunks : 0, options.comm_dtype, options.fuse};
+}
+
 Matrix<float> evaluate_3d(GcnModel3D& model, const LayerComms& out_comms, const Graph3D& g, int64_t epoch,
                           EpochRecord& r) {
   const Matrix<float> eval = model.forward(PassInfo{false, model.config().seed, epoch});
@@ -141,15 +161,8 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
   const GraphFileReader reader(world, options.data);
   const GridShape shape = parse_grid(options, reader.meta(), world);
   const ProcessGrid grid(world, shape);
-  Load3DOptions load;
-  load.hidden.assign(size_t(std::max(0, options.model.layers - 1)), options.model.hidden);
-  load.permute = options.permute;
-  load.seed = options.model.seed;
-  load.normalize_features = options.normalize_features;
-  const Graph3D g = load_graph_3d(reader, grid, load);
-  ModelConfig config = options.model;
-  config.in = reader.meta().num_features;
-  config.out = reader.meta().num_classes;
+  const Graph3D g = load_graph_3d(reader, grid, load_3d_options(options));
+  const ModelConfig config = model_config(options, reader.meta());
   {
     const double peak = double(all_reduce_value(world, int64_t(peak_rss_bytes()), ReduceOp::Max, "report"));
     char line[320];
@@ -161,8 +174,7 @@ TrainResult train_3d(const TrainOptions& options, const Communicator& world) {
         peak / 1048576.0, g.mean_nnz > 0 ? g.max_nnz / g.mean_nnz : 1.0, config.describe().c_str());
     log_line(line);
   }
-  GcnModel3D model(grid, g, config,
-                   Model3DOptions{options.overlap ? kOverlapChunks : 0, options.comm_dtype, options.fuse});
+  GcnModel3D model(grid, g, config, model_3d_options(options));
   Adam optimizer(model.parameters(), options.optimizer);
   const int last = config.layers - 1;
   const LayerComms out_comms = layer_comms(grid, last);

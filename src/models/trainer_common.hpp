@@ -35,6 +35,12 @@ std::ofstream open_metrics(const TrainOptions& options, const TrainingProgress& 
 /// communication ("comm_s"), and the largest byte total over ranks ("bytes_max_rank"), as JSON.
 nlohmann::json comm_delta(const Communicator& world, const CommStats& before);
 
+/// What the 3D and the mini-batch trainers derive alike from the options: the loader's options, the model
+/// (in / out from the file) and how its layers run (--overlap, --comm-dtype, --no-fuse).
+Load3DOptions load_3d_options(const TrainOptions& options);
+ModelConfig model_config(const TrainOptions& options, const GraphMeta& meta);
+Model3DOptions model_3d_options(const TrainOptions& options);
+
 /// Collective over the replica: a full-graph evaluation forward of the 3D model; sets r's train, valid and
 /// test accuracy and returns the logits block.
 Matrix<float> evaluate_3d(GcnModel3D& model, const LayerComms& out_comms, const Graph3D& g, int64_t epoch,

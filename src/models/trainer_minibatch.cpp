@@ -82,17 +82,9 @@ TrainResult train_minibatch(const TrainOptions& options, const Communicator& wor
     }
     world.check(problem.empty(), problem);
   }
-  Load3DOptions load;
-  load.hidden.assign(size_t(std::max(0, options.model.layers - 1)), options.model.hidden);
-  load.permute = options.permute;
-  load.seed = options.model.seed;
-  load.normalize_features = options.normalize_features;
-  const Graph3D g = load_graph_3d(reader, grid, load);
-  ModelConfig config = options.model;
-  config.in = reader.meta().num_features;
-  config.out = reader.meta().num_classes;
-  GcnModel3D model(grid, g, config,
-                   Model3DOptions{options.overlap ? 4 : 0, options.comm_dtype, options.fuse});
+  const Graph3D g = load_graph_3d(reader, grid, load_3d_options(options));
+  const ModelConfig config = model_config(options, reader.meta());
+  GcnModel3D model(grid, g, config, model_3d_options(options));
   Adam optimizer(model.parameters(), options.optimizer);
   const MinibatchBuilder builder(grid, g, batch);
   const int64_t n = reader.meta().num_nodes, replicas = shape.d;

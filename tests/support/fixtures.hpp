@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Graph files the distributed tests share: a scratch directory every rank agrees on, and a small contextual
+// SBM whose sizes divide by nothing in particular (padding on every grid). Collective on first use.
+#pragma once
+
+#include <mpi.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <string>
+
+#include "tessera/comm/communicator.hpp"
+#include "tessera/graph/synth.hpp"
+
+namespace tessera::fixtures {
+
+/// A fresh directory under /tmp made by rank 0, its name broadcast to all ranks.
+inline const std::string& scratch_dir() {
+  static std::string dir;
+  if (dir.empty()) {
+    char path[256] = {};
+    if (Communicator::world().rank() == 0) {
+      std::snprintf(path, sizeof(path), "/tmp/tessera-test-XXXXXX");
+      if (!mkdtemp(path)) path[0] = '\0';
+    }
+    MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
+    dir = path;
+  }
+  return dir;
+}
+
+/// 301 nodes, 1,500 edges drawn, 11 features, 5 classes, strong feature signal.
+inline const std::string& small_csbm_file() {
+  static std::string path;
+  if (path.empty()) {
+    path = scratch_dir() + "/csbm.h5";
+    SynthOptions o;
+    o.num_nodes = 301;
+    o.num_edges = 1500;
+    o.num_features = 11;
+    o.num_classes = 5;
+    o.seed = 9;
+    o.feature_signal = 0.5;
+    generate_synthetic(o, path, Communicator::world());
+  }
+  return path;
+}
+
+}  // namespace tessera::fixtures
