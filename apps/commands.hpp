@@ -21,6 +21,9 @@ void add_bench_command(CLI::App& app, Command& selected);
 /// `tessera info FILE`
 void add_info_command(CLI::App& app, Command& selected);
 
+/// `tessera partition --data F --parts K --method metis|random`
+void add_partition_command(CLI::App& app, Command& selected);
+
 /// `tessera plan --data F --ranks G ...`
 void add_plan_command(CLI::App& app, Command& selected);
 

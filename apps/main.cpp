@@ -9,7 +9,9 @@
 #include "tessera/core/runtime.hpp"
 
 int main(int argc, char** argv) {
-  return tessera::run_main(argc, argv, MPI_THREAD_FUNNELED, [](int argc, char** argv) {
+  // MPI_THREAD_MULTIPLE: --mode sampled's worker thread communicates. An MPI that provides less still runs
+  // every other mode; the sampled trainer checks the level it got.
+  return tessera::run_main(argc, argv, MPI_THREAD_MULTIPLE, [](int argc, char** argv) {
     const tessera::Communicator world = tessera::Communicator::world();
     CLI::App app("Tessera: distributed graph neural network training", "tessera");
     app.require_subcommand(1);
@@ -19,6 +21,7 @@ int main(int argc, char** argv) {
     tessera::app::add_train_command(app, selected);
     tessera::app::add_bench_command(app, selected);
     tessera::app::add_plan_command(app, selected);
+    tessera::app::add_partition_command(app, selected);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "commands.hpp"
@@ -14,7 +15,8 @@ void add_train_command(CLI::App& app, Command& selected) {
     TrainOptions options;
     std::string model = "gcn", norm = "none", optimizer = "adam", permute = "double", comm_dtype = "f32";
     std::string mode = "full";
-    bool no_sampler_thread = false, no_fuse = false;
+    bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false;
+    std::string prefetch_policy = "periodic";
     int layers = 2;
     int64_t hidden = 16;
     float dropout = 0.5f, input_dropout = -1.0f, lr = 0.01f, weight_decay = 5e-4f;
@@ -32,10 +34,39 @@ void add_train_command(CLI::App& app, Command& selected) {
                   "--grid auto: a file from tessera bench comm/spmm --fit");
   cmd->add_flag("--overlap", a->options.overlap,
                 "3D: overlap each SpMM's all-reduce with the SpMM, in row chunks");
-  cmd->add_option("--mode", a->mode, "full (one rank or 3D grid) or minibatch (4D grid DxXxYxZ)")
+  cmd->add_option("--mode", a->mode,
+                  "full (one rank or 3D grid), minibatch (4D grid DxXxYxZ) or sampled (partition-parallel "
+                  "neighbour sampling, one replica per rank)")
       ->capture_default_str();
   cmd->add_option("--batch-size", a->options.batch_size,
-                  "minibatch: vertices per sample, a count (1024) or a fraction of the nodes (0.1)");
+                  "minibatch: vertices per sample, a count (1024) or a fraction of the nodes (0.1); sampled: "
+                  "seeds per rank per step (default 1024)");
+  SampledOptions& s = a->options.sampling;
+  cmd->add_option("--partition", s.partition,
+                  "sampled: /partition/NAME from tessera partition (default metis-RANKS; block on one rank), "
+                  "or block (contiguous file ids)");
+  cmd->add_option("--fanouts", s.fanouts,
+                  "sampled: neighbours per layer, input layer first (default 10 each)");
+  cmd->add_option("--prefetch-policy", a->prefetch_policy,
+                  "sampled: none, static, periodic, adaptive or external (see README)")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-fraction", s.fraction, "sampled: cache rows as a fraction of the halo")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-alpha", s.alpha, "sampled: per-step score decay of cached rows")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-interval", s.interval,
+                  "sampled: steps between evictions (periodic) and per window")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-agent", s.agent,
+                  "sampled, external: command that answers observations (JSON lines)");
+  cmd->add_option("--prefetch-agent-timeout", s.agent_timeout_s,
+                  "sampled, external: seconds to wait for an answer before falling back to periodic")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefetch-thread", a->no_prefetch_thread,
+                "sampled: prepare each step when it is needed instead of during the previous one");
+  cmd->add_option("--simulate-network", s.simulate_network,
+                  "sampled, BENCHMARKS ONLY: LAT_US,GBPS - also wait as long as each exchange would take on "
+                  "that network (e.g. 2,25)");
   cmd->add_option("--steps-per-epoch", a->options.steps_per_epoch,
                   "minibatch: steps per epoch (default: nodes / (batch size x D), rounded up)");
   cmd->add_flag("--no-sampler-thread", a->no_sampler_thread,
@@ -86,12 +117,25 @@ void add_train_command(CLI::App& app, Command& selected) {
         a->options.optimizer.kind = parse_optimizer(a->optimizer);
         a->options.permute = parse_permute_mode(a->permute.c_str());
         a->options.comm_dtype = parse_comm_dtype(a->comm_dtype);
-        require(a->mode == "full" || a->mode == "minibatch", "--mode: expected full or minibatch, got '",
-                a->mode, "'");
+        require(a->mode == "full" || a->mode == "minibatch" || a->mode == "sampled",
+                "--mode: expected full, minibatch or sampled, got '", a->mode, "'");
         a->options.minibatch = a->mode == "minibatch";
+        a->options.sampled = a->mode == "sampled";
+        SampledOptions& s = a->options.sampling;
+        s.policy = parse_prefetch_policy(a->prefetch_policy);
+        s.thread = !a->no_prefetch_thread;
+        if (a->options.sampled && !a->options.batch_size.empty()) {
+          char* end = nullptr;
+          const long long b = std::strtoll(a->options.batch_size.c_str(), &end, 10);
+          require(*end == '\0' && b >= 1,
+                  "--batch-size: --mode sampled takes a count of seeds per rank, not '",
+                  a->options.batch_size, "'");
+          s.batch_size = b;
+        }
         a->options.sampler_thread = !a->no_sampler_thread;
         a->options.fuse = !a->no_fuse;
-        require(a->options.minibatch || a->options.batch_size.empty(), "--batch-size needs --mode minibatch");
+        require(a->options.minibatch || a->options.sampled || a->options.batch_size.empty(),
+                "--batch-size needs --mode minibatch or sampled");
         require(!a->options.minibatch || !a->options.batch_size.empty(),
                 "--mode minibatch needs --batch-size");
         a->options.optimizer.lr = a->lr;

@@ -12,6 +12,7 @@ endif()
 find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
+find_package(METIS REQUIRED)
 if(NOT TARGET tessera_hdf5)
   # FindHDF5's imported target differs between CMake versions; wrap its variables in one target.
   add_library(tessera_hdf5 INTERFACE IMPORTED)

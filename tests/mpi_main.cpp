@@ -28,7 +28,7 @@ class FailurePrinter : public testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
-  tessera::Runtime runtime(argc, argv, MPI_THREAD_FUNNELED);
+  tessera::Runtime runtime(argc, argv, MPI_THREAD_MULTIPLE);
   if (runtime.world_rank() != 0) {
     testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());

@@ -64,10 +64,10 @@ Communicator Communicator::split(int color, int key) const {
   return Communicator(out, true, stats_);
 }
 
-Communicator Communicator::dup() const {
+Communicator Communicator::dup(bool share_stats) const {
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_dup(comm_, &out), "MPI_Comm_dup");
-  return Communicator(out, true, stats_);
+  return Communicator(out, true, share_stats ? stats_ : std::make_shared<CommStats>());
 }
 
 void Communicator::barrier() const {

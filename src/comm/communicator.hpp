@@ -33,8 +33,10 @@ class Communicator {
 
   /// Collective: ranks with the same color form a communicator, ordered by key.
   Communicator split(int color, int key) const;
-  /// Collective: the same group with its own context (for a worker thread's traffic), same stats.
-  Communicator dup() const;
+  /// Collective: the same group with its own context (for a worker thread's traffic). With share_stats
+  /// false it counts into fresh CommStats: CommStats is not thread-safe, so a communicator used by another
+  /// thread must not share them.
+  Communicator dup(bool share_stats = true) const;
   void barrier() const;
 
   /// Collective check: if `ok` is false on any rank, every rank throws CollectiveError carrying the

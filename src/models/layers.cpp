@@ -22,6 +22,11 @@ namespace {
 // One rank holds whole rows and features: nothing to reduce.
 template <class Scalar>
 void local_sum(const Vector<Scalar>&) {}
+
+template <class View>
+View leading_rows(const View& m, int64_t rows) {
+  return View(Kokkos::subview(m, std::make_pair(int64_t(0), rows), Kokkos::ALL()));
+}
 }  // namespace
 
 template <class Scalar>
@@ -63,14 +68,23 @@ std::vector<Parameter<Scalar>*> GnnLayer<Scalar>::parameters() {
 }
 
 template <class Scalar>
-void GnnLayer<Scalar>::ensure_buffers(int64_t rows) {
-  if (int64_t(out_.extent(0)) == rows) return;
+void GnnLayer<Scalar>::ensure_buffers(int64_t rows_in, int64_t rows_out) {
+  if (rows_in == rows_in_ && rows_out == rows_out_) return;
   aggregated_input_ = nullptr;
+  rows_in_ = rows_in;
+  rows_out_ = rows_out;
+  // Sampled blocks change size every step: buffers grow with headroom and are used by leading rows.
+  auto fit = [](Matrix<Scalar>& capacity, const std::string& name, int64_t rows, int64_t cols) {
+    if (int64_t(capacity.extent(0)) < rows || int64_t(capacity.extent(1)) != cols)
+      capacity = Matrix<Scalar>(name, size_t(rows + rows / 4), size_t(cols));
+    return Matrix<Scalar>(Kokkos::subview(capacity, std::make_pair(int64_t(0), rows), Kokkos::ALL()));
+  };
   const int64_t mid_width = transform_first_ ? shape_.out : shape_.in;
-  mid_ = Matrix<Scalar>("layer.mid", size_t(rows), size_t(mid_width));
-  grad_mid_ = Matrix<Scalar>("layer.grad_mid", size_t(rows), size_t(mid_width));
-  out_ = Matrix<Scalar>("layer.out", size_t(rows), size_t(shape_.out));
-  grad_in_ = Matrix<Scalar>("layer.grad_in", size_t(rows), size_t(shape_.in));
+  const int64_t mid_rows = transform_first_ ? rows_in : rows_out;
+  mid_ = fit(mid_capacity_, "layer.mid", mid_rows, mid_width);
+  grad_mid_ = fit(grad_mid_capacity_, "layer.grad_mid", mid_rows, mid_width);
+  out_ = fit(out_capacity_, "layer.out", rows_out, shape_.out);
+  grad_in_ = fit(grad_in_capacity_, "layer.grad_in", rows_in, shape_.in);
 }
 
 template <class Scalar>
@@ -78,7 +92,11 @@ Matrix<Scalar> GnnLayer<Scalar>::forward(const GraphOps<Scalar>& ops, const Matr
                                          const PassInfo& pass) {
   require(int64_t(in.extent(1)) == shape_.in, "layer ", index_, ": input has ", in.extent(1),
           " features, expected ", shape_.in);
-  ensure_buffers(int64_t(in.extent(0)));
+  const int64_t rows_out = ops.aggregate.matrix().num_rows;
+  require(ops.aggregate.matrix().num_cols == int64_t(in.extent(0)) && rows_out <= int64_t(in.extent(0)),
+          "layer ", index_, ": the aggregation is ", rows_out, "x", ops.aggregate.matrix().num_cols,
+          " but the input has ", in.extent(0), " rows");
+  ensure_buffers(int64_t(in.extent(0)), rows_out);
   input_ = in;
   const Matrix<const Scalar> w = weight_.matrix();
   if (transform_first_) {  // mid = H W, out = A mid
@@ -89,8 +107,9 @@ Matrix<Scalar> GnnLayer<Scalar>::forward(const GraphOps<Scalar>& ops, const Matr
     aggregated_input_ = static_input_ ? in.data() : nullptr;
     gemm<Scalar>(Trans::No, Trans::No, Scalar(1), mid_, w, Scalar(0), out_);
   }
-  if (kind_ == ModelKind::Sage)
-    gemm<Scalar>(Trans::No, Trans::No, Scalar(1), in, root_weight_.matrix(), Scalar(1), out_);
+  if (kind_ == ModelKind::Sage)  // the destination nodes are the input's leading rows
+    gemm<Scalar>(Trans::No, Trans::No, Scalar(1), leading_rows(in, rows_out), root_weight_.matrix(),
+                 Scalar(1), out_);
 
   const bool hidden = !shape_.last;
   Dropout dropout;
@@ -131,10 +150,13 @@ Matrix<Scalar> GnnLayer<Scalar>::backward(const GraphOps<Scalar>& ops, const Mat
       ops.aggregate_transpose.apply(grad_mid_, grad_in_);
     }
   }
-  if (kind_ == ModelKind::Sage) {  // out += H W_root: gW_root = H^T g_out; gH += g_out W_root^T
-    gemm<Scalar>(Trans::Yes, Trans::No, Scalar(1), input_, grad_out, Scalar(0), root_weight_.grad_matrix());
+  if (kind_ == ModelKind::Sage) {  // out += H_dst W_root: gW_root = H_dst^T g_out; gH_dst += g_out W_root^T
+    const int64_t rows_out = int64_t(grad_out.extent(0));
+    gemm<Scalar>(Trans::Yes, Trans::No, Scalar(1), leading_rows(input_, rows_out), grad_out, Scalar(0),
+                 root_weight_.grad_matrix());
     if (want_input_grad)
-      gemm<Scalar>(Trans::No, Trans::Yes, Scalar(1), grad_out, root_weight_.matrix(), Scalar(1), grad_in_);
+      gemm<Scalar>(Trans::No, Trans::Yes, Scalar(1), grad_out, root_weight_.matrix(), Scalar(1),
+                   leading_rows(grad_in_, rows_out));
   }
   return grad_in_;
 }

@@ -20,12 +20,13 @@ enum class ModelKind { Gcn, Sage };
 ModelKind parse_model_kind(const std::string& name);
 const char* model_kind_name(ModelKind kind);
 
-/// The aggregation operator of the model and its explicit transpose (GCN: A_hat; SAGE: D^-1 A).
+/// The aggregation operator of the model and its explicit transpose (GCN: A_hat; SAGE: D^-1 A). On a
+/// sampled block it is rectangular: rows are the layer's output nodes, which are the input's leading rows.
 template <class Scalar>
 struct GraphOps {
   CsrSpmm<Scalar> aggregate;
   CsrSpmm<Scalar> aggregate_transpose;
-  int64_t num_nodes = 0;
+  int64_t num_nodes = 0;  // output rows (the norm's statistics count)
 };
 
 /// What a forward or backward pass needs to know besides its inputs.
@@ -62,7 +63,7 @@ class GnnLayer {
   uint64_t dropout_stream(int64_t epoch) const;
 
  private:
-  void ensure_buffers(int64_t rows);
+  void ensure_buffers(int64_t rows_in, int64_t rows_out);
   ModelKind kind_;
   int index_;
   LayerShape shape_;
@@ -72,8 +73,10 @@ class GnnLayer {
   const Scalar* aggregated_input_ = nullptr;       // input whose aggregation mid_ holds (static input only)
   Parameter<Scalar> weight_, root_weight_, bias_;  // root_weight_: GraphSAGE only
   FeatureNorm<Scalar> norm_;
-  Matrix<const Scalar> input_;  // the forward input, kept for backward
-  Matrix<Scalar> mid_, out_, grad_mid_, grad_in_;
+  Matrix<const Scalar> input_;                     // the forward input, kept for backward
+  Matrix<Scalar> mid_, out_, grad_mid_, grad_in_;  // leading rows of the capacity buffers
+  Matrix<Scalar> mid_capacity_, out_capacity_, grad_mid_capacity_, grad_in_capacity_;
+  int64_t rows_in_ = -1, rows_out_ = -1;
 };
 
 }  // namespace tessera

@@ -39,19 +39,30 @@ GnnModel<Scalar>::GnnModel(const ModelConfig& config) : config_(config) {
 template <class Scalar>
 Matrix<Scalar> GnnModel<Scalar>::forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& features,
                                          const PassInfo& pass) {
+  return forward(std::vector<const GraphOps<Scalar>*>(layers_.size(), &ops), features, pass);
+}
+
+template <class Scalar>
+Matrix<Scalar> GnnModel<Scalar>::forward(const std::vector<const GraphOps<Scalar>*>& ops,
+                                         const Matrix<const Scalar>& features, const PassInfo& pass) {
+  require(ops.size() == layers_.size(), "model: ", ops.size(), " aggregation operators for ", layers_.size(),
+          " layers");
   Matrix<const Scalar> h = features;
   if (pass.training && config_.input_dropout > 0) {
-    if (dropped_input_.extent(0) != features.extent(0) || dropped_input_.extent(1) != features.extent(1))
-      dropped_input_ = Matrix<Scalar>("input_dropout", features.extent(0), features.extent(1));
-    Kokkos::deep_copy(dropped_input_, features);
+    const size_t rows = features.extent(0), cols = features.extent(1);
+    if (dropped_input_.extent(0) < rows || dropped_input_.extent(1) != cols)
+      dropped_input_ = Matrix<Scalar>("input_dropout", rows + rows / 4, cols);
+    const Matrix<Scalar> dropped(
+        Kokkos::subview(dropped_input_, std::make_pair(size_t(0), rows), Kokkos::ALL()));
+    Kokkos::deep_copy(dropped, features);
     bias_relu_dropout_forward<Scalar>(
-        dropped_input_, Vector<const Scalar>(), false,
+        dropped, Vector<const Scalar>(), false,
         Dropout(config_.input_dropout, pass.seed, streams::input_dropout(pass.epoch)));
-    h = dropped_input_;
+    h = dropped;
   }
   Matrix<Scalar> out;
-  for (auto& layer : layers_) {
-    out = layer->forward(ops, h, pass);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    out = layers_[l]->forward(*ops[l], h, pass);
     h = out;
   }
   return out;
@@ -65,9 +76,15 @@ void GnnModel<Scalar>::set_static_features(bool value) {
 template <class Scalar>
 void GnnModel<Scalar>::backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits,
                                 const PassInfo& pass) {
+  backward(std::vector<const GraphOps<Scalar>*>(layers_.size(), &ops), grad_logits, pass);
+}
+
+template <class Scalar>
+void GnnModel<Scalar>::backward(const std::vector<const GraphOps<Scalar>*>& ops,
+                                const Matrix<Scalar>& grad_logits, const PassInfo& pass) {
   Matrix<Scalar> grad = grad_logits;
   for (int l = int(layers_.size()) - 1; l >= 0; --l)
-    grad = layers_[size_t(l)]->backward(ops, grad, l > 0, pass);
+    grad = layers_[size_t(l)]->backward(*ops[size_t(l)], grad, l > 0, pass);
 }
 
 template <class Scalar>

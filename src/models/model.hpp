@@ -36,6 +36,13 @@ class GnnModel {
   /// Sets every parameter's gradient from dL/d logits (overwritten). Layer 0 computes no input gradient.
   void backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits, const PassInfo& pass);
 
+  /// The same on sampled blocks: layer l aggregates with *ops[l] (rows: its output nodes, the leading rows
+  /// of its input); the logits are the last block's output rows.
+  Matrix<Scalar> forward(const std::vector<const GraphOps<Scalar>*>& ops,
+                         const Matrix<const Scalar>& features, const PassInfo& pass);
+  void backward(const std::vector<const GraphOps<Scalar>*>& ops, const Matrix<Scalar>& grad_logits,
+                const PassInfo& pass);
+
   /// Promise that the features passed to forward never change (the trainer's case): without input dropout
   /// the first layer then aggregates them once instead of every pass.
   void set_static_features(bool value);
@@ -49,7 +56,7 @@ class GnnModel {
  private:
   ModelConfig config_;
   std::vector<std::unique_ptr<GnnLayer<Scalar>>> layers_;
-  Matrix<Scalar> dropped_input_;
+  Matrix<Scalar> dropped_input_;  // capacity; the input dropout uses its leading rows
 };
 
 }  // namespace tessera

@@ -207,6 +207,7 @@ void keep_step(GnnModel<float>& model, const Matrix<float>& logits, TrainResult&
 }
 
 TrainResult train_full_graph(const TrainOptions& options, const Communicator& world) {
+  if (options.sampled) return train_sampled(options, world);
   if (options.minibatch) return train_minibatch(options, world);
   if (!options.grid.empty() || world.size() > 1) return train_3d(options, world);
   check_train_options(options, world);

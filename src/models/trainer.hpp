@@ -14,8 +14,24 @@
 #include "tessera/graph/permutation.hpp"
 #include "tessera/models/model.hpp"
 #include "tessera/models/optimizer.hpp"
+#include "tessera/prefetch/controller.hpp"
 
 namespace tessera {
+
+/// Partition-parallel neighbour-sampled training (DESIGN §6): --mode sampled.
+struct SampledOptions {
+  std::string partition;  // /partition/<name>; empty: metis-<ranks> (block on one rank); "block": file order
+  std::string fanouts;    // "15,10,5", input layer first; empty: 10 per layer
+  int64_t batch_size = 1024;  // seeds per rank per step
+  PrefetchPolicy policy = PrefetchPolicy::Periodic;
+  double fraction = 0.25;        // cache capacity, a fraction of the halo
+  double alpha = 0.05;           // per-step score decay
+  int64_t interval = 16;         // Delta: steps between evictions / a controller window
+  std::string agent;             // external controller command
+  double agent_timeout_s = 5;    // external: wait per window's answer before falling back to periodic
+  bool thread = true;            // prepare step t + 1 on a worker thread (needs MPI_THREAD_MULTIPLE)
+  std::string simulate_network;  // "LAT_US,GBPS": benchmarks only
+};
 
 struct TrainOptions {
   std::string data;
@@ -30,8 +46,10 @@ struct TrainOptions {
   std::string batch_size;       // a count ("1024") or a fraction of the nodes ("0.25")
   int64_t steps_per_epoch = 0;  // 0: N / (B * D) rounded up, so an epoch sees about N vertices
   bool sampler_thread = true;   // build step t + 1's batch while step t trains
-  bool fuse = true;             // 3D: bias + norm + ReLU + dropout fused into the norm's passes
-  ModelConfig model;            // in / out are taken from the data
+  bool sampled = false;         // --mode sampled
+  SampledOptions sampling;
+  bool fuse = true;   // 3D: bias + norm + ReLU + dropout fused into the norm's passes
+  ModelConfig model;  // in / out are taken from the data
   AdamSettings optimizer;
   int64_t epochs = 200;
   bool normalize_features = false;
@@ -60,10 +78,13 @@ struct TrainResult {
   // With keep_last_step: the last training step's logits (nodes x classes, node order) and every
   // parameter's gradient of that step (before the optimizer), global layout, in final_weights order.
   std::vector<float> last_logits, last_gradients;
+  // Sampled mode, summed over ranks and the run: what the feature cache saved.
+  int64_t remote_rows = 0, cache_hits = 0, fetched_rows = 0, fetched_bytes = 0, evictions = 0;
 };
 
 /// Collective over world: one rank without --grid (GCN or GraphSAGE), else the 3D grid (GCN); with
-/// options.minibatch, mini-batches on the 4D grid (GCN).
+/// options.minibatch, mini-batches on the 4D grid (GCN); with options.sampled, partition-parallel
+/// neighbour-sampled training (GCN or GraphSAGE, one replica per rank).
 /// Throws Error / CollectiveError on bad input.
 TrainResult train_full_graph(const TrainOptions& options, const Communicator& world);
 

@@ -46,8 +46,10 @@ Model3DOptions model_3d_options(const TrainOptions& options);
 Matrix<float> evaluate_3d(GcnModel3D& model, const LayerComms& out_comms, const Graph3D& g, int64_t epoch,
                           EpochRecord& r);
 
-/// The 3D trainer (trainer3d.cpp) and the 4D mini-batch trainer (trainer_minibatch.cpp).
+/// The 3D trainer (trainer3d.cpp), the 4D mini-batch trainer (trainer_minibatch.cpp) and the
+/// partition-parallel sampled trainer (trainer_sampled.cpp).
 TrainResult train_3d(const TrainOptions& options, const Communicator& world);
 TrainResult train_minibatch(const TrainOptions& options, const Communicator& world);
+TrainResult train_sampled(const TrainOptions& options, const Communicator& world);
 
 }  // namespace tessera

@@ -79,8 +79,9 @@ std::vector<int64_t> FeatureCache::lookup(const std::vector<int64_t>& nodes) {
 
 FeatureCache::Replacement FeatureCache::plan_eviction() const {
   Replacement plan;
+  // A slot hit in this step is in use: its restore is only pending until end_step().
   for (size_t s = 0; s < score_.size(); ++s)
-    if (score_[s] < threshold_) plan.slots.push_back(int64_t(s));
+    if (score_[s] < threshold_ && !hit_[s]) plan.slots.push_back(int64_t(s));
   if (plan.slots.empty()) return plan;
   // The most-missed halo nodes that are not cached, ties by lower id.
   std::vector<size_t> candidates;

@@ -41,8 +41,9 @@ class FeatureCache {
   std::vector<int64_t> lookup(const std::vector<int64_t>& nodes);
   const float* row(int64_t slot) const { return &rows_[size_t(slot * dim_)]; }
 
-  /// The eviction plan of this step (empty unless `evict`): slots whose score fell below (1 - alpha)^Delta,
-  /// paired with the most-missed uncached halo nodes (ties by lower id), at most one per slot.
+  /// The eviction plan of this step: slots whose score fell below (1 - alpha)^Delta and that this step's
+  /// lookup did not hit, paired with the most-missed uncached halo nodes (ties by lower id), at most one per
+  /// slot.
   struct Replacement {
     std::vector<int64_t> slots, nodes;
   };

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/timer.hpp"
+#include "tessera/graph/partition.hpp"
+
+namespace tessera::app {
+
+void add_partition_command(CLI::App& app, Command& selected) {
+  struct Args {
+    std::string data, method = "metis", name;
+    int64_t parts = 0;
+    uint64_t seed = 1;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "partition", "Partition a graph file for --mode sampled (one part per rank), stored in the file");
+  cmd->add_option("--data", a->data, "Tessera .h5 graph file (the partition is added to it)")->required();
+  cmd->add_option("--parts", a->parts, "Number of parts (the rank count of the training job)")->required();
+  cmd->add_option("--method", a->method, "metis (k-way, balanced by nodes and training nodes) or random")
+      ->capture_default_str();
+  cmd->add_option("--name", a->name, "Stored as /partition/NAME (default: METHOD-PARTS)");
+  cmd->add_option("--seed", a->seed, "random: the permutation's seed")->capture_default_str();
+  cmd->callback([&selected, a] {
+    selected = [a](const Communicator& world) {
+      std::string invalid;
+      PartitionMethod method = PartitionMethod::Metis;
+      try {
+        method = parse_partition_method(a->method);
+      } catch (const Error& e) {
+        invalid = e.what();
+      }
+      world.check(invalid.empty(), invalid);
+      const std::string name = a->name.empty() ? a->method + "-" + std::to_string(a->parts) : a->name;
+      Stopwatch watch;
+      PartitionReport report;
+      // METIS is serial: rank 0 partitions and writes, the others wait for its verdict.
+      world.run_on(0, [&] {
+        const std::vector<int32_t> part = compute_partition(a->data, a->parts, method, a->seed);
+        report = evaluate_partition(a->data, part, a->parts);
+        write_partition(a->data, name, part, a->parts, method, report);
+      });
+      char line[512];
+      std::snprintf(
+          line, sizeof(line),
+          "wrote /partition/%s to %s: %lld parts (%s), edge cut %lld of %lld edges (%.1f%%), node balance "
+          "%.3f, training-node balance %.3f (%.1f s)",
+          name.c_str(), a->data.c_str(), (long long)report.parts, a->method.c_str(),
+          (long long)report.cut_edges, (long long)report.edges,
+          report.edges > 0 ? 100.0 * double(report.cut_edges) / double(report.edges) : 0.0,
+          report.node_balance, report.train_balance, watch.seconds());
+      log_line(line);
+      return 0;
+    };
+  });
+}
+
+}  // namespace tessera::app

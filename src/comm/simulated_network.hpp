@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// --simulate-network LAT_US,GBPS, for benchmarks only: after each exchange a rank sleeps as long as its
+// messages would take on a network of that latency and bandwidth, so one shared-memory machine can show
+// what fewer remote bytes save on a real interconnect. The model (documented in the README): an exchange
+// costs latency per peer it talks to plus max(bytes sent, bytes received) / bandwidth; a ring all-reduce
+// of B bytes on P ranks costs 2(P-1) latencies plus 2(P-1)/P * B / bandwidth. Off by default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/collectives.hpp"
+
+namespace tessera {
+
+struct SimulatedNetwork {
+  double latency_s = 0;    // per message
+  double bytes_per_s = 0;  // 0: off
+  bool enabled() const { return bytes_per_s > 0; }
+  /// "2,25": 2 microseconds, 25 GB/s (a 200 Gb/s Slingshot-class link). Empty: off. Throws Error naming
+  /// the flag on malformed text.
+  static SimulatedNetwork parse(const std::string& text);
+  std::string describe() const;
+
+  double exchange_seconds(const std::vector<int64_t>& sent_bytes, const std::vector<int64_t>& received_bytes,
+                          int self) const;
+  double all_reduce_seconds(int64_t bytes, int ranks) const;
+  /// Sleeps for `seconds` when enabled (busy-free).
+  void delay(double seconds) const;
+};
+
+/// exchange_buckets followed by the simulated network's delay for what this rank sent and received.
+template <class T>
+std::vector<T> exchange_buckets_on(const Communicator& comm, const std::vector<std::vector<T>>& buckets,
+                                   const std::string& phase, const SimulatedNetwork& network,
+                                   std::vector<int64_t>* recv_counts = nullptr) {
+  std::vector<int64_t> counts;
+  std::vector<T> out = exchange_buckets(comm, buckets, phase, &counts);
+  if (network.enabled()) {
+    std::vector<int64_t> sent(buckets.size()), received(counts.size());
+    for (size_t r = 0; r < buckets.size(); ++r) {
+      sent[r] = int64_t(buckets[r].size() * sizeof(T));
+      received[r] = counts[r] * int64_t(sizeof(T));
+    }
+    network.delay(network.exchange_seconds(sent, received, comm.rank()));
+  }
+  if (recv_counts) *recv_counts = std::move(counts);
+  return out;
+}
+
+}  // namespace tessera

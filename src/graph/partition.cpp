@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/graph/partition.hpp"
+
+#include <metis.h>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/random.hpp"
+#include "tessera/graph/graph_file.hpp"
+
+namespace tessera {
+
+PartitionMethod parse_partition_method(const std::string& name) {
+  if (name == "metis") return PartitionMethod::Metis;
+  if (name == "random") return PartitionMethod::Random;
+  fail("--method must be metis or random, not '", name, "'");
+}
+
+const char* partition_method_name(PartitionMethod method) {
+  return method == PartitionMethod::Metis ? "metis" : "random";
+}
+
+namespace {
+
+struct WholeGraph {
+  std::vector<int64_t> indptr, indices;
+  std::vector<uint8_t> train;  // per node
+  bool has_train = false;
+};
+
+WholeGraph read_whole(const std::string& path) {
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  const GraphFileReader reader(self, path);
+  const int64_t n = reader.meta().num_nodes;
+  WholeGraph g;
+  g.indptr = reader.read_indptr(0, n + 1);
+  g.indices = reader.read_indices(0, g.indptr.back());
+  g.train.assign(size_t(n), 0);
+  for (const SplitInfo& s : reader.splits())
+    if (s.name == "train") {
+      g.has_train = s.size > 0;
+      for (int64_t v : reader.read_split("train", 0, s.size)) g.train[size_t(v)] = 1;
+    }
+  return g;
+}
+
+// Undirected adjacency without self loops or duplicates, in METIS's 32-bit CSR.
+void symmetrize(const WholeGraph& g, const std::string& path, std::vector<idx_t>& xadj,
+                std::vector<idx_t>& adjncy) {
+  const int64_t n = int64_t(g.indptr.size()) - 1;
+  std::vector<int64_t> count(size_t(n), 0);
+  for (int64_t v = 0; v < n; ++v)
+    for (int64_t k = g.indptr[size_t(v)]; k < g.indptr[size_t(v + 1)]; ++k)
+      if (g.indices[size_t(k)] != v) {
+        ++count[size_t(v)];
+        ++count[size_t(g.indices[size_t(k)])];
+      }
+  int64_t total = 0;
+  for (int64_t c : count) total += c;
+  require(
+      total < int64_t(std::numeric_limits<idx_t>::max()) && n < int64_t(std::numeric_limits<idx_t>::max()),
+      path, ": ", total,
+      " symmetric edges are too many for this METIS build (32-bit indices); use --method "
+      "random");
+  std::vector<int64_t> start(size_t(n + 1), 0);
+  for (int64_t v = 0; v < n; ++v) start[size_t(v + 1)] = start[size_t(v)] + count[size_t(v)];
+  std::vector<idx_t> all(static_cast<size_t>(total));
+  std::vector<int64_t> at(start.begin(), start.end() - 1);
+  for (int64_t v = 0; v < n; ++v)
+    for (int64_t k = g.indptr[size_t(v)]; k < g.indptr[size_t(v + 1)]; ++k) {
+      const int64_t u = g.indices[size_t(k)];
+      if (u == v) continue;
+      all[size_t(at[size_t(v)]++)] = idx_t(u);
+      all[size_t(at[size_t(u)]++)] = idx_t(v);
+    }
+  xadj.assign(size_t(n + 1), 0);
+  adjncy.clear();
+  adjncy.reserve(size_t(total));
+  for (int64_t v = 0; v < n; ++v) {
+    auto first = all.begin() + start[size_t(v)], last = all.begin() + start[size_t(v + 1)];
+    std::sort(first, last);
+    last = std::unique(first, last);
+    adjncy.insert(adjncy.end(), first, last);
+    xadj[size_t(v + 1)] = idx_t(adjncy.size());
+  }
+}
+
+std::vector<int32_t> metis_parts(const WholeGraph& g, const std::string& path, int64_t parts) {
+  std::vector<idx_t> xadj, adjncy;
+  symmetrize(g, path, xadj, adjncy);
+  idx_t n = idx_t(xadj.size() - 1), ncon = g.has_train ? 2 : 1, nparts = idx_t(parts), objval = 0;
+  std::vector<idx_t> vwgt(size_t(n) * size_t(ncon), 1);
+  if (g.has_train)
+    for (idx_t v = 0; v < n; ++v) vwgt[size_t(2 * v + 1)] = g.train[size_t(v)];
+  idx_t options[METIS_NOPTIONS];
+  METIS_SetDefaultOptions(options);
+  options[METIS_OPTION_SEED] = 1;  // the same file gives the same partition
+  std::vector<real_t> ubvec(size_t(ncon), real_t(1.05));
+  std::vector<idx_t> part(size_t(n), 0);
+  const int status = METIS_PartGraphKway(&n, &ncon, xadj.data(), adjncy.data(), vwgt.data(), nullptr, nullptr,
+                                         &nparts, nullptr, ubvec.data(), options, &objval, part.data());
+  require(status == METIS_OK, path, ": METIS_PartGraphKway failed (status ", status, ")");
+  return std::vector<int32_t>(part.begin(), part.end());
+}
+
+std::vector<int32_t> random_parts(int64_t n, int64_t parts, uint64_t seed) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<uint64_t> key(static_cast<size_t>(n));
+  for (int64_t v = 0; v < n; ++v) key[size_t(v)] = splitmix64(seed ^ splitmix64(uint64_t(v)));
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return key[size_t(a)] != key[size_t(b)] ? key[size_t(a)] < key[size_t(b)] : a < b;
+  });
+  std::vector<int32_t> part(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) part[size_t(order[size_t(i)])] = int32_t(i * parts / n);
+  return part;
+}
+
+}  // namespace
+
+std::vector<int32_t> compute_partition(const std::string& path, int64_t parts, PartitionMethod method,
+                                       uint64_t seed) {
+  const WholeGraph g = read_whole(path);
+  const int64_t n = int64_t(g.indptr.size()) - 1;
+  require(parts >= 1, path, ": --parts must be at least 1, not ", parts);
+  require(parts <= n, path, ": --parts ", parts, " is more than the graph's ", n, " nodes");
+  if (parts == 1) return std::vector<int32_t>(size_t(n), 0);
+  return method == PartitionMethod::Metis ? metis_parts(g, path, parts) : random_parts(n, parts, seed);
+}
+
+PartitionReport evaluate_partition(const std::string& path, const std::vector<int32_t>& part, int64_t parts) {
+  const WholeGraph g = read_whole(path);
+  PartitionReport r;
+  r.parts = parts;
+  r.edges = int64_t(g.indices.size());
+  std::vector<int64_t> nodes(size_t(parts), 0), train(size_t(parts), 0);
+  int64_t train_total = 0;
+  for (size_t v = 0; v + 1 < g.indptr.size(); ++v) {
+    ++nodes[size_t(part[v])];
+    train[size_t(part[v])] += g.train[v];
+    train_total += g.train[v];
+    for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
+      r.cut_edges += part[size_t(g.indices[size_t(k)])] != part[v];
+  }
+  const double n = double(g.indptr.size() - 1);
+  r.node_balance = double(*std::max_element(nodes.begin(), nodes.end())) * double(parts) / n;
+  r.train_balance = train_total > 0 ? double(*std::max_element(train.begin(), train.end())) * double(parts) /
+                                          double(train_total)
+                                    : 0.0;
+  return r;
+}
+
+void write_partition(const std::string& path, const std::string& name, const std::vector<int32_t>& part,
+                     int64_t parts, PartitionMethod method, const PartitionReport& report) {
+  require(!name.empty() && name.find('/') == std::string::npos && name[0] != '.', path, ": partition name '",
+          name, "' must be non-empty, without '/' and not start with '.'");
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  prepare_hdf5();
+  const H5Handle file = h5_open_file(self, path, true);
+  const std::string final_name = "/partition/" + name, temp_name = "/partition/.incomplete-" + name;
+  if (h5_exists(file.get(), temp_name)) H5Ldelete(file.get(), temp_name.c_str(), H5P_DEFAULT);
+  {
+    const H5Handle data =
+        h5_create_dataset(file.get(), temp_name, H5T_STD_I32LE, {int64_t(part.size())}, 0, false);
+    h5_write_rows(data.get(), H5T_NATIVE_INT32, 0, int64_t(part.size()), part.data());
+    h5_write_attr(data.get(), "parts", parts);
+    h5_write_attr(data.get(), "method", std::string(partition_method_name(method)));
+    h5_write_attr(data.get(), "cut_edges", report.cut_edges);
+    h5_write_attr(data.get(), "node_balance", report.node_balance);
+    h5_write_attr(data.get(), "train_balance", report.train_balance);
+  }
+  if (h5_exists(file.get(), final_name))
+    require(H5Ldelete(file.get(), final_name.c_str(), H5P_DEFAULT) >= 0, path, ": cannot replace ",
+            final_name);
+  require(
+      H5Lmove(file.get(), temp_name.c_str(), file.get(), final_name.c_str(), H5P_DEFAULT, H5P_DEFAULT) >= 0,
+      path, ": cannot rename ", temp_name, " to ", final_name);
+}
+
+std::vector<int32_t> read_partition(const Communicator& comm, const std::string& path,
+                                    const std::string& name, int64_t expected_parts) {
+  std::vector<int32_t> part;
+  std::string error;
+  try {
+    const Communicator self(MPI_COMM_SELF, false, nullptr);
+    prepare_hdf5();
+    int64_t n = 0;
+    {
+      const GraphFileReader reader(self, path);
+      n = reader.meta().num_nodes;
+    }
+    const H5Handle file = h5_open_file(self, path, false);
+    const std::string dataset = "/partition/" + name;
+    require(h5_exists(file.get(), "/partition") && h5_exists(file.get(), dataset), path, ": no partition '",
+            name, "' (run: tessera partition --data ", path, " --parts ", expected_parts, " --name ", name,
+            ")");
+    const H5Handle data = h5_open_dataset(file.get(), path, dataset);
+    const std::vector<int64_t> shape = h5_shape(data.get());
+    require(shape.size() == 1 && shape[0] == n, path, ": ", dataset, " has ", shape.empty() ? 0 : shape[0],
+            " entries, the graph ", n, " nodes");
+    int64_t parts = 0;
+    require(h5_read_attr(data.get(), "parts", parts), path, ": ", dataset, " has no 'parts' attribute");
+    require(parts == expected_parts, path, ": partition '", name, "' has ", parts,
+            " parts but the job runs on ", expected_parts, " ranks (one part per rank)");
+    part.resize(size_t(n));
+    h5_read_rows(data.get(), H5T_NATIVE_INT32, 0, n, part.data());
+    for (int64_t v = 0; v < n; ++v)
+      require(part[size_t(v)] >= 0 && part[size_t(v)] < parts, path, ": ", dataset, "[", v,
+              "] = ", part[size_t(v)], " is not a part id in [0, ", parts, ")");
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  comm.check(error.empty(), error);
+  return part;
+}
+
+Renumbering renumber_by_part(const std::vector<int32_t>& part, int64_t parts) {
+  Renumbering r;
+  r.begin.assign(size_t(parts + 1), 0);
+  for (int32_t p : part) ++r.begin[size_t(p + 1)];
+  for (int64_t p = 0; p < parts; ++p) r.begin[size_t(p + 1)] += r.begin[size_t(p)];
+  std::vector<int64_t> at(r.begin.begin(), r.begin.end() - 1);
+  r.new_of_old.resize(part.size());
+  for (size_t v = 0; v < part.size(); ++v) r.new_of_old[v] = at[size_t(part[v])]++;
+  return r;
+}
+
+}  // namespace tessera

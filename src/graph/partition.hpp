@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Graph partitions for partition-parallel training (DESIGN §6): one part per rank, computed once by
+// `tessera partition` (METIS k-way, balanced by nodes and by training nodes, or a random balanced split) and
+// stored in the graph file as /partition/<name> (int32 part per node, attributes parts, method, edge_cut).
+// At load nodes are renumbered by (part, file id), so part r owns the contiguous new ids
+// [begin[r], begin[r + 1]) and an owner lookup is a binary search.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/communicator.hpp"
+
+namespace tessera {
+
+enum class PartitionMethod { Metis, Random };
+PartitionMethod parse_partition_method(const std::string& name);
+const char* partition_method_name(PartitionMethod method);
+
+struct PartitionReport {
+  int64_t parts = 0;
+  int64_t cut_edges = 0, edges = 0;  // stored (directed) edges whose ends lie in different parts, all edges
+  double node_balance = 0;           // largest part's nodes / mean
+  double train_balance = 0;          // largest part's training nodes / mean (0 without a train split)
+};
+
+/// Part of every node: METIS on the symmetrized graph without self loops (two balance constraints when
+/// the file has a train split), or a seeded random permutation cut into equal pieces. Serial; reads the
+/// whole graph. Throws Error naming the file on impossible requests (parts < 1 or > nodes, a graph too
+/// large for METIS's 32-bit indices).
+std::vector<int32_t> compute_partition(const std::string& path, int64_t parts, PartitionMethod method,
+                                       uint64_t seed);
+
+/// Edge cut and balance of `part` on the graph in `path`. Serial.
+PartitionReport evaluate_partition(const std::string& path, const std::vector<int32_t>& part, int64_t parts);
+
+/// Writes /partition/<name> into the graph file (serial; replaces a partition of that name). The data goes
+/// to a temporary link that is renamed when complete, so an interrupted write never leaves a partition
+/// that looks valid.
+void write_partition(const std::string& path, const std::string& name, const std::vector<int32_t>& part,
+                     int64_t parts, PartitionMethod method, const PartitionReport& report);
+
+/// Collective: the part of every node from /partition/<name>; CollectiveError naming the file when it is
+/// missing, has another length, another part count than `expected_parts`, or part ids out of range.
+std::vector<int32_t> read_partition(const Communicator& comm, const std::string& path,
+                                    const std::string& name, int64_t expected_parts);
+
+/// Node renumbering by (part, old id): new_of_old[v] and the first new id of each part (parts + 1 entries).
+struct Renumbering {
+  std::vector<int64_t> new_of_old;
+  std::vector<int64_t> begin;
+};
+Renumbering renumber_by_part(const std::vector<int32_t>& part, int64_t parts);
+
+}  // namespace tessera

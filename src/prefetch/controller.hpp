@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Prefetch controllers (DESIGN §6, Rudder): who decides when the feature cache evicts.
+//   none      no cache: every remote row is fetched every step
+//   static    the initial fill only, never evicts
+//   periodic  evicts every Delta steps (MassiveGNN)
+//   adaptive  watches the hit rate over a window of Delta steps: evicts when it has fallen clearly below
+//             its best since the last eviction, or when misses are rising; at least Delta / 2 and at most
+//             4 Delta steps apart
+//   external  sends every window's observations as one JSON line to a program (--prefetch-agent CMD) and
+//             applies its answers when they arrive; on a timeout, a crash or a malformed answer it falls back
+//             to periodic for the rest of the run and says so (protocol: README, "Prefetch agents")
+// Controllers are per rank and per cache: their decisions change which rows travel in a step's one
+// request, never how many collectives run, so ranks may decide differently without any risk of a hang.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tessera {
+
+enum class PrefetchPolicy { None, Static, Periodic, Adaptive, External };
+PrefetchPolicy parse_prefetch_policy(const std::string& name);
+const char* prefetch_policy_name(PrefetchPolicy policy);
+
+struct ControllerOptions {
+  PrefetchPolicy policy = PrefetchPolicy::Periodic;
+  int64_t interval = 16;       // Delta
+  std::string agent;           // external: the command (run with /bin/sh -c)
+  double agent_timeout_s = 5;  // external: longest wait for an answer to a window
+  int rank = 0;                // reported to the agent and in the fallback message
+  int64_t capacity = 0;        // cache slots (reported to the agent)
+};
+
+/// What one step saw: the counts of RemoteFeatures' FetchStats.
+struct StepObservation {
+  int64_t step = 0;  // over the run, from 0
+  int64_t remote_rows = 0, hits = 0, fetched_rows = 0, evictions = 0;
+};
+
+class PrefetchController {
+ public:
+  virtual ~PrefetchController() = default;
+  /// Whether step `step` carries an eviction. Asked once per step, before its fetch.
+  virtual bool evict(int64_t step) = 0;
+  virtual void observe(const StepObservation& o) = 0;
+  /// The policy in force now ("periodic", "external", "external -> periodic (agent exited)").
+  virtual std::string state() const = 0;
+};
+
+/// Throws Error on impossible options (interval < 1, external without an agent command).
+std::unique_ptr<PrefetchController> make_controller(const ControllerOptions& options);
+
+}  // namespace tessera

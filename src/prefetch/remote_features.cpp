@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/prefetch/remote_features.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/timer.hpp"
+
+namespace tessera {
+
+RemoteFeatures::RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph,
+                               SimulatedNetwork network)
+    : comm_(comm), graph_(graph), network_(network) {}
+
+std::vector<float> RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats) const {
+  Stopwatch watch;
+  const int ranks = comm_.size();
+  const size_t f = size_t(graph_.num_features);
+  std::vector<std::vector<int64_t>> ask(static_cast<size_t>(ranks));
+  for (int64_t v : want) ask[size_t(graph_.owner(v))].push_back(v);
+  std::vector<int64_t> asked_counts;
+  const std::vector<int64_t> asked =
+      exchange_buckets_on(comm_, ask, "feature requests", network_, &asked_counts);
+  std::vector<std::vector<float>> reply(static_cast<size_t>(ranks));
+  size_t k = 0;
+  for (int r = 0; r < ranks; ++r) {
+    reply[size_t(r)].reserve(size_t(asked_counts[size_t(r)]) * f);
+    for (int64_t j = 0; j < asked_counts[size_t(r)]; ++j, ++k) {
+      require(graph_.owns(asked[k]), "feature fetch: rank ", comm_.rank(), " asked for node ", asked[k],
+              " it does not own");
+      const float* row = graph_.features.data() + size_t(asked[k] - graph_.first) * f;
+      reply[size_t(r)].insert(reply[size_t(r)].end(), row, row + f);
+    }
+  }
+  const std::vector<float> got = exchange_buckets_on(comm_, reply, "feature replies", network_);
+  // Replies arrive grouped by owner, in request order; put them back in `want` order.
+  std::vector<size_t> at(size_t(ranks + 1), 0);
+  for (int r = 0; r < ranks; ++r) at[size_t(r + 1)] = at[size_t(r)] + ask[size_t(r)].size();
+  std::vector<float> rows(want.size() * f);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const size_t from = at[size_t(graph_.owner(want[i]))]++;
+    std::copy(got.begin() + std::ptrdiff_t(from * f), got.begin() + std::ptrdiff_t((from + 1) * f),
+              rows.begin() + std::ptrdiff_t(i * f));
+  }
+  stats.fetched_rows += int64_t(want.size());
+  stats.fetched_bytes += int64_t(got.size() * sizeof(float));
+  stats.seconds += watch.seconds();
+  return rows;
+}
+
+void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats) const {
+  cache.install_initial(fetch(cache.slot_nodes(), stats));
+}
+
+std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
+                                          FetchStats& stats) const {
+  const size_t f = size_t(graph_.num_features);
+  std::vector<float> rows(nodes.size() * f);
+  std::vector<int64_t> remote;
+  std::vector<size_t> remote_at;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (graph_.owns(nodes[i])) {
+      const float* row = graph_.features.data() + size_t(nodes[i] - graph_.first) * f;
+      std::copy(row, row + f, rows.begin() + std::ptrdiff_t(i * f));
+    } else {
+      remote.push_back(nodes[i]);
+      remote_at.push_back(i);
+    }
+  }
+  stats.remote_rows += int64_t(remote.size());
+  std::vector<int64_t> missed;
+  std::vector<size_t> missed_at;
+  FeatureCache::Replacement plan;
+  if (cache) {
+    const std::vector<int64_t> slots = cache->lookup(remote);
+    for (size_t k = 0; k < remote.size(); ++k) {
+      if (slots[k] >= 0) {
+        std::copy(cache->row(slots[k]), cache->row(slots[k]) + f,
+                  rows.begin() + std::ptrdiff_t(remote_at[k] * f));
+        ++stats.hits;
+      } else {
+        missed.push_back(remote[k]);
+        missed_at.push_back(remote_at[k]);
+      }
+    }
+    if (evict) plan = cache->plan_eviction();
+  } else {
+    missed = remote;
+    missed_at = remote_at;
+  }
+  const std::vector<int64_t> want = cache ? FeatureCache::request(missed, plan) : missed;
+  const std::vector<float> got = fetch(want, stats);
+  for (size_t k = 0; k < missed.size(); ++k)  // request() lists the misses first, in order
+    std::copy(got.begin() + std::ptrdiff_t(k * f), got.begin() + std::ptrdiff_t((k + 1) * f),
+              rows.begin() + std::ptrdiff_t(missed_at[k] * f));
+  if (cache) {
+    if (!plan.nodes.empty()) {
+      std::unordered_map<int64_t, size_t> position;
+      for (size_t k = 0; k < want.size(); ++k) position.emplace(want[k], k);
+      std::vector<float> refill(plan.nodes.size() * f);
+      for (size_t k = 0; k < plan.nodes.size(); ++k) {
+        const size_t p = position.at(plan.nodes[k]);
+        std::copy(got.begin() + std::ptrdiff_t(p * f), got.begin() + std::ptrdiff_t((p + 1) * f),
+                  refill.begin() + std::ptrdiff_t(k * f));
+      }
+      cache->install(plan, refill);
+      stats.evictions += int64_t(plan.nodes.size());
+    }
+    cache->end_step();
+  }
+  return rows;
+}
+
+}  // namespace tessera

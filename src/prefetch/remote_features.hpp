@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Feature rows of a step's input nodes on a partitioned graph: owned rows are copied, cached halo rows are
+// read from the FeatureCache, and everything else — the misses, plus on an eviction step the cache's
+// refill — travels in one all-to-all request / reply pair to the owners (DESIGN §6).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tessera/comm/simulated_network.hpp"
+#include "tessera/graph/partitioned.hpp"
+#include "tessera/prefetch/feature_cache.hpp"
+
+namespace tessera {
+
+struct FetchStats {
+  int64_t remote_rows = 0;    // non-owned input rows the step needs
+  int64_t hits = 0;           // of them, served by the cache
+  int64_t fetched_rows = 0;   // rows received: misses and refills
+  int64_t fetched_bytes = 0;  // feature bytes received
+  int64_t evictions = 0;      // cache slots refilled this step
+  double seconds = 0;         // the exchange's wall time (with any simulated network delay)
+};
+
+class RemoteFeatures {
+ public:
+  RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph, SimulatedNetwork network = {});
+
+  /// Collective: the cache's initial fill in one bulk request.
+  void fill(FeatureCache& cache, FetchStats& stats) const;
+
+  /// Collective: rows of `nodes` (nodes.size() x num_features, in order). Without a cache every remote row
+  /// is fetched; with one, hits are read from it and, when `evict`, its eviction plan's rows ride in the
+  /// same request and are installed. Ends the cache's step.
+  std::vector<float> gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
+                            FetchStats& stats) const;
+
+ private:
+  /// Rows of `want` (remote nodes, any order, each once) from their owners.
+  std::vector<float> fetch(const std::vector<int64_t>& want, FetchStats& stats) const;
+  const Communicator& comm_;
+  const PartitionedGraph& graph_;
+  SimulatedNetwork network_;
+};
+
+}  // namespace tessera

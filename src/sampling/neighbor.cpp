@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/sampling/neighbor.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/random.hpp"
+
+namespace tessera {
+
+std::vector<int> parse_fanouts(const std::string& text) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long value = std::strtol(item.c_str(), &end, 10);
+    require(
+        !item.empty() && *end == '\0' && (value >= 1 || value == -1) && value <= 1000000,
+        "--fanouts: expected positive integers (or -1 for all neighbours) separated by commas, e.g. 15,10,5; "
+        "got '",
+        text, "'");
+    out.push_back(int(value));
+    at = comma + 1;
+  }
+  return out;
+}
+
+void sample_neighbors(const int64_t* nbrs, int64_t degree, int fanout, const NeighborKey& key, int layer,
+                      int64_t node, std::vector<int64_t>& out) {
+  if (fanout < 0 || degree <= fanout) {
+    out.insert(out.end(), nbrs, nbrs + degree);
+    return;
+  }
+  // Floyd's algorithm: `fanout` distinct positions of [0, degree), each draw keyed by (node, j).
+  const CounterRng rng(key.seed, splitmix64(uint64_t(key.epoch) * 0x9E3779B97F4A7C15ull ^
+                                            splitmix64(uint64_t(key.step) * 64 + uint64_t(layer))));
+  std::vector<int64_t> chosen;
+  chosen.reserve(size_t(fanout));
+  for (int64_t j = degree - fanout; j < degree; ++j) {
+    const int64_t t = int64_t(rng.below(uint64_t(node), uint64_t(j), uint64_t(j + 1)));
+    chosen.push_back(std::find(chosen.begin(), chosen.end(), t) == chosen.end() ? t : j);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  for (int64_t p : chosen) out.push_back(nbrs[p]);
+}
+
+NeighborSampler::NeighborSampler(const Communicator& comm, const PartitionedGraph& graph,
+                                 std::vector<int> fanouts, uint64_t seed, SimulatedNetwork network)
+    : comm_(comm), graph_(graph), fanouts_(std::move(fanouts)), seed_(seed), network_(network) {}
+
+std::vector<SampledBlock> NeighborSampler::sample(const std::vector<int64_t>& seeds, int64_t epoch,
+                                                  int64_t step) const {
+  const NeighborKey key{seed_, epoch, step};
+  const int ranks = comm_.size();
+  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> remote;  // node -> (offset, count) in lists
+  std::vector<int64_t> lists;
+  auto sample_owned = [&](int layer, int64_t v, std::vector<int64_t>& out) {
+    const int64_t i = v - graph_.first;
+    const int64_t begin = graph_.row_ptr[size_t(i)], end = graph_.row_ptr[size_t(i + 1)];
+    sample_neighbors(graph_.col.data() + begin, end - begin, fanouts_[size_t(layer)], key, layer, v, out);
+  };
+  // Before each layer: send the frontier's remote nodes to their owners, who sample them and answer with
+  // [count, neighbours...] per node, in request order.
+  auto prepare = [&](int layer, const std::vector<int64_t>& frontier) {
+    std::vector<std::vector<int64_t>> ask(static_cast<size_t>(ranks));
+    for (int64_t v : frontier)
+      if (!graph_.owns(v)) ask[size_t(graph_.owner(v))].push_back(v);
+    std::vector<int64_t> asked_counts;
+    const std::vector<int64_t> asked =
+        exchange_buckets_on(comm_, ask, "sample requests", network_, &asked_counts);
+    std::vector<std::vector<int64_t>> answer(static_cast<size_t>(ranks));
+    size_t k = 0;
+    for (int r = 0; r < ranks; ++r)
+      for (int64_t j = 0; j < asked_counts[size_t(r)]; ++j, ++k) {
+        std::vector<int64_t>& out = answer[size_t(r)];
+        const size_t header = out.size();
+        out.push_back(0);
+        require(graph_.owns(asked[k]), "neighbour sampling: rank ", comm_.rank(), " asked for node ",
+                asked[k], " it does not own");
+        sample_owned(layer, asked[k], out);
+        out[header] = int64_t(out.size() - header - 1);
+      }
+    lists = exchange_buckets_on(comm_, answer, "sample answers", network_);
+    remote.clear();
+    size_t at = 0;
+    for (int r = 0; r < ranks; ++r)
+      for (int64_t v : ask[size_t(r)]) {
+        remote[v] = {int64_t(at + 1), lists[at]};
+        at += size_t(1 + lists[at]);
+      }
+  };
+  auto sample = [&](int layer, int64_t v, std::vector<int64_t>& out) {
+    if (graph_.owns(v)) return sample_owned(layer, v, out);
+    const auto [offset, count] = remote.at(v);
+    out.insert(out.end(), lists.begin() + offset, lists.begin() + offset + count);
+  };
+  return build_blocks(seeds, int(fanouts_.size()), sample, prepare);
+}
+
+}  // namespace tessera

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Neighbour sampling for partition-parallel training (DESIGN §6, GraphSAGE / DistDGL): from a step's seed
+// nodes, each layer (output side first) keeps at most `fanout` distinct in-neighbours of every frontier
+// node, and the sampled nodes become the next frontier. A node's sample is a pure function of (seed, epoch,
+// step, layer, node), so the rank that owns the node draws exactly what a rank holding the whole graph
+// would: frontier nodes owned elsewhere are sent to their owners in one all-to-all per layer and sampled
+// there. The result is a message-flow block per layer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/simulated_network.hpp"
+#include "tessera/graph/partitioned.hpp"
+
+namespace tessera {
+
+struct NeighborKey {
+  uint64_t seed = 0;
+  int64_t epoch = 0, step = 0;
+};
+
+/// One layer's bipartite block: rows are its destination nodes (the first num_dst entries of `src`, so a
+/// node's own row is at the same index on both sides), columns index `src`; row i lists the local indices
+/// of dst i's sampled in-neighbours (column order = the neighbour list's order).
+struct SampledBlock {
+  int64_t num_dst = 0;
+  std::vector<int64_t> src;  // global (renumbered) ids: dst nodes first, then new nodes by first use
+  std::vector<int64_t> row_ptr, col;
+};
+
+/// Parses "15,10,5" (one positive fanout per layer, input layer first; -1 = every neighbour).
+std::vector<int> parse_fanouts(const std::string& text);
+
+/// Appends the sampled neighbours of a node (neighbour list nbrs[0, degree)) to `out`: all of them when
+/// fanout < 0 or degree <= fanout, else `fanout` distinct ones (Floyd's algorithm keyed by (key, layer,
+/// node)), kept in list order.
+void sample_neighbors(const int64_t* nbrs, int64_t degree, int fanout, const NeighborKey& key, int layer,
+                      int64_t node, std::vector<int64_t>& out);
+
+/// Blocks from per-layer neighbour lists: a plain serial builder (the reference and the one-rank path).
+/// sample(layer, node, out) appends node's sampled neighbours; prepare(layer, frontier) runs before a
+/// layer's frontier is sampled (the distributed sampler fetches remote lists there). Returns blocks[0] =
+/// the input layer.
+template <class SampleFn, class PrepareFn>
+std::vector<SampledBlock> build_blocks(const std::vector<int64_t>& seeds, int layers, SampleFn&& sample,
+                                       PrepareFn&& prepare);
+template <class SampleFn>
+std::vector<SampledBlock> build_blocks(const std::vector<int64_t>& seeds, int layers, SampleFn&& sample);
+
+class NeighborSampler {
+ public:
+  /// Collective use only: every rank calls sample() once per step, with its own (possibly empty) seeds.
+  NeighborSampler(const Communicator& comm, const PartitionedGraph& graph, std::vector<int> fanouts,
+                  uint64_t seed, SimulatedNetwork network = {});
+
+  /// blocks[l] feeds layer l; blocks.back() has the seeds as destinations.
+  std::vector<SampledBlock> sample(const std::vector<int64_t>& seeds, int64_t epoch, int64_t step) const;
+  const std::vector<int>& fanouts() const { return fanouts_; }
+
+ private:
+  const Communicator& comm_;
+  const PartitionedGraph& graph_;
+  std::vector<int> fanouts_;
+  uint64_t seed_;
+  SimulatedNetwork network_;
+};
+
+}  // namespace tessera
+
+#include "tessera/sampling/neighbor_impl.hpp"
