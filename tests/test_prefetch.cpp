@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The feature cache's rules (DESIGN §6) on tiny hand-made cases: initial fill by degree, decay, restore on
 // hit, miss counting, the eviction threshold, replacement by the most-missed, capacity never exceeded, no
-// node cached twice, refills in the same request as the misses.
+// node cached twice, refills in the same request as the misses; and the built-in controllers' decisions.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
 #include "tessera/core/error.hpp"
+#include "tessera/prefetch/controller.hpp"
 #include "tessera/prefetch/feature_cache.hpp"
 
 using namespace tessera;
@@ -119,4 +120,63 @@ TEST(FeatureCache, NeverExceedsCapacityAndRejectsBadSettings) {
   EXPECT_THROW(FeatureCache({1}, {1}, 2, bad), Error);
   EXPECT_THROW(FeatureCache({1, 1}, {1, 1}, 2, FeatureCacheOptions{}), Error);
   EXPECT_THROW(FeatureCache({1}, {1, 2}, 2, FeatureCacheOptions{}), Error);
+}
+
+TEST(FeatureCache, ASlotHitInTheEvictionStepIsKept) {
+  FeatureCache cache = small_cache();  // slots 10, 11, 12, 13
+  for (int step = 0; step < 3; ++step) {
+    cache.lookup({10, 15});
+    cache.end_step();
+  }
+  // 11, 12, 13 fell to 0.125 < 0.25; 11 is hit in this step, so only 12 and 13 are replaced.
+  cache.lookup({11, 15, 16});
+  const FeatureCache::Replacement plan = cache.plan_eviction();
+  EXPECT_EQ(plan.slots, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(plan.nodes, (std::vector<int64_t>{15, 16}));
+}
+
+namespace {
+ControllerOptions controller_options(PrefetchPolicy policy, int64_t interval) {
+  ControllerOptions o;
+  o.policy = policy;
+  o.interval = interval;
+  return o;
+}
+}  // namespace
+
+TEST(PrefetchController, FixedPolicies) {
+  auto periodic = make_controller(controller_options(PrefetchPolicy::Periodic, 4));
+  auto fixed = make_controller(controller_options(PrefetchPolicy::Static, 4));
+  std::vector<int64_t> evicted;
+  for (int64_t step = 0; step < 13; ++step) {
+    if (periodic->evict(step)) evicted.push_back(step);
+    EXPECT_FALSE(fixed->evict(step));
+  }
+  EXPECT_EQ(evicted, (std::vector<int64_t>{4, 8, 12}));
+  EXPECT_EQ(periodic->state(), "periodic");
+  EXPECT_THROW(make_controller(controller_options(PrefetchPolicy::Periodic, 0)), Error);
+  EXPECT_THROW(make_controller(controller_options(PrefetchPolicy::External, 4)), Error);  // no agent
+  EXPECT_THROW(parse_prefetch_policy("sometimes"), Error);
+}
+
+TEST(PrefetchController, AdaptiveEvictsWhenTheHitRateFallsAndOtherwiseWaits) {
+  // A steady hit rate: no eviction before 4 Delta steps.
+  auto steady = make_controller(controller_options(PrefetchPolicy::Adaptive, 4));
+  std::vector<int64_t> evicted;
+  for (int64_t step = 0; step < 20; ++step) {
+    if (steady->evict(step)) evicted.push_back(step);
+    steady->observe(StepObservation{step, 100, 60, 40, 0});
+  }
+  EXPECT_EQ(evicted, (std::vector<int64_t>{16}));
+  // A falling hit rate: evicted as soon as the window shows it (and at least Delta / 2 steps apart).
+  auto falling = make_controller(controller_options(PrefetchPolicy::Adaptive, 4));
+  evicted.clear();
+  for (int64_t step = 0; step < 12; ++step) {
+    if (falling->evict(step)) evicted.push_back(step);
+    const int64_t hits = step < 5 ? 60 : 30;
+    falling->observe(StepObservation{step, 100, hits, 100 - hits, 0});
+  }
+  ASSERT_FALSE(evicted.empty());
+  EXPECT_EQ(evicted.front(), 6);
+  for (size_t k = 1; k < evicted.size(); ++k) EXPECT_GE(evicted[k] - evicted[k - 1], 2);
 }

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Partition-parallel sampled training (DESIGN §6) on 1, 2, 4 and 8 ranks: partitions, the renumbered
+// distributed load, owner-side neighbour sampling against a whole-graph serial sampler, one step's
+// gradients against a dense double-precision reference, the cache changing no bit of training, and the
+// external controller surviving agents that answer, hang, crash or print garbage.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "reference/dense.hpp"
+#include "support/fixtures.hpp"
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/graph/graph_file.hpp"
+#include "tessera/graph/partition.hpp"
+#include "tessera/graph/partitioned.hpp"
+#include "tessera/graph/synth.hpp"
+#include "tessera/models/model.hpp"
+#include "tessera/models/trainer.hpp"
+#include "tessera/sampling/neighbor.hpp"
+
+using namespace tessera;
+using reference::Dense;
+
+namespace {
+
+const Communicator& world() {
+  static const Communicator w = Communicator::world();
+  return w;
+}
+
+// The fixture graph partitioned by METIS into one part per rank, stored as "test-<P>" (once per run).
+const std::string& partitioned_file() {
+  static std::string name;
+  if (name.empty()) {
+    const std::string& path = fixtures::small_csbm_file();
+    name = "test-" + std::to_string(world().size());
+    world().run_on(0, [&] {
+      const std::vector<int32_t> part = compute_partition(path, world().size(), PartitionMethod::Metis, 1);
+      write_partition(path, name, part, world().size(), PartitionMethod::Metis,
+                      evaluate_partition(path, part, world().size()));
+    });
+  }
+  return name;
+}
+
+// The whole file graph on this rank (serial read).
+struct WholeGraph {
+  int64_t n = 0, f = 0, classes = 0;
+  std::vector<std::vector<int64_t>> in;  // in-neighbours per node, file ids, no self loops
+  std::vector<float> x;
+  std::vector<int64_t> labels, train;
+};
+
+WholeGraph read_whole(const std::string& path) {
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  const GraphFileReader reader(self, path);
+  WholeGraph g;
+  g.n = reader.meta().num_nodes;
+  g.f = reader.meta().num_features;
+  g.classes = reader.meta().num_classes;
+  const std::vector<int64_t> ptr = reader.read_indptr(0, g.n + 1), idx = reader.read_indices(0, ptr.back());
+  g.in.resize(size_t(g.n));
+  for (int64_t v = 0; v < g.n; ++v)
+    for (int64_t k = ptr[size_t(v)]; k < ptr[size_t(v + 1)]; ++k)
+      if (idx[size_t(k)] != v) g.in[size_t(v)].push_back(idx[size_t(k)]);
+  g.x = reader.read_features(0, g.n);
+  g.labels = reader.read_labels(0, g.n);
+  for (const SplitInfo& s : reader.splits())
+    if (s.name == "train") g.train = reader.read_split("train", 0, s.size);
+  return g;
+}
+
+TrainOptions sampled_options(const std::string& partition) {
+  TrainOptions o;
+  o.data = fixtures::small_csbm_file();
+  o.sampled = true;
+  o.sampling.partition = partition;
+  o.sampling.fanouts = "4,3";
+  o.sampling.batch_size = 6;
+  o.sampling.fraction = 0.5;
+  o.sampling.interval = 2;
+  o.model.layers = 2;
+  o.model.hidden = 8;
+  o.model.seed = 3;
+  o.epochs = 2;
+  o.quiet = true;
+  return o;
+}
+
+}  // namespace
+
+TEST(Partition, MetisBalancesAndCutsLessThanRandom) {
+  const std::string& path = fixtures::small_csbm_file();  // collective
+  world().run_on(0, [&] {
+    for (int64_t parts : {2, 3, 4}) {
+      const std::vector<int32_t> metis = compute_partition(path, parts, PartitionMethod::Metis, 1);
+      const std::vector<int32_t> random = compute_partition(path, parts, PartitionMethod::Random, 1);
+      const PartitionReport m = evaluate_partition(path, metis, parts),
+                            r = evaluate_partition(path, random, parts);
+      EXPECT_LE(m.node_balance, 1.10) << parts;
+      EXPECT_LE(m.train_balance, 1.25) << parts;  // 30 training nodes: one node is 3-4% of a part
+      EXPECT_LE(r.node_balance, 1.0 + double(parts) / 301.0) << parts;
+      EXPECT_LT(m.cut_edges, r.cut_edges) << parts;
+      for (int32_t p : metis) ASSERT_TRUE(p >= 0 && p < parts);
+    }
+  });
+}
+
+TEST(Partition, RenumberingMakesContiguousOrderedRanges) {
+  const std::vector<int32_t> part = {2, 0, 1, 0, 2, 2, 1};
+  const Renumbering r = renumber_by_part(part, 3);
+  EXPECT_EQ(r.begin, (std::vector<int64_t>{0, 2, 4, 7}));
+  EXPECT_EQ(r.new_of_old, (std::vector<int64_t>{4, 0, 2, 1, 5, 6, 3}));
+}
+
+TEST(Partition, BadInputsNameTheFileOnEveryRank) {
+  const std::string& path = fixtures::small_csbm_file();
+  partitioned_file();
+  auto message = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (const CollectiveError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(
+      message([&] { read_partition(world(), path, "absent", world().size()); }).find("no partition 'absent'"),
+      std::string::npos);
+  EXPECT_NE(message([&] {
+              read_partition(world(), path, partitioned_file(), world().size() + 1);
+            }).find("parts but the job runs on"),
+            std::string::npos);
+  EXPECT_NE(message([&] { load_partitioned(world(), path, "absent"); }).find(path), std::string::npos);
+  world().run_on(0, [&] {
+    EXPECT_THROW(compute_partition(path, 0, PartitionMethod::Metis, 1), Error);
+    EXPECT_THROW(compute_partition(path, 302, PartitionMethod::Random, 1), Error);
+    EXPECT_THROW(write_partition(path, "a/b", {0}, 1, PartitionMethod::Random, PartitionReport{}), Error);
+  });
+}
+
+TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
+  const std::string& path = fixtures::small_csbm_file();
+  const PartitionedGraph g = load_partitioned(world(), path, partitioned_file());
+  const WholeGraph w = read_whole(path);
+  // new id of every file id, from every rank's owned file ids
+  std::vector<int64_t> counts(size_t(world().size())), file_of_new(size_t(w.n));
+  for (int r = 0; r < world().size(); ++r)
+    counts[size_t(r)] = g.owner_begin[size_t(r + 1)] - g.owner_begin[size_t(r)];
+  all_gather_v(world(), g.file_id.data(), counts, file_of_new.data(), "test");
+  std::vector<int64_t> new_of_file(size_t(w.n), -1);
+  for (int64_t v = 0; v < w.n; ++v) new_of_file[size_t(file_of_new[size_t(v)])] = v;
+  for (int64_t v : new_of_file) ASSERT_GE(v, 0);  // a permutation
+  for (int64_t i = 0; i < g.count; ++i) {
+    const int64_t file = g.file_id[size_t(i)];
+    std::vector<int64_t> expect;
+    for (int64_t u : w.in[size_t(file)]) expect.push_back(new_of_file[size_t(u)]);
+    std::sort(expect.begin(), expect.end());
+    const std::vector<int64_t> got(g.col.begin() + g.row_ptr[size_t(i)],
+                                   g.col.begin() + g.row_ptr[size_t(i + 1)]);
+    EXPECT_EQ(got, expect) << "node " << file;
+    EXPECT_EQ(g.labels[size_t(i)], w.labels[size_t(file)]);
+    for (int64_t j = 0; j < w.f; ++j) EXPECT_EQ(g.features[size_t(i * w.f + j)], w.x[size_t(file * w.f + j)]);
+  }
+  for (int64_t v = 0; v < w.n; ++v)
+    EXPECT_EQ(g.degree[size_t(new_of_file[size_t(v)])], int64_t(w.in[size_t(v)].size()));
+  EXPECT_EQ(all_reduce_value(world(), int64_t(g.train.size()), ReduceOp::Sum, "test"),
+            int64_t(w.train.size()));
+  for (int64_t v : g.train) EXPECT_TRUE(g.owns(v));
+}
+
+TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
+  const std::string& path = fixtures::small_csbm_file();
+  const PartitionedGraph g = load_partitioned(world(), path, partitioned_file());
+  const WholeGraph w = read_whole(path);
+  std::vector<int64_t> counts(size_t(world().size())), file_of_new(size_t(w.n));
+  for (int r = 0; r < world().size(); ++r)
+    counts[size_t(r)] = g.owner_begin[size_t(r + 1)] - g.owner_begin[size_t(r)];
+  all_gather_v(world(), g.file_id.data(), counts, file_of_new.data(), "test");
+  std::vector<int64_t> new_of_file(size_t(w.n));
+  for (int64_t v = 0; v < w.n; ++v) new_of_file[size_t(file_of_new[size_t(v)])] = v;
+  // The whole graph in new ids, neighbour lists sorted as the loader sorts them.
+  std::vector<std::vector<int64_t>> in(size_t(w.n));
+  for (int64_t v = 0; v < w.n; ++v) {
+    for (int64_t u : w.in[size_t(v)]) in[size_t(new_of_file[size_t(v)])].push_back(new_of_file[size_t(u)]);
+    std::sort(in[size_t(new_of_file[size_t(v)])].begin(), in[size_t(new_of_file[size_t(v)])].end());
+  }
+  const std::vector<int> fanouts = {3, 5, 2};
+  const NeighborSampler sampler(world(), g, fanouts, 11);
+  for (int64_t step = 0; step < 3; ++step) {
+    std::vector<int64_t> seeds;
+    for (int64_t i = step; i < g.count; i += 7) seeds.push_back(g.first + i);
+    const std::vector<SampledBlock> got = sampler.sample(seeds, 2, step);
+    const NeighborKey key{11, 2, step};
+    const std::vector<SampledBlock> expect =
+        build_blocks(seeds, 3, [&](int layer, int64_t v, std::vector<int64_t>& out) {
+          sample_neighbors(in[size_t(v)].data(), int64_t(in[size_t(v)].size()), fanouts[size_t(layer)], key,
+                           layer, v, out);
+        });
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t l = 0; l < 3; ++l) {
+      EXPECT_EQ(got[l].num_dst, expect[l].num_dst);
+      EXPECT_EQ(got[l].src, expect[l].src);
+      EXPECT_EQ(got[l].row_ptr, expect[l].row_ptr);
+      EXPECT_EQ(got[l].col, expect[l].col);
+      // Every sampled neighbour is a real in-neighbour, each once, and the fanout holds.
+      for (int64_t i = 0; i < got[l].num_dst; ++i) {
+        const int64_t v = got[l].src[size_t(i)];
+        const std::vector<int64_t>& nbrs = in[size_t(v)];
+        std::set<int64_t> seen;
+        for (int64_t e = got[l].row_ptr[size_t(i)]; e < got[l].row_ptr[size_t(i + 1)]; ++e) {
+          const int64_t u = got[l].src[size_t(got[l].col[size_t(e)])];
+          EXPECT_TRUE(std::binary_search(nbrs.begin(), nbrs.end(), u)) << u << " is no in-neighbour of " << v;
+          EXPECT_TRUE(seen.insert(u).second);
+        }
+        EXPECT_EQ(int64_t(seen.size()), std::min<int64_t>(fanouts[l], int64_t(nbrs.size())));
+      }
+    }
+    for (size_t l = 0; l + 1 < 3; ++l) {  // layer l's outputs are layer l + 1's inputs
+      EXPECT_EQ(got[l].num_dst, int64_t(got[l + 1].src.size()));
+      EXPECT_TRUE(std::equal(got[l + 1].src.begin(), got[l + 1].src.end(), got[l].src.begin()));
+    }
+    EXPECT_EQ(std::vector<int64_t>(got[2].src.begin(), got[2].src.begin() + int64_t(seeds.size())), seeds);
+  }
+}
+
+namespace {
+
+// One step of a 2-layer model on the whole graph in double precision: the mean cross-entropy over `seeds`
+// (file ids) and every parameter's gradient, in GnnModel::parameters() order.
+std::vector<double> dense_gradients(const WholeGraph& w, ModelKind kind, const std::vector<Dense>& params,
+                                    const std::vector<int64_t>& seeds) {
+  using namespace reference;
+  const int64_t n = w.n;
+  Dense a(n, n), x(n, w.f);
+  for (int64_t v = 0; v < n; ++v) {
+    const double dv = double(w.in[size_t(v)].size());
+    if (kind == ModelKind::Gcn) a(v, v) = 1.0 / (dv + 1.0);
+    for (int64_t u : w.in[size_t(v)])
+      a(v, u) = kind == ModelKind::Gcn ? 1.0 / std::sqrt((dv + 1.0) * (double(w.in[size_t(u)].size()) + 1.0))
+                                       : 1.0 / dv;
+    for (int64_t j = 0; j < w.f; ++j) x(v, j) = w.x[size_t(v * w.f + j)];
+  }
+  const bool sage = kind == ModelKind::Sage;
+  // parameters: GCN [W0, b0, W1, b1]; SAGE [W0, R0, b0, W1, R1, b1]
+  const Dense& w0 = params[0];
+  const Dense& r0 = sage ? params[1] : params[0];
+  const Dense& b0 = params[sage ? 2 : 1];
+  const Dense& w1 = params[sage ? 3 : 2];
+  const Dense& r1 = sage ? params[4] : params[0];
+  const Dense& b1 = params[sage ? 5 : 3];
+  auto add_bias = [](Dense m, const Dense& b) {
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j) m(i, j) += b(0, j);
+    return m;
+  };
+  auto column_sums = [](const Dense& m) {
+    Dense out(1, m.cols);
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j) out(0, j) += m(i, j);
+    return out;
+  };
+  const Dense ax = matmul(a, x);
+  Dense pre = add_bias(matmul(ax, w0), b0);
+  if (sage) pre = add(pre, matmul(x, r0));
+  Dense h = pre;
+  for (double& v : h.a) v = std::max(v, 0.0);
+  const Dense ah = matmul(a, h);
+  Dense z = add_bias(matmul(ah, w1), b1);
+  if (sage) z = add(z, matmul(h, r1));
+  std::vector<uint8_t> mask(size_t(n), 0);
+  for (int64_t v : seeds) mask[size_t(v)] = 1;
+  Dense g;
+  softmax_cross_entropy(z, w.labels, mask, &g);
+  const Dense gw1 = matmul(transpose(ah), g), gb1 = column_sums(g);
+  Dense gh = matmul(transpose(a), matmul(g, transpose(w1)));
+  if (sage) gh = add(gh, matmul(g, transpose(r1)));
+  for (size_t k = 0; k < gh.a.size(); ++k) gh.a[k] *= pre.a[k] > 0 ? 1.0 : 0.0;
+  const Dense gw0 = matmul(transpose(ax), gh), gb0 = column_sums(gh);
+  std::vector<Dense> grads =
+      sage ? std::vector<Dense>{gw0, matmul(transpose(x), gh), gb0, gw1, matmul(transpose(h), g), gb1}
+           : std::vector<Dense>{gw0, gb0, gw1, gb1};
+  std::vector<double> out;
+  for (const Dense& d : grads) out.insert(out.end(), d.a.begin(), d.a.end());
+  return out;
+}
+
+}  // namespace
+
+// Keeping every neighbour makes the blocks exact, so one step on P ranks must give the gradient of the mean
+// loss over all ranks' seeds on the whole graph (each rank's first step takes all its training nodes here).
+TEST(SampledTraining, OneStepMatchesADenseReferenceOnTheWholeGraph) {
+  const WholeGraph w = read_whole(fixtures::small_csbm_file());
+  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
+    TrainOptions o = sampled_options(partitioned_file());
+    o.model.kind = kind;
+    o.model.dropout = o.model.input_dropout = 0;
+    o.sampling.fanouts = "-1,-1";
+    o.sampling.batch_size = 1000;
+    o.epochs = 1;
+    o.keep_last_step = true;
+    const TrainResult r = train_full_graph(o, world());
+
+    ModelConfig c = o.model;
+    c.in = w.f;
+    c.out = w.classes;
+    GnnModel<float> initial(c);
+    std::vector<Dense> params;
+    for (Parameter<float>* p : initial.parameters()) {
+      const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), p->value);
+      const int64_t cols = p->cols, rows = int64_t(host.extent(0)) / cols;
+      Dense d(rows, cols);
+      for (size_t k = 0; k < host.extent(0); ++k) d.a[k] = host(k);
+      params.push_back(d);
+    }
+    std::vector<int64_t> seeds;
+    for (int64_t v : w.train)
+      if (w.labels[size_t(v)] >= 0) seeds.push_back(v);
+    const std::vector<double> expect = dense_gradients(w, kind, params, seeds);
+    ASSERT_EQ(r.last_gradients.size(), expect.size());
+    double worst = 0, scale = 1e-12;
+    for (size_t k = 0; k < expect.size(); ++k) {
+      worst = std::max(worst, std::abs(double(r.last_gradients[k]) - expect[k]));
+      scale = std::max(scale, std::abs(expect[k]));
+    }
+    EXPECT_LT(worst / scale, 1e-4) << model_kind_name(kind) << " on " << world().size() << " ranks";
+  }
+}
+
+// The cache decides where a row comes from, never what it holds: every policy (and the worker thread on or
+// off) must train bit for bit the same.
+TEST(SampledTraining, TheCacheChangesNoBit) {
+  TrainOptions o = sampled_options(partitioned_file());
+  o.sampling.policy = PrefetchPolicy::None;
+  o.sampling.alpha = 0.3;
+  o.epochs = 6;  // at least 6 steps on 8 ranks: rows must age past the threshold before an eviction step
+  const TrainResult none = train_full_graph(o, world());
+  EXPECT_EQ(none.cache_hits, 0);
+  EXPECT_EQ(none.fetched_rows, none.remote_rows);
+  for (PrefetchPolicy policy : {PrefetchPolicy::Static, PrefetchPolicy::Periodic, PrefetchPolicy::Adaptive}) {
+    for (bool thread : {true, false}) {
+      o.sampling.policy = policy;
+      o.sampling.thread = thread;
+      const TrainResult r = train_full_graph(o, world());
+      ASSERT_EQ(r.history.size(), none.history.size());
+      for (size_t e = 0; e < r.history.size(); ++e) EXPECT_EQ(r.history[e].loss, none.history[e].loss);
+      EXPECT_EQ(r.final_weights, none.final_weights) << prefetch_policy_name(policy);
+      EXPECT_EQ(r.remote_rows, none.remote_rows);
+      // Misses are fetched; refills ride along, once if they were missed too.
+      EXPECT_GE(r.fetched_rows, r.remote_rows - r.cache_hits);
+      EXPECT_LE(r.fetched_rows, r.remote_rows - r.cache_hits + r.evictions);
+      if (world().size() > 1) {
+        EXPECT_GT(r.cache_hits, 0) << prefetch_policy_name(policy);
+      }
+      if (world().size() > 1 && policy == PrefetchPolicy::Periodic) {
+        EXPECT_GT(r.evictions, 0);
+      }
+      if (policy == PrefetchPolicy::Static) {
+        EXPECT_EQ(r.evictions, 0);
+      }
+    }
+  }
+}
+
+// Agents that answer, hang, crash or print garbage: the run always finishes with the same training, and a
+// broken agent's fallback to periodic eviction is reported.
+TEST(SampledTraining, ExternalAgentsNeverStopTheRun) {
+  TrainOptions o = sampled_options(partitioned_file());
+  o.sampling.policy = PrefetchPolicy::None;
+  o.epochs = 30;
+  const TrainResult reference = train_full_graph(o, world());
+  struct Agent {
+    const char* name;
+    std::string command;
+    double timeout;
+    bool falls_back;
+  };
+  const std::vector<Agent> agents = {
+      {"answers", "while read line; do echo '{\"evict\": true}'; done", 30, false},
+      {"hangs", "sleep 600", 0.01, true},
+      {"crashes", "exit 3", 30, true},
+      {"garbage", "while read line; do echo 'evict, please'; done", 30, true},
+  };
+  for (const Agent& a : agents) {
+    o.sampling.policy = PrefetchPolicy::External;
+    o.sampling.agent = a.command;
+    o.sampling.agent_timeout_s = a.timeout;
+    testing::internal::CaptureStderr();
+    const TrainResult r = train_full_graph(o, world());
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(r.final_weights, reference.final_weights) << a.name;
+    const bool fell_back = log.find("falling back to periodic") != std::string::npos;
+    // Every rank runs its own agent (on one rank too, with an empty cache) and reports its own fallback.
+    EXPECT_EQ(fell_back, a.falls_back) << a.name << log;
+    if (!a.falls_back && world().size() > 1) {
+      EXPECT_GT(r.evictions, 0) << a.name;
+    }
+  }
+}
