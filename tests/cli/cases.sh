@@ -139,7 +139,7 @@ case "$case_name" in
     good_h5
     expect_error "--mode minibatch needs --batch-size" "-" -- "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1
     expect_error "--batch-size needs --mode minibatch" "-" -- "$TESSERA" train --data g.h5 --batch-size 10
-    expect_error "--mode: expected full or minibatch, got 'mini'" "-" -- "$TESSERA" train --data g.h5 --mode mini
+    expect_error "--mode: expected full, minibatch or sampled, got 'mini'" "-" -- "$TESSERA" train --data g.h5 --mode mini
     expect_error "--batch-size: expected a count or a fraction of the nodes, got 'half'" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size half
     expect_error "--batch-size 100000 gives 100000 nodes; it must be between 2 and the graph's [0-9]+" "-" -- \
@@ -149,6 +149,53 @@ case "$case_name" in
     expect_error "--checkpoint is supported in full-graph mode only" "-" -- \
       "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1 --batch-size 10 --checkpoint ck
     expect_error "--comm-dtype: expected f32 or bf16, got 'fp8'" "-" -- "$TESSERA" train --data g.h5 --comm-dtype fp8 ;;
+  bad_train_sampled)
+    good_h5
+    expect_error "--parts 1000 is more than the graph's [0-9]+ nodes" "-" -- "$TESSERA" partition --data g.h5 --parts 1000
+    expect_error "--method must be metis or random, not 'best'" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" partition --data g.h5 --parts 2 --method best
+    expect_error "g.h5: no partition 'metis-2' \(run: tessera partition --data g.h5 --parts 2" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled
+    "$TESSERA" partition --data g.h5 --parts 3 --method random >/dev/null || exit 1
+    expect_error "partition 'random-3' has 3 parts but the job runs on 2 ranks" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --partition random-3
+    expect_error "--fanouts lists 3 layers but the model has 2" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --fanouts 5,5,5
+    expect_error "--fanouts: expected positive integers" "-" -- "$TESSERA" train --data g.h5 --mode sampled --fanouts 5,x
+    expect_error "--prefetch-policy must be none, static, periodic, adaptive or external, not 'lru'" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --prefetch-policy lru
+    expect_error "--prefetch-policy external needs --prefetch-agent CMD" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --prefetch-policy external
+    expect_error "--prefetch-fraction must be in \[0, 1\], not 2" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --prefetch-fraction 2
+    expect_error "--simulate-network: expected LAT_US,GBPS" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --simulate-network 25
+    expect_error "--batch-size: --mode sampled takes a count of seeds per rank, not '0.5'" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --batch-size 0.5
+    expect_error "--mode sampled does not write or resume checkpoints" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --checkpoint ck ;;
+  train_cora_sampled)
+    [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
+    "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
+    part=$(mpi 4 "$TESSERA" partition --data cora.h5 --parts 4) || exit 1
+    echo "$part"
+    grep -Eq "wrote /partition/metis-4 to cora.h5: 4 parts \(metis\), edge cut [0-9]+ of 10556 edges" <<<"$part" ||
+      { echo "FAILED: partition report"; exit 1; }
+    out=$(mpi 4 "$TESSERA" train --data cora.h5 --mode sampled --model sage --fanouts 10,10 --batch-size 32 \
+      --epochs 30 --normalize-features --eval-every 10 --prefetch-policy adaptive --prefetch-interval 4 \
+      --metrics m.jsonl) || exit 1
+    echo "$out"
+    grep -q "partition metis-4" <<<"$out" || { echo "FAILED: no partition in the load line"; exit 1; }
+    grep -q "cache hit rate" <<<"$out" || { echo "FAILED: no cache report"; exit 1; }
+    test=$(tail -n 1 <<<"$out" | sed -E 's/.*test ([0-9.]+).*/\1/')
+    python3 -c "import sys; sys.exit(0 if float('$test') > 0.70 else 1)" || { echo "FAILED: test accuracy $test"; exit 1; }
+    for key in '"kind":"step"' '"hit_rate"' '"fetched_bytes"' '"fetch_s"' '"evictions"' '"controller":"adaptive"' \
+      '"remote_rows"' '"policy":"adaptive"'; do
+      grep -qF "$key" m.jsonl || { echo "FAILED: no $key in the metrics"; exit 1; }
+    done
+    steps=$(grep -c '"kind":"step"' m.jsonl)
+    [ "$steps" -gt 30 ] || { echo "FAILED: $steps step lines"; exit 1; }
+    echo "ok" ;;
   train_cora_minibatch)
     [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
     "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
