@@ -99,7 +99,7 @@ void add_train_command(CLI::App& app, Command& selected) {
                   "Checkpoint every K epochs (0: at the end)");
   cmd->add_flag("--resume", a->options.resume, "Continue from DIR/checkpoint.h5");
   cmd->add_option("--eval-every", a->options.eval_every,
-                  "Evaluate accuracy every K epochs (and after the last)")
+                  "Evaluate accuracy every K epochs (and after the last); sampled: 0 = never (benchmarks)")
       ->capture_default_str();
   cmd->add_flag("--quiet", a->options.quiet, "Print only the summary");
   cmd->callback([&selected, a] {
@@ -148,10 +148,14 @@ void add_train_command(CLI::App& app, Command& selected) {
       double total = 0;
       for (const EpochRecord& e : r.history) total += e.seconds;
       char line[256];
-      std::snprintf(line, sizeof(line),
-                    "best valid %.4f at epoch %lld: test %.4f (mean epoch %.1f ms over %zu epochs)",
-                    r.best_valid, (long long)r.best_epoch, r.test_at_best,
-                    r.history.empty() ? 0.0 : 1e3 * total / double(r.history.size()), r.history.size());
+      if (r.best_epoch < 0)  // --eval-every 0
+        std::snprintf(line, sizeof(line), "no evaluation (mean epoch %.1f ms over %zu epochs)",
+                      r.history.empty() ? 0.0 : 1e3 * total / double(r.history.size()), r.history.size());
+      else
+        std::snprintf(line, sizeof(line),
+                      "best valid %.4f at epoch %lld: test %.4f (mean epoch %.1f ms over %zu epochs)",
+                      r.best_valid, (long long)r.best_epoch, r.test_at_best,
+                      r.history.empty() ? 0.0 : 1e3 * total / double(r.history.size()), r.history.size());
       log_line(line);
       return 0;
     };

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "tessera/comm/simulated_network.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/prefetch/controller.hpp"
 #include "tessera/prefetch/feature_cache.hpp"
@@ -179,4 +180,18 @@ TEST(PrefetchController, AdaptiveEvictsWhenTheHitRateFallsAndOtherwiseWaits) {
   ASSERT_FALSE(evicted.empty());
   EXPECT_EQ(evicted.front(), 6);
   for (size_t k = 1; k < evicted.size(); ++k) EXPECT_GE(evicted[k] - evicted[k - 1], 2);
+}
+
+TEST(SimulatedNetwork, ParsesAndPricesMessages) {
+  const SimulatedNetwork off = SimulatedNetwork::parse("");
+  EXPECT_FALSE(off.enabled());
+  EXPECT_EQ(off.exchange_seconds({0, 100}, {0, 100}, 0), 0.0);
+  const SimulatedNetwork n = SimulatedNetwork::parse("2,25");
+  EXPECT_DOUBLE_EQ(n.latency_s, 2e-6);
+  EXPECT_DOUBLE_EQ(n.bytes_per_s, 25e9);
+  // Rank 1 sends 50 MB to rank 0 and 0 to rank 2, receives 25 MB from rank 2; its own bucket is free.
+  EXPECT_NEAR(n.exchange_seconds({50000000, 999, 0}, {0, 999, 25000000}, 1), 2 * 2e-6 + 50e6 / 25e9, 1e-12);
+  EXPECT_NEAR(n.all_reduce_seconds(1000000, 4), 6 * 2e-6 + 1.5 * 1e6 / 25e9, 1e-12);
+  for (const char* bad : {"25", "2,", ",25", "2,0", "-1,25", "a,b", "2,25,3"})
+    EXPECT_THROW(SimulatedNetwork::parse(bad), Error) << bad;
 }

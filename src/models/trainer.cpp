@@ -130,7 +130,8 @@ void check_train_options(const TrainOptions& options, const Communicator& world)
     config.validate();
     require(options.epochs >= 1, "--epochs must be at least 1, not ", options.epochs);
     require(options.checkpoint_every >= 0, "--checkpoint-every must not be negative");
-    require(options.eval_every >= 1, "--eval-every must be at least 1, not ", options.eval_every);
+    require(options.eval_every >= 1 || (options.sampled && options.eval_every == 0),
+            "--eval-every must be at least 1 (0, no evaluation, only with --mode sampled), not ", options.eval_every);
     require(!options.resume || !options.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
     require(options.checkpoint_every == 0 || !options.checkpoint_dir.empty(),
             "--checkpoint-every needs --checkpoint DIR");

@@ -17,6 +17,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
+#include "tessera/graph/normalize.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/models/sampled.hpp"
@@ -281,13 +282,7 @@ TrainResult SampledTrainer::run() {
                                                      : "metis-" + std::to_string(world_.size());
   g_ = load_partitioned(world_, o_.data, partition);
   if (o_.normalize_features)
-    for (int64_t i = 0; i < g_.count; ++i) {
-      float* row = g_.features.data() + i * g_.num_features;
-      double sum = 0;
-      for (int64_t j = 0; j < g_.num_features; ++j) sum += row[j];
-      if (sum != 0)
-        for (int64_t j = 0; j < g_.num_features; ++j) row[j] = float(row[j] / sum);
-    }
+    normalize_feature_rows(HostMatrix<float>(g_.features.data(), size_t(g_.count), size_t(g_.num_features)));
   config_ = o_.model;
   config_.in = g_.num_features;
   config_.out = g_.num_classes;
@@ -378,7 +373,7 @@ TrainResult SampledTrainer::run() {
     }
     r.loss = sums[kSeeds] > 0 ? sums[kLossSum] / sums[kSeeds] : 0.0;
     r.seconds = epoch_watch.seconds();
-    r.evaluated = (epoch + 1) % o_.eval_every == 0 || epoch + 1 == o_.epochs;
+    r.evaluated = o_.eval_every > 0 && ((epoch + 1) % o_.eval_every == 0 || epoch + 1 == o_.epochs);
     Stopwatch eval_watch;
     if (r.evaluated) {
       r.train_acc =
