@@ -73,6 +73,17 @@ WholeGraph read_whole(const std::string& path) {
   return g;
 }
 
+// The renumbered id of every file id, gathered from every rank's owned file ids (-1: nobody owns it).
+std::vector<int64_t> new_ids(const PartitionedGraph& g) {
+  std::vector<int64_t> counts(size_t(world().size())), file_of_new(size_t(g.num_nodes));
+  for (int r = 0; r < world().size(); ++r)
+    counts[size_t(r)] = g.owner_begin[size_t(r + 1)] - g.owner_begin[size_t(r)];
+  all_gather_v(world(), g.file_id.data(), counts, file_of_new.data(), "test");
+  std::vector<int64_t> new_of_file(size_t(g.num_nodes), -1);
+  for (int64_t v = 0; v < g.num_nodes; ++v) new_of_file[size_t(file_of_new[size_t(v)])] = v;
+  return new_of_file;
+}
+
 TrainOptions sampled_options(const std::string& partition) {
   TrainOptions o;
   o.data = fixtures::small_csbm_file();
@@ -146,13 +157,7 @@ TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
   const std::string& path = fixtures::small_csbm_file();
   const PartitionedGraph g = load_partitioned(world(), path, partitioned_file());
   const WholeGraph w = read_whole(path);
-  // new id of every file id, from every rank's owned file ids
-  std::vector<int64_t> counts(size_t(world().size())), file_of_new(size_t(w.n));
-  for (int r = 0; r < world().size(); ++r)
-    counts[size_t(r)] = g.owner_begin[size_t(r + 1)] - g.owner_begin[size_t(r)];
-  all_gather_v(world(), g.file_id.data(), counts, file_of_new.data(), "test");
-  std::vector<int64_t> new_of_file(size_t(w.n), -1);
-  for (int64_t v = 0; v < w.n; ++v) new_of_file[size_t(file_of_new[size_t(v)])] = v;
+  const std::vector<int64_t> new_of_file = new_ids(g);
   for (int64_t v : new_of_file) ASSERT_GE(v, 0);  // a permutation
   for (int64_t i = 0; i < g.count; ++i) {
     const int64_t file = g.file_id[size_t(i)];
@@ -176,12 +181,7 @@ TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
   const std::string& path = fixtures::small_csbm_file();
   const PartitionedGraph g = load_partitioned(world(), path, partitioned_file());
   const WholeGraph w = read_whole(path);
-  std::vector<int64_t> counts(size_t(world().size())), file_of_new(size_t(w.n));
-  for (int r = 0; r < world().size(); ++r)
-    counts[size_t(r)] = g.owner_begin[size_t(r + 1)] - g.owner_begin[size_t(r)];
-  all_gather_v(world(), g.file_id.data(), counts, file_of_new.data(), "test");
-  std::vector<int64_t> new_of_file(size_t(w.n));
-  for (int64_t v = 0; v < w.n; ++v) new_of_file[size_t(file_of_new[size_t(v)])] = v;
+  const std::vector<int64_t> new_of_file = new_ids(g);
   // The whole graph in new ids, neighbour lists sorted as the loader sorts them.
   std::vector<std::vector<int64_t>> in(size_t(w.n));
   for (int64_t v = 0; v < w.n; ++v) {

@@ -16,16 +16,6 @@ Vector<T> to_device(const std::vector<T>& v, const char* name) {
   return out;
 }
 
-CsrMatrix<float, DeviceSpace> to_device(const HostCsr& a) {
-  CsrMatrix<float, DeviceSpace> m;
-  m.num_rows = a.num_rows;
-  m.num_cols = a.num_cols;
-  m.row_ptr = to_device(a.row_ptr, "sample_row_ptr");
-  m.col_idx = to_device(a.col_idx, "sample_col_idx");
-  m.values = to_device(a.values, "sample_values");
-  return m;
-}
-
 // Rows `index` of a device vector / matrix, in order.
 template <class T>
 Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
@@ -37,6 +27,16 @@ Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
 }
 
 }  // namespace
+
+CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a) {
+  CsrMatrix<float, DeviceSpace> m;
+  m.num_rows = a.num_rows;
+  m.num_cols = a.num_cols;
+  m.row_ptr = to_device(a.row_ptr, "sample_row_ptr");
+  m.col_idx = to_device(a.col_idx, "sample_col_idx");
+  m.values = to_device(a.values, "sample_values");
+  return m;
+}
 
 MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size)
     : graph_(graph), batch_size_(batch_size) {
@@ -92,8 +92,8 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   const int layers = graph_.layout.layers();
   for (int l = 0; l < layers; ++l) {
     auto block = std::make_unique<AdjacencyBlock>();
-    block->forward = CsrSpmm<float>(to_device(b.forward[size_t(l)]));
-    block->transpose = CsrSpmm<float>(to_device(b.transpose[size_t(l)]));
+    block->forward = CsrSpmm<float>(upload_csr(b.forward[size_t(l)]));
+    block->transpose = CsrSpmm<float>(upload_csr(b.transpose[size_t(l)]));
     block->nnz = int64_t(b.forward[size_t(l)].col_idx.size());
     const int64_t rows = int64_t(b.rows[size_t(l)].local.size());
     d.views.push_back(LayerGraph{block.get(), to_device(b.rows[size_t(l)].ids, "sample_output_ids"), rows,

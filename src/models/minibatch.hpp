@@ -55,4 +55,7 @@ class MinibatchBuilder {
   std::vector<std::vector<int64_t>> col_ids_;                       // per layer: vertex of each local column
 };
 
+/// Device copy of a host CSR built off the main thread (values kept).
+CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a);
+
 }  // namespace tessera

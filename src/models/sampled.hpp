@@ -5,27 +5,21 @@
 //         full in-degree and k_v the number sampled: an unbiased estimate of A_hat's row, exact when every
 //         neighbour is kept.
 //   SAGE: row v: 1 / k_v per sampled neighbour (the mean); the root term uses v's own row.
-// BlockOperator is plain host memory so a worker thread can build it while Kokkos kernels run.
+// The operators are HostCsr (plain host memory) so a worker thread can build them while Kokkos kernels run.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "tessera/models/layers.hpp"
+#include "tessera/sampling/induced.hpp"
 #include "tessera/sampling/neighbor.hpp"
 
 namespace tessera {
 
-struct BlockOperator {
-  int64_t rows = 0, cols = 0;
-  std::vector<int64_t> row_ptr, col;
-  std::vector<float> value;
-};
-
-BlockOperator block_operator(const SampledBlock& block, ModelKind kind, const std::vector<int64_t>& degree);
-BlockOperator transpose(const BlockOperator& a);
+HostCsr block_operator(const SampledBlock& block, ModelKind kind, const std::vector<int64_t>& degree);
 /// Device copies of a block's operator and its transpose (main thread: allocates Kokkos views).
-GraphOps<float> upload_ops(const BlockOperator& forward, const BlockOperator& transposed);
+GraphOps<float> upload_ops(const HostCsr& forward, const HostCsr& transposed);
 
 /// The labeled training nodes a rank trains on in step `step` of `steps`: its owned ones (`train`, with
 /// labels[v - first] >= 0) shuffled by (seed, epoch), cut into `steps` nearly equal consecutive pieces.

@@ -34,8 +34,8 @@ constexpr int64_t kEvalKeyOffset = int64_t(1) << 40;
 // Everything a step needs from the sampler and the fetch, in plain host memory.
 struct PreparedStep {
   std::vector<int64_t> seeds, labels;
-  std::vector<BlockOperator> forward, transposed;  // per layer
-  std::vector<float> features;                     // blocks[0].src.size() x F
+  std::vector<HostCsr> forward, transposed;  // per layer
+  std::vector<float> features;               // blocks[0].src.size() x F
   int64_t input_rows = 0;
   FetchStats fetch;
   bool evicted = false;
