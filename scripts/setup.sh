@@ -49,11 +49,11 @@ fi
 # ---- 2. Kokkos ----------------------------------------------------------------------------------
 # Debian ships Kokkos only inside Trilinos 13.2 (a Serial-only binary package with a broken CMake
 # config), so we build the Kokkos that Trilinos' source package carries.
-kokkos_source() {
+kokkos_source() {  # prints the source directory on stdout: every message must go to stderr
   local src=$deps/src/kokkos-$kokkos_version
   if [ ! -f "$src/CMakeLists.txt" ]; then
     if ! apt-cache showsrc trilinos 2>/dev/null | grep -q '^Package: trilinos'; then
-      say "adding a deb-src entry for bookworm (needed for 'apt-get source trilinos')"
+      say "adding a deb-src entry for bookworm (needed for 'apt-get source trilinos')" >&2
       printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
         | $sudo tee /etc/apt/sources.list.d/tessera-src.sources >/dev/null
       $sudo apt-get update -q >&2
