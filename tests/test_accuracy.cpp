@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "support/fixtures.hpp"
 #include "tessera/graph/ogb.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/trainer.hpp"
@@ -30,21 +31,6 @@ std::string cora_file() {
   return path;
 }
 
-TrainOptions paper_setup(const std::string& data, uint64_t seed) {
-  TrainOptions o;
-  o.data = data;
-  o.model.layers = 2;
-  o.model.hidden = 16;
-  o.model.dropout = o.model.input_dropout = 0.5f;
-  o.model.seed = seed;
-  o.optimizer.lr = 0.01f;
-  o.optimizer.weight_decay = 5e-4f;
-  o.epochs = 200;
-  o.normalize_features = true;
-  o.quiet = true;
-  return o;
-}
-
 // Mean test accuracy (at the best-validation epoch) of full-graph and mini-batch training over `seeds`.
 std::pair<double, double> full_and_minibatch(const std::vector<TrainOptions>& full,
                                              const std::vector<TrainOptions>& minibatch, const char* what) {
@@ -64,7 +50,7 @@ std::pair<double, double> full_and_minibatch(const std::vector<TrainOptions>& fu
 double mean_test_accuracy(ModelKind kind) {
   double sum = 0;
   for (uint64_t seed = 0; seed < 10; ++seed) {
-    TrainOptions o = paper_setup(cora_file(), seed);
+    TrainOptions o = fixtures::paper_setup(cora_file(), seed);
     o.model.kind = kind;
     const TrainResult r = train_full_graph(o, Communicator::world());
     std::printf("%s seed %llu: test %.4f at best valid %.4f (epoch %lld)\n", model_kind_name(kind),
@@ -93,8 +79,8 @@ TEST(MinibatchAccuracy, CoraWithinTwoPointsOfFullGraph) {
   if (cora_file().empty()) GTEST_SKIP() << "skipped: " TESSERA_SHARED_DIR "/datasets/cora is absent";
   std::vector<TrainOptions> full, minibatch;
   for (uint64_t seed = 0; seed < 5; ++seed) {
-    full.push_back(paper_setup(cora_file(), seed));
-    TrainOptions o = paper_setup(cora_file(), seed);
+    full.push_back(fixtures::paper_setup(cora_file(), seed));
+    TrainOptions o = fixtures::paper_setup(cora_file(), seed);
     o.minibatch = true;
     o.grid = "1x1x1x1";
     o.batch_size = "0.5";
@@ -115,7 +101,7 @@ TEST(MinibatchAccuracy, CsbmWithinOnePointOfFullGraph) {
   generate_synthetic(g, path, Communicator::world());
   std::vector<TrainOptions> full, minibatch;
   for (uint64_t seed = 0; seed < 3; ++seed) {
-    TrainOptions o = paper_setup(path, seed);
+    TrainOptions o = fixtures::paper_setup(path, seed);
     o.model.hidden = 32;
     o.epochs = 100;
     o.normalize_features = false;

@@ -19,20 +19,11 @@ using namespace tessera;
 namespace {
 
 TrainOptions sage_setup(const std::string& data, uint64_t seed, int64_t seeds_per_rank) {
-  TrainOptions o;
-  o.data = data;
+  TrainOptions o = fixtures::paper_setup(data, seed);
   o.sampled = true;
   o.model.kind = ModelKind::Sage;
-  o.model.layers = 2;
-  o.model.hidden = 16;
-  o.model.dropout = o.model.input_dropout = 0.5f;
-  o.model.seed = seed;
-  o.optimizer.lr = 0.01f;
-  o.optimizer.weight_decay = 5e-4f;
   o.epochs = 100;
   o.eval_every = 5;
-  o.normalize_features = true;
-  o.quiet = true;
   o.sampling.fanouts = "10,10";
   o.sampling.batch_size = seeds_per_rank;
   o.sampling.policy = PrefetchPolicy::Periodic;

@@ -131,7 +131,8 @@ void check_train_options(const TrainOptions& options, const Communicator& world)
     require(options.epochs >= 1, "--epochs must be at least 1, not ", options.epochs);
     require(options.checkpoint_every >= 0, "--checkpoint-every must not be negative");
     require(options.eval_every >= 1 || (options.sampled && options.eval_every == 0),
-            "--eval-every must be at least 1 (0, no evaluation, only with --mode sampled), not ", options.eval_every);
+            "--eval-every must be at least 1 (0, no evaluation, only with --mode sampled), not ",
+            options.eval_every);
     require(!options.resume || !options.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
     require(options.checkpoint_every == 0 || !options.checkpoint_dir.empty(),
             "--checkpoint-every needs --checkpoint DIR");
@@ -204,6 +205,16 @@ void keep_step(GnnModel<float>& model, const Matrix<float>& logits, TrainResult&
   for (Parameter<float>* p : model.parameters()) {
     const auto g = Kokkos::create_mirror_view_and_copy(HostSpace(), p->grad);
     result.last_gradients.insert(result.last_gradients.end(), g.data(), g.data() + g.extent(0));
+  }
+}
+
+void finish_result(TrainResult& result, const TrainingProgress& progress, GnnModel<float>& model) {
+  result.best_epoch = progress.best_epoch;
+  result.best_valid = progress.best_valid;
+  result.test_at_best = progress.test_at_best;
+  for (Parameter<float>* p : model.parameters()) {
+    const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), p->value);
+    result.final_weights.insert(result.final_weights.end(), host.data(), host.data() + host.extent(0));
   }
 }
 
@@ -280,13 +291,7 @@ TrainResult train_full_graph(const TrainOptions& options, const Communicator& wo
   if (!options.predictions_path.empty() && !best_predictions.empty())
     world.run_on(0, [&] { write_predictions(options.predictions_path, best_predictions); });
 
-  result.best_epoch = progress.best_epoch;
-  result.best_valid = progress.best_valid;
-  result.test_at_best = progress.test_at_best;
-  for (Parameter<float>* p : model.parameters()) {
-    const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), p->value);
-    result.final_weights.insert(result.final_weights.end(), host.data(), host.data() + host.extent(0));
-  }
+  finish_result(result, progress, model);
   return result;
 }
 

@@ -27,6 +27,8 @@ std::string checkpoint_path(const TrainOptions& options);
 /// With --resume: loads the checkpoint into `state` and says so; otherwise a fresh start.
 TrainingProgress resume_if_asked(const TrainOptions& options, const CheckpointState& state,
                                  const Communicator& world);
+/// The best-validation bookkeeping and the final weights of a replicated model, into `result`.
+void finish_result(TrainResult& result, const TrainingProgress& progress, GnnModel<float>& model);
 /// The --metrics file on rank 0 (appended to after a resume); not open elsewhere or without --metrics.
 std::ofstream open_metrics(const TrainOptions& options, const TrainingProgress& progress,
                            const Communicator& world);

@@ -109,7 +109,15 @@ class SampledTrainer {
   void train_step(const PreparedStep& p, int64_t epoch_step, std::vector<double>& counters,
                   TrainResult* keep);
   double evaluate(const std::vector<int64_t>& nodes, int64_t epoch);
-  std::vector<const GraphOps<float>*> upload(const PreparedStep& p);
+  // A prepared step on the device: leading rows of buffers that grow with headroom, so steps of varying
+  // size do not allocate their features, labels and mask every time.
+  struct DeviceStep {
+    std::vector<const GraphOps<float>*> ops;
+    Matrix<float> x;
+    Vector<int64_t> labels;
+    Vector<uint8_t> mask;  // all ones: every output row is a seed
+  };
+  DeviceStep upload(const PreparedStep& p);
 
   const TrainOptions& o_;
   const Communicator& world_;
@@ -126,6 +134,9 @@ class SampledTrainer {
   std::unique_ptr<PrefetchController> controller_;
   int64_t steps_ = 0, global_step_ = 0;
   std::vector<GraphOps<float>> ops_;
+  Matrix<float> x_capacity_;
+  Vector<int64_t> labels_capacity_;
+  Vector<uint8_t> ones_capacity_;
   Vector<float> flat_grad_;
   Matrix<float> grad_logits_;
 };
@@ -164,20 +175,30 @@ PreparedStep SampledTrainer::prepare_training(int64_t epoch, int64_t step) {
   return prepare(*sampler_, *fetch_, seeds, epoch, step, true);
 }
 
-std::vector<const GraphOps<float>*> SampledTrainer::upload(const PreparedStep& p) {
+SampledTrainer::DeviceStep SampledTrainer::upload(const PreparedStep& p) {
+  DeviceStep d;
   ops_.clear();
   for (size_t l = 0; l < p.forward.size(); ++l) ops_.push_back(upload_ops(p.forward[l], p.transposed[l]));
-  std::vector<const GraphOps<float>*> out;
-  for (const GraphOps<float>& op : ops_) out.push_back(&op);
-  return out;
-}
-
-Matrix<float> to_device_rows(const std::vector<float>& rows, int64_t count, int64_t width) {
-  const Kokkos::View<const float**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
-      host(rows.data(), size_t(count), size_t(width));
-  Matrix<float> out(Kokkos::ViewAllocateWithoutInitializing("step.features"), size_t(count), size_t(width));
-  Kokkos::deep_copy(out, host);
-  return out;
+  for (const GraphOps<float>& op : ops_) d.ops.push_back(&op);
+  const auto rows = size_t(p.input_rows), width = size_t(g_.num_features), seeds = p.labels.size();
+  if (x_capacity_.extent(0) < rows)
+    x_capacity_ =
+        Matrix<float>(Kokkos::ViewAllocateWithoutInitializing("step.features"), rows + rows / 4, width);
+  if (labels_capacity_.extent(0) < seeds) {
+    labels_capacity_ =
+        Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("step.labels"), seeds + seeds / 4);
+    ones_capacity_ = Vector<uint8_t>("step.mask", seeds + seeds / 4);
+    Kokkos::deep_copy(ones_capacity_, uint8_t(1));
+  }
+  d.x = Matrix<float>(Kokkos::subview(x_capacity_, std::make_pair(size_t(0), rows), Kokkos::ALL()));
+  d.labels = Kokkos::subview(labels_capacity_, std::make_pair(size_t(0), seeds));
+  d.mask = Kokkos::subview(ones_capacity_, std::make_pair(size_t(0), seeds));
+  Kokkos::deep_copy(
+      d.x,
+      Kokkos::View<const float**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          p.features.data(), rows, width));
+  Kokkos::deep_copy(d.labels, HostVector<const int64_t>(p.labels.data(), seeds));
+  return d;
 }
 
 // A free function: nvcc's extended lambdas may not sit in private member functions.
@@ -187,34 +208,24 @@ void scale_into(const Vector<const float>& from, const Vector<float>& to, float 
       KOKKOS_LAMBDA(int64_t i) { to(i) = from(i) * scale; });
 }
 
-Vector<int64_t> to_device(const std::vector<int64_t>& v) {
-  Vector<int64_t> out(Kokkos::ViewAllocateWithoutInitializing("step.labels"), v.size());
-  Kokkos::deep_copy(out, HostVector<const int64_t>(v.data(), v.size()));
-  return out;
-}
-
 void SampledTrainer::train_step(const PreparedStep& p, int64_t epoch_step, std::vector<double>& counters,
                                 TrainResult* keep) {
   const std::vector<Parameter<float>*> params = model_->parameters();
   Kokkos::deep_copy(flat_grad_, 0.0f);
   std::fill(counters.begin(), counters.end(), 0.0);
   if (!p.seeds.empty()) {  // a rank without seeds this step contributes zero gradients
-    const std::vector<const GraphOps<float>*> ops = upload(p);
-    const Matrix<float> x = to_device_rows(p.features, p.input_rows, g_.num_features);
+    const DeviceStep d = upload(p);
     const PassInfo pass{true, config_.seed, epoch_step};
-    const Matrix<float> logits = model_->forward(ops, x, pass);
+    const Matrix<float> logits = model_->forward(d.ops, d.x, pass);
     const int64_t rows = int64_t(logits.extent(0));
     if (int64_t(grad_logits_.extent(0)) < rows)
       grad_logits_ = Matrix<float>("grad_logits", size_t(rows + rows / 4), size_t(config_.out));
     const Matrix<float> grad(Kokkos::subview(grad_logits_, std::make_pair(int64_t(0), rows), Kokkos::ALL()));
-    const Vector<int64_t> labels = to_device(p.labels);
-    Vector<uint8_t> all("step.mask", size_t(rows));
-    Kokkos::deep_copy(all, uint8_t(1));
-    const auto [loss, count] = masked_softmax_cross_entropy<float>(logits, labels, all, 1.0f, grad);
+    const auto [loss, count] = masked_softmax_cross_entropy<float>(logits, d.labels, d.mask, 1.0f, grad);
     counters[kLossSum] = loss;
     counters[kSeeds] = double(count);
-    counters[kCorrect] = double(count_correct<float>(logits, labels, all).first);
-    model_->backward(ops, grad, pass);
+    counters[kCorrect] = double(count_correct<float>(logits, d.labels, d.mask).first);
+    model_->backward(d.ops, grad, pass);
     int64_t at = 0;
     for (Parameter<float>* q : params) {
       const int64_t n = int64_t(q->grad.extent(0));
@@ -261,12 +272,9 @@ double SampledTrainer::evaluate(const std::vector<int64_t>& nodes, int64_t epoch
     const std::vector<int64_t> chunk(nodes.begin() + begin, nodes.begin() + end);
     const PreparedStep p = prepare(*eval_sampler_, *eval_fetch_, chunk, kEvalKeyOffset + epoch, r, false);
     if (chunk.empty()) continue;
-    const std::vector<const GraphOps<float>*> ops = upload(p);
-    const Matrix<float> logits = model_->forward(
-        ops, to_device_rows(p.features, p.input_rows, g_.num_features), PassInfo{false, config_.seed, epoch});
-    Vector<uint8_t> all("eval.mask", chunk.size());
-    Kokkos::deep_copy(all, uint8_t(1));
-    const auto [correct, count] = count_correct<float>(logits, to_device(p.labels), all);
+    const DeviceStep d = upload(p);
+    const Matrix<float> logits = model_->forward(d.ops, d.x, PassInfo{false, config_.seed, epoch});
+    const auto [correct, count] = count_correct<float>(logits, d.labels, d.mask);
     counts[0] += correct;
     counts[1] += count;
   }
@@ -411,13 +419,7 @@ TrainResult SampledTrainer::run() {
       log_line(line);
     }
   }
-  result.best_epoch = progress.best_epoch;
-  result.best_valid = progress.best_valid;
-  result.test_at_best = progress.test_at_best;
-  for (Parameter<float>* p : model_->parameters()) {
-    const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), p->value);
-    result.final_weights.insert(result.final_weights.end(), host.data(), host.data() + host.extent(0));
-  }
+  finish_result(result, progress, *model_);
   return result;
 }
 

@@ -11,6 +11,7 @@
 
 #include "tessera/comm/communicator.hpp"
 #include "tessera/graph/synth.hpp"
+#include "tessera/models/trainer.hpp"
 
 namespace tessera::fixtures {
 
@@ -44,6 +45,23 @@ inline const std::string& small_csbm_file() {
     generate_synthetic(o, path, Communicator::world());
   }
   return path;
+}
+
+/// The GCN paper's training setup (Kipf & Welling 2017): 2 layers, 16 hidden, dropout 0.5 (input too), lr
+/// 0.01, weight decay 5e-4, 200 epochs, row-normalized features; quiet.
+inline TrainOptions paper_setup(const std::string& data, uint64_t seed) {
+  TrainOptions o;
+  o.data = data;
+  o.model.layers = 2;
+  o.model.hidden = 16;
+  o.model.dropout = o.model.input_dropout = 0.5f;
+  o.model.seed = seed;
+  o.optimizer.lr = 0.01f;
+  o.optimizer.weight_decay = 5e-4f;
+  o.epochs = 200;
+  o.normalize_features = true;
+  o.quiet = true;
+  return o;
 }
 
 }  // namespace tessera::fixtures
