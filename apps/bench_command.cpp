@@ -87,7 +87,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
       const int p = world.size();
       std::vector<double> sizes, times;
       char line[256];
-      for (int64_t bytes : {int64_t(1) << 12, int64_t(1) << 16, int64_t(1) << 20, int64_t(1) << 24}) {
+      for (int64_t bytes :
+           {int64_t(1) << 12, int64_t(1) << 16, int64_t(1) << 20, int64_t(1) << 24, int64_t(1) << 26}) {
         std::vector<float> buffer(size_t(bytes / 4), 1.0f);
         const double t = median_seconds(cm->repeat, [&] {
           all_reduce(world, buffer.data(), int64_t(buffer.size()), ReduceOp::Sum, "bench");
@@ -101,13 +102,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
                       (long long)bytes, p, 1e6 * slowest, 2.0 * (p - 1) / p * double(bytes) / slowest / 1e9);
         log_line(line);
       }
-      // t = 2(p-1)/p * bytes / beta + 2(p-1) alpha: a line through the measurements.
-      const double n = double(sizes.size());
-      double sx = 0, sy = 0, sxx = 0, sxy = 0;
-      for (size_t k = 0; k < sizes.size(); ++k)
-        sx += sizes[k], sy += times[k], sxx += sizes[k] * sizes[k], sxy += sizes[k] * times[k];
-      const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), intercept = (sy - slope * sx) / n;
-      const double beta = 2.0 * (p - 1) / p / slope, alpha = std::max(0.0, intercept / (2.0 * (p - 1)));
+      // t = 2(p-1)/p * bytes / beta + 2(p-1) alpha.
+      const auto [alpha, beta] = fit_allreduce_model(sizes, times, p);
       std::snprintf(line, sizeof(line), "fit: alpha %.2f us, beta %.2f GB/s", 1e6 * alpha, beta / 1e9);
       log_line(line);
       if (!cm->write.empty())

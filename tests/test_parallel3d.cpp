@@ -215,24 +215,43 @@ TEST(Train3D, CollectivesMoveExactlyTheScheduledBytes) {
         // The schedule of DESIGN §4, computed from the layout alone (no collective over an axis of size 1).
         // With bf16 the activations and their gradients take 2 bytes an element; weight gradients stay fp32.
         const int64_t act = dtype == CommDtype::Bf16 ? 2 : 4;
+        // A transform-first layer (a narrowing one after layer 0, output narrower than the input block)
+        // moves its full output width instead: T over b and A T over a forward; the output gradient
+        // gathered over a, A^T G over c and W's gradient over a backward.
         std::map<std::string, int64_t> expected;
         const Layout3D& layout = g.layout;
+        int transform_first_layers = 0;
         for (int l = 0; l < 3; ++l) {
           const AxisRoles r = roles_for_layer(l);
           const int ga = shape.extent(r.a), gb = shape.extent(r.b), gc = shape.extent(r.c);
           const int64_t rows_c = layout.padded_nodes() / gc, rows_a = layout.padded_nodes() / ga;
-          const int64_t in_b = layout.padded_dim(l) / gb, out_a = layout.padded_dim(l + 1) / ga;
+          const int64_t in = layout.padded_dim(l), out = layout.padded_dim(l + 1);
+          const int64_t in_b = in / gb, out_a = out / ga;
+          if (l > 0 && out < in_b) {
+            ++transform_first_layers;
+            if (gb > 1) expected["forward allreduce b"] += act * rows_a * out;
+            if (ga > 1) expected["forward allreduce a"] += act * rows_c * out;
+            if (ga > 1) expected["backward allgather a"] += 4 * rows_c * out_a;
+            if (gc > 1) expected["backward allreduce c (inputs)"] += act * rows_a * out;
+            if (ga > 1) expected["backward allreduce a (weights)"] += 4 * in_b * out;
+            if (gc > 1) expected["backward allreduce c (weights)"] += 4 * out_a;  // the bias
+            continue;
+          }
           if (ga > 1 && !(l == 0 && step == 1)) expected["forward allreduce a"] += act * rows_c * in_b;
           if (gb > 1) expected["forward allreduce b"] += act * rows_c * out_a;
           if (gc > 1) expected["backward allreduce c (weights)"] += 4 * (in_b * out_a + out_a);
           if (l > 0 && ga > 1) expected["backward allreduce a"] += act * rows_c * in_b;
           if (l > 0 && gc > 1) expected["backward allreduce c (inputs)"] += act * rows_a * in_b;
         }
+        // dims 11 -> 10 -> 6 -> 5: layer 1 is transform-first on every grid whose b axis of layer 1 (X)
+        // has extent 1; the test must see both schedules.
+        EXPECT_EQ(transform_first_layers > 0, shape.x == 1);
         std::map<std::string, int64_t> measured;
         for (const auto& [phase, kinds] : world.stats().phases())
           for (int k = 0; k < int(Collective::Count); ++k)
             if (kinds[size_t(k)].bytes > 0) {
-              EXPECT_EQ(Collective(k), Collective::AllReduce) << phase;
+              const bool gather = phase == "backward allgather a";
+              EXPECT_EQ(Collective(k), gather ? Collective::AllGather : Collective::AllReduce) << phase;
               measured[phase] += kinds[size_t(k)].bytes;
             }
         EXPECT_EQ(measured, expected) << "step " << step;

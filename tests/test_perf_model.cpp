@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "tessera/core/error.hpp"
+#include "tessera/parallel3d/layout.hpp"
 #include "tessera/parallel3d/perf_model.hpp"
 
 using namespace tessera;
@@ -60,6 +61,51 @@ TEST(PerfModel, CommunicationFollowsTheRingFormula) {
   const GridCost c = predict_epoch(p, GridShape{1, 1, 2, 1}, m);
   const double bytes = 4.0 * 1000 * 4;
   EXPECT_NEAR(c.comm_s, 2.0 * 1 / 2 * bytes / 1e9 + 2.0 * 1e-6, 1e-12);
+}
+
+TEST(PerfModel, TransformFirstLayersMoveTheirOutputWidth) {
+  MachineProfile m = builtin_machine("local");
+  m.alpha_intra = m.alpha_inter = 1e-6;
+  m.beta_intra = m.beta_inter = 1e9;
+  ProblemSize p;
+  p.nodes = 1000;
+  p.nnz = 5000;
+  p.dims = {8, 16, 4};
+  auto allreduce = [](double bytes) { return 2.0 * 1 / 2 * bytes / 1e9 + 2.0 * 1e-6; };
+  auto allgather = [](double bytes) { return 1.0 / 2 * bytes / 1e9 + 1e-6; };
+  // Grid 1x1x2. Layer 0 (a X, b Y, c Z): only W's and b's gradients over c. Layer 1 (a Z, b X, c Y)
+  // narrows 16 -> 4 and runs A (H W): A T over a, the output gradient gathered over a, W's gradient over a.
+  const GridCost c = predict_epoch(p, GridShape{1, 1, 1, 2}, m);
+  const double expected = allreduce(4.0 * (8 * 16 + 16)) + allreduce(4.0 * 1000 * 4) +
+                          allgather(4.0 * 1000 * 4) + allreduce(4.0 * 16 * 4);
+  EXPECT_NEAR(c.comm_s, expected, 1e-12);
+  const Layout3D layout(GridShape{1, 1, 1, 2}, 1000, p.dims, PermuteMode::None, 0);
+  EXPECT_FALSE(layout.transforms_first(0));  // A X is aggregated once
+  EXPECT_TRUE(layout.transforms_first(1));
+  const Layout3D split(GridShape{1, 4, 1, 1}, 1000, {8, 16, 4}, PermuteMode::None, 0);
+  EXPECT_FALSE(split.transforms_first(1));  // b = X splits the input into blocks of 4: no narrower than out
+}
+
+TEST(PerfModel, AllReduceFitStaysPositiveOnNoisyMeasurements) {
+  const double alpha = 3e-6, beta = 4e9;
+  const int p = 4;
+  std::vector<double> bytes = {4096, 65536, 1 << 20, 1 << 24}, clean;
+  for (double b : bytes) clean.push_back(2.0 * (p - 1) / p * b / beta + 2.0 * (p - 1) * alpha);
+  const auto [a, b] = fit_allreduce_model(bytes, clean, p);
+  EXPECT_NEAR(a, alpha, 1e-9);
+  EXPECT_NEAR(b, beta, 1e-3 * beta);
+  // A descheduled small message (8 ms for 4 KiB, as measured here once) made a least-squares line slope
+  // downwards: beta came out negative and every plan predicted negative communication time.
+  std::vector<double> noisy = clean;
+  noisy[0] = noisy[1] = 8e-3;
+  const auto [a2, b2] = fit_allreduce_model(bytes, noisy, p);
+  EXPECT_NEAR(b2, beta, 1e-3 * beta);
+  EXPECT_GT(a2, 0);
+  // The largest message faster than the one before: beta from the largest alone, still positive.
+  noisy = clean;
+  noisy[3] = noisy[2] / 2;
+  EXPECT_GT(fit_allreduce_model(bytes, noisy, p).second, 0);
+  EXPECT_THROW(fit_allreduce_model({4096}, {1e-5}, p), Error);
 }
 
 TEST(PerfModel, FitRecoversKnownCoefficients) {

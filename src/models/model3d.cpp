@@ -40,28 +40,40 @@ GcnLayer3D::GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index,
       last_(index + 1 == graph.layout.layers()),
       dropout_(dropout),
       comms_(layer_comms(grid, index, options.overlap_chunks, timers, options.comm_dtype)),
+      transform_first_(graph.layout.transforms_first(index)),
       weight_("layer" + std::to_string(index) + ".weight",
               graph.layout.padded_dim(index) / grid.shape().extent(roles_for_layer(index).b),
-              graph.layout.padded_dim(index + 1) / grid.shape().extent(roles_for_layer(index).a), true),
-      bias_("layer" + std::to_string(index) + ".bias", 1, weight_.cols, false),
-      norm_(last_ ? NormKind::None : norm, "layer" + std::to_string(index) + ".norm", weight_.cols) {
+              graph.layout.padded_dim(index + 1) /
+                  (transform_first_ ? 1 : grid.shape().extent(roles_for_layer(index).a)),
+              true),
+      bias_("layer" + std::to_string(index) + ".bias", 1,
+            graph.layout.padded_dim(index + 1) / grid.shape().extent(roles_for_layer(index).a), false),
+      norm_(last_ ? NormKind::None : norm, "layer" + std::to_string(index) + ".norm", bias_.cols) {
   const Layout3D& layout = graph.layout;
   const AxisRoles roles = roles_for_layer(index);
   const GridCoords& me = grid.coords();
   in_begin_ = layout.dim_block(index, roles.b, me.get(roles.b)).first;
   out_begin_ = layout.dim_block(index + 1, roles.a, me.get(roles.a)).first;
-  weight_owner_ = me.get(roles.c) == 0;
+  // A transform-first W block is replicated over a as well as c.
+  weight_owner_ = me.get(roles.c) == 0 && (!transform_first_ || me.get(roles.a) == 0);
   row_owner_ = me.get(roles.c) == 0 && me.get(roles.b) == 0;
   fuse_ = options.fuse;
-  glorot_block(weight_, in_begin_, out_begin_, layout.dim(index), layout.dim(index + 1), seed,
-               streams::kWeight + uint64_t(index));
+  glorot_block(weight_, in_begin_, transform_first_ ? 0 : out_begin_, layout.dim(index),
+               layout.dim(index + 1), seed, streams::kWeight + uint64_t(index));
   Kokkos::deep_copy(bias_.value, 0.0f);
-  const int64_t rows_c = layout.padded_nodes() / grid.shape().extent(roles.c);
-  const int64_t rows_a = layout.padded_nodes() / grid.shape().extent(roles.a);
-  agg_ = Matrix<float>("agg", size_t(rows_c), size_t(weight_.rows));
-  grad_agg_ = Matrix<float>("grad_agg", size_t(rows_c), size_t(weight_.rows));
-  out_ = Matrix<float>("out", size_t(rows_c), size_t(weight_.cols));
-  grad_in_ = Matrix<float>("grad_in", size_t(rows_a), size_t(weight_.rows));
+  const size_t rows_c = size_t(layout.padded_nodes() / grid.shape().extent(roles.c));
+  const size_t rows_a = size_t(layout.padded_nodes() / grid.shape().extent(roles.a));
+  const size_t in_b = size_t(weight_.rows), out_a = size_t(bias_.cols), out = size_t(weight_.cols);
+  out_ = Matrix<float>("out", rows_c, out_a);
+  grad_in_ = Matrix<float>("grad_in", rows_a, in_b);
+  if (transform_first_) {
+    transformed_ = Matrix<float>("transformed", rows_a, out);
+    full_out_ = Matrix<float>("full_out", rows_c, out);
+    if (comms_.a->size() > 1) gathered_ = Vector<float>("gathered", rows_c * out);
+  } else {
+    agg_ = Matrix<float>("agg", rows_c, in_b);
+    grad_agg_ = Matrix<float>("grad_agg", rows_c, in_b);
+  }
 }
 
 std::vector<Parameter<float>*> GcnLayer3D::parameters() {
@@ -78,7 +90,8 @@ BlockPlacement GcnLayer3D::row_placement() const {
 std::vector<BlockPlacement> GcnLayer3D::placements() const {
   const int64_t in = graph_.layout.dim(index_), out = graph_.layout.dim(index_ + 1);
   const BlockPlacement row = row_placement();
-  std::vector<BlockPlacement> p = {BlockPlacement{in_begin_, out_begin_, in, out, weight_owner_}};
+  const int64_t weight_col = transform_first_ ? 0 : out_begin_;
+  std::vector<BlockPlacement> p = {BlockPlacement{in_begin_, weight_col, in, out, weight_owner_}};
   if (norm_.kind() != NormKind::Batch) p.push_back(row);
   if (norm_.kind() != NormKind::None) p.insert(p.end(), {row, row});
   return p;
@@ -101,13 +114,19 @@ Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const LayerGrap
   view_ = view;
   input_ = in;
   const AdjacencyBlock& a = *view.adjacency;
-  const Matrix<float> agg = leading_rows(agg_, a.forward.matrix().num_rows);
-  const Matrix<float> out = leading_rows(out_, a.forward.matrix().num_rows);
-  // A static input (layer 0 without input dropout) on the static graph is aggregated once.
-  const bool cacheable = static_input_ && view.is_static;
-  const bool agg_ready = cacheable && aggregated_input_ == in.data();
-  pmm_forward(a, comms_, in, weight_.matrix(), agg, out, agg_ready);
-  aggregated_input_ = cacheable ? in.data() : nullptr;
+  const int64_t rows_out = a.forward.matrix().num_rows;
+  const Matrix<float> out = leading_rows(out_, rows_out);
+  if (transform_first_) {
+    pmm_forward_transform_first(a, comms_, in, weight_.matrix(),
+                                leading_rows(transformed_, int64_t(in.extent(0))),
+                                leading_rows(full_out_, rows_out), out);
+  } else {
+    // A static input (layer 0 without input dropout) on the static graph is aggregated once.
+    const bool cacheable = static_input_ && view.is_static;
+    const bool agg_ready = cacheable && aggregated_input_ == in.data();
+    pmm_forward(a, comms_, in, weight_.matrix(), leading_rows(agg_, rows_out), out, agg_ready);
+    aggregated_input_ = cacheable ? in.data() : nullptr;
+  }
   const Dropout dropout = output_dropout(pass);
   const Vector<const float> bias = bias_.value;
   if (norm_.kind() != NormKind::None) {
@@ -149,11 +168,17 @@ Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_inpu
     column_sums<float>(grad_out, bias_.grad, Vector<float>());
     sum_over(*comms_.c, bias_.grad.data(), bias_.size(), "backward allreduce c (weights)");
   }
-  const Matrix<float> grad_in = leading_rows(grad_in_, a.transpose.matrix().num_rows);
-  pmm_backward(a, comms_, leading_rows(agg_, a.forward.matrix().num_rows), weight_.matrix(), grad_out,
-               weight_.grad_matrix(),
-               want_input_grad ? leading_rows(grad_agg_, a.forward.matrix().num_rows) : Matrix<float>(),
-               want_input_grad ? grad_in : Matrix<float>());
+  const int64_t rows_in = a.transpose.matrix().num_rows, rows_out = a.forward.matrix().num_rows;
+  const Matrix<float> grad_in = leading_rows(grad_in_, rows_in);
+  if (transform_first_) {
+    pmm_backward_transform_first(a, comms_, input_, weight_.matrix(), grad_out, gathered_,
+                                 leading_rows(full_out_, rows_out), leading_rows(transformed_, rows_in),
+                                 weight_.grad_matrix(), want_input_grad ? grad_in : Matrix<float>());
+  } else {
+    pmm_backward(a, comms_, leading_rows(agg_, rows_out), weight_.matrix(), grad_out, weight_.grad_matrix(),
+                 want_input_grad ? leading_rows(grad_agg_, rows_out) : Matrix<float>(),
+                 want_input_grad ? grad_in : Matrix<float>());
+  }
   return grad_in;
 }
 

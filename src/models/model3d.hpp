@@ -55,12 +55,16 @@ class GcnLayer3D {
   float dropout_;
   LayerComms comms_;
   int64_t in_begin_, out_begin_;
+  bool transform_first_;  // Layout3D::transforms_first: A (H W) instead of (A H) W
   bool static_input_ = false, row_owner_, weight_owner_, fuse_;
   const float* aggregated_input_ = nullptr;
   Parameter<float> weight_, bias_;
   FeatureNorm<float> norm_;
   Matrix<const float> input_;
   Matrix<float> agg_, out_, grad_agg_, grad_in_;
+  Matrix<float> transformed_,
+      full_out_;            // transform-first: H W (then its gradient) and A H W (then its gradient)
+  Vector<float> gathered_;  // transform-first: the output gradient's blocks gathered over a
 };
 
 class GcnModel3D {

@@ -64,19 +64,21 @@ nlohmann::json phase_report(const PhaseTimers& now, const PhaseTimers& before, c
   std::vector<double> seconds;
   for (const char* name : compute) seconds.push_back(now.get(name) - before.get(name));
   // Communication phases: every rank knows the same names (same grid); a rank that skipped one reports 0.
-  static const char* comm_phases[] = {"forward allreduce a",
-                                      "forward allreduce b",
-                                      "backward allreduce c (weights)",
-                                      "backward allreduce a",
-                                      "backward allreduce c (inputs)",
-                                      "norm allreduce c",
-                                      "norm allreduce a",
-                                      "loss allreduce a",
-                                      "loss allreduce c"};
-  for (const char* name : comm_phases) {
+  static const std::pair<const char*, Collective> comm_phases[] = {
+      {"forward allreduce a", Collective::AllReduce},
+      {"forward allreduce b", Collective::AllReduce},
+      {"backward allreduce c (weights)", Collective::AllReduce},
+      {"backward allreduce a", Collective::AllReduce},
+      {"backward allreduce c (inputs)", Collective::AllReduce},
+      {"backward allgather a", Collective::AllGather},            // transform-first layers
+      {"backward allreduce a (weights)", Collective::AllReduce},  // transform-first layers
+      {"norm allreduce c", Collective::AllReduce},
+      {"norm allreduce a", Collective::AllReduce},
+      {"loss allreduce a", Collective::AllReduce},
+      {"loss allreduce c", Collective::AllReduce}};
+  for (const auto& [name, kind] : comm_phases) {
     names.push_back(name);
-    seconds.push_back(comm_now.get(name, Collective::AllReduce).seconds -
-                      comm_before.get(name, Collective::AllReduce).seconds);
+    seconds.push_back(comm_now.get(name, kind).seconds - comm_before.get(name, kind).seconds);
   }
   std::vector<double> max = seconds, sum = seconds;
   all_reduce(world, max.data(), int64_t(max.size()), ReduceOp::Max, "report");
@@ -93,7 +95,7 @@ nlohmann::json phase_report(const PhaseTimers& now, const PhaseTimers& before, c
   auto ms = [&](size_t k) { return std::make_pair(1e3 * max[k], 1e3 * sum[k] / world.size()); };
   std::snprintf(
       text, sizeof(text),
-      "      phases max/mean ms: spmm %.1f/%.1f  gemm %.1f/%.1f  loss %.1f/%.1f  allreduce %.1f/%.1f",
+      "      phases max/mean ms: spmm %.1f/%.1f  gemm %.1f/%.1f  loss %.1f/%.1f  collectives %.1f/%.1f",
       ms(0).first, ms(0).second, ms(1).first, ms(1).second, ms(2).first, ms(2).second, 1e3 * comm_max,
       1e3 * comm_mean);
   line = text;

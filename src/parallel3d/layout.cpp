@@ -51,4 +51,9 @@ std::pair<int64_t, int64_t> Layout3D::dim_block(int i, Axis axis, int k) const {
   return {k * block, (k + 1) * block};
 }
 
+bool Layout3D::transforms_first(int layer) const {
+  const int64_t in_b = padded_dim(layer) / shape_.extent(roles_for_layer(layer).b);
+  return layer > 0 && padded_dim(layer + 1) < in_b;
+}
+
 }  // namespace tessera

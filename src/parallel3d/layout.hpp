@@ -5,6 +5,8 @@
 //   A_l           rows by c, cols by a, replicated over b
 //   W_l           rows (in features) by b, cols (out features) by a, replicated over c
 //   OUT_l = next layer's input: rows by c, cols by a, replicated over b
+// A transform-first layer (transforms_first) keeps H and OUT as above; its W is rows by b with every
+// output column, replicated over a and c.
 // Row order: layer l's adjacency is A1 = P1 A P2^T on even layers and A2 = P2 A P1^T on odd ones, so its
 // input rows are in p2 order (even) or p1 order (odd) and its output rows in the other.
 #pragma once
@@ -49,6 +51,11 @@ class Layout3D {
   const RandomPermutation& col_order(int layer) const { return layer % 2 == 0 ? p2_ : p1_; }
   const RandomPermutation& p1() const { return p1_; }
   const RandomPermutation& p2() const { return p2_; }
+
+  /// Whether layer l runs transform-first, A (H W), instead of (A H) W (pmm.hpp): after layer 0 (whose
+  /// A X is aggregated once) when the whole output is narrower than this rank's input columns, so the
+  /// SpMM and the activations that travel are narrower. The one-rank trainer makes the same choice.
+  bool transforms_first(int layer) const;
 
   /// Distinct adjacency layouts: layer l uses layout l mod 6 (axis rotation l mod 3, permutation parity l mod
   /// 2).

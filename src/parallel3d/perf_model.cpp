@@ -90,6 +90,19 @@ void save_machine_file(const MachineProfile& m, const std::string& path) {
   require(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename the machine file");
 }
 
+std::pair<double, double> fit_allreduce_model(const std::vector<double>& bytes,
+                                              const std::vector<double>& seconds, int p) {
+  require(bytes.size() >= 2 && bytes.size() == seconds.size() && p > 1,
+          "fitting the all-reduce model needs at least 2 message sizes on at least 2 ranks");
+  const size_t last = bytes.size() - 1;
+  const double factor = 2.0 * (p - 1) / p;  // bytes each rank moves per byte reduced (ring)
+  const double slope = (seconds[last] - seconds[last - 1]) / (bytes[last] - bytes[last - 1]);
+  const double per_byte = slope > 0 ? slope : seconds[last] / bytes[last];
+  const double beta = factor / per_byte;
+  const double alpha = std::max(0.0, (seconds[0] - per_byte * bytes[0]) / (2.0 * (p - 1)));
+  return {alpha, beta};
+}
+
 std::vector<double> spmm_terms(double nnz, double width, double rows, double cols) {
   const double root = std::sqrt(std::max(1.0, nnz * width));
   return {root, root * cols / std::max(1.0, width), root * rows / std::max(1.0, width)};
@@ -149,6 +162,15 @@ double allreduce_seconds(double bytes, const GridShape& s, Axis axis, const Mach
   return 2.0 * (p - 1) / p * bytes / beta + 2.0 * (p - 1) * alpha;
 }
 
+// Ring all-gather of `bytes` in all (each rank contributes bytes / p).
+double allgather_seconds(double bytes, const GridShape& s, Axis axis, const MachineProfile& m) {
+  const int p = s.extent(axis);
+  if (p <= 1 || bytes <= 0) return 0.0;
+  const bool intra = fits_in_node(s, axis, m.ranks_per_node);
+  const double alpha = intra ? m.alpha_intra : m.alpha_inter, beta = intra ? m.beta_intra : m.beta_inter;
+  return double(p - 1) / p * bytes / beta + (p - 1) * alpha;
+}
+
 double spmm_seconds(double nnz, double width, double rows, double cols, const MachineProfile& m) {
   if (m.spmm_c0 != 0 || m.spmm_c1 != 0 || m.spmm_c2 != 0) {
     const std::vector<double> x = spmm_terms(nnz, width, rows, cols);
@@ -173,6 +195,21 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
     const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c);
     const double in = double(layout.padded_dim(l)) / gb, out = double(layout.padded_dim(l + 1)) / ga;
     const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
+    if (layout.transforms_first(l)) {
+      // T = H W (over b), A T (over a); G gathered over a, A^T G (over c), gW (over a), bias (over c).
+      const double width = double(layout.padded_dim(l + 1));
+      cost.comm_s += allreduce_seconds(4 * rows_a * width, s, r.b, m) +
+                     allreduce_seconds(4 * rows_c * width, s, r.a, m) +
+                     allgather_seconds(4 * rows_c * width, s, r.a, m) +
+                     allreduce_seconds(4 * rows_a * width, s, r.c, m) +
+                     allreduce_seconds(4 * in * width, s, r.a, m) + allreduce_seconds(4 * out, s, r.c, m);
+      cost.spmm_s +=
+          spmm_seconds(nnz, width, rows_c, rows_a, m) + spmm_seconds(nnz, width, rows_a, rows_c, m);
+      cost.gemm_s += 3 * 2.0 * rows_a * in * width / m.gemm_rate;
+      memory += (l < 6 ? 2 * 16.0 * nnz : 0) + 4.0 * (3 * rows_a * width + 2 * rows_c * width + rows_a * in) +
+                4.0 * 4 * (in * width + out);
+      continue;
+    }
     // Forward: AGG = A H (all-reduce over a), OUT = AGG W (over b). Backward: gW (over c), gAGG (over a)
     // and gH (over c); layer 0 has no input gradient.
     cost.comm_s += allreduce_seconds(4 * rows_c * in, s, r.a, m) +

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/comm/process_grid.hpp"
@@ -47,6 +48,14 @@ struct GridCost {
 GridCost predict_epoch(const ProblemSize& problem, const GridShape& shape, const MachineProfile& machine);
 /// Every factorization of `ranks` into X x Y x Z, fastest first.
 std::vector<GridCost> plan_grids(const ProblemSize& problem, int ranks, const MachineProfile& machine);
+
+/// alpha and beta of the all-reduce model from (bytes, seconds) measured on p ranks, sizes ascending: beta
+/// from the slope between the two largest messages (bandwidth-bound), alpha from the smallest
+/// (latency-bound). A least-squares line through all sizes is dominated by the largest and went negative
+/// on a noisy machine; this stays positive (a non-increasing pair gives beta from the largest alone).
+/// Throws Error with fewer than 2 sizes.
+std::pair<double, double> fit_allreduce_model(const std::vector<double>& bytes,
+                                              const std::vector<double>& seconds, int p);
 
 /// Least-squares fit of eq. 4.4 from measured (rows, cols, width, nnz, grid ranks, Ga, Gb, Gc, seconds):
 /// returns {c0, c1, c2}. Throws Error with fewer than 3 samples.

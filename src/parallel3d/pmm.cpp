@@ -97,18 +97,58 @@ void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix
   spmm_then_sum(a.transpose, g_agg, g_h, comms, *comms.c, "backward allreduce c (inputs)");
 }
 
+void pmm_forward_transform_first(const AdjacencyBlock& a, const LayerComms& comms,
+                                 const Matrix<const float>& h, const Matrix<const float>& w,
+                                 const Matrix<float>& t, const Matrix<float>& y, const Matrix<float>& out) {
+  timed(comms.timers, "gemm", [&] { gemm<float>(Trans::No, Trans::No, 1.0f, h, w, 0.0f, t); });
+  sum_over(*comms.b, t.data(), size_of(t), "forward allreduce b", comms.dtype);
+  spmm_then_sum(a.forward, t, y, comms, *comms.a, "forward allreduce a");
+  const int64_t width = int64_t(out.extent(1)), first = comms.a->rank() * width;
+  Kokkos::deep_copy(out, Kokkos::subview(y, Kokkos::ALL(), std::make_pair(first, first + width)));
+}
+
+void pmm_backward_transform_first(const AdjacencyBlock& a, const LayerComms& comms,
+                                  const Matrix<const float>& h, const Matrix<const float>& w,
+                                  const Matrix<const float>& g_out, const Vector<float>& gathered,
+                                  const Matrix<float>& g_y, const Matrix<float>& g_t,
+                                  const Matrix<float>& g_w, const Matrix<float>& g_h) {
+  const int64_t rows = int64_t(g_out.extent(0)), width = int64_t(g_out.extent(1));
+  const int ga = comms.a->size();
+  if (ga == 1) {
+    Kokkos::deep_copy(g_y, g_out);
+  } else {
+    Kokkos::fence();
+    all_gather(*comms.a, g_out.data(), rows * width, gathered.data(), "backward allgather a");
+    for (int k = 0; k < ga; ++k) {
+      const Matrix<const float> block(gathered.data() + k * rows * width, size_t(rows), size_t(width));
+      Kokkos::deep_copy(Kokkos::subview(g_y, Kokkos::ALL(), std::make_pair(k * width, (k + 1) * width)),
+                        block);
+    }
+  }
+  spmm_then_sum(a.transpose, g_y, g_t, comms, *comms.c, "backward allreduce c (inputs)");
+  timed(comms.timers, "gemm", [&] { gemm<float>(Trans::Yes, Trans::No, 1.0f, h, g_t, 0.0f, g_w); });
+  sum_over(*comms.a, g_w.data(), size_of(g_w), "backward allreduce a (weights)");
+  if (g_h.extent(0) == 0) return;
+  timed(comms.timers, "gemm", [&] { gemm<float>(Trans::No, Trans::Yes, 1.0f, g_t, w, 0.0f, g_h); });
+}
+
 namespace {
 
 using Exec = ExecSpace;
 
-// Per row: max over the real local classes, then over a.
+// Per selected row: max over the real local classes, then over a (other rows: 0; the loss skips them).
 Vector<float> row_max(const LayerComms& comms, const Matrix<const float>& x, int64_t col_begin,
-                      int64_t classes) {
+                      int64_t classes, const Vector<const int64_t>& labels,
+                      const Vector<const uint8_t>& mask) {
   const int64_t cols = int64_t(x.extent(1));
   const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
   Vector<float> m("row_max", x.extent(0));
   Kokkos::parallel_for(
       "tessera::row_max", Kokkos::RangePolicy<Exec>(0, int64_t(x.extent(0))), KOKKOS_LAMBDA(int64_t i) {
+        if (mask(i) == 0 || labels(i) < 0) {
+          m(i) = 0.0f;
+          return;
+        }
         float top = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < local; ++j) top = x(i, j) > top ? x(i, j) : top;
         m(i) = top;
@@ -128,11 +168,16 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LayerComms& comms, con
                                                     const Matrix<float>& grad) {
   const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
   const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
-  const Vector<float> top = row_max(comms, x, col_begin, classes);
+  const Vector<float> top = row_max(comms, x, col_begin, classes, labels, mask);
   // Sum of exponentials and the label's logit, both summed over a (only one rank holds the label column).
+  // Rows outside the mask (the same rows on every rank of a) cost nothing: their gradient is zero.
   Matrix<double> parts("loss_parts", size_t(rows), 2);
   Kokkos::parallel_for(
       "tessera::loss_parts", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+        if (mask(i) == 0 || labels(i) < 0) {
+          parts(i, 0) = 1.0, parts(i, 1) = 0.0;
+          return;
+        }
         double s = 0;
         for (int64_t j = 0; j < local; ++j) s += ::exp(double(x(i, j) - top(i)));
         const int64_t y = labels(i) - col_begin;
@@ -148,10 +193,12 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LayerComms& comms, con
       "tessera::loss_3d", Kokkos::RangePolicy<Exec>(0, rows),
       KOKKOS_LAMBDA(int64_t i, double& sum, int64_t& n) {
         const bool selected = mask(i) != 0 && labels(i) >= 0;
-        if (want_grad)
+        if (want_grad && !selected)
+          for (int64_t j = 0; j < cols; ++j) grad(i, j) = 0.0f;
+        else if (want_grad)
           for (int64_t j = 0; j < cols; ++j) {
             const double p = j < local ? ::exp(double(x(i, j) - top(i))) / parts(i, 0) : 0.0;
-            grad(i, j) = selected ? grad_scale * float(p - (col_begin + j == labels(i) ? 1.0 : 0.0)) : 0.0f;
+            grad(i, j) = grad_scale * float(p - (col_begin + j == labels(i) ? 1.0 : 0.0));
           }
         if (!selected) return;
         sum += ::log(parts(i, 0)) - parts(i, 1);

@@ -3,6 +3,12 @@
 //   forward   AGG = A_loc H      -> all-reduce over a      OUT = AGG W      -> all-reduce over b
 //   backward  gW = AGG^T gOUT    -> all-reduce over c      gAGG = gOUT W^T  -> all-reduce over a
 //             gH = A_loc^T gAGG  -> all-reduce over c      (layer 0 skips gAGG and gH)
+// A narrowing layer after the first runs transform-first (Layout3D::transforms_first), its W block rows by
+// b with every output column:
+//   forward   T = H W            -> all-reduce over b      Y = A_loc T        -> all-reduce over a
+//             OUT = a's columns of Y
+//   backward  G = all-gather of g_OUT over a               gT = A_loc^T G     -> all-reduce over c
+//             gW = H^T gT        -> all-reduce over a      gH = gT W^T        (no communication)
 // Only dense blocks travel; the sparse blocks never move after loading. A reduction over an axis of
 // extent 1 moves nothing and is not counted.
 #pragma once
@@ -47,6 +53,20 @@ void pmm_forward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<
 void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& agg,
                   const Matrix<const float>& w, const Matrix<const float>& g_out, const Matrix<float>& g_w,
                   const Matrix<float>& g_agg, const Matrix<float>& g_h);
+
+/// Transform-first forward: t (rows_a x out) = sum_b h w, y (rows_c x out) = sum_a A_loc t and
+/// out (rows_c x out / G_a) = this rank's a-block of y's columns.
+void pmm_forward_transform_first(const AdjacencyBlock& a, const LayerComms& comms,
+                                 const Matrix<const float>& h, const Matrix<const float>& w,
+                                 const Matrix<float>& t, const Matrix<float>& y, const Matrix<float>& out);
+
+/// Transform-first backward: g_y = g_out gathered over a, g_t = sum_c A_loc^T g_y, g_w = sum_a h^T g_t and,
+/// when g_h is not empty, g_h = g_t w^T. `gathered` holds G_a blocks of g_out's size.
+void pmm_backward_transform_first(const AdjacencyBlock& a, const LayerComms& comms,
+                                  const Matrix<const float>& h, const Matrix<const float>& w,
+                                  const Matrix<const float>& g_out, const Vector<float>& gathered,
+                                  const Matrix<float>& g_y, const Matrix<float>& g_t,
+                                  const Matrix<float>& g_w, const Matrix<float>& g_h);
 
 /// Distributed masked softmax cross-entropy over logits whose rows are split over c and classes over a
 /// (columns col_begin + j; only the first `classes` global columns are real). Returns the loss summed over
