@@ -49,14 +49,29 @@ TEST(PerfModel, PrefersNodeSplitsOverFeatureSplitsForSpmm) {
   }
 }
 
-TEST(PerfModel, CommunicationFollowsTheRingFormula) {
+namespace {
+
+// One link everywhere (alpha 1 us, beta 1 GB/s) and a 1000-node problem with the given widths.
+MachineProfile one_link_machine() {
   MachineProfile m = builtin_machine("local");
   m.alpha_intra = m.alpha_inter = 1e-6;
   m.beta_intra = m.beta_inter = 1e9;
+  return m;
+}
+
+ProblemSize thousand_nodes(std::vector<int64_t> dims) {
   ProblemSize p;
   p.nodes = 1000;
   p.nnz = 5000;
-  p.dims = {8, 4};
+  p.dims = std::move(dims);
+  return p;
+}
+
+}  // namespace
+
+TEST(PerfModel, CommunicationFollowsTheRingFormula) {
+  const MachineProfile m = one_link_machine();
+  const ProblemSize p = thousand_nodes({8, 4});
   // Grid 1x2x1, one layer: only the forward all-reduce over b (Y, 2 ranks) of rows_c x out_a floats.
   const GridCost c = predict_epoch(p, GridShape{1, 1, 2, 1}, m);
   const double bytes = 4.0 * 1000 * 4;
@@ -64,13 +79,8 @@ TEST(PerfModel, CommunicationFollowsTheRingFormula) {
 }
 
 TEST(PerfModel, TransformFirstLayersMoveTheirOutputWidth) {
-  MachineProfile m = builtin_machine("local");
-  m.alpha_intra = m.alpha_inter = 1e-6;
-  m.beta_intra = m.beta_inter = 1e9;
-  ProblemSize p;
-  p.nodes = 1000;
-  p.nnz = 5000;
-  p.dims = {8, 16, 4};
+  const MachineProfile m = one_link_machine();
+  const ProblemSize p = thousand_nodes({8, 16, 4});
   auto allreduce = [](double bytes) { return 2.0 * 1 / 2 * bytes / 1e9 + 2.0 * 1e-6; };
   auto allgather = [](double bytes) { return 1.0 / 2 * bytes / 1e9 + 1e-6; };
   // Grid 1x1x2. Layer 0 (a X, b Y, c Z): only W's and b's gradients over c. Layer 1 (a Z, b X, c Y)

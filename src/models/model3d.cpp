@@ -68,8 +68,10 @@ GcnLayer3D::GcnLayer3D(const ProcessGrid& grid, const Graph3D& graph, int index,
   grad_in_ = Matrix<float>("grad_in", rows_a, in_b);
   if (transform_first_) {
     transformed_ = Matrix<float>("transformed", rows_a, out);
-    full_out_ = Matrix<float>("full_out", rows_c, out);
-    if (comms_.a->size() > 1) gathered_ = Vector<float>("gathered", rows_c * out);
+    if (comms_.a->size() > 1) {  // with one rank along a the output block is all of A T
+      full_out_ = Matrix<float>("full_out", rows_c, out);
+      gathered_ = Vector<float>("gathered", rows_c * out);
+    }
   } else {
     agg_ = Matrix<float>("agg", rows_c, in_b);
     grad_agg_ = Matrix<float>("grad_agg", rows_c, in_b);
@@ -109,6 +111,10 @@ Matrix<float> leading_rows(const Matrix<float>& m, int64_t rows) {
 }
 }  // namespace
 
+Matrix<float> GcnLayer3D::full_out_rows(int64_t rows) const {
+  return full_out_.extent(0) > 0 ? leading_rows(full_out_, rows) : Matrix<float>();
+}
+
 Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const LayerGraph& view,
                                   const PassInfo& pass) {
   view_ = view;
@@ -118,8 +124,8 @@ Matrix<float> GcnLayer3D::forward(const Matrix<const float>& in, const LayerGrap
   const Matrix<float> out = leading_rows(out_, rows_out);
   if (transform_first_) {
     pmm_forward_transform_first(a, comms_, in, weight_.matrix(),
-                                leading_rows(transformed_, int64_t(in.extent(0))),
-                                leading_rows(full_out_, rows_out), out);
+                                leading_rows(transformed_, int64_t(in.extent(0))), full_out_rows(rows_out),
+                                out);
   } else {
     // A static input (layer 0 without input dropout) on the static graph is aggregated once.
     const bool cacheable = static_input_ && view.is_static;
@@ -172,7 +178,7 @@ Matrix<float> GcnLayer3D::backward(const Matrix<float>& grad_out, bool want_inpu
   const Matrix<float> grad_in = leading_rows(grad_in_, rows_in);
   if (transform_first_) {
     pmm_backward_transform_first(a, comms_, input_, weight_.matrix(), grad_out, gathered_,
-                                 leading_rows(full_out_, rows_out), leading_rows(transformed_, rows_in),
+                                 full_out_rows(rows_out), leading_rows(transformed_, rows_in),
                                  weight_.grad_matrix(), want_input_grad ? grad_in : Matrix<float>());
   } else {
     pmm_backward(a, comms_, leading_rows(agg_, rows_out), weight_.matrix(), grad_out, weight_.grad_matrix(),

@@ -48,6 +48,7 @@ class GcnLayer3D {
 
  private:
   Dropout output_dropout(const PassInfo& pass) const;
+  Matrix<float> full_out_rows(int64_t rows) const;  // leading rows of full_out_ (empty when G_a = 1)
   const Graph3D& graph_;
   LayerGraph view_;
   int index_;

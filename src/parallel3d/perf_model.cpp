@@ -154,11 +154,16 @@ bool fits_in_node(const GridShape& s, Axis axis, int ranks_per_node) {
   return span <= ranks_per_node;
 }
 
+// Latency and bandwidth of a group along `axis`: inside a node or across nodes.
+std::pair<double, double> link(const GridShape& s, Axis axis, const MachineProfile& m) {
+  const bool intra = fits_in_node(s, axis, m.ranks_per_node);
+  return intra ? std::make_pair(m.alpha_intra, m.beta_intra) : std::make_pair(m.alpha_inter, m.beta_inter);
+}
+
 double allreduce_seconds(double bytes, const GridShape& s, Axis axis, const MachineProfile& m) {
   const int p = s.extent(axis);
   if (p <= 1 || bytes <= 0) return 0.0;
-  const bool intra = fits_in_node(s, axis, m.ranks_per_node);
-  const double alpha = intra ? m.alpha_intra : m.alpha_inter, beta = intra ? m.beta_intra : m.beta_inter;
+  const auto [alpha, beta] = link(s, axis, m);
   return 2.0 * (p - 1) / p * bytes / beta + 2.0 * (p - 1) * alpha;
 }
 
@@ -166,8 +171,7 @@ double allreduce_seconds(double bytes, const GridShape& s, Axis axis, const Mach
 double allgather_seconds(double bytes, const GridShape& s, Axis axis, const MachineProfile& m) {
   const int p = s.extent(axis);
   if (p <= 1 || bytes <= 0) return 0.0;
-  const bool intra = fits_in_node(s, axis, m.ranks_per_node);
-  const double alpha = intra ? m.alpha_intra : m.alpha_inter, beta = intra ? m.beta_intra : m.beta_inter;
+  const auto [alpha, beta] = link(s, axis, m);
   return double(p - 1) / p * bytes / beta + (p - 1) * alpha;
 }
 

@@ -102,6 +102,10 @@ void pmm_forward_transform_first(const AdjacencyBlock& a, const LayerComms& comm
                                  const Matrix<float>& t, const Matrix<float>& y, const Matrix<float>& out) {
   timed(comms.timers, "gemm", [&] { gemm<float>(Trans::No, Trans::No, 1.0f, h, w, 0.0f, t); });
   sum_over(*comms.b, t.data(), size_of(t), "forward allreduce b", comms.dtype);
+  if (comms.a->size() == 1) {  // out is all of y
+    timed(comms.timers, "spmm", [&] { a.forward.apply(t, out); });
+    return;
+  }
   spmm_then_sum(a.forward, t, y, comms, *comms.a, "forward allreduce a");
   const int64_t width = int64_t(out.extent(1)), first = comms.a->rank() * width;
   Kokkos::deep_copy(out, Kokkos::subview(y, Kokkos::ALL(), std::make_pair(first, first + width)));
@@ -114,9 +118,7 @@ void pmm_backward_transform_first(const AdjacencyBlock& a, const LayerComms& com
                                   const Matrix<float>& g_w, const Matrix<float>& g_h) {
   const int64_t rows = int64_t(g_out.extent(0)), width = int64_t(g_out.extent(1));
   const int ga = comms.a->size();
-  if (ga == 1) {
-    Kokkos::deep_copy(g_y, g_out);
-  } else {
+  if (ga > 1) {
     Kokkos::fence();
     all_gather(*comms.a, g_out.data(), rows * width, gathered.data(), "backward allgather a");
     for (int k = 0; k < ga; ++k) {
@@ -125,7 +127,9 @@ void pmm_backward_transform_first(const AdjacencyBlock& a, const LayerComms& com
                         block);
     }
   }
-  spmm_then_sum(a.transpose, g_y, g_t, comms, *comms.c, "backward allreduce c (inputs)");
+  // With one rank along a, g_out already holds every column.
+  spmm_then_sum(a.transpose, ga > 1 ? Matrix<const float>(g_y) : g_out, g_t, comms, *comms.c,
+                "backward allreduce c (inputs)");
   timed(comms.timers, "gemm", [&] { gemm<float>(Trans::Yes, Trans::No, 1.0f, h, g_t, 0.0f, g_w); });
   sum_over(*comms.a, g_w.data(), size_of(g_w), "backward allreduce a (weights)");
   if (g_h.extent(0) == 0) return;

@@ -55,13 +55,14 @@ void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix
                   const Matrix<float>& g_agg, const Matrix<float>& g_h);
 
 /// Transform-first forward: t (rows_a x out) = sum_b h w, y (rows_c x out) = sum_a A_loc t and
-/// out (rows_c x out / G_a) = this rank's a-block of y's columns.
+/// out (rows_c x out / G_a) = this rank's a-block of y's columns (y unused when G_a = 1).
 void pmm_forward_transform_first(const AdjacencyBlock& a, const LayerComms& comms,
                                  const Matrix<const float>& h, const Matrix<const float>& w,
                                  const Matrix<float>& t, const Matrix<float>& y, const Matrix<float>& out);
 
 /// Transform-first backward: g_y = g_out gathered over a, g_t = sum_c A_loc^T g_y, g_w = sum_a h^T g_t and,
-/// when g_h is not empty, g_h = g_t w^T. `gathered` holds G_a blocks of g_out's size.
+/// when g_h is not empty, g_h = g_t w^T. `gathered` holds G_a blocks of g_out's size (both unused when
+/// G_a = 1: g_out is then the whole g_y).
 void pmm_backward_transform_first(const AdjacencyBlock& a, const LayerComms& comms,
                                   const Matrix<const float>& h, const Matrix<const float>& w,
                                   const Matrix<const float>& g_out, const Vector<float>& gathered,
