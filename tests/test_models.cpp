@@ -8,6 +8,7 @@
 #include <set>
 
 #include "reference/dense.hpp"
+#include "support/fixtures.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/normalize.hpp"
 #include "tessera/graph/synth.hpp"
@@ -75,14 +76,7 @@ double weighted_sum(const Matrix<double>& out, const Dense& r) {
   return s;
 }
 
-std::string scratch_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    char path[] = "/tmp/tessera-models-XXXXXX";
-    dir = mkdtemp(path);
-  }
-  return dir;
-}
+using fixtures::scratch_dir;
 
 }  // namespace
 
@@ -256,14 +250,13 @@ namespace {
 const std::string& small_graph() {
   static std::string path;
   if (path.empty()) {
-    path = scratch_dir() + "/csbm.h5";
     SynthOptions o;
     o.num_nodes = 600;
     o.num_edges = 3000;
     o.num_features = 12;
     o.num_classes = 4;
     o.seed = 3;
-    generate_synthetic(o, path, Communicator::world());
+    path = fixtures::synthetic_file("csbm600.h5", o);
   }
   return path;
 }

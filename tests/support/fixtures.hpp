@@ -30,11 +30,17 @@ inline const std::string& scratch_dir() {
   return dir;
 }
 
+/// A synthetic graph file `name` in the scratch directory (collective over the world).
+inline std::string synthetic_file(const std::string& name, const SynthOptions& options) {
+  const std::string path = scratch_dir() + "/" + name;
+  generate_synthetic(options, path, Communicator::world());
+  return path;
+}
+
 /// 301 nodes, 1,500 edges drawn, 11 features, 5 classes, strong feature signal.
 inline const std::string& small_csbm_file() {
   static std::string path;
   if (path.empty()) {
-    path = scratch_dir() + "/csbm.h5";
     SynthOptions o;
     o.num_nodes = 301;
     o.num_edges = 1500;
@@ -42,7 +48,7 @@ inline const std::string& small_csbm_file() {
     o.num_classes = 5;
     o.seed = 9;
     o.feature_signal = 0.5;
-    generate_synthetic(o, path, Communicator::world());
+    path = synthetic_file("csbm.h5", o);
   }
   return path;
 }
