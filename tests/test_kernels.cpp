@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Kernels against the dense double reference: exact on small inputs, then random ones, in float and double.
+// Kernels against the dense double reference: exact on small inputs, then random ones, in float and double,
+// on every kernel path this build has (host and team everywhere: the team path is what device builds run).
 #include <gtest/gtest.h>
 
 #include "reference/dense.hpp"
@@ -19,6 +20,31 @@ class KernelTest : public ::testing::Test {
 };
 using Scalars = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(KernelTest, Scalars);
+
+namespace {
+// Every path that can run `kind` here (Auto is one of them by definition, so it is not listed).
+std::vector<KernelPath> paths(KernelKind kind) {
+  std::vector<KernelPath> out;
+  for (KernelPath p : {KernelPath::Host, KernelPath::Team, KernelPath::Vendor})
+    if (kernel_path_available(p, kind)) out.push_back(p);
+  return out;
+}
+}  // namespace
+
+TEST(KernelPath, AutoResolvesAndMissingPathsAreClearErrors) {
+  EXPECT_EQ(resolve_kernel_path(KernelPath::Team, KernelKind::Spmm), KernelPath::Team);
+  EXPECT_GE(paths(KernelKind::Spmm).size(), 2u);  // host and team run everywhere
+  EXPECT_NE(resolve_kernel_path(KernelPath::Auto, KernelKind::Gemm), KernelPath::Auto);
+  if (!kernel_path_available(KernelPath::Vendor, KernelKind::Spmm)) {
+    try {
+      resolve_kernel_path(KernelPath::Vendor, KernelKind::Spmm);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(), "kernel path 'vendor' has no SpMM kernel in this build (vendor kernels need a CUDA build)");
+    }
+  }
+  EXPECT_FALSE(kernel_path_available(KernelPath::Vendor, KernelKind::Elementwise));
+}
 
 TEST(Spmm, HandCheckedExample) {
   // [1 0 2]   [1 2]   [ 7 10]
@@ -53,33 +79,45 @@ TYPED_TEST(KernelTest, SpmmMatchesDenseWithEmptyRowsAndAFullRow) {
     const auto a = random_csr<S>(rows, cols, 4, rows / 2, gen, pattern);
     const Dense x = random_dense(cols, width, gen), y0 = random_dense(rows, width, gen);
     const CsrSpmm<S> op(csr_to_space<S, DeviceSpace>(a));
-    Matrix<S> y = to_view<S>(y0);
-    op.apply(to_view<S>(x), y, S(0.5), S(2));  // y = 0.5 A x + 2 y0
+    const CsrSpmm<S> t(csr_to_space<S, DeviceSpace>(csr_transpose(a)));
+    const Dense xt = random_dense(rows, width, gen);
     const Dense expected = add(matmul(to_dense(a), x), y0, 4.0);
     Dense half = expected;
     for (double& v : half.a) v *= 0.5;
-    EXPECT_LT(relative_error(from_view(y), half), this->tolerance())
-        << rows << "x" << cols << " width " << width;
-    // The explicit transpose multiplies like A^T.
-    const CsrSpmm<S> t(csr_to_space<S, DeviceSpace>(csr_transpose(a)));
-    const Dense xt = random_dense(rows, width, gen);
-    Matrix<S> yt("yt", size_t(cols), size_t(width));
-    t.apply(to_view<S>(xt), yt);
-    EXPECT_LT(relative_error(from_view(yt), matmul(transpose(to_dense(a)), xt)), this->tolerance());
+    for (KernelPath path : paths(KernelKind::Spmm)) {
+      SCOPED_TRACE(kernel_path_name(path));
+      Matrix<S> y = to_view<S>(y0);
+      op.apply(to_view<S>(x), y, S(0.5), S(2), path);  // y = 0.5 A x + 2 y0
+      EXPECT_LT(relative_error(from_view(y), half), this->tolerance())
+          << rows << "x" << cols << " width " << width;
+      // The explicit transpose multiplies like A^T.
+      Matrix<S> yt("yt", size_t(cols), size_t(width));
+      t.apply(to_view<S>(xt), yt, S(1), S(0), path);
+      EXPECT_LT(relative_error(from_view(yt), matmul(transpose(to_dense(a)), xt)), this->tolerance());
+    }
   }
 }
 
+// --overlap ships each finished row chunk while the next computes: a kernel that wrote outside its rows
+// would overwrite rows already in flight. Ranges cut through the balanced blocks on purpose.
 TEST(Spmm, RowRangesComputeOnlyTheirRows) {
   std::mt19937_64 gen(12);
   const auto a = random_csr<double>(200, 150, 5, 40, gen);
   const Dense x = random_dense(150, 9, gen), expected = matmul(to_dense(a), x);
   const CsrSpmm<double> op(csr_to_space<double, DeviceSpace>(a));
-  Matrix<double> y = to_view<double>(Dense(200, 9, 7.0));
-  op.apply_rows(to_view<double>(x), y, 37, 121);
-  const Dense got = from_view(y);
-  for (int64_t i = 0; i < 200; ++i)
-    for (int64_t j = 0; j < 9; ++j)
-      ASSERT_NEAR(got(i, j), i >= 37 && i < 121 ? expected(i, j) : 7.0, 1e-12) << i << "," << j;
+  ASSERT_GT(op.num_blocks(), 2);
+  for (KernelPath path : paths(KernelKind::Spmm))
+    for (const auto& [r0, r1] : std::vector<std::pair<int64_t, int64_t>>{{37, 121}, {0, 1}, {199, 200}, {5, 5}}) {
+      SCOPED_TRACE(std::string(kernel_path_name(path)) + " rows " + std::to_string(r0) + ".." + std::to_string(r1));
+      Matrix<double> y = to_view<double>(Dense(200, 9, 7.0));
+      op.apply_rows(to_view<double>(x), y, r0, r1, 1.0, 0.0, path);
+      const Dense got = from_view(y);
+      for (int64_t i = 0; i < 200; ++i)
+        for (int64_t j = 0; j < 9; ++j)
+          ASSERT_NEAR(got(i, j), i >= r0 && i < r1 ? expected(i, j) : 7.0, 1e-12) << i << "," << j;
+    }
+  Matrix<double> y("y", 200, 9);
+  EXPECT_THROW(op.apply_rows(to_view<double>(x), y, 10, 201), Error);
 }
 
 TEST(Spmm, RowBlocksBalanceNonzerosAndCoverEveryRow) {
@@ -109,15 +147,18 @@ TYPED_TEST(KernelTest, GemmMatchesDenseForEveryTransposeOnBothPaths) {
       const Dense c0 = random_dense(m, n, gen);
       Dense expected = matmul(ta == Trans::No ? a : transpose(a), tb == Trans::No ? b : transpose(b));
       for (size_t q = 0; q < expected.a.size(); ++q) expected.a[q] = 1.5 * expected.a[q] - 0.5 * c0.a[q];
-      Matrix<S> c1 = to_view<S>(c0), c2 = to_view<S>(c0);
-      gemm<S>(ta, tb, S(1.5), to_view<S>(a), to_view<S>(b), S(-0.5), c1);
-      gemm_kokkos<S>(ta, tb, S(1.5), to_view<S>(a), to_view<S>(b), S(-0.5), c2);
-      EXPECT_LT(relative_error(from_view(c1), expected), this->tolerance());
-      EXPECT_LT(relative_error(from_view(c2), expected), this->tolerance());
+      for (KernelPath path : paths(KernelKind::Gemm)) {
+        Matrix<S> c = to_view<S>(c0);
+        gemm<S>(ta, tb, S(1.5), to_view<S>(a), to_view<S>(b), S(-0.5), c, path);
+        EXPECT_LT(relative_error(from_view(c), expected), this->tolerance()) << kernel_path_name(path);
+      }
     }
+  for (KernelPath path : paths(KernelKind::Gemm)) {
+    Matrix<S> c = to_view<S>(Dense(3, 2, 4.0));
+    gemm<S>(Trans::No, Trans::No, S(1), Matrix<S>("a", 3, 0), Matrix<S>("b", 0, 2), S(0.5), c, path);  // k = 0
+    EXPECT_EQ(from_view(c).a, std::vector<double>(6, 2.0));
+  }
   Matrix<S> c = to_view<S>(Dense(3, 2, 4.0));
-  gemm<S>(Trans::No, Trans::No, S(1), Matrix<S>("a", 3, 0), Matrix<S>("b", 0, 2), S(0.5), c);  // k = 0
-  EXPECT_EQ(from_view(c).a, std::vector<double>(6, 2.0));
   EXPECT_THROW(gemm<S>(Trans::No, Trans::No, S(1), Matrix<S>("a", 3, 4), Matrix<S>("b", 5, 2), S(0), c),
                Error);
 }
@@ -129,14 +170,23 @@ TYPED_TEST(KernelTest, BiasReluDropoutForwardAndBackward) {
   const Dense x = random_dense(rows, cols, gen), g = random_dense(rows, cols, gen),
               bias = random_dense(1, cols, gen);
   const Dropout dropout(0.3f, 17, 5, 100, 3);  // a block at global offset (100, 3)
-  Matrix<S> y = to_view<S>(x);
   const auto b = Kokkos::subview(to_view<S>(bias), 0, Kokkos::ALL());
   Vector<S> bias_vec("bias", size_t(cols));
   Kokkos::deep_copy(bias_vec, b);
-  bias_relu_dropout_forward<S>(y, bias_vec, true, dropout);
-  Matrix<S> grad = to_view<S>(g);
-  bias_relu_dropout_backward<S>(grad, y, true, dropout);
-  const Dense out = from_view(y), gin = from_view(grad);
+  std::vector<Dense> outs, grads;
+  for (KernelPath path : paths(KernelKind::Elementwise)) {
+    Matrix<S> y = to_view<S>(x);
+    bias_relu_dropout_forward<S>(y, bias_vec, true, dropout, path);
+    Matrix<S> grad = to_view<S>(g);
+    bias_relu_dropout_backward<S>(grad, y, true, dropout, path);
+    outs.push_back(from_view(y));
+    grads.push_back(from_view(grad));
+  }
+  for (size_t p = 1; p < outs.size(); ++p) {  // no reduction: every path computes the same bits
+    EXPECT_EQ(outs[p].a, outs[0].a);
+    EXPECT_EQ(grads[p].a, grads[0].a);
+  }
+  const Dense out = outs[0], gin = grads[0];
   int64_t kept = 0;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
@@ -207,31 +257,53 @@ TYPED_TEST(KernelTest, SoftmaxCrossEntropyMatchesReferenceAndCountsAccuracy) {
 TYPED_TEST(KernelTest, ReductionsAndScaling) {
   using S = TypeParam;
   std::mt19937_64 gen(2);
-  const Dense x = random_dense(13, 6, gen), y = random_dense(13, 6, gen);
-  Vector<S> cs("cs", 6), cq("cq", 6), cd("cd", 6), rq("rq", 13), rd("rd", 13);
-  column_sums<S>(to_view<S>(x), cs, cq);
-  column_dot<S>(to_view<S>(x), to_view<S>(y), cd);
-  row_sums_sq<S>(to_view<S>(x), rq);
-  row_dot<S>(to_view<S>(x), to_view<S>(y), rd);
-  const auto hcs = Kokkos::create_mirror_view_and_copy(HostSpace(), cs);
-  const auto hcq = Kokkos::create_mirror_view_and_copy(HostSpace(), cq);
-  const auto hcd = Kokkos::create_mirror_view_and_copy(HostSpace(), cd);
-  const auto hrq = Kokkos::create_mirror_view_and_copy(HostSpace(), rq);
-  const auto hrd = Kokkos::create_mirror_view_and_copy(HostSpace(), rd);
-  for (int64_t j = 0; j < 6; ++j) {
-    double s = 0, q = 0, d = 0;
-    for (int64_t i = 0; i < 13; ++i) s += x(i, j), q += x(i, j) * x(i, j), d += x(i, j) * y(i, j);
-    EXPECT_NEAR(hcs(j), s, 1e-5);
-    EXPECT_NEAR(hcq(j), q, 1e-5);
-    EXPECT_NEAR(hcd(j), d, 1e-5);
+  // 203 rows: more than the 64 fixed row blocks of a column reduction; 21 columns: a partial 8-column chunk.
+  const int64_t rows = 203, cols = 21;
+  const Dense x = random_dense(rows, cols, gen), y = random_dense(rows, cols, gen);
+  std::vector<Dense> column_results;
+  for (KernelPath path : paths(KernelKind::Elementwise)) {
+    SCOPED_TRACE(kernel_path_name(path));
+    Vector<S> cs("cs", cols), cq("cq", cols), cd("cd", cols), rq("rq", rows), rd("rd", rows);
+    column_sums<S>(to_view<S>(x), cs, cq, path);
+    column_dot<S>(to_view<S>(x), to_view<S>(y), cd, path);
+    row_sums_sq<S>(to_view<S>(x), rq, path);
+    row_dot<S>(to_view<S>(x), to_view<S>(y), rd, path);
+    const auto hcs = Kokkos::create_mirror_view_and_copy(HostSpace(), cs);
+    const auto hcq = Kokkos::create_mirror_view_and_copy(HostSpace(), cq);
+    const auto hcd = Kokkos::create_mirror_view_and_copy(HostSpace(), cd);
+    const auto hrq = Kokkos::create_mirror_view_and_copy(HostSpace(), rq);
+    const auto hrd = Kokkos::create_mirror_view_and_copy(HostSpace(), rd);
+    Dense columns(3, cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      double sum = 0, q = 0, d = 0;
+      for (int64_t i = 0; i < rows; ++i) sum += x(i, j), q += x(i, j) * x(i, j), d += x(i, j) * y(i, j);
+      EXPECT_NEAR(hcs(j), sum, 1e-4);
+      EXPECT_NEAR(hcq(j), q, 1e-4);
+      EXPECT_NEAR(hcd(j), d, 1e-4);
+      columns(0, j) = hcs(j), columns(1, j) = hcq(j), columns(2, j) = hcd(j);
+    }
+    column_results.push_back(columns);
+    for (int64_t i = 0; i < rows; ++i) {
+      double q = 0, d = 0;
+      for (int64_t j = 0; j < cols; ++j) q += x(i, j) * x(i, j), d += x(i, j) * y(i, j);
+      EXPECT_NEAR(hrq(i), q, 1e-5);
+      EXPECT_NEAR(hrd(i), d, 1e-5);
+    }
+    Matrix<S> z = to_view<S>(y);
+    axpby<S>(S(2), to_view<S>(x), S(-1), z, path);
+    EXPECT_LT(relative_error(from_view(z), add(add(x, x), y, -1.0)), this->tolerance());
+    // The fused backward epilogue + column sums equals the two separate kernels.
+    const Dropout dropout(0.25f, 3, 9, 0, 5);
+    Matrix<S> fused = to_view<S>(y), separate = to_view<S>(y);
+    Vector<S> fused_sums("f", cols), separate_sums("s", cols);
+    relu_dropout_backward_column_sums<S>(fused, to_view<S>(x), true, dropout, fused_sums, path);
+    bias_relu_dropout_backward<S>(separate, to_view<S>(x), true, dropout, path);
+    column_sums<S>(separate, separate_sums, Vector<S>(), path);
+    EXPECT_EQ(from_view(fused).a, from_view(separate).a);
+    const auto hf = Kokkos::create_mirror_view_and_copy(HostSpace(), fused_sums);
+    const auto hs = Kokkos::create_mirror_view_and_copy(HostSpace(), separate_sums);
+    for (int64_t j = 0; j < cols; ++j) EXPECT_EQ(hf(j), hs(j));
   }
-  for (int64_t i = 0; i < 13; ++i) {
-    double q = 0, d = 0;
-    for (int64_t j = 0; j < 6; ++j) q += x(i, j) * x(i, j), d += x(i, j) * y(i, j);
-    EXPECT_NEAR(hrq(i), q, 1e-5);
-    EXPECT_NEAR(hrd(i), d, 1e-5);
-  }
-  Matrix<S> z = to_view<S>(y);
-  axpby<S>(S(2), to_view<S>(x), S(-1), z);
-  EXPECT_LT(relative_error(from_view(z), add(add(x, x), y, -1.0)), this->tolerance());
+  // Column reductions use the same fixed row blocks on every path: the same bits.
+  for (size_t p = 1; p < column_results.size(); ++p) EXPECT_EQ(column_results[p].a, column_results[0].a);
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Fused element-wise steps of a layer and the column/row reductions that norms and bias gradients need.
+// Fused element-wise steps of a layer and the column/row reductions that norms and bias gradients need,
+// on the host or team path (impl/rows_host.hpp, impl/rows_team.hpp).
 // Dropout masks are never stored: keep(i, j) is recomputed from the counter-based generator at the
 // global coordinates (row_offset + i, col_offset + j), so every grid shape drops the same entries.
 #pragma once
@@ -8,6 +9,7 @@
 
 #include "tessera/core/random.hpp"
 #include "tessera/core/views.hpp"
+#include "tessera/kernels/kernel_path.hpp"
 
 namespace tessera {
 
@@ -64,53 +66,52 @@ class Dropout {
   Vector<const int64_t> row_ids_;
 };
 
-/// The activation epilogue of one row, shared by the plain and the fused kernels so they agree bit for
-/// bit: row[j] = dropout(relu?(value(j))) for j < cols, with one Philox block per 8 columns.
+/// The activation epilogue of columns [j0, j1) of one row, shared by every kernel that ends in it so they
+/// agree bit for bit: row[j] = dropout(relu?(value(j))), one Philox block per 8 global columns.
 template <class Scalar, class Value>
-KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_t i, int64_t cols, bool relu,
-                                             const Dropout& dropout, const Value& value) {
+KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_t i, int64_t j0, int64_t j1,
+                                             bool relu, const Dropout& dropout, const Value& value) {
   if (!dropout.active()) {
-    for (int64_t j = 0; j < cols; ++j) {
+    for (int64_t j = j0; j < j1; ++j) {
       const Scalar v = value(j);
       row[j] = relu && v < Scalar(0) ? Scalar(0) : v;
     }
     return;
   }
   const Scalar scale = Scalar(dropout.scale());
-  const int64_t c0 = dropout.col_offset(), first_block = c0 >> 3,
-                blocks = ((c0 + cols + 7) >> 3) - first_block;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const unsigned mask = dropout.keep8(dropout.global_row(i), first_block + b);
-    const int64_t j0 = (first_block + b) * 8 - c0;
-    const int64_t lo = j0 < 0 ? 0 : j0, hi = j0 + 8 < cols ? j0 + 8 : cols;
+  const int64_t c0 = dropout.col_offset(), first_block = (c0 + j0) >> 3, last_block = (c0 + j1 + 7) >> 3;
+  for (int64_t b = first_block; b < last_block; ++b) {
+    const unsigned mask = dropout.keep8(dropout.global_row(i), b);
+    const int64_t jb = b * 8 - c0;
+    const int64_t lo = jb < j0 ? j0 : jb, hi = jb + 8 < j1 ? jb + 8 : j1;
     for (int64_t j = lo; j < hi; ++j) {
       Scalar v = value(j);
       if (relu && v < Scalar(0)) v = Scalar(0);
-      row[j] = v * (scale * Scalar((mask >> (j - j0)) & 1u));  // branch-free: the mask is random
+      row[j] = v * (scale * Scalar((mask >> (j - jb)) & 1u));  // branch-free: the mask is random
     }
   }
 }
 
-/// The backward of relu_dropout_row for one row: g[j] *= the derivative, read off the forward output.
+/// The backward of relu_dropout_row on columns [j0, j1): g[j] *= the derivative, read off the forward
+/// output o.
 template <class Scalar>
-KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
-                                                      const Scalar* KOKKOS_RESTRICT o, int64_t i,
-                                                      int64_t cols, bool relu, const Dropout& dropout) {
+KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g, const Scalar* KOKKOS_RESTRICT o,
+                                                      int64_t i, int64_t j0, int64_t j1, bool relu,
+                                                      const Dropout& dropout) {
   if (!dropout.active()) {
     if (relu)
-      for (int64_t j = 0; j < cols; ++j) g[j] = o[j] > Scalar(0) ? g[j] : Scalar(0);
+      for (int64_t j = j0; j < j1; ++j) g[j] = o[j] > Scalar(0) ? g[j] : Scalar(0);
     return;
   }
   const Scalar scale = Scalar(dropout.scale());
-  const int64_t c0 = dropout.col_offset(), first_block = c0 >> 3,
-                blocks = ((c0 + cols + 7) >> 3) - first_block;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const unsigned mask = dropout.keep8(dropout.global_row(i), first_block + b);
-    const int64_t j0 = (first_block + b) * 8 - c0;
-    const int64_t lo = j0 < 0 ? 0 : j0, hi = j0 + 8 < cols ? j0 + 8 : cols;
+  const int64_t c0 = dropout.col_offset(), first_block = (c0 + j0) >> 3, last_block = (c0 + j1 + 7) >> 3;
+  for (int64_t b = first_block; b < last_block; ++b) {
+    const unsigned mask = dropout.keep8(dropout.global_row(i), b);
+    const int64_t jb = b * 8 - c0;
+    const int64_t lo = jb < j0 ? j0 : jb, hi = jb + 8 < j1 ? jb + 8 : j1;
     for (int64_t j = lo; j < hi; ++j) {
       // A kept entry's output is positive exactly when its pre-activation was.
-      const unsigned pass = ((mask >> (j - j0)) & 1u) & unsigned(!relu || o[j] > Scalar(0));
+      const unsigned pass = ((mask >> (j - jb)) & 1u) & unsigned(!relu || o[j] > Scalar(0));
       g[j] = g[j] * (scale * Scalar(pass));
     }
   }
@@ -119,45 +120,50 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
 /// In place: y = dropout(relu?(y + bias)). `bias` may be empty.
 template <class Scalar>
 void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scalar>& bias, bool relu,
-                               const Dropout& dropout);
+                               const Dropout& dropout, KernelPath path = KernelPath::Auto);
 
 /// In place: turns dL/d(out) into dL/d(pre-activation), given the forward output `out`.
 template <class Scalar>
 void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
-                                const Dropout& dropout);
+                                const Dropout& dropout, KernelPath path = KernelPath::Auto);
 
 /// Fused backward epilogue + reduction: grad = bias_relu_dropout_backward(grad, out) and sums(j) =
 /// sum_i grad(i, j) of the result, in one pass over grad (same values and order as the two calls).
 template <class Scalar>
 void relu_dropout_backward_column_sums(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
-                                       const Dropout& dropout, const Vector<Scalar>& sums);
+                                       const Dropout& dropout, const Vector<Scalar>& sums,
+                                       KernelPath path = KernelPath::Auto);
 
 /// sums(j) = sum_i x(i, j) (and sums_sq(j) = sum_i x(i, j)^2 when not empty); sequential per column,
 /// so the result does not depend on the thread count.
 template <class Scalar>
-void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, const Vector<Scalar>& sums_sq);
+void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, const Vector<Scalar>& sums_sq,
+                 KernelPath path = KernelPath::Auto);
 
 /// sums(j) = sum_i a(i, j) * b(i, j).
 template <class Scalar>
-void column_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, const Vector<Scalar>& sums);
+void column_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, const Vector<Scalar>& sums,
+                KernelPath path = KernelPath::Auto);
 
 /// sums_sq(i) = sum_j x(i, j)^2.
 template <class Scalar>
-void row_sums_sq(const Matrix<const Scalar>& x, const Vector<Scalar>& sums_sq);
+void row_sums_sq(const Matrix<const Scalar>& x, const Vector<Scalar>& sums_sq, KernelPath path = KernelPath::Auto);
 
 /// sums(i) = sum_j a(i, j) * b(i, j).
 template <class Scalar>
-void row_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, const Vector<Scalar>& sums);
+void row_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, const Vector<Scalar>& sums,
+             KernelPath path = KernelPath::Auto);
 
 /// y(i, j) = x(i, j) * row_scale(i) (row_scale may be empty) * col_scale(j) (may be empty) + col_shift(j)
 /// (may be empty). The shared step of batch norm, RMS norm and feature normalization.
 template <class Scalar>
 void scale_shift(const Matrix<const Scalar>& x, const Vector<const Scalar>& row_scale,
                  const Vector<const Scalar>& col_scale, const Vector<const Scalar>& col_shift,
-                 const Matrix<Scalar>& y);
+                 const Matrix<Scalar>& y, KernelPath path = KernelPath::Auto);
 
 /// y = a * x + b * y, element-wise on equal shapes.
 template <class Scalar>
-void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scalar>& y);
+void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scalar>& y,
+           KernelPath path = KernelPath::Auto);
 
 }  // namespace tessera

@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Dense matrix multiply on row-major matrices: C = alpha * op(A) * op(B) + beta * C. One entry point:
-// host memory goes to BLAS (OpenBLAS), device memory to a portable Kokkos kernel (cuBLAS replaces it on
-// CUDA builds). Tests check both against a plain reference.
+// Dense matrix multiply on row-major matrices: C = alpha * op(A) * op(B) + beta * C, on the path the caller
+// names (kernel_path.hpp): BLAS on the host path (gemm_host.cpp), a Kokkos team kernel on the team path
+// (gemm_team.cpp). Tests check every available path against a plain reference.
 #pragma once
 
 #include "tessera/core/views.hpp"
+#include "tessera/kernels/kernel_path.hpp"
 
 namespace tessera {
 
-enum class Trans { No, Yes };
+/// Whether an operand is used as stored or transposed.
+enum class Trans {
+  No,  ///< as stored
+  Yes  ///< transposed
+};
 
 /// Call as gemm<float>(...): the scalar is explicit so views convert (non-const to const) freely.
 template <class Scalar>
 void gemm(Trans trans_a, Trans trans_b, Scalar alpha, const Matrix<const Scalar>& a,
-          const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c);
-
-/// The portable Kokkos kernel behind gemm for non-host memory; callable on the host too (tests compare it).
-template <class Scalar>
-void gemm_kokkos(Trans trans_a, Trans trans_b, Scalar alpha, const Matrix<const Scalar>& a,
-                 const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c);
+          const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c, KernelPath path = KernelPath::Auto);
 
 }  // namespace tessera

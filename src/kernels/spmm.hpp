@@ -1,39 +1,45 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Sparse (CSR) times dense: Y = alpha * A * X + beta * Y, the aggregation step of every GNN layer.
 // CsrSpmm is built once per matrix ("set up once, apply many"): it splits the rows into blocks of about
-// equal nonzeros so a hub row does not stall one thread while the others idle. A transpose is a matrix
-// of its own (csr_transpose), stored explicitly, so backward passes run the same kernel.
+// equal nonzeros so a hub row does not stall one thread while the others idle. A transpose is a matrix of
+// its own (csr_transpose), stored explicitly, so backward passes run the same kernel. The kernel runs on
+// the path the caller names (kernel_path.hpp): spmm_host.cpp, spmm_team.cpp.
 #pragma once
 
 #include <cstdint>
 
 #include "tessera/core/csr.hpp"
 #include "tessera/core/views.hpp"
+#include "tessera/kernels/kernel_path.hpp"
 
 namespace tessera {
 
-template <class Scalar, class Space = DeviceSpace>
+/// A CSR matrix prepared for repeated products with dense blocks.
+template <class Scalar>
 class CsrSpmm {
  public:
+  /// An empty 0 x 0 operator.
   CsrSpmm() = default;
   /// A pattern matrix (no values) multiplies as if every value were one.
-  explicit CsrSpmm(CsrMatrix<Scalar, Space> a);
+  explicit CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a);
 
   /// y (A.num_rows x F) = alpha * A * x (A.num_cols x F) + beta * y. x and y must not alias.
-  void apply(const Matrix<const Scalar, Space>& x, const Matrix<Scalar, Space>& y, Scalar alpha = Scalar(1),
-             Scalar beta = Scalar(0)) const;
+  void apply(const Matrix<const Scalar>& x, const Matrix<Scalar>& y, Scalar alpha = Scalar(1),
+             Scalar beta = Scalar(0), KernelPath path = KernelPath::Auto) const;
 
   /// Only rows [row_begin, row_end) of y. Lets a caller ship finished rows (a non-blocking all-reduce)
   /// while later ones compute; the row ranges are the caller's, so all ranks of a reduction can agree.
-  void apply_rows(const Matrix<const Scalar, Space>& x, const Matrix<Scalar, Space>& y, int64_t row_begin,
-                  int64_t row_end, Scalar alpha = Scalar(1), Scalar beta = Scalar(0)) const;
+  void apply_rows(const Matrix<const Scalar>& x, const Matrix<Scalar>& y, int64_t row_begin, int64_t row_end,
+                  Scalar alpha = Scalar(1), Scalar beta = Scalar(0), KernelPath path = KernelPath::Auto) const;
 
-  const CsrMatrix<Scalar, Space>& matrix() const { return a_; }
+  /// The matrix as given.
+  const CsrMatrix<Scalar, DeviceSpace>& matrix() const { return a_; }
+  /// Number of row blocks of balanced work.
   int64_t num_blocks() const { return int64_t(block_start_.extent(0)) - 1; }
 
  private:
-  CsrMatrix<Scalar, Space> a_;
-  Vector<int64_t, Space> block_start_;  // row blocks of balanced nonzeros
+  CsrMatrix<Scalar, DeviceSpace> a_;
+  Vector<int64_t> block_start_;  // row blocks of balanced nonzeros
   HostVector<int64_t> host_block_start_;
 };
 

@@ -91,7 +91,7 @@ void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_
       Kokkos::parallel_for(
           "tessera::bn_apply_relu_dropout", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
             for (int64_t j = 0; j < cols; ++j) xhat(i, j) = (z(i, j) - mean(j)) * invstd(j);
-            relu_dropout_row(&z(i, 0), i, cols, relu, dropout,
+            relu_dropout_row(&z(i, 0), i, 0, cols, relu, dropout,
                              [&](int64_t j) { return gamma(j) * xhat(i, j) + beta(j); });
           });
       return;
@@ -127,7 +127,7 @@ void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_
       Kokkos::parallel_for(
           "tessera::rms_apply_relu_dropout", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
             for (int64_t j = 0; j < cols; ++j) xhat(i, j) = z(i, j) * rinv(i);
-            relu_dropout_row(&z(i, 0), i, cols, relu, dropout,
+            relu_dropout_row(&z(i, 0), i, 0, cols, relu, dropout,
                              [&](int64_t j) { return gamma(j) * xhat(i, j) + beta(j); });
           });
       return;

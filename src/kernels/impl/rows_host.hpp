@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Not installed: how the element-wise kernels and reductions run on the host path. A row is one task and
+// its columns one contiguous loop (which the compiler vectorizes). Mirrors rows_team.hpp.
+//   op(i, j0, j1)             - works on columns [j0, j1) of row i (here always the whole row)
+//   term(i, j0, j1) -> Scalar - row i's partial sum over columns [j0, j1)
+//   add(i, j0, j1, acc)       - adds row i's columns [j0, j1) into acc[0 .. j1 - j0)
+#pragma once
+
+#include "tessera/core/views.hpp"
+
+namespace tessera::impl {
+
+/// Column reductions cut the rows into this many fixed blocks (not thread-count dependent, so results do
+/// not depend on it); each block sums its rows in order into a partial row, the partials are summed in order.
+constexpr int64_t kColumnBlocks = 64;
+
+inline int64_t column_blocks(int64_t rows) {
+  return rows < kColumnBlocks ? (rows > 0 ? rows : 1) : kColumnBlocks;
+}
+
+template <class Op>
+void for_each_row_host(const char* name, int64_t rows, int64_t cols, const Op& op) {
+  Kokkos::parallel_for(
+      name, Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(int64_t i) { op(i, int64_t(0), cols); });
+}
+
+template <class Scalar, class Term>
+void reduce_rows_host(const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out, const Term& term) {
+  Kokkos::parallel_for(
+      name, Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(int64_t i) { out(i) = term(i, int64_t(0), cols); });
+}
+
+/// The block partials of a column reduction (blocks x cols).
+template <class Scalar, class Add>
+void column_partials_host(const char* name, int64_t rows, int64_t cols, const Matrix<Scalar>& partial,
+                          const Add& add) {
+  const int64_t blocks = int64_t(partial.extent(0));
+  Kokkos::parallel_for(
+      name, Kokkos::RangePolicy<ExecSpace>(0, blocks), KOKKOS_LAMBDA(int64_t b) {
+        const int64_t lo = rows * b / blocks, hi = rows * (b + 1) / blocks;
+        Scalar* KOKKOS_RESTRICT acc = &partial(b, 0);
+        for (int64_t j = 0; j < cols; ++j) acc[j] = Scalar(0);
+        for (int64_t i = lo; i < hi; ++i) add(i, int64_t(0), cols, acc);
+      });
+}
+
+}  // namespace tessera::impl

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Not installed: how the element-wise kernels and reductions run on the team path (what device builds
+// run): a team per block of rows, a thread per row, vector lanes across 8-column chunks of it (one
+// dropout random block each), so neighbouring lanes touch neighbouring memory. Column reductions give
+// each thread an 8-column chunk of one row block and sum its rows in order: the same partials, bit for
+// bit, as rows_host.hpp, whose conventions (op, term, add) this file mirrors.
+#pragma once
+
+#include "tessera/core/views.hpp"
+
+namespace tessera::impl {
+
+/// Columns per vector lane: a dropout mask's random block covers 8 columns.
+constexpr int64_t kChunk = 8;
+constexpr int64_t kRowsPerTeam = 16;
+
+/// The largest power of two <= min(units, 32), at least 1: a vector length every backend accepts.
+inline int vector_lanes(int64_t units) {
+  int lanes = 1;
+  while (lanes * 2 <= units && lanes < 32) lanes *= 2;
+  return lanes;
+}
+
+template <class Op>
+void for_each_row_team(const char* name, int64_t rows, int64_t cols, const Op& op) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  const int64_t chunks = (cols + kChunk - 1) / kChunk;
+  Kokkos::parallel_for(
+      name, Policy((rows + kRowsPerTeam - 1) / kRowsPerTeam, Kokkos::AUTO, vector_lanes(chunks)),
+      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int64_t first = team.league_rank() * kRowsPerTeam;
+        const int64_t last = first + kRowsPerTeam < rows ? first + kRowsPerTeam : rows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, first, last), [&](int64_t i) {
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, chunks), [&](int64_t c) {
+            op(i, c * kChunk, (c + 1) * kChunk < cols ? (c + 1) * kChunk : cols);
+          });
+        });
+      });
+}
+
+template <class Scalar, class Term>
+void reduce_rows_team(const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out, const Term& term) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  const int64_t chunks = (cols + kChunk - 1) / kChunk;
+  Kokkos::parallel_for(
+      name, Policy((rows + kRowsPerTeam - 1) / kRowsPerTeam, Kokkos::AUTO, vector_lanes(chunks)),
+      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int64_t first = team.league_rank() * kRowsPerTeam;
+        const int64_t last = first + kRowsPerTeam < rows ? first + kRowsPerTeam : rows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, first, last), [&](int64_t i) {
+          Scalar total = 0;
+          Kokkos::parallel_reduce(
+              Kokkos::ThreadVectorRange(team, chunks),
+              [&](int64_t c, Scalar& sum) {
+                sum += term(i, c * kChunk, (c + 1) * kChunk < cols ? (c + 1) * kChunk : cols);
+              },
+              total);
+          Kokkos::single(Kokkos::PerThread(team), [&] { out(i) = total; });
+        });
+      });
+}
+
+template <class Scalar, class Add>
+void column_partials_team(const char* name, int64_t rows, int64_t cols, const Matrix<Scalar>& partial,
+                          const Add& add) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  const int64_t blocks = int64_t(partial.extent(0)), chunks = (cols + kChunk - 1) / kChunk;
+  Kokkos::parallel_for(
+      name, Policy(blocks, Kokkos::AUTO, 1), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int64_t b = team.league_rank();
+        const int64_t lo = rows * b / blocks, hi = rows * (b + 1) / blocks;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, chunks), [&](int64_t c) {
+          const int64_t j0 = c * kChunk, j1 = j0 + kChunk < cols ? j0 + kChunk : cols;
+          Scalar* acc = &partial(b, j0);
+          for (int64_t j = j0; j < j1; ++j) acc[j - j0] = Scalar(0);
+          for (int64_t i = lo; i < hi; ++i) add(i, j0, j1, acc);
+        });
+      });
+}
+
+}  // namespace tessera::impl

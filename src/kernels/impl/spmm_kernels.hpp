@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Not installed: the per-path SpMM kernels behind CsrSpmm::apply_rows (one file per path).
+#pragma once
+
+#include "tessera/core/csr.hpp"
+#include "tessera/core/views.hpp"
+
+namespace tessera::impl {
+
+/// One product's arguments: rows [row_begin, row_end) of y = alpha A x + beta y, visiting the balanced
+/// row blocks [first_block, last_block) that intersect the range.
+template <class Scalar>
+struct SpmmCall {
+  CsrMatrix<Scalar, DeviceSpace> a;
+  Vector<const int64_t> block_start;
+  int64_t first_block, last_block, row_begin, row_end;
+  Scalar alpha, beta;
+};
+
+template <class Scalar>
+void spmm_host(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, const Matrix<Scalar>& y);
+template <class Scalar>
+void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, const Matrix<Scalar>& y);
+
+}  // namespace tessera::impl

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/kernels/kernel_path.hpp"
+
+#include <type_traits>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/views.hpp"
+
+namespace tessera {
+
+namespace {
+constexpr bool kHostMemory = std::is_same<DeviceSpace, Kokkos::HostSpace>::value;
+// A vendor library (cuSPARSE / cuBLAS) is compiled in only on CUDA builds with TESSERA_VENDOR_KERNELS.
+#ifdef TESSERA_VENDOR_KERNELS
+constexpr bool kVendor = true;
+#else
+constexpr bool kVendor = false;
+#endif
+
+const char* kind_name(KernelKind kind) {
+  return kind == KernelKind::Spmm ? "SpMM" : kind == KernelKind::Gemm ? "GEMM" : "element-wise";
+}
+}  // namespace
+
+const char* kernel_path_name(KernelPath path) {
+  switch (path) {
+    case KernelPath::Host:
+      return "host";
+    case KernelPath::Team:
+      return "team";
+    case KernelPath::Vendor:
+      return "vendor";
+    default:
+      return "auto";
+  }
+}
+
+bool kernel_path_available(KernelPath path, KernelKind kind) {
+  switch (path) {
+    case KernelPath::Auto:
+    case KernelPath::Team:
+      return true;
+    case KernelPath::Host:  // row loops run in any space; BLAS needs host memory
+      return kind != KernelKind::Gemm || kHostMemory;
+    case KernelPath::Vendor:
+      return kVendor && kind != KernelKind::Elementwise;
+  }
+  return false;
+}
+
+KernelPath resolve_kernel_path(KernelPath path, KernelKind kind) {
+  if (path == KernelPath::Auto) {
+    if (kHostMemory) return KernelPath::Host;
+    return kernel_path_available(KernelPath::Vendor, kind) ? KernelPath::Vendor : KernelPath::Team;
+  }
+  require(kernel_path_available(path, kind), "kernel path '", kernel_path_name(path), "' has no ",
+          kind_name(kind), " kernel in this build",
+          path == KernelPath::Vendor ? " (vendor kernels need a CUDA build)" : " (BLAS needs host memory)");
+  return path;
+}
+
+}  // namespace tessera

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Which implementation a kernel runs: the algorithm switch of Kokkos Kernels. Each kernel is declared once
+// and implemented per path in mirrored files (spmm_host.cpp / spmm_team.cpp, gemm_host.cpp / gemm_team.cpp,
+// impl/rows_host.hpp / impl/rows_team.hpp for the element-wise kernels and reductions):
+//   Host   - row loops over contiguous features, and BLAS: what host builds run;
+//   Team   - Kokkos TeamPolicy kernels with vector lanes across features: what device builds run. It runs
+//            on the host's OpenMP space too, which is how the tests check it on a machine without a GPU;
+//   Vendor - cuSPARSE / cuBLAS on CUDA builds (SpMM and GEMM only).
+// Auto is Vendor where the build has it, else Team on device builds and Host on host builds.
+#pragma once
+
+namespace tessera {
+
+/// A kernel implementation; an argument of every kernel (never an environment variable).
+enum class KernelPath {
+  Auto,   ///< the build's preferred path
+  Host,   ///< row loops and BLAS
+  Team,   ///< Kokkos TeamPolicy kernels (device builds)
+  Vendor  ///< cuSPARSE / cuBLAS (CUDA builds)
+};
+
+/// The kinds of kernel whose available paths differ.
+enum class KernelKind {
+  Spmm,        ///< sparse times dense
+  Gemm,        ///< dense times dense
+  Elementwise  ///< element-wise kernels and row / column reductions
+};
+
+/// "auto", "host", "team" or "vendor".
+const char* kernel_path_name(KernelPath path);
+
+/// Whether `path` can run a kernel of `kind` in this build (Auto always can; Host GEMM needs host memory).
+bool kernel_path_available(KernelPath path, KernelKind kind);
+
+/// Auto becomes the path this build prefers for `kind`; an explicit path is returned unchanged when it is
+/// available and throws Error naming it otherwise.
+KernelPath resolve_kernel_path(KernelPath path, KernelKind kind);
+
+}  // namespace tessera

