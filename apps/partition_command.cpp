@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
@@ -30,7 +31,7 @@ void add_partition_command(CLI::App& app, Command& selected) {
       std::string invalid;
       PartitionMethod method = PartitionMethod::Metis;
       try {
-        method = parse_partition_method(a->method);
+        method = app::parse_partition_method(a->method);
       } catch (const Error& e) {
         invalid = e.what();
       }

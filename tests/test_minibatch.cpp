@@ -16,7 +16,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/minibatch.hpp"
-#include "tessera/models/trainer.hpp"
+#include "tessera/models/train.hpp"
 #include "tessera/sampling/pipeline.hpp"
 
 using namespace tessera;
@@ -35,6 +35,7 @@ struct SerialGraph {
   Dense a_hat, x;
   std::vector<int64_t> labels;
   std::vector<uint8_t> train;
+  Dense mean;  // D^-1 A: GraphSAGE's neighbour mean (the file has no self loops)
 };
 
 SerialGraph read_serial(const std::string& path) {
@@ -57,6 +58,10 @@ SerialGraph read_serial(const std::string& path) {
   for (int64_t v = 0; v < g.n; ++v)
     for (int64_t u = 0; u < g.n; ++u)
       if (a(v, u) != 0) g.a_hat(v, u) = 1.0 / std::sqrt(degree[size_t(v)] * degree[size_t(u)]);
+  g.mean = Dense(g.n, g.n);
+  for (int64_t v = 0; v < g.n; ++v)
+    for (int64_t u = 0; u < g.n; ++u)
+      if (u != v && a(v, u) != 0) g.mean(v, u) = 1.0 / (degree[size_t(v)] - 1.0);
   g.x = Dense(g.n, int64_t(s.features.extent(1)));
   for (int64_t v = 0; v < g.n; ++v)
     for (int64_t j = 0; j < g.x.cols; ++j) g.x(v, j) = s.features(v, j);
@@ -68,12 +73,11 @@ SerialGraph read_serial(const std::string& path) {
   return g;
 }
 
-// Â[S, S] with off-diagonal entries divided by p.
-Dense sampled_reference(const SerialGraph& g, const std::vector<int64_t>& s, double p) {
+// op[S, S] with off-diagonal entries divided by p (op: Â, or the neighbour mean).
+Dense sampled_reference(const Dense& op, const std::vector<int64_t>& s, double p) {
   Dense out(int64_t(s.size()), int64_t(s.size()));
   for (size_t i = 0; i < s.size(); ++i)
-    for (size_t j = 0; j < s.size(); ++j)
-      out(int64_t(i), int64_t(j)) = g.a_hat(s[i], s[j]) / (i == j ? 1.0 : p);
+    for (size_t j = 0; j < s.size(); ++j) out(int64_t(i), int64_t(j)) = op(s[i], s[j]) / (i == j ? 1.0 : p);
   return out;
 }
 
@@ -86,8 +90,8 @@ std::vector<GridShape> shapes_with_d_up_to_2(int p) {
 
 Graph3D load(const ProcessGrid& grid, int layers) {
   const GraphFileReader reader(Communicator::world(), csbm_file());
-  Load3DOptions o;
-  o.hidden.assign(size_t(layers - 1), 6);
+  Graph3DOptions o;
+  o.layers = layers;
   o.seed = 5;
   return load_graph_3d(reader, grid, o);
 }
@@ -108,10 +112,6 @@ TEST(UniformSample, SortedDistinctKeyedAndDifferentPerReplica) {
   for (int64_t step = 0; step < 20000; ++step)
     for (int64_t v : uniform_vertex_sample(50, 10, {3, 0, step, 0})) ++hits[size_t(v)];
   for (int v = 0; v < 50; ++v) EXPECT_NEAR(hits[size_t(v)], 4000, 6 * 57) << "vertex " << v;
-  EXPECT_EQ(parse_batch_size("0.25", 1000), 250);
-  EXPECT_EQ(parse_batch_size("64", 1000), 64);
-  for (const char* bad : {"0", "-3", "1.5", "2000", "ten", ""})
-    EXPECT_THROW(parse_batch_size(bad, 1000), Error) << bad;
 }
 
 TEST(Minibatch, SamplingSendsNoBytes) {
@@ -128,7 +128,7 @@ TEST(Minibatch, SamplingSendsNoBytes) {
       EXPECT_EQ(world.stats().total(Collective(k)).bytes, before.total(Collective(k)).bytes);
       EXPECT_EQ(world.stats().total(Collective(k)).calls, before.total(Collective(k)).calls);
     }
-    EXPECT_EQ(batch.views.size(), 3u);
+    EXPECT_EQ(batch.graph.layers.size(), 3u);
   }
 }
 
@@ -165,7 +165,7 @@ TEST(Minibatch, UnionOfBlocksIsTheScaledInducedSubgraph) {
     for (int rep = 0; rep < shape.d; ++rep)
       for (int l = 0; l < layers; ++l) {
         const std::vector<int64_t> s = uniform_vertex_sample(serial.n, b, {11, 1, 2, rep});
-        const Dense expected = sampled_reference(serial, s, p);
+        const Dense expected = sampled_reference(serial.a_hat, s, p);
         std::map<std::pair<int64_t, int64_t>, double> got;
         for (size_t k = 0; k < all.size(); k += 5) {
           if (int(all[k]) != rep || int(all[k + 1]) != l) continue;
@@ -235,14 +235,15 @@ TEST(Minibatch, SampledAggregationIsUnbiased) {
 
 namespace {
 
-// Gradients of one step of a 2-layer GCN (no dropout, no norm) on the sample s, in double:
-// Z1 = A_S X_S W0 + b0, H1 = relu(Z1), Z2 = A_S H1 W1 + b1, loss = mean CE over training vertices of s.
-// Returned in the trainer's parameter order (W0, b0, W1, b1), row-major.
-std::vector<double> dense_step_gradients(const SerialGraph& g, const std::vector<int64_t>& s, double p,
-                                         const Dense& w0, const Dense& b0, const Dense& w1, const Dense& b1) {
+// Gradients of one step of a 2-layer GCN or GraphSAGE (no dropout, no norm) on the sample s, in double:
+// Z1 = A_S X_S W0 (+ X_S R0) + b0, H1 = relu(Z1), Z2 = A_S H1 W1 (+ H1 R1) + b1, loss = mean CE over the
+// training vertices of s; A_S = op[S, S] / p off the diagonal. In the trainer's parameter order (GCN: W0,
+// b0, W1, b1; SAGE: W0, R0, b0, W1, R1, b1), row-major.
+std::vector<double> dense_step_gradients(const SerialGraph& g, bool sage, const std::vector<int64_t>& s,
+                                         double p, const std::vector<Dense>& w) {
   using namespace reference;
   const int64_t m = int64_t(s.size());
-  const Dense a = sampled_reference(g, s, p);
+  const Dense a = sampled_reference(sage ? g.mean : g.a_hat, s, p);
   Dense x(m, g.x.cols);
   std::vector<int64_t> labels(static_cast<size_t>(m));
   std::vector<uint8_t> mask(static_cast<size_t>(m));
@@ -251,6 +252,7 @@ std::vector<double> dense_step_gradients(const SerialGraph& g, const std::vector
     labels[size_t(i)] = g.labels[size_t(s[size_t(i)])];
     mask[size_t(i)] = g.train[size_t(s[size_t(i)])];
   }
+  const Dense &w0 = w[0], &b0 = w[sage ? 2 : 1], &w1 = w[sage ? 3 : 2], &b1 = w[sage ? 5 : 3];
   auto add_bias = [](Dense z, const Dense& b) {
     for (int64_t i = 0; i < z.rows; ++i)
       for (int64_t j = 0; j < z.cols; ++j) z(i, j) += b(0, j);
@@ -263,82 +265,98 @@ std::vector<double> dense_step_gradients(const SerialGraph& g, const std::vector
     return out;
   };
   const Dense ax = matmul(a, x);
-  const Dense z1 = add_bias(matmul(ax, w0), b0);
+  Dense z1 = add_bias(matmul(ax, w0), b0);
+  if (sage) z1 = add(z1, matmul(x, w[1]));
   Dense h1 = z1;
   for (double& v : h1.a) v = std::max(v, 0.0);
   const Dense ah1 = matmul(a, h1);
-  const Dense z2 = add_bias(matmul(ah1, w1), b1);
+  Dense z2 = add_bias(matmul(ah1, w1), b1);
+  if (sage) z2 = add(z2, matmul(h1, w[4]));
   Dense g2;
   softmax_cross_entropy(z2, labels, mask, &g2);
-  const Dense gw1 = matmul(transpose(ah1), g2), gb1 = column_sums(g2);
   Dense gz1 = matmul(transpose(a), matmul(g2, transpose(w1)));
+  if (sage) gz1 = add(gz1, matmul(g2, transpose(w[4])));
   for (size_t k = 0; k < gz1.a.size(); ++k) gz1.a[k] = z1.a[k] > 0 ? gz1.a[k] : 0.0;
-  const Dense gw0 = matmul(transpose(ax), gz1), gb0 = column_sums(gz1);
+  std::vector<Dense> grads = {matmul(transpose(ax), gz1), column_sums(gz1), matmul(transpose(ah1), g2),
+                              column_sums(g2)};
+  if (sage)
+    grads = {grads[0], matmul(transpose(x), gz1), grads[1], grads[2], matmul(transpose(h1), g2), grads[3]};
   std::vector<double> out;
-  for (const Dense* d : {&gw0, &gb0, &gw1, &gb1}) out.insert(out.end(), d->a.begin(), d->a.end());
+  for (const Dense& d : grads) out.insert(out.end(), d.a.begin(), d.a.end());
   return out;
+}
+
+TrainOptions minibatch_options(const GridShape& shape, int64_t batch) {
+  TrainOptions o;
+  o.data = csbm_file();
+  o.mode = TrainMode::Minibatch;
+  o.grid = shape;
+  o.minibatch.batch_size = batch;
+  o.quiet = true;
+  return o;
 }
 
 }  // namespace
 
 // One training step with lr = 0 (weights stay the initial ones): the trainer's gradients, averaged over
-// the D replicas, equal the dense double-precision gradients of each replica's sample, averaged.
+// the D replicas, equal the dense double-precision gradients of each replica's sample, averaged. GraphSAGE's
+// root term uses the self blocks cut from each sample.
 TEST(Minibatch, GradientsAreTheReplicaAverageOfTheDenseReference) {
   const Communicator world = Communicator::world();
   const SerialGraph g = read_serial(csbm_file());
   const int64_t hidden = 6, classes = 5, b = 120;
-  for (const GridShape& shape : shapes_with_d_up_to_2(world.size())) {
-    SCOPED_TRACE(shape.str());
-    TrainOptions o;
-    o.data = csbm_file();
-    o.minibatch = true;
-    o.grid = shape.str();
-    if (shape.d == 1) o.grid = "1x" + o.grid;
-    o.batch_size = std::to_string(b);
-    o.steps_per_epoch = 1;
-    o.epochs = 1;
-    o.model.layers = 2;
-    o.model.hidden = hidden;
-    o.model.dropout = o.model.input_dropout = 0;
-    o.model.seed = 4;
-    o.optimizer.lr = 0;
-    o.optimizer.weight_decay = 0;
-    o.quiet = true;
-    o.keep_last_step = true;
-    const TrainResult r = train_full_graph(o, world);
-    // final_weights = W0 (11 x 6), b0, W1 (6 x 5), b1: the initial weights.
-    const std::vector<float>& w = r.final_weights;
-    ASSERT_EQ(int64_t(w.size()), g.x.cols * hidden + hidden + hidden * classes + classes);
-    auto dense = [&](size_t offset, int64_t rows, int64_t cols) {
-      Dense d(rows, cols);
-      for (size_t k = 0; k < d.a.size(); ++k) d.a[k] = w[offset + k];
-      return d;
-    };
-    const size_t o1 = size_t(g.x.cols * hidden), o2 = o1 + size_t(hidden), o3 = o2 + size_t(hidden * classes);
-    const Dense w0 = dense(0, g.x.cols, hidden), b0 = dense(o1, 1, hidden), w1 = dense(o2, hidden, classes),
-                b1 = dense(o3, 1, classes);
-    const double p = pair_inclusion_probability(g.n, b);
-    std::vector<double> expected(w.size(), 0.0);
-    std::vector<std::vector<double>> per_replica;
-    for (int d = 0; d < shape.d; ++d) {
-      per_replica.push_back(
-          dense_step_gradients(g, uniform_vertex_sample(g.n, b, {4, 0, 0, d}), p, w0, b0, w1, b1));
-      for (size_t k = 0; k < w.size(); ++k) expected[k] += per_replica.back()[k] / double(shape.d);
+  for (const GridShape& shape : shapes_with_d_up_to_2(world.size()))
+    for (bool sage : {false, true}) {
+      SCOPED_TRACE(shape.str() + (sage ? " sage" : " gcn"));
+      TrainOptions o = minibatch_options(shape, b);
+      o.minibatch.steps_per_epoch = 1;
+      o.epochs = 1;
+      o.model.kind = sage ? ModelKind::Sage : ModelKind::Gcn;
+      o.model.layers = 2;
+      o.model.hidden = hidden;
+      o.model.dropout = o.model.input_dropout = 0;
+      o.model.seed = 4;
+      o.optimizer.lr = 0;
+      o.optimizer.weight_decay = 0;
+      o.keep_last_step = true;
+      const TrainResult r = run_training(o, world);
+      // final_weights: the initial weights, in parameter order.
+      const std::vector<float>& w = r.final_weights;
+      std::vector<std::pair<int64_t, int64_t>> shapes = {
+          {g.x.cols, hidden}, {1, hidden}, {hidden, classes}, {1, classes}};
+      if (sage)
+        shapes = {{g.x.cols, hidden}, {g.x.cols, hidden}, {1, hidden},
+                  {hidden, classes},  {hidden, classes},  {1, classes}};
+      std::vector<Dense> weights;
+      size_t at = 0;
+      for (const auto& [rows, cols] : shapes) {
+        Dense d(rows, cols);
+        for (size_t k = 0; k < d.a.size(); ++k) d.a[k] = w[at++];
+        weights.push_back(d);
+      }
+      ASSERT_EQ(at, w.size());
+      const double p = pair_inclusion_probability(g.n, b);
+      std::vector<double> expected(w.size(), 0.0);
+      std::vector<std::vector<double>> per_replica;
+      for (int d = 0; d < shape.d; ++d) {
+        per_replica.push_back(
+            dense_step_gradients(g, sage, uniform_vertex_sample(g.n, b, {4, 0, 0, d}), p, weights));
+        for (size_t k = 0; k < w.size(); ++k) expected[k] += per_replica.back()[k] / double(shape.d);
+      }
+      ASSERT_EQ(r.last_gradients.size(), expected.size());
+      double diff = 0, top = 0;
+      for (size_t k = 0; k < expected.size(); ++k) {
+        diff = std::max(diff, std::abs(double(r.last_gradients[k]) - expected[k]));
+        top = std::max(top, std::abs(expected[k]));
+      }
+      EXPECT_LT(diff / top, 1e-5);
+      if (shape.d == 2) {  // the replicas' samples, and so their gradients, really differ
+        double apart = 0;
+        for (size_t k = 0; k < expected.size(); ++k)
+          apart = std::max(apart, std::abs(per_replica[0][k] - per_replica[1][k]));
+        EXPECT_GT(apart / top, 1e-2);
+      }
     }
-    ASSERT_EQ(r.last_gradients.size(), expected.size());
-    double diff = 0, top = 0;
-    for (size_t k = 0; k < expected.size(); ++k) {
-      diff = std::max(diff, std::abs(double(r.last_gradients[k]) - expected[k]));
-      top = std::max(top, std::abs(expected[k]));
-    }
-    EXPECT_LT(diff / top, 1e-5);
-    if (shape.d == 2) {  // the replicas' samples, and so their gradients, really differ
-      double apart = 0;
-      for (size_t k = 0; k < expected.size(); ++k)
-        apart = std::max(apart, std::abs(per_replica[0][k] - per_replica[1][k]));
-      EXPECT_GT(apart / top, 1e-2);
-    }
-  }
 }
 
 TEST(BatchPipeline, BackgroundBuildsTheSameBatchesAndPassesErrorsOn) {
@@ -357,20 +375,42 @@ TEST(BatchPipeline, BackgroundBuildsTheSameBatchesAndPassesErrorsOn) {
 // The sampler thread changes when a batch is built, not what it holds: same losses and weights.
 TEST(Minibatch, SamplerThreadComputesTheSameRun) {
   const Communicator world = Communicator::world();
-  TrainOptions o;
-  o.data = csbm_file();
-  o.minibatch = true;
-  o.grid = world.size() % 2 == 0 ? "2x1x1x" + std::to_string(world.size() / 2) : "1x1x1x1";
-  o.batch_size = "0.4";
+  const int p = world.size();
+  TrainOptions o = minibatch_options(p % 2 == 0 ? GridShape{2, 1, 1, p / 2} : GridShape{}, 0);
+  o.minibatch.batch_fraction = 0.4;
   o.epochs = 3;
   o.model.layers = 2;
   o.model.hidden = 8;
   o.model.norm = NormKind::Batch;
-  o.quiet = true;
-  const TrainResult threaded = train_full_graph(o, world);
-  o.sampler_thread = false;
-  const TrainResult inline_run = train_full_graph(o, world);
+  const TrainResult threaded = run_training(o, world);
+  o.minibatch.sampler_thread = false;
+  const TrainResult inline_run = run_training(o, world);
   ASSERT_EQ(threaded.history.size(), 3u);
   for (size_t e = 0; e < 3; ++e) EXPECT_EQ(threaded.history[e].loss, inline_run.history[e].loss);
   EXPECT_EQ(threaded.final_weights, inline_run.final_weights);
+}
+
+// A run stopped after 3 epochs and resumed from its checkpoint continues bit for bit: the samples are keyed
+// by (seed, epoch, step, replica), the checkpoint holds weights, Adam's moments and BatchNorm's statistics.
+TEST(Minibatch, ResumeContinuesBitForBit) {
+  const Communicator world = Communicator::world();
+  const int p = world.size(), d = p % 2 == 0 ? 2 : 1;
+  TrainOptions o = minibatch_options(GridShape{d, 1, 1, p / d}, 0);
+  o.minibatch.batch_fraction = 0.4;
+  o.model.layers = 2;
+  o.model.hidden = 8;
+  o.model.norm = NormKind::Batch;
+  o.model.kind = ModelKind::Sage;
+  o.epochs = 6;
+  const TrainResult straight = run_training(o, world);
+  o.checkpoint_dir = fixtures::scratch_dir();
+  o.epochs = 3;
+  run_training(o, world);
+  o.epochs = 6;
+  o.resume = true;
+  const TrainResult resumed = run_training(o, world);
+  ASSERT_EQ(resumed.history.size(), 3u);
+  EXPECT_EQ(resumed.history.front().epoch, 4);
+  for (size_t e = 0; e < 3; ++e) EXPECT_EQ(resumed.history[e].loss, straight.history[e + 3].loss);
+  EXPECT_EQ(resumed.final_weights, straight.final_weights);
 }

@@ -1,21 +1,28 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // 3D full-graph training (DESIGN §4). Runs under mpiexec with 1, 2, 4 and 8 ranks: every factorization of
-// the rank count must reproduce the one-rank trainer (an independent implementation, run here on each rank
-// alone), and every collective must move exactly the bytes the schedule says.
+// the rank count must reproduce the one-rank run (the same layers on each rank alone, whose schedule has no
+// communication; the layers themselves are checked against a dense double reference in test_models), and
+// every collective must move exactly the bytes the schedule says.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <fstream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/graph/graph_file.hpp"
+#include "tessera/graph/hdf5_io.hpp"
 #include "tessera/graph/ogb.hpp"
 #include "tessera/graph/synth.hpp"
-#include "tessera/models/model3d.hpp"
-#include "tessera/models/trainer.hpp"
+#include "tessera/models/conv.hpp"
+#include "tessera/models/full_graph.hpp"
+#include "tessera/models/train.hpp"
 #include "tessera/parallel3d/balance.hpp"
 
 using namespace tessera;
@@ -47,8 +54,9 @@ std::string cora_file() {
 }
 
 // The paper's setup made deeper and narrower (3 layers of 10), 3 epochs, keeping the last step.
-TrainOptions run_options(const std::string& data, NormKind norm) {
+TrainOptions run_options(const std::string& data, NormKind norm, ModelKind kind = ModelKind::Gcn) {
   TrainOptions o = fixtures::paper_setup(data, 3);
+  o.model.kind = kind;
   o.model.layers = 3;
   o.model.hidden = 10;
   o.model.norm = norm;
@@ -123,31 +131,39 @@ TEST(Layout3D, RolesRotateAndBlocksPadEvenly) {
   EXPECT_EQ(layout.num_adjacency_layouts(), 2);
 }
 
+// GCN and GraphSAGE (whose root term moves each node's row between the layer's input and output layouts
+// inside the layer's collectives) on every factorization, permuted or not.
 TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {
   const Communicator world = Communicator::world();
   const Communicator self(MPI_COMM_SELF, false, nullptr);
   std::vector<std::string> files = {csbm_file()};
   if (!cora_file().empty()) files.push_back(cora_file());
-  for (const std::string& file : files) {
-    for (NormKind norm : {NormKind::None, NormKind::Batch}) {
-      if (norm == NormKind::Batch && file != csbm_file()) continue;
-      const TrainResult reference = train_full_graph(run_options(file, norm), self);
-      for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
-        for (PermuteMode permute : {PermuteMode::None, PermuteMode::Double}) {
-          SCOPED_TRACE(file + " grid " + shape.str() + " permute " + permute_mode_name(permute) + " norm " +
-                       norm_name(norm));
-          TrainOptions o = run_options(file, norm);
-          o.grid = shape.str();
-          o.permute = permute;
-          expect_same_run(train_full_graph(o, world), reference);
-          if (permute == PermuteMode::Double && norm == NormKind::None && file == csbm_file()) {
+  for (const std::string& file : files)
+    for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage})
+      for (NormKind norm : {NormKind::None, NormKind::Batch}) {
+        if (norm == NormKind::Batch && (file != csbm_file() || kind == ModelKind::Sage)) continue;
+        const TrainResult reference = run_training(run_options(file, norm, kind), self);
+        for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
+          for (PermuteMode permute : {PermuteMode::None, PermuteMode::Double}) {
+            SCOPED_TRACE(file + " " + model_kind_name(kind) + " grid " + shape.str() + " permute " +
+                         permute_mode_name(permute) + " norm " + norm_name(norm));
+            TrainOptions o = run_options(file, norm, kind);
+            o.grid = shape;
+            o.permute = permute;
+            expect_same_run(run_training(o, world), reference);
+            if (permute != PermuteMode::Double || norm != NormKind::None || file != csbm_file()) continue;
             o.overlap = true;  // chunked SpMM with non-blocking all-reduces computes the same
-            expect_same_run(train_full_graph(o, world), reference);
+            expect_same_run(run_training(o, world), reference);
+            // The team kernels (what device builds run) compute the same, within rounding.
+            o.kernels = KernelPath::Team;
+            expect_same_run(run_training(o, world), reference);
+            o.kernels = KernelPath::Auto;
+            if (kind == ModelKind::Sage) continue;
             // bf16 on the wire: one rounding per reduction (u = 2^-8) through 3 layers and 3 steps.
             o.comm_dtype = CommDtype::Bf16;
-            const TrainResult bf16 = train_full_graph(o, world);
+            const TrainResult bf16 = run_training(o, world);
             o.overlap = false;
-            const TrainResult bf16_blocking = train_full_graph(o, world);
+            const TrainResult bf16_blocking = run_training(o, world);
             EXPECT_EQ(bf16.last_logits, bf16_blocking.last_logits);  // chunking changes no bit
             for (size_t e = 0; e < bf16.history.size(); ++e)
               EXPECT_NEAR(bf16.history[e].loss, reference.history[e].loss, 1e-2 * reference.history[e].loss);
@@ -157,101 +173,122 @@ TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {
                           relative_difference(bf16.last_logits, reference.last_logits),
                           relative_difference(bf16.last_gradients, reference.last_gradients));
           }
-        }
-    }
-  }
+      }
 }
 
-// --fuse (bias + norm + ReLU + dropout inside the norm's passes) computes exactly what the separate
-// kernels compute: logits, gradients and weights equal bit for bit, for BatchNorm and RMSNorm with dropout.
+// The fused epilogue (norm, ReLU and dropout in the norm's passes) computes exactly what the separate
+// layers compute: logits, gradients and weights equal bit for bit, for BatchNorm and RMSNorm with dropout.
 TEST(Train3D, FusedNormEpilogueChangesNoBit) {
   const Communicator world = Communicator::world();
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
     for (NormKind norm : {NormKind::Batch, NormKind::Rms}) {
       SCOPED_TRACE(shape.str() + " norm " + norm_name(norm));
       TrainOptions o = run_options(csbm_file(), norm);
-      o.grid = shape.str();
-      const TrainResult fused = train_full_graph(o, world);
-      o.fuse = false;
-      const TrainResult separate = train_full_graph(o, world);
+      o.grid = shape;
+      const TrainResult fused = run_training(o, world);
+      o.model.fuse = false;
+      const TrainResult separate = run_training(o, world);
       EXPECT_EQ(fused.last_logits, separate.last_logits);
       EXPECT_EQ(fused.last_gradients, separate.last_gradients);
       EXPECT_EQ(fused.final_weights, separate.final_weights);
     }
 }
 
+namespace {
+
+// The schedule of DESIGN §4 for one graph layer, computed from the layout alone (no collective over an
+// axis of size 1), added to `expected`. With bf16 the activations and their gradients take 2 bytes an
+// element; weight gradients stay fp32. `terms` is 2 for GraphSAGE (its self term doubles the sparse side).
+// Returns whether the layer runs transform-first.
+bool schedule_bytes(std::map<std::string, int64_t>& expected, const GridShape& shape, int l, int64_t nodes,
+                    int64_t in_width, int64_t out_width, int64_t terms, bool cached_input, bool aggregated,
+                    int64_t act) {
+  const AxisRoles r = roles_for_layer(l);
+  const int ga = shape.extent(r.a), gb = shape.extent(r.b), gc = shape.extent(r.c);
+  const NodeLayout layout(shape, nodes, PermuteMode::None, 0);
+  const int64_t rows_c = layout.padded_nodes() / gc, rows_a = layout.padded_nodes() / ga;
+  const int64_t in = padded_width(in_width, shape), out = padded_width(out_width, shape);
+  const int64_t in_b = in / gb, out_a = out / ga;
+  if (gc > 1) expected["backward allreduce c (weights)"] += 4 * out_a;  // the bias
+  // A narrowing layer whose input is not cached moves its full output width instead: T over b and A T over
+  // a forward; the output gradient gathered over a, A^T G over c and W's gradient over a backward.
+  if (!cached_input && out < in_b) {
+    if (gb > 1) expected["forward allreduce b"] += act * terms * rows_a * out;
+    if (ga > 1) expected["forward allreduce a"] += act * rows_c * out;
+    if (ga > 1) expected["backward allgather a"] += 4 * rows_c * out_a;
+    if (gc > 1) expected["backward allreduce c (inputs)"] += act * terms * rows_a * out;
+    if (ga > 1) expected["backward allreduce a (weights)"] += 4 * terms * in_b * out;
+    return true;
+  }
+  if (ga > 1 && !aggregated) expected["forward allreduce a"] += act * terms * rows_c * in_b;
+  if (gb > 1) expected["forward allreduce b"] += act * rows_c * out_a;
+  if (gc > 1) expected["backward allreduce c (weights)"] += 4 * terms * in_b * out_a;
+  if (l > 0 && ga > 1) expected["backward allreduce a"] += act * terms * rows_c * in_b;
+  if (l > 0 && gc > 1) expected["backward allreduce c (inputs)"] += act * rows_a * in_b;
+  return false;
+}
+
+// The bytes and kinds of every collective of the last steps, per phase.
+std::map<std::string, int64_t> measured_bytes(const Communicator& world) {
+  std::map<std::string, int64_t> measured;
+  for (const auto& [phase, kinds] : world.stats().phases())
+    for (int k = 0; k < int(Collective::Count); ++k)
+      if (kinds[size_t(k)].bytes > 0) {
+        const bool gather = phase == "backward allgather a";
+        EXPECT_EQ(Collective(k), gather ? Collective::AllGather : Collective::AllReduce) << phase;
+        measured[phase] += kinds[size_t(k)].bytes;
+      }
+  return measured;
+}
+
+}  // namespace
+
+// A model composed by hand with the layer API (dims 11 -> 10 -> 6 -> 5): GCN and GraphSAGE layers, two
+// training steps (the second reuses layer 0's aggregation of its cached input), every byte accounted for.
 TEST(Train3D, CollectivesMoveExactlyTheScheduledBytes) {
   const Communicator world = Communicator::world();
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
-    for (CommDtype dtype : {CommDtype::F32, CommDtype::Bf16}) {
-      SCOPED_TRACE(shape.str() + " " + comm_dtype_name(dtype));
-      const ProcessGrid grid(world, shape);
-      const GraphFileReader reader(world, csbm_file());
-      Load3DOptions load;
-      load.hidden = {10, 6};
-      const Graph3D g = load_graph_3d(reader, grid, load);
-      ModelConfig config;
-      config.layers = 3;
-      config.in = 11;
-      config.hidden = 10;
-      config.out = 5;
-      config.dropout = 0.5f;
-      config.input_dropout = 0.0f;  // static input: layer 0 aggregates its features once
-      config.seed = 1;
-      // --overlap chunks: same bytes in more calls
-      GcnModel3D model(grid, g, config, Model3DOptions{world.size() > 1 ? 3 : 0, dtype});
-      // Two training steps: the second reuses layer 0's aggregation.
-      for (int step = 0; step < 2; ++step) {
-        world.stats().clear();
-        const Matrix<float> logits = model.forward(PassInfo{true, 1, step});
-        Matrix<float> grad("grad", logits.extent(0), logits.extent(1));
-        Kokkos::deep_copy(grad, 0.01f);
-        model.backward(grad, PassInfo{true, 1, step});
-        // The schedule of DESIGN §4, computed from the layout alone (no collective over an axis of size 1).
-        // With bf16 the activations and their gradients take 2 bytes an element; weight gradients stay fp32.
-        const int64_t act = dtype == CommDtype::Bf16 ? 2 : 4;
-        // A transform-first layer (a narrowing one after layer 0, output narrower than the input block)
-        // moves its full output width instead: T over b and A T over a forward; the output gradient
-        // gathered over a, A^T G over c and W's gradient over a backward.
-        std::map<std::string, int64_t> expected;
-        const Layout3D& layout = g.layout;
-        int transform_first_layers = 0;
+    for (CommDtype dtype : {CommDtype::F32, CommDtype::Bf16})
+      for (bool sage : {false, true}) {
+        SCOPED_TRACE(shape.str() + " " + comm_dtype_name(dtype) + (sage ? " sage" : " gcn"));
+        const ProcessGrid grid(world, shape);
+        const GraphFileReader reader(world, csbm_file());
+        Graph3DOptions load;
+        load.layers = 3;
+        load.normalization = sage ? Normalization::Mean : Normalization::Symmetric;
+        const Graph3D g = load_graph_3d(reader, grid, load);
+        // --overlap chunks: the same bytes in more calls.
+        Sequential model(grid, 11, RunOptions{KernelPath::Auto, world.size() > 1 ? 3 : 0, dtype}, 1);
+        const std::vector<int64_t> dims = {11, 10, 6, 5};
         for (int l = 0; l < 3; ++l) {
-          const AxisRoles r = roles_for_layer(l);
-          const int ga = shape.extent(r.a), gb = shape.extent(r.b), gc = shape.extent(r.c);
-          const int64_t rows_c = layout.padded_nodes() / gc, rows_a = layout.padded_nodes() / ga;
-          const int64_t in = layout.padded_dim(l), out = layout.padded_dim(l + 1);
-          const int64_t in_b = in / gb, out_a = out / ga;
-          if (l > 0 && out < in_b) {
-            ++transform_first_layers;
-            if (gb > 1) expected["forward allreduce b"] += act * rows_a * out;
-            if (ga > 1) expected["forward allreduce a"] += act * rows_c * out;
-            if (ga > 1) expected["backward allgather a"] += 4 * rows_c * out_a;
-            if (gc > 1) expected["backward allreduce c (inputs)"] += act * rows_a * out;
-            if (ga > 1) expected["backward allreduce a (weights)"] += 4 * in_b * out;
-            if (gc > 1) expected["backward allreduce c (weights)"] += 4 * out_a;  // the bias
-            continue;
-          }
-          if (ga > 1 && !(l == 0 && step == 1)) expected["forward allreduce a"] += act * rows_c * in_b;
-          if (gb > 1) expected["forward allreduce b"] += act * rows_c * out_a;
-          if (gc > 1) expected["backward allreduce c (weights)"] += 4 * (in_b * out_a + out_a);
-          if (l > 0 && ga > 1) expected["backward allreduce a"] += act * rows_c * in_b;
-          if (l > 0 && gc > 1) expected["backward allreduce c (inputs)"] += act * rows_a * in_b;
+          ConvOptions conv;
+          conv.relu = l < 2;
+          conv.dropout = l < 2 ? 0.5f : 0.0f;
+          conv.cached_input = l == 0;  // the fixed features, no input dropout: A X is aggregated once
+          if (sage)
+            model.add<SageConv>(dims[size_t(l + 1)], conv);
+          else
+            model.add<GcnConv>(dims[size_t(l + 1)], conv);
         }
-        // dims 11 -> 10 -> 6 -> 5: layer 1 is transform-first on every grid whose b axis of layer 1 (X)
-        // has extent 1; the test must see both schedules.
-        EXPECT_EQ(transform_first_layers > 0, shape.x == 1);
-        std::map<std::string, int64_t> measured;
-        for (const auto& [phase, kinds] : world.stats().phases())
-          for (int k = 0; k < int(Collective::Count); ++k)
-            if (kinds[size_t(k)].bytes > 0) {
-              const bool gather = phase == "backward allgather a";
-              EXPECT_EQ(Collective(k), gather ? Collective::AllGather : Collective::AllReduce) << phase;
-              measured[phase] += kinds[size_t(k)].bytes;
-            }
-        EXPECT_EQ(measured, expected) << "step " << step;
+        const GraphBatch batch = full_graph_batch(g, model.needs_self_blocks());
+        for (int step = 0; step < 2; ++step) {
+          world.stats().clear();
+          const Matrix<const float> logits = model.forward(g.features, batch, PassInfo{true, 1, step});
+          Matrix<float> grad("grad", logits.extent(0), logits.extent(1));
+          Kokkos::deep_copy(grad, 0.01f);
+          model.backward(grad, PassInfo{true, 1, step});
+          std::map<std::string, int64_t> expected;
+          int transform_first_layers = 0;
+          for (int l = 0; l < 3; ++l)
+            transform_first_layers +=
+                schedule_bytes(expected, shape, l, 301, dims[size_t(l)], dims[size_t(l + 1)], sage ? 2 : 1,
+                               l == 0, l == 0 && step == 1, dtype == CommDtype::Bf16 ? 2 : 4);
+          // Layer 1 (10 -> 6) is transform-first exactly on the grids whose b axis of layer 1 (X) has
+          // extent 1: the test must see both schedules.
+          EXPECT_EQ(transform_first_layers > 0, shape.x == 1);
+          EXPECT_EQ(measured_bytes(world), expected) << "step " << step;
+        }
       }
-    }
 }
 
 // R-MAT has no locality for a permutation to break, so one permutation already balances it; what is left
@@ -294,27 +331,29 @@ TEST(Train3D, CheckpointResumesOnOtherGridsAndOneRank) {
   const Communicator world = Communicator::world();
   const int p = world.size();
   if (p < 4) GTEST_SKIP() << "needs at least 4 ranks";
-  const std::string first_grid = p == 8 ? "2x2x2" : "2x1x2", second_grid = p == 8 ? "1x1x4" : "1x1x2";
+  const GridShape first_grid = p == 8 ? GridShape{1, 2, 2, 2} : GridShape{1, 2, 1, 2};
+  const GridShape second_grid = p == 8 ? GridShape{1, 1, 1, 4} : GridShape{1, 1, 1, 2};
   const int second_ranks = p == 8 ? 4 : 2;
   TrainOptions o = run_options(csbm_file(), NormKind::Batch);
   o.epochs = 6;
   o.grid = first_grid;
-  const TrainResult straight = train_full_graph(o, world);
+  const TrainResult straight = run_training(o, world);
   o.epochs = 3;
   o.checkpoint_dir = shared_dir();
-  train_full_graph(o, world);
+  run_training(o, world);
   o.epochs = 6;
   o.resume = true;
   const Communicator part = world.split(world.rank() < second_ranks ? 0 : 1, world.rank());
-  for (const std::string& grid : {second_grid, std::string()}) {
-    SCOPED_TRACE("resumed on " + (grid.empty() ? std::string("one rank") : grid));
+  for (const std::optional<GridShape>& grid :
+       {std::optional<GridShape>(second_grid), std::optional<GridShape>()}) {
+    SCOPED_TRACE("resumed on " + (grid ? grid->str() : std::string("one rank")));
     TrainResult resumed;
     TrainOptions r = o;
     r.grid = grid;
-    if (grid.empty()) {
-      if (world.rank() == 0) resumed = train_full_graph(r, Communicator(MPI_COMM_SELF, false, nullptr));
+    if (!grid) {
+      if (world.rank() == 0) resumed = run_training(r, Communicator(MPI_COMM_SELF, false, nullptr));
     } else if (world.rank() < second_ranks) {
-      resumed = train_full_graph(r, part);
+      resumed = run_training(r, part);
     }
     world.barrier();
     if (resumed.history.empty()) continue;  // ranks outside the resumed job
@@ -329,20 +368,20 @@ TEST(Train3D, CheckpointResumesOnOtherGridsAndOneRank) {
 TEST(Train3D, BadGridsFailOnEveryRank) {
   const Communicator world = Communicator::world();
   const int p = world.size();
-  auto message = [&](const std::string& grid, const std::string& file) {
+  auto message = [&](const GridShape& grid, const std::string& file) {
     TrainOptions o = run_options(file, NormKind::None);
     o.grid = grid;
     try {
-      train_full_graph(o, world);
+      run_training(o, world);
     } catch (const CollectiveError& e) {
       return std::string(e.what());
     }
     return std::string("no collective error");
   };
-  EXPECT_EQ(message("1x1x" + std::to_string(p + 1), csbm_file()),
-            "grid 1x1x" + std::to_string(p + 1) + " has " + std::to_string(p + 1) +
+  EXPECT_EQ(message(GridShape{1, 1, 1, p + 1}, csbm_file()),
+            "--grid 1x1x" + std::to_string(p + 1) + " has " + std::to_string(p + 1) +
                 " ranks but the job has " + std::to_string(p));
-  EXPECT_EQ(message("1x0x" + std::to_string(p), csbm_file()),
+  EXPECT_EQ(message(GridShape{1, 1, 0, p}, csbm_file()),
             "grid '1x0x" + std::to_string(p) + "': every axis must be at least 1");
   if (p > 1) {
     const std::string tiny = shared_dir() + "/tiny.h5";
@@ -354,9 +393,167 @@ TEST(Train3D, BadGridsFailOnEveryRank) {
     o.valid_fraction = 0.0;
     generate_synthetic(o, tiny, world);
     if (o.num_nodes < p) {
-      EXPECT_EQ(message("1x1x" + std::to_string(p), tiny), "grid 1x1x" + std::to_string(p) +
-                                                               " has more ranks than the graph has nodes (" +
-                                                               std::to_string(o.num_nodes) + ")");
+      EXPECT_EQ(message(GridShape{1, 1, 1, p}, tiny), "grid 1x1x" + std::to_string(p) +
+                                                          " has more ranks than the graph has nodes (" +
+                                                          std::to_string(o.num_nodes) + ")");
     }
+  }
+}
+
+namespace {
+
+// This rank's rows of a graph file in an uneven block split (rank r holds a share growing with r, rank 0
+// none when there are several ranks): what an application holding its own rows hands over.
+GraphRows uneven_rows(const std::string& path, const Communicator& world) {
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  const GraphFileReader reader(self, path);
+  const int64_t n = reader.meta().num_nodes;
+  const int p = world.size();
+  auto start = [&](int r) {
+    return p == 1 ? (r == 0 ? 0 : n) : n * int64_t(r) * int64_t(r) / (int64_t(p) * p);
+  };
+  const int64_t begin = start(world.rank()), end = start(world.rank() + 1);
+  GraphRows rows;
+  rows.name = "rows of " + path;
+  rows.num_nodes = n;
+  rows.num_features = reader.meta().num_features;
+  rows.num_classes = reader.meta().num_classes;
+  rows.first_row = begin;
+  const GraphSlice slice = reader.read_rows(begin, end - begin);
+  rows.indptr.assign(slice.adjacency.row_ptr.data(), slice.adjacency.row_ptr.data() + (end - begin) + 1);
+  rows.indices.assign(slice.adjacency.col_idx.data(), slice.adjacency.col_idx.data() + slice.adjacency.nnz());
+  rows.features.assign(slice.features.data(), slice.features.data() + slice.features.size());
+  rows.labels.assign(slice.labels.data(), slice.labels.data() + (end - begin));
+  rows.splits.assign(size_t(end - begin), 0);
+  const char* names[] = {"train", "valid", "test"};
+  for (int s = 0; s < 3; ++s)
+    for (const SplitInfo& info : reader.splits())
+      if (info.name == names[s])
+        for (int64_t v : reader.read_split(names[s], 0, info.size))
+          if (v >= begin && v < end) rows.splits[size_t(v - begin)] |= uint8_t(1 << s);
+  return rows;
+}
+
+// Three epochs with the library's pieces (as an application would assemble them).
+TrainResult train_pieces(const Graph3D& g, const ProcessGrid& grid, const Communicator& world) {
+  ModelConfig config;
+  config.kind = ModelKind::Sage;
+  config.in = g.num_features;
+  config.out = g.num_classes;
+  config.hidden = 10;
+  config.seed = 2;
+  const std::unique_ptr<Sequential> model = build_model(config, grid, RunOptions{}, true);
+  FullGraphSource source(g, grid, world, model->needs_self_blocks());
+  Trainer trainer(*model, source, world, TrainerOptions{AdamSettings{}, 3, 1, config.seed, false});
+  return trainer.run();
+}
+
+}  // namespace
+
+// An application's own rows (uneven blocks, one of them empty) build the same graph the file gives: the
+// same training, bit for bit.
+TEST(GraphRows, InMemoryRowsTrainLikeTheFile) {
+  const Communicator world = Communicator::world();
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    const ProcessGrid grid(world, shape);
+    const Graph3DOptions load{2, PermuteMode::Double, 2, Normalization::Mean, true};
+    const Graph3D from_file = load_graph_3d(GraphFileReader(world, csbm_file()), grid, load);
+    const Graph3D from_rows = build_graph_3d(uneven_rows(csbm_file(), world), grid, load);
+    const TrainResult a = train_pieces(from_file, grid, world), b = train_pieces(from_rows, grid, world);
+    EXPECT_EQ(a.final_weights, b.final_weights);
+    EXPECT_EQ(a.history.back().loss, b.history.back().loss);
+    EXPECT_EQ(a.history.back().test_acc, b.history.back().test_acc);
+  }
+}
+
+// Rows that are wrong anywhere are refused on every rank with the rank's problem, before any exchange.
+TEST(GraphRows, BadRowsAreClearErrorsOnEveryRank) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{1, 1, 1, world.size()});
+  const GraphRows good = uneven_rows(csbm_file(), world);
+  const int last = world.size() - 1;  // holds rows on every rank count
+  auto message = [&](const std::function<void(GraphRows&)>& spoil) {
+    GraphRows rows = good;
+    if (world.rank() == last) spoil(rows);
+    try {
+      build_graph_3d(rows, grid, Graph3DOptions{});
+    } catch (const CollectiveError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string name = "rows of " + csbm_file() + ": ";
+  const int64_t first = good.first_row;
+  const int64_t at_last =
+      all_reduce_value(world, world.rank() == last ? first : int64_t(0), ReduceOp::Sum, "test");
+  EXPECT_EQ(message([](GraphRows& r) { r.indices[0] = 301; }),
+            name + "row " + std::to_string(at_last) + ": source 301 outside [0, 301)");
+  EXPECT_EQ(message([](GraphRows& r) { r.labels[1] = 5; }),
+            name + "row " + std::to_string(at_last + 1) + ": label 5 outside [-1, 5)");
+  EXPECT_EQ(message([](GraphRows& r) { r.features[2] = std::nanf(""); }),
+            name + "row " + std::to_string(at_last) + ": feature 2 is not finite");
+  EXPECT_EQ(message([](GraphRows& r) { r.indptr.pop_back(); }).find(name + "indptr has"), 0u);
+  EXPECT_EQ(message([](GraphRows& r) { r.splits.clear(); }).find(name), 0u);
+  if (world.size() > 1) {
+    EXPECT_EQ(message([](GraphRows& r) { r.first_row += 1; }),
+              name + "rank " + std::to_string(last) + " starts at row " + std::to_string(at_last + 1) +
+                  ", expected " + std::to_string(at_last) + " (blocks must be contiguous, in rank order)");
+  }
+}
+
+namespace {
+
+std::vector<float> read_embeddings(const std::string& path, int64_t& rows, int64_t& cols) {
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  H5Handle file = h5_open_file(self, path, false);
+  H5Handle data = h5_open_dataset(file.get(), path, "/embeddings");
+  const std::vector<int64_t> shape = h5_shape(data.get());
+  rows = shape[0], cols = shape[1];
+  std::vector<float> values(size_t(rows * cols));
+  h5_read_rows(data.get(), H5T_NATIVE_FLOAT, 0, rows, values.data());
+  return values;
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+// Every grid writes the one-rank run's predictions and embeddings (the best-validation model's), in node
+// order.
+TEST(Train3D, PredictionsAndEmbeddingsMatchTheOneRankRun) {
+  const Communicator world = Communicator::world();
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  TrainOptions o = run_options(csbm_file(), NormKind::Batch, ModelKind::Sage);
+  o.epochs = 4;
+  o.keep_last_step = false;
+  const std::string dir = shared_dir() + "/outputs-";
+  if (world.rank() == 0) {
+    o.predictions_path = dir + "one.txt";
+    o.embeddings_path = dir + "one.h5";
+    run_training(o, self);
+  }
+  world.barrier();
+  int64_t rows = 0, cols = 0;
+  const std::vector<float> one = read_embeddings(dir + "one.h5", rows, cols);
+  EXPECT_EQ(rows, 301);
+  EXPECT_EQ(cols, 10);
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    o.grid = shape;
+    o.predictions_path = dir + "grid.txt";
+    o.embeddings_path = dir + "grid.h5";
+    run_training(o, world);
+    int64_t r = 0, c = 0;
+    const std::vector<float> grid = read_embeddings(o.embeddings_path, r, c);
+    ASSERT_EQ(grid.size(), one.size());
+    EXPECT_LT(relative_difference(grid, one), 1e-5);
+    EXPECT_EQ(lines_of(o.predictions_path), lines_of(dir + "one.txt"));
+    world.barrier();
   }
 }

@@ -18,7 +18,7 @@
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/model.hpp"
-#include "tessera/models/trainer.hpp"
+#include "tessera/models/train.hpp"
 #include "tessera/sampling/neighbor.hpp"
 
 using namespace tessera;
@@ -87,12 +87,12 @@ std::vector<int64_t> new_ids(const PartitionedGraph& g) {
 TrainOptions sampled_options(const std::string& partition) {
   TrainOptions o;
   o.data = fixtures::small_csbm_file();
-  o.sampled = true;
-  o.sampling.partition = partition;
-  o.sampling.fanouts = "4,3";
-  o.sampling.batch_size = 6;
-  o.sampling.fraction = 0.5;
-  o.sampling.interval = 2;
+  o.mode = TrainMode::Sampled;
+  o.partition = partition;
+  o.sampled.fanouts = {4, 3};
+  o.sampled.batch_size = 6;
+  o.sampled.fraction = 0.5;
+  o.sampled.interval = 2;
   o.model.layers = 2;
   o.model.hidden = 8;
   o.model.seed = 3;
@@ -230,7 +230,7 @@ TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
 namespace {
 
 // One step of a 2-layer model on the whole graph in double precision: the mean cross-entropy over `seeds`
-// (file ids) and every parameter's gradient, in GnnModel::parameters() order.
+// (file ids) and every parameter's gradient, in the model's parameter order.
 std::vector<double> dense_gradients(const WholeGraph& w, ModelKind kind, const std::vector<Dense>& params,
                                     const std::vector<int64_t>& seeds) {
   using namespace reference;
@@ -298,18 +298,21 @@ TEST(SampledTraining, OneStepMatchesADenseReferenceOnTheWholeGraph) {
     TrainOptions o = sampled_options(partitioned_file());
     o.model.kind = kind;
     o.model.dropout = o.model.input_dropout = 0;
-    o.sampling.fanouts = "-1,-1";
-    o.sampling.batch_size = 1000;
+    o.sampled.fanouts = {-1, -1};
+    o.sampled.batch_size = 1000;
     o.epochs = 1;
     o.keep_last_step = true;
-    const TrainResult r = train_full_graph(o, world());
+    const TrainResult r = run_training(o, world());
 
     ModelConfig c = o.model;
     c.in = w.f;
     c.out = w.classes;
-    GnnModel<float> initial(c);
+    const Communicator self(MPI_COMM_SELF, false, nullptr);
+    const ProcessGrid alone(self, GridShape{});
+    const std::unique_ptr<Sequential> initial = build_model(c, alone, RunOptions{}, false);
     std::vector<Dense> params;
-    for (Parameter<float>* p : initial.parameters()) {
+    for (const ParameterRef& ref : initial->parameters()) {
+      const Parameter* p = ref.param;
       const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), p->value);
       const int64_t cols = p->cols, rows = int64_t(host.extent(0)) / cols;
       Dense d(rows, cols);
@@ -334,17 +337,17 @@ TEST(SampledTraining, OneStepMatchesADenseReferenceOnTheWholeGraph) {
 // off) must train bit for bit the same.
 TEST(SampledTraining, TheCacheChangesNoBit) {
   TrainOptions o = sampled_options(partitioned_file());
-  o.sampling.policy = PrefetchPolicy::None;
-  o.sampling.alpha = 0.3;
+  o.sampled.policy = PrefetchPolicy::None;
+  o.sampled.alpha = 0.3;
   o.epochs = 6;  // at least 6 steps on 8 ranks: rows must age past the threshold before an eviction step
-  const TrainResult none = train_full_graph(o, world());
+  const TrainResult none = run_training(o, world());
   EXPECT_EQ(none.cache_hits, 0);
   EXPECT_EQ(none.fetched_rows, none.remote_rows);
   for (PrefetchPolicy policy : {PrefetchPolicy::Static, PrefetchPolicy::Periodic, PrefetchPolicy::Adaptive}) {
     for (bool thread : {true, false}) {
-      o.sampling.policy = policy;
-      o.sampling.thread = thread;
-      const TrainResult r = train_full_graph(o, world());
+      o.sampled.policy = policy;
+      o.sampled.thread = thread;
+      const TrainResult r = run_training(o, world());
       ASSERT_EQ(r.history.size(), none.history.size());
       for (size_t e = 0; e < r.history.size(); ++e) EXPECT_EQ(r.history[e].loss, none.history[e].loss);
       EXPECT_EQ(r.final_weights, none.final_weights) << prefetch_policy_name(policy);
@@ -369,9 +372,9 @@ TEST(SampledTraining, TheCacheChangesNoBit) {
 // broken agent's fallback to periodic eviction is reported.
 TEST(SampledTraining, ExternalAgentsNeverStopTheRun) {
   TrainOptions o = sampled_options(partitioned_file());
-  o.sampling.policy = PrefetchPolicy::None;
+  o.sampled.policy = PrefetchPolicy::None;
   o.epochs = 30;
-  const TrainResult reference = train_full_graph(o, world());
+  const TrainResult reference = run_training(o, world());
   struct Agent {
     const char* name;
     std::string command;
@@ -385,11 +388,11 @@ TEST(SampledTraining, ExternalAgentsNeverStopTheRun) {
       {"garbage", "while read line; do echo 'evict, please'; done", 30, true},
   };
   for (const Agent& a : agents) {
-    o.sampling.policy = PrefetchPolicy::External;
-    o.sampling.agent = a.command;
-    o.sampling.agent_timeout_s = a.timeout;
+    o.sampled.policy = PrefetchPolicy::External;
+    o.sampled.agent = a.command;
+    o.sampled.agent_timeout_s = a.timeout;
     testing::internal::CaptureStderr();
-    const TrainResult r = train_full_graph(o, world());
+    const TrainResult r = run_training(o, world());
     const std::string log = testing::internal::GetCapturedStderr();
     EXPECT_EQ(r.final_weights, reference.final_weights) << a.name;
     const bool fell_back = log.find("falling back to periodic") != std::string::npos;
@@ -399,4 +402,23 @@ TEST(SampledTraining, ExternalAgentsNeverStopTheRun) {
       EXPECT_GT(r.evictions, 0) << a.name;
     }
   }
+}
+
+// The sampled mode resumes bit for bit too: seeds and neighbourhoods are keyed by (seed, epoch, step), and
+// the cache decides where rows come from, never what a step computes.
+TEST(SampledTraining, ResumeContinuesBitForBit) {
+  TrainOptions o = sampled_options(partitioned_file());
+  o.model.norm = NormKind::Batch;
+  o.epochs = 6;
+  const TrainResult straight = run_training(o, world());
+  o.checkpoint_dir = fixtures::scratch_dir();
+  o.epochs = 3;
+  run_training(o, world());
+  o.epochs = 6;
+  o.resume = true;
+  const TrainResult resumed = run_training(o, world());
+  ASSERT_EQ(resumed.history.size(), 3u);
+  EXPECT_EQ(resumed.history.front().epoch, 4);
+  for (size_t e = 0; e < 3; ++e) EXPECT_EQ(resumed.history[e].loss, straight.history[e + 3].loss);
+  EXPECT_EQ(resumed.final_weights, straight.final_weights);
 }

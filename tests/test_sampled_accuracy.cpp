@@ -12,7 +12,7 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/graph/ogb.hpp"
 #include "tessera/graph/partition.hpp"
-#include "tessera/models/trainer.hpp"
+#include "tessera/models/train.hpp"
 
 using namespace tessera;
 
@@ -20,13 +20,13 @@ namespace {
 
 TrainOptions sage_setup(const std::string& data, uint64_t seed, int64_t seeds_per_rank) {
   TrainOptions o = fixtures::paper_setup(data, seed);
-  o.sampled = true;
+  o.mode = TrainMode::Sampled;
   o.model.kind = ModelKind::Sage;
   o.epochs = 100;
   o.eval_every = 5;
-  o.sampling.fanouts = "10,10";
-  o.sampling.batch_size = seeds_per_rank;
-  o.sampling.policy = PrefetchPolicy::Periodic;
+  o.sampled.fanouts = {10, 10};
+  o.sampled.batch_size = seeds_per_rank;
+  o.sampled.policy = PrefetchPolicy::Periodic;
   return o;
 }
 
@@ -50,12 +50,12 @@ TEST(SampledAccuracy, CoraSageOnFourRanksMatchesOneRank) {
 
   // One rank, the same global batch (4 x 32 seeds per step), one seed per rank in parallel.
   const Communicator self(MPI_COMM_SELF, false, nullptr);
-  double one = train_full_graph(sage_setup(path, uint64_t(world.rank()), 128), self).test_at_best;
+  double one = run_training(sage_setup(path, uint64_t(world.rank()), 128), self).test_at_best;
   std::printf("rank %d: one-rank seed %d: test %.4f\n", world.rank(), world.rank(), one);
   one = all_reduce_value(world, one, ReduceOp::Sum, "test") / 4.0;
   double four = 0;
   for (uint64_t seed = 0; seed < 4; ++seed) {
-    const double acc = train_full_graph(sage_setup(path, seed, 32), world).test_at_best;
+    const double acc = run_training(sage_setup(path, seed, 32), world).test_at_best;
     if (world.rank() == 0) std::printf("4 ranks seed %llu: test %.4f\n", (unsigned long long)seed, acc);
     four += acc / 4.0;
   }

@@ -6,35 +6,17 @@
 #pragma once
 
 #include <array>
-#include <string>
+#include <memory>
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/comm/grid_shape.hpp"
 
 namespace tessera {
 
-enum class Axis { D = 0, X = 1, Y = 2, Z = 3 };
-const char* axis_name(Axis axis);
-
-struct GridShape {
-  int d = 1, x = 1, y = 1, z = 1;
-
-  int size() const { return d * x * y * z; }
-  int extent(Axis axis) const;
-  /// "DxXxYxZ", or "XxYxZ" when d == 1.
-  std::string str() const;
-  /// Parses "XxYxZ" (d = 1) or "DxXxYxZ"; throws Error on anything else or a zero/negative axis.
-  static GridShape parse(const std::string& text);
-  bool operator==(const GridShape& o) const { return d == o.d && x == o.x && y == o.y && z == o.z; }
-};
-
-struct GridCoords {
-  int d = 0, x = 0, y = 0, z = 0;
-  int get(Axis axis) const;
-  /// A copy with the coordinate along `axis` replaced.
-  GridCoords with(Axis axis, int value) const;
-};
-
+/// The communicators of a grid shape: one per axis and one per 3D replica. Move-only (a copy would have to
+/// run collectives); the communicators live on the heap, so pointers to them (a layer's LayerComms) stay
+/// valid when the grid is moved.
 class ProcessGrid {
  public:
   /// Collective over `world`. Throws CollectiveError on every rank if shape.size() != world.size().
@@ -44,17 +26,23 @@ class ProcessGrid {
   ProcessGrid(ProcessGrid&&) = default;
   ProcessGrid& operator=(ProcessGrid&&) = default;
 
+  /// The grid's shape.
   const GridShape& shape() const { return shape_; }
+  /// This rank's coordinates.
   const GridCoords& coords() const { return coords_; }
+  /// This rank in the communicator the grid was made from.
   int rank() const { return rank_; }
+  /// Ranks in the grid.
   int size() const { return shape_.size(); }
 
   /// Ranks that differ from this one only along `axis`; rank within it == this rank's coordinate.
-  const Communicator& axis(Axis axis) const { return axes_[size_t(axis)]; }
+  const Communicator& axis(Axis axis) const { return comms_->axes[size_t(axis)]; }
   /// The 3D grid (X, Y, Z) holding this rank's replica index d.
-  const Communicator& replica() const { return replica_; }
+  const Communicator& replica() const { return comms_->replica; }
 
+  /// The rank at coordinates c.
   int rank_of(const GridCoords& c) const;
+  /// The coordinates of a rank.
   GridCoords coords_of(int rank) const;
 
   /// Every ordered factorization of `ranks` into D x X x Y x Z (with D forced to 1 if !with_d).
@@ -64,8 +52,11 @@ class ProcessGrid {
   GridShape shape_;
   GridCoords coords_;
   int rank_ = 0;
-  std::array<Communicator, 4> axes_;
-  Communicator replica_;
+  struct Comms {
+    std::array<Communicator, 4> axes;
+    Communicator replica;
+  };
+  std::unique_ptr<Comms> comms_;
 };
 
 }  // namespace tessera

@@ -12,12 +12,6 @@
 
 namespace tessera {
 
-CommDtype parse_comm_dtype(const std::string& name) {
-  if (name == "f32" || name == "fp32") return CommDtype::F32;
-  if (name == "bf16") return CommDtype::Bf16;
-  fail("--comm-dtype: expected f32 or bf16, got '", name, "'");
-}
-
 const char* comm_dtype_name(CommDtype dtype) {
   return dtype == CommDtype::Bf16 ? "bf16" : "f32";
 }

@@ -16,7 +16,6 @@ namespace tessera {
 
 /// The element type of the dense all-reduces inside the 3D multiply.
 enum class CommDtype { F32, Bf16 };
-CommDtype parse_comm_dtype(const std::string& name);  // "f32" | "fp32" | "bf16"; throws otherwise
 const char* comm_dtype_name(CommDtype dtype);
 
 /// A bf16 all-reduce in flight; the data must outlive it. Records one AllReduce of count * 2 bytes

@@ -11,29 +11,6 @@
 
 namespace tessera {
 
-SimulatedNetwork SimulatedNetwork::parse(const std::string& text) {
-  SimulatedNetwork n;
-  if (text.empty()) return n;
-  const size_t comma = text.find(',');
-  char* end = nullptr;
-  bool ok = comma != std::string::npos;
-  double lat_us = 0, gbps = 0;
-  if (ok) {
-    const std::string a = text.substr(0, comma), b = text.substr(comma + 1);
-    lat_us = std::strtod(a.c_str(), &end);
-    ok = !a.empty() && *end == '\0';
-    gbps = std::strtod(b.c_str(), &end);
-    ok = ok && !b.empty() && *end == '\0';
-  }
-  require(
-      ok && std::isfinite(lat_us) && std::isfinite(gbps) && lat_us >= 0 && gbps > 0,
-      "--simulate-network: expected LAT_US,GBPS (microseconds, gigabytes per second > 0), e.g. 2,25; got '",
-      text, "'");
-  n.latency_s = lat_us * 1e-6;
-  n.bytes_per_s = gbps * 1e9;
-  return n;
-}
-
 std::string SimulatedNetwork::describe() const {
   if (!enabled()) return "off";
   char s[96];

@@ -18,9 +18,6 @@ struct SimulatedNetwork {
   double latency_s = 0;    // per message
   double bytes_per_s = 0;  // 0: off
   bool enabled() const { return bytes_per_s > 0; }
-  /// "2,25": 2 microseconds, 25 GB/s (a 200 Gb/s Slingshot-class link). Empty: off. Throws Error naming
-  /// the flag on malformed text.
-  static SimulatedNetwork parse(const std::string& text);
   std::string describe() const;
 
   double exchange_seconds(const std::vector<int64_t>& sent_bytes, const std::vector<int64_t>& received_bytes,

@@ -210,9 +210,9 @@ void select_block(hid_t dataset, int64_t row0, int64_t rows, int64_t col0, int64
           ": expected a 2D dataset");
   hsize_t dims[2] = {0, 0};
   H5Sget_simple_extent_dims(file_space.get(), dims, nullptr);
-  require(row0 >= 0 && col0 >= 0 && hsize_t(row0 + rows) <= dims[0] && hsize_t(col0 + cols) <= dims[1],
-          file_name_of(dataset), ": block outside the dataset");
   hsize_t start[2] = {hsize_t(row0), hsize_t(col0)}, count[2] = {hsize_t(rows), hsize_t(cols)};
+  // An empty block selects nothing wherever it starts (a block of padding columns starts past the edge);
+  // the rank still takes part in the collective transfer.
   if (rows == 0 || cols == 0) {
     H5Sselect_none(file_space.get());
     hsize_t one[2] = {1, 1};
@@ -220,6 +220,8 @@ void select_block(hid_t dataset, int64_t row0, int64_t rows, int64_t col0, int64
     H5Sselect_none(mem_space.get());
     return;
   }
+  require(row0 >= 0 && col0 >= 0 && hsize_t(row0 + rows) <= dims[0] && hsize_t(col0 + cols) <= dims[1],
+          file_name_of(dataset), ": block outside the dataset");
   H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
   mem_space = H5Handle(H5Screate_simple(2, count, nullptr));
 }

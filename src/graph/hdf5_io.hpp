@@ -7,6 +7,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,15 @@ class H5Handle {
   H5Handle& operator=(H5Handle&& o) noexcept;
   H5Handle(const H5Handle&) = delete;
   H5Handle& operator=(const H5Handle&) = delete;
-  ~H5Handle() { close(); }
+  /// Closes the handle, except while an exception unwinds the stack: closing a file or a dataset of a
+  /// parallel file is collective, and the other ranks may be inside a different collective (one rank's
+  /// error). The handle is then released and H5close (prepare_hdf5's shutdown hook) closes it.
+  ~H5Handle() {
+    if (std::uncaught_exceptions() > 0)
+      release();
+    else
+      close();
+  }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
   void close() noexcept;

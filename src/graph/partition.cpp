@@ -14,12 +14,6 @@
 
 namespace tessera {
 
-PartitionMethod parse_partition_method(const std::string& name) {
-  if (name == "metis") return PartitionMethod::Metis;
-  if (name == "random") return PartitionMethod::Random;
-  fail("--method must be metis or random, not '", name, "'");
-}
-
 const char* partition_method_name(PartitionMethod method) {
   return method == PartitionMethod::Metis ? "metis" : "random";
 }

@@ -15,7 +15,6 @@
 namespace tessera {
 
 enum class PartitionMethod { Metis, Random };
-PartitionMethod parse_partition_method(const std::string& name);
 const char* partition_method_name(PartitionMethod method);
 
 struct PartitionReport {

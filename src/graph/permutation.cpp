@@ -8,13 +8,6 @@
 
 namespace tessera {
 
-PermuteMode parse_permute_mode(const char* text) {
-  if (std::strcmp(text, "none") == 0) return PermuteMode::None;
-  if (std::strcmp(text, "single") == 0) return PermuteMode::Single;
-  if (std::strcmp(text, "double") == 0) return PermuteMode::Double;
-  fail("--permute must be none, single or double, not '", text, "'");
-}
-
 const char* permute_mode_name(PermuteMode mode) {
   return mode == PermuteMode::None ? "none" : mode == PermuteMode::Single ? "single" : "double";
 }

@@ -10,7 +10,6 @@
 namespace tessera {
 
 enum class PermuteMode { None, Single, Double };
-PermuteMode parse_permute_mode(const char* text);
 const char* permute_mode_name(PermuteMode mode);
 
 class RandomPermutation {

@@ -5,13 +5,13 @@
 
 namespace tessera {
 
-// Dropout kernels visit each row in groups of the 8 columns that share one random block, so one Philox
+// DropoutMask kernels visit each row in groups of the 8 columns that share one random block, so one Philox
 // evaluation serves 8 entries; the row is addressed through a raw pointer with everything else in locals,
 // which lets the compiler keep the loop in registers (3x faster than per-entry View access here).
 
 template <class Scalar>
 void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scalar>& bias, bool relu,
-                               const Dropout& dropout, KernelPath path) {
+                               const DropoutMask& dropout, KernelPath path) {
   const bool has_bias = bias.extent(0) > 0;
   impl::for_each_row(
       path, "tessera::bias_relu_dropout", int64_t(y.extent(0)), int64_t(y.extent(1)),
@@ -24,7 +24,7 @@ void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scala
 
 template <class Scalar>
 void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
-                                const Dropout& dropout, KernelPath path) {
+                                const DropoutMask& dropout, KernelPath path) {
   impl::for_each_row(
       path, "tessera::bias_relu_dropout_backward", int64_t(grad.extent(0)), int64_t(grad.extent(1)),
       KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1) {
@@ -37,7 +37,8 @@ void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, cons
                  KernelPath path) {
   const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
   impl::reduce_columns(
-      path, "tessera::column_sums", rows, cols, sums, KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, Scalar * acc) {
+      path, "tessera::column_sums", rows, cols, sums,
+      KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, Scalar * acc) {
         const Scalar* row = &x(i, 0);
         for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
       });
@@ -52,11 +53,12 @@ void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, cons
 
 template <class Scalar>
 void relu_dropout_backward_column_sums(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
-                                       const Dropout& dropout, const Vector<Scalar>& sums, KernelPath path) {
+                                       const DropoutMask& dropout, const Vector<Scalar>& sums,
+                                       KernelPath path) {
   // The column reduction visits every entry exactly once, so the row can be rewritten where it is summed.
   impl::reduce_columns(
-      path, "tessera::relu_dropout_backward_column_sums", int64_t(grad.extent(0)), int64_t(grad.extent(1)), sums,
-      KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, Scalar * acc) {
+      path, "tessera::relu_dropout_backward_column_sums", int64_t(grad.extent(0)), int64_t(grad.extent(1)),
+      sums, KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, Scalar * acc) {
         Scalar* g = &grad(i, 0);
         relu_dropout_row_backward(g, &out(i, 0), i, j0, j1, relu, dropout);
         for (int64_t j = j0; j < j1; ++j) acc[j - j0] += g[j];
@@ -125,19 +127,19 @@ void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scala
       });
 }
 
-#define TESSERA_INSTANTIATE(S)                                                                                   \
-  template void bias_relu_dropout_forward<S>(const Matrix<S>&, const Vector<const S>&, bool, const Dropout&,      \
-                                             KernelPath);                                                        \
-  template void bias_relu_dropout_backward<S>(const Matrix<S>&, const Matrix<const S>&, bool, const Dropout&,     \
-                                              KernelPath);                                                       \
-  template void column_sums<S>(const Matrix<const S>&, const Vector<S>&, const Vector<S>&, KernelPath);          \
-  template void relu_dropout_backward_column_sums<S>(const Matrix<S>&, const Matrix<const S>&, bool,             \
-                                                     const Dropout&, const Vector<S>&, KernelPath);              \
-  template void column_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&, KernelPath);     \
-  template void row_sums_sq<S>(const Matrix<const S>&, const Vector<S>&, KernelPath);                            \
-  template void row_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&, KernelPath);        \
-  template void scale_shift<S>(const Matrix<const S>&, const Vector<const S>&, const Vector<const S>&,           \
-                               const Vector<const S>&, const Matrix<S>&, KernelPath);                            \
+#define TESSERA_INSTANTIATE(S)                                                                               \
+  template void bias_relu_dropout_forward<S>(const Matrix<S>&, const Vector<const S>&, bool,                 \
+                                             const DropoutMask&, KernelPath);                                \
+  template void bias_relu_dropout_backward<S>(const Matrix<S>&, const Matrix<const S>&, bool,                \
+                                              const DropoutMask&, KernelPath);                               \
+  template void column_sums<S>(const Matrix<const S>&, const Vector<S>&, const Vector<S>&, KernelPath);      \
+  template void relu_dropout_backward_column_sums<S>(const Matrix<S>&, const Matrix<const S>&, bool,         \
+                                                     const DropoutMask&, const Vector<S>&, KernelPath);      \
+  template void column_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&, KernelPath); \
+  template void row_sums_sq<S>(const Matrix<const S>&, const Vector<S>&, KernelPath);                        \
+  template void row_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&, KernelPath);    \
+  template void scale_shift<S>(const Matrix<const S>&, const Vector<const S>&, const Vector<const S>&,       \
+                               const Vector<const S>&, const Matrix<S>&, KernelPath);                        \
   template void axpby<S>(S, const Matrix<const S>&, S, const Matrix<S>&, KernelPath);
 TESSERA_INSTANTIATE(float)
 TESSERA_INSTANTIATE(double)

@@ -13,12 +13,12 @@
 
 namespace tessera {
 
-class Dropout {
+class DropoutMask {
  public:
   /// No dropout.
-  Dropout() = default;
+  DropoutMask() = default;
   /// Drops with probability `rate` under key (seed, stream); local (0, 0) is global (row_offset, col_offset).
-  Dropout(float rate, uint64_t seed, uint64_t stream, int64_t row_offset = 0, int64_t col_offset = 0)
+  DropoutMask(float rate, uint64_t seed, uint64_t stream, int64_t row_offset = 0, int64_t col_offset = 0)
       : rate_(rate),
         rng_(seed, stream),
         threshold_(uint32_t(rate * 65536.0f)),
@@ -26,8 +26,8 @@ class Dropout {
         col_offset_(col_offset) {}
 
   /// Rows are not contiguous (a permuted layout): global row of local row i is row_ids(i).
-  Dropout with_row_ids(Vector<const int64_t> row_ids) const {
-    Dropout d = *this;
+  DropoutMask with_row_ids(Vector<const int64_t> row_ids) const {
+    DropoutMask d = *this;
     d.row_ids_ = row_ids;
     return d;
   }
@@ -70,7 +70,7 @@ class Dropout {
 /// agree bit for bit: row[j] = dropout(relu?(value(j))), one Philox block per 8 global columns.
 template <class Scalar, class Value>
 KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_t i, int64_t j0, int64_t j1,
-                                             bool relu, const Dropout& dropout, const Value& value) {
+                                             bool relu, const DropoutMask& dropout, const Value& value) {
   if (!dropout.active()) {
     for (int64_t j = j0; j < j1; ++j) {
       const Scalar v = value(j);
@@ -95,9 +95,9 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_
 /// The backward of relu_dropout_row on columns [j0, j1): g[j] *= the derivative, read off the forward
 /// output o.
 template <class Scalar>
-KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g, const Scalar* KOKKOS_RESTRICT o,
-                                                      int64_t i, int64_t j0, int64_t j1, bool relu,
-                                                      const Dropout& dropout) {
+KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
+                                                      const Scalar* KOKKOS_RESTRICT o, int64_t i, int64_t j0,
+                                                      int64_t j1, bool relu, const DropoutMask& dropout) {
   if (!dropout.active()) {
     if (relu)
       for (int64_t j = j0; j < j1; ++j) g[j] = o[j] > Scalar(0) ? g[j] : Scalar(0);
@@ -120,18 +120,18 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
 /// In place: y = dropout(relu?(y + bias)). `bias` may be empty.
 template <class Scalar>
 void bias_relu_dropout_forward(const Matrix<Scalar>& y, const Vector<const Scalar>& bias, bool relu,
-                               const Dropout& dropout, KernelPath path = KernelPath::Auto);
+                               const DropoutMask& dropout, KernelPath path = KernelPath::Auto);
 
 /// In place: turns dL/d(out) into dL/d(pre-activation), given the forward output `out`.
 template <class Scalar>
 void bias_relu_dropout_backward(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
-                                const Dropout& dropout, KernelPath path = KernelPath::Auto);
+                                const DropoutMask& dropout, KernelPath path = KernelPath::Auto);
 
 /// Fused backward epilogue + reduction: grad = bias_relu_dropout_backward(grad, out) and sums(j) =
 /// sum_i grad(i, j) of the result, in one pass over grad (same values and order as the two calls).
 template <class Scalar>
 void relu_dropout_backward_column_sums(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
-                                       const Dropout& dropout, const Vector<Scalar>& sums,
+                                       const DropoutMask& dropout, const Vector<Scalar>& sums,
                                        KernelPath path = KernelPath::Auto);
 
 /// sums(j) = sum_i x(i, j) (and sums_sq(j) = sum_i x(i, j)^2 when not empty); sequential per column,
@@ -147,7 +147,8 @@ void column_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, co
 
 /// sums_sq(i) = sum_j x(i, j)^2.
 template <class Scalar>
-void row_sums_sq(const Matrix<const Scalar>& x, const Vector<Scalar>& sums_sq, KernelPath path = KernelPath::Auto);
+void row_sums_sq(const Matrix<const Scalar>& x, const Vector<Scalar>& sums_sq,
+                 KernelPath path = KernelPath::Auto);
 
 /// sums(i) = sum_j a(i, j) * b(i, j).
 template <class Scalar>

@@ -42,13 +42,14 @@ bool kernel_path_available(KernelPath path, KernelKind kind) {
       return true;
     case KernelPath::Host:  // row loops run in any space; BLAS needs host memory
       return kind != KernelKind::Gemm || kHostMemory;
-    case KernelPath::Vendor:
-      return kVendor && kind != KernelKind::Elementwise;
+    case KernelPath::Vendor:  // element-wise kernels have no vendor version: they run the team path
+      return kVendor;
   }
   return false;
 }
 
 KernelPath resolve_kernel_path(KernelPath path, KernelKind kind) {
+  if (path == KernelPath::Vendor && kind == KernelKind::Elementwise && kVendor) return KernelPath::Team;
   if (path == KernelPath::Auto) {
     if (kHostMemory) return KernelPath::Host;
     return kernel_path_available(KernelPath::Vendor, kind) ? KernelPath::Vendor : KernelPath::Team;

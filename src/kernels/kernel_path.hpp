@@ -5,7 +5,7 @@
 //   Host   - row loops over contiguous features, and BLAS: what host builds run;
 //   Team   - Kokkos TeamPolicy kernels with vector lanes across features: what device builds run. It runs
 //            on the host's OpenMP space too, which is how the tests check it on a machine without a GPU;
-//   Vendor - cuSPARSE / cuBLAS on CUDA builds (SpMM and GEMM only).
+//   Vendor - cuSPARSE / cuBLAS on CUDA builds (SpMM and GEMM; element-wise kernels then run the team path).
 // Auto is Vendor where the build has it, else Team on device builds and Host on host builds.
 #pragma once
 
@@ -32,8 +32,8 @@ const char* kernel_path_name(KernelPath path);
 /// Whether `path` can run a kernel of `kind` in this build (Auto always can; Host GEMM needs host memory).
 bool kernel_path_available(KernelPath path, KernelKind kind);
 
-/// Auto becomes the path this build prefers for `kind`; an explicit path is returned unchanged when it is
-/// available and throws Error naming it otherwise.
+/// Auto becomes the path this build prefers for `kind` (Vendor becomes Team for element-wise kernels); an
+/// explicit path is returned unchanged when it is available and throws Error naming it otherwise.
 KernelPath resolve_kernel_path(KernelPath path, KernelKind kind);
 
 }  // namespace tessera

@@ -56,37 +56,19 @@ void read_block(hid_t file, const std::string& path, const std::string& name, co
 template <class Fn>
 void for_each_array(const CheckpointState& s, const Fn& fn) {
   for (size_t i = 0; i < s.params.size(); ++i) {
-    const Parameter<float>& p = *s.params[i];
-    fn("/param/" + p.name, p.value, p.rows, p.cols, s.param_blocks[i]);
-    fn("/adam_m/" + p.name, s.optimizer->first_moment(i), p.rows, p.cols, s.param_blocks[i]);
-    fn("/adam_v/" + p.name, s.optimizer->second_moment(i), p.rows, p.cols, s.param_blocks[i]);
+    const Parameter& p = *s.params[i].param;
+    fn("/param/" + p.name, p.value, p.rows, p.cols, s.params[i].placement);
+    fn("/adam_m/" + p.name, s.optimizer->first_moment(i), p.rows, p.cols, s.params[i].placement);
+    fn("/adam_v/" + p.name, s.optimizer->second_moment(i), p.rows, p.cols, s.params[i].placement);
   }
-  for (size_t i = 0; i < s.buffers.size(); ++i)
-    fn("/buffer/" + s.buffers[i].first, *s.buffers[i].second, int64_t(1),
-       int64_t(s.buffers[i].second->extent(0)), s.buffer_blocks[i]);
+  for (const BufferRef& b : s.buffers)
+    fn("/buffer/" + b.name, *b.value, int64_t(1), int64_t(b.value->extent(0)), b.placement);
 }
 
 }  // namespace
 
-CheckpointState checkpoint_state(GnnModel<float>& model, Adam& optimizer) {
-  CheckpointState s{model.config().describe(),
-                    model.config().seed,
-                    model.parameters(),
-                    {},
-                    &optimizer,
-                    model.buffers(),
-                    {}};
-  for (Parameter<float>* p : s.params) s.param_blocks.push_back(BlockPlacement{0, 0, p->rows, p->cols, true});
-  for (auto& [name, v] : s.buffers)
-    s.buffer_blocks.push_back(BlockPlacement{0, 0, 1, int64_t(v->extent(0)), true});
-  return s;
-}
-
-CheckpointState checkpoint_state(GcnModel3D& model, Adam& optimizer) {
-  CheckpointState s{model.config().describe(), model.config().seed, model.parameters(),
-                    model.placements(),        &optimizer,          model.buffers(),
-                    model.buffer_placements()};
-  return s;
+CheckpointState checkpoint_state(Model& model, Adam& optimizer, uint64_t seed) {
+  return CheckpointState{model.describe(), seed, model.parameters(), &optimizer, model.buffers()};
 }
 
 void save_checkpoint(const std::string& path, const CheckpointState& state, const TrainingProgress& progress,

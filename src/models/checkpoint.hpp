@@ -11,31 +11,30 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
-#include "tessera/models/model.hpp"
-#include "tessera/models/model3d.hpp"
 #include "tessera/models/optimizer.hpp"
+#include "tessera/models/sequential.hpp"
 
 namespace tessera {
 
+/// Where training stands: what a checkpoint records besides the arrays.
 struct TrainingProgress {
-  int64_t epochs_done = 0;
-  int64_t best_epoch = -1;
-  double best_valid = -1.0, test_at_best = 0.0;
+  int64_t epochs_done = 0;    ///< epochs finished
+  int64_t best_epoch = -1;    ///< best-validation epoch so far (-1: none evaluated)
+  double best_valid = -1.0;   ///< its validation accuracy
+  double test_at_best = 0.0;  ///< its test accuracy
 };
 
 /// What a checkpoint holds, with where each rank's piece sits in the global arrays.
 struct CheckpointState {
-  std::string model;  // ModelConfig::describe(): a resume must build the same model
-  uint64_t seed = 0;
-  std::vector<Parameter<float>*> params;
-  std::vector<BlockPlacement> param_blocks;  // parallel to params
-  Adam* optimizer = nullptr;
-  std::vector<std::pair<std::string, Vector<float>*>> buffers;
-  std::vector<BlockPlacement> buffer_blocks;  // a buffer is a 1 x n row
+  std::string model;                 ///< Model::describe(): a resume must build the same model
+  uint64_t seed = 0;                 ///< the run's seed: a resume must use the same
+  std::vector<ParameterRef> params;  ///< every parameter (value, Adam moments)
+  Adam* optimizer = nullptr;         ///< its moments are parallel to params
+  std::vector<BufferRef> buffers;    ///< non-trainable state
 };
 
-CheckpointState checkpoint_state(GnnModel<float>& model, Adam& optimizer);
-CheckpointState checkpoint_state(GcnModel3D& model, Adam& optimizer);
+/// The state of a model and its optimizer.
+CheckpointState checkpoint_state(Model& model, Adam& optimizer, uint64_t seed);
 
 /// Collective over comm (all ranks holding a piece of the model).
 void save_checkpoint(const std::string& path, const CheckpointState& state, const TrainingProgress& progress,

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/minibatch.hpp"
 
+#include <cstdio>
+#include <unordered_map>
+
+#include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/models/full_graph.hpp"
 
 namespace tessera {
 
@@ -16,7 +21,7 @@ Vector<T> to_device(const std::vector<T>& v, const char* name) {
   return out;
 }
 
-// Rows `index` of a device vector / matrix, in order.
+// Rows `index` of a device vector, in order.
 template <class T>
 Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
   Vector<T> out("gathered", index.extent(0));
@@ -24,6 +29,29 @@ Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
       "tessera::gather_rows", Kokkos::RangePolicy<ExecSpace>(0, int64_t(index.extent(0))),
       KOKKOS_LAMBDA(int64_t i) { out(i) = v(index(i)); });
   return out;
+}
+
+// The self block of a sample: row r, column c where both are the same vertex (a pattern).
+HostCsr self_of(const SampledIndex& rows, const SampledIndex& cols) {
+  std::unordered_map<int64_t, int64_t> col_of;
+  for (size_t c = 0; c < cols.ids.size(); ++c) col_of[cols.ids[c]] = int64_t(c);
+  HostCsr a;
+  a.num_rows = int64_t(rows.ids.size());
+  a.num_cols = int64_t(cols.ids.size());
+  for (int64_t v : rows.ids) {
+    const auto it = col_of.find(v);
+    if (it != col_of.end()) a.col_idx.push_back(it->second);
+    a.row_ptr.push_back(int64_t(a.col_idx.size()));
+  }
+  return a;
+}
+
+std::unique_ptr<AdjacencyBlock> upload_block(const HostCsr& forward, const HostCsr& transposed) {
+  auto block = std::make_unique<AdjacencyBlock>();
+  block->forward = CsrSpmm<float>(upload_csr(forward));
+  block->transpose = CsrSpmm<float>(upload_csr(transposed));
+  block->nnz = int64_t(forward.col_idx.size());
+  return block;
 }
 
 }  // namespace
@@ -38,14 +66,15 @@ CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a) {
   return m;
 }
 
-MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size)
-    : graph_(graph), batch_size_(batch_size) {
-  const Layout3D& layout = graph.layout;
+MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size,
+                                   bool self_blocks)
+    : graph_(graph), batch_size_(batch_size), self_blocks_(self_blocks) {
+  const NodeLayout& layout = graph.layout;
   const int64_t n = layout.num_nodes();
   require(batch_size >= 2 && batch_size <= n, "--batch-size ", batch_size, " must be between 2 and the ", n,
           " nodes");
   scale_ = float(1.0 / pair_inclusion_probability(n, batch_size));
-  for (int l = 0; l < layout.layers(); ++l) {
+  for (int l = 0; l < graph.layers; ++l) {
     const AxisRoles r = roles_for_layer(l);
     row_range_.push_back(layout.node_block(r.c, grid.coords().get(r.c)));
     col_range_.push_back(layout.node_block(r.a, grid.coords().get(r.a)));
@@ -61,7 +90,7 @@ MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph
 }
 
 HostBatch MinibatchBuilder::build(const SampleKey& key) const {
-  const Layout3D& layout = graph_.layout;
+  const NodeLayout& layout = graph_.layout;
   HostBatch b;
   const std::vector<int64_t> sample = uniform_vertex_sample(layout.num_nodes(), batch_size_, key);
   // Every layer orders its rows and columns by p1 or p2: each sample vertex's two positions, computed once.
@@ -70,7 +99,7 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     in_p1[k] = layout.p1().inverse(sample[k]);
     in_p2[k] = layout.p2().inverse(sample[k]);
   }
-  for (int l = 0; l < layout.layers(); ++l) {
+  for (int l = 0; l < graph_.layers; ++l) {
     // Layer l's rows are in row_order(l) = p1 on even layers, p2 on odd ones; its columns in the other.
     const std::vector<int64_t>& row_pos = l % 2 == 0 ? in_p1 : in_p2;
     const std::vector<int64_t>& col_pos = l % 2 == 0 ? in_p2 : in_p1;
@@ -83,22 +112,28 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), a.values.data(), b.rows.back(),
                                       b.cols.back(), col_ids_[size_t(l)], scale_, slot));
     b.transpose.push_back(transpose(b.forward.back()));
+    if (self_blocks_) {
+      b.self.push_back(self_of(b.rows.back(), b.cols.back()));
+      b.self_transpose.push_back(transpose(b.self.back()));
+    }
   }
   return b;
 }
 
 DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   DeviceBatch d;
-  const int layers = graph_.layout.layers();
+  const int layers = graph_.layers;
   for (int l = 0; l < layers; ++l) {
-    auto block = std::make_unique<AdjacencyBlock>();
-    block->forward = CsrSpmm<float>(upload_csr(b.forward[size_t(l)]));
-    block->transpose = CsrSpmm<float>(upload_csr(b.transpose[size_t(l)]));
-    block->nnz = int64_t(b.forward[size_t(l)].col_idx.size());
+    d.graph.blocks.push_back(upload_block(b.forward[size_t(l)], b.transpose[size_t(l)]));
+    const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
+    const AdjacencyBlock* self = nullptr;
+    if (self_blocks_) {
+      d.graph.blocks.push_back(upload_block(b.self[size_t(l)], b.self_transpose[size_t(l)]));
+      self = d.graph.blocks.back().get();
+    }
     const int64_t rows = int64_t(b.rows[size_t(l)].local.size());
-    d.views.push_back(LayerGraph{block.get(), to_device(b.rows[size_t(l)].ids, "sample_output_ids"), rows,
-                                 batch_size_, false});
-    d.blocks.push_back(std::move(block));
+    d.graph.layers.push_back(LayerGraph{
+        adjacency, self, to_device(b.rows[size_t(l)].ids, "sample_output_ids"), rows, batch_size_, false});
   }
   const Vector<const int64_t> in_rows = to_device(b.cols[0].local, "sample_input_rows");
   const Matrix<const float> features = graph_.features;
@@ -110,11 +145,104 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
         for (size_t j = 0; j < input.extent(1); ++j) input(i, j) = features(in_rows(i), j);
       });
   d.input_ids = to_device(b.cols[0].ids, "sample_input_ids");
+  d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, int64_t(in_rows.extent(0)), batch_size_, false};
   const Vector<const int64_t> out_rows = to_device(b.rows[size_t(layers - 1)].local, "sample_label_rows");
   d.labels = gather(graph_.labels, out_rows);
   d.train = gather(graph_.train, out_rows);
   Kokkos::fence();
   return d;
+}
+
+MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
+                                 const MinibatchOptions& options, bool self_blocks, uint64_t seed)
+    : graph_(graph),
+      grid_(grid),
+      world_(world),
+      options_(options),
+      seed_(seed),
+      pipeline_(options.sampler_thread),
+      full_(full_graph_batch(graph, self_blocks)) {
+  const int64_t n = graph.layout.num_nodes();
+  std::string problem;
+  int64_t b = options.batch_size;
+  if (b == 0) b = std::max<int64_t>(2, int64_t(options.batch_fraction * double(n)));
+  try {
+    require(options.batch_size > 0 || (options.batch_fraction > 0 && options.batch_fraction <= 1),
+            "--batch-size: give a count of vertices or a fraction of the nodes in (0, 1]");
+    require(b >= 2 && b <= n, "--batch-size ", b, " gives ", b,
+            " nodes; it must be between 2 and the graph's ", n);
+    builder_ = std::make_unique<MinibatchBuilder>(grid, graph, b, self_blocks);
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  world.check(problem.empty(), problem);
+  const int64_t per_step = b * grid.shape().d;
+  steps_ = options.steps_per_epoch > 0 ? options.steps_per_epoch
+                                       : std::max<int64_t>(1, (n + per_step - 1) / per_step);
+}
+
+std::string MinibatchSource::describe() const {
+  char line[256];
+  const GridShape& s = grid_.shape();
+  std::snprintf(
+      line, sizeof(line),
+      "mini-batches of %lld of %lld vertices (p = %.4f) on grid %dx%s, %lld steps per epoch; sampler %s",
+      (long long)batch_size(), (long long)num_nodes(), pair_inclusion_probability(num_nodes(), batch_size()),
+      s.d, GridShape{1, s.x, s.y, s.z}.str().c_str(), (long long)steps_,
+      options_.sampler_thread ? "thread" : "inline");
+  return line;
+}
+
+void MinibatchSource::request(int64_t epoch, int64_t step) {
+  const SampleKey key{seed_, epoch, step, grid_.coords().d};
+  pipeline_.request([builder = builder_.get(), key] { return builder->build(key); });
+  requested_ = {epoch, step};
+}
+
+const Batch& MinibatchSource::batch(int64_t epoch, int64_t step) {
+  if (requested_ != std::make_pair(epoch, step)) {  // the first step of a run (or a resumed one)
+    if (requested_.first >= 0) pipeline_.take();
+    request(epoch, step);
+  }
+  const HostBatch host = pipeline_.take();
+  // Ask for the next batch before training on this one: the sampler thread works meanwhile.
+  request(step + 1 < steps_ ? epoch : epoch + 1, (step + 1) % steps_);
+  current_ = builder_->upload(host);
+  batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train};
+  return batch_;
+}
+
+int64_t MinibatchSource::pass_key(int64_t epoch, int64_t step) const {
+  return (epoch * steps_ + step) * grid_.shape().d + grid_.coords().d;
+}
+
+double MinibatchSource::loss_weight(int64_t count) {
+  // Each replica's loss is the mean over its sample's labeled training vertices; the replicas average.
+  return count > 0 ? 1.0 / (double(count) * double(grid_.shape().d)) : 0.0;
+}
+
+Accuracy MinibatchSource::evaluate(Model& model, int64_t epoch) {
+  return evaluate_full_graph(model, graph_, full_, epoch);
+}
+
+void MinibatchSource::write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) {
+  write_full_graph_outputs(model, graph_, full_, epoch, paths, world_);
+}
+
+nlohmann::json MinibatchSource::epoch_metrics(std::vector<std::string>& lines) {
+  nlohmann::json j;
+  j["steps"] = steps_;
+  j["sample_s"] =
+      all_reduce_value(world_, pipeline_.build_seconds() - build_before_, ReduceOp::Max, "report");
+  j["sample_wait_s"] =
+      all_reduce_value(world_, pipeline_.waited_seconds() - wait_before_, ReduceOp::Max, "report");
+  build_before_ = pipeline_.build_seconds();
+  wait_before_ = pipeline_.waited_seconds();
+  char line[200];
+  std::snprintf(line, sizeof(line), "      sampling %.1f ms per epoch, trainer waited %.1f ms for it",
+                1e3 * j["sample_s"].get<double>(), 1e3 * j["sample_wait_s"].get<double>());
+  lines.push_back(line);
+  return j;
 }
 
 }  // namespace tessera

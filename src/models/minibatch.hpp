@@ -1,45 +1,51 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Mini-batches on the 4D grid (DESIGN §5, ScaleGNN): every rank of 3D replica d draws the same uniform
-// sample S of B vertices for (seed, epoch, step, d) and cuts, from the static blocks it already holds,
-// the rows and columns of each layer that belong to S, scaling off-diagonal entries by 1 / p with
+// sample S of B vertices for (seed, epoch, step, d) and cuts, from the static blocks it already holds, the
+// rows and columns of each layer that belong to S, scaling off-diagonal entries by 1 / p with
 // p = (B - 1) / (N - 1). No message is sent. build() is plain host code (the sampler thread runs it);
-// upload() turns its result into device blocks and layer views on the main thread.
+// upload() turns its result into device blocks and graph views on the main thread. MinibatchSource is the
+// Trainer's batch source for this mode: weight gradients summed over D with each replica's loss a mean
+// over its own sample (so they average over D), a full-graph forward for evaluation.
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "tessera/comm/process_grid.hpp"
-#include "tessera/parallel3d/graph3d.hpp"
+#include "tessera/models/batch_source.hpp"
 #include "tessera/sampling/induced.hpp"
+#include "tessera/sampling/pipeline.hpp"
 #include "tessera/sampling/uniform.hpp"
 
 namespace tessera {
 
 /// One rank's share of a mini-batch, in host containers.
 struct HostBatch {
-  std::vector<HostCsr> forward, transpose;  // per layer: A_S block and its transpose
-  std::vector<SampledIndex> rows, cols;     // per layer: sampled output rows / input columns
+  std::vector<HostCsr> forward, transpose;  ///< per layer: A_S block and its transpose
+  std::vector<HostCsr> self,
+      self_transpose;                    ///< per layer, when asked: the self block of S and its transpose
+  std::vector<SampledIndex> rows, cols;  ///< per layer: sampled output rows / input columns
 };
 
-/// The same on the device, ready for GcnModel3D::forward(input, input_ids, views, pass).
+/// The same on the device, ready for a model's forward.
 struct DeviceBatch {
-  std::vector<std::unique_ptr<AdjacencyBlock>> blocks;  // per layer (stable addresses for the views)
-  std::vector<LayerGraph> views;
-  Matrix<float> input;        // layer 0's sampled feature rows
-  Vector<int64_t> input_ids;  // their vertex ids
-  Vector<int64_t> labels;     // last layer's sampled output rows
-  Vector<uint8_t> train;
+  GraphBatch graph;           ///< per-layer views (and the blocks they point into)
+  Matrix<float> input;        ///< layer 0's sampled feature rows
+  Vector<int64_t> input_ids;  ///< their vertex ids
+  Vector<int64_t> labels;     ///< last layer's sampled output rows
+  Vector<uint8_t> train;      ///< same rows: in the training split
 };
 
+/// Cuts mini-batches out of a Graph3D's static blocks.
 class MinibatchBuilder {
  public:
-  /// Keeps host copies of the static blocks and ids (none on a host build: same memory).
-  MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size);
+  /// Keeps host copies of the static blocks and ids. `self_blocks`: also cut each layer's self block.
+  MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size,
+                   bool self_blocks = false);
+  /// Vertices per sample.
   int64_t batch_size() const { return batch_size_; }
   /// Thread-safe, no MPI, no Kokkos.
   HostBatch build(const SampleKey& key) const;
-  /// Main thread: device blocks, gathered inputs, labels and masks of `batch`.
+  /// Main thread: device blocks, views, gathered inputs, labels and masks of `batch`.
   DeviceBatch upload(const HostBatch& batch) const;
 
  private:
@@ -49,13 +55,59 @@ class MinibatchBuilder {
   };
   const Graph3D& graph_;
   int64_t batch_size_;
+  bool self_blocks_;
   float scale_;
   std::vector<std::pair<int64_t, int64_t>> row_range_, col_range_;  // per layer, positions of my blocks
   std::vector<HostBlock> blocks_;                                   // per layer (by layout l mod 6)
   std::vector<std::vector<int64_t>> col_ids_;                       // per layer: vertex of each local column
 };
 
-/// Device copy of a host CSR built off the main thread (values kept).
+/// Device copy of a host CSR built off the main thread (values kept; none: a pattern).
 CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a);
+
+/// The mode's settings.
+struct MinibatchOptions {
+  int64_t batch_size = 0;       ///< vertices per sample (or 0 and batch_fraction)
+  double batch_fraction = 0;    ///< a fraction of the nodes, when batch_size is 0
+  int64_t steps_per_epoch = 0;  ///< 0: N / (B * D) rounded up, so an epoch sees about N vertices
+  bool sampler_thread = true;   ///< build step t + 1's batch while step t trains
+};
+
+/// Uniform vertex mini-batches, one per replica and step.
+class MinibatchSource : public BatchSource {
+ public:
+  /// Collective (checks the batch size on every rank). The graph and grid must outlive it.
+  MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
+                  const MinibatchOptions& options, bool self_blocks, uint64_t seed);
+
+  std::string describe() const override;
+  int64_t steps_per_epoch() const override { return steps_; }
+  int64_t num_nodes() const override { return graph_.layout.num_nodes(); }
+  const Batch& batch(int64_t epoch, int64_t step) override;
+  int64_t pass_key(int64_t epoch, int64_t step) const override;
+  double loss_weight(int64_t count) override;
+  const Communicator& replicas() const override { return grid_.axis(Axis::D); }
+  Accuracy evaluate(Model& model, int64_t epoch) override;
+  void write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) override;
+  nlohmann::json epoch_metrics(std::vector<std::string>& lines) override;
+  /// Vertices per sample.
+  int64_t batch_size() const { return builder_->batch_size(); }
+
+ private:
+  void request(int64_t epoch, int64_t step);
+  const Graph3D& graph_;
+  const ProcessGrid& grid_;
+  const Communicator& world_;
+  MinibatchOptions options_;
+  uint64_t seed_;
+  std::unique_ptr<MinibatchBuilder> builder_;
+  int64_t steps_ = 0;
+  BatchPipeline<HostBatch> pipeline_;
+  std::pair<int64_t, int64_t> requested_{-1, -1};
+  DeviceBatch current_;
+  Batch batch_;
+  GraphBatch full_;  // evaluation
+  double build_before_ = 0, wait_before_ = 0;
+};
 
 }  // namespace tessera

@@ -4,10 +4,18 @@
 #include <sstream>
 
 #include "tessera/core/error.hpp"
-#include "tessera/kernels/elementwise.hpp"
-#include "tessera/models/random_streams.hpp"
+#include "tessera/models/activation.hpp"
+#include "tessera/models/conv.hpp"
 
 namespace tessera {
+
+const char* model_kind_name(ModelKind kind) {
+  return kind == ModelKind::Gcn ? "gcn" : "sage";
+}
+
+Normalization normalization_for(ModelKind kind) {
+  return kind == ModelKind::Gcn ? Normalization::Symmetric : Normalization::Mean;
+}
 
 std::string ModelConfig::describe() const {
   std::ostringstream s;
@@ -25,90 +33,44 @@ void ModelConfig::validate() const {
   require(input_dropout >= 0 && input_dropout < 1, "input dropout must be in [0, 1), not ", input_dropout);
 }
 
-template <class Scalar>
-GnnModel<Scalar>::GnnModel(const ModelConfig& config) : config_(config) {
-  config_.validate();
-  for (int l = 0; l < config.layers; ++l) {
-    LayerShape shape{l == 0 ? config.in : config.hidden, l + 1 == config.layers ? config.out : config.hidden,
-                     l + 1 == config.layers};
-    layers_.push_back(
-        std::make_unique<GnnLayer<Scalar>>(config.kind, l, shape, config.norm, config.dropout, config.seed));
+namespace {
+
+template <class Conv>
+void add_layers(Sequential& model, const ModelConfig& c, bool static_features) {
+  if (c.input_dropout > 0) model.add<Dropout>(c.input_dropout);
+  for (int l = 0; l < c.layers; ++l) {
+    const bool hidden = l + 1 < c.layers, normed = hidden && c.norm != NormKind::None;
+    ConvOptions conv;
+    conv.bias = !(normed && c.norm == NormKind::Batch);  // BatchNorm's shift replaces the bias
+    conv.relu = hidden && !normed;
+    conv.dropout = hidden && !normed ? c.dropout : 0.0f;
+    conv.cached_input = l == 0 && static_features && c.input_dropout == 0;
+    model.add<Conv>(hidden ? c.hidden : c.out, conv);
+    if (!normed) continue;
+    NormOptions norm;
+    if (c.fuse) norm.relu = true, norm.dropout = c.dropout;
+    if (c.norm == NormKind::Batch)
+      model.add<BatchNorm>(norm);
+    else
+      model.add<RmsNorm>(norm);
+    if (c.fuse) continue;
+    model.add<ReLU>();
+    if (c.dropout > 0) model.add<Dropout>(c.dropout);
   }
 }
 
-template <class Scalar>
-Matrix<Scalar> GnnModel<Scalar>::forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& features,
-                                         const PassInfo& pass) {
-  return forward(std::vector<const GraphOps<Scalar>*>(layers_.size(), &ops), features, pass);
-}
+}  // namespace
 
-template <class Scalar>
-Matrix<Scalar> GnnModel<Scalar>::forward(const std::vector<const GraphOps<Scalar>*>& ops,
-                                         const Matrix<const Scalar>& features, const PassInfo& pass) {
-  require(ops.size() == layers_.size(), "model: ", ops.size(), " aggregation operators for ", layers_.size(),
-          " layers");
-  Matrix<const Scalar> h = features;
-  if (pass.training && config_.input_dropout > 0) {
-    const size_t rows = features.extent(0), cols = features.extent(1);
-    if (dropped_input_.extent(0) < rows || dropped_input_.extent(1) != cols)
-      dropped_input_ = Matrix<Scalar>("input_dropout", rows + rows / 4, cols);
-    const Matrix<Scalar> dropped(
-        Kokkos::subview(dropped_input_, std::make_pair(size_t(0), rows), Kokkos::ALL()));
-    Kokkos::deep_copy(dropped, features);
-    bias_relu_dropout_forward<Scalar>(
-        dropped, Vector<const Scalar>(), false,
-        Dropout(config_.input_dropout, pass.seed, streams::input_dropout(pass.epoch)));
-    h = dropped;
-  }
-  Matrix<Scalar> out;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    out = layers_[l]->forward(*ops[l], h, pass);
-    h = out;
-  }
-  return out;
+std::unique_ptr<Sequential> build_model(const ModelConfig& config, const ProcessGrid& grid,
+                                        const RunOptions& run, bool static_features) {
+  config.validate();
+  auto model = std::make_unique<Sequential>(grid, config.in, run, config.seed);
+  if (config.kind == ModelKind::Gcn)
+    add_layers<GcnConv>(*model, config, static_features);
+  else
+    add_layers<SageConv>(*model, config, static_features);
+  model->set_description(config.describe());
+  return model;
 }
-
-template <class Scalar>
-void GnnModel<Scalar>::set_static_features(bool value) {
-  layers_.front()->set_static_input(value && config_.input_dropout == 0);
-}
-
-template <class Scalar>
-void GnnModel<Scalar>::backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits,
-                                const PassInfo& pass) {
-  backward(std::vector<const GraphOps<Scalar>*>(layers_.size(), &ops), grad_logits, pass);
-}
-
-template <class Scalar>
-void GnnModel<Scalar>::backward(const std::vector<const GraphOps<Scalar>*>& ops,
-                                const Matrix<Scalar>& grad_logits, const PassInfo& pass) {
-  Matrix<Scalar> grad = grad_logits;
-  for (int l = int(layers_.size()) - 1; l >= 0; --l)
-    grad = layers_[size_t(l)]->backward(*ops[size_t(l)], grad, l > 0, pass);
-}
-
-template <class Scalar>
-std::vector<Parameter<Scalar>*> GnnModel<Scalar>::parameters() {
-  std::vector<Parameter<Scalar>*> out;
-  for (auto& layer : layers_)
-    for (Parameter<Scalar>* p : layer->parameters()) out.push_back(p);
-  return out;
-}
-
-template <class Scalar>
-std::vector<std::pair<std::string, Vector<Scalar>*>> GnnModel<Scalar>::buffers() {
-  std::vector<std::pair<std::string, Vector<Scalar>*>> out;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    FeatureNorm<Scalar>& norm = layers_[l]->norm();
-    if (norm.kind() != NormKind::Batch) continue;
-    const std::string name = "layer" + std::to_string(l) + ".norm";
-    out.push_back({name + ".running_mean", &norm.running_mean()});
-    out.push_back({name + ".running_var", &norm.running_var()});
-  }
-  return out;
-}
-
-template class GnnModel<float>;
-template class GnnModel<double>;
 
 }  // namespace tessera

@@ -1,62 +1,51 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// A stack of GNN layers with dropout on the input features: the whole model that a trainer drives.
+// The model the command line describes (--model, --layers, --hidden, --norm, --dropout): a Sequential of
+// library layers, the same on one rank and on any grid. An application builds its own Sequential (or
+// Model) instead when it wants other layers.
 #pragma once
 
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "tessera/models/layers.hpp"
+#include "tessera/models/norm.hpp"
+#include "tessera/models/sequential.hpp"
 
 namespace tessera {
 
-struct ModelConfig {
-  ModelKind kind = ModelKind::Gcn;
-  int layers = 2;
-  int64_t in = 0, hidden = 16, out = 0;
-  float dropout = 0.5f;        // on hidden layer outputs
-  float input_dropout = 0.5f;  // on the input features
-  NormKind norm = NormKind::None;
-  uint64_t seed = 0;
+/// The graph convolution of every layer.
+enum class ModelKind {
+  Gcn,  ///< GcnConv
+  Sage  ///< SageConv
+};
+/// "gcn" or "sage".
+const char* model_kind_name(ModelKind kind);
+/// The adjacency weights a kind aggregates with: Symmetric for GCN, Mean for GraphSAGE.
+Normalization normalization_for(ModelKind kind);
 
-  /// "gcn 2x16 (in 1433, out 7, norm none)"
+/// A stack of graph convolutions.
+struct ModelConfig {
+  ModelKind kind = ModelKind::Gcn;  ///< the convolution
+  int layers = 2;                   ///< graph layers
+  int64_t in = 0;                   ///< input features (from the data)
+  int64_t hidden = 16;              ///< width of every hidden layer
+  int64_t out = 0;                  ///< classes (from the data)
+  float dropout = 0.5f;             ///< on hidden layers' outputs
+  float input_dropout = 0.5f;       ///< on the input features
+  NormKind norm = NormKind::None;   ///< after every hidden layer's convolution
+  uint64_t seed = 0;                ///< weight initialization (and the trainer's dropout keys)
+  bool fuse = true;                 ///< norm, ReLU and dropout in the norm's passes (false: separate layers)
+
+  /// "gcn 2x16 (in 1433, out 7, norm none)": what a checkpoint must match.
   std::string describe() const;
   /// Throws Error on impossible settings (no layers, zero widths, dropout outside [0, 1)).
   void validate() const;
 };
 
-template <class Scalar>
-class GnnModel {
- public:
-  explicit GnnModel(const ModelConfig& config);
-
-  /// Logits (nodes x out), owned by the model.
-  Matrix<Scalar> forward(const GraphOps<Scalar>& ops, const Matrix<const Scalar>& features,
-                         const PassInfo& pass);
-  /// Sets every parameter's gradient from dL/d logits (overwritten). Layer 0 computes no input gradient.
-  void backward(const GraphOps<Scalar>& ops, const Matrix<Scalar>& grad_logits, const PassInfo& pass);
-
-  /// The same on sampled blocks: layer l aggregates with *ops[l] (rows: its output nodes, the leading rows
-  /// of its input); the logits are the last block's output rows.
-  Matrix<Scalar> forward(const std::vector<const GraphOps<Scalar>*>& ops,
-                         const Matrix<const Scalar>& features, const PassInfo& pass);
-  void backward(const std::vector<const GraphOps<Scalar>*>& ops, const Matrix<Scalar>& grad_logits,
-                const PassInfo& pass);
-
-  /// Promise that the features passed to forward never change (the trainer's case): without input dropout
-  /// the first layer then aggregates them once instead of every pass.
-  void set_static_features(bool value);
-
-  std::vector<Parameter<Scalar>*> parameters();
-  /// Non-trainable state a checkpoint must keep (BatchNorm running statistics), by name.
-  std::vector<std::pair<std::string, Vector<Scalar>*>> buffers();
-  const ModelConfig& config() const { return config_; }
-  GnnLayer<Scalar>& layer(int index) { return *layers_[size_t(index)]; }
-
- private:
-  ModelConfig config_;
-  std::vector<std::unique_ptr<GnnLayer<Scalar>>> layers_;
-  Matrix<Scalar> dropped_input_;  // capacity; the input dropout uses its leading rows
-};
+/// [Dropout(input)] then per layer a GcnConv / SageConv (without bias before BatchNorm); every hidden layer
+/// is followed by ReLU and dropout, fused into the convolution without a norm and into the norm with one
+/// (Norm, ReLU, Dropout layers when !config.fuse). `static_features`: the input block never changes
+/// between passes (full-graph training), so layer 0 may aggregate it once when there is no input dropout.
+std::unique_ptr<Sequential> build_model(const ModelConfig& config, const ProcessGrid& grid,
+                                        const RunOptions& run, bool static_features);
 
 }  // namespace tessera

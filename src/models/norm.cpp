@@ -2,188 +2,160 @@
 #include "tessera/models/norm.hpp"
 
 #include "tessera/core/error.hpp"
-#include "tessera/kernels/elementwise.hpp"
+#include "tessera/models/random_streams.hpp"
+#include "tessera/parallel3d/pmm.hpp"
 
 namespace tessera {
 
-NormKind parse_norm(const std::string& name) {
-  if (name == "none") return NormKind::None;
-  if (name == "batch") return NormKind::Batch;
-  if (name == "rms") return NormKind::Rms;
-  fail("--norm must be none, batch or rms, not '", name, "'");
+namespace {
+constexpr const char* kNormRows = "norm allreduce c";     // BatchNorm statistics, norm parameter gradients
+constexpr const char* kNormColumns = "norm allreduce a";  // RMSNorm statistics
+
+template <class T>
+Vector<T> leading(Vector<T>& capacity, const char* name, int64_t n) {
+  if (int64_t(capacity.extent(0)) < n) capacity = Vector<T>(std::string(name), size_t(n + n / 4));
+  return Kokkos::subview(capacity, std::make_pair(int64_t(0), n));
 }
+
+Matrix<float> leading_rows(const Matrix<float>& m, int64_t rows) {
+  return Kokkos::subview(m, std::make_pair(int64_t(0), rows), Kokkos::ALL());
+}
+}  // namespace
 
 const char* norm_name(NormKind kind) {
   return kind == NormKind::Batch ? "batch" : kind == NormKind::Rms ? "rms" : "none";
 }
 
-template <class Scalar>
-FeatureNorm<Scalar>::FeatureNorm(NormKind kind, const std::string& name, int64_t features, Scalar eps,
-                                 Scalar momentum)
-    : kind_(kind),
-      eps_(eps),
-      momentum_(momentum),
-      gamma_(name + ".gamma", 1, features, false),
-      beta_(name + ".beta", 1, features, false) {
-  Kokkos::deep_copy(gamma_.value, Scalar(1));
-  Kokkos::deep_copy(beta_.value, Scalar(0));
-  if (kind_ == NormKind::Batch) {
-    running_mean_ = Vector<Scalar>(name + ".running_mean", size_t(features));
-    running_var_ = Vector<Scalar>(name + ".running_var", size_t(features));
-    Kokkos::deep_copy(running_var_, Scalar(1));
+FeatureNorm::FeatureNorm(LayerSlot& slot, const NormOptions& options, const char* kind)
+    : options_(options),
+      kind_(kind),
+      prefix_(slot.name("norm.")),
+      at_(slot.layout()),
+      rows_comm_(&slot.grid().axis(at_.rows_axis)),
+      cols_comm_(&slot.grid().axis(at_.cols_axis)),
+      kernels_(slot.run().kernels),
+      gamma_(slot, "norm.gamma", 1.0f),
+      beta_(slot, "norm.beta", 0.0f),
+      row_at_{0, at_.col_begin, 1, at_.width, at_.row_owner} {
+  require(options.dropout >= 0 && options.dropout < 1, "dropout must be in [0, 1), not ", options.dropout);
+}
+
+std::vector<ParameterRef> FeatureNorm::parameters() {
+  return {gamma_.ref(), beta_.ref()};
+}
+
+NormEpilogue FeatureNorm::epilogue(const PassInfo& pass) const {
+  NormEpilogue e;
+  e.relu = options_.relu;
+  if (pass.training && options_.dropout > 0) {
+    const uint64_t stream = at_.after_layer < 0 ? streams::input_dropout(pass.epoch)
+                                                : streams::dropout(pass.epoch, at_.after_layer);
+    e.dropout =
+        DropoutMask(options_.dropout, pass.seed, stream, 0, at_.col_begin).with_row_ids(rows_.output_ids);
   }
+  return e;
 }
 
-namespace {
-using Exec = ExecSpace;
-template <class Scalar>
-Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>> entries(const Matrix<Scalar>& m) {
-  using Point = Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>::point_type;
-  return Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>(Point{{0, 0}},
-                                                      Point{{int64_t(m.extent(0)), int64_t(m.extent(1))}});
+Matrix<float> FeatureNorm::output(const Matrix<const float>& in, const GraphBatch& batch) {
+  rows_ = rows_at(batch, at_);
+  require(int64_t(in.extent(1)) == at_.local_cols && rows_.valid_rows <= int64_t(in.extent(0)), kind_,
+          " norm: the input block is ", in.extent(0), "x", in.extent(1), ", expected ", at_.local_cols,
+          " columns");
+  const int64_t rows = int64_t(in.extent(0));
+  if (int64_t(out_capacity_.extent(0)) < rows)
+    out_capacity_ = Matrix<float>("norm.out", size_t(rows + rows / 4), size_t(at_.local_cols));
+  z_ = Kokkos::subview(in, std::make_pair(int64_t(0), rows_.valid_rows), Kokkos::ALL());
+  out_ = leading_rows(out_capacity_, rows_.valid_rows);
+  return leading_rows(out_capacity_, rows);
 }
-}  // namespace
 
-template <class Scalar>
-void FeatureNorm<Scalar>::forward(const Matrix<Scalar>& z, bool training, int64_t total_rows,
-                                  int64_t total_features, const SumReducer<Scalar>& reduce_rows,
-                                  const SumReducer<Scalar>& reduce_features,
-                                  const NormEpilogue<Scalar>* fused) {
-  if (kind_ == NormKind::None) return;
-  const int64_t rows = int64_t(z.extent(0)), cols = int64_t(z.extent(1));
-  if (normalized_.extent(0) != z.extent(0) || normalized_.extent(1) != z.extent(1))
-    normalized_ = Matrix<Scalar>("norm.normalized", z.extent(0), z.extent(1));
-  const auto xhat = normalized_;
-  const auto gamma = gamma_.value, beta = beta_.value;
-  const Scalar eps = eps_;
-  const bool fuse = fused != nullptr, relu = fuse && fused->relu;
-  const Dropout dropout = fuse ? fused->dropout : Dropout();
-  if (kind_ == NormKind::Batch) {
-    if (int64_t(stat_a_.extent(0)) != cols) {
-      stat_a_ = Vector<Scalar>("bn.mean", size_t(cols));
-      stat_b_ = Vector<Scalar>("bn.invstd", size_t(cols));
-    }
-    const auto mean = stat_a_, invstd = stat_b_, rmean = running_mean_, rvar = running_var_;
-    used_batch_stats_ = training;
-    if (training) {
-      column_sums<Scalar>(z, mean, invstd);  // sums and sums of squares, turned into mean and invstd below
-      reduce_rows(mean);
-      reduce_rows(invstd);
-      const Scalar n = Scalar(total_rows), m = momentum_;
-      Kokkos::parallel_for(
-          "tessera::bn_stats", Kokkos::RangePolicy<Exec>(0, cols), KOKKOS_LAMBDA(int64_t j) {
-            const Scalar mu = mean(j) / n;
-            Scalar var = invstd(j) / n - mu * mu;
-            var = var > Scalar(0) ? var : Scalar(0);
-            mean(j) = mu;
-            invstd(j) = Scalar(1) / Scalar(::sqrt(double(var + eps)));
-            rmean(j) = (Scalar(1) - m) * rmean(j) + m * mu;
-            rvar(j) = (Scalar(1) - m) * rvar(j) + m * (n > Scalar(1) ? var * n / (n - Scalar(1)) : var);
-          });
-    } else {
-      Kokkos::parallel_for(
-          "tessera::bn_eval_stats", Kokkos::RangePolicy<Exec>(0, cols), KOKKOS_LAMBDA(int64_t j) {
-            mean(j) = rmean(j);
-            invstd(j) = Scalar(1) / Scalar(::sqrt(double(rvar(j) + eps)));
-          });
-    }
-    if (fuse) {
-      Kokkos::parallel_for(
-          "tessera::bn_apply_relu_dropout", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
-            for (int64_t j = 0; j < cols; ++j) xhat(i, j) = (z(i, j) - mean(j)) * invstd(j);
-            relu_dropout_row(&z(i, 0), i, 0, cols, relu, dropout,
-                             [&](int64_t j) { return gamma(j) * xhat(i, j) + beta(j); });
-          });
-      return;
-    }
-    Kokkos::parallel_for(
-        "tessera::bn_apply", entries(z), KOKKOS_LAMBDA(int64_t i, int64_t j) {
-          xhat(i, j) = (z(i, j) - mean(j)) * invstd(j);
-          z(i, j) = gamma(j) * xhat(i, j) + beta(j);
-        });
+void FeatureNorm::sum_rows(const Vector<float>& v) const {
+  sum_over(*rows_comm_, v.data(), int64_t(v.extent(0)), kNormRows);
+}
+
+void FeatureNorm::sum_columns(const Vector<float>& v) const {
+  sum_over(*cols_comm_, v.data(), int64_t(v.extent(0)), kNormColumns);
+}
+
+BatchNorm::BatchNorm(LayerSlot& slot, const NormOptions& options)
+    : FeatureNorm(slot, options, "batch"),
+      running_mean_(prefix_ + "running_mean", size_t(at_.local_cols)),
+      running_var_(prefix_ + "running_var", size_t(at_.local_cols)),
+      mean_("bn.mean", size_t(at_.local_cols)),
+      invstd_("bn.invstd", size_t(at_.local_cols)) {
+  Kokkos::deep_copy(running_var_, 1.0f);
+}
+
+std::vector<BufferRef> BatchNorm::buffers() {
+  return {{prefix_ + "running_mean", &running_mean_, row_at_},
+          {prefix_ + "running_var", &running_var_, row_at_}};
+}
+
+std::string BatchNorm::describe() const {
+  return std::string("batch norm") + (options_.relu ? ", relu" : "") +
+         (options_.dropout > 0 ? ", dropout " + std::to_string(options_.dropout).substr(0, 4) : "");
+}
+
+Matrix<const float> BatchNorm::forward(const Matrix<const float>& in, const GraphBatch& batch,
+                                       const PassInfo& pass) {
+  const Matrix<float> out = output(in, batch);
+  used_batch_stats_ = pass.training;
+  if (pass.training) {
+    column_sums<float>(z_, mean_, invstd_, kernels_);  // sums and sums of squares, made statistics below
+    sum_rows(mean_);
+    sum_rows(invstd_);
+    // A rank with an empty batch (sampled mode) keeps its running statistics; the sums above still ran.
+    if (rows_.num_nodes > 0)
+      batch_norm_statistics(mean_, invstd_, rows_.num_nodes, options_.eps, options_.momentum, running_mean_,
+                            running_var_);
   } else {
-    if (int64_t(stat_a_.extent(0)) != rows) stat_a_ = Vector<Scalar>("rms.rinv", size_t(rows));
-    const auto rinv = stat_a_;
-    if (fuse && fused->bias.extent(0) > 0) {  // the bias goes in on the way through the statistics pass
-      const Vector<const Scalar> bias = fused->bias;
-      Kokkos::parallel_for(
-          "tessera::rms_bias_sums_sq", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
-            Scalar q = 0;
-            for (int64_t j = 0; j < cols; ++j) {
-              z(i, j) = z(i, j) + bias(j);
-              q += z(i, j) * z(i, j);
-            }
-            rinv(i) = q;
-          });
-    } else {
-      row_sums_sq<Scalar>(z, rinv);
-    }
-    reduce_features(rinv);
-    const Scalar f = Scalar(total_features);
-    Kokkos::parallel_for(
-        "tessera::rms_stats", Kokkos::RangePolicy<Exec>(0, rows),
-        KOKKOS_LAMBDA(int64_t i) { rinv(i) = Scalar(1) / Scalar(::sqrt(double(rinv(i) / f + eps))); });
-    if (fuse) {
-      Kokkos::parallel_for(
-          "tessera::rms_apply_relu_dropout", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
-            for (int64_t j = 0; j < cols; ++j) xhat(i, j) = z(i, j) * rinv(i);
-            relu_dropout_row(&z(i, 0), i, 0, cols, relu, dropout,
-                             [&](int64_t j) { return gamma(j) * xhat(i, j) + beta(j); });
-          });
-      return;
-    }
-    Kokkos::parallel_for(
-        "tessera::rms_apply", entries(z), KOKKOS_LAMBDA(int64_t i, int64_t j) {
-          xhat(i, j) = z(i, j) * rinv(i);
-          z(i, j) = gamma(j) * xhat(i, j) + beta(j);
-        });
+    batch_norm_running(mean_, invstd_, running_mean_, running_var_, options_.eps);
   }
+  batch_norm_apply(z_, mean_, invstd_, gamma_.value(), beta_.value(), out_, epilogue(pass), kernels_);
+  return out;
 }
 
-template <class Scalar>
-void FeatureNorm<Scalar>::backward(const Matrix<Scalar>& g, int64_t total_rows, int64_t total_features,
-                                   const SumReducer<Scalar>& reduce_rows,
-                                   const SumReducer<Scalar>& reduce_features,
-                                   const NormEpilogue<Scalar>* fused, const Matrix<const Scalar>& out) {
-  if (kind_ == NormKind::None) return;
-  require(kind_ != NormKind::Batch || used_batch_stats_, "BatchNorm backward after an evaluation forward");
-  const int64_t rows = int64_t(g.extent(0)), cols = int64_t(g.extent(1));
-  const auto xhat = normalized_;
-  const auto gamma = gamma_.value, dgamma = gamma_.grad, dbeta = beta_.grad;
-  if (fused)
-    relu_dropout_backward_column_sums<Scalar>(g, out, fused->relu, fused->dropout, dbeta);
-  else
-    column_sums<Scalar>(g, dbeta, Vector<Scalar>());
-  column_dot<Scalar>(g, xhat, dgamma);
-  reduce_rows(dbeta);
-  reduce_rows(dgamma);
-  if (kind_ == NormKind::Batch) {
-    const auto invstd = stat_b_;
-    const Scalar n = Scalar(total_rows);
-    Kokkos::parallel_for(
-        "tessera::bn_backward", entries(g), KOKKOS_LAMBDA(int64_t i, int64_t j) {
-          g(i, j) = gamma(j) * invstd(j) / n * (n * g(i, j) - dbeta(j) - xhat(i, j) * dgamma(j));
-        });
-  } else {
-    const auto rinv = stat_a_;
-    if (int64_t(row_dot_.extent(0)) != rows) row_dot_ = Vector<Scalar>("rms.dot", size_t(rows));
-    const auto dot = row_dot_;
-    Kokkos::parallel_for(
-        "tessera::rms_dot", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
-          Scalar s = 0;
-          for (int64_t j = 0; j < cols; ++j) s += gamma(j) * g(i, j) * xhat(i, j);
-          dot(i) = s;
-        });
-    reduce_features(dot);
-    const Scalar f = Scalar(total_features);
-    Kokkos::parallel_for(
-        "tessera::rms_backward", entries(g), KOKKOS_LAMBDA(int64_t i, int64_t j) {
-          g(i, j) = rinv(i) * (gamma(j) * g(i, j) - xhat(i, j) * dot(i) / f);
-        });
-  }
+Matrix<float> BatchNorm::backward(const Matrix<float>& grad_out, bool, const PassInfo& pass) {
+  require(used_batch_stats_, "BatchNorm backward after an evaluation forward");
+  const Matrix<float> g = leading_rows(grad_out, rows_.valid_rows);
+  batch_norm_backward_sums(g, out_, z_, mean_, invstd_, epilogue(pass), beta_.grad(), gamma_.grad(),
+                           kernels_);
+  beta_.sum_gradient(kNormRows);
+  gamma_.sum_gradient(kNormRows);
+  batch_norm_backward(g, z_, mean_, invstd_, gamma_.value(), beta_.grad(), gamma_.grad(), rows_.num_nodes,
+                      kernels_);
+  return grad_out;
 }
 
-template class FeatureNorm<float>;
-template class FeatureNorm<double>;
+RmsNorm::RmsNorm(LayerSlot& slot, const NormOptions& options) : FeatureNorm(slot, options, "rms") {}
+
+std::string RmsNorm::describe() const {
+  return std::string("rms norm") + (options_.relu ? ", relu" : "") +
+         (options_.dropout > 0 ? ", dropout " + std::to_string(options_.dropout).substr(0, 4) : "");
+}
+
+Matrix<const float> RmsNorm::forward(const Matrix<const float>& in, const GraphBatch& batch,
+                                     const PassInfo& pass) {
+  const Matrix<float> out = output(in, batch);
+  const Vector<float> rinv = leading(rinv_capacity_, "rms.rinv", rows_.valid_rows);
+  row_sums_sq<float>(z_, rinv, kernels_);
+  sum_columns(rinv);
+  rms_norm_statistics(rinv, at_.width, options_.eps);
+  rms_norm_apply(z_, rinv, gamma_.value(), beta_.value(), out_, epilogue(pass), kernels_);
+  return out;
+}
+
+Matrix<float> RmsNorm::backward(const Matrix<float>& grad_out, bool, const PassInfo& pass) {
+  const Matrix<float> g = leading_rows(grad_out, rows_.valid_rows);
+  const Vector<float> rinv = leading(rinv_capacity_, "rms.rinv", rows_.valid_rows);
+  const Vector<float> dot = leading(dot_capacity_, "rms.dot", rows_.valid_rows);
+  rms_norm_backward_sums(g, out_, z_, rinv, epilogue(pass), beta_.grad(), gamma_.grad(), kernels_);
+  beta_.sum_gradient(kNormRows);
+  gamma_.sum_gradient(kNormRows);
+  rms_norm_backward_dot(g, z_, rinv, gamma_.value(), dot, kernels_);
+  sum_columns(dot);
+  rms_norm_backward(g, z_, rinv, gamma_.value(), dot, at_.width, kernels_);
+  return grad_out;
+}
 
 }  // namespace tessera

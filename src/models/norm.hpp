@@ -1,72 +1,94 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Feature normalization inside a layer: BatchNorm (per feature, statistics over nodes) and RMSNorm (per
-// node, over features). Forward and backward are explicit. The partial sums each needs pass through a
-// caller-supplied reduction, so a distributed layer all-reduces them over the axis that shards the rows
-// (BatchNorm) or the features (RMSNorm); on one rank the reduction does nothing.
+// Feature normalization layers: BatchNorm (per feature, statistics over the nodes) and RMSNorm (per node,
+// over its features), each optionally followed by ReLU and dropout in the same passes (a hidden layer's
+// epilogue, fused). Their partial sums are all-reduced over the axis that splits the rows (BatchNorm) or
+// the columns (RMSNorm) of the block they get, so any grid computes what one rank computes. The
+// arithmetic is kernels/norm.hpp.
 #pragma once
 
-#include <functional>
 #include <string>
+#include <vector>
 
-#include "tessera/core/views.hpp"
-#include "tessera/kernels/elementwise.hpp"
-#include "tessera/models/parameter.hpp"
+#include "tessera/kernels/norm.hpp"
+#include "tessera/models/layer.hpp"
 
 namespace tessera {
 
-enum class NormKind { None, Batch, Rms };
-NormKind parse_norm(const std::string& name);
+/// Which normalization a hidden layer uses (the CLI's --norm).
+enum class NormKind {
+  None,   ///< no normalization
+  Batch,  ///< BatchNorm
+  Rms     ///< RMSNorm
+};
+/// "none", "batch" or "rms".
 const char* norm_name(NormKind kind);
 
-/// Sums a vector over the ranks that share it (in place). Identity on one rank.
-template <class Scalar>
-using SumReducer = std::function<void(const Vector<Scalar>&)>;
-
-/// What runs around the normalization in a hidden layer, fused into its passes (DESIGN §5, --fuse):
-/// forward, RMSNorm adds `bias` inside its statistics pass and the apply pass ends with ReLU and
-/// dropout; backward, the ReLU/dropout derivative is applied inside the first column reduction. The
-/// results are the same, bit for bit, as running bias_relu_dropout_forward/backward around the norm.
-template <class Scalar>
-struct NormEpilogue {
-  Vector<const Scalar> bias;  // RMSNorm only (BatchNorm's beta replaces the bias)
-  bool relu = false;
-  Dropout dropout;
+/// A normalization layer's settings.
+struct NormOptions {
+  bool relu = false;      ///< ReLU after the affine step, in the same pass
+  float dropout = 0.0f;   ///< then dropout on training passes
+  float eps = 1e-5f;      ///< added to the variance (mean square)
+  float momentum = 0.1f;  ///< BatchNorm's running statistics' update rate
 };
 
-template <class Scalar>
-class FeatureNorm {
+/// What BatchNorm and RMSNorm share: gamma and beta over the block's columns, an output buffer, the
+/// epilogue and the communicators.
+class FeatureNorm : public Layer {
  public:
-  /// `features` = width of this rank's block; `total_rows` / `total_features` are global counts.
-  FeatureNorm(NormKind kind, const std::string& name, int64_t features, Scalar eps = Scalar(1e-5),
-              Scalar momentum = Scalar(0.1));
+  std::vector<ParameterRef> parameters() override;
 
-  /// In place on z (rows x features). Training BatchNorm uses batch statistics and updates the running
-  /// ones; evaluation uses the running ones.
-  /// With `fused`, z comes in without its bias (RMSNorm) and leaves after ReLU and dropout.
-  void forward(const Matrix<Scalar>& z, bool training, int64_t total_rows, int64_t total_features,
-               const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features,
-               const NormEpilogue<Scalar>* fused = nullptr);
-  /// grad: dL/d(out) in, dL/d(z) out. Accumulates the gradients of gamma and beta. With `fused`, grad
-  /// comes in before the ReLU/dropout derivative, which is taken from the forward output `out`.
-  void backward(const Matrix<Scalar>& grad, int64_t total_rows, int64_t total_features,
-                const SumReducer<Scalar>& reduce_rows, const SumReducer<Scalar>& reduce_features,
-                const NormEpilogue<Scalar>* fused = nullptr, const Matrix<const Scalar>& out = {});
+ protected:
+  FeatureNorm(LayerSlot& slot, const NormOptions& options, const char* kind);
+  /// The fused ReLU / dropout of a pass.
+  NormEpilogue epilogue(const PassInfo& pass) const;
+  /// The output block for `rows` rows (its padding rows stay zero) and the rows a pass keeps.
+  Matrix<float> output(const Matrix<const float>& in, const GraphBatch& batch);
+  /// In-place sum over the axis splitting the rows (BatchNorm's statistics) or the columns (RMSNorm's).
+  void sum_rows(const Vector<float>& v) const;
+  void sum_columns(const Vector<float>& v) const;
 
-  NormKind kind() const { return kind_; }
-  Parameter<Scalar>& gamma() { return gamma_; }
-  Parameter<Scalar>& beta() { return beta_; }
-  Vector<Scalar>& running_mean() { return running_mean_; }
-  Vector<Scalar>& running_var() { return running_var_; }
+  NormOptions options_;
+  std::string kind_, prefix_;  // prefix_: "layer<l>.norm."
+  ActivationLayout at_;
+  const Communicator* rows_comm_;
+  const Communicator* cols_comm_;
+  KernelPath kernels_;
+  RowParameter gamma_, beta_;
+  BlockPlacement row_at_;             // the running statistics' placement
+  LayerGraph rows_;                   // the last forward's rows
+  Matrix<const float> z_;             // its valid input rows (normalized values are recomputed from them)
+  Matrix<float> out_capacity_, out_;  // out_: the valid output rows
+};
+
+/// BatchNorm (Ioffe & Szegedy): per column, mean and variance over every node of the (sub)graph on
+/// training passes (running statistics updated), the running statistics otherwise.
+class BatchNorm : public FeatureNorm {
+ public:
+  /// At the slot's activations.
+  explicit BatchNorm(LayerSlot& slot, const NormOptions& options = {});
+  Matrix<const float> forward(const Matrix<const float>& in, const GraphBatch& batch,
+                              const PassInfo& pass) override;
+  Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass) override;
+  std::vector<BufferRef> buffers() override;
+  std::string describe() const override;
 
  private:
-  NormKind kind_;
-  Scalar eps_, momentum_;
-  Parameter<Scalar> gamma_, beta_;
-  Vector<Scalar> running_mean_, running_var_;
-  Matrix<Scalar> normalized_;       // xhat (BatchNorm) or z * rinv (RMSNorm), kept for backward
-  Vector<Scalar> stat_a_, stat_b_;  // BatchNorm: mean, invstd per feature; RMSNorm: rinv per row
-  Vector<Scalar> row_dot_;          // RMSNorm backward: per-row sums, kept to avoid an allocation per step
+  Vector<float> running_mean_, running_var_, mean_, invstd_;
   bool used_batch_stats_ = false;
+};
+
+/// RMSNorm (Zhang & Sennrich): per node, its features divided by their root mean square.
+class RmsNorm : public FeatureNorm {
+ public:
+  /// At the slot's activations.
+  explicit RmsNorm(LayerSlot& slot, const NormOptions& options = {});
+  Matrix<const float> forward(const Matrix<const float>& in, const GraphBatch& batch,
+                              const PassInfo& pass) override;
+  Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass) override;
+  std::string describe() const override;
+
+ private:
+  Vector<float> rinv_capacity_, dot_capacity_;
 };
 
 }  // namespace tessera

@@ -7,15 +7,22 @@
 
 namespace tessera {
 
-OptimizerKind parse_optimizer(const std::string& name) {
-  if (name == "adam") return OptimizerKind::Adam;
-  if (name == "adamw") return OptimizerKind::AdamW;
-  fail("--optimizer must be adam or adamw, not '", name, "'");
+const char* optimizer_name(OptimizerKind kind) {
+  return kind == OptimizerKind::AdamW ? "adamw" : "adam";
 }
 
-Adam::Adam(std::vector<Parameter<float>*> params, AdamSettings settings)
-    : params_(std::move(params)), s_(settings) {
-  for (Parameter<float>* p : params_) {
+namespace {
+std::vector<Parameter*> raw(const std::vector<ParameterRef>& refs) {
+  std::vector<Parameter*> out;
+  for (const ParameterRef& r : refs) out.push_back(r.param);
+  return out;
+}
+}  // namespace
+
+Adam::Adam(const std::vector<ParameterRef>& params, AdamSettings settings) : Adam(raw(params), settings) {}
+
+Adam::Adam(std::vector<Parameter*> params, AdamSettings settings) : params_(std::move(params)), s_(settings) {
+  for (Parameter* p : params_) {
     m_.emplace_back(p->name + ".adam_m", size_t(p->size()));
     v_.emplace_back(p->name + ".adam_v", size_t(p->size()));
   }

@@ -10,28 +10,47 @@
 
 namespace tessera {
 
-enum class OptimizerKind { Adam, AdamW };
-OptimizerKind parse_optimizer(const std::string& name);
+/// Adam or AdamW.
+enum class OptimizerKind {
+  Adam,  ///< weight decay added to the gradient
+  AdamW  ///< decoupled weight decay
+};
+/// "adam" or "adamw".
+const char* optimizer_name(OptimizerKind kind);
 
+/// The optimizer's settings.
 struct AdamSettings {
-  OptimizerKind kind = OptimizerKind::Adam;
-  float lr = 0.01f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  OptimizerKind kind = OptimizerKind::Adam;  ///< Adam or AdamW
+  float lr = 0.01f;                          ///< learning rate
+  float beta1 = 0.9f;                        ///< first moment's decay
+  float beta2 = 0.999f;                      ///< second moment's decay
+  float eps = 1e-8f;                         ///< added to the second moment's root
+  float weight_decay = 0.0f;                 ///< on parameters with decay set (weights)
 };
 
+/// Adam over a list of parameters.
 class Adam {
  public:
-  Adam(std::vector<Parameter<float>*> params, AdamSettings settings);
+  /// Moments start at zero.
+  Adam(std::vector<Parameter*> params, AdamSettings settings);
+  /// The parameters of a model's list.
+  Adam(const std::vector<ParameterRef>& params, AdamSettings settings);
   /// One update of every parameter from its gradient.
   void step();
 
+  /// Updates so far (bias correction).
   int64_t steps() const { return steps_; }
+  /// Restores the update count (a resumed run).
   void set_steps(int64_t steps) { steps_ = steps; }
-  const std::vector<Parameter<float>*>& params() const { return params_; }
+  /// The parameters, in order.
+  const std::vector<Parameter*>& params() const { return params_; }
+  /// First moment of parameter i.
   Vector<float>& first_moment(size_t i) { return m_[i]; }
+  /// Second moment of parameter i.
   Vector<float>& second_moment(size_t i) { return v_[i]; }
 
  private:
-  std::vector<Parameter<float>*> params_;
+  std::vector<Parameter*> params_;
   AdamSettings s_;
   std::vector<Vector<float>> m_, v_;
   int64_t steps_ = 0;

@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "tessera/models/sampled.hpp"
-
+// The pieces of a sampled step: a rank's seeds and each block's aggregation weights.
 #include <algorithm>
 #include <cmath>
 
 #include "tessera/core/random.hpp"
-#include "tessera/models/minibatch.hpp"
+#include "tessera/models/sampled.hpp"
 
 namespace tessera {
 
-HostCsr block_operator(const SampledBlock& b, ModelKind kind, const std::vector<int64_t>& degree) {
+HostCsr block_operator(const SampledBlock& b, Normalization normalization,
+                       const std::vector<int64_t>& degree) {
   HostCsr a;
   a.num_rows = b.num_dst;
   a.num_cols = int64_t(b.src.size());
-  const bool gcn = kind == ModelKind::Gcn;
+  const bool gcn = normalization == Normalization::Symmetric;
   a.col_idx.reserve(b.col.size() + (gcn ? size_t(a.num_rows) : 0));
   a.values.reserve(a.col_idx.capacity());
   for (int64_t i = 0; i < a.num_rows; ++i) {
@@ -28,19 +28,12 @@ HostCsr block_operator(const SampledBlock& b, ModelKind kind, const std::vector<
       const double du = double(degree[size_t(b.src[size_t(j)])]);
       a.col_idx.push_back(j);
       a.values.push_back(gcn ? float(d / double(k) / std::sqrt((d + 1.0) * (du + 1.0)))
-                             : float(1.0 / double(k)));
+                         : normalization == Normalization::Mean ? float(1.0 / double(k))
+                                                                : 1.0f);
     }
     a.row_ptr.push_back(int64_t(a.col_idx.size()));
   }
   return a;
-}
-
-GraphOps<float> upload_ops(const HostCsr& forward, const HostCsr& transposed) {
-  GraphOps<float> ops;
-  ops.aggregate = CsrSpmm<float>(upload_csr(forward));
-  ops.aggregate_transpose = CsrSpmm<float>(upload_csr(transposed));
-  ops.num_nodes = forward.num_rows;
-  return ops;
 }
 
 std::vector<int64_t> step_seeds(const std::vector<int64_t>& train, const std::vector<int64_t>& labels,

@@ -1,29 +1,103 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The pieces of one partition-parallel sampled step (DESIGN §6) that the trainer runs and tests check:
-// a rank's seeds for a step, and each sampled block's aggregation weights.
-//   GCN:  row v: self 1/(d_v + 1); sampled neighbour u: (d_v / k_v) / sqrt((d_v + 1)(d_u + 1)), with d the
-//         full in-degree and k_v the number sampled: an unbiased estimate of A_hat's row, exact when every
-//         neighbour is kept.
-//   SAGE: row v: 1 / k_v per sampled neighbour (the mean); the root term uses v's own row.
-// The operators are HostCsr (plain host memory) so a worker thread can build them while Kokkos kernels run.
+// Partition-parallel neighbour-sampled training (DESIGN §6, DistDGL / MassiveGNN / Rudder) as a batch
+// source: one model replica per rank (the grid P x 1 x 1 x 1) on its partition's training nodes; per step
+// the rank samples message-flow blocks (remote frontier nodes sampled by their owners), fetches the input
+// rows it does not own through the feature cache in one all-to-all, and the Trainer sums the gradients
+// over ranks, each rank's loss weighted so the mean is over every rank's seeds. A worker thread prepares
+// step t + 1 (sampling, cache lookup, fetch, eviction) on its own communicator while step t computes; it
+// touches only plain host memory, and the main thread uploads what it prepared.
+// Block weights: the aggregate term of row v (a destination) with d_v its full in-degree and k_v the
+// neighbours kept:
+//   Symmetric (GCN): self 1/(d_v + 1); neighbour u (d_v/k_v)/sqrt((d_v + 1)(d_u + 1)) — an unbiased
+//                    estimate of A_hat's row, exact when every neighbour is kept;
+//   Mean (SAGE):     1/k_v per kept neighbour; the root term uses v's own row (the self block);
+//   Sum:             1 per kept neighbour.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
-#include "tessera/models/layers.hpp"
+#include "tessera/comm/simulated_network.hpp"
+#include "tessera/graph/partitioned.hpp"
+#include "tessera/models/batch_source.hpp"
+#include "tessera/prefetch/controller.hpp"
 #include "tessera/sampling/induced.hpp"
 #include "tessera/sampling/neighbor.hpp"
 
 namespace tessera {
 
-HostCsr block_operator(const SampledBlock& block, ModelKind kind, const std::vector<int64_t>& degree);
-/// Device copies of a block's operator and its transpose (main thread: allocates Kokkos views).
-GraphOps<float> upload_ops(const HostCsr& forward, const HostCsr& transposed);
+/// A sampled block's aggregation weights (plain host memory: the worker thread builds it).
+HostCsr block_operator(const SampledBlock& block, Normalization normalization,
+                       const std::vector<int64_t>& degree);
 
 /// The labeled training nodes a rank trains on in step `step` of `steps`: its owned ones (`train`, with
 /// labels[v - first] >= 0) shuffled by (seed, epoch), cut into `steps` nearly equal consecutive pieces.
 std::vector<int64_t> step_seeds(const std::vector<int64_t>& train, const std::vector<int64_t>& labels,
                                 int64_t first, uint64_t seed, int64_t epoch, int64_t step, int64_t steps);
+
+/// The mode's settings.
+struct SampledOptions {
+  std::vector<int> fanouts;     ///< per layer, input layer first (-1: all); empty: 10 each
+  int64_t batch_size = 1024;    ///< seeds per rank per step
+  int64_t steps_per_epoch = 0;  ///< 0: the most training nodes of a rank / batch_size
+  PrefetchPolicy policy = PrefetchPolicy::Periodic;  ///< who decides the cache's evictions
+  double fraction = 0.25;                            ///< cache capacity, a fraction of the halo
+  double alpha = 0.05;                               ///< per-step score decay
+  int64_t interval = 16;                             ///< Delta: steps between evictions / a controller window
+  std::string agent;                                 ///< external controller command
+  double agent_timeout_s = 5;  ///< external: wait per window's answer before falling back to periodic
+  bool thread = true;          ///< prepare step t + 1 on a worker thread (needs MPI_THREAD_MULTIPLE)
+  SimulatedNetwork network;    ///< benchmarks only: also wait as long as each exchange would take
+};
+
+/// What the feature cache saved over a run, summed over ranks.
+struct PrefetchTotals {
+  int64_t remote_rows = 0;    ///< remote input rows needed
+  int64_t cache_hits = 0;     ///< of them, found in the cache
+  int64_t fetched_rows = 0;   ///< rows fetched (misses and refills)
+  int64_t fetched_bytes = 0;  ///< their bytes
+  int64_t evictions = 0;      ///< slots replaced
+};
+
+struct PreparedStep;  // sampled.cpp
+
+/// Neighbour samples of each rank's own training nodes, remote rows through the prefetch cache.
+class SampledSource : public BatchSource {
+ public:
+  /// Collective over `world`; `grid` is P x 1 x 1 x 1 on it. Checks the options on every rank (and the MPI
+  /// thread level the worker thread needs). The graph and grid must outlive it.
+  SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
+                const SampledOptions& options, int layers, Normalization normalization, bool self_blocks,
+                uint64_t seed);
+  ~SampledSource() override;
+
+  std::string describe() const override;
+  int64_t steps_per_epoch() const override { return steps_; }
+  int64_t num_nodes() const override { return graph_.num_nodes; }
+  const Batch& batch(int64_t epoch, int64_t step) override;
+  int64_t pass_key(int64_t epoch, int64_t step) const override { return epoch * steps_ + step; }
+  double loss_weight(int64_t count) override;
+  const Communicator& replicas() const override { return world_; }
+  void observe(const Matrix<const float>& logits, const Batch& batch, const LogitsLayout& layout) override;
+  Accuracy evaluate(Model& model, int64_t epoch) override;
+  void write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) override;
+  nlohmann::json step_metrics() override;
+  nlohmann::json epoch_metrics(std::vector<std::string>& lines) override;
+
+  /// Bytes of the gradients summed each step (the simulated network charges their all-reduce).
+  void set_gradient_bytes(int64_t bytes) { gradient_bytes_ = bytes; }
+  /// The cache's counters over the run.
+  const PrefetchTotals& totals() const { return totals_; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+  const PartitionedGraph& graph_;
+  const Communicator& world_;
+  int64_t steps_ = 0, gradient_bytes_ = 0;
+  PrefetchTotals totals_;
+};
 
 }  // namespace tessera

@@ -1,163 +1,31 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/trainer.hpp"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
-#include "tessera/graph/graph_file.hpp"
-#include "tessera/graph/normalize.hpp"
-#include "tessera/kernels/loss.hpp"
-#include "tessera/models/checkpoint.hpp"
-#include "trainer_common.hpp"
+#include "tessera/parallel3d/pmm.hpp"
+#include "trainer_report.hpp"
 
 namespace tessera {
+
 namespace {
 
-struct LoadedGraph {
-  GraphOps<float> ops;
-  Matrix<float> features;
-  Vector<int64_t> labels;
-  Vector<uint8_t> train, valid, test;
-  int64_t num_train = 0;
-  HostVector<int64_t> host_labels;
-};
-
-Vector<uint8_t> split_mask(const GraphFileReader& reader, const std::string& name, int64_t n) {
-  HostVector<uint8_t> mask("mask." + name, size_t(n));
-  if (reader.has_split(name)) {
-    for (const SplitInfo& s : reader.splits())
-      if (s.name == name)
-        for (int64_t id : reader.read_split(name, 0, s.size)) mask(id) = 1;
-  }
-  return Kokkos::create_mirror_view_and_copy(DeviceSpace(), mask);
+// A free function: nvcc's extended lambdas may not sit in private member functions.
+void scale_rows(const Matrix<float>& m, float factor) {
+  Kokkos::parallel_for(
+      "tessera::scale_logits_gradient", Kokkos::RangePolicy<ExecSpace>(0, int64_t(m.extent(0))),
+      KOKKOS_LAMBDA(int64_t i) {
+        for (size_t j = 0; j < m.extent(1); ++j) m(i, j) *= factor;
+      });
 }
 
-LoadedGraph load(const TrainOptions& options, ModelConfig& model, const Communicator& world) {
-  const GraphFileReader reader(world, options.data);
-  const GraphMeta& meta = reader.meta();
-  const std::string& file = options.data;
-  world.check(reader.has_split("train"), file + ": no split named 'train' (the trainer needs /split/train)");
-  world.check(meta.num_classes > 0, file + ": num_classes is 0 (the file has no labels to train on)");
-  GraphSlice slice = reader.read_rows(0, meta.num_nodes);
-  if (options.normalize_features) normalize_feature_rows(slice.features);
-
-  LoadedGraph g;
-  g.ops.num_nodes = meta.num_nodes;
-  CsrMatrix<float, HostSpace> a =
-      model.kind == ModelKind::Gcn ? gcn_normalize(slice.adjacency) : mean_normalize(slice.adjacency);
-  // A_hat of a symmetric graph is its own transpose; otherwise the transpose is stored explicitly.
-  const bool self_transpose = meta.symmetric && model.kind == ModelKind::Gcn;
-  g.ops.aggregate_transpose =
-      CsrSpmm<float>(csr_to_space<float, DeviceSpace>(self_transpose ? a : csr_transpose(a)));
-  g.ops.aggregate = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(a));
-  g.features = Kokkos::create_mirror_view_and_copy(DeviceSpace(), slice.features);
-  g.host_labels = slice.labels;
-  g.labels = Kokkos::create_mirror_view_and_copy(DeviceSpace(), slice.labels);
-  g.train = split_mask(reader, "train", meta.num_nodes);
-  g.valid = split_mask(reader, "valid", meta.num_nodes);
-  g.test = split_mask(reader, "test", meta.num_nodes);
-  const auto train_host = Kokkos::create_mirror_view_and_copy(HostSpace(), g.train);
-  for (int64_t v = 0; v < meta.num_nodes; ++v) g.num_train += train_host(v) && slice.labels(v) >= 0;
-  world.check(g.num_train > 0, file + ": no labeled node in split 'train'");
-  model.in = meta.num_features;
-  model.out = meta.num_classes;
-  return g;
-}
-
-double accuracy(const Matrix<const float>& logits, const LoadedGraph& g, const Vector<uint8_t>& mask) {
-  const auto [correct, count] = count_correct<float>(logits, g.labels, mask);
-  return count > 0 ? double(correct) / double(count) : 0.0;
-}
-
-// Writes text atomically: a temporary file renamed over the target.
-void write_predictions(const std::string& path, const std::vector<int64_t>& predictions) {
-  const std::string temp = path + ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(temp);
-    require_os(bool(out), path, ": cannot write predictions");
-    for (int64_t p : predictions) out << p << '\n';
-    require(bool(out), path, ": write failed (disk full?)");
-  }
-  require_os(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename");
-}
-
-}  // namespace
-
-void report_epoch(const EpochRecord& r, const TrainOptions& options, std::ofstream& metrics,
-                  const nlohmann::json& extra) {
-  if (!options.quiet) {
-    char line[256];
-    if (r.evaluated)
-      std::snprintf(line, sizeof(line),
-                    "epoch %4lld  loss %.4f  train %.4f  valid %.4f  test %.4f  time %.1f ms",
-                    (long long)r.epoch, r.loss, r.train_acc, r.valid_acc, r.test_acc, 1e3 * r.seconds);
-    else
-      std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f  time %.1f ms", (long long)r.epoch, r.loss,
-                    1e3 * r.seconds);
-    log_line(line);
-  }
-  if (metrics.is_open()) {
-    nlohmann::json j = {{"epoch", r.epoch},           {"loss", r.loss},
-                        {"epoch_s", r.seconds},       {"forward_s", r.forward_s},
-                        {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s},
-                        {"eval_s", r.eval_s}};
-    if (r.evaluated) {
-      j["train_acc"] = r.train_acc;
-      j["valid_acc"] = r.valid_acc;
-      j["test_acc"] = r.test_acc;
-    }
-    j.update(extra);
-    metrics << j.dump() << '\n' << std::flush;
-  }
-}
-
-void check_train_options(const TrainOptions& options, const Communicator& world) {
-  std::string invalid;
-  try {
-    ModelConfig config = options.model;
-    config.in = std::max<int64_t>(config.in, 1);
-    config.out = std::max<int64_t>(config.out, 1);
-    config.validate();
-    require(options.epochs >= 1, "--epochs must be at least 1, not ", options.epochs);
-    require(options.checkpoint_every >= 0, "--checkpoint-every must not be negative");
-    require(options.eval_every >= 1 || (options.sampled && options.eval_every == 0),
-            "--eval-every must be at least 1 (0, no evaluation, only with --mode sampled), not ",
-            options.eval_every);
-    require(!options.resume || !options.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
-    require(options.checkpoint_every == 0 || !options.checkpoint_dir.empty(),
-            "--checkpoint-every needs --checkpoint DIR");
-  } catch (const Error& e) {
-    invalid = e.what();
-  }
-  world.check(invalid.empty(), invalid);
-}
-
-nlohmann::json comm_delta(const Communicator& world, const CommStats& before) {
-  const CommStats& now = world.stats();
-  nlohmann::json j;
-  int64_t bytes = 0;
-  double seconds = 0;
-  for (int k = 0; k < int(Collective::Count); ++k) {
-    const Collective kind = Collective(k);
-    const int64_t delta = now.total(kind).bytes - before.total(kind).bytes;
-    if (delta > 0) j[std::string("bytes_") + collective_name(kind)] = delta;
-    bytes += delta;
-    seconds += now.total(kind).seconds - before.total(kind).seconds;
-  }
-  j["comm_s"] = seconds;
-  // The slowest rank's communication, so the line describes the whole grid.
-  j["bytes_max_rank"] = all_reduce_value(world, bytes, ReduceOp::Max, "report");
-  return j;
+void scale_vector(const Vector<float>& v, float factor) {
+  Kokkos::parallel_for(
+      "tessera::scale_vector", Kokkos::RangePolicy<ExecSpace>(0, int64_t(v.extent(0))),
+      KOKKOS_LAMBDA(int64_t k) { v(k) *= factor; });
 }
 
 bool record_if_best(TrainingProgress& progress, const EpochRecord& r) {
@@ -168,130 +36,171 @@ bool record_if_best(TrainingProgress& progress, const EpochRecord& r) {
   return true;
 }
 
-std::string checkpoint_path(const TrainOptions& options) {
-  return options.checkpoint_dir.empty() ? "" : options.checkpoint_dir + "/checkpoint.h5";
-}
+}  // namespace
 
-TrainingProgress resume_if_asked(const TrainOptions& options, const CheckpointState& state,
-                                 const Communicator& world) {
-  if (!options.resume) return TrainingProgress{};
-  const TrainingProgress progress = load_checkpoint(checkpoint_path(options), state, world);
-  log_line("resumed from " + checkpoint_path(options) + " after epoch " +
-           std::to_string(progress.epochs_done));
-  return progress;
-}
-
-std::ofstream open_metrics(const TrainOptions& options, const TrainingProgress& progress,
-                           const Communicator& world) {
-  std::ofstream metrics;
-  int error = 0;
-  if (!options.metrics_path.empty() && world.rank() == 0) {
-    metrics.open(options.metrics_path, progress.epochs_done > 0 ? std::ios::app : std::ios::trunc);
-    error = metrics ? 0 : errno;
+std::vector<float> gather_global(const std::vector<ParameterRef>& params, const Communicator& comm,
+                                 bool gradients) {
+  std::vector<float> all;
+  for (const ParameterRef& ref : params) {
+    const Parameter& p = *ref.param;
+    const BlockPlacement& b = ref.placement;
+    std::vector<float> global(static_cast<size_t>(b.rows * b.cols), 0.0f);
+    if (b.owner) {
+      const auto local = Kokkos::create_mirror_view_and_copy(HostSpace(), gradients ? p.grad : p.value);
+      for (int64_t r = 0; r < p.rows; ++r)
+        for (int64_t c = 0; c < p.cols; ++c) {
+          const int64_t gr = b.row_begin + r, gc = b.col_begin + c;
+          if (gr < b.rows && gc < b.cols) global[size_t(gr * b.cols + gc)] = local(r * p.cols + c);
+        }
+    }
+    all_reduce(comm, global.data(), int64_t(global.size()), ReduceOp::Sum,
+               gradients ? "gather gradients" : "gather parameters");
+    all.insert(all.end(), global.begin(), global.end());
   }
-  world.check(error == 0, options.metrics_path + ": cannot write metrics (" + std::strerror(error) + ")");
-  return metrics;
+  return all;
 }
 
-void write_predictions_file(const std::string& path, const std::vector<int64_t>& predictions) {
-  write_predictions(path, predictions);
+Trainer::Trainer(Model& model, BatchSource& source, const Communicator& world, const TrainerOptions& options)
+    : model_(model),
+      source_(source),
+      world_(world),
+      options_(options),
+      optimizer_(model.parameters(), options.optimizer) {
+  world.check(options.epochs >= 1, "--epochs must be at least 1, not " + std::to_string(options.epochs));
+  world.check(options.eval_every >= 0, "--eval-every must not be negative");
+  int64_t total = 0;
+  for (const ParameterRef& p : model.parameters()) total += p.param->size();
+  flat_grads_ = Vector<float>("trainer.gradients", size_t(total));
 }
 
-// The logits and gradients of this step, host copies (TrainOptions::keep_last_step).
-void keep_step(GnnModel<float>& model, const Matrix<float>& logits, TrainResult& result) {
-  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), logits);
-  result.last_logits.assign(host.data(), host.data() + host.size());
-  result.last_gradients.clear();
-  for (Parameter<float>* p : model.parameters()) {
-    const auto g = Kokkos::create_mirror_view_and_copy(HostSpace(), p->grad);
-    result.last_gradients.insert(result.last_gradients.end(), g.data(), g.data() + g.extent(0));
+void Trainer::add_hook(std::unique_ptr<TrainerHook> hook) {
+  hooks_.push_back(hook.get());
+  owned_hooks_.push_back(std::move(hook));
+}
+
+LogitsLayout Trainer::logits_layout() const {
+  const ActivationLayout& out = model_.output_layout();
+  return LogitsLayout{&model_.grid().axis(out.rows_axis), &model_.grid().axis(out.cols_axis), out.col_begin,
+                      out.width};
+}
+
+Matrix<float> Trainer::logits_gradient(int64_t rows) {
+  const size_t cols = size_t(model_.output_layout().local_cols);
+  if (int64_t(grad_capacity_.extent(0)) < rows || grad_capacity_.extent(1) != cols)
+    grad_capacity_ = Matrix<float>("grad_logits", size_t(rows + rows / 4), cols);
+  return Kokkos::subview(grad_capacity_, std::make_pair(int64_t(0), rows), Kokkos::ALL());
+}
+
+// Every replica's weighted gradients, summed in one flat all-reduce over the data-parallel axis.
+void Trainer::sum_gradients_over_replicas() {
+  const Communicator& d = source_.replicas();
+  if (d.size() == 1) return;
+  int64_t at = 0;
+  const std::vector<ParameterRef> params = model_.parameters();
+  for (const ParameterRef& p : params) {
+    Kokkos::deep_copy(Kokkos::subview(flat_grads_, std::make_pair(at, at + p.param->size())), p.param->grad);
+    at += p.param->size();
+  }
+  Kokkos::fence();
+  all_reduce(d, flat_grads_.data(), at, ReduceOp::Sum, "gradient allreduce d");
+  at = 0;
+  for (const ParameterRef& p : params) {
+    Kokkos::deep_copy(p.param->grad, Kokkos::subview(flat_grads_, std::make_pair(at, at + p.param->size())));
+    at += p.param->size();
   }
 }
 
-void finish_result(TrainResult& result, const TrainingProgress& progress, GnnModel<float>& model) {
-  result.best_epoch = progress.best_epoch;
-  result.best_valid = progress.best_valid;
-  result.test_at_best = progress.test_at_best;
-  for (Parameter<float>* p : model.parameters()) {
-    const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), p->value);
-    result.final_weights.insert(result.final_weights.end(), host.data(), host.data() + host.extent(0));
+// BatchNorm's running statistics averaged over the replicas, so every replica evaluates the same model.
+void Trainer::average_buffers_over_replicas() {
+  const Communicator& d = source_.replicas();
+  if (d.size() == 1) return;
+  for (const BufferRef& b : model_.buffers()) {
+    Kokkos::fence();
+    all_reduce(d, b.value->data(), int64_t(b.value->extent(0)), ReduceOp::Sum, "norm statistics allreduce d");
+    scale_vector(*b.value, 1.0f / float(d.size()));
   }
+  Kokkos::fence();
 }
 
-TrainResult train_full_graph(const TrainOptions& options, const Communicator& world) {
-  if (options.sampled) return train_sampled(options, world);
-  if (options.minibatch) return train_minibatch(options, world);
-  if (!options.grid.empty() || world.size() > 1) return train_3d(options, world);
-  check_train_options(options, world);
-  ModelConfig config = options.model;
+void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResult& result) {
+  Stopwatch phase;
+  const Batch& b = source_.batch(epoch, step);
+  const PassInfo pass{true, options_.seed, source_.pass_key(epoch, step)};
+  const Matrix<const float> logits = model_.forward(b.input, *b.graph, pass);
+  const LogitsLayout layout = logits_layout();
+  const Matrix<float> grad = logits_gradient(int64_t(logits.extent(0)));
+  Stopwatch loss_watch;
+  const auto [loss_sum, count] = softmax_cross_entropy_3d(layout, logits, b.labels, b.mask, 1.0f, grad);
+  const double weight = source_.loss_weight(count);
+  if (weight != 1.0) scale_rows(grad, float(weight));
+  Kokkos::fence();
+  loss_seconds_ += loss_watch.seconds();
+  source_.observe(logits, b, layout);
+  r.forward_s += phase.seconds();
+  phase.restart();
+  model_.backward(grad, pass);
+  sum_gradients_over_replicas();
+  Kokkos::fence();
+  r.backward_s += phase.seconds();
+  const bool last = epoch + 1 == options_.epochs && step + 1 == source_.steps_per_epoch();
+  if (options_.keep_last_step && last) {
+    result.last_logits = gather_logits(model_, logits, b, source_.num_nodes());
+    result.last_gradients = gather_global(model_.parameters(), world_, true);
+  }
+  phase.restart();
+  optimizer_.step();
+  average_buffers_over_replicas();
+  Kokkos::fence();
+  r.optimizer_s += phase.seconds();
+  // The step's loss: the weighted sums of every replica make the mean the mode trains on.
+  double loss = weight * loss_sum;
+  if (source_.replicas().size() > 1)
+    loss = all_reduce_value(source_.replicas(), loss, ReduceOp::Sum, "report");
+  r.loss += loss / double(source_.steps_per_epoch());
+  nlohmann::json metrics = source_.step_metrics();
+  if (metrics.is_null()) return;
+  const StepRecord s{epoch + 1, step + 1, loss, std::move(metrics)};
+  for (TrainerHook* h : hooks_) h->on_step(*this, s);
+}
 
-  Stopwatch load_watch;
-  LoadedGraph g = load(options, config, world);
-  GnnModel<float> model(config);
-  model.set_static_features(true);
-  Adam optimizer(model.parameters(), options.optimizer);
-  log_line("loaded " + options.data + " in " + std::to_string(load_watch.seconds()).substr(0, 5) +
-           " s; model " + config.describe());
-
-  const std::string checkpoint = checkpoint_path(options);
-  TrainingProgress progress = resume_if_asked(options, checkpoint_state(model, optimizer), world);
-  std::ofstream metrics = open_metrics(options, progress, world);
-
-  const int64_t n = g.ops.num_nodes;
-  Matrix<float> grad("grad_logits", size_t(n), size_t(config.out));
-  Vector<int64_t> predictions("predictions", size_t(n));
-  std::vector<int64_t> best_predictions;
+TrainResult Trainer::run() {
+  for (TrainerHook* h : hooks_) h->on_start(*this);
   TrainResult result;
-  for (int64_t epoch = progress.epochs_done; epoch < options.epochs; ++epoch) {
+  bool go = true;
+  for (int64_t epoch = progress_.epochs_done; epoch < options_.epochs && go; ++epoch) {
     EpochRecord r;
     r.epoch = epoch + 1;
-    Stopwatch epoch_watch, phase;
-    const PassInfo train_pass{true, config.seed, epoch};
-    const Matrix<float> logits = model.forward(g.ops, g.features, train_pass);
-    const auto [loss_sum, count] =
-        masked_softmax_cross_entropy<float>(logits, g.labels, g.train, 1.0f / float(g.num_train), grad);
-    r.loss = loss_sum / double(std::max<int64_t>(count, 1));
-    Kokkos::fence();
-    r.forward_s = phase.seconds();
-    phase.restart();
-    model.backward(g.ops, grad, train_pass);
-    Kokkos::fence();
-    r.backward_s = phase.seconds();
-    if (options.keep_last_step && epoch + 1 == options.epochs) keep_step(model, logits, result);
-    phase.restart();
-    optimizer.step();
-    Kokkos::fence();
-    r.optimizer_s = phase.seconds();
-    phase.restart();
-    r.evaluated = (epoch + 1) % options.eval_every == 0 || epoch + 1 == options.epochs;
+    const CommStats comm_before = world_.stats();
+    const PhaseTimers timers_before = model_.timers() ? *model_.timers() : PhaseTimers();
+    const double loss_before = loss_seconds_;
+    Stopwatch epoch_watch;
+    for (int64_t step = 0; step < source_.steps_per_epoch(); ++step) train_step(epoch, step, r, result);
+    Stopwatch eval_watch;
+    r.evaluated =
+        options_.eval_every > 0 && ((epoch + 1) % options_.eval_every == 0 || epoch + 1 == options_.epochs);
     if (r.evaluated) {
-      const Matrix<float> eval_logits = model.forward(g.ops, g.features, PassInfo{false, config.seed, epoch});
-      r.train_acc = accuracy(eval_logits, g, g.train);
-      r.valid_acc = accuracy(eval_logits, g, g.valid);
-      r.test_acc = accuracy(eval_logits, g, g.test);
-      if (record_if_best(progress, r)) {
-        if (!options.predictions_path.empty()) {
-          argmax_rows<float>(eval_logits, predictions);
-          const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), predictions);
-          best_predictions.assign(host.data(), host.data() + n);
-        }
-      }
+      const Accuracy a = source_.evaluate(model_, epoch);
+      r.train_acc = a.train, r.valid_acc = a.valid, r.test_acc = a.test;
+      r.best = record_if_best(progress_, r);
     }
-    r.eval_s = phase.seconds();
+    r.eval_s = eval_watch.seconds();
     r.seconds = epoch_watch.seconds();
-    progress.epochs_done = epoch + 1;
+    r.metrics = comm_report(world_, comm_before);
+    if (model_.grid().replica().size() > 1)
+      r.metrics["phases"] = phase_report(world_, model_.timers(), timers_before, loss_seconds_ - loss_before,
+                                         comm_before, r.lines);
+    r.metrics.update(source_.epoch_metrics(r.lines));
+    progress_.epochs_done = r.epoch;
     result.history.push_back(r);
-
-    report_epoch(r, options, metrics, nlohmann::json::object());
-    if (options.checkpoint_every > 0 && progress.epochs_done % options.checkpoint_every == 0)
-      save_checkpoint(checkpoint, checkpoint_state(model, optimizer), progress, world);
+    for (TrainerHook* h : hooks_) go = h->on_epoch(*this, r) && go;
+    // A stop is agreed by every rank (hooks decide from collective values, but a hang is never an option).
+    go = all_reduce_value(world_, int(go), ReduceOp::Min, "report") == 1;
   }
-  if (!options.checkpoint_dir.empty() && options.checkpoint_every == 0)
-    save_checkpoint(checkpoint, checkpoint_state(model, optimizer), progress, world);
-  if (!options.predictions_path.empty() && !best_predictions.empty())
-    world.run_on(0, [&] { write_predictions(options.predictions_path, best_predictions); });
-
-  finish_result(result, progress, model);
+  for (TrainerHook* h : hooks_) h->on_finish(*this);
+  result.best_epoch = progress_.best_epoch;
+  result.best_valid = progress_.best_valid;
+  result.test_at_best = progress_.test_at_best;
+  result.final_weights = gather_global(model_.parameters(), world_, false);
   return result;
 }
 

@@ -1,91 +1,144 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Full-graph training, on one rank or on a 3D process grid (DESIGN §4): loads a graph file, builds the
-// aggregation operators, runs epochs of forward / masked cross-entropy / backward / Adam, evaluates
-// train/valid/test accuracy after each, reports (console line, --metrics JSON lines), keeps the
-// best-validation predictions, checkpoints and resumes.
+// The one training loop (DESIGN §9): epochs of steps from a BatchSource — forward, masked cross-entropy
+// over the grid, backward, gradients summed over the data-parallel replicas, Adam — then evaluation and
+// the best-validation record. Everything else a run does is a hook: the console line, the metrics file,
+// checkpoints and resume, early stopping, per-node outputs (hooks.hpp), or an application's own.
 #pragma once
 
-#include <functional>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "tessera/comm/communicator.hpp"
-#include "tessera/comm/reduced_precision.hpp"
-#include "tessera/graph/permutation.hpp"
-#include "tessera/models/model.hpp"
+#include "tessera/models/batch_source.hpp"
+#include "tessera/models/checkpoint.hpp"
 #include "tessera/models/optimizer.hpp"
-#include "tessera/prefetch/controller.hpp"
 
 namespace tessera {
 
-/// Partition-parallel neighbour-sampled training (DESIGN §6): --mode sampled.
-struct SampledOptions {
-  std::string partition;  // /partition/<name>; empty: metis-<ranks> (block on one rank); "block": file order
-  std::string fanouts;    // "15,10,5", input layer first; empty: 10 per layer
-  int64_t batch_size = 1024;  // seeds per rank per step
-  PrefetchPolicy policy = PrefetchPolicy::Periodic;
-  double fraction = 0.25;        // cache capacity, a fraction of the halo
-  double alpha = 0.05;           // per-step score decay
-  int64_t interval = 16;         // Delta: steps between evictions / a controller window
-  std::string agent;             // external controller command
-  double agent_timeout_s = 5;    // external: wait per window's answer before falling back to periodic
-  bool thread = true;            // prepare step t + 1 on a worker thread (needs MPI_THREAD_MULTIPLE)
-  std::string simulate_network;  // "LAT_US,GBPS": benchmarks only
+/// What the loop does besides the model and the data.
+struct TrainerOptions {
+  AdamSettings optimizer;       ///< Adam's settings
+  int64_t epochs = 200;         ///< train until this many epochs are done (counting a resumed run's)
+  int64_t eval_every = 1;       ///< evaluate every K epochs and after the last; 0: never
+  uint64_t seed = 0;            ///< keys the dropout masks; a checkpoint must match it
+  bool keep_last_step = false;  ///< fill TrainResult::last_logits / last_gradients (tests, debugging)
 };
 
-struct TrainOptions {
-  std::string data;
-  std::string grid;  // "XxYxZ" or "auto": 3D full-graph training (GCN); empty: one rank (required on several)
-  PermuteMode permute = PermuteMode::Double;  // 3D only
-  std::string machine = "local";              // --grid auto: the performance model's machine profile
-  std::string machine_file;                   // ... or a file from tessera bench comm / spmm --fit
-  bool overlap = false;                       // 3D: chunked SpMM with non-blocking all-reduces
-  CommDtype comm_dtype = CommDtype::F32;      // 3D: activations' all-reduces in fp32 or bf16
-  // Mini-batch training on a 4D grid DxXxYxZ (DESIGN §5): --mode minibatch --batch-size B.
-  bool minibatch = false;
-  std::string batch_size;       // a count ("1024") or a fraction of the nodes ("0.25")
-  int64_t steps_per_epoch = 0;  // 0: N / (B * D) rounded up, so an epoch sees about N vertices
-  bool sampler_thread = true;   // build step t + 1's batch while step t trains
-  bool sampled = false;         // --mode sampled
-  SampledOptions sampling;
-  bool fuse = true;   // 3D: bias + norm + ReLU + dropout fused into the norm's passes
-  ModelConfig model;  // in / out are taken from the data
-  AdamSettings optimizer;
-  int64_t epochs = 200;
-  bool normalize_features = false;
-  std::string metrics_path;      // JSON lines, one per epoch
-  std::string predictions_path;  // one predicted class per node (best-validation epoch)
-  std::string checkpoint_dir;
-  int64_t checkpoint_every = 0;
-  bool resume = false;
-  int64_t eval_every = 1;       // evaluate accuracy every K epochs (and after the last)
-  bool quiet = false;           // no per-epoch console lines
-  bool keep_last_step = false;  // fill TrainResult::last_logits / last_gradients (tests, debugging)
-};
-
+/// One epoch, as hooks and reports see it.
 struct EpochRecord {
-  int64_t epoch = 0;
-  bool evaluated = false;  // the accuracies are set
-  double loss = 0, train_acc = 0, valid_acc = 0, test_acc = 0;
-  double seconds = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, eval_s = 0;
+  int64_t epoch = 0;                                  ///< 1-based
+  bool evaluated = false;                             ///< the accuracies are set
+  bool best = false;                                  ///< a new best validation accuracy
+  double loss = 0;                                    ///< mean training loss of the epoch's steps
+  double train_acc = 0;                               ///< accuracy on the training nodes
+  double valid_acc = 0;                               ///< on the validation nodes
+  double test_acc = 0;                                ///< on the test nodes
+  double seconds = 0;                                 ///< the whole epoch
+  double forward_s = 0;                               ///< forward and loss
+  double backward_s = 0;                              ///< backward and the gradient sums over replicas
+  double optimizer_s = 0;                             ///< Adam
+  double eval_s = 0;                                  ///< evaluation
+  nlohmann::json metrics = nlohmann::json::object();  ///< what the mode and the communication add
+  std::vector<std::string> lines;                     ///< extra console lines
 };
 
+/// One step, for sources that report steps.
+struct StepRecord {
+  int64_t epoch = 0;       ///< 1-based
+  int64_t step = 0;        ///< 1-based
+  double loss = 0;         ///< the step's mean loss over every replica
+  nlohmann::json metrics;  ///< the source's step metrics
+};
+
+/// What a run returns (on every rank).
 struct TrainResult {
-  std::vector<EpochRecord> history;  // epochs run by this call (after a resume: from the resumed epoch)
-  int64_t best_epoch = -1;
-  double best_valid = 0, test_at_best = 0;
-  std::vector<float> final_weights;  // every parameter, concatenated (for resume checks)
-  // With keep_last_step: the last training step's logits (nodes x classes, node order) and every
-  // parameter's gradient of that step (before the optimizer), global layout, in final_weights order.
+  std::vector<EpochRecord> history;  ///< epochs run by this call (after a resume: from the resumed epoch)
+  int64_t best_epoch = -1;           ///< best-validation epoch (-1: never evaluated)
+  double best_valid = 0;             ///< its validation accuracy
+  double test_at_best = 0;           ///< its test accuracy
+  std::vector<float> final_weights;  ///< every parameter in global layout, concatenated (resume checks)
+  /// With keep_last_step: the last step's logits (this 3D replica's rows, nodes x classes in node order)
+  /// and every parameter's gradient of that step (before Adam), global layout, in final_weights order.
   std::vector<float> last_logits, last_gradients;
-  // Sampled mode, summed over ranks and the run: what the feature cache saved.
-  int64_t remote_rows = 0, cache_hits = 0, fetched_rows = 0, fetched_bytes = 0, evictions = 0;
+  int64_t remote_rows = 0;    ///< sampled mode, over ranks and the run: remote input rows needed
+  int64_t cache_hits = 0;     ///< of them, found in the feature cache
+  int64_t fetched_rows = 0;   ///< rows fetched (misses and refills)
+  int64_t fetched_bytes = 0;  ///< their bytes
+  int64_t evictions = 0;      ///< cache slots replaced
 };
 
-/// Collective over world: one rank without --grid (GCN or GraphSAGE), else the 3D grid (GCN); with
-/// options.minibatch, mini-batches on the 4D grid (GCN); with options.sampled, partition-parallel
-/// neighbour-sampled training (GCN or GraphSAGE, one replica per rank).
-/// Throws Error / CollectiveError on bad input.
-TrainResult train_full_graph(const TrainOptions& options, const Communicator& world);
+class Trainer;
+
+/// Something a run does at fixed points of the loop. Hooks run in the order they were added.
+class TrainerHook {
+ public:
+  virtual ~TrainerHook() = default;
+  /// Before the first epoch (a resume sets the progress here).
+  virtual void on_start(Trainer& trainer) { (void)trainer; }
+  /// After every step of a source that reports steps.
+  virtual void on_step(Trainer& trainer, const StepRecord& step) { (void)trainer, (void)step; }
+  /// After every epoch; returning false stops the run after it (every rank must agree).
+  virtual bool on_epoch(Trainer& trainer, const EpochRecord& epoch) {
+    (void)trainer, (void)epoch;
+    return true;
+  }
+  /// After the last epoch.
+  virtual void on_finish(Trainer& trainer) { (void)trainer; }
+};
+
+/// The training loop over a model and a batch source.
+class Trainer {
+ public:
+  /// Collective over `world` (every rank of the model's grid). The model and source must outlive it.
+  Trainer(Model& model, BatchSource& source, const Communicator& world, const TrainerOptions& options);
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Adds a hook the caller keeps alive.
+  void add_hook(TrainerHook& hook) { hooks_.push_back(&hook); }
+  /// Adds a hook the trainer owns.
+  void add_hook(std::unique_ptr<TrainerHook> hook);
+  /// Collective: trains until options().epochs are done or a hook stops it.
+  TrainResult run();
+
+  /// The model.
+  Model& model() { return model_; }
+  /// The data.
+  BatchSource& source() { return source_; }
+  /// The optimizer (its moments and step count are checkpointed).
+  Adam& optimizer() { return optimizer_; }
+  /// Every rank of the run.
+  const Communicator& world() const { return world_; }
+  /// The loop's settings.
+  const TrainerOptions& options() const { return options_; }
+  /// Epochs done and the best-validation record; a resuming hook sets it in on_start.
+  TrainingProgress& progress() { return progress_; }
+
+ private:
+  void train_step(int64_t epoch, int64_t step, EpochRecord& record, TrainResult& result);
+  void sum_gradients_over_replicas();
+  void average_buffers_over_replicas();
+  LogitsLayout logits_layout() const;
+  Matrix<float> logits_gradient(int64_t rows);
+
+  Model& model_;
+  BatchSource& source_;
+  const Communicator& world_;
+  TrainerOptions options_;
+  Adam optimizer_;
+  TrainingProgress progress_;
+  std::vector<TrainerHook*> hooks_;
+  std::vector<std::unique_ptr<TrainerHook>> owned_hooks_;
+  Matrix<float> grad_capacity_;
+  Vector<float> flat_grads_;
+  double loss_seconds_ = 0;
+};
+
+/// Collective over `comm`: every parameter (or its gradient) in global layout, concatenated in order.
+/// Each block is written by its owner, so `comm` must hold every replica (the run's world).
+std::vector<float> gather_global(const std::vector<ParameterRef>& params, const Communicator& comm,
+                                 bool gradients);
 
 }  // namespace tessera

@@ -1,60 +1,134 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Loading a graph file onto a 3D grid (DESIGN §4): every rank reads a contiguous 1/P of the CSR rows and
-// feature rows, degrees are combined collectively, the normalized adjacency is mapped through the
-// permutations, and all-to-all exchanges deliver each nonzero, feature row, label and split bit to the
-// ranks whose blocks hold it. Nothing is read twice; no rank holds the whole graph unless P = 1.
+// A graph on a 3D process grid (DESIGN §4): the normalized, permuted adjacency in the block layout of each
+// graph layer, the input features, and labels and split masks in the last layer's output order. Built
+// collectively from rows an application holds in memory (GraphRows: any contiguous block of rows per rank)
+// or read from a graph file, in phases — degrees, adjacency, features, labels — each one all-to-all of
+// what the other ranks need. Only dense blocks move afterwards; no rank holds the whole graph unless P = 1.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "tessera/comm/process_grid.hpp"
-#include "tessera/graph/graph_file.hpp"
+#include "tessera/comm/grid_shape.hpp"
 #include "tessera/kernels/spmm.hpp"
 #include "tessera/parallel3d/layout.hpp"
 
 namespace tessera {
 
+class Communicator;     // comm/communicator.hpp
+class ProcessGrid;      // comm/process_grid.hpp
+class GraphFileReader;  // graph/graph_file.hpp
+
+/// How the adjacency is weighted when it is distributed (row v holds the in-edges u -> v).
+enum class Normalization {
+  Symmetric,  ///< GCN: D^-1/2 (A + I) D^-1/2, D = in-degree + 1 (self loops added where missing)
+  Mean,       ///< GraphSAGE-mean: the average over in-neighbours other than v itself (D^-1 A)
+  Sum         ///< the edges as given, every weight one
+};
+/// "symmetric", "mean" or "sum".
+const char* normalization_name(Normalization normalization);
+
+/// A graph as an application holds it: every rank one contiguous block of rows (destination nodes), blocks
+/// in rank order covering [0, num_nodes) (sizes are free; a block may be empty).
+struct GraphRows {
+  static constexpr uint8_t kTrain = 1;  ///< splits bit: in the training split
+  static constexpr uint8_t kValid = 2;  ///< splits bit: in the validation split
+  static constexpr uint8_t kTest = 4;   ///< splits bit: in the test split
+
+  std::string name = "graph rows";  ///< named in error messages (a file's path)
+  int64_t num_nodes = 0;            ///< nodes of the whole graph
+  int64_t num_features = 0;         ///< feature columns
+  int64_t num_classes = 0;          ///< label classes
+  int64_t first_row = 0;            ///< this rank's first row
+  std::vector<int64_t> indptr{0};   ///< rows + 1 offsets into indices, starting at 0
+  std::vector<int64_t> indices;     ///< in-neighbour (source) ids of each row, in [0, num_nodes)
+  std::vector<float> features;      ///< rows x num_features, row-major
+  std::vector<int64_t> labels;      ///< one per row, in [-1, num_classes); -1 = unlabeled
+  std::vector<uint8_t> splits;      ///< one per row: kTrain | kValid | kTest bits
+
+  /// Rows this rank holds.
+  int64_t rows() const { return int64_t(labels.size()); }
+};
+
+/// Collective: this rank's block_range of a graph file's rows, its split ids turned into row bits.
+GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm);
+
+/// One layout's block of the normalized adjacency, and its transpose.
 struct AdjacencyBlock {
-  CsrSpmm<float> forward;    // A_l: rows = this rank's c block, columns = its a block
-  CsrSpmm<float> transpose;  // A_l^T: rows = a block, columns = c block
-  int64_t nnz = 0;
+  CsrSpmm<float> forward;    ///< rows = this rank's c block, columns = its a block
+  CsrSpmm<float> transpose;  ///< rows = a block, columns = c block
+  int64_t nnz = 0;           ///< nonzeros of forward
 };
 
+/// What build_graph_3d needs besides the rows and the grid.
+struct Graph3DOptions {
+  int layers = 2;  ///< graph layers of the model that will run on it (layouts, the labels' row order)
+  PermuteMode permute = PermuteMode::Double;               ///< permutations of the rows for balance
+  uint64_t seed = 0;                                       ///< keys the permutations
+  Normalization normalization = Normalization::Symmetric;  ///< weights of the adjacency
+  bool normalize_features = false;                         ///< divide each feature row by its sum
+};
+
+/// A graph distributed over a 3D replica of the grid.
 struct Graph3D {
-  Layout3D layout;
-  std::vector<AdjacencyBlock> adjacency;    // index l mod 6
-  Matrix<float> features;                   // layer 0 input block: rows by X (p2 order), columns by Y
-  Vector<int64_t> input_ids;                // node id of every local input row (-1: padding)
-  std::vector<Vector<int64_t>> output_ids;  // per layer: node id of every local output row (-1: padding)
-  Vector<int64_t> labels;                   // last layer's output rows (-1: unlabeled or padding)
-  Vector<uint8_t> train, valid, test;       // same rows
-  int64_t num_train = 0;                    // labeled training nodes over the whole graph
-  double max_nnz = 0, mean_nnz = 0;         // nonzeros per block of layout 0, over the grid
-  int64_t valid_rows(int layer) const;      // local output rows of `layer` that are real nodes
+  NodeLayout layout;                                       ///< nodes, permutations, node blocks
+  GridCoords coords;                                       ///< this rank's coordinates
+  int layers = 0;                                          ///< graph layers it was built for
+  int64_t num_features = 0;                                ///< input width (unpadded)
+  int64_t num_classes = 0;                                 ///< classes (unpadded)
+  Normalization normalization = Normalization::Symmetric;  ///< weights of `adjacency`
+  std::vector<AdjacencyBlock> adjacency;                   ///< index l mod 6
+  Matrix<float> features;                   ///< layer 0 input block: rows by X (p2 order), columns by Y
+  Vector<int64_t> input_ids;                ///< node id of every local input row (-1: padding)
+  std::vector<Vector<int64_t>> output_ids;  ///< per layer: node id of every local output row (-1: padding)
+  Vector<int64_t> labels;                   ///< last layer's output rows (-1: unlabeled or padding)
+  Vector<uint8_t> train;                    ///< same rows: in the training split
+  Vector<uint8_t> valid;                    ///< same rows: in the validation split
+  Vector<uint8_t> test;                     ///< same rows: in the test split
+  int64_t num_train = 0;                    ///< labeled training nodes over the whole graph
+  double max_nnz = 0;                       ///< largest nonzeros per block of layout 0 over the grid
+  double mean_nnz = 0;                      ///< mean nonzeros per block of layout 0
+  std::vector<std::pair<std::string, double>> load_seconds;  ///< seconds per loading phase
+
+  /// Local output rows of `layer` that are real nodes (they come first; padding follows).
+  int64_t valid_rows(int layer) const;
 };
 
-/// What one layer of the 3D model runs on: the full graph's static block, or a block cut from it for a
-/// mini-batch (DESIGN §5), whose sizes differ per block but agree within every reduction.
+/// Collective over the grid's replica. Validates the rows (sizes, offsets, ids, labels, finite features,
+/// contiguous blocks) and throws CollectiveError naming rows.name on a problem, on a graph without labeled
+/// training nodes and on a grid with more ranks along an axis than the graph has nodes.
+Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Graph3DOptions& options);
+
+/// Collective: read_graph_rows + build_graph_3d, over the grid's replica.
+Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, const Graph3DOptions& options);
+
+/// The identity of graph layer `layer` restricted to this rank's block (rows in the layer's output order,
+/// columns in its input order): a node's own row, carried from the input layout to the output layout.
+/// A pattern; computed locally.
+AdjacencyBlock self_block(const NodeLayout& layout, const GridCoords& coords, int layer);
+
+/// What one graph layer runs on: the full graph's static block, or a block cut from it for a mini-batch
+/// (DESIGN §5), whose sizes differ per block but agree within every reduction.
 struct LayerGraph {
-  const AdjacencyBlock* adjacency = nullptr;
-  Vector<const int64_t> output_ids;  // vertex of each local output row (-1: padding)
-  int64_t valid_rows = 0;            // leading output rows that are real vertices
-  int64_t num_nodes = 0;             // vertices of the (sub)graph: BatchNorm's count
-  bool is_static = false;            // the full graph: a static input's aggregation can be reused
+  const AdjacencyBlock* adjacency = nullptr;  ///< the normalized adjacency block (null for the input rows)
+  const AdjacencyBlock* self = nullptr;       ///< the self block (self_block), when a layer asked for it
+  Vector<const int64_t> output_ids;           ///< node of each local output row (-1: padding)
+  int64_t valid_rows = 0;                     ///< leading output rows that are real nodes
+  int64_t num_nodes = 0;                      ///< nodes of the (sub)graph: BatchNorm's count
+  bool is_static = false;                     ///< the full graph: a static input's aggregation can be reused
 };
 
-/// The full graph's view of each layer.
-std::vector<LayerGraph> full_graph_views(const Graph3D& g);
-
-struct Load3DOptions {
-  std::vector<int64_t> hidden;  // widths of the hidden layers (layers = hidden.size() + 1)
-  PermuteMode permute = PermuteMode::Double;
-  uint64_t seed = 0;
-  bool normalize_features = false;
+/// What a model's forward runs on: the input rows and one view per graph layer. Owns the blocks it made.
+struct GraphBatch {
+  LayerGraph input;                                     ///< the input block's rows (no adjacency)
+  std::vector<LayerGraph> layers;                       ///< one per graph layer
+  std::vector<std::unique_ptr<AdjacencyBlock>> blocks;  ///< blocks the views point into, owned here
 };
 
-/// Collective over the grid's replica. Throws CollectiveError on a file without a train split or labels.
-Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, const Load3DOptions& options);
+/// The full graph: every layer's static block; with `with_self` also each layer's self block.
+GraphBatch full_graph_batch(const Graph3D& g, bool with_self);
 
 }  // namespace tessera

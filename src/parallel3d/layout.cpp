@@ -13,6 +13,10 @@ constexpr uint64_t kPermutationStream1 = 0x70310001, kPermutationStream2 = 0x703
 int64_t round_up(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
+
+int64_t lcm_of(const GridShape& shape) {
+  return std::lcm(std::lcm(int64_t(shape.x), int64_t(shape.y)), int64_t(shape.z));
+}
 }  // namespace
 
 AxisRoles roles_for_layer(int layer) {
@@ -26,13 +30,22 @@ AxisRoles roles_for_layer(int layer) {
   }
 }
 
-Layout3D::Layout3D(const GridShape& shape, int64_t num_nodes, std::vector<int64_t> dims, PermuteMode permute,
-                   uint64_t seed)
-    : shape_(shape), n_(num_nodes), dims_(std::move(dims)) {
-  require(dims_.size() >= 2, "a model needs at least one layer");
-  const int64_t lcm = std::lcm(std::lcm(int64_t(shape.x), int64_t(shape.y)), int64_t(shape.z));
-  n_pad_ = round_up(n_, lcm);
-  for (int64_t d : dims_) dims_pad_.push_back(round_up(d, lcm));
+int64_t padded_width(int64_t width, const GridShape& shape) {
+  return round_up(width, lcm_of(shape));
+}
+
+std::pair<int64_t, int64_t> width_block(int64_t width, const GridShape& shape, Axis axis, int k) {
+  const int64_t block = padded_width(width, shape) / shape.extent(axis);
+  return {k * block, (k + 1) * block};
+}
+
+bool transforms_first(int layer, int64_t in, int64_t out, const GridShape& shape, bool cached_input) {
+  const int64_t in_b = padded_width(in, shape) / shape.extent(roles_for_layer(layer).b);
+  return !cached_input && padded_width(out, shape) < in_b;
+}
+
+NodeLayout::NodeLayout(const GridShape& shape, int64_t num_nodes, PermuteMode permute, uint64_t seed)
+    : shape_(shape), n_(num_nodes), n_pad_(round_up(num_nodes, lcm_of(shape))) {
   if (permute != PermuteMode::None) {
     p1_ = RandomPermutation(n_, seed, kPermutationStream1);
     p2_ = permute == PermuteMode::Double ? RandomPermutation(n_, seed, kPermutationStream2) : p1_;
@@ -41,19 +54,15 @@ Layout3D::Layout3D(const GridShape& shape, int64_t num_nodes, std::vector<int64_
   }
 }
 
-std::pair<int64_t, int64_t> Layout3D::node_block(Axis axis, int k) const {
+std::pair<int64_t, int64_t> NodeLayout::node_block(Axis axis, int k) const {
   const int64_t block = n_pad_ / shape_.extent(axis);
   return {k * block, (k + 1) * block};
 }
 
-std::pair<int64_t, int64_t> Layout3D::dim_block(int i, Axis axis, int k) const {
-  const int64_t block = dims_pad_[size_t(i)] / shape_.extent(axis);
-  return {k * block, (k + 1) * block};
-}
-
-bool Layout3D::transforms_first(int layer) const {
-  const int64_t in_b = padded_dim(layer) / shape_.extent(roles_for_layer(layer).b);
-  return layer > 0 && padded_dim(layer + 1) < in_b;
+Layout3D::Layout3D(const GridShape& shape, int64_t num_nodes, std::vector<int64_t> dims, PermuteMode permute,
+                   uint64_t seed)
+    : nodes_(shape, num_nodes, permute, seed), dims_(std::move(dims)) {
+  require(dims_.size() >= 2, "a model needs at least one layer");
 }
 
 }  // namespace tessera

@@ -9,24 +9,31 @@
 //             OUT = a's columns of Y
 //   backward  G = all-gather of g_OUT over a               gT = A_loc^T G     -> all-reduce over c
 //             gW = H^T gT        -> all-reduce over a      gH = gT W^T        (no communication)
+// A layer with a self term (GraphSAGE's root weight) adds S_loc, the self block, beside A_loc in every
+// sparse product: (A H) W stacks [A_loc H; S_loc H] in the one all-reduce over a; transform-first sums
+// A_loc T_A + S_loc T_S before it. So the root term's row redistribution between layouts rides inside the
+// collectives the layer runs anyway (at double their width over a in (A H) W layers).
 // Only dense blocks travel; the sparse blocks never move after loading. A reduction over an axis of
 // extent 1 moves nothing and is not counted.
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "tessera/comm/comm_stats.hpp"
 #include "tessera/comm/process_grid.hpp"
 #include "tessera/comm/reduced_precision.hpp"
 #include "tessera/core/timer.hpp"
+#include "tessera/kernels/kernel_path.hpp"
 #include "tessera/parallel3d/graph3d.hpp"
 
 namespace tessera {
 
-/// The axis communicators of one layer's roles.
+/// The axis communicators of one graph layer's roles, and how its kernels and collectives run.
 struct LayerComms {
-  const Communicator* a;
-  const Communicator* b;
-  const Communicator* c;
+  const Communicator* a = nullptr;  ///< the layer's outer axis
+  const Communicator* b = nullptr;  ///< inner axis
+  const Communicator* c = nullptr;  ///< depth axis
   /// --overlap: the sparse products run in this many row chunks, each chunk's all-reduce issued
   /// non-blocking while the next chunk computes (0 or 1: one blocking all-reduce).
   int overlap_chunks = 0;
@@ -35,57 +42,68 @@ struct LayerComms {
   /// Element type on the wire of the activation and activation-gradient sums (forward a and b,
   /// backward a and c (inputs)); weight gradients, norms and the loss always travel as fp32.
   CommDtype dtype = CommDtype::F32;
+  /// Which SpMM and GEMM kernels run (kernel_path.hpp).
+  KernelPath kernels = KernelPath::Auto;
 };
+/// The communicators of `layer`'s roles on `grid`, with the given settings.
 LayerComms layer_comms(const ProcessGrid& grid, int layer, int overlap_chunks = 0,
-                       PhaseTimers* timers = nullptr, CommDtype dtype = CommDtype::F32);
+                       PhaseTimers* timers = nullptr, CommDtype dtype = CommDtype::F32,
+                       KernelPath kernels = KernelPath::Auto);
+
+/// The sparse side of one graph layer: a term per block, each with its own weight block. The aggregate
+/// term is the normalized adjacency; a self term (GraphSAGE's root weight) is the self block, which moves
+/// a node's own row from the input layout to the output layout inside the same products and sums.
+struct LayerOperators {
+  const AdjacencyBlock* aggregate = nullptr;  ///< term 0 (may be absent: a self-only layer)
+  const AdjacencyBlock* self = nullptr;       ///< the self term, when the layer has one
+  /// The terms in order (aggregate first).
+  std::vector<const AdjacencyBlock*> terms() const;
+};
 
 /// In-place sum of a block over `comm` (nothing when comm has one rank), fp32 or bf16 on the wire.
 void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase,
               CommDtype dtype = CommDtype::F32);
 
-/// agg (rows_c x in_b) = sum_a A_loc h; skipped when `agg_ready` (a static input aggregated before).
-/// out (rows_c x out_a) = sum_b agg w.
-void pmm_forward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& h,
+// Below, T is the number of terms; "stacked" buffers hold the terms' blocks one after another by rows.
+
+/// agg (T rows_c x in_b, stacked) = sum_a Op_t h; skipped when `agg_ready` (a static input aggregated
+/// before). out (rows_c x out_a) = sum_b sum_t agg_t w_t, with w (T in_b x out_a) stacked.
+void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& h,
                  const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
                  bool agg_ready);
 
-/// g_w = sum_c agg^T g_out; when g_h is not empty also g_agg = sum_a g_out w^T and g_h = sum_c A_loc^T g_agg.
-void pmm_backward(const AdjacencyBlock& a, const LayerComms& comms, const Matrix<const float>& agg,
+/// g_w (stacked like w) = sum_c agg_t^T g_out; with `want_input_grad` also g_agg (stacked) = sum_a g_out
+/// w_t^T and g_h = sum_c sum_t Op_t^T g_agg_t. Whether the input gradient is wanted is an argument, never
+/// read off a buffer: a rank whose block is empty still enters every collective its peers enter.
+void pmm_backward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& agg,
                   const Matrix<const float>& w, const Matrix<const float>& g_out, const Matrix<float>& g_w,
-                  const Matrix<float>& g_agg, const Matrix<float>& g_h);
+                  bool want_input_grad, const Matrix<float>& g_agg, const Matrix<float>& g_h);
 
-/// Transform-first forward: t (rows_a x out) = sum_b h w, y (rows_c x out) = sum_a A_loc t and
-/// out (rows_c x out / G_a) = this rank's a-block of y's columns (y unused when G_a = 1).
-void pmm_forward_transform_first(const AdjacencyBlock& a, const LayerComms& comms,
+/// Transform-first forward: t (T rows_a x out, stacked) = sum_b h w_t with w (T in_b x out) stacked,
+/// y (rows_c x out) = sum_a sum_t Op_t t_t and out (rows_c x out / G_a) = this rank's a-block of y's columns
+/// (y unused when G_a = 1).
+void pmm_forward_transform_first(const LayerOperators& ops, const LayerComms& comms,
                                  const Matrix<const float>& h, const Matrix<const float>& w,
                                  const Matrix<float>& t, const Matrix<float>& y, const Matrix<float>& out);
 
-/// Transform-first backward: g_y = g_out gathered over a, g_t = sum_c A_loc^T g_y, g_w = sum_a h^T g_t and,
-/// when g_h is not empty, g_h = g_t w^T. `gathered` holds G_a blocks of g_out's size (both unused when
-/// G_a = 1: g_out is then the whole g_y).
-void pmm_backward_transform_first(const AdjacencyBlock& a, const LayerComms& comms,
+/// Transform-first backward: g_y = g_out gathered over a, g_t (stacked) = sum_c Op_t^T g_y,
+/// g_w (stacked) = sum_a h^T g_t_t and, with `want_input_grad`, g_h = sum_t g_t_t w_t^T. `gathered` holds
+/// G_a blocks of g_out's size (both unused when G_a = 1: g_out is then the whole g_y).
+void pmm_backward_transform_first(const LayerOperators& ops, const LayerComms& comms,
                                   const Matrix<const float>& h, const Matrix<const float>& w,
                                   const Matrix<const float>& g_out, const Vector<float>& gathered,
                                   const Matrix<float>& g_y, const Matrix<float>& g_t,
-                                  const Matrix<float>& g_w, const Matrix<float>& g_h);
+                                  const Matrix<float>& g_w, bool want_input_grad, const Matrix<float>& g_h);
 
-/// Distributed masked softmax cross-entropy over logits whose rows are split over c and classes over a
-/// (columns col_begin + j; only the first `classes` global columns are real). Returns the loss summed over
-/// selected rows of the whole grid and their count; grad = grad_scale * (softmax - onehot) when not empty.
-std::pair<double, int64_t> softmax_cross_entropy_3d(const LayerComms& comms,
-                                                    const Matrix<const float>& logits, int64_t col_begin,
-                                                    int64_t classes, const Vector<const int64_t>& labels,
-                                                    const Vector<const uint8_t>& mask, float grad_scale,
-                                                    const Matrix<float>& grad);
-
-/// Correct predictions (argmax over the real classes, lowest index on ties) and count, over the grid.
-std::pair<int64_t, int64_t> count_correct_3d(const LayerComms& comms, const Matrix<const float>& logits,
-                                             int64_t col_begin, int64_t classes,
-                                             const Vector<const int64_t>& labels,
-                                             const Vector<const uint8_t>& mask);
-
-/// Local argmax (global class index) of every row, agreed over a.
-Vector<int64_t> argmax_3d(const LayerComms& comms, const Matrix<const float>& logits, int64_t col_begin,
-                          int64_t classes);
+/// Names under which the schedule's collectives are counted (CommStats phases).
+namespace phase {
+inline constexpr const char* kForwardA = "forward allreduce a";                     ///< (A H) or A T over a
+inline constexpr const char* kForwardB = "forward allreduce b";                     ///< AGG W or H W over b
+inline constexpr const char* kBackwardWeightsC = "backward allreduce c (weights)";  ///< weight gradients
+inline constexpr const char* kBackwardA = "backward allreduce a";                   ///< g_AGG over a
+inline constexpr const char* kBackwardInputsC = "backward allreduce c (inputs)";    ///< input gradients
+inline constexpr const char* kBackwardGatherA = "backward allgather a";             ///< transform-first g_OUT
+inline constexpr const char* kBackwardWeightsA = "backward allreduce a (weights)";  ///< transform-first g_W
+}  // namespace phase
 
 }  // namespace tessera

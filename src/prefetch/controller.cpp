@@ -12,15 +12,6 @@
 
 namespace tessera {
 
-PrefetchPolicy parse_prefetch_policy(const std::string& name) {
-  if (name == "none") return PrefetchPolicy::None;
-  if (name == "static") return PrefetchPolicy::Static;
-  if (name == "periodic") return PrefetchPolicy::Periodic;
-  if (name == "adaptive") return PrefetchPolicy::Adaptive;
-  if (name == "external") return PrefetchPolicy::External;
-  fail("--prefetch-policy must be none, static, periodic, adaptive or external, not '", name, "'");
-}
-
 const char* prefetch_policy_name(PrefetchPolicy policy) {
   switch (policy) {
     case PrefetchPolicy::None:

@@ -20,7 +20,6 @@
 namespace tessera {
 
 enum class PrefetchPolicy { None, Static, Periodic, Adaptive, External };
-PrefetchPolicy parse_prefetch_policy(const std::string& name);
 const char* prefetch_policy_name(PrefetchPolicy policy);
 
 struct ControllerOptions {

@@ -56,7 +56,7 @@ HostCsr transpose(const HostCsr& a) {
     for (int64_t k = a.row_ptr[size_t(r)]; k < a.row_ptr[size_t(r + 1)]; ++k) {
       const int64_t dst = next[size_t(a.col_idx[size_t(k)])]++;
       t.col_idx[size_t(dst)] = r;
-      t.values[size_t(dst)] = a.values[size_t(k)];
+      if (!a.values.empty()) t.values[size_t(dst)] = a.values[size_t(k)];  // a pattern stays a pattern
     }
   return t;
 }

@@ -10,25 +10,6 @@
 
 namespace tessera {
 
-std::vector<int> parse_fanouts(const std::string& text) {
-  std::vector<int> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    char* end = nullptr;
-    const long value = std::strtol(item.c_str(), &end, 10);
-    require(
-        !item.empty() && *end == '\0' && (value >= 1 || value == -1) && value <= 1000000,
-        "--fanouts: expected positive integers (or -1 for all neighbours) separated by commas, e.g. 15,10,5; "
-        "got '",
-        text, "'");
-    out.push_back(int(value));
-    at = comma + 1;
-  }
-  return out;
-}
-
 void sample_neighbors(const int64_t* nbrs, int64_t degree, int fanout, const NeighborKey& key, int layer,
                       int64_t node, std::vector<int64_t>& out) {
   if (fanout < 0 || degree <= fanout) {

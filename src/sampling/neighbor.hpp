@@ -30,9 +30,6 @@ struct SampledBlock {
   std::vector<int64_t> row_ptr, col;
 };
 
-/// Parses "15,10,5" (one positive fanout per layer, input layer first; -1 = every neighbour).
-std::vector<int> parse_fanouts(const std::string& text);
-
 /// Appends the sampled neighbours of a node (neighbour list nbrs[0, degree)) to `out`: all of them when
 /// fanout < 0 or degree <= fanout, else `fanout` distinct ones (Floyd's algorithm keyed by (key, layer,
 /// node)), kept in list order.

@@ -31,17 +31,4 @@ double pair_inclusion_probability(int64_t n, int64_t count) {
   return n <= 1 ? 1.0 : double(count - 1) / double(n - 1);
 }
 
-int64_t parse_batch_size(const std::string& text, int64_t num_nodes) {
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  require(!text.empty() && end && *end == '\0' && value > 0,
-          "--batch-size: expected a count or a fraction of ", "the nodes, got '", text, "'");
-  const bool fraction = text.find_first_of(".eE") != std::string::npos;
-  require(!fraction || value <= 1.0, "--batch-size: a fraction must be at most 1, got ", text);
-  const int64_t count = fraction ? std::max<int64_t>(2, int64_t(value * double(num_nodes))) : int64_t(value);
-  require(count >= 2 && count <= num_nodes, "--batch-size ", text, " gives ", count,
-          " nodes; it must be between 2 and the graph's ", num_nodes);
-  return count;
-}
-
 }  // namespace tessera

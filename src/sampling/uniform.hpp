@@ -24,7 +24,4 @@ std::vector<int64_t> uniform_vertex_sample(int64_t n, int64_t count, const Sampl
 /// a given other vertex is in the sample with a fixed one, p = (B - 1) / (N - 1) (1 when B = N).
 double pair_inclusion_probability(int64_t n, int64_t count);
 
-/// --batch-size as a count ("1024") or a fraction of the nodes ("0.1"); throws Error naming the flag.
-int64_t parse_batch_size(const std::string& text, int64_t num_nodes);
-
 }  // namespace tessera

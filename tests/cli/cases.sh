@@ -8,7 +8,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/tessera-cli-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-expect_error() { bash "$here/expect_error.sh" "$@"; }
+# A failed expectation ends the case: later lines must not hide it.
+expect_error() { bash "$here/expect_error.sh" "$@" || exit 1; }
 fixture() { python3 "$SOURCE_DIR/tests/fixtures/make_ogb_fixture.py" "$work/ds" "$@" >/dev/null || exit 1; }
 good_h5() { fixture; "$TESSERA" prep ogb "$work/ds" -o "$work/g.h5" >/dev/null || exit 1; }
 mpi() { $MPIEXEC -n "$@"; }
@@ -130,8 +131,6 @@ case "$case_name" in
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 --grid 2x2x1
     expect_error "grid '0x2x1': every axis must be at least 1" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 --grid 0x2x1
-    expect_error "the 3D trainer supports --model gcn" "-" -- \
-      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 --grid 1x2x1 --model sage
     "$TESSERA" prep synth --nodes 3 --edges 3 --classes 1 --train-fraction 1 --valid-fraction 0 -o three.h5 >/dev/null || exit 1
     expect_error "grid 1x1x4 has more ranks than the graph has nodes \(3\)" "-" -- \
       $MPIEXEC -n 4 "$TESSERA" train --data three.h5 --epochs 2 --grid 1x1x4 ;;
@@ -146,9 +145,15 @@ case "$case_name" in
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x2 --batch-size 100000
     expect_error "--grid 2x2x1x1 has 4 ranks but the job has 2" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x2x1x1 --batch-size 10
-    expect_error "--checkpoint is supported in full-graph mode only" "-" -- \
-      "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1 --batch-size 10 --checkpoint ck
-    expect_error "--comm-dtype: expected f32 or bf16, got 'fp8'" "-" -- "$TESSERA" train --data g.h5 --comm-dtype fp8 ;;
+    expect_error "--comm-dtype: expected f32 or bf16, got 'fp8'" "-" -- "$TESSERA" train --data g.h5 --comm-dtype fp8
+    expect_error "--kernels must be auto, host, team or vendor, not 'gpu'" "-" -- "$TESSERA" train --data g.h5 --kernels gpu
+    expect_error "kernel path 'vendor' has no SpMM kernel in this build" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --kernels vendor --epochs 1
+    expect_error "--patience must not be negative, not -1" "-" -- "$TESSERA" train --data g.h5 --patience -1
+    expect_error "nodir/p.txt: cannot write predictions \(No such file or directory\)" "nodir" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x2 --batch-size 10 --save-predictions nodir/p.txt
+    expect_error "nodir/e.h5: cannot write embeddings \(No such file or directory\)" "nodir" -- \
+      "$TESSERA" train --data g.h5 --save-embeddings nodir/e.h5 ;;
   bad_train_sampled)
     good_h5
     expect_error "--parts 1000 is more than the graph's [0-9]+ nodes" "-" -- "$TESSERA" partition --data g.h5 --parts 1000
@@ -172,7 +177,7 @@ case "$case_name" in
       "$TESSERA" train --data g.h5 --mode sampled --simulate-network 25
     expect_error "--batch-size: --mode sampled takes a count of seeds per rank, not '0.5'" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --batch-size 0.5
-    expect_error "--mode sampled does not write or resume checkpoints" "-" -- \
+    expect_error "ck/checkpoint.h5: cannot write checkpoints \(No such file or directory\)" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --checkpoint ck ;;
   train_cora_sampled)
     [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
@@ -222,6 +227,48 @@ case "$case_name" in
     for phase in '"spmm":{"max_over_mean"' '"gemm":{"max_over_mean"' '"forward allreduce a":{' '"loss":{'; do
       grep -qF "$phase" m.jsonl || { echo "FAILED: no per-phase timing $phase in the metrics"; exit 1; }
     done ;;
+  train_config)
+    good_h5
+    printf 'data = "g.h5"\nhidden = 8\nepochs = 3\nquiet = true\nmetrics = "m.jsonl"\nmodel = "sage"\n' > run.toml
+    out=$("$TESSERA" train --config run.toml --epochs 5) || exit 1
+    echo "$out"
+    [ "$(wc -l < m.jsonl)" -eq 5 ] || { echo "FAILED: the command line's --epochs 5 should win over the file's 3"; exit 1; }
+    "$TESSERA" train --config run.toml --print-config > effective.toml || exit 1
+    cat effective.toml
+    for want in 'data="g.h5"' 'hidden=8' 'epochs=3' 'model="sage"' 'lr=0.01'; do
+      grep -qF "$want" effective.toml || { echo "FAILED: --print-config lacks $want"; exit 1; }
+    done
+    rm m.jsonl
+    "$TESSERA" train --config effective.toml >/dev/null || exit 1
+    [ "$(wc -l < m.jsonl)" -eq 3 ] || { echo "FAILED: the printed configuration does not reproduce the run"; exit 1; }
+    printf '[train]\ndata = "g.h5"\nepochs = 2\nquiet = true\n' > section.toml
+    "$TESSERA" train --config section.toml | grep -q "over 2 epochs" || { echo "FAILED: [train] section"; exit 1; }
+    printf 'data = "g.h5"\nbogus = 3\n' > bad.toml
+    expect_error "bad.toml: unknown option 'bogus'" "-" -- $MPIEXEC -n 2 "$TESSERA" train --config bad.toml
+    expect_error "missing.toml: cannot read the configuration file" "-" -- "$TESSERA" train --config missing.toml ;;
+  train_outputs_every_mode)
+    good_h5
+    mpi 2 "$TESSERA" partition --data g.h5 --parts 2 >/dev/null || exit 1
+    nodes=$(h5dump -H -d /node/labels g.h5 | grep -oE 'DATASPACE  SIMPLE \{ \( [0-9]+' | grep -oE '[0-9]+$')
+    run() {  # MODE RANKS ARGS...: checkpoint, predictions and embeddings, then a resume
+      local name=$1 ranks=$2; shift 2
+      rm -rf ck && mkdir ck
+      out=$(mpi "$ranks" "$TESSERA" train --data g.h5 --hidden 12 --epochs 4 --checkpoint ck --save-predictions p.txt \
+        --save-embeddings e.h5 "$@") || { echo "$out"; echo "FAILED: $name"; exit 1; }
+      [ -f ck/checkpoint.h5 ] || { echo "FAILED: $name wrote no checkpoint"; exit 1; }
+      [ "$(wc -l < p.txt)" -eq "$nodes" ] || { echo "FAILED: $name predictions"; exit 1; }
+      grep -qvE '^[0-2]$' p.txt && { echo "FAILED: $name predicted a class outside [0, 3)"; exit 1; }
+      h5dump -H -d /embeddings e.h5 | grep -qF "( $nodes, 12 )" || { echo "FAILED: $name embeddings shape"; exit 1; }
+      out=$(mpi "$ranks" "$TESSERA" train --data g.h5 --hidden 12 --epochs 6 --checkpoint ck --resume "$@") ||
+        { echo "$out"; echo "FAILED: $name resume"; exit 1; }
+      grep -q "resumed from ck/checkpoint.h5 after epoch 4" <<<"$out" && grep -q "^epoch    6" <<<"$out" ||
+        { echo "$out"; echo "FAILED: $name resume"; exit 1; }
+      echo "ok: $name"
+    }
+    run "one rank" 1
+    run "3D grid sage" 2 --grid 1x2x1 --model sage
+    run "minibatch" 2 --mode minibatch --grid 2x1x1x1 --batch-size 0.5 --norm batch
+    run "sampled sage" 2 --mode sampled --model sage --batch-size 4 ;;
   bench_smoke)
     out=$("$TESSERA" bench spmm --nodes 2000 --degree 5 --widths 8,33 --repeat 2 && "$TESSERA" bench gemm --m 300 --n 20 \
       --k 30 --repeat 2 && "$TESSERA" bench stream --elements 100000 --repeat 2) || exit 1

@@ -11,7 +11,7 @@
 
 #include "tessera/comm/communicator.hpp"
 #include "tessera/graph/synth.hpp"
-#include "tessera/models/trainer.hpp"
+#include "tessera/models/train.hpp"
 
 namespace tessera::fixtures {
 

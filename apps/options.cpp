@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "options.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::app {
+
+GridShape parse_grid(const std::string& text) {
+  std::vector<int> parts;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, 'x')) {
+    size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    require(!part.empty() && used == part.size(), "grid '", text, "': '", part,
+            "' is not a number (expected XxYxZ or DxXxYxZ, e.g. 2x2x2)");
+    require(value > 0, "grid '", text, "': every axis must be at least 1");
+    parts.push_back(value);
+  }
+  require(parts.size() == 3 || parts.size() == 4, "grid '", text,
+          "': expected 3 axes (XxYxZ) or 4 (DxXxYxZ), got ", parts.size());
+  GridShape s;
+  if (parts.size() == 4) s.d = parts[0];
+  const size_t o = parts.size() - 3;
+  s.x = parts[o];
+  s.y = parts[o + 1];
+  s.z = parts[o + 2];
+  return s;
+}
+
+void parse_minibatch_size(const std::string& text, MinibatchOptions& options) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  require(!text.empty() && end && *end == '\0' && std::isfinite(value) && value > 0,
+          "--batch-size: expected a count or a fraction of the nodes, got '", text, "'");
+  if (text.find_first_of(".eE") != std::string::npos) {
+    require(value <= 1.0, "--batch-size: a fraction must be at most 1, got ", text);
+    options.batch_size = 0;
+    options.batch_fraction = value;
+  } else {
+    options.batch_size = int64_t(value);
+    options.batch_fraction = 0;
+  }
+}
+
+int64_t parse_seed_count(const std::string& text) {
+  char* end = nullptr;
+  const long long b = std::strtoll(text.c_str(), &end, 10);
+  require(!text.empty() && *end == '\0' && b >= 1,
+          "--batch-size: --mode sampled takes a count of seeds per rank, not '", text, "'");
+  return b;
+}
+
+std::vector<int> parse_fanouts(const std::string& text) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long value = std::strtol(item.c_str(), &end, 10);
+    require(!item.empty() && *end == '\0' && (value >= 1 || value == -1) && value <= 1000000,
+            "--fanouts: expected positive integers (or -1 for all neighbours) separated by commas, e.g. "
+            "15,10,5; got '",
+            text, "'");
+    out.push_back(int(value));
+    at = comma + 1;
+  }
+  return out;
+}
+
+SimulatedNetwork parse_network(const std::string& text) {
+  SimulatedNetwork n;
+  if (text.empty()) return n;
+  const size_t comma = text.find(',');
+  char* end = nullptr;
+  bool ok = comma != std::string::npos;
+  double lat_us = 0, gbps = 0;
+  if (ok) {
+    const std::string a = text.substr(0, comma), b = text.substr(comma + 1);
+    lat_us = std::strtod(a.c_str(), &end);
+    ok = !a.empty() && *end == '\0';
+    gbps = std::strtod(b.c_str(), &end);
+    ok = ok && !b.empty() && *end == '\0';
+  }
+  require(
+      ok && std::isfinite(lat_us) && std::isfinite(gbps) && lat_us >= 0 && gbps > 0,
+      "--simulate-network: expected LAT_US,GBPS (microseconds, gigabytes per second > 0), e.g. 2,25; got '",
+      text, "'");
+  n.latency_s = lat_us * 1e-6;
+  n.bytes_per_s = gbps * 1e9;
+  return n;
+}
+
+namespace {
+// The value whose name is `name` among `values`, or an error listing the names.
+template <class Enum, size_t N>
+Enum by_name(const std::string& flag, const std::string& name,
+             const std::pair<const char*, Enum> (&values)[N], const char* expected) {
+  for (const auto& [text, value] : values)
+    if (name == text) return value;
+  fail(flag, " must be ", expected, ", not '", name, "'");
+}
+}  // namespace
+
+TrainMode parse_mode(const std::string& name) {
+  static const std::pair<const char*, TrainMode> v[] = {
+      {"full", TrainMode::Full}, {"minibatch", TrainMode::Minibatch}, {"sampled", TrainMode::Sampled}};
+  for (const auto& [text, value] : v)
+    if (name == text) return value;
+  fail("--mode: expected full, minibatch or sampled, got '", name, "'");
+}
+
+ModelKind parse_model_kind(const std::string& name) {
+  static const std::pair<const char*, ModelKind> v[] = {{"gcn", ModelKind::Gcn}, {"sage", ModelKind::Sage}};
+  return by_name("--model", name, v, "gcn or sage");
+}
+
+NormKind parse_norm(const std::string& name) {
+  static const std::pair<const char*, NormKind> v[] = {
+      {"none", NormKind::None}, {"batch", NormKind::Batch}, {"rms", NormKind::Rms}};
+  return by_name("--norm", name, v, "none, batch or rms");
+}
+
+OptimizerKind parse_optimizer(const std::string& name) {
+  static const std::pair<const char*, OptimizerKind> v[] = {{"adam", OptimizerKind::Adam},
+                                                            {"adamw", OptimizerKind::AdamW}};
+  return by_name("--optimizer", name, v, "adam or adamw");
+}
+
+PermuteMode parse_permute_mode(const std::string& name) {
+  static const std::pair<const char*, PermuteMode> v[] = {
+      {"none", PermuteMode::None}, {"single", PermuteMode::Single}, {"double", PermuteMode::Double}};
+  return by_name("--permute", name, v, "none, single or double");
+}
+
+CommDtype parse_comm_dtype(const std::string& name) {
+  if (name == "f32" || name == "fp32") return CommDtype::F32;
+  if (name == "bf16") return CommDtype::Bf16;
+  fail("--comm-dtype: expected f32 or bf16, got '", name, "'");
+}
+
+KernelPath parse_kernel_path(const std::string& name) {
+  static const std::pair<const char*, KernelPath> v[] = {{"auto", KernelPath::Auto},
+                                                         {"host", KernelPath::Host},
+                                                         {"team", KernelPath::Team},
+                                                         {"vendor", KernelPath::Vendor}};
+  return by_name("--kernels", name, v, "auto, host, team or vendor");
+}
+
+PrefetchPolicy parse_prefetch_policy(const std::string& name) {
+  static const std::pair<const char*, PrefetchPolicy> v[] = {{"none", PrefetchPolicy::None},
+                                                             {"static", PrefetchPolicy::Static},
+                                                             {"periodic", PrefetchPolicy::Periodic},
+                                                             {"adaptive", PrefetchPolicy::Adaptive},
+                                                             {"external", PrefetchPolicy::External}};
+  return by_name("--prefetch-policy", name, v, "none, static, periodic, adaptive or external");
+}
+
+PartitionMethod parse_partition_method(const std::string& name) {
+  static const std::pair<const char*, PartitionMethod> v[] = {{"metis", PartitionMethod::Metis},
+                                                              {"random", PartitionMethod::Random}};
+  return by_name("--method", name, v, "metis or random");
+}
+
+}  // namespace tessera::app

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Every string the command line (and its TOML configuration) gives is parsed here, into the library's
+// typed options; the library itself never parses a flag. Each parser throws Error naming the flag.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/comm/grid_shape.hpp"
+#include "tessera/comm/reduced_precision.hpp"
+#include "tessera/comm/simulated_network.hpp"
+#include "tessera/graph/partition.hpp"
+#include "tessera/graph/permutation.hpp"
+#include "tessera/kernels/kernel_path.hpp"
+#include "tessera/models/train.hpp"
+#include "tessera/prefetch/controller.hpp"
+
+namespace tessera::app {
+
+/// "XxYxZ" (d = 1) or "DxXxYxZ", every axis >= 1.
+GridShape parse_grid(const std::string& text);
+/// --mode minibatch --batch-size: a count ("1024") or a fraction of the nodes ("0.25"), into `options`.
+void parse_minibatch_size(const std::string& text, MinibatchOptions& options);
+/// --mode sampled --batch-size: a count of seeds per rank.
+int64_t parse_seed_count(const std::string& text);
+/// "15,10,5": one fanout per layer, input layer first; -1 = every neighbour.
+std::vector<int> parse_fanouts(const std::string& text);
+/// "LAT_US,GBPS" (empty: off).
+SimulatedNetwork parse_network(const std::string& text);
+
+/// full, minibatch or sampled.
+TrainMode parse_mode(const std::string& name);
+/// gcn or sage.
+ModelKind parse_model_kind(const std::string& name);
+/// none, batch or rms.
+NormKind parse_norm(const std::string& name);
+/// adam or adamw.
+OptimizerKind parse_optimizer(const std::string& name);
+/// none, single or double.
+PermuteMode parse_permute_mode(const std::string& name);
+/// f32 (fp32) or bf16.
+CommDtype parse_comm_dtype(const std::string& name);
+/// auto, host, team or vendor.
+KernelPath parse_kernel_path(const std::string& name);
+/// none, static, periodic, adaptive or external.
+PrefetchPolicy parse_prefetch_policy(const std::string& name);
+/// metis or random.
+PartitionMethod parse_partition_method(const std::string& name);
+
+}  // namespace tessera::app

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Where a Trainer's steps come from (DESIGN §9). A batch source knows its mode's data and how it is split:
+// the full graph (one step per epoch), uniform vertex mini-batches on the 4D grid (DESIGN §5), or
+// partition-parallel neighbour samples with the prefetch cache (DESIGN §6). It gives each step's batch,
+// says how this replica's loss counts in the mean the gradients follow, evaluates, and writes per-node
+// outputs; the Trainer's epoch loop is the same for all of them.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/communicator.hpp"
+#include "tessera/models/sequential.hpp"
+#include "tessera/parallel3d/loss3d.hpp"
+
+namespace tessera {
+
+/// One training step's data on this rank.
+struct Batch {
+  const GraphBatch* graph = nullptr;  ///< the graph views of every graph layer (owned by the source)
+  Matrix<const float> input;          ///< the input block (its rows: graph->input)
+  Vector<const int64_t> labels;       ///< the label of each logits row (-1: unlabeled or padding)
+  Vector<const uint8_t> mask;         ///< the logits rows the loss covers
+};
+
+/// Accuracies of one evaluation.
+struct Accuracy {
+  double train = 0;  ///< on the training nodes
+  double valid = 0;  ///< on the validation nodes
+  double test = 0;   ///< on the test nodes
+};
+
+/// Where per-node outputs go (empty: not written).
+struct NodeOutputPaths {
+  std::string predictions;  ///< text, one predicted class per node
+  std::string embeddings;   ///< HDF5 /embeddings [nodes, width]: the last hidden representation
+};
+
+/// A mode's data, as the Trainer sees it.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  /// One line about the data for the log.
+  virtual std::string describe() const = 0;
+  /// Steps in an epoch.
+  virtual int64_t steps_per_epoch() const = 0;
+  /// Nodes of the graph.
+  virtual int64_t num_nodes() const = 0;
+  /// The batch of (epoch, step). Asked in order, from the first epoch of the run on; valid until the next
+  /// call (a source may prepare the next batch meanwhile).
+  virtual const Batch& batch(int64_t epoch, int64_t step) = 0;
+  /// The key of a step's dropout masks (PassInfo::epoch): distinct per step and replica.
+  virtual int64_t pass_key(int64_t epoch, int64_t step) const = 0;
+  /// Collective over the replicas: the factor on this replica's summed loss, given the rows it covered
+  /// (counted over its 3D grid), so that the gradients summed over the replicas are those of the mean the
+  /// mode trains on.
+  virtual double loss_weight(int64_t count) = 0;
+  /// The data-parallel replicas: gradients are summed over it, buffers averaged (one rank: itself).
+  virtual const Communicator& replicas() const = 0;
+  /// After each training step's forward (sources that measure training accuracy on the steps do it here).
+  virtual void observe(const Matrix<const float>& logits, const Batch& batch, const LogitsLayout& layout) {
+    (void)logits, (void)batch, (void)layout;
+  }
+  /// Collective: the model's accuracies after `epoch` (evaluation passes).
+  virtual Accuracy evaluate(Model& model, int64_t epoch) = 0;
+  /// Collective: every node's predicted class and last hidden representation, to the paths not empty.
+  virtual void write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) = 0;
+  /// Collective: this step's metrics to add to a per-step JSON line (null: the mode writes no step lines).
+  virtual nlohmann::json step_metrics() { return nullptr; }
+  /// Collective: this epoch's metrics to add to its JSON line, and extra console lines.
+  virtual nlohmann::json epoch_metrics(std::vector<std::string>& lines) {
+    (void)lines;
+    return nlohmann::json::object();
+  }
+};
+
+}  // namespace tessera

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/full_graph.hpp"
+
+#include "tessera/models/node_outputs.hpp"
+
+namespace tessera {
+
+namespace {
+
+LogitsLayout logits_of(const Model& model) {
+  const ActivationLayout& out = model.output_layout();
+  return LogitsLayout{&model.grid().axis(out.rows_axis), &model.grid().axis(out.cols_axis), out.col_begin,
+                      out.width};
+}
+
+}  // namespace
+
+Accuracy evaluate_full_graph(Model& model, const Graph3D& graph, const GraphBatch& batch, int64_t epoch) {
+  const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
+  const LogitsLayout layout = logits_of(model);
+  const Vector<const int64_t> pred = argmax_3d(layout, logits);
+  auto accuracy = [&](const Vector<uint8_t>& mask) {
+    const auto [hits, n] = count_matches_3d(layout, pred, graph.labels, mask);
+    return n > 0 ? double(hits) / double(n) : 0.0;
+  };
+  return Accuracy{accuracy(graph.train), accuracy(graph.valid), accuracy(graph.test)};
+}
+
+void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBatch& batch, int64_t epoch,
+                              const NodeOutputPaths& paths, const Communicator& world) {
+  const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
+  const GridCoords& me = model.grid().coords();
+  if (!paths.predictions.empty()) {
+    const ActivationLayout& out = model.output_layout();
+    const Vector<int64_t> pred = argmax_3d(logits_of(model), logits);  // agreed over the classes' axis
+    NodeClasses mine;
+    if (me.d == 0 && me.get(out.replica_axis) == 0 && me.get(out.cols_axis) == 0) {
+      const LayerGraph& rows = batch.layers.back();
+      const auto ids = Kokkos::create_mirror_view_and_copy(HostSpace(), rows.output_ids);
+      const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), pred);
+      for (int64_t i = 0; i < rows.valid_rows; ++i)
+        mine.nodes.push_back(ids(i)), mine.classes.push_back(host(i));
+    }
+    write_predictions(world, paths.predictions, graph.layout.num_nodes(), mine);
+  }
+  if (!paths.embeddings.empty()) {
+    const ActivationLayout& at = model.embeddings_layout();
+    NodeRowBlock mine;
+    mine.col_begin = at.col_begin;
+    mine.cols = at.local_cols;
+    if (me.d == 0 && me.get(at.replica_axis) == 0) {
+      const LayerGraph& rows = rows_at(batch, at);
+      const auto ids = Kokkos::create_mirror_view_and_copy(HostSpace(), rows.output_ids);
+      const auto x = Kokkos::create_mirror_view_and_copy(HostSpace(), model.embeddings());
+      for (int64_t i = 0; i < rows.valid_rows; ++i) {
+        mine.nodes.push_back(ids(i));
+        for (int64_t j = 0; j < mine.cols; ++j) mine.values.push_back(x(i, j));
+      }
+    }
+    write_embeddings(world, paths.embeddings, graph.layout.num_nodes(), at.width, mine, model.describe(),
+                     epoch + 1);
+  }
+}
+
+FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
+                                 bool self_blocks)
+    : graph_(graph), grid_(grid), world_(world), views_(full_graph_batch(graph, self_blocks)) {
+  batch_ = Batch{&views_, graph.features, graph.labels, graph.train};
+}
+
+std::string FullGraphSource::describe() const {
+  return "full graph on grid " + grid_.shape().str();
+}
+
+const Batch& FullGraphSource::batch(int64_t, int64_t) {
+  return batch_;
+}
+
+Accuracy FullGraphSource::evaluate(Model& model, int64_t epoch) {
+  return evaluate_full_graph(model, graph_, views_, epoch);
+}
+
+void FullGraphSource::write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) {
+  write_full_graph_outputs(model, graph_, views_, epoch, paths, world_);
+}
+
+}  // namespace tessera

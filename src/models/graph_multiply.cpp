@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/graph_multiply.hpp"
+
+#include "tessera/core/error.hpp"
+#include "tessera/models/random_streams.hpp"
+
+namespace tessera {
+
+namespace {
+
+// The leading `rows` rows of `capacity`, which grows (with headroom, for batches of varying size) when it
+// is too small. Returns whether it was reallocated.
+bool fit(Matrix<float>& capacity, Matrix<float>& view, const char* name, int64_t rows, int64_t cols) {
+  bool grown = false;
+  if (int64_t(capacity.extent(0)) < rows || int64_t(capacity.extent(1)) != cols) {
+    capacity = Matrix<float>(std::string(name), size_t(rows + rows / 4), size_t(cols));
+    grown = true;
+  }
+  view = Kokkos::subview(capacity, std::make_pair(int64_t(0), rows), Kokkos::ALL());
+  return grown;
+}
+
+std::vector<std::string> default_names(const std::vector<Term>& terms) {
+  if (terms.size() == 1) return {"weight"};
+  std::vector<std::string> out;
+  for (Term t : terms) out.push_back(t == Term::Aggregate ? "neighbour_weight" : "root_weight");
+  return out;
+}
+
+}  // namespace
+
+GraphMultiply::GraphMultiply(LayerSlot& slot, int64_t out_width, MultiplyOptions options)
+    : options_(std::move(options)), in_(slot.layout()) {
+  require(!options_.terms.empty() && options_.terms.size() <= 2 &&
+              (options_.terms.size() == 1 || options_.terms[0] != options_.terms[1]),
+          "a graph layer has one or two distinct terms");
+  if (options_.weight_names.empty()) options_.weight_names = default_names(options_.terms);
+  require(options_.weight_names.size() == options_.terms.size(), "one weight name per term");
+  const GridShape& shape = slot.grid().shape();
+  const GridCoords& me = slot.grid().coords();
+  layer_ = slot.take_graph_layer(out_width);
+  for (Term t : options_.terms)
+    if (t == Term::Self) slot.request_self_blocks();
+  out_ = slot.layout();
+  const AxisRoles roles = roles_for_layer(layer_);
+  const RunOptions& run = slot.run();
+  comms_ = layer_comms(slot.grid(), layer_, run.overlap_chunks, slot.timers(), run.comm_dtype, run.kernels);
+  // Only layer 0 can be fed a cached input (its features), whatever the caller says.
+  options_.cached_input = options_.cached_input && layer_ == 0;
+  transform_first_ = transforms_first(layer_, in_.width, out_width, shape, options_.cached_input);
+  in_b_ = padded_width(in_.width, shape) / shape.extent(roles.b);
+  // A transform-first W block holds every output column (replicated over a as well as c).
+  w_cols_ = transform_first_ ? padded_width(out_width, shape) : out_.local_cols;
+  const int64_t block = in_b_ * w_cols_, terms = int64_t(options_.terms.size());
+  values_ = Vector<float>("layer" + std::to_string(layer_) + ".weights", size_t(terms * block));
+  grads_ = Vector<float>("layer" + std::to_string(layer_) + ".weight_grads", size_t(terms * block));
+  const bool owner = me.get(roles.c) == 0 && me.d == 0 && (!transform_first_ || me.get(roles.a) == 0);
+  const BlockPlacement at{in_.col_begin, transform_first_ ? 0 : out_.col_begin, in_.width, out_width, owner};
+  for (int64_t t = 0; t < terms; ++t) {
+    const auto range = std::make_pair(t * block, (t + 1) * block);
+    weights_.emplace_back("layer" + std::to_string(layer_) + "." + options_.weight_names[size_t(t)], in_b_,
+                          w_cols_, true, Kokkos::subview(values_, range), Kokkos::subview(grads_, range));
+    placements_.push_back(at);
+    const uint64_t stream =
+        (options_.terms[size_t(t)] == Term::Aggregate ? streams::kWeight : streams::kRootWeight) +
+        uint64_t(layer_);
+    glorot_init(weights_.back(), at, slot.seed(), stream);
+  }
+}
+
+std::vector<ParameterRef> GraphMultiply::parameters() {
+  std::vector<ParameterRef> out;
+  for (size_t t = 0; t < weights_.size(); ++t) out.push_back({&weights_[t], placements_[t]});
+  return out;
+}
+
+Matrix<const float> GraphMultiply::weights() const {
+  return Matrix<const float>(values_.data(), weights_.size() * size_t(in_b_), size_t(w_cols_));
+}
+
+Matrix<float> GraphMultiply::weight_grads() const {
+  return Matrix<float>(grads_.data(), weights_.size() * size_t(in_b_), size_t(w_cols_));
+}
+
+LayerOperators GraphMultiply::operators(const LayerGraph& graph) const {
+  LayerOperators ops;
+  for (Term t : options_.terms) {
+    const AdjacencyBlock* block = t == Term::Aggregate ? graph.adjacency : graph.self;
+    require(
+        block != nullptr, "graph layer ", layer_, ": the batch has no ",
+        t == Term::Aggregate ? "adjacency block" : "self block (build it with the model's self blocks on)");
+    (t == Term::Aggregate ? ops.aggregate : ops.self) = block;
+  }
+  return ops;
+}
+
+Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphBatch& batch) {
+  require(size_t(layer_) < batch.layers.size(), "graph layer ", layer_, ": the batch has only ",
+          batch.layers.size(), " graph layers");
+  const LayerGraph& graph = batch.layers[size_t(layer_)];
+  ops_ = operators(graph);
+  const CsrMatrix<float, DeviceSpace>& a = ops_.terms().front()->forward.matrix();
+  require(int64_t(in.extent(0)) == a.num_cols && int64_t(in.extent(1)) == in_b_, "graph layer ", layer_,
+          ": the input block is ", in.extent(0), "x", in.extent(1), ", expected ", a.num_cols, "x", in_b_);
+  rows_in_ = a.num_cols;
+  rows_out_ = a.num_rows;
+  input_ = in;
+  const int64_t terms = int64_t(options_.terms.size());
+  Matrix<float> out;
+  fit(out_buffer_, out, "multiply.out", rows_out_, out_.local_cols);
+  if (transform_first_) {
+    Matrix<float> t, y;
+    fit(t_, t, "multiply.t", terms * rows_in_, w_cols_);
+    if (comms_.a->size() > 1) fit(y_, y, "multiply.y", rows_out_, w_cols_);
+    pmm_forward_transform_first(ops_, comms_, in, weights(), t, y, out);
+    return out;
+  }
+  Matrix<float> agg;
+  const bool grown = fit(agg_, agg, "multiply.agg", terms * rows_out_, in_b_);
+  // A cached input on the static graph is aggregated once; a reallocated buffer lost the aggregation.
+  const bool cacheable = options_.cached_input && graph.is_static;
+  const bool ready = cacheable && !grown && cached_for_ == in.data();
+  pmm_forward(ops_, comms_, in, weights(), agg, out, ready);
+  cached_for_ = cacheable ? in.data() : nullptr;
+  return out;
+}
+
+Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool want_input_grad) {
+  const int64_t terms = int64_t(options_.terms.size());
+  Matrix<float> grad_in;
+  if (want_input_grad) fit(grad_in_, grad_in, "multiply.grad_in", rows_in_, in_b_);
+  if (transform_first_) {
+    // t and y are free in backward: they hold g_t and g_y.
+    Matrix<float> g_t, g_y;
+    fit(t_, g_t, "multiply.t", terms * rows_in_, w_cols_);
+    const int ga = comms_.a->size();
+    if (ga > 1) {
+      fit(y_, g_y, "multiply.y", rows_out_, w_cols_);
+      const size_t gathered = size_t(ga) * size_t(rows_out_ * out_.local_cols);
+      if (gathered_.extent(0) < gathered)
+        gathered_ = Vector<float>("multiply.gathered", gathered + gathered / 4);
+    }
+    pmm_backward_transform_first(ops_, comms_, input_, weights(), grad_out, gathered_, g_y, g_t,
+                                 weight_grads(), want_input_grad, grad_in);
+    return grad_in;
+  }
+  Matrix<float> agg, grad_agg;
+  agg = Kokkos::subview(agg_, std::make_pair(int64_t(0), terms * rows_out_), Kokkos::ALL());
+  if (want_input_grad) fit(grad_agg_, grad_agg, "multiply.grad_agg", terms * rows_out_, in_b_);
+  pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad, grad_agg, grad_in);
+  return grad_in;
+}
+
+}  // namespace tessera

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/node_outputs.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/graph/graph_file.hpp"
+#include "tessera/graph/hdf5_io.hpp"
+
+namespace tessera {
+
+namespace {
+
+// The rank whose block_range holds node v.
+int owner_of(int64_t v, int64_t n, int ranks) {
+  const int64_t base = n / ranks, extra = n % ranks;
+  const int64_t split = extra * (base + 1);  // nodes of the ranks with one extra
+  return v < split ? int(v / (base + 1)) : int(extra + (v - split) / std::max<int64_t>(base, 1));
+}
+
+// A temporary name every rank agrees on, and the rename that commits it (rank 0, checked on every rank).
+std::string temporary_name(const Communicator& comm, const std::string& path) {
+  int64_t pid = getpid();
+  broadcast(comm, &pid, 1, 0, "outputs");
+  return path + ".tmp-" + std::to_string(pid);
+}
+
+void commit(const Communicator& comm, const std::string& temp, const std::string& path) {
+  comm.run_on(0, [&] {
+    require_os(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename the output");
+  });
+}
+
+}  // namespace
+
+void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,
+                       const NodeClasses& mine) {
+  const int p = comm.size();
+  std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
+  for (size_t k = 0; k < mine.nodes.size(); ++k) {
+    std::vector<int64_t>& bucket = buckets[size_t(owner_of(mine.nodes[k], num_nodes, p))];
+    bucket.insert(bucket.end(), {mine.nodes[k], mine.classes[k]});
+  }
+  const std::vector<int64_t> got = exchange_buckets(comm, buckets, "outputs");
+  const auto [begin, end] = block_range(num_nodes, comm.rank(), p);
+  std::vector<int64_t> classes(size_t(end - begin), -1);
+  for (size_t k = 0; k < got.size(); k += 2) classes[size_t(got[k] - begin)] = got[k + 1];
+  std::string text;
+  for (int64_t c : classes) text += std::to_string(c) + '\n';
+  // Each rank writes its lines at the offset the lower ranks' lines end at.
+  const int64_t bytes = int64_t(text.size());
+  std::vector<int64_t> sizes(static_cast<size_t>(p));
+  all_gather(comm, &bytes, 1, sizes.data(), "outputs");
+  int64_t offset = 0;
+  for (int r = 0; r < comm.rank(); ++r) offset += sizes[size_t(r)];
+  const std::string temp = temporary_name(comm, path);
+  MPI_File file;
+  const int opened =
+      MPI_File_open(comm.get(), temp.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
+  comm.check(opened == MPI_SUCCESS, path + ": cannot write predictions");
+  check_mpi(MPI_File_set_size(file, 0), "MPI_File_set_size");
+  MPI_Status status;
+  const int wrote = MPI_File_write_at_all(file, offset, text.data(),
+                                          mpi_count(bytes, "MPI_File_write_at_all"), MPI_CHAR, &status);
+  MPI_File_close(&file);
+  comm.check(wrote == MPI_SUCCESS, path + ": writing predictions failed (disk full?)");
+  commit(comm, temp, path);
+}
+
+void write_embeddings(const Communicator& comm, const std::string& path, int64_t num_nodes, int64_t width,
+                      const NodeRowBlock& mine, const std::string& model, int64_t epoch) {
+  const int p = comm.size();
+  const int64_t real = std::max<int64_t>(0, std::min(mine.cols, width - mine.col_begin));  // padding dropped
+  std::vector<std::vector<int64_t>> heads(static_cast<size_t>(p));
+  std::vector<std::vector<float>> rows(static_cast<size_t>(p));
+  for (size_t k = 0; k < mine.nodes.size(); ++k) {
+    const size_t to = size_t(owner_of(mine.nodes[k], num_nodes, p));
+    heads[to].insert(heads[to].end(), {mine.nodes[k], mine.col_begin, real});
+    const float* row = mine.values.data() + k * size_t(mine.cols);
+    rows[to].insert(rows[to].end(), row, row + real);
+  }
+  const std::vector<int64_t> got_heads = exchange_buckets(comm, heads, "outputs");
+  const std::vector<float> got_rows = exchange_buckets(comm, rows, "outputs");
+  const auto [begin, end] = block_range(num_nodes, comm.rank(), p);
+  std::vector<float> table(size_t((end - begin) * width), 0.0f);
+  size_t at = 0;
+  for (size_t k = 0; k < got_heads.size(); k += 3) {
+    float* row = table.data() + (got_heads[k] - begin) * width + got_heads[k + 1];
+    for (int64_t j = 0; j < got_heads[k + 2]; ++j) row[j] = got_rows[at++];
+  }
+  prepare_hdf5();
+  const std::string temp = temporary_name(comm, path);
+  comm.run_on(0, [&] {
+    std::FILE* probe = std::fopen(temp.c_str(), "wb");
+    require_os(probe != nullptr, path, ": cannot write embeddings");
+    std::fclose(probe);
+  });
+  {
+    H5Handle file = h5_create_file(comm, temp);
+    h5_write_attr(file.get(), "format", std::string("tessera-embeddings"));
+    h5_write_attr(file.get(), "model", model);
+    h5_write_attr(file.get(), "epoch", epoch);
+    H5Handle data =
+        h5_create_dataset(file.get(), "/embeddings", H5T_IEEE_F32LE, {num_nodes, width}, 0, false);
+    h5_write_rows(data.get(), H5T_NATIVE_FLOAT, begin, end - begin, table.data());
+  }
+  commit(comm, temp, path);
+}
+
+}  // namespace tessera

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Per-node outputs of a trained model, written in global node order by the ranks that hold them (any rows,
+// in any order, each node from exactly one rank): a predicted class per node as text, one per line, and a
+// row of floats per node (its embedding) as HDF5. Rows first move to the rank whose block of node ids
+// they fall in; every rank then writes its own part of the file (MPI-IO for the text, parallel HDF5 for
+// the embeddings), so no rank holds every node. Files are written under a temporary name and renamed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/communicator.hpp"
+
+namespace tessera {
+
+/// This rank's part of the predictions.
+struct NodeClasses {
+  std::vector<int64_t> nodes;    ///< node ids
+  std::vector<int64_t> classes;  ///< predicted class of each
+};
+
+/// This rank's part of an embedding table: rows of `cols` values from global column `col_begin` on.
+struct NodeRowBlock {
+  std::vector<int64_t> nodes;  ///< node id of each row
+  int64_t col_begin = 0;       ///< global column of local column 0
+  int64_t cols = 0;            ///< values per row here (columns past the table's width are dropped)
+  std::vector<float> values;   ///< nodes.size() x cols, row-major
+};
+
+/// Collective: `path` gets one line per node, its class (-1 for a node no rank sent).
+void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,
+                       const NodeClasses& mine);
+
+/// Collective: `path` gets the HDF5 dataset /embeddings, float32 [num_nodes, width] (zeros where no rank sent
+/// a value), with root attributes format = "tessera-embeddings", model = `model`, epoch = `epoch`.
+void write_embeddings(const Communicator& comm, const std::string& path, int64_t num_nodes, int64_t width,
+                      const NodeRowBlock& mine, const std::string& model, int64_t epoch);
+
+}  // namespace tessera

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/timer.hpp"
+#include "tessera/models/minibatch.hpp"
+#include "tessera/models/node_outputs.hpp"
+#include "tessera/models/sampled.hpp"
+#include "tessera/prefetch/remote_features.hpp"
+#include "tessera/sampling/pipeline.hpp"
+
+namespace tessera {
+
+namespace {
+// Evaluation and the final outputs draw their own neighbourhoods, apart from every training step's keys.
+constexpr int64_t kEvalKeyOffset = int64_t(1) << 40;
+constexpr int64_t kOutputKeyOffset = int64_t(1) << 41;
+
+// Per-step counters summed over ranks in one small all-reduce.
+enum Counter {
+  kSeeds,
+  kCorrect,
+  kRemote,
+  kHits,
+  kFetchedRows,
+  kFetchedBytes,
+  kEvictions,
+  kFetchS,
+  kSampleS,
+  kEvicting,
+  kCounters
+};
+
+template <class T>
+Vector<T> to_device(const std::vector<T>& v, const char* name) {
+  Vector<T> out(std::string(name), v.size());
+  Kokkos::deep_copy(out, HostVector<const T>(v.data(), v.size()));
+  return out;
+}
+
+// The self block of a message-flow block: destination i is source i.
+HostCsr leading_identity(int64_t dst, int64_t src) {
+  HostCsr a;
+  a.num_rows = dst;
+  a.num_cols = src;
+  for (int64_t i = 0; i < dst; ++i) a.col_idx.push_back(i), a.row_ptr.push_back(i + 1);
+  return a;
+}
+}  // namespace
+
+// Everything a step needs from the sampler and the fetch, in plain host memory.
+struct PreparedStep {
+  std::vector<int64_t> seeds, labels;
+  std::vector<SampledBlock> blocks;
+  std::vector<HostCsr> forward, transposed;  // per layer
+  std::vector<float> features;               // blocks[0].src.size() x F
+  FetchStats fetch;
+  bool evicted = false;
+  std::string controller = "none";
+  double sample_s = 0;
+};
+
+struct SampledSource::State {
+  const PartitionedGraph& g;
+  const ProcessGrid& grid;
+  const Communicator& world;
+  SampledOptions o;
+  Normalization normalization;
+  bool self_blocks;
+  uint64_t seed;
+  Communicator worker;  // the worker thread's traffic
+  std::unique_ptr<NeighborSampler> sampler, eval_sampler;
+  std::unique_ptr<RemoteFeatures> fetch, eval_fetch;
+  std::unique_ptr<FeatureCache> cache;
+  std::unique_ptr<PrefetchController> controller;
+  BatchPipeline<PreparedStep> pipeline;
+  std::pair<int64_t, int64_t> requested{-1, -1};
+  int64_t steps = 0, halo_total = 0, fill_bytes = 0;
+  // The step on the device: views over uploaded blocks, features in buffers that grow with headroom.
+  PreparedStep current;
+  GraphBatch views;
+  Matrix<float> x_capacity;
+  Vector<int64_t> labels_capacity;
+  Vector<uint8_t> ones_capacity;
+  Batch batch;
+  int64_t correct = 0;
+  std::vector<double> epoch_sums = std::vector<double>(kCounters, 0.0);
+  double waited_before = 0;
+
+  State(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
+        const SampledOptions& options, Normalization normalization, bool self_blocks, uint64_t seed)
+      : g(graph),
+        grid(grid),
+        world(world),
+        o(options),
+        normalization(normalization),
+        self_blocks(self_blocks),
+        seed(seed),
+        worker(world.dup(false)),
+        pipeline(options.thread) {}
+
+  PreparedStep prepare(const NeighborSampler& s, const RemoteFeatures& f, const std::vector<int64_t>& seeds,
+                       int64_t epoch, int64_t step, bool training);
+  PreparedStep prepare_training(int64_t epoch, int64_t step);
+  void upload(const PreparedStep& p);
+  int64_t correct_on(Model& model, const PreparedStep& p, int64_t epoch);
+};
+
+PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const RemoteFeatures& f,
+                                           const std::vector<int64_t>& seeds, int64_t epoch, int64_t step,
+                                           bool training) {
+  PreparedStep p;
+  Stopwatch watch;
+  p.seeds = seeds;
+  for (int64_t v : seeds) p.labels.push_back(g.labels[size_t(v - g.first)]);
+  p.blocks = s.sample(seeds, epoch, step);
+  for (const SampledBlock& b : p.blocks) {
+    p.forward.push_back(block_operator(b, normalization, g.degree));
+    p.transposed.push_back(transpose(p.forward.back()));
+  }
+  p.sample_s = watch.seconds();
+  FeatureCache* c = training ? cache.get() : nullptr;
+  const int64_t global_step = epoch * steps + step;
+  p.evicted = c && controller->evict(global_step);
+  p.features = f.gather(p.blocks.front().src, c, p.evicted, p.fetch);
+  if (training && controller) {
+    controller->observe(StepObservation{global_step, p.fetch.remote_rows, p.fetch.hits, p.fetch.fetched_rows,
+                                        p.fetch.evictions});
+    p.controller = controller->state();
+  }
+  return p;
+}
+
+PreparedStep SampledSource::State::prepare_training(int64_t epoch, int64_t step) {
+  return prepare(*sampler, *fetch, step_seeds(g.train, g.labels, g.first, seed, epoch, step, steps), epoch,
+                 step, true);
+}
+
+void SampledSource::State::upload(const PreparedStep& p) {
+  views = GraphBatch();
+  for (size_t l = 0; l < p.blocks.size(); ++l) {
+    const SampledBlock& b = p.blocks[l];
+    auto block = std::make_unique<AdjacencyBlock>();
+    block->forward = CsrSpmm<float>(upload_csr(p.forward[l]));
+    block->transpose = CsrSpmm<float>(upload_csr(p.transposed[l]));
+    block->nnz = int64_t(p.forward[l].col_idx.size());
+    views.blocks.push_back(std::move(block));
+    const AdjacencyBlock* adjacency = views.blocks.back().get();
+    const AdjacencyBlock* self = nullptr;
+    if (self_blocks) {
+      auto identity = std::make_unique<AdjacencyBlock>();
+      const HostCsr i = leading_identity(b.num_dst, int64_t(b.src.size()));
+      identity->forward = CsrSpmm<float>(upload_csr(i));
+      identity->transpose = CsrSpmm<float>(upload_csr(transpose(i)));
+      views.blocks.push_back(std::move(identity));
+      self = views.blocks.back().get();
+    }
+    const std::vector<int64_t> dst(b.src.begin(), b.src.begin() + b.num_dst);
+    views.layers.push_back(
+        LayerGraph{adjacency, self, to_device(dst, "sample.dst"), b.num_dst, b.num_dst, false});
+  }
+  const std::vector<int64_t>& inputs = p.blocks.front().src;
+  const auto rows = inputs.size(), width = size_t(g.num_features), seeds = p.labels.size();
+  views.input =
+      LayerGraph{nullptr, nullptr, to_device(inputs, "sample.src"), int64_t(rows), int64_t(rows), false};
+  if (x_capacity.extent(0) < rows)
+    x_capacity =
+        Matrix<float>(Kokkos::ViewAllocateWithoutInitializing("step.features"), rows + rows / 4, width);
+  if (labels_capacity.extent(0) < seeds) {
+    labels_capacity =
+        Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("step.labels"), seeds + seeds / 4);
+    ones_capacity = Vector<uint8_t>("step.mask", seeds + seeds / 4);
+    Kokkos::deep_copy(ones_capacity, uint8_t(1));
+  }
+  const Matrix<float> x(Kokkos::subview(x_capacity, std::make_pair(size_t(0), rows), Kokkos::ALL()));
+  const Vector<int64_t> labels = Kokkos::subview(labels_capacity, std::make_pair(size_t(0), seeds));
+  Kokkos::deep_copy(
+      x, Kokkos::View<const float**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+             p.features.data(), rows, width));
+  Kokkos::deep_copy(labels, HostVector<const int64_t>(p.labels.data(), seeds));
+  batch = Batch{&views, x, labels, Kokkos::subview(ones_capacity, std::make_pair(size_t(0), seeds))};
+}
+
+// Correct predictions of an evaluation forward on a prepared step's seeds (this rank's).
+int64_t SampledSource::State::correct_on(Model& model, const PreparedStep& p, int64_t epoch) {
+  upload(p);
+  const Matrix<const float> logits = model.forward(batch.input, views, PassInfo{false, seed, epoch});
+  const ActivationLayout& out = model.output_layout();
+  const LogitsLayout layout{&grid.axis(out.rows_axis), &grid.axis(out.cols_axis), out.col_begin, out.width};
+  return count_correct_3d(layout, logits, batch.labels, batch.mask).first;
+}
+
+SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
+                             const Communicator& world, const SampledOptions& options, int layers,
+                             Normalization normalization, bool self_blocks, uint64_t seed)
+    : graph_(graph), world_(world) {
+  SampledOptions o = options;
+  if (o.fanouts.empty()) o.fanouts.assign(size_t(layers), 10);
+  std::string invalid;
+  try {
+    require(int(o.fanouts.size()) == layers, "--fanouts lists ", o.fanouts.size(),
+            " layers but the model has ", layers, " (one fanout per layer, input layer first)");
+    for (int f : o.fanouts)
+      require(f >= 1 || f == -1, "--fanouts: expected positive integers or -1, not ", f);
+    require(o.batch_size >= 1, "--batch-size must be at least 1 seed per rank, not ", o.batch_size);
+    require(o.fraction >= 0 && o.fraction <= 1, "--prefetch-fraction must be in [0, 1], not ", o.fraction);
+    require(o.alpha > 0 && o.alpha < 1, "--prefetch-alpha must be in (0, 1), not ", o.alpha);
+    require(o.interval >= 1, "--prefetch-interval must be at least 1, not ", o.interval);
+    require(o.policy == PrefetchPolicy::External || o.agent.empty(),
+            "--prefetch-agent needs --prefetch-policy external");
+    require(o.policy != PrefetchPolicy::External || !o.agent.empty(),
+            "--prefetch-policy external needs --prefetch-agent CMD");
+    require(grid.shape().size() == grid.shape().d,
+            "sampled training runs one replica per rank (grid Px1x1x1)");
+  } catch (const Error& e) {
+    invalid = e.what();
+  }
+  world.check(invalid.empty(), invalid);
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  world.check(!o.thread || provided == MPI_THREAD_MULTIPLE,
+              "--mode sampled prepares each next step on a worker thread that communicates, which needs "
+              "MPI_THREAD_MULTIPLE; this MPI library provides only level " +
+                  std::to_string(provided) + ". Rerun with --no-prefetch-thread");
+  s_ = std::make_unique<State>(graph, grid, world, o, normalization, self_blocks, seed);
+  s_->sampler = std::make_unique<NeighborSampler>(s_->worker, graph, o.fanouts, seed, o.network);
+  s_->eval_sampler = std::make_unique<NeighborSampler>(world, graph, o.fanouts, seed, o.network);
+  s_->fetch = std::make_unique<RemoteFeatures>(s_->worker, graph, o.network);
+  s_->eval_fetch = std::make_unique<RemoteFeatures>(world, graph, o.network);
+  FetchStats fill;
+  const std::vector<int64_t> halo = graph.halo();
+  if (o.policy != PrefetchPolicy::None) {
+    std::vector<int64_t> degree;
+    for (int64_t v : halo) degree.push_back(graph.degree[size_t(v)]);
+    s_->cache = std::make_unique<FeatureCache>(halo, degree, graph.num_features,
+                                               FeatureCacheOptions{o.fraction, o.alpha, o.interval});
+    s_->fetch->fill(*s_->cache, fill);
+    s_->controller = make_controller(ControllerOptions{o.policy, o.interval, o.agent, o.agent_timeout_s,
+                                                       world.rank(), s_->cache->capacity()});
+  }
+  int64_t labeled = 0;
+  for (int64_t v : graph.train) labeled += graph.labels[size_t(v - graph.first)] >= 0;
+  const int64_t most = all_reduce_value(world, labeled, ReduceOp::Max, "load");
+  steps_ = o.steps_per_epoch > 0 ? o.steps_per_epoch
+                                 : std::max<int64_t>(1, (most + o.batch_size - 1) / o.batch_size);
+  s_->steps = steps_;
+  s_->halo_total = all_reduce_value(world, int64_t(halo.size()), ReduceOp::Sum, "load");
+  s_->fill_bytes = all_reduce_value(world, fill.fetched_bytes, ReduceOp::Sum, "load");
+  if (o.network.enabled())
+    log_line("SIMULATED NETWORK (benchmark only): every exchange also waits as long as it would take at " +
+             o.network.describe());
+}
+
+SampledSource::~SampledSource() = default;
+
+std::string SampledSource::describe() const {
+  const SampledOptions& o = s_->o;
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "%lld steps per epoch, %lld seeds per rank; halo %lld rows over all ranks; prefetch %s, "
+                "cache %.0f%% of "
+                "the halo (initial fill %lld B); worker thread %s",
+                (long long)steps_, (long long)o.batch_size, (long long)s_->halo_total,
+                prefetch_policy_name(o.policy), o.policy == PrefetchPolicy::None ? 0.0 : 100 * o.fraction,
+                (long long)s_->fill_bytes, o.thread ? "on" : "off");
+  return line;
+}
+
+const Batch& SampledSource::batch(int64_t epoch, int64_t step) {
+  State& s = *s_;
+  auto request = [&s](int64_t e, int64_t t) {
+    s.pipeline.request([&s, e, t] { return s.prepare_training(e, t); });
+    s.requested = {e, t};
+  };
+  if (s.requested != std::make_pair(epoch, step)) {  // the first step of a run (or a resumed one)
+    if (s.requested.first >= 0) s.pipeline.take();
+    request(epoch, step);
+  }
+  s.current = s.pipeline.take();
+  request(step + 1 < steps_ ? epoch : epoch + 1, (step + 1) % steps_);
+  s.upload(s.current);
+  return s.batch;
+}
+
+double SampledSource::loss_weight(int64_t count) {
+  // The loss is the mean over every rank's seeds.
+  const int64_t total = all_reduce_value(world_, count, ReduceOp::Sum, "step counters");
+  return total > 0 ? 1.0 / double(total) : 0.0;
+}
+
+void SampledSource::observe(const Matrix<const float>& logits, const Batch& batch,
+                            const LogitsLayout& layout) {
+  s_->correct = count_correct_3d(layout, logits, batch.labels, batch.mask).first;
+}
+
+nlohmann::json SampledSource::step_metrics() {
+  const PreparedStep& p = s_->current;
+  std::vector<double> c(kCounters, 0.0);
+  c[kSeeds] = double(p.seeds.size());
+  c[kCorrect] = double(s_->correct);
+  c[kRemote] = double(p.fetch.remote_rows);
+  c[kHits] = double(p.fetch.hits);
+  c[kFetchedRows] = double(p.fetch.fetched_rows);
+  c[kFetchedBytes] = double(p.fetch.fetched_bytes);
+  c[kEvictions] = double(p.fetch.evictions);
+  c[kFetchS] = p.fetch.seconds;
+  c[kSampleS] = p.sample_s;
+  c[kEvicting] = p.evicted ? 1.0 : 0.0;
+  all_reduce(world_, c.data(), int64_t(c.size()), ReduceOp::Sum, "step counters");
+  const SimulatedNetwork& network = s_->o.network;
+  network.delay(network.all_reduce_seconds(gradient_bytes_, world_.size()));
+  for (int k = 0; k < kCounters; ++k) s_->epoch_sums[size_t(k)] += c[size_t(k)];
+  totals_.remote_rows += int64_t(c[kRemote]);
+  totals_.cache_hits += int64_t(c[kHits]);
+  totals_.fetched_rows += int64_t(c[kFetchedRows]);
+  totals_.fetched_bytes += int64_t(c[kFetchedBytes]);
+  totals_.evictions += int64_t(c[kEvictions]);
+  return {{"seeds", int64_t(c[kSeeds])},
+          {"remote_rows", int64_t(c[kRemote])},
+          {"hits", int64_t(c[kHits])},
+          {"hit_rate", c[kRemote] > 0 ? c[kHits] / c[kRemote] : 0.0},
+          {"fetched_rows", int64_t(c[kFetchedRows])},
+          {"fetched_bytes", int64_t(c[kFetchedBytes])},
+          {"fetch_s", c[kFetchS] / world_.size()},
+          {"sample_s", c[kSampleS] / world_.size()},
+          {"evictions", int64_t(c[kEvictions])},
+          {"evicting_ranks", int64_t(c[kEvicting])},
+          {"controller", p.controller}};
+}
+
+nlohmann::json SampledSource::epoch_metrics(std::vector<std::string>& lines) {
+  std::vector<double>& sums = s_->epoch_sums;
+  const double waited = s_->pipeline.waited_seconds() - s_->waited_before;
+  s_->waited_before = s_->pipeline.waited_seconds();
+  nlohmann::json j = {{"mode", "sampled"},
+                      {"policy", prefetch_policy_name(s_->o.policy)},
+                      {"remote_rows", int64_t(sums[kRemote])},
+                      {"hit_rate", sums[kRemote] > 0 ? sums[kHits] / sums[kRemote] : 0.0},
+                      {"fetched_rows", int64_t(sums[kFetchedRows])},
+                      {"fetched_bytes", int64_t(sums[kFetchedBytes])},
+                      {"evictions", int64_t(sums[kEvictions])},
+                      {"fetch_s", sums[kFetchS] / world_.size()},
+                      {"sample_s", sums[kSampleS] / world_.size()},
+                      {"waited_s", waited},
+                      {"simulated_network", s_->o.network.describe()}};
+  char line[256];
+  std::snprintf(
+      line, sizeof(line),
+      "           remote rows %lld, cache hit rate %.3f, fetched %lld rows (%.1f MB), %lld evictions",
+      (long long)sums[kRemote], sums[kRemote] > 0 ? sums[kHits] / sums[kRemote] : 0.0,
+      (long long)sums[kFetchedRows], sums[kFetchedBytes] * 1e-6, (long long)sums[kEvictions]);
+  lines.push_back(line);
+  std::fill(sums.begin(), sums.end(), 0.0);
+  return j;
+}
+
+Accuracy SampledSource::evaluate(Model& model, int64_t epoch) {
+  State& s = *s_;
+  Accuracy a;
+  // "Train" accuracy: the epoch's training steps' own seeds, with dropout (read before epoch_metrics resets).
+  a.train = s.epoch_sums[kSeeds] > 0 ? s.epoch_sums[kCorrect] / s.epoch_sums[kSeeds] : 0.0;
+  auto on = [&](const std::vector<int64_t>& nodes) {
+    const int64_t batch = s.o.batch_size;
+    const int64_t rounds =
+        all_reduce_value(world_, (int64_t(nodes.size()) + batch - 1) / batch, ReduceOp::Max, "eval");
+    int64_t counts[2] = {0, 0};  // correct, labeled
+    for (int64_t r = 0; r < rounds; ++r) {
+      const int64_t begin = std::min<int64_t>(int64_t(nodes.size()), r * batch);
+      const int64_t end = std::min<int64_t>(int64_t(nodes.size()), begin + batch);
+      const std::vector<int64_t> chunk(nodes.begin() + begin, nodes.begin() + end);
+      // Every rank samples and fetches (collectives) even with no nodes of its own left.
+      const PreparedStep p =
+          s.prepare(*s.eval_sampler, *s.eval_fetch, chunk, kEvalKeyOffset + epoch, r, false);
+      if (chunk.empty()) continue;  // the model on one rank runs no collective
+      counts[0] += s.correct_on(model, p, epoch);
+      for (int64_t y : p.labels) counts[1] += y >= 0;
+    }
+    all_reduce(world_, counts, 2, ReduceOp::Sum, "eval");
+    return counts[1] > 0 ? double(counts[0]) / double(counts[1]) : 0.0;
+  };
+  a.valid = on(graph_.valid);
+  a.test = on(graph_.test);
+  return a;
+}
+
+void SampledSource::write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) {
+  State& s = *s_;
+  NodeClasses classes;
+  NodeRowBlock rows;
+  const ActivationLayout& at = model.embeddings_layout();
+  rows.cols = at.local_cols;
+  const int64_t batch = s.o.batch_size;
+  const int64_t rounds =
+      all_reduce_value(world_, (graph_.count + batch - 1) / batch, ReduceOp::Max, "outputs");
+  for (int64_t r = 0; r < rounds; ++r) {
+    std::vector<int64_t> chunk;
+    for (int64_t v = graph_.first + r * batch;
+         v < std::min(graph_.first + graph_.count, graph_.first + (r + 1) * batch); ++v)
+      chunk.push_back(v);
+    const PreparedStep p =
+        s.prepare(*s.eval_sampler, *s.eval_fetch, chunk, kOutputKeyOffset + epoch, r, false);
+    if (chunk.empty()) continue;
+    s.upload(p);
+    const Matrix<const float> logits = model.forward(s.batch.input, s.views, PassInfo{false, s.seed, epoch});
+    const ActivationLayout& out = model.output_layout();
+    const LogitsLayout layout{&s.grid.axis(out.rows_axis), &s.grid.axis(out.cols_axis), out.col_begin,
+                              out.width};
+    const auto pred = Kokkos::create_mirror_view_and_copy(HostSpace(), argmax_3d(layout, logits));
+    const auto x = Kokkos::create_mirror_view_and_copy(HostSpace(), model.embeddings());
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      const int64_t file_id = graph_.file_id[size_t(chunk[i] - graph_.first)];
+      classes.nodes.push_back(file_id);
+      classes.classes.push_back(pred(i));
+      rows.nodes.push_back(file_id);  // the seeds are the leading rows of the last layer's input
+      for (int64_t j = 0; j < rows.cols; ++j) rows.values.push_back(x(i, size_t(j)));
+    }
+  }
+  if (!paths.predictions.empty()) write_predictions(world_, paths.predictions, graph_.num_nodes, classes);
+  if (!paths.embeddings.empty())
+    write_embeddings(world_, paths.embeddings, graph_.num_nodes, at.width, rows, model.describe(), epoch + 1);
+}
+
+}  // namespace tessera

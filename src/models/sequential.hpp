@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Models: what the Trainer drives (Model), and Sequential, a model made of layers in order. Layers are
+// added with add<L>(args...), which builds L(slot, args...) at the slot after the previous layer, so each
+// layer knows the grid and the layout of what it receives:
+//   Sequential model(grid, features);
+//   model.add<Dropout>(0.5f);
+//   model.add<GcnConv>(16, ConvOptions{.relu = true, .dropout = 0.5f});
+//   model.add<GcnConv>(classes);
+// An application can also derive from Model directly.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/models/layer.hpp"
+
+namespace tessera {
+
+/// A model on the grid: logits from the input block, the parameters' gradients from the logits'.
+class Model {
+ public:
+  virtual ~Model() = default;
+  /// The logits block (output_layout()); `batch` holds the graph views of every graph layer.
+  virtual Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
+                                      const PassInfo& pass) = 0;
+  /// Backward of the last forward from dL/d logits (overwritten): sets every parameter's gradient.
+  virtual void backward(const Matrix<float>& grad_logits, const PassInfo& pass) = 0;
+  /// Every trainable parameter with its placement.
+  virtual std::vector<ParameterRef> parameters() = 0;
+  /// Every buffer a checkpoint keeps.
+  virtual std::vector<BufferRef> buffers() = 0;
+  /// Layout of the logits (columns: classes).
+  virtual const ActivationLayout& output_layout() const = 0;
+  /// Graph layers (the batch must hold this many views).
+  virtual int graph_layers() const = 0;
+  /// Whether a layer has a Self term: the batches must carry self blocks.
+  virtual bool needs_self_blocks() const = 0;
+  /// Identifies the model's shape; a checkpoint must come from a model with the same description.
+  virtual std::string describe() const = 0;
+  /// The last forward's input of the last graph layer: every node's last hidden representation
+  /// (--save-embeddings), and its layout.
+  virtual Matrix<const float> embeddings() const = 0;
+  /// See embeddings().
+  virtual const ActivationLayout& embeddings_layout() const = 0;
+  /// The grid it runs on.
+  virtual const ProcessGrid& grid() const = 0;
+  /// Seconds per compute phase ("spmm", "gemm"), or null.
+  virtual const PhaseTimers* timers() const { return nullptr; }
+};
+
+/// Layers applied in order.
+class Sequential : public Model {
+ public:
+  /// An empty model whose input is `input_width` features wide, its weights initialized from `seed`.
+  Sequential(const ProcessGrid& grid, int64_t input_width, const RunOptions& run = {}, uint64_t seed = 0);
+  Sequential(const Sequential&) = delete;
+  Sequential& operator=(const Sequential&) = delete;
+
+  /// Builds L(slot, args...) after the last layer and appends it.
+  template <class L, class... Args>
+  L& add(Args&&... args) {
+    auto layer = std::make_unique<L>(slot_, std::forward<Args>(args)...);
+    L& ref = *layer;
+    push(std::move(layer));
+    return ref;
+  }
+  /// The slot the next layer would be built at (its input layout).
+  const LayerSlot& slot() const { return slot_; }
+  /// Layers so far.
+  size_t size() const { return layers_.size(); }
+  /// Layer k.
+  Layer& layer(size_t k) { return *layers_[k]; }
+  /// Replaces describe()'s default (the layers' own descriptions).
+  void set_description(std::string text) { description_ = std::move(text); }
+
+  Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
+                              const PassInfo& pass) override;
+  void backward(const Matrix<float>& grad_logits, const PassInfo& pass) override;
+  std::vector<ParameterRef> parameters() override;
+  std::vector<BufferRef> buffers() override;
+  const ActivationLayout& output_layout() const override { return slot_.layout(); }
+  int graph_layers() const override { return slot_.graph_layers(); }
+  bool needs_self_blocks() const override { return slot_.self_blocks(); }
+  std::string describe() const override;
+  Matrix<const float> embeddings() const override { return embeddings_; }
+  const ActivationLayout& embeddings_layout() const override { return embeddings_layout_; }
+  const ProcessGrid& grid() const override { return slot_.grid(); }
+  const PhaseTimers* timers() const override { return &timers_; }
+
+ private:
+  void push(std::unique_ptr<Layer> layer);
+  PhaseTimers timers_;
+  LayerSlot slot_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<bool> wants_input_grad_;  // some earlier layer has parameters
+  bool has_parameters_ = false;
+  int graph_layers_seen_ = 0;
+  size_t embedding_layer_ = 0;  // the layer that took the last graph layer
+  ActivationLayout embeddings_layout_, layout_before_;
+  Matrix<const float> embeddings_;
+  std::string description_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/train.hpp"
+
+#include <cstdio>
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/runtime.hpp"
+#include "tessera/core/timer.hpp"
+#include "tessera/graph/graph_file.hpp"
+#include "tessera/graph/normalize.hpp"
+#include "tessera/models/full_graph.hpp"
+#include "tessera/models/hooks.hpp"
+#include "tessera/parallel3d/perf_model.hpp"
+
+namespace tessera {
+
+namespace {
+
+// Row chunks per sparse product under --overlap: enough to hide a chunk's all-reduce behind the next
+// chunk's SpMM, few enough that each message stays large.
+constexpr int kOverlapChunks = 4;
+
+void check_options(const TrainOptions& o, const Communicator& world) {
+  std::string invalid;
+  try {
+    ModelConfig config = o.model;
+    config.in = std::max<int64_t>(config.in, 1);
+    config.out = std::max<int64_t>(config.out, 1);
+    config.validate();
+    require(o.epochs >= 1, "--epochs must be at least 1, not ", o.epochs);
+    require(o.eval_every >= 0, "--eval-every must not be negative, not ", o.eval_every);
+    require(o.checkpoint_every >= 0, "--checkpoint-every must not be negative");
+    require(o.patience >= 0, "--patience must not be negative, not ", o.patience);
+    require(o.patience == 0 || o.eval_every > 0,
+            "--patience needs evaluations (--eval-every 0 turns them off)");
+    require(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
+    for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
+      resolve_kernel_path(o.kernels, kind);  // a path this build lacks is refused before anything loads
+    require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
+            "--checkpoint-every needs --checkpoint DIR");
+    if (o.grid)
+      require(o.grid->d >= 1 && o.grid->x >= 1 && o.grid->y >= 1 && o.grid->z >= 1, "grid '", o.grid->str(),
+              "': every axis must be at least 1");
+    if (o.mode == TrainMode::Minibatch)
+      require(o.grid.has_value(), "--mode minibatch needs --grid DxXxYxZ (e.g. ", world.size(), "x1x1x1)");
+    if (o.mode == TrainMode::Sampled)
+      require(!o.grid && !o.auto_grid,
+              "--grid is for --mode full / minibatch; --mode sampled runs one replica per rank");
+    if (o.mode == TrainMode::Full)
+      require(!o.grid || o.grid->d == 1, "--grid: full-graph training uses a 3D grid (XxYxZ), not ",
+              o.grid->str());
+  } catch (const Error& e) {
+    invalid = e.what();
+  }
+  world.check(invalid.empty(), invalid);
+}
+
+GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const Communicator& world) {
+  if (o.grid) {
+    world.check(o.grid->size() == world.size(), "--grid " + o.grid->str() + " has " +
+                                                    std::to_string(o.grid->size()) +
+                                                    " ranks but the job has " + std::to_string(world.size()));
+    return *o.grid;
+  }
+  if (!o.auto_grid) {
+    world.check(world.size() == 1,
+                "training on " + std::to_string(world.size()) +
+                    " ranks needs --grid XxYxZ or --grid auto (a factorization of the rank count, "
+                    "e.g. 1x1x" +
+                    std::to_string(world.size()) + ")");
+    return GridShape{};
+  }
+  std::string problem;
+  GridCost best;
+  try {
+    const MachineProfile machine =
+        o.machine_file.empty() ? builtin_machine(o.machine) : load_machine_file(o.machine_file);
+    ProblemSize size;
+    size.nodes = meta.num_nodes;
+    size.nnz = meta.num_edges + meta.num_nodes;
+    size.dims.push_back(meta.num_features);
+    for (int l = 1; l < o.model.layers; ++l) size.dims.push_back(o.model.hidden);
+    size.dims.push_back(meta.num_classes);
+    best = plan_grids(size, world.size(), machine).front();
+    char line[256];
+    std::snprintf(line, sizeof(line), "grid auto: %s (predicted %.4f s per epoch on machine %s)",
+                  best.shape.str().c_str(), best.total_s, machine.name.c_str());
+    log_line(line);
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  world.check(problem.empty(), problem);
+  return best.shape;
+}
+
+RunOptions run_options(const TrainOptions& o) {
+  return RunOptions{o.kernels, o.overlap ? kOverlapChunks : 0, o.comm_dtype};
+}
+
+// The hooks the options ask for, then the loop.
+TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o, const Communicator& world) {
+  Trainer trainer(model, source, world,
+                  TrainerOptions{o.optimizer, o.epochs, o.eval_every, o.model.seed, o.keep_last_step});
+  // The checkpointer first: a resume sets the progress the others start from.
+  if (!o.checkpoint_dir.empty())
+    trainer.add_hook(std::make_unique<Checkpointer>(o.checkpoint_dir, o.checkpoint_every, o.resume));
+  if (!o.quiet) trainer.add_hook(std::make_unique<ConsoleReport>());
+  if (!o.metrics_path.empty()) trainer.add_hook(std::make_unique<MetricsFile>(o.metrics_path));
+  if (o.patience > 0) trainer.add_hook(std::make_unique<EarlyStopping>(o.patience));
+  if (!o.predictions_path.empty() || !o.embeddings_path.empty())
+    trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{o.predictions_path, o.embeddings_path}));
+  return trainer.run();
+}
+
+std::string peak_memory(const Communicator& world) {
+  const double peak = double(all_reduce_value(world, int64_t(peak_rss_bytes()), ReduceOp::Max, "report"));
+  char text[64];
+  std::snprintf(text, sizeof(text), "peak memory %.1f MiB per rank", peak / 1048576.0);
+  return text;
+}
+
+TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
+  Stopwatch load_watch;
+  const GraphFileReader reader(world, o.data);
+  const GridShape shape = o.mode == TrainMode::Full ? resolve_grid(o, reader.meta(), world) : *o.grid;
+  if (o.mode == TrainMode::Minibatch)
+    world.check(shape.size() == world.size(), "--grid " + shape.str() + " has " +
+                                                  std::to_string(shape.size()) + " ranks but the job has " +
+                                                  std::to_string(world.size()));
+  const ProcessGrid grid(world, shape);
+  // On one rank without a grid, the file's order: a permutation balances blocks that do not exist.
+  const bool one_rank = o.mode == TrainMode::Full && !o.grid && !o.auto_grid;
+  const Graph3DOptions load{o.model.layers, one_rank ? PermuteMode::None : o.permute, o.model.seed,
+                            normalization_for(o.model.kind), o.normalize_features};
+  const Graph3D graph = load_graph_3d(reader, grid, load);
+  ModelConfig config = o.model;
+  config.in = reader.meta().num_features;
+  config.out = reader.meta().num_classes;
+  const std::unique_ptr<Sequential> model =
+      build_model(config, grid, run_options(o), o.mode == TrainMode::Full);
+  std::unique_ptr<BatchSource> source;
+  if (o.mode == TrainMode::Full)
+    source = std::make_unique<FullGraphSource>(graph, grid, world, model->needs_self_blocks());
+  else
+    source = std::make_unique<MinibatchSource>(graph, grid, world, o.minibatch, model->needs_self_blocks(),
+                                               config.seed);
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "loaded %s on grid %s in %.2f s (permute %s, %s): adjacency blocks max/mean nonzeros %.3f; "
+                "model %s; %s",
+                o.data.c_str(), shape.str().c_str(), load_watch.seconds(), permute_mode_name(load.permute),
+                peak_memory(world).c_str(), graph.mean_nnz > 0 ? graph.max_nnz / graph.mean_nnz : 1.0,
+                config.describe().c_str(), source->describe().c_str());
+  log_line(line);
+  return train_with(*model, *source, o, world);
+}
+
+TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
+  Stopwatch load_watch;
+  const std::string partition = !o.partition.empty() ? o.partition
+                                : world.size() == 1  ? "block"
+                                                     : "metis-" + std::to_string(world.size());
+  PartitionedGraph graph = load_partitioned(world, o.data, partition);
+  if (o.normalize_features)
+    normalize_feature_rows(
+        HostMatrix<float>(graph.features.data(), size_t(graph.count), size_t(graph.num_features)));
+  const ProcessGrid grid(world, GridShape{world.size(), 1, 1, 1});
+  ModelConfig config = o.model;
+  config.in = graph.num_features;
+  config.out = graph.num_classes;
+  const std::unique_ptr<Sequential> model = build_model(config, grid, run_options(o), false);
+  SampledSource source(graph, grid, world, o.sampled, config.layers, normalization_for(config.kind),
+                       model->needs_self_blocks(), config.seed);
+  int64_t gradient_bytes = 0;
+  for (const ParameterRef& p : model->parameters()) gradient_bytes += 4 * p.param->size();
+  source.set_gradient_bytes(gradient_bytes);
+  log_line("loaded " + o.data + " (partition " + partition + ") in " +
+           std::to_string(load_watch.seconds()).substr(0, 5) + " s; model " + config.describe() + "; " +
+           source.describe());
+  TrainResult result = train_with(*model, source, o, world);
+  const PrefetchTotals& t = source.totals();
+  result.remote_rows = t.remote_rows;
+  result.cache_hits = t.cache_hits;
+  result.fetched_rows = t.fetched_rows;
+  result.fetched_bytes = t.fetched_bytes;
+  result.evictions = t.evictions;
+  return result;
+}
+
+}  // namespace
+
+const char* train_mode_name(TrainMode mode) {
+  return mode == TrainMode::Minibatch ? "minibatch" : mode == TrainMode::Sampled ? "sampled" : "full";
+}
+
+TrainResult run_training(const TrainOptions& options, const Communicator& world) {
+  check_options(options, world);
+  return options.mode == TrainMode::Sampled ? run_sampled(options, world) : run_on_grid(options, world);
+}
+
+}  // namespace tessera

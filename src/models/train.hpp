@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// `tessera train` as a library call: typed options for every mode, and run_training, which loads the graph
+// for the mode, builds the model (model.hpp), the batch source and the hooks the options ask for, and runs
+// the Trainer. Applications that want their own model, graph or hooks assemble the same pieces themselves
+// (README, "Library").
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "tessera/models/minibatch.hpp"
+#include "tessera/models/model.hpp"
+#include "tessera/models/sampled.hpp"
+#include "tessera/models/trainer.hpp"
+
+namespace tessera {
+
+/// How the graph is split over the ranks.
+enum class TrainMode {
+  Full,       ///< the full graph on one rank or a 3D grid (DESIGN §4)
+  Minibatch,  ///< uniform vertex mini-batches on a 4D grid (DESIGN §5)
+  Sampled     ///< partition-parallel neighbour samples with the prefetch cache (DESIGN §6)
+};
+/// "full", "minibatch" or "sampled".
+const char* train_mode_name(TrainMode mode);
+
+/// Everything a run needs, typed (the command line's strings are parsed in apps/).
+struct TrainOptions {
+  std::string data;                  ///< the graph file (DESIGN §3)
+  TrainMode mode = TrainMode::Full;  ///< how the graph is split
+  /// Full: the 3D grid XxYxZ (none: one rank, 1x1x1); minibatch: DxXxYxZ. Sampled runs Px1x1x1.
+  std::optional<GridShape> grid;
+  bool auto_grid = false;                     ///< full: the performance model picks the grid
+  std::string machine = "local";              ///< auto_grid: a built-in machine profile
+  std::string machine_file;                   ///< auto_grid: ... or one measured by tessera bench
+  PermuteMode permute = PermuteMode::Double;  ///< full / minibatch on a grid (one rank: file order)
+  bool overlap = false;                       ///< chunked SpMM with non-blocking all-reduces
+  CommDtype comm_dtype = CommDtype::F32;      ///< activations' all-reduces on the wire
+  KernelPath kernels = KernelPath::Auto;      ///< which kernels run
+  bool normalize_features = false;            ///< divide each feature row by its sum
+  ModelConfig model;             ///< in / out are taken from the data; model.seed keys everything
+  AdamSettings optimizer;        ///< Adam's settings
+  int64_t epochs = 200;          ///< epochs to train (counting a resumed run's)
+  int64_t eval_every = 1;        ///< evaluate every K epochs and after the last; 0: never
+  bool keep_last_step = false;   ///< see TrainerOptions
+  MinibatchOptions minibatch;    ///< minibatch mode
+  std::string partition;         ///< sampled: /partition/<name>; empty: metis-<ranks> (block on one rank)
+  SampledOptions sampled;        ///< sampled mode
+  std::string metrics_path;      ///< JSON lines per epoch (and per step in sampled mode)
+  std::string predictions_path;  ///< best-validation predicted class of every node, one per line
+  std::string embeddings_path;   ///< best-validation last hidden layer of every node (HDF5)
+  std::string checkpoint_dir;    ///< DIR/checkpoint.h5
+  int64_t checkpoint_every = 0;  ///< every K epochs; 0: at the end
+  bool resume = false;           ///< continue from DIR/checkpoint.h5
+  int64_t patience = 0;          ///< stop after K evaluations without a better validation accuracy; 0: never
+  bool quiet = false;            ///< no per-epoch console lines
+};
+
+/// Collective over `world`: the run the options describe. Throws CollectiveError (or Error) on bad input,
+/// naming the file or the option.
+TrainResult run_training(const TrainOptions& options, const Communicator& world);
+
+}  // namespace tessera

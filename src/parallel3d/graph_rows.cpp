@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// GraphRows: reading a rank's block of a graph file, and checking rows an application hands over.
+#include <cmath>
+#include <sstream>
+
+#include "graph3d_impl.hpp"
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/graph/graph_file.hpp"
+
+namespace tessera {
+
+GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm) {
+  const GraphMeta& meta = reader.meta();
+  const int p = comm.size(), me = comm.rank();
+  const auto [begin, end] = block_range(meta.num_nodes, me, p);
+  GraphRows r;
+  r.name = reader.path();
+  r.num_nodes = meta.num_nodes;
+  r.num_features = meta.num_features;
+  r.num_classes = meta.num_classes;
+  r.first_row = begin;
+  r.indptr = reader.read_indptr(begin, end - begin + 1);
+  r.indices = reader.read_indices(r.indptr.front(), r.indptr.back() - r.indptr.front());
+  const int64_t base = r.indptr.front();
+  for (int64_t& offset : r.indptr) offset -= base;
+  r.features = reader.read_features(begin, end - begin);
+  r.labels = reader.read_labels(begin, end - begin);
+  r.splits.assign(size_t(end - begin), 0);
+  // Split lists are read in blocks, so each split id first goes to the rank that holds that node's row.
+  const char* names[] = {"train", "valid", "test"};
+  for (int s = 0; s < 3; ++s) {
+    int64_t size = 0;
+    for (const SplitInfo& info : reader.splits())
+      if (info.name == names[s]) size = info.size;
+    const auto [sb, se] = block_range(size, me, p);
+    std::vector<std::vector<int64_t>> to_owner(static_cast<size_t>(p));
+    for (int64_t id :
+         reader.has_split(names[s]) ? reader.read_split(names[s], sb, se - sb) : std::vector<int64_t>()) {
+      int owner = 0;
+      while (block_range(meta.num_nodes, owner, p).second <= id) ++owner;
+      to_owner[size_t(owner)].push_back(id);
+    }
+    for (int64_t id : exchange_buckets(comm, to_owner, "load splits"))
+      r.splits[size_t(id - begin)] |= uint8_t(1 << s);
+  }
+  return r;
+}
+
+namespace impl {
+
+std::string check_rows(const GraphRows& r) {
+  const int64_t rows = r.rows();
+  std::ostringstream problem;
+  if (r.num_nodes < 0 || r.num_features < 0 || r.num_classes < 0)
+    problem << "negative sizes";
+  else if (int64_t(r.indptr.size()) != rows + 1 || r.indptr.front() != 0)
+    problem << "indptr has " << r.indptr.size() << " offsets for " << rows
+            << " rows (expected rows + 1, from 0)";
+  else if (r.indptr.back() != int64_t(r.indices.size()))
+    problem << "indptr ends at " << r.indptr.back() << " but there are " << r.indices.size() << " indices";
+  else if (int64_t(r.features.size()) != rows * r.num_features)
+    problem << r.features.size() << " feature values for " << rows << " rows of " << r.num_features;
+  else if (int64_t(r.splits.size()) != rows)
+    problem << r.splits.size() << " split entries for " << rows << " rows";
+  if (!problem.str().empty()) return problem.str();
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t v = r.first_row + i;
+    if (r.indptr[size_t(i + 1)] < r.indptr[size_t(i)])
+      return "row " + std::to_string(v) + ": indptr decreases";
+    for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k)
+      if (r.indices[size_t(k)] < 0 || r.indices[size_t(k)] >= r.num_nodes)
+        return "row " + std::to_string(v) + ": source " + std::to_string(r.indices[size_t(k)]) +
+               " outside [0, " + std::to_string(r.num_nodes) + ")";
+    if (r.labels[size_t(i)] < -1 || r.labels[size_t(i)] >= r.num_classes)
+      return "row " + std::to_string(v) + ": label " + std::to_string(r.labels[size_t(i)]) +
+             " outside [-1, " + std::to_string(r.num_classes) + ")";
+    for (int64_t j = 0; j < r.num_features; ++j)
+      if (!std::isfinite(r.features[size_t(i * r.num_features + j)]))
+        return "row " + std::to_string(v) + ": feature " + std::to_string(j) + " is not finite";
+  }
+  return "";
+}
+
+void validate_rows(const GraphRows& r, const Communicator& comm) {
+  const std::string local = check_rows(r);
+  comm.check(local.empty(), r.name + ": " + local);
+  // Blocks must tile [0, num_nodes) in rank order.
+  std::vector<int64_t> firsts(size_t(comm.size())), counts(size_t(comm.size()));
+  const int64_t mine[2] = {r.first_row, r.rows()};
+  std::vector<int64_t> all(size_t(2 * comm.size()));
+  all_gather(comm, mine, 2, all.data(), "load");
+  int64_t next = 0;
+  std::string layout;
+  for (int k = 0; k < comm.size() && layout.empty(); ++k) {
+    if (all[size_t(2 * k)] != next)
+      layout = "rank " + std::to_string(k) + " starts at row " + std::to_string(all[size_t(2 * k)]) +
+               ", expected " + std::to_string(next) + " (blocks must be contiguous, in rank order)";
+    next += all[size_t(2 * k + 1)];
+  }
+  if (layout.empty() && next != r.num_nodes)
+    layout = "the ranks hold " + std::to_string(next) + " rows of " + std::to_string(r.num_nodes) + " nodes";
+  comm.check(layout.empty(), r.name + ": " + layout);
+}
+
+}  // namespace impl
+}  // namespace tessera

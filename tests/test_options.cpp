@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The command line's parsers (apps/options.hpp): every string option into the library's types, and the
+// messages a bad value gets.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "options.hpp"
+#include "tessera/core/error.hpp"
+
+using namespace tessera;
+using namespace tessera::app;
+
+namespace {
+std::string message(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(Options, Grids) {
+  EXPECT_EQ(parse_grid("2x3x4").str(), "2x3x4");
+  EXPECT_EQ(parse_grid("2x1x3x4").d, 2);
+  EXPECT_EQ(parse_grid("2x1x3x4").size(), 24);
+  EXPECT_EQ(parse_grid("1x2x2x2").str(), "2x2x2");
+  for (const char* bad : {"2x2", "2x0x2", "axbxc", "2x2x2x2x2", "2xx2x2", "-1x2x2", "2x2x2 "})
+    EXPECT_THROW(parse_grid(bad), Error) << bad;
+  EXPECT_EQ(message([] { parse_grid("0x2x1"); }), "grid '0x2x1': every axis must be at least 1");
+}
+
+TEST(Options, BatchSizesAndFanouts) {
+  MinibatchOptions m;
+  parse_minibatch_size("0.25", m);
+  EXPECT_EQ(m.batch_fraction, 0.25);
+  EXPECT_EQ(m.batch_size, 0);
+  parse_minibatch_size("64", m);
+  EXPECT_EQ(m.batch_size, 64);
+  EXPECT_EQ(m.batch_fraction, 0);
+  for (const char* bad : {"0", "-3", "1.5", "ten", "", "nan"})
+    EXPECT_THROW(parse_minibatch_size(bad, m), Error) << bad;
+  EXPECT_EQ(message([&] { parse_minibatch_size("half", m); }),
+            "--batch-size: expected a count or a fraction of the nodes, got 'half'");
+  EXPECT_EQ(parse_seed_count("32"), 32);
+  EXPECT_EQ(message([] { parse_seed_count("0.5"); }),
+            "--batch-size: --mode sampled takes a count of seeds per rank, not '0.5'");
+  EXPECT_EQ(parse_fanouts("15,10,-1"), (std::vector<int>{15, 10, -1}));
+  for (const char* bad : {"", "5,", ",5", "0", "5,x", "-2", "1.5"})
+    EXPECT_THROW(parse_fanouts(bad), Error) << bad;
+}
+
+TEST(Options, SimulatedNetwork) {
+  EXPECT_FALSE(parse_network("").enabled());
+  const SimulatedNetwork n = parse_network("2,25");
+  EXPECT_DOUBLE_EQ(n.latency_s, 2e-6);
+  EXPECT_DOUBLE_EQ(n.bytes_per_s, 25e9);
+  for (const char* bad : {"25", "2,", ",25", "2,0", "-1,25", "a,b", "2,25,3"})
+    EXPECT_THROW(parse_network(bad), Error) << bad;
+}
+
+TEST(Options, NamesRoundTripAndBadNamesListTheChoices) {
+  for (KernelPath p : {KernelPath::Auto, KernelPath::Host, KernelPath::Team, KernelPath::Vendor})
+    EXPECT_EQ(parse_kernel_path(kernel_path_name(p)), p);
+  for (PrefetchPolicy p : {PrefetchPolicy::None, PrefetchPolicy::Static, PrefetchPolicy::Periodic,
+                           PrefetchPolicy::Adaptive, PrefetchPolicy::External})
+    EXPECT_EQ(parse_prefetch_policy(prefetch_policy_name(p)), p);
+  for (TrainMode m : {TrainMode::Full, TrainMode::Minibatch, TrainMode::Sampled})
+    EXPECT_EQ(parse_mode(train_mode_name(m)), m);
+  for (NormKind k : {NormKind::None, NormKind::Batch, NormKind::Rms}) EXPECT_EQ(parse_norm(norm_name(k)), k);
+  for (ModelKind k : {ModelKind::Gcn, ModelKind::Sage}) EXPECT_EQ(parse_model_kind(model_kind_name(k)), k);
+  for (PermuteMode p : {PermuteMode::None, PermuteMode::Single, PermuteMode::Double})
+    EXPECT_EQ(parse_permute_mode(permute_mode_name(p)), p);
+  EXPECT_EQ(parse_comm_dtype("fp32"), CommDtype::F32);
+  EXPECT_EQ(parse_comm_dtype("bf16"), CommDtype::Bf16);
+  EXPECT_EQ(message([] { parse_comm_dtype("fp8"); }), "--comm-dtype: expected f32 or bf16, got 'fp8'");
+  EXPECT_EQ(message([] { parse_prefetch_policy("lru"); }),
+            "--prefetch-policy must be none, static, periodic, adaptive or external, not 'lru'");
+  EXPECT_EQ(message([] { parse_kernel_path("gpu"); }),
+            "--kernels must be auto, host, team or vendor, not 'gpu'");
+  EXPECT_EQ(message([] { parse_model_kind("gat"); }), "--model must be gcn or sage, not 'gat'");
+  EXPECT_EQ(message([] { parse_mode("mini"); }), "--mode: expected full, minibatch or sampled, got 'mini'");
+  EXPECT_EQ(parse_optimizer("adamw"), OptimizerKind::AdamW);
+  EXPECT_EQ(parse_partition_method("random"), PartitionMethod::Random);
+}
