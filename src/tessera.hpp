@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Everything an application embedding Tessera uses, in one include: the runtime, the process grid, graph
+// files, graphs on the grid (from files or from the application's own rows), the layer API and library
+// layers, models, batch sources, the trainer and its hooks, and run_training (what `tessera train` runs).
+#pragma once
+
+#include "tessera/comm/collectives.hpp"
+#include "tessera/comm/process_grid.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/runtime.hpp"
+#include "tessera/graph/graph_file.hpp"
+#include "tessera/kernels/elementwise.hpp"
+#include "tessera/models/activation.hpp"
+#include "tessera/models/conv.hpp"
+#include "tessera/models/full_graph.hpp"
+#include "tessera/models/graph_multiply.hpp"
+#include "tessera/models/hooks.hpp"
+#include "tessera/models/layer.hpp"
+#include "tessera/models/minibatch.hpp"
+#include "tessera/models/model.hpp"
+#include "tessera/models/norm.hpp"
+#include "tessera/models/sampled.hpp"
+#include "tessera/models/sequential.hpp"
+#include "tessera/models/train.hpp"
+#include "tessera/models/trainer.hpp"
+#include "tessera/parallel3d/graph3d.hpp"
