@@ -12,4 +12,8 @@ function(tessera_add_area name)
   target_link_libraries(${target} PUBLIC ${A_PUBLIC} PRIVATE ${A_PRIVATE} $<BUILD_INTERFACE:tessera_warnings>)
   install(TARGETS ${target} EXPORT TesseraTargets ARCHIVE DESTINATION lib LIBRARY DESTINATION lib)
   install(FILES ${A_HEADERS} DESTINATION include/tessera/${name})
+  # The public headers, for the API reference (scripts/docs.sh).
+  foreach(header ${A_HEADERS})
+    set_property(GLOBAL APPEND PROPERTY TESSERA_PUBLIC_HEADERS ${CMAKE_CURRENT_SOURCE_DIR}/${header})
+  endforeach()
 endfunction()

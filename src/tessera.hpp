@@ -25,3 +25,10 @@
 #include "tessera/models/train.hpp"
 #include "tessera/models/trainer.hpp"
 #include "tessera/parallel3d/graph3d.hpp"
+
+/// Tessera: distributed graph neural network training — 3D full-graph (Plexus), 4D mini-batch (ScaleGNN)
+/// and partition-parallel neighbour-sampled training with a prefetch cache (MassiveGNN, Rudder).
+namespace tessera {}
+
+/// Tessera's command line: its option parsers (apps/).
+namespace tessera::app {}

@@ -15,43 +15,57 @@
 
 namespace tessera {
 
+/// The MPI datatype of T (specialized for the types Tessera sends).
 template <class T>
 MPI_Datatype mpi_type();
+/// MPI_FLOAT.
 template <>
 inline MPI_Datatype mpi_type<float>() {
   return MPI_FLOAT;
 }
+/// MPI_DOUBLE.
 template <>
 inline MPI_Datatype mpi_type<double>() {
   return MPI_DOUBLE;
 }
+/// MPI_INT32_T.
 template <>
 inline MPI_Datatype mpi_type<int32_t>() {
   return MPI_INT32_T;
 }
+/// MPI_INT64_T.
 template <>
 inline MPI_Datatype mpi_type<int64_t>() {
   return MPI_INT64_T;
 }
+/// MPI_UINT8_T.
 template <>
 inline MPI_Datatype mpi_type<uint8_t>() {
   return MPI_UINT8_T;
 }
+/// MPI_UINT16_T.
 template <>
 inline MPI_Datatype mpi_type<uint16_t>() {
   return MPI_UINT16_T;
 }
+/// MPI_UINT64_T.
 template <>
 inline MPI_Datatype mpi_type<uint64_t>() {
   return MPI_UINT64_T;
 }
+/// MPI_CHAR.
 template <>
 inline MPI_Datatype mpi_type<char>() {
   return MPI_CHAR;
 }
 
 /// A reduction: its MPI operation and its identity, so local and distributed sums cannot disagree.
-enum class ReduceOp { Sum, Max, Min };
+enum class ReduceOp {
+  Sum,  ///< MPI_SUM
+  Max,  ///< MPI_MAX
+  Min   ///< MPI_MIN
+};
+/// The MPI operation of a reduction.
 MPI_Op mpi_op(ReduceOp op);
 
 /// Converts an element count to MPI's int, or throws naming the call.
@@ -61,17 +75,23 @@ int mpi_count(int64_t count, const char* call);
 /// are never released under a running operation.
 class Request {
  public:
+  /// No operation.
   Request() = default;
+  /// Tracks `request`, posted on `comm`; counts `bytes` of `kind` under `phase` when it completes.
   Request(MPI_Request request, const Communicator& comm, std::string phase, Collective kind, int64_t bytes);
+  /// Takes over `other`'s operation.
   Request(Request&& other) noexcept;
+  /// Waits for this one's operation, then takes over `other`'s.
   Request& operator=(Request&& other) noexcept;
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
   ~Request();
 
+  /// Blocks until the operation has completed (and counts it).
   void wait();
   /// Lets MPI progress the operation; true (and counted) once it has completed.
   bool test();
+  /// An operation is pending.
   bool active() const { return request_ != MPI_REQUEST_NULL; }
 
  private:
@@ -83,6 +103,7 @@ class Request {
   double start_ = 0.0;
 };
 
+/// Waits for every request.
 void wait_all(std::vector<Request>& requests);
 
 // ---- blocking -------------------------------------------------------------------------------------
@@ -97,6 +118,7 @@ void all_reduce(const Communicator& comm, T* data, int64_t count, ReduceOp op, c
   comm.stats().record(phase, Collective::AllReduce, count * int64_t(sizeof(T)), watch.seconds());
 }
 
+/// All-reduce of one value; returns the result.
 template <class T>
 T all_reduce_value(const Communicator& comm, T value, ReduceOp op, const std::string& phase) {
   all_reduce(comm, &value, 1, op, phase);
@@ -183,6 +205,7 @@ std::vector<T> exchange_buckets(const Communicator& comm, const std::vector<std:
   return recv;
 }
 
+/// Root's `count` elements to every rank.
 template <class T>
 void broadcast(const Communicator& comm, T* data, int64_t count, int root, const std::string& phase) {
   Stopwatch watch;
@@ -193,6 +216,7 @@ void broadcast(const Communicator& comm, T* data, int64_t count, int root, const
 
 // ---- non-blocking (buffers must outlive the Request) --------------------------------------------------
 
+/// Non-blocking all_reduce.
 template <class T>
 Request iall_reduce(const Communicator& comm, T* data, int64_t count, ReduceOp op, const std::string& phase) {
   MPI_Request r;
@@ -202,6 +226,7 @@ Request iall_reduce(const Communicator& comm, T* data, int64_t count, ReduceOp o
   return Request(r, comm, phase, Collective::AllReduce, count * int64_t(sizeof(T)));
 }
 
+/// Non-blocking all_gather.
 template <class T>
 Request iall_gather(const Communicator& comm, const T* send, int64_t count, T* recv,
                     const std::string& phase) {
@@ -211,6 +236,7 @@ Request iall_gather(const Communicator& comm, const T* send, int64_t count, T* r
   return Request(r, comm, phase, Collective::AllGather, count * int64_t(sizeof(T)));
 }
 
+/// Non-blocking reduce_scatter.
 template <class T>
 Request ireduce_scatter(const Communicator& comm, const T* send, T* recv, int64_t count_per_rank, ReduceOp op,
                         const std::string& phase) {
@@ -222,6 +248,7 @@ Request ireduce_scatter(const Communicator& comm, const T* send, T* recv, int64_
                  count_per_rank * comm.size() * int64_t(sizeof(T)));
 }
 
+/// Non-blocking all_to_all.
 template <class T>
 Request iall_to_all(const Communicator& comm, const T* send, int64_t count_per_rank, T* recv,
                     const std::string& phase) {
@@ -232,6 +259,7 @@ Request iall_to_all(const Communicator& comm, const T* send, int64_t count_per_r
                  count_per_rank * (comm.size() - 1) * int64_t(sizeof(T)));
 }
 
+/// Non-blocking broadcast.
 template <class T>
 Request ibroadcast(const Communicator& comm, T* data, int64_t count, int root, const std::string& phase) {
   MPI_Request r;
@@ -243,13 +271,18 @@ Request ibroadcast(const Communicator& comm, T* data, int64_t count, int root, c
 /// Non-blocking variable all-to-all. The count/displacement arrays live inside the Request's owner:
 /// pass `plan` storage that outlives the request (AllToAllvPlan below does).
 struct AllToAllvPlan {
-  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
-  int64_t bytes_to_others = 0;
+  std::vector<int> send_counts;  ///< elements to each rank
+  std::vector<int> send_displs;  ///< their offsets in the send buffer
+  std::vector<int> recv_counts;  ///< elements from each rank
+  std::vector<int> recv_displs;  ///< their offsets in the receive buffer
+  int64_t bytes_to_others = 0;   ///< what the byte counters record
+  /// The MPI counts and offsets of a variable all-to-all of T (throws past MPI's int).
   template <class T>
   static AllToAllvPlan make(const Communicator& comm, const std::vector<int64_t>& send_counts,
                             const std::vector<int64_t>& recv_counts);
 };
 
+/// Non-blocking variable all-to-all with the counts of `plan`.
 template <class T>
 Request iall_to_allv(const Communicator& comm, const T* send, T* recv, const AllToAllvPlan& plan,
                      const std::string& phase) {

@@ -12,23 +12,32 @@
 
 namespace tessera {
 
+/// An MPI communicator that closes itself, with the byte and time counters of its collectives.
 class Communicator {
  public:
   /// MPI_COMM_WORLD, not owned; a fresh CommStats.
   static Communicator world();
 
   Communicator() = default;
+  /// Wraps `comm`; frees it on destruction when `owned`; counts into `stats` (a fresh CommStats when null).
   Communicator(MPI_Comm comm, bool owned, std::shared_ptr<CommStats> stats);
+  /// Takes over `other`'s communicator.
   Communicator(Communicator&& other) noexcept;
+  /// Frees this one's communicator (if owned) and takes over `other`'s.
   Communicator& operator=(Communicator&& other) noexcept;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
   ~Communicator();
 
+  /// The MPI handle.
   MPI_Comm get() const { return comm_; }
+  /// This rank in it.
   int rank() const { return rank_; }
+  /// Its ranks.
   int size() const { return size_; }
+  /// The counters its collectives record into.
   CommStats& stats() const { return *stats_; }
+  /// The same, shared.
   const std::shared_ptr<CommStats>& shared_stats() const { return stats_; }
 
   /// Collective: ranks with the same color form a communicator, ordered by key.
@@ -37,6 +46,7 @@ class Communicator {
   /// false it counts into fresh CommStats: CommStats is not thread-safe, so a communicator used by another
   /// thread must not share them.
   Communicator dup(bool share_stats = true) const;
+  /// MPI_Barrier.
   void barrier() const;
 
   /// Collective check: if `ok` is false on any rank, every rank throws CollectiveError carrying the

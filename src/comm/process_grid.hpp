@@ -23,7 +23,9 @@ class ProcessGrid {
   ProcessGrid(const Communicator& world, GridShape shape);
   ProcessGrid(const ProcessGrid&) = delete;
   ProcessGrid& operator=(const ProcessGrid&) = delete;
+  /// Takes over the communicators (their addresses stay the same).
   ProcessGrid(ProcessGrid&&) = default;
+  /// Takes over the communicators (their addresses stay the same).
   ProcessGrid& operator=(ProcessGrid&&) = default;
 
   /// The grid's shape.

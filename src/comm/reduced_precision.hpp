@@ -15,7 +15,11 @@
 namespace tessera {
 
 /// The element type of the dense all-reduces inside the 3D multiply.
-enum class CommDtype { F32, Bf16 };
+enum class CommDtype {
+  F32,  ///< fp32 on the wire
+  Bf16  ///< bf16 on the wire, fp32 sums
+};
+/// "f32" or "bf16".
 const char* comm_dtype_name(CommDtype dtype);
 
 /// A bf16 all-reduce in flight; the data must outlive it. Records one AllReduce of count * 2 bytes
@@ -27,7 +31,9 @@ const char* comm_dtype_name(CommDtype dtype);
 /// chunk k's gather right after posting chunk k + 1).
 class Bf16AllReduce {
  public:
+  /// Posts the all-to-all of `count` floats at `data` over `comm`.
   Bf16AllReduce(const Communicator& comm, float* data, int64_t count, std::string phase);
+  /// Takes over `other`'s operation.
   Bf16AllReduce(Bf16AllReduce&& other) noexcept;
   Bf16AllReduce& operator=(Bf16AllReduce&&) = delete;
   Bf16AllReduce(const Bf16AllReduce&) = delete;
@@ -37,6 +43,7 @@ class Bf16AllReduce {
   bool test();
   /// Completes the all-to-all, adds this rank's chunk and posts the all-gather (no-op after the first call).
   void start_gather();
+  /// Completes both stages: the summed values are in `data`.
   void wait();
 
  private:

@@ -14,14 +14,18 @@
 
 namespace tessera {
 
+/// The network a benchmark pretends to run on.
 struct SimulatedNetwork {
-  double latency_s = 0;    // per message
-  double bytes_per_s = 0;  // 0: off
+  double latency_s = 0;    ///< per message
+  double bytes_per_s = 0;  ///< bandwidth; 0: off
+  /// A network is simulated.
   bool enabled() const { return bytes_per_s > 0; }
+  /// "2 us latency, 25 GB/s", or "off".
   std::string describe() const;
-
+  /// What an exchange costs a rank: latency per peer it talks to plus max(sent, received) / bandwidth.
   double exchange_seconds(const std::vector<int64_t>& sent_bytes, const std::vector<int64_t>& received_bytes,
                           int self) const;
+  /// What a ring all-reduce of `bytes` on `ranks` ranks costs.
   double all_reduce_seconds(int64_t bytes, int ranks) const;
   /// Sleeps for `seconds` when enabled (busy-free).
   void delay(double seconds) const;

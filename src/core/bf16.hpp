@@ -9,6 +9,7 @@
 
 namespace tessera {
 
+/// x rounded to bf16 (nearest, ties to even; NaN stays NaN), as its 16 bits.
 KOKKOS_INLINE_FUNCTION uint16_t to_bf16(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof(bits));
@@ -18,6 +19,7 @@ KOKKOS_INLINE_FUNCTION uint16_t to_bf16(float x) {
   return uint16_t(bits >> 16);
 }
 
+/// The float a bf16 bit pattern stands for (exact).
 KOKKOS_INLINE_FUNCTION float from_bf16(uint16_t h) {
   const uint32_t bits = uint32_t(h) << 16;
   float x;

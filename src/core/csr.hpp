@@ -10,15 +10,18 @@
 
 namespace tessera {
 
+/// A sparse matrix in compressed sparse rows, in memory space Space.
 template <class Scalar, class Space = DeviceSpace>
 struct CsrMatrix {
-  int64_t num_rows = 0;
-  int64_t num_cols = 0;
-  Vector<int64_t, Space> row_ptr;  // num_rows + 1 offsets, row_ptr(0) == 0
-  Vector<int64_t, Space> col_idx;  // nnz column ids in [0, num_cols)
-  Vector<Scalar, Space> values;    // nnz values, or empty for a pattern whose values are all one
+  int64_t num_rows = 0;            ///< rows
+  int64_t num_cols = 0;            ///< columns
+  Vector<int64_t, Space> row_ptr;  ///< num_rows + 1 offsets, row_ptr(0) == 0
+  Vector<int64_t, Space> col_idx;  ///< nnz column ids in [0, num_cols)
+  Vector<Scalar, Space> values;    ///< nnz values, or empty for a pattern whose values are all one
 
+  /// Stored entries.
   int64_t nnz() const { return int64_t(col_idx.extent(0)); }
+  /// No values: every stored entry is one.
   bool is_pattern() const { return values.extent(0) == 0; }
 };
 

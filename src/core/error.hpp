@@ -32,6 +32,7 @@ template <class... Parts>
   throw Error(message.str());
 }
 
+/// fail(parts...) unless `condition` holds.
 template <class... Parts>
 void require(bool condition, const Parts&... parts) {
   if (!condition) fail(parts...);

@@ -8,7 +8,9 @@
 
 namespace tessera {
 
+/// The calling rank prints when `rank` is 0 (called by the runtime with the world rank).
 void set_log_rank(int rank);
+/// This rank prints log lines.
 bool is_log_rank();
 
 /// Prints one line to stdout on rank 0.
@@ -18,8 +20,11 @@ void log_line(const std::string& line);
 /// seconds and only once the operation has run longer than that, so short runs stay quiet.
 class Progress {
  public:
+  /// Reports on `what`, `total` items.
   Progress(std::string what, int64_t total, double interval_seconds = 5.0);
+  /// `done_now` more items are done.
   void advance(int64_t done_now);
+  /// `done_total` items are done in all.
   void set(int64_t done_total);
   ~Progress();
   Progress(const Progress&) = delete;

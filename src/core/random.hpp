@@ -12,8 +12,9 @@
 
 namespace tessera {
 
+/// The output of one Philox block: four 32-bit random words.
 struct Philox4x32Block {
-  uint32_t v[4];
+  uint32_t v[4];  ///< the words
 };
 
 /// One Philox-4x32 block with 10 rounds: counter (c0..c3), key (k0, k1).
@@ -54,6 +55,7 @@ KOKKOS_INLINE_FUNCTION uint64_t mul_high64(uint64_t a, uint64_t b) {
 /// Copyable by value into device kernels.
 class CounterRng {
  public:
+  /// The generator of stream `stream` under `seed`.
   KOKKOS_INLINE_FUNCTION CounterRng(uint64_t seed, uint64_t stream) {
     const uint64_t key = splitmix64(seed ^ splitmix64(stream));
     k0_ = uint32_t(key);

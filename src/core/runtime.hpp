@@ -11,13 +11,17 @@ namespace tessera {
 /// One per process. Not copyable.
 class Runtime {
  public:
+  /// MPI_Init_thread (unless MPI is up already) and Kokkos::initialize.
   Runtime(int& argc, char**& argv, int thread_level);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
+  /// This rank in MPI_COMM_WORLD.
   int world_rank() const { return rank_; }
+  /// Ranks in MPI_COMM_WORLD.
   int world_size() const { return size_; }
+  /// The thread level MPI provides.
   int thread_level() const { return provided_; }
 
  private:

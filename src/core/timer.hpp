@@ -13,10 +13,14 @@ inline double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+/// Seconds since it was made (or restarted).
 class Stopwatch {
  public:
+  /// Starts now.
   Stopwatch() : start_(wall_seconds()) {}
+  /// Seconds since the start.
   double seconds() const { return wall_seconds() - start_; }
+  /// Starts again now.
   void restart() { start_ = wall_seconds(); }
 
  private:
@@ -26,12 +30,16 @@ class Stopwatch {
 /// Seconds accumulated per named phase ("spmm", "read features", ...).
 class PhaseTimers {
  public:
+  /// Adds `seconds` to a phase.
   void add(const std::string& phase, double seconds) { seconds_[phase] += seconds; }
+  /// A phase's total (0 when never added).
   double get(const std::string& phase) const {
     auto it = seconds_.find(phase);
     return it == seconds_.end() ? 0.0 : it->second;
   }
+  /// Every phase's total.
   const std::map<std::string, double>& all() const { return seconds_; }
+  /// Forgets everything.
   void clear() { seconds_.clear(); }
 
  private:
@@ -41,6 +49,7 @@ class PhaseTimers {
 /// Adds the lifetime of the scope to one phase.
 class ScopedPhase {
  public:
+  /// Times the scope into `phase` of `timers`.
   ScopedPhase(PhaseTimers& timers, std::string phase) : timers_(timers), phase_(std::move(phase)) {}
   ~ScopedPhase() { timers_.add(phase_, watch_.seconds()); }
   ScopedPhase(const ScopedPhase&) = delete;

@@ -8,10 +8,14 @@
 
 namespace tessera {
 
+/// Where kernels run: the build's default Kokkos execution space.
 using ExecSpace = Kokkos::DefaultExecutionSpace;
+/// Its memory (a GPU's on a device build).
 using DeviceSpace = ExecSpace::memory_space;
+/// Host memory.
 using HostSpace = Kokkos::HostSpace;
 
+/// A one-dimensional array in memory space Space.
 template <class T, class Space = DeviceSpace>
 using Vector = Kokkos::View<T*, Space>;
 
@@ -19,8 +23,10 @@ using Vector = Kokkos::View<T*, Space>;
 template <class T, class Space = DeviceSpace>
 using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, Space>;
 
+/// A Vector in host memory.
 template <class T>
 using HostVector = Vector<T, HostSpace>;
+/// A Matrix in host memory.
 template <class T>
 using HostMatrix = Matrix<T, HostSpace>;
 

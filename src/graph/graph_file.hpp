@@ -15,30 +15,34 @@
 
 namespace tessera {
 
+/// The root attribute `format` of a graph file.
 inline constexpr const char* kGraphFormat = "tessera-graph";
+/// The schema version this Tessera reads and writes.
 inline constexpr int64_t kGraphVersion = 1;
 
+/// A graph file's root attributes.
 struct GraphMeta {
-  std::string name;
-  std::string source;  // free text: where the graph came from
-  int64_t num_nodes = 0;
-  int64_t num_edges = 0;
-  int64_t num_features = 0;
-  int64_t num_classes = 0;
-  bool symmetric = false;
+  std::string name;          ///< the dataset's name
+  std::string source;        ///< free text: where the graph came from
+  int64_t num_nodes = 0;     ///< nodes
+  int64_t num_edges = 0;     ///< stored (directed) edges
+  int64_t num_features = 0;  ///< feature columns
+  int64_t num_classes = 0;   ///< label classes
+  bool symmetric = false;    ///< every edge's reverse is stored
 };
 
 /// The rows [first_row, first_row + rows) of a graph file: in-edges, features and labels.
 struct GraphSlice {
-  int64_t first_row = 0;
-  CsrMatrix<float, HostSpace> adjacency;  // local rows, global column (source) ids, pattern only
-  HostMatrix<float> features;             // rows x num_features
-  HostVector<int64_t> labels;             // rows
+  int64_t first_row = 0;                  ///< the first row's node id
+  CsrMatrix<float, HostSpace> adjacency;  ///< local rows, global column (source) ids, pattern only
+  HostMatrix<float> features;             ///< rows x num_features
+  HostVector<int64_t> labels;             ///< rows
 };
 
 /// [begin, end) of the rows rank `rank` of `ranks` owns in a block distribution of `n` rows.
 std::pair<int64_t, int64_t> block_range(int64_t n, int rank, int ranks);
 
+/// Writes a graph file collectively, each rank its own ranges.
 class GraphFileWriter {
  public:
   /// Collective over comm. Creates `path` under a temporary name with every dataset sized from `meta`
@@ -50,14 +54,19 @@ class GraphFileWriter {
   GraphFileWriter(const GraphFileWriter&) = delete;
   GraphFileWriter& operator=(const GraphFileWriter&) = delete;
 
-  // Collective writes: each rank passes its own contiguous range (possibly empty).
+  /// Collective: entries [first, first + count) of /graph/indptr (each rank its own range, possibly empty).
   void write_indptr(int64_t first, int64_t count, const int64_t* values);
+  /// Collective: entries [first, first + count) of /graph/indices.
   void write_indices(int64_t first, int64_t count, const int64_t* values);
+  /// Collective: rows [first_row, first_row + rows) of /node/features.
   void write_features(int64_t first_row, int64_t rows, const float* values);
+  /// Collective: entries [first, first + count) of /node/labels.
   void write_labels(int64_t first, int64_t count, const int64_t* values);
+  /// Collective: entries [first, first + count) of /split/NAME.
   void write_split(const std::string& name, int64_t first, int64_t count, const int64_t* values);
   /// Collective: resizes /graph/indices and updates the num_edges and num_classes attributes.
   void set_num_edges(int64_t num_edges);
+  /// Collective: updates the num_classes attribute.
   void set_num_classes(int64_t num_classes);
 
   /// Collective: closes the file and renames it to its final path.
@@ -72,27 +81,37 @@ class GraphFileWriter {
   bool committed_ = false;
 };
 
+/// One of a graph file's splits.
 struct SplitInfo {
-  std::string name;
-  int64_t size = 0;
+  std::string name;  ///< "train", "valid", "test"
+  int64_t size = 0;  ///< node ids in it
 };
 
+/// Reads a graph file collectively, each rank its own ranges.
 class GraphFileReader {
  public:
   /// Collective. Checks the schema (format, version, every dataset's presence, rank and shape) and
   /// throws CollectiveError naming the file and dataset on any mismatch.
   GraphFileReader(const Communicator& comm, std::string path);
 
+  /// The root attributes.
   const GraphMeta& meta() const { return meta_; }
+  /// The file's path.
   const std::string& path() const { return path_; }
+  /// Its splits.
   const std::vector<SplitInfo>& splits() const { return splits_; }
+  /// Whether a split of that name exists.
   bool has_split(const std::string& name) const;
 
-  // Collective reads; each rank passes its own range.
+  /// Collective: entries [first, first + count) of /graph/indptr (each rank its own range).
   std::vector<int64_t> read_indptr(int64_t first, int64_t count) const;
+  /// Collective: entries [first, first + count) of /graph/indices.
   std::vector<int64_t> read_indices(int64_t first, int64_t count) const;
+  /// Collective: rows [first_row, first_row + rows) of /node/features, row-major.
   std::vector<float> read_features(int64_t first_row, int64_t rows) const;
+  /// Collective: entries [first, first + count) of /node/labels.
   std::vector<int64_t> read_labels(int64_t first, int64_t count) const;
+  /// Collective: entries [first, first + count) of /split/NAME.
   std::vector<int64_t> read_split(const std::string& name, int64_t first, int64_t count) const;
 
   /// Collective: rows [first_row, first_row + rows) as a GraphSlice.
@@ -108,10 +127,12 @@ class GraphFileReader {
 
 /// What `tessera info` reports; the counts are global.
 struct GraphSummary {
-  int64_t min_degree = 0, max_degree = 0;
-  double mean_degree = 0.0;
-  int64_t labeled_nodes = 0, self_loops = 0;
-  int64_t max_label = -1;
+  int64_t min_degree = 0;     ///< smallest in-degree
+  int64_t max_degree = 0;     ///< largest in-degree
+  double mean_degree = 0.0;   ///< mean in-degree
+  int64_t labeled_nodes = 0;  ///< nodes with a label
+  int64_t self_loops = 0;     ///< stored edges v -> v
+  int64_t max_label = -1;     ///< the largest label
 };
 
 /// Collective deep check of every value (offsets, node ids, labels, finite features, split ids), each

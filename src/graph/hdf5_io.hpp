@@ -18,9 +18,13 @@ namespace tessera {
 /// Owns one HDF5 identifier and closes it with the matching H5*close.
 class H5Handle {
  public:
+  /// No identifier.
   H5Handle() = default;
+  /// Takes ownership of `id` (invalid ids are allowed: valid() tells).
   explicit H5Handle(hid_t id) : id_(id) {}
+  /// Takes over `o`'s identifier.
   H5Handle(H5Handle&& o) noexcept : id_(o.id_) { o.id_ = H5I_INVALID_HID; }
+  /// Closes this one's identifier, then takes over `o`'s.
   H5Handle& operator=(H5Handle&& o) noexcept;
   H5Handle(const H5Handle&) = delete;
   H5Handle& operator=(const H5Handle&) = delete;
@@ -33,8 +37,11 @@ class H5Handle {
     else
       close();
   }
+  /// The identifier.
   hid_t get() const { return id_; }
+  /// It holds a valid identifier.
   bool valid() const { return id_ >= 0; }
+  /// Closes it with the matching H5*close (collective for parallel files and their datasets).
   void close() noexcept;
   /// Forgets the identifier without closing it. Used while unwinding from an error: closing a parallel
   /// file is collective and could block, so the file is left to the shutdown hook (H5close).
@@ -51,12 +58,15 @@ void prepare_hdf5();
 
 /// Collective open/create with the MPI-IO driver on `comm`. Throws Error naming `path`.
 H5Handle h5_create_file(const Communicator& comm, const std::string& path);
+/// Collective open with the MPI-IO driver; an invalid handle when the file cannot be opened.
 H5Handle h5_open_file(const Communicator& comm, const std::string& path, bool writable);
 
 /// Name of the file that holds `object` (for error messages).
 std::string file_name_of(hid_t object);
 
+/// Whether the object `name` (a path, parents included) exists.
 bool h5_exists(hid_t location, const std::string& name);
+/// Opens a dataset; throws Error naming the file and the dataset when it is missing.
 H5Handle h5_open_dataset(hid_t file, const std::string& file_name, const std::string& name);
 /// Dimensions of a dataset.
 std::vector<int64_t> h5_shape(hid_t dataset);
@@ -67,46 +77,60 @@ H5T_class_t h5_type_class(hid_t dataset);
 /// when `extendible`.
 H5Handle h5_create_dataset(hid_t file, const std::string& name, hid_t type, const std::vector<int64_t>& dims,
                            int64_t chunk_rows, bool extendible);
+/// Collective: resizes an extendible dataset.
 void h5_set_extent(hid_t dataset, const std::vector<int64_t>& dims);
 
 /// Collective transfer of rows [first, first + rows) of a 1D or 2D dataset (all columns). Memory type
 /// is `mem_type`; HDF5 converts from the stored type.
 void h5_write_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, const void* data);
+/// The reading counterpart of h5_write_rows.
 void h5_read_rows(hid_t dataset, hid_t mem_type, int64_t first, int64_t rows, void* data);
 
 /// Collective transfer of the block [row0, row0 + rows) x [col0, col0 + cols) of a 2D dataset (an empty block
 /// still takes part). `data` is rows x cols, row-major.
 void h5_write_block(hid_t dataset, hid_t mem_type, int64_t row0, int64_t rows, int64_t col0, int64_t cols,
                     const void* data);
+/// The reading counterpart of h5_write_block.
 void h5_read_block(hid_t dataset, hid_t mem_type, int64_t row0, int64_t rows, int64_t col0, int64_t cols,
                    void* data);
 
-// Scalar attributes (every rank passes the same value when writing).
+/// Writes a scalar integer attribute (replacing one of that name); every rank passes the same value.
 void h5_write_attr(hid_t object, const std::string& name, int64_t value);
+/// Writes a string attribute (fixed length).
 void h5_write_attr(hid_t object, const std::string& name, const std::string& value);
+/// Writes a scalar floating-point attribute.
 void h5_write_attr(hid_t object, const std::string& name, double value);
+/// Reads an integer attribute; false when it is missing or of another kind.
 bool h5_read_attr(hid_t object, const std::string& name, int64_t& value);
+/// Reads a floating-point attribute; false when it is missing or of another kind.
 bool h5_read_attr(hid_t object, const std::string& name, double& value);
+/// Reads a string attribute; false when it is missing or of another kind.
 bool h5_read_attr(hid_t object, const std::string& name, std::string& value);
 
+/// The HDF5 memory type of T.
 template <class T>
 hid_t h5_native_type();
+/// H5T_NATIVE_FLOAT.
 template <>
 inline hid_t h5_native_type<float>() {
   return H5T_NATIVE_FLOAT;
 }
+/// H5T_NATIVE_DOUBLE.
 template <>
 inline hid_t h5_native_type<double>() {
   return H5T_NATIVE_DOUBLE;
 }
+/// H5T_NATIVE_INT64.
 template <>
 inline hid_t h5_native_type<int64_t>() {
   return H5T_NATIVE_INT64;
 }
+/// H5T_NATIVE_INT32.
 template <>
 inline hid_t h5_native_type<int32_t>() {
   return H5T_NATIVE_INT32;
 }
+/// H5T_NATIVE_UINT64.
 template <>
 inline hid_t h5_native_type<uint64_t>() {
   return H5T_NATIVE_UINT64;

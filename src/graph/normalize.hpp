@@ -9,7 +9,9 @@
 
 namespace tessera {
 
+/// A_hat = D^-1/2 (A + I) D^-1/2 of a square in-edge CSR.
 CsrMatrix<float, HostSpace> gcn_normalize(const CsrMatrix<float, HostSpace>& adjacency);
+/// D^-1 A: each row divided by its number of entries.
 CsrMatrix<float, HostSpace> mean_normalize(const CsrMatrix<float, HostSpace>& adjacency);
 
 /// Divides every row by its sum; rows summing to zero are left unchanged.

@@ -14,25 +14,31 @@
 
 namespace tessera {
 
+/// An .npy array's header.
 struct NpyHeader {
-  char kind = 0;      // 'f' float, 'i' signed, 'u' unsigned, 'b' bool
-  int item_size = 0;  // bytes per element
-  std::vector<int64_t> shape;
-  int64_t count() const;  // number of elements
+  char kind = 0;               ///< 'f' float, 'i' signed, 'u' unsigned, 'b' bool
+  int item_size = 0;           ///< bytes per element
+  std::vector<int64_t> shape;  ///< dimensions
+  /// Number of elements.
+  int64_t count() const;
 };
 
 /// One array of an .npz, read sequentially.
 class NpyStream {
  public:
+  /// Opens `member` of the zip file `archive` (stored or deflated); throws Error naming both.
   NpyStream(const std::string& archive, const std::string& member);
   ~NpyStream();
   NpyStream(const NpyStream&) = delete;
   NpyStream& operator=(const NpyStream&) = delete;
 
+  /// The array's header.
   const NpyHeader& header() const { return header_; }
-  /// Reads the next `count` elements converted to double / int64 (exact for all integer types used).
+  /// Reads the next `count` elements converted to double (exact for all integer types used).
   void read(double* out, int64_t count);
+  /// The same, converted to int64.
   void read(int64_t* out, int64_t count);
+  /// The same, converted to float.
   void read(float* out, int64_t count);
   /// Skips `count` elements.
   void skip(int64_t count);

@@ -13,13 +13,14 @@
 
 namespace tessera {
 
+/// What `tessera prep ogb` converts.
 struct OgbConvertOptions {
-  std::string dataset_dir;
-  std::string output;
-  bool symmetrize = false;  // add the reverse of every edge and drop duplicates (as OGB's arxiv baselines)
-  std::string split;        // split/<split>/; empty: the only one present
-  std::string name;         // empty: the directory's name
-  int64_t edge_memory_bytes = int64_t(2) << 30;  // budget for the edge bucket of one pass
+  std::string dataset_dir;  ///< the OGB raw layout (raw/, split/)
+  std::string output;       ///< the graph file to write
+  bool symmetrize = false;  ///< add the reverse of every edge and drop duplicates (as OGB's arxiv baselines)
+  std::string split;        ///< the split directory under split/; empty: the only one present
+  std::string name;         ///< empty: the directory's name
+  int64_t edge_memory_bytes = int64_t(2) << 30;  ///< budget for the edge bucket of one pass
 };
 
 /// Runs on one process (pass a communicator of size one, e.g. MPI_COMM_SELF). Throws Error naming the

@@ -14,14 +14,21 @@
 
 namespace tessera {
 
-enum class PartitionMethod { Metis, Random };
+/// How nodes are assigned to parts.
+enum class PartitionMethod {
+  Metis,  ///< METIS k-way, balanced by nodes and training nodes
+  Random  ///< a seeded random permutation cut into equal pieces
+};
+/// "metis" or "random".
 const char* partition_method_name(PartitionMethod method);
 
+/// How good a partition is.
 struct PartitionReport {
-  int64_t parts = 0;
-  int64_t cut_edges = 0, edges = 0;  // stored (directed) edges whose ends lie in different parts, all edges
-  double node_balance = 0;           // largest part's nodes / mean
-  double train_balance = 0;          // largest part's training nodes / mean (0 without a train split)
+  int64_t parts = 0;         ///< parts
+  int64_t cut_edges = 0;     ///< stored (directed) edges whose ends lie in different parts
+  int64_t edges = 0;         ///< all stored edges
+  double node_balance = 0;   ///< largest part's nodes / mean
+  double train_balance = 0;  ///< largest part's training nodes / mean (0 without a train split)
 };
 
 /// Part of every node: METIS on the symmetrized graph without self loops (two balance constraints when
@@ -34,22 +41,23 @@ std::vector<int32_t> compute_partition(const std::string& path, int64_t parts, P
 /// Edge cut and balance of `part` on the graph in `path`. Serial.
 PartitionReport evaluate_partition(const std::string& path, const std::vector<int32_t>& part, int64_t parts);
 
-/// Writes /partition/<name> into the graph file (serial; replaces a partition of that name). The data goes
+/// Writes /partition/NAME into the graph file (serial; replaces a partition of that name). The data goes
 /// to a temporary link that is renamed when complete, so an interrupted write never leaves a partition
 /// that looks valid.
 void write_partition(const std::string& path, const std::string& name, const std::vector<int32_t>& part,
                      int64_t parts, PartitionMethod method, const PartitionReport& report);
 
-/// Collective: the part of every node from /partition/<name>; CollectiveError naming the file when it is
+/// Collective: the part of every node from /partition/NAME; CollectiveError naming the file when it is
 /// missing, has another length, another part count than `expected_parts`, or part ids out of range.
 std::vector<int32_t> read_partition(const Communicator& comm, const std::string& path,
                                     const std::string& name, int64_t expected_parts);
 
 /// Node renumbering by (part, old id): new_of_old[v] and the first new id of each part (parts + 1 entries).
 struct Renumbering {
-  std::vector<int64_t> new_of_old;
-  std::vector<int64_t> begin;
+  std::vector<int64_t> new_of_old;  ///< the new id of every node
+  std::vector<int64_t> begin;       ///< parts + 1: part p holds new ids [begin[p], begin[p + 1])
 };
+/// Nodes renumbered by (part, old id).
 Renumbering renumber_by_part(const std::vector<int32_t>& part, int64_t parts);
 
 }  // namespace tessera

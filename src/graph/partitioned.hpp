@@ -13,20 +13,30 @@
 
 namespace tessera {
 
+/// This rank's part of a partitioned graph (nodes renumbered so every rank owns a contiguous range).
 struct PartitionedGraph {
-  std::string path;
-  int64_t num_nodes = 0, num_features = 0, num_classes = 0;
-  std::vector<int64_t> owner_begin;  // ranks + 1: rank r owns new ids [owner_begin[r], owner_begin[r + 1])
-  int64_t first = 0, count = 0;      // this rank's range
-  // Owned rows (new id first + i): in-neighbours in new ids, sorted, self loops dropped (GCN adds its own).
-  std::vector<int64_t> row_ptr, col;
-  std::vector<float> features;  // count x num_features
-  std::vector<int64_t> labels;  // count, -1 = unlabeled
-  std::vector<int64_t> degree;  // num_nodes: in-degree of every node (without self loops), new ids
-  std::vector<int64_t> train, valid, test;  // owned new ids in each split, sorted
-  std::vector<int64_t> file_id;             // count: each owned node's id in the file
+  std::string path;                  ///< the graph file
+  int64_t num_nodes = 0;             ///< nodes of the whole graph
+  int64_t num_features = 0;          ///< feature columns
+  int64_t num_classes = 0;           ///< label classes
+  std::vector<int64_t> owner_begin;  ///< ranks + 1: rank r owns new ids [owner_begin[r], owner_begin[r + 1])
+  int64_t first = 0;                 ///< this rank's first new id
+  int64_t count = 0;                 ///< and how many it owns
+  /// Owned rows (new id first + i): offsets into col.
+  std::vector<int64_t> row_ptr;
+  /// In-neighbours in new ids, sorted, self loops dropped (GCN adds its own).
+  std::vector<int64_t> col;
+  std::vector<float> features;   ///< count x num_features
+  std::vector<int64_t> labels;   ///< count, -1 = unlabeled
+  std::vector<int64_t> degree;   ///< num_nodes: in-degree of every node (without self loops), new ids
+  std::vector<int64_t> train;    ///< owned new ids in the training split, sorted
+  std::vector<int64_t> valid;    ///< owned new ids in the validation split, sorted
+  std::vector<int64_t> test;     ///< owned new ids in the test split, sorted
+  std::vector<int64_t> file_id;  ///< count: each owned node's id in the file
 
+  /// The rank owning a (new) node id.
   int owner(int64_t node) const;
+  /// Whether this rank owns it.
   bool owns(int64_t node) const { return node >= first && node < first + count; }
   /// Non-owned in-neighbours of owned nodes, sorted (the cache's candidates).
   std::vector<int64_t> halo() const;

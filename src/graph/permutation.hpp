@@ -9,9 +9,16 @@
 
 namespace tessera {
 
-enum class PermuteMode { None, Single, Double };
+/// The 3D layout's permutations of the nodes (DESIGN §4).
+enum class PermuteMode {
+  None,    ///< the file's order
+  Single,  ///< one permutation for rows and columns
+  Double   ///< two independent permutations (p1 rows of even layers, p2 of odd ones)
+};
+/// "none", "single" or "double".
 const char* permute_mode_name(PermuteMode mode);
 
+/// A permutation of [0, n) evaluated in O(1) without a table (a keyed Feistel network).
 class RandomPermutation {
  public:
   /// The identity on [0, n).
@@ -19,7 +26,9 @@ class RandomPermutation {
   /// A permutation keyed by (seed, stream).
   RandomPermutation(int64_t n, uint64_t seed, uint64_t stream);
 
+  /// n.
   int64_t size() const { return n_; }
+  /// It is the identity.
   bool identity() const { return half_bits_ == 0; }
   /// p(i): the node at position i.
   int64_t operator()(int64_t i) const;

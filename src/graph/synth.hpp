@@ -16,21 +16,30 @@
 
 namespace tessera {
 
-enum class SynthKind { Rmat, Csbm };
+/// Which generator.
+enum class SynthKind {
+  Rmat,  ///< R-MAT: skewed degrees, random features, degree-bucket labels
+  Csbm   ///< contextual stochastic block model: learnable labels
+};
 
+/// A generated graph's shape.
 struct SynthOptions {
-  SynthKind kind = SynthKind::Csbm;
-  int64_t num_nodes = 10000;
-  int64_t num_edges = 50000;  // undirected edges drawn (before removing duplicates and self loops)
-  int64_t num_features = 32;
-  int64_t num_classes = 8;
-  uint64_t seed = 1;
-  double rmat_a = 0.57, rmat_b = 0.19, rmat_c = 0.19;
-  double intra_class = 0.8;     // CSBM: fraction of edges inside the class
-  double feature_signal = 0.1;  // CSBM: class-mean scale relative to unit noise (0.1: a 2-layer GCN
-                                // reaches ~89% on the default graph, features alone ~55%)
-  double train_fraction = 0.1, valid_fraction = 0.1;  // the rest is test
-  std::string name;                                   // empty: a name from kind and seed
+  SynthKind kind = SynthKind::Csbm;  ///< the generator
+  int64_t num_nodes = 10000;         ///< nodes
+  int64_t num_edges = 50000;         ///< undirected edges drawn (before removing duplicates and self loops)
+  int64_t num_features = 32;         ///< feature columns
+  int64_t num_classes = 8;           ///< label classes
+  uint64_t seed = 1;                 ///< the same seed gives the same file on any rank count
+  double rmat_a = 0.57;              ///< R-MAT quadrant probabilities (the fourth is 1 - a - b - c)
+  double rmat_b = 0.19;              ///< see rmat_a
+  double rmat_c = 0.19;              ///< see rmat_a
+  double intra_class = 0.8;          ///< CSBM: fraction of edges inside the class
+  /// CSBM: class-mean scale relative to unit noise (0.1: a 2-layer GCN reaches ~89% on the default graph,
+  /// features alone ~55%).
+  double feature_signal = 0.1;
+  double train_fraction = 0.1;  ///< nodes in the training split
+  double valid_fraction = 0.1;  ///< nodes in the validation split (the rest are test)
+  std::string name;             ///< empty: a name from kind and seed
 };
 
 /// Collective: generates the graph and writes it to `output` (atomically). Returns its metadata.

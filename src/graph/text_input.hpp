@@ -16,6 +16,7 @@ namespace tessera {
 /// and line on a truncated or corrupt stream.
 class GzipLineReader {
  public:
+  /// Opens `path`; throws Error naming it when it cannot.
   explicit GzipLineReader(std::string path);
   ~GzipLineReader();
   GzipLineReader(const GzipLineReader&) = delete;
@@ -23,7 +24,9 @@ class GzipLineReader {
 
   /// Next line without its newline; false at the end of the file.
   bool next(std::string_view& line);
+  /// The last line's number (1-based).
   int64_t line_number() const { return line_number_; }
+  /// The file's path.
   const std::string& path() const { return path_; }
   /// Fraction of the compressed file consumed, for progress reports.
   double fraction_read() const;

@@ -13,6 +13,8 @@
 
 namespace tessera {
 
+/// Which entries of a block dropout keeps, recomputed on demand from global coordinates (a value
+/// type captured by kernels; it owns no memory).
 class DropoutMask {
  public:
   /// No dropout.
@@ -32,11 +34,15 @@ class DropoutMask {
     return d;
   }
 
+  /// Whether any entry can be dropped (rate > 0).
   KOKKOS_INLINE_FUNCTION bool active() const { return rate_ > 0.0f; }
+  /// Global row of local row i.
   KOKKOS_INLINE_FUNCTION int64_t global_row(int64_t i) const {
     return row_ids_.extent(0) > 0 ? row_ids_(i) : row_offset_ + i;
   }
+  /// Global row of local row 0 (contiguous layouts).
   KOKKOS_INLINE_FUNCTION int64_t row_offset() const { return row_offset_; }
+  /// Global column of local column 0.
   KOKKOS_INLINE_FUNCTION int64_t col_offset() const { return col_offset_; }
 
   /// Keep bits of the 8 entries (row, 8*block .. 8*block+7) in global coordinates: one Philox block
@@ -56,6 +62,7 @@ class DropoutMask {
     const int64_t col = col_offset_ + j;
     return (keep8(global_row(i), col >> 3) >> (col & 7)) & 1u;
   }
+  /// Factor a kept entry is multiplied by, 1 / (1 - rate).
   KOKKOS_INLINE_FUNCTION float scale() const { return active() ? 1.0f / (1.0f - rate_) : 1.0f; }
 
  private:

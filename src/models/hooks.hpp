@@ -41,6 +41,7 @@ class Checkpointer : public TrainerHook {
  public:
   /// The checkpoint's path in a directory.
   static std::string path_in(const std::string& dir) { return dir + "/checkpoint.h5"; }
+  /// Checkpoints into `dir` every `every` epochs (0: at the end); `resume` loads DIR's checkpoint first.
   Checkpointer(std::string dir, int64_t every, bool resume)
       : dir_(std::move(dir)), every_(every), resume_(resume) {}
   /// Checks that DIR can take a checkpoint (before any epoch runs), then resumes when asked.
@@ -71,6 +72,7 @@ class EarlyStopping : public TrainerHook {
 /// embedding from it when training ends (from the final model if this run saw no evaluation).
 class NodeOutputs : public TrainerHook {
  public:
+  /// Writes to the non-empty paths of `paths`.
   explicit NodeOutputs(NodeOutputPaths paths) : paths_(std::move(paths)) {}
   /// Checks that the paths can be written (before any epoch runs).
   void on_start(Trainer& trainer) override;

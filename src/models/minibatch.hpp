@@ -20,10 +20,12 @@ namespace tessera {
 
 /// One rank's share of a mini-batch, in host containers.
 struct HostBatch {
-  std::vector<HostCsr> forward, transpose;  ///< per layer: A_S block and its transpose
-  std::vector<HostCsr> self,
-      self_transpose;                    ///< per layer, when asked: the self block of S and its transpose
-  std::vector<SampledIndex> rows, cols;  ///< per layer: sampled output rows / input columns
+  std::vector<HostCsr> forward;         ///< per layer: the A_S block
+  std::vector<HostCsr> transpose;       ///< per layer: its transpose
+  std::vector<HostCsr> self;            ///< per layer, when asked: the self block of S
+  std::vector<HostCsr> self_transpose;  ///< per layer, when asked: its transpose
+  std::vector<SampledIndex> rows;       ///< per layer: sampled output rows
+  std::vector<SampledIndex> cols;       ///< per layer: sampled input columns
 };
 
 /// The same on the device, ready for a model's forward.

@@ -38,26 +38,31 @@ class FeatureNorm : public Layer {
   std::vector<ParameterRef> parameters() override;
 
  protected:
+  /// At the slot's activations; `kind` names the norm in messages and parameter names.
   FeatureNorm(LayerSlot& slot, const NormOptions& options, const char* kind);
   /// The fused ReLU / dropout of a pass.
   NormEpilogue epilogue(const PassInfo& pass) const;
   /// The output block for `rows` rows (its padding rows stay zero) and the rows a pass keeps.
   Matrix<float> output(const Matrix<const float>& in, const GraphBatch& batch);
-  /// In-place sum over the axis splitting the rows (BatchNorm's statistics) or the columns (RMSNorm's).
+  /// In-place sum over the axis splitting the rows (BatchNorm's statistics).
   void sum_rows(const Vector<float>& v) const;
+  /// In-place sum over the axis splitting the columns (RMSNorm's statistics).
   void sum_columns(const Vector<float>& v) const;
 
-  NormOptions options_;
-  std::string kind_, prefix_;  // prefix_: "layer<l>.norm."
-  ActivationLayout at_;
-  const Communicator* rows_comm_;
-  const Communicator* cols_comm_;
-  KernelPath kernels_;
-  RowParameter gamma_, beta_;
-  BlockPlacement row_at_;             // the running statistics' placement
-  LayerGraph rows_;                   // the last forward's rows
-  Matrix<const float> z_;             // its valid input rows (normalized values are recomputed from them)
-  Matrix<float> out_capacity_, out_;  // out_: the valid output rows
+  NormOptions options_;            ///< as constructed
+  std::string kind_;               ///< "BatchNorm" or "RMSNorm"
+  std::string prefix_;             ///< parameter name prefix, "layer<l>.norm."
+  ActivationLayout at_;            ///< where the input and output blocks live
+  const Communicator* rows_comm_;  ///< ranks sharing this block's columns (sum over rows)
+  const Communicator* cols_comm_;  ///< ranks sharing this block's rows (sum over columns)
+  KernelPath kernels_;             ///< kernel path of every launch
+  RowParameter gamma_;             ///< per-column scale
+  RowParameter beta_;              ///< per-column shift
+  BlockPlacement row_at_;          ///< the running statistics' placement
+  LayerGraph rows_;                ///< the last forward's rows
+  Matrix<const float> z_;          ///< its valid input rows (normalized values are recomputed from them)
+  Matrix<float> out_capacity_;     ///< the output buffer at its largest size so far
+  Matrix<float> out_;              ///< the valid output rows of the last forward
 };
 
 /// BatchNorm (Ioffe & Szegedy): per column, mean and variance over every node of the (sub)graph on

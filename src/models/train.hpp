@@ -44,7 +44,7 @@ struct TrainOptions {
   int64_t eval_every = 1;        ///< evaluate every K epochs and after the last; 0: never
   bool keep_last_step = false;   ///< see TrainerOptions
   MinibatchOptions minibatch;    ///< minibatch mode
-  std::string partition;         ///< sampled: /partition/<name>; empty: metis-<ranks> (block on one rank)
+  std::string partition;         ///< sampled: /partition/NAME; empty: metis-RANKS (block on one rank)
   SampledOptions sampled;        ///< sampled mode
   std::string metrics_path;      ///< JSON lines per epoch (and per step in sampled mode)
   std::string predictions_path;  ///< best-validation predicted class of every node, one per line

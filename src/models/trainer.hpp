@@ -59,9 +59,11 @@ struct TrainResult {
   double best_valid = 0;             ///< its validation accuracy
   double test_at_best = 0;           ///< its test accuracy
   std::vector<float> final_weights;  ///< every parameter in global layout, concatenated (resume checks)
-  /// With keep_last_step: the last step's logits (this 3D replica's rows, nodes x classes in node order)
-  /// and every parameter's gradient of that step (before Adam), global layout, in final_weights order.
-  std::vector<float> last_logits, last_gradients;
+  /// With keep_last_step: the last step's logits (this 3D replica's rows, nodes x classes in node order).
+  std::vector<float> last_logits;
+  /// With keep_last_step: every parameter's gradient of the last step (before Adam), global layout, in
+  /// final_weights order.
+  std::vector<float> last_gradients;
   int64_t remote_rows = 0;    ///< sampled mode, over ranks and the run: remote input rows needed
   int64_t cache_hits = 0;     ///< of them, found in the feature cache
   int64_t fetched_rows = 0;   ///< rows fetched (misses and refills)

@@ -15,15 +15,20 @@
 
 namespace tessera {
 
+/// What the performance model knows of a machine.
 struct MachineProfile {
-  std::string name;
-  int ranks_per_node = 1;
-  double alpha_intra = 5e-6, beta_intra = 1e10;  // all-reduce latency (s) and bandwidth (bytes/s)
-  double alpha_inter = 1e-5, beta_inter = 1e10;
-  double spmm_c0 = 0, spmm_c1 = 0, spmm_c2 = 0;  // eq. 4.4; all zero: roofline with memory_bandwidth
-  double memory_bandwidth = 1e11;                // bytes/s
-  double min_row_bytes = 64;  // roofline: a gathered row costs at least this much (narrow rows waste lanes)
-  double gemm_rate = 1e11;    // flop/s
+  std::string name;                ///< "perlmutter", "frontier", "local", or a file's
+  int ranks_per_node = 1;          ///< groups up to this size are inside a node
+  double alpha_intra = 5e-6;       ///< all-reduce latency inside a node (s)
+  double beta_intra = 1e10;        ///< all-reduce bandwidth inside a node (bytes/s)
+  double alpha_inter = 1e-5;       ///< latency across nodes (s)
+  double beta_inter = 1e10;        ///< bandwidth across nodes (bytes/s)
+  double spmm_c0 = 0;              ///< eq. 4.4's c0; all three zero: roofline with memory_bandwidth
+  double spmm_c1 = 0;              ///< eq. 4.4's c1
+  double spmm_c2 = 0;              ///< eq. 4.4's c2
+  double memory_bandwidth = 1e11;  ///< bytes/s
+  double min_row_bytes = 64;  ///< roofline: a gathered row costs at least this much (narrow rows waste lanes)
+  double gemm_rate = 1e11;    ///< flop/s
 };
 
 /// Built-in profiles: perlmutter (4 A100 per node), frontier (8 MI250X GCDs per node), local (this kind
@@ -31,17 +36,24 @@ struct MachineProfile {
 MachineProfile builtin_machine(const std::string& name);
 /// JSON machine files written by `tessera bench comm` / `tessera bench spmm --fit`.
 MachineProfile load_machine_file(const std::string& path);
+/// Writes a profile as a machine file.
 void save_machine_file(const MachineProfile& profile, const std::string& path);
 
+/// The problem a grid is planned for.
 struct ProblemSize {
-  int64_t nodes = 0, nnz = 0;  // nnz of the normalized adjacency (edges + self loops)
-  std::vector<int64_t> dims;   // features, hidden..., classes
+  int64_t nodes = 0;          ///< nodes
+  int64_t nnz = 0;            ///< nonzeros of the normalized adjacency (edges + self loops)
+  std::vector<int64_t> dims;  ///< features, hidden..., classes
 };
 
+/// A grid's predicted epoch.
 struct GridCost {
-  GridShape shape;
-  double comm_s = 0, spmm_s = 0, gemm_s = 0, total_s = 0;
-  double memory_bytes = 0;  // per rank
+  GridShape shape;          ///< the grid
+  double comm_s = 0;        ///< communication
+  double spmm_s = 0;        ///< sparse products
+  double gemm_s = 0;        ///< dense products
+  double total_s = 0;       ///< their sum
+  double memory_bytes = 0;  ///< per rank
 };
 
 /// Predicted epoch cost of one grid.
@@ -60,8 +72,13 @@ std::pair<double, double> fit_allreduce_model(const std::vector<double>& bytes,
 /// Least-squares fit of eq. 4.4 from measured (rows, cols, width, nnz, grid ranks, Ga, Gb, Gc, seconds):
 /// returns {c0, c1, c2}. Throws Error with fewer than 3 samples.
 struct SpmmSample {
-  double nnz, width, rows, cols, seconds;
+  double nnz;      ///< nonzeros of the local block
+  double width;    ///< columns of the dense operand
+  double rows;     ///< rows of the block
+  double cols;     ///< columns of the block
+  double seconds;  ///< measured time
 };
+/// See SpmmSample.
 std::vector<double> fit_spmm_model(const std::vector<SpmmSample>& samples);
 /// eq. 4.4 terms of one local SpMM: sqrt(f), sqrt(f) cols / width, sqrt(f) rows / width with f = nnz * width.
 std::vector<double> spmm_terms(double nnz, double width, double rows, double cols);

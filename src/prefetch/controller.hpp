@@ -19,29 +19,43 @@
 
 namespace tessera {
 
-enum class PrefetchPolicy { None, Static, Periodic, Adaptive, External };
+/// Who decides the cache's evictions (see the file comment).
+enum class PrefetchPolicy {
+  None,      ///< no cache
+  Static,    ///< the initial fill only
+  Periodic,  ///< every Delta steps
+  Adaptive,  ///< from the windowed hit rate and miss trend
+  External   ///< an agent program's answers
+};
+/// "none", "static", "periodic", "adaptive" or "external".
 const char* prefetch_policy_name(PrefetchPolicy policy);
 
+/// A controller's settings.
 struct ControllerOptions {
-  PrefetchPolicy policy = PrefetchPolicy::Periodic;
-  int64_t interval = 16;       // Delta
-  std::string agent;           // external: the command (run with /bin/sh -c)
-  double agent_timeout_s = 5;  // external: longest wait for an answer to a window
-  int rank = 0;                // reported to the agent and in the fallback message
-  int64_t capacity = 0;        // cache slots (reported to the agent)
+  PrefetchPolicy policy = PrefetchPolicy::Periodic;  ///< which controller
+  int64_t interval = 16;                             ///< Delta
+  std::string agent;                                 ///< external: the command (run with /bin/sh -c)
+  double agent_timeout_s = 5;                        ///< external: longest wait for an answer to a window
+  int rank = 0;                                      ///< reported to the agent and in the fallback message
+  int64_t capacity = 0;                              ///< cache slots (reported to the agent)
 };
 
 /// What one step saw: the counts of RemoteFeatures' FetchStats.
 struct StepObservation {
-  int64_t step = 0;  // over the run, from 0
-  int64_t remote_rows = 0, hits = 0, fetched_rows = 0, evictions = 0;
+  int64_t step = 0;          ///< over the run, from 0
+  int64_t remote_rows = 0;   ///< remote input rows needed
+  int64_t hits = 0;          ///< found in the cache
+  int64_t fetched_rows = 0;  ///< fetched (misses and refills)
+  int64_t evictions = 0;     ///< slots refilled
 };
 
+/// Decides, step by step, whether the cache evicts.
 class PrefetchController {
  public:
   virtual ~PrefetchController() = default;
   /// Whether step `step` carries an eviction. Asked once per step, before its fetch.
   virtual bool evict(int64_t step) = 0;
+  /// What a step saw, after its fetch.
   virtual void observe(const StepObservation& o) = 0;
   /// The policy in force now ("periodic", "external", "external -> periodic (agent exited)").
   virtual std::string state() const = 0;

@@ -17,36 +17,44 @@
 
 namespace tessera {
 
+/// The cache's settings (DESIGN §6).
 struct FeatureCacheOptions {
-  double fraction = 0.25;  // capacity = floor(fraction * |halo|) slots
-  double alpha = 0.05;     // per-step score decay: scores are multiplied by (1 - alpha)
-  int64_t interval = 16;   // Delta: evict every `interval` steps; threshold (1 - alpha)^Delta
+  double fraction = 0.25;  ///< capacity = floor(fraction * |halo|) slots
+  double alpha = 0.05;     ///< per-step score decay: scores are multiplied by (1 - alpha)
+  int64_t interval = 16;   ///< Delta: evict every `interval` steps; threshold (1 - alpha)^Delta
 };
 
+/// Feature rows of halo nodes kept between steps, with MassiveGNN's scores, miss counts and eviction rule.
 class FeatureCache {
  public:
   /// halo: the halo node ids (distinct); degree[k]: the degree of halo[k] (initial fill order).
   FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>& degree, int64_t feature_dim,
                const FeatureCacheOptions& options);
 
+  /// Slots.
   int64_t capacity() const { return int64_t(slot_node_.size()); }
+  /// Floats per row.
   int64_t feature_dim() const { return dim_; }
   /// The nodes of the initial fill (highest degree first, ties by lower id), one per slot, in slot order:
   /// fetch them in one bulk request and install_initial() their rows.
   const std::vector<int64_t>& slot_nodes() const { return slot_node_; }
-  void install_initial(const std::vector<float>& rows);  // capacity x feature_dim, in slot order
+  /// Installs the initial fill's rows (capacity x feature_dim, in slot order).
+  void install_initial(const std::vector<float>& rows);
 
   /// For each needed node: its slot, or -1 (a miss, counted if it is a halo node). Hit slots' scores are
   /// restored to 1 at end_step().
   std::vector<int64_t> lookup(const std::vector<int64_t>& nodes);
+  /// The row held in a slot.
   const float* row(int64_t slot) const { return &rows_[size_t(slot * dim_)]; }
 
   /// The eviction plan of this step: slots whose score fell below (1 - alpha)^Delta and that this step's
   /// lookup did not hit, paired with the most-missed uncached halo nodes (ties by lower id), at most one per
   /// slot.
   struct Replacement {
-    std::vector<int64_t> slots, nodes;
+    std::vector<int64_t> slots;  ///< slots to refill
+    std::vector<int64_t> nodes;  ///< the node each gets
   };
+  /// This step's plan (see Replacement).
   Replacement plan_eviction() const;
   /// The step's one request: the missed nodes, then the replacement nodes not among them, each once.
   static std::vector<int64_t> request(const std::vector<int64_t>& missed, const Replacement& plan);
@@ -55,9 +63,13 @@ class FeatureCache {
   /// Ends a step: every slot's score times (1 - alpha), hit slots back to 1.
   void end_step();
 
+  /// A slot's score.
   double score(int64_t slot) const { return score_[size_t(slot)]; }
+  /// A halo node's misses since it was last installed.
   int64_t misses(int64_t node) const;
-  int64_t slot_of(int64_t node) const;  // -1 when not cached
+  /// A node's slot, -1 when not cached.
+  int64_t slot_of(int64_t node) const;
+  /// (1 - alpha)^Delta: slots scoring below it may be evicted.
   double threshold() const { return threshold_; }
 
  private:

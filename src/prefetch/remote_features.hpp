@@ -13,17 +13,20 @@
 
 namespace tessera {
 
+/// What one fetch did.
 struct FetchStats {
-  int64_t remote_rows = 0;    // non-owned input rows the step needs
-  int64_t hits = 0;           // of them, served by the cache
-  int64_t fetched_rows = 0;   // rows received: misses and refills
-  int64_t fetched_bytes = 0;  // feature bytes received
-  int64_t evictions = 0;      // cache slots refilled this step
-  double seconds = 0;         // the exchange's wall time (with any simulated network delay)
+  int64_t remote_rows = 0;    ///< non-owned input rows the step needs
+  int64_t hits = 0;           ///< of them, served by the cache
+  int64_t fetched_rows = 0;   ///< rows received: misses and refills
+  int64_t fetched_bytes = 0;  ///< feature bytes received
+  int64_t evictions = 0;      ///< cache slots refilled this step
+  double seconds = 0;         ///< the exchange's wall time (with any simulated network delay)
 };
 
+/// Feature rows of any nodes of a partitioned graph, through the cache.
 class RemoteFeatures {
  public:
+  /// Exchanges over `comm` (one rank per part).
   RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph, SimulatedNetwork network = {});
 
   /// Collective: the cache's initial fill in one bulk request.

@@ -13,15 +13,18 @@ namespace tessera {
 
 /// A host CSR in standard containers (what the sampler thread produces).
 struct HostCsr {
-  int64_t num_rows = 0, num_cols = 0;
-  std::vector<int64_t> row_ptr{0}, col_idx;
-  std::vector<float> values;
+  int64_t num_rows = 0;             ///< rows
+  int64_t num_cols = 0;             ///< columns
+  std::vector<int64_t> row_ptr{0};  ///< num_rows + 1 offsets into col_idx
+  std::vector<int64_t> col_idx;     ///< column of each entry, increasing within a row
+  std::vector<float> values;        ///< value of each entry
 };
 
 /// The rows (or columns) of a static block that a sample selects: `local` are the local indices in
 /// increasing order, `ids` their vertex ids.
 struct SampledIndex {
-  std::vector<int64_t> local, ids;
+  std::vector<int64_t> local;  ///< local indices in the static block, increasing
+  std::vector<int64_t> ids;    ///< their vertex ids
 };
 
 /// The sampled rows (or columns) of a block covering positions [begin, end) of an ordering, given each

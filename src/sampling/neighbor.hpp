@@ -16,18 +16,21 @@
 
 namespace tessera {
 
+/// What a neighbour sample is a function of, besides the layer and the node.
 struct NeighborKey {
-  uint64_t seed = 0;
-  int64_t epoch = 0, step = 0;
+  uint64_t seed = 0;  ///< the run's seed
+  int64_t epoch = 0;  ///< epoch index
+  int64_t step = 0;   ///< step within the epoch
 };
 
 /// One layer's bipartite block: rows are its destination nodes (the first num_dst entries of `src`, so a
 /// node's own row is at the same index on both sides), columns index `src`; row i lists the local indices
 /// of dst i's sampled in-neighbours (column order = the neighbour list's order).
 struct SampledBlock {
-  int64_t num_dst = 0;
-  std::vector<int64_t> src;  // global (renumbered) ids: dst nodes first, then new nodes by first use
-  std::vector<int64_t> row_ptr, col;
+  int64_t num_dst = 0;           ///< destination nodes (rows)
+  std::vector<int64_t> src;      ///< global (renumbered) ids: dst nodes first, then new nodes by first use
+  std::vector<int64_t> row_ptr;  ///< num_dst + 1 offsets into col
+  std::vector<int64_t> col;      ///< index into src of each sampled in-neighbour
 };
 
 /// Appends the sampled neighbours of a node (neighbour list nbrs[0, degree)) to `out`: all of them when
@@ -46,6 +49,7 @@ std::vector<SampledBlock> build_blocks(const std::vector<int64_t>& seeds, int la
 template <class SampleFn>
 std::vector<SampledBlock> build_blocks(const std::vector<int64_t>& seeds, int layers, SampleFn&& sample);
 
+/// The distributed neighbour sampler: each rank samples the frontier nodes it owns.
 class NeighborSampler {
  public:
   /// Collective use only: every rank calls sample() once per step, with its own (possibly empty) seeds.
@@ -54,6 +58,7 @@ class NeighborSampler {
 
   /// blocks[l] feeds layer l; blocks.back() has the seeds as destinations.
   std::vector<SampledBlock> sample(const std::vector<int64_t>& seeds, int64_t epoch, int64_t step) const;
+  /// Per layer (input layer first): neighbours kept per node, -1 for all.
   const std::vector<int>& fanouts() const { return fanouts_; }
 
  private:

@@ -39,6 +39,7 @@ std::vector<SampledBlock> build_blocks(const std::vector<int64_t>& seeds, int la
 
 namespace tessera {
 
+/// build_blocks with nothing to prepare (every neighbour list is local).
 template <class SampleFn>
 std::vector<SampledBlock> build_blocks(const std::vector<int64_t>& seeds, int layers, SampleFn&& sample) {
   return build_blocks(seeds, layers, sample, [](int, const std::vector<int64_t>&) {});

@@ -13,6 +13,7 @@
 
 namespace tessera {
 
+/// Builds batches of type Batch one ahead of the trainer, on a thread of its own or inline.
 template <class Batch>
 class BatchPipeline {
  public:
@@ -47,8 +48,10 @@ class BatchPipeline {
     return b;
   }
 
-  double build_seconds() const { return build_s_; }    // sampling time, all batches taken so far
-  double waited_seconds() const { return waited_s_; }  // of it, time the trainer stood waiting
+  /// Sampling time of all batches taken so far.
+  double build_seconds() const { return build_s_; }
+  /// Of it, time the trainer stood waiting.
+  double waited_seconds() const { return waited_s_; }
 
  private:
   bool background_;

@@ -10,10 +10,12 @@
 
 namespace tessera {
 
+/// What a uniform vertex sample is a function of.
 struct SampleKey {
-  uint64_t seed = 0;
-  int64_t epoch = 0, step = 0;
-  int replica = 0;
+  uint64_t seed = 0;  ///< the run's seed
+  int64_t epoch = 0;  ///< epoch index
+  int64_t step = 0;   ///< step within the epoch
+  int replica = 0;    ///< data-parallel replica (different replicas draw different samples)
 };
 
 /// `count` distinct vertices of [0, n), sorted, uniformly without replacement: the first `count` images
