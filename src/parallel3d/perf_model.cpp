@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "tessera/core/error.hpp"
+#include "tessera/comm/process_grid.hpp"
 #include "tessera/parallel3d/layout.hpp"
 
 namespace tessera {

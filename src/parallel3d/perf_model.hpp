@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/comm/process_grid.hpp"
+#include "tessera/comm/grid_shape.hpp"
 
 namespace tessera {
 
