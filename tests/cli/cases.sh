@@ -226,7 +226,13 @@ case "$case_name" in
     grep -q '"bytes_allreduce"' m.jsonl || { echo "FAILED: no communication bytes in the metrics"; exit 1; }
     for phase in '"spmm":{"max_over_mean"' '"gemm":{"max_over_mean"' '"forward allreduce a":{' '"loss":{'; do
       grep -qF "$phase" m.jsonl || { echo "FAILED: no per-phase timing $phase in the metrics"; exit 1; }
-    done ;;
+    done
+    # GraphSAGE too: its root term rides the grid's collectives (a self block per layer).
+    one=$("$TESSERA" train --data cora.h5 --model sage --epochs 200 --normalize-features --quiet | tail -n 1) || exit 1
+    grid=$($MPIEXEC -n 4 "$TESSERA" train --data cora.h5 --model sage --epochs 200 --normalize-features --quiet \
+      --grid 2x2x1 | tail -n 1) || exit 1
+    echo "sage 1 rank:     $one"; echo "sage 2x2x1 grid: $grid"
+    [ "${one%% (mean*}" = "${grid%% (mean*}" ] || { echo "FAILED: the SAGE grid run differs from one rank"; exit 1; } ;;
   train_config)
     good_h5
     printf 'data = "g.h5"\nhidden = 8\nepochs = 3\nquiet = true\nmetrics = "m.jsonl"\nmodel = "sage"\n' > run.toml
