@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -17,6 +18,24 @@ namespace {
 std::vector<std::function<void()>>& shutdown_hooks() {
   static std::vector<std::function<void()>> hooks;
   return hooks;
+}
+
+// Kokkos gets only the --kokkos-* arguments, which are then removed from argv: given the application's own
+// --help it would print its whole option list in front of the application's.
+void initialize_kokkos(int& argc, char** argv) {
+  std::vector<char*> kokkos_args{argv[0]};
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--kokkos-", 9) == 0)
+      kokkos_args.push_back(argv[i]);
+    else
+      argv[kept++] = argv[i];
+  }
+  argc = kept;
+  argv[argc] = nullptr;
+  int kokkos_argc = int(kokkos_args.size());
+  kokkos_args.push_back(nullptr);
+  Kokkos::initialize(kokkos_argc, kokkos_args.data());
 }
 }  // namespace
 
@@ -41,7 +60,7 @@ Runtime::Runtime(int& argc, char**& argv, int thread_level) {
   // Kokkos warns on every start when OMP_PROC_BIND is unset; thread binding is the job launcher's
   // business (srun/mpiexec bind ranks), so an unset variable means "do not bind". A user's value wins.
   setenv("OMP_PROC_BIND", "false", 0);
-  Kokkos::initialize(argc, argv);
+  initialize_kokkos(argc, argv);
 }
 
 Runtime::~Runtime() {

@@ -83,7 +83,15 @@ case "$case_name" in
   bad_usage)
     expect_error "--nodes: Value abc not in range|could not be converted|--nodes" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" prep synth --nodes abc -o x.h5
-    expect_error "A subcommand is required|subcommand" "-" -- "$TESSERA" ;;
+    expect_error "A subcommand is required|subcommand" "-" -- "$TESSERA"
+    # --help is the command's own (Kokkos takes only --kokkos-* arguments), and --kokkos-* still reach Kokkos.
+    help=$("$TESSERA" train --help) || exit 1
+    [ "$(head -n 1 <<<"$help")" = "Train a GCN or GraphSAGE model on a graph file" ] ||
+      { echo "FAILED: train --help starts with: $(head -n 1 <<<"$help")"; exit 1; }
+    grep -q kokkos <<<"$help" && { echo "FAILED: Kokkos' options in train --help"; exit 1; }
+    "$TESSERA" train --help --kokkos-help | grep -q -- "--kokkos-threads" ||
+      { echo "FAILED: --kokkos-help did not reach Kokkos"; exit 1; }
+    exit 0 ;;
   abort_local_error)
     # Rank 1 fails while rank 0 waits in a barrier: the job must end (timeout = hang) with a non-zero code.
     expect_error "probe: rank-local failure \(rank 1\)" "-" -- timeout 60 $MPIEXEC -n 2 "$ABORT_PROBE" local ;;
