@@ -103,7 +103,9 @@ void add_bench_command(CLI::App& app, Command& selected) {
         log_line(line);
       }
       // t = 2(p-1)/p * bytes / beta + 2(p-1) alpha.
-      const auto [alpha, beta] = fit_allreduce_model(sizes, times, p);
+      // Plain names, not structured bindings: the lambda below captures them (C++20 for bindings).
+      const std::pair<double, double> fit = fit_allreduce_model(sizes, times, p);
+      const double alpha = fit.first, beta = fit.second;
       std::snprintf(line, sizeof(line), "fit: alpha %.2f us, beta %.2f GB/s", 1e6 * alpha, beta / 1e9);
       log_line(line);
       if (!cm->write.empty())

@@ -26,7 +26,7 @@ Vector<float> row_max(const LogitsLayout& layout, const Matrix<const float>& x,
           m(i) = 0.0f;
           return;
         }
-        float top = -std::numeric_limits<float>::infinity();
+        float top = -HUGE_VALF;  // numeric_limits' infinity() is a host-only constexpr for nvcc
         for (int64_t j = 0; j < local; ++j) top = x(i, j) > top ? x(i, j) : top;
         m(i) = top;
       });
