@@ -62,8 +62,8 @@ print(f"\nSpearman(predicted, measured) = {spearman:.2f}; auto picks {auto}: {pi
       f"fastest {best:.4f} s -> {100 * (picked / best - 1):.1f}% slower (target within 15%)")
 PY
 fastest=$(sort -k2 -g "$work/measured.txt" | head -n 1 | cut -d' ' -f1)
-# Ranks vs threads: the one-rank trainer with 2 threads, the 3D schedule on a 1x1x1 grid with 2 threads, and
-# every 2-rank grid with 1 thread each (the plan's pick marked). Run times on this box drift by up to +-30%
+# Ranks vs threads: one rank with 2 threads (the 1x1x1 grid) and every 2-rank grid with 1 thread each (the
+# plan's pick marked). Run times on this box drift by up to +-30%
 # over minutes, so the runs alternate, REPEATS rounds, and the ratios are of medians.
 repeats=${REPEATS:-5}
 two_grid=$(mpiexec -n 1 "$tessera" plan --data "$graph" --ranks 2 --layers 3 --hidden 256 --machine-file "$machine" \
@@ -73,7 +73,6 @@ two_grids=$(mpiexec -n 1 "$tessera" plan --data "$graph" --ranks 2 --layers 3 --
 : >"$work/threads.txt"
 for ((round = 1; round <= repeats; ++round)); do
   read -r s _ < <(train "" 1 2) && echo "one-rank $s" >>"$work/threads.txt"
-  read -r s _ < <(train "1x1x1" 1 2) && echo "1x1x1 $s" >>"$work/threads.txt"
   for grid in $two_grids; do read -r s _ < <(train "$grid" 2 1) && echo "$grid $s" >>"$work/threads.txt"; done
 done
 python3 - "$work/threads.txt" "$two_grid" <<'PY'
@@ -85,13 +84,12 @@ for line in open(sys.argv[1]):
 median = {name: statistics.median(v) for name, v in runs.items()}
 one = median["one-rank"]
 print(f"\nranks vs threads, medians of {len(runs['one-rank'])} alternating rounds (s per epoch):")
-print(f"  1 rank x 2 threads: one-rank trainer {one:.3f}, 3D schedule on 1x1x1 {median['1x1x1']:.3f}")
+print(f"  1 rank x 2 threads: {one:.3f}")
 for name, m in median.items():
-    if name in ("one-rank", "1x1x1"): continue
+    if name == "one-rank": continue
     mark = "  <- the plan's pick" if name == sys.argv[2] else ""
-    print(f"  2 ranks x 1 thread on {name}: {m:.3f} = {m / one:.2f}x the one-rank trainer, "
-          f"{m / median['1x1x1']:.2f}x 1x1x1{mark}")
-fastest = min((m, n) for n, m in median.items() if n not in ("one-rank", "1x1x1"))
+    print(f"  2 ranks x 1 thread on {name}: {m:.3f} = {m / one:.2f}x one rank{mark}")
+fastest = min((m, n) for n, m in median.items() if n != "one-rank")
 print(f"  target: the 2-rank epoch within 1.3x of the 1-rank one -> plan's pick {median[sys.argv[2]] / one:.2f}x, "
       f"fastest 2-rank grid ({fastest[1]}) {fastest[0] / one:.2f}x")
 PY

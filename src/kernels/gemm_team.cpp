@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // GEMM, team path: a team per row of C, vector lanes across its columns (neighbouring lanes read
 // neighbouring entries of a B row), a sequential inner product per entry: portable and deterministic.
-// cuBLAS is the fast path on CUDA builds; this one is what any other device build runs.
+// It is what device builds run until the vendor path (cuBLAS) exists.
 #include "impl/gemm_kernels.hpp"
 
 namespace tessera::impl {
