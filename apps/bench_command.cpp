@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
@@ -123,7 +124,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
   });
 
   struct SpmmArgs {
-    std::string data, widths = "16,64,128,256", write;
+    std::string data, widths = "16,64,128,256", write, kernels = "auto";
     bool fit = false;
     int64_t nodes = 169343;
     double degree = 8;
@@ -136,6 +137,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
   spmm->add_option("--degree", s->degree, "Random graph: nonzeros per row")->capture_default_str();
   spmm->add_option("--widths", s->widths, "Dense widths, comma-separated")->capture_default_str();
   spmm->add_option("--repeat", s->repeat, "Timed runs per width")->capture_default_str();
+  spmm->add_option("--kernels", s->kernels, "auto, host, team or vendor")->capture_default_str();
   spmm->add_flag("--fit", s->fit, "Also time block shapes of 3D grids and fit the model's SpMM coefficients");
   spmm->add_option("--write", s->write,
                    "With --fit: update this machine file (coefficients, GEMM rate, bandwidth)");
@@ -150,14 +152,16 @@ void add_bench_command(CLI::App& app, Command& selected) {
         a = gcn_normalize(random_graph(s->nodes, s->degree, 1));
       }
       const CsrSpmm<float> op(csr_to_space<float, DeviceSpace>(a));
+      const KernelPath path = resolve_kernel_path(parse_kernel_path(s->kernels), KernelKind::Spmm);
       char line[256];
-      std::snprintf(line, sizeof(line), "spmm: %lld rows, %lld nonzeros, %d threads", (long long)a.num_rows,
-                    (long long)a.nnz(), int(ExecSpace().concurrency()));
+      std::snprintf(line, sizeof(line), "spmm: %lld rows, %lld nonzeros, %s kernels, %d threads",
+                    (long long)a.num_rows, (long long)a.nnz(), kernel_path_name(path),
+                    int(ExecSpace().concurrency()));
       log_line(line);
       for (int64_t w : parse_list(s->widths)) {
         Matrix<float> x("x", size_t(a.num_cols), size_t(w)), y("y", size_t(a.num_rows), size_t(w));
         Kokkos::deep_copy(x, 1.0f);
-        const double t = median_seconds(s->repeat, [&] { op.apply(x, y); });
+        const double t = median_seconds(s->repeat, [&] { op.apply(x, y, 1.0f, 0.0f, path); });
         const double bytes = 8.0 * double(a.num_rows + 1) + 12.0 * double(a.nnz()) +
                              4.0 * double(w) * double(a.nnz() + a.num_rows);
         const double flops = 2.0 * double(a.nnz()) * double(w);
@@ -199,6 +203,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
   struct GemmArgs {
     int64_t m = 169343, n = 256, k = 128;
     int repeat = 5;
+    std::string kernels = "auto";
   };
   auto g = std::make_shared<GemmArgs>();
   CLI::App* gemm_cmd = bench->add_subcommand("gemm", "Dense C = A B: GFLOP/s");
@@ -206,6 +211,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
   gemm_cmd->add_option("--n", g->n, "Columns of B and C")->capture_default_str();
   gemm_cmd->add_option("--k", g->k, "Columns of A, rows of B")->capture_default_str();
   gemm_cmd->add_option("--repeat", g->repeat, "Timed runs")->capture_default_str();
+  gemm_cmd->add_option("--kernels", g->kernels, "auto, host, team or vendor")->capture_default_str();
   gemm_cmd->callback([&selected, g] {
     selected = [g](const Communicator& world) {
       world.check(world.size() == 1, "tessera bench gemm measures one process: run it with mpiexec -n 1");
@@ -215,17 +221,19 @@ void add_bench_command(CLI::App& app, Command& selected) {
       Kokkos::deep_copy(b, 0.25f);
       Kokkos::deep_copy(at, 1.0f);
       const double flops = 2.0 * double(g->m) * double(g->n) * double(g->k);
+      const KernelPath path = resolve_kernel_path(parse_kernel_path(g->kernels), KernelKind::Gemm);
       const double nn =
-          median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c); });
+          median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c, path); });
       // The weight-gradient shape: A^T G with the long dimension reduced.
       Matrix<float> w("w", size_t(g->k), size_t(g->n));
       const double tn =
-          median_seconds(g->repeat, [&] { gemm<float>(Trans::Yes, Trans::No, 1.0f, a, at, 0.0f, w); });
+          median_seconds(g->repeat, [&] { gemm<float>(Trans::Yes, Trans::No, 1.0f, a, at, 0.0f, w, path); });
       char line[256];
-      std::snprintf(line, sizeof(line),
-                    "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%d threads)",
-                    (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * tn,
-                    flops / tn / 1e9, int(ExecSpace().concurrency()));
+      std::snprintf(
+          line, sizeof(line),
+          "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%s kernels, %d threads)",
+          (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * tn,
+          flops / tn / 1e9, kernel_path_name(path), int(ExecSpace().concurrency()));
       log_line(line);
       return 0;
     };

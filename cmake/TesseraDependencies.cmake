@@ -21,3 +21,28 @@ if(NOT TARGET tessera_hdf5)
     INTERFACE_LINK_LIBRARIES "${HDF5_C_LIBRARIES};MPI::MPI_C"
     INTERFACE_COMPILE_DEFINITIONS "${HDF5_C_DEFINITIONS}")
 endif()
+
+# Vendor libraries of device builds (TESSERA_VENDOR=OFF keeps the portable kernels only):
+#   CUDA: cuSPARSE + cuBLAS (kernels' vendor path) and NCCL (device collectives, when nccl.h is found);
+#   HIP:  rocSPARSE (SpMM's vendor path); RCCL is not packaged on Debian, so MPI carries the collectives.
+option(TESSERA_VENDOR "Use the vendor libraries of a CUDA or HIP Kokkos" ON)
+if(TESSERA_VENDOR AND Kokkos_ENABLE_CUDA AND NOT TARGET tessera_vendor)
+  find_package(CUDAToolkit REQUIRED)
+  find_path(TESSERA_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+  find_library(TESSERA_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME PATH_SUFFIXES lib lib64)
+  add_library(tessera_vendor INTERFACE IMPORTED)
+  set_target_properties(tessera_vendor PROPERTIES
+    INTERFACE_LINK_LIBRARIES "CUDA::cusparse;CUDA::cublas;CUDA::cudart"
+    INTERFACE_COMPILE_DEFINITIONS "TESSERA_VENDOR_CUDA;TESSERA_VENDOR_SPMM;TESSERA_VENDOR_GEMM")
+  if(TESSERA_NCCL_INCLUDE AND TESSERA_NCCL_LIBRARY)
+    set_property(TARGET tessera_vendor APPEND PROPERTY INTERFACE_LINK_LIBRARIES "${TESSERA_NCCL_LIBRARY}")
+    set_property(TARGET tessera_vendor APPEND PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${TESSERA_NCCL_INCLUDE}")
+    set_property(TARGET tessera_vendor APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS TESSERA_HAVE_NCCL)
+  endif()
+elseif(TESSERA_VENDOR AND Kokkos_ENABLE_HIP AND NOT TARGET tessera_vendor)
+  find_package(rocsparse REQUIRED)
+  add_library(tessera_vendor INTERFACE IMPORTED)
+  set_target_properties(tessera_vendor PROPERTIES
+    INTERFACE_LINK_LIBRARIES "roc::rocsparse"
+    INTERFACE_COMPILE_DEFINITIONS "TESSERA_VENDOR_HIP;TESSERA_VENDOR_SPMM")
+endif()

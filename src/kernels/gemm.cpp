@@ -2,6 +2,9 @@
 #include "tessera/kernels/gemm.hpp"
 
 #include "impl/gemm_kernels.hpp"
+#ifdef TESSERA_VENDOR_GEMM
+#include "impl/vendor.hpp"
+#endif
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -30,6 +33,9 @@ void gemm(Trans ta, Trans tb, Scalar alpha, const Matrix<const Scalar>& a, const
   // C = beta * C when k = 0: some BLAS reject it, and the team kernel's empty product does it exactly.
   if (resolved == KernelPath::Team || s.k == 0) return impl::gemm_team(ta, tb, s, alpha, a, b, beta, c);
   if (resolved == KernelPath::Host) return impl::gemm_host(ta, tb, s, alpha, a, b, beta, c);
+#ifdef TESSERA_VENDOR_GEMM
+  if (resolved == KernelPath::Vendor) return impl::gemm_vendor(ta, tb, s, alpha, a, b, beta, c);
+#endif
   fail("gemm: no kernel for path ", kernel_path_name(resolved));
 }
 

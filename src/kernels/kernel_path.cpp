@@ -10,12 +10,20 @@ namespace tessera {
 
 namespace {
 constexpr bool kHostMemory = std::is_same<DeviceSpace, Kokkos::HostSpace>::value;
-// A vendor library (cuSPARSE / cuBLAS) is compiled in only on CUDA builds with TESSERA_VENDOR_KERNELS.
-#ifdef TESSERA_VENDOR_KERNELS
-constexpr bool kVendor = true;
+// Vendor libraries are compiled in on device builds that found them (cmake/TesseraDependencies.cmake):
+// cuSPARSE and cuBLAS on CUDA, rocSPARSE (SpMM only) on HIP.
+#ifdef TESSERA_VENDOR_SPMM
+constexpr bool kVendorSpmm = true;
 #else
-constexpr bool kVendor = false;
+constexpr bool kVendorSpmm = false;
 #endif
+#ifdef TESSERA_VENDOR_GEMM
+constexpr bool kVendorGemm = true;
+#else
+constexpr bool kVendorGemm = false;
+#endif
+constexpr bool kVendor = kVendorSpmm || kVendorGemm;
+bool tf32_allowed = false;
 
 const char* kind_name(KernelKind kind) {
   return kind == KernelKind::Spmm ? "SpMM" : kind == KernelKind::Gemm ? "GEMM" : "element-wise";
@@ -43,7 +51,7 @@ bool kernel_path_available(KernelPath path, KernelKind kind) {
     case KernelPath::Host:  // row loops run in any space; BLAS needs host memory
       return kind != KernelKind::Gemm || kHostMemory;
     case KernelPath::Vendor:  // element-wise kernels have no vendor version: they run the team path
-      return kVendor;
+      return kind == KernelKind::Spmm ? kVendorSpmm : kind == KernelKind::Gemm ? kVendorGemm : kVendor;
   }
   return false;
 }
@@ -56,8 +64,17 @@ KernelPath resolve_kernel_path(KernelPath path, KernelKind kind) {
   }
   require(kernel_path_available(path, kind), "kernel path '", kernel_path_name(path), "' has no ",
           kind_name(kind), " kernel in this build",
-          path == KernelPath::Vendor ? " (vendor kernels need a CUDA build)" : " (BLAS needs host memory)");
+          path == KernelPath::Vendor ? " (vendor kernels need a CUDA build; HIP builds have SpMM only)"
+                                     : " (BLAS needs host memory)");
   return path;
+}
+
+void set_vendor_tf32(bool allowed) {
+  tf32_allowed = allowed;
+}
+
+bool vendor_tf32_allowed() {
+  return tf32_allowed;
 }
 
 }  // namespace tessera

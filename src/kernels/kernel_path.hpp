@@ -5,7 +5,8 @@
 //   Host   - row loops over contiguous features, and BLAS: what host builds run;
 //   Team   - Kokkos TeamPolicy kernels with vector lanes across features: what device builds run. It runs
 //            on the host's OpenMP space too, which is how the tests check it on a machine without a GPU;
-//   Vendor - cuSPARSE / cuBLAS on CUDA builds (SpMM and GEMM; element-wise kernels then run the team path).
+//   Vendor - cuSPARSE / cuBLAS on CUDA builds, rocSPARSE (SpMM) on HIP builds; element-wise kernels then
+//            run the team path.
 // Auto is Vendor where the build has it, else Team on device builds and Host on host builds.
 #pragma once
 
@@ -31,6 +32,12 @@ const char* kernel_path_name(KernelPath path);
 
 /// Whether `path` can run a kernel of `kind` in this build (Auto always can; Host GEMM needs host memory).
 bool kernel_path_available(KernelPath path, KernelKind kind);
+
+/// Lets cuBLAS run fp32 GEMMs on TF32 tensor cores (inputs rounded to 10-bit mantissas). Off by default,
+/// so every path computes in fp32; process-wide, as cuBLAS's math mode is per handle.
+void set_vendor_tf32(bool allowed);
+/// Whether set_vendor_tf32(true) was called.
+bool vendor_tf32_allowed();
 
 /// Auto becomes the path this build prefers for `kind` (Vendor becomes Team for element-wise kernels); an
 /// explicit path is returned unchanged when it is available and throws Error naming it otherwise.

@@ -4,6 +4,9 @@
 #include <algorithm>
 
 #include "impl/spmm_kernels.hpp"
+#ifdef TESSERA_VENDOR_SPMM
+#include "impl/vendor.hpp"
+#endif
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -64,6 +67,9 @@ CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a) : a_(std::move(a)) {
   const int64_t blocks = 16 * int64_t(ExecSpace().concurrency());
   host_block_start_ = balanced_row_blocks(row_ptr, blocks);
   block_start_ = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host_block_start_);
+#ifdef TESSERA_VENDOR_SPMM
+  vendor_ = std::make_shared<impl::VendorSpmm<Scalar>>(a_);
+#endif
 }
 
 template <class Scalar>
@@ -84,14 +90,20 @@ void CsrSpmm<Scalar>::apply_rows(const Matrix<const Scalar>& x, const Matrix<Sca
   if (row_end <= row_begin) return;
   // The balanced blocks that intersect the range; rows outside it are skipped inside the kernels.
   const int64_t* starts = host_block_start_.data();
-  const int64_t first_block = int64_t(std::upper_bound(starts, starts + num_blocks() + 1, row_begin) - starts) - 1;
+  const int64_t first_block =
+      int64_t(std::upper_bound(starts, starts + num_blocks() + 1, row_begin) - starts) - 1;
   const int64_t last_block = int64_t(std::lower_bound(starts, starts + num_blocks() + 1, row_end) - starts);
-  const impl::SpmmCall<Scalar> call{a_, block_start_, first_block, last_block, row_begin, row_end, alpha, beta};
+  const impl::SpmmCall<Scalar> call{a_,        block_start_, first_block, last_block,
+                                    row_begin, row_end,      alpha,       beta};
   switch (resolve_kernel_path(path, KernelKind::Spmm)) {
     case KernelPath::Team:
       return impl::spmm_team(call, x, y);
     case KernelPath::Host:
       return impl::spmm_host(call, x, y);
+#ifdef TESSERA_VENDOR_SPMM
+    case KernelPath::Vendor:
+      return vendor_->apply(call, x, y);
+#endif
     default:
       fail("spmm: no kernel for path ", kernel_path_name(path));
   }

@@ -3,16 +3,22 @@
 // CsrSpmm is built once per matrix ("set up once, apply many"): it splits the rows into blocks of about
 // equal nonzeros so a hub row does not stall one thread while the others idle. A transpose is a matrix of
 // its own (csr_transpose), stored explicitly, so backward passes run the same kernel. The kernel runs on
-// the path the caller names (kernel_path.hpp): spmm_host.cpp, spmm_team.cpp.
+// the path the caller names (kernel_path.hpp): spmm_host.cpp, spmm_team.cpp, spmm_vendor.cpp.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "tessera/core/csr.hpp"
 #include "tessera/core/views.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 
 namespace tessera {
+
+namespace impl {
+template <class Scalar>
+class VendorSpmm;
+}
 
 /// A CSR matrix prepared for repeated products with dense blocks.
 template <class Scalar>
@@ -30,7 +36,8 @@ class CsrSpmm {
   /// Only rows [row_begin, row_end) of y. Lets a caller ship finished rows (a non-blocking all-reduce)
   /// while later ones compute; the row ranges are the caller's, so all ranks of a reduction can agree.
   void apply_rows(const Matrix<const Scalar>& x, const Matrix<Scalar>& y, int64_t row_begin, int64_t row_end,
-                  Scalar alpha = Scalar(1), Scalar beta = Scalar(0), KernelPath path = KernelPath::Auto) const;
+                  Scalar alpha = Scalar(1), Scalar beta = Scalar(0),
+                  KernelPath path = KernelPath::Auto) const;
 
   /// The matrix as given.
   const CsrMatrix<Scalar, DeviceSpace>& matrix() const { return a_; }
@@ -41,6 +48,7 @@ class CsrSpmm {
   CsrMatrix<Scalar, DeviceSpace> a_;
   Vector<int64_t> block_start_;  // row blocks of balanced nonzeros
   HostVector<int64_t> host_block_start_;
+  std::shared_ptr<impl::VendorSpmm<Scalar>> vendor_;  // descriptors of vendor builds (null elsewhere)
 };
 
 /// Row boundaries of `blocks` blocks balancing nonzeros + rows (a row costs one unit of overhead).

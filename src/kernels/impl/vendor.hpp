@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Not installed: the vendor path (cuSPARSE / cuBLAS on CUDA builds, rocSPARSE on HIP builds). Compiled only
+// when the build defines TESSERA_VENDOR_SPMM / TESSERA_VENDOR_GEMM (cmake/TesseraDependencies.cmake).
+// Handles live once per process, on the Kokkos execution space's stream, and are destroyed by a
+// Kokkos finalize hook (before the device context goes away).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "impl/gemm_kernels.hpp"
+#include "impl/spmm_kernels.hpp"
+
+namespace tessera::impl {
+
+/// A CSR matrix's vendor descriptors: made once per matrix, and once per row range a caller asks for
+/// (the overlap schedule's chunks, a fixed set), each with a rebased row-offset array. The work buffer
+/// grows to the largest a product has asked for and is reused.
+template <class Scalar>
+class VendorSpmm {
+ public:
+  explicit VendorSpmm(const CsrMatrix<Scalar, DeviceSpace>& a);
+  ~VendorSpmm();
+  VendorSpmm(const VendorSpmm&) = delete;
+  VendorSpmm& operator=(const VendorSpmm&) = delete;
+
+  /// Rows [row_begin, row_end) of y = alpha A x + beta y.
+  void apply(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, const Matrix<Scalar>& y);
+
+ private:
+  struct Rows;  // the descriptor of one row range
+  Rows& rows(int64_t row_begin, int64_t row_end);
+  CsrMatrix<Scalar, DeviceSpace> a_;
+  Vector<Scalar> ones_;  // the values of a pattern matrix
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Rows>> ranges_;
+  Vector<char> buffer_;
+};
+
+template <class Scalar>
+void gemm_vendor(Trans ta, Trans tb, const GemmShape& s, Scalar alpha, const Matrix<const Scalar>& a,
+                 const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c);
+
+}  // namespace tessera::impl
