@@ -158,6 +158,14 @@ KernelPath parse_kernel_path(const std::string& name) {
   return by_name("--kernels", name, v, "auto, host, team or vendor");
 }
 
+CommBackend parse_comm_backend(const std::string& name) {
+  static const std::pair<const char*, CommBackend> v[] = {{"auto", CommBackend::Auto},
+                                                          {"mpi", CommBackend::Mpi},
+                                                          {"mpi-host", CommBackend::MpiHost},
+                                                          {"nccl", CommBackend::Nccl}};
+  return by_name("--comm", name, v, "auto, mpi, mpi-host or nccl");
+}
+
 PrefetchPolicy parse_prefetch_policy(const std::string& name) {
   static const std::pair<const char*, PrefetchPolicy> v[] = {{"none", PrefetchPolicy::None},
                                                              {"static", PrefetchPolicy::Static},

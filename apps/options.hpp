@@ -42,6 +42,8 @@ PermuteMode parse_permute_mode(const std::string& name);
 CommDtype parse_comm_dtype(const std::string& name);
 /// auto, host, team or vendor.
 KernelPath parse_kernel_path(const std::string& name);
+/// "auto", "mpi", "mpi-host" or "nccl".
+CommBackend parse_comm_backend(const std::string& name);
 /// none, static, periodic, adaptive or external.
 PrefetchPolicy parse_prefetch_policy(const std::string& name);
 /// metis or random.

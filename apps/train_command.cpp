@@ -17,8 +17,8 @@ namespace {
 struct Args {
   TrainOptions o;
   std::string mode = "full", grid, model = "gcn", norm = "none", optimizer = "adam", permute = "double";
-  std::string comm_dtype = "f32", kernels = "auto", batch_size, fanouts, prefetch_policy = "periodic",
-              network;
+  std::string comm_dtype = "f32", kernels = "auto", comm = "auto", batch_size, fanouts,
+              prefetch_policy = "periodic", network;
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
 };
@@ -57,6 +57,12 @@ void add_grid_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--comm-dtype", a.comm_dtype, "f32 or bf16 on the wire for the multiply's all-reduces")
       ->capture_default_str();
   cmd->add_option("--kernels", a.kernels, "auto, host, team (what device builds run) or vendor")
+      ->capture_default_str();
+  cmd->add_flag("--allow-tf32", a.o.allow_tf32, "Vendor GEMMs may round fp32 inputs to TF32 (CUDA builds)");
+  cmd->add_option("--comm", a.comm,
+                  "device collectives: auto (NCCL with one GPU per rank, else MPI), mpi, mpi-host (MPI on "
+                  "host copies) or "
+                  "nccl (CUDA builds)")
       ->capture_default_str();
   cmd->add_option(
       "--batch-size", a.batch_size,
@@ -128,6 +134,7 @@ TrainOptions to_options(Args& a) {
   o.permute = parse_permute_mode(a.permute);
   o.comm_dtype = parse_comm_dtype(a.comm_dtype);
   o.kernels = parse_kernel_path(a.kernels);
+  o.comm = parse_comm_backend(a.comm);
   if (a.grid == "auto")
     o.auto_grid = true;
   else if (!a.grid.empty())

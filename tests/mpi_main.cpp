@@ -8,6 +8,9 @@
 #include <cstdio>
 
 #include "tessera/core/runtime.hpp"
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
 
 namespace {
 
@@ -26,7 +29,23 @@ class FailurePrinter : public testing::EmptyTestEventListener {
 
 }  // namespace
 
+// A CUDA build on a machine without a visible GPU cannot start Kokkos: say so and skip (exit 77, which
+// ctest reports as skipped) instead of aborting inside Kokkos::initialize.
+bool device_missing() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaSuccess && count > 0) return false;
+  std::printf("skipped: no GPU visible to this CUDA build (cudaGetDeviceCount: %s)\n",
+              status == cudaSuccess ? "0 devices" : cudaGetErrorString(status));
+  return true;
+#else
+  return false;
+#endif
+}
+
 int main(int argc, char** argv) {
+  if (device_missing()) return 77;
   testing::InitGoogleTest(&argc, argv);
   tessera::Runtime runtime(argc, argv, MPI_THREAD_MULTIPLE);
   if (runtime.world_rank() != 0) {

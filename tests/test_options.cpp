@@ -64,6 +64,10 @@ TEST(Options, SimulatedNetwork) {
 TEST(Options, NamesRoundTripAndBadNamesListTheChoices) {
   for (KernelPath p : {KernelPath::Auto, KernelPath::Host, KernelPath::Team, KernelPath::Vendor})
     EXPECT_EQ(parse_kernel_path(kernel_path_name(p)), p);
+  for (CommBackend b : {CommBackend::Auto, CommBackend::Mpi, CommBackend::MpiHost, CommBackend::Nccl})
+    EXPECT_EQ(parse_comm_backend(comm_backend_name(b)), b);
+  EXPECT_EQ(message([] { parse_comm_backend("rccl"); }),
+            "--comm must be auto, mpi, mpi-host or nccl, not 'rccl'");
   for (PrefetchPolicy p : {PrefetchPolicy::None, PrefetchPolicy::Static, PrefetchPolicy::Periodic,
                            PrefetchPolicy::Adaptive, PrefetchPolicy::External})
     EXPECT_EQ(parse_prefetch_policy(prefetch_policy_name(p)), p);

@@ -42,6 +42,7 @@ Communicator& Communicator::operator=(Communicator&& other) noexcept {
     rank_ = other.rank_;
     size_ = other.size_;
     stats_ = std::move(other.stats_);
+    nccl_ = std::move(other.nccl_);
   }
   return *this;
 }
@@ -51,6 +52,7 @@ Communicator::~Communicator() {
 }
 
 void Communicator::reset() noexcept {
+  nccl_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (owned_ && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);

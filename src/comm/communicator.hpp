@@ -12,6 +12,8 @@
 
 namespace tessera {
 
+class NcclComm;  // device_collectives.cpp: an NCCL communicator (CUDA builds with NCCL)
+
 /// An MPI communicator that closes itself, with the byte and time counters of its collectives.
 class Communicator {
  public:
@@ -39,6 +41,11 @@ class Communicator {
   CommStats& stats() const { return *stats_; }
   /// The same, shared.
   const std::shared_ptr<CommStats>& shared_stats() const { return stats_; }
+
+  /// The NCCL communicator over the same ranks (attach_nccl in device_collectives.hpp), or null.
+  NcclComm* nccl() const { return nccl_.get(); }
+  /// Sets what nccl() returns (attach_nccl's job; split and dup do not copy it).
+  void set_nccl(std::shared_ptr<NcclComm> nccl) { nccl_ = std::move(nccl); }
 
   /// Collective: ranks with the same color form a communicator, ordered by key.
   Communicator split(int color, int key) const;
@@ -75,6 +82,7 @@ class Communicator {
   bool owned_ = false;
   int rank_ = 0, size_ = 0;
   std::shared_ptr<CommStats> stats_;
+  std::shared_ptr<NcclComm> nccl_;  // released before the MPI communicator it was made from
 };
 
 /// Throws Error with the MPI error string if `code` is not MPI_SUCCESS.

@@ -2,6 +2,7 @@
 #include "tessera/comm/process_grid.hpp"
 
 #include "tessera/comm/collectives.hpp"
+#include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -49,6 +50,12 @@ ProcessGrid::ProcessGrid(const Communicator& world, GridShape shape)
   }
   ok = ok && comms_->replica.size() == shape_.x * shape_.y * shape_.z;
   world.check(ok, "process grid " + shape_.str() + ": axis communicators do not match the grid layout");
+}
+
+void ProcessGrid::attach_nccl() {
+  // The same order on every rank: NCCL's initialization is collective per communicator.
+  for (Communicator& c : comms_->axes) tessera::attach_nccl(c);
+  tessera::attach_nccl(comms_->replica);
 }
 
 std::vector<GridShape> ProcessGrid::factorizations(int ranks, bool with_d) {

@@ -42,6 +42,12 @@ class ProcessGrid {
   /// The 3D grid (X, Y, Z) holding this rank's replica index d.
   const Communicator& replica() const { return comms_->replica; }
 
+  /// Collective: gives every axis and replica communicator an NCCL communicator (device_collectives.hpp),
+  /// so the device collectives over them run through NCCL. Throws on every rank without NCCL.
+  void attach_nccl();
+  /// Whether attach_nccl() ran.
+  bool uses_nccl() const { return comms_->replica.nccl() != nullptr; }
+
   /// The rank at coordinates c.
   int rank_of(const GridCoords& c) const;
   /// The coordinates of a rank.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tessera/comm/collectives.hpp"
+#include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/bf16.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/runtime.hpp"
@@ -103,6 +104,15 @@ Bf16AllReduce::Bf16AllReduce(const Communicator& comm, float* data, int64_t coun
   recv_ = BufferPool::instance().acquire(chunk_ * p);
   mine_ = BufferPool::instance().acquire(chunk_);
   pack_bf16(data, count, send_, chunk_ * p);
+  if (device_collectives_block(comm)) {
+    // NCCL (stream-ordered) or MPI staged through host memory: both stages now, in the same order on every
+    // rank, with the same fp32 sums in rank order as the non-blocking form.
+    device_all_to_all_u16(comm, send_.data(), chunk_, recv_.data());
+    reduce_my_chunk();
+    device_all_gather_u16(comm, mine_.data(), chunk_, send_.data());
+    finish();
+    return;
+  }
   const int n = mpi_count(chunk_, "MPI_Ialltoall");
   check_mpi(
       MPI_Ialltoall(send_.data(), n, MPI_UINT16_T, recv_.data(), n, MPI_UINT16_T, comm.get(), &request_),

@@ -4,7 +4,9 @@
 // adding its chunk in fp32 in rank order and rounding the sum once, then an all-gather of the rounded
 // sums — so every rank ends with bit-identical values, which replicas of a block must, whatever the
 // chunking.
-// The data pointer is in DeviceSpace; MPI gets device buffers (CUDA-aware MPI on a CUDA build).
+// The data pointer is in DeviceSpace. Where device collectives block (NCCL, or MPI staged through host
+// memory: device_collectives.hpp) both stages run inside the constructor; otherwise they are non-blocking
+// MPI collectives on the buffers themselves.
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/layer.hpp"
 
-#include "tessera/comm/collectives.hpp"
+#include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/parallel3d/layout.hpp"
@@ -62,8 +62,7 @@ void RowParameter::gradient_from(const Matrix<const float>& g, KernelPath path, 
 
 void RowParameter::sum_gradient(const char* phase) {
   if (rows_->size() == 1) return;
-  Kokkos::fence();
-  all_reduce(*rows_, param_.grad.data(), param_.size(), ReduceOp::Sum, phase);
+  device_all_reduce(*rows_, param_.grad.data(), param_.size(), ReduceOp::Sum, phase);
 }
 
 const LayerGraph& rows_at(const GraphBatch& batch, const ActivationLayout& layout) {

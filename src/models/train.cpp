@@ -121,6 +121,19 @@ std::string peak_memory(const Communicator& world) {
   return text;
 }
 
+// The grid, its device collectives on NCCL where o.comm resolves to it (collective).
+ProcessGrid make_grid(const Communicator& world, const GridShape& shape, CommBackend comm) {
+  ProcessGrid grid(world, shape);
+  const CommBackend resolved = resolve_comm_backend(comm, world);
+  set_mpi_host_staging(resolved == CommBackend::MpiHost);
+  if (resolved == CommBackend::Nccl) grid.attach_nccl();
+  return grid;
+}
+
+const char* carrier_name(const ProcessGrid& grid) {
+  return grid.uses_nccl() ? "nccl" : mpi_host_staging() ? "mpi on host copies" : "mpi";
+}
+
 TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
   Stopwatch load_watch;
   const GraphFileReader reader(world, o.data);
@@ -129,7 +142,7 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
     world.check(shape.size() == world.size(), "--grid " + shape.str() + " has " +
                                                   std::to_string(shape.size()) + " ranks but the job has " +
                                                   std::to_string(world.size()));
-  const ProcessGrid grid(world, shape);
+  const ProcessGrid grid = make_grid(world, shape, o.comm);
   // On one rank without a grid, the file's order: a permutation balances blocks that do not exist.
   const bool one_rank = o.mode == TrainMode::Full && !o.grid && !o.auto_grid;
   const Graph3DOptions load{o.model.layers, one_rank ? PermuteMode::None : o.permute, o.model.seed,
@@ -147,12 +160,14 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
     source = std::make_unique<MinibatchSource>(graph, grid, world, o.minibatch, model->needs_self_blocks(),
                                                config.seed);
   char line[512];
-  std::snprintf(line, sizeof(line),
-                "loaded %s on grid %s in %.2f s (permute %s, %s): adjacency blocks max/mean nonzeros %.3f; "
-                "model %s; %s",
-                o.data.c_str(), shape.str().c_str(), load_watch.seconds(), permute_mode_name(load.permute),
-                peak_memory(world).c_str(), graph.mean_nnz > 0 ? graph.max_nnz / graph.mean_nnz : 1.0,
-                config.describe().c_str(), source->describe().c_str());
+  std::snprintf(
+      line, sizeof(line),
+      "loaded %s on grid %s in %.2f s (permute %s, comm %s, %s): adjacency blocks max/mean nonzeros "
+      "%.3f; model %s; %s",
+      o.data.c_str(), shape.str().c_str(), load_watch.seconds(), permute_mode_name(load.permute),
+      carrier_name(grid), peak_memory(world).c_str(),
+      graph.mean_nnz > 0 ? graph.max_nnz / graph.mean_nnz : 1.0, config.describe().c_str(),
+      source->describe().c_str());
   log_line(line);
   return train_with(*model, *source, o, world);
 }
@@ -166,7 +181,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
   if (o.normalize_features)
     normalize_feature_rows(
         HostMatrix<float>(graph.features.data(), size_t(graph.count), size_t(graph.num_features)));
-  const ProcessGrid grid(world, GridShape{world.size(), 1, 1, 1});
+  const ProcessGrid grid = make_grid(world, GridShape{world.size(), 1, 1, 1}, o.comm);
   ModelConfig config = o.model;
   config.in = graph.num_features;
   config.out = graph.num_classes;
@@ -197,6 +212,7 @@ const char* train_mode_name(TrainMode mode) {
 
 TrainResult run_training(const TrainOptions& options, const Communicator& world) {
   check_options(options, world);
+  set_vendor_tf32(options.allow_tf32);
   return options.mode == TrainMode::Sampled ? run_sampled(options, world) : run_on_grid(options, world);
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "tessera/comm/device_collectives.hpp"
 #include "tessera/models/minibatch.hpp"
 #include "tessera/models/model.hpp"
 #include "tessera/models/sampled.hpp"
@@ -37,6 +38,8 @@ struct TrainOptions {
   bool overlap = false;                       ///< chunked SpMM with non-blocking all-reduces
   CommDtype comm_dtype = CommDtype::F32;      ///< activations' all-reduces on the wire
   KernelPath kernels = KernelPath::Auto;      ///< which kernels run
+  bool allow_tf32 = false;                    ///< vendor GEMMs may use TF32 tensor cores (set_vendor_tf32)
+  CommBackend comm = CommBackend::Auto;       ///< what carries device collectives (device_collectives.hpp)
   bool normalize_features = false;            ///< divide each feature row by its sum
   ModelConfig model;             ///< in / out are taken from the data; model.seed keys everything
   AdamSettings optimizer;        ///< Adam's settings

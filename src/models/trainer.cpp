@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "tessera/comm/collectives.hpp"
+#include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/parallel3d/pmm.hpp"
@@ -101,8 +101,7 @@ void Trainer::sum_gradients_over_replicas() {
     Kokkos::deep_copy(Kokkos::subview(flat_grads_, std::make_pair(at, at + p.param->size())), p.param->grad);
     at += p.param->size();
   }
-  Kokkos::fence();
-  all_reduce(d, flat_grads_.data(), at, ReduceOp::Sum, "gradient allreduce d");
+  device_all_reduce(d, flat_grads_.data(), at, ReduceOp::Sum, "gradient allreduce d");
   at = 0;
   for (const ParameterRef& p : params) {
     Kokkos::deep_copy(p.param->grad, Kokkos::subview(flat_grads_, std::make_pair(at, at + p.param->size())));
@@ -115,8 +114,8 @@ void Trainer::average_buffers_over_replicas() {
   const Communicator& d = source_.replicas();
   if (d.size() == 1) return;
   for (const BufferRef& b : model_.buffers()) {
-    Kokkos::fence();
-    all_reduce(d, b.value->data(), int64_t(b.value->extent(0)), ReduceOp::Sum, "norm statistics allreduce d");
+    device_all_reduce(d, b.value->data(), int64_t(b.value->extent(0)), ReduceOp::Sum,
+                      "norm statistics allreduce d");
     scale_vector(*b.value, 1.0f / float(d.size()));
   }
   Kokkos::fence();

@@ -4,7 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "tessera/comm/collectives.hpp"
+#include "tessera/comm/device_collectives.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/core/timer.hpp"
 
 namespace tessera {
@@ -32,7 +33,7 @@ Vector<float> row_max(const LogitsLayout& layout, const Matrix<const float>& x,
       });
   Kokkos::fence();
   if (layout.classes->size() > 1)
-    all_reduce(*layout.classes, m.data(), int64_t(m.extent(0)), ReduceOp::Max, "loss allreduce a");
+    device_all_reduce(*layout.classes, m.data(), int64_t(m.extent(0)), ReduceOp::Max, "loss allreduce a");
   return m;
 }
 
@@ -63,7 +64,7 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
       });
   Kokkos::fence();
   if (layout.classes->size() > 1)
-    all_reduce(*layout.classes, parts.data(), 2 * rows, ReduceOp::Sum, "loss allreduce a");
+    device_all_reduce(*layout.classes, parts.data(), 2 * rows, ReduceOp::Sum, "loss allreduce a");
   const bool want_grad = grad.extent(0) > 0;
   double loss = 0;
   int64_t count = 0;
@@ -88,34 +89,39 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
   return {totals[0], int64_t(totals[1])};
 }
 
+// On the device, in two all-reduces over a (so NCCL can carry them): the row maxima, then the lowest
+// class index holding its row's maximum - the one-rank argmax's tie rule. Indices travel as floats, exact
+// below 2^24 classes.
 Vector<int64_t> argmax_3d(const LogitsLayout& layout, const Matrix<const float>& x) {
   const int64_t col_begin = layout.col_begin, classes = layout.classes_total;
   const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
   const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
-  struct ValueIndex {
-    float value;
-    int index;
-  };
-  Kokkos::View<ValueIndex*, Kokkos::HostSpace> best("argmax", size_t(rows));
-  const auto hx = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
-  for (int64_t i = 0; i < rows; ++i) {
-    ValueIndex b{-std::numeric_limits<float>::infinity(), int(classes)};
-    for (int64_t j = 0; j < local; ++j)
-      if (hx(i, j) > b.value) b = {hx(i, j), int(col_begin + j)};
-    best(i) = b;
-  }
-  if (layout.classes->size() > 1) {
-    // MPI_MAXLOC keeps the lowest index among equal values, as the one-rank argmax does.
-    Stopwatch watch;
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, best.data(), mpi_count(rows, "MPI_Allreduce"), MPI_FLOAT_INT,
-                            MPI_MAXLOC, layout.classes->get()),
-              "MPI_Allreduce");
-    layout.classes->stats().record("accuracy allreduce a", Collective::AllReduce,
-                                   rows * int64_t(sizeof(ValueIndex)), watch.seconds());
-  }
-  HostVector<int64_t> out("argmax", size_t(rows));
-  for (int64_t i = 0; i < rows; ++i) out(i) = best(i).index;
-  return Kokkos::create_mirror_view_and_copy(DeviceSpace(), out);
+  require(classes < (int64_t(1) << 24), "argmax: ", classes, " classes do not fit a float index");
+  Vector<float> top(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("argmax.top")), size_t(rows));
+  Kokkos::parallel_for(
+      "tessera::argmax_top", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+        float best = -HUGE_VALF;
+        for (int64_t j = 0; j < local; ++j) best = x(i, j) > best ? x(i, j) : best;
+        top(i) = best;
+      });
+  if (layout.classes->size() > 1)
+    device_all_reduce(*layout.classes, top.data(), rows, ReduceOp::Max, "accuracy allreduce a");
+  Vector<float> index(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("argmax.index")),
+                      size_t(rows));
+  Kokkos::parallel_for(
+      "tessera::argmax_index", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+        int64_t at = classes;  // no column here holds the maximum
+        for (int64_t j = 0; j < local && at == classes; ++j)
+          if (x(i, j) == top(i)) at = col_begin + j;
+        index(i) = float(at);
+      });
+  if (layout.classes->size() > 1)
+    device_all_reduce(*layout.classes, index.data(), rows, ReduceOp::Min, "accuracy allreduce a");
+  Vector<int64_t> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("argmax")), size_t(rows));
+  Kokkos::parallel_for(
+      "tessera::argmax_out", Kokkos::RangePolicy<Exec>(0, rows),
+      KOKKOS_LAMBDA(int64_t i) { out(i) = int64_t(index(i)); });
+  return out;
 }
 
 std::pair<int64_t, int64_t> count_matches_3d(const LogitsLayout& layout, const Vector<const int64_t>& pred,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tessera/comm/collectives.hpp"
+#include "tessera/comm/device_collectives.hpp"
 #include "tessera/kernels/gemm.hpp"
 
 namespace tessera {
@@ -25,11 +26,10 @@ std::vector<const AdjacencyBlock*> LayerOperators::terms() const {
 void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase,
               CommDtype dtype) {
   if (comm.size() == 1) return;
-  Kokkos::fence();
   if (dtype == CommDtype::Bf16)
     all_reduce_bf16(comm, data, count, phase);
   else
-    all_reduce(comm, data, count, ReduceOp::Sum, phase);
+    device_all_reduce(comm, data, count, ReduceOp::Sum, phase);
 }
 
 namespace {
@@ -92,7 +92,7 @@ void product_then_sum(const RowProduct& product, const Matrix<float>& y, const L
       pending_bf16.emplace_back(comm, block, (r1 - r0) * width, phase);
       if (c > 0) pending_bf16[size_t(c - 1)].start_gather();
     } else {
-      pending.push_back(iall_reduce(comm, block, (r1 - r0) * width, ReduceOp::Sum, phase));
+      pending.push_back(idevice_all_reduce(comm, block, (r1 - r0) * width, phase));
     }
     for (Request& r : pending) r.test();
     for (Bf16AllReduce& r : pending_bf16) r.test();
@@ -199,7 +199,7 @@ void pmm_backward_transform_first(const LayerOperators& ops, const LayerComms& c
   const int ga = comms.a->size();
   if (ga > 1) {
     Kokkos::fence();
-    all_gather(*comms.a, g_out.data(), rows * width, gathered.data(), phase::kBackwardGatherA);
+    device_all_gather(*comms.a, g_out.data(), rows * width, gathered.data(), phase::kBackwardGatherA);
     for (int k = 0; k < ga; ++k) {
       const Matrix<const float> block(gathered.data() + k * rows * width, size_t(rows), size_t(width));
       Kokkos::deep_copy(Kokkos::subview(g_y, Kokkos::ALL(), std::make_pair(k * width, (k + 1) * width)),
