@@ -34,9 +34,10 @@ stream_line=$(mpiexec -n 1 "$tessera" bench stream)
 echo "$gemm_line"
 echo "$stream_line"
 
-python3 - "$work/metrics.jsonl" "$torch_line" "$gemm_line" "$stream_line" "$graph" <<'PY'
-import json, re, statistics, subprocess, sys
-metrics, torch_line, gemm_line, stream_line, graph = sys.argv[1:]
+PYTHONPATH="$root/scripts" python3 - "$work/metrics.jsonl" "$torch_line" "$gemm_line" "$stream_line" <<'PY'
+import json, re, statistics, sys
+from epoch_floor import describe
+metrics, torch_line, gemm_line, stream_line = sys.argv[1:]
 rows = [json.loads(l) for l in open(metrics)]
 # Training step (forward, loss, backward, Adam) of epochs 2..10: what the PyTorch script times.
 steps = [r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows[1:]]
@@ -44,22 +45,9 @@ tessera = statistics.median(steps)
 torch = float(re.search(r"epoch_median_s ([0-9.]+)", torch_line).group(1))
 nnz = int(re.search(r"nnz (\d+)", torch_line).group(1))
 n = int(re.search(r"nodes (\d+)", torch_line).group(1))
-gemm_rate = max(float(x) for x in re.findall(r"([0-9.]+) GFLOP/s", gemm_line)) * 1e9
-bandwidth = float(re.search(r"([0-9.]+) GB/s", stream_line).group(1)) * 1e9
-dims = [128, 256, 256, 40]
-flops = spmm_bytes = 0.0
-for l in range(3):
-    i, o = dims[l], dims[l + 1]
-    flops += 2 * n * i * o * (2 if l == 0 else 3)       # forward, weight gradient, input gradient (not layer 0)
-    w = min(i, o)
-    one = 12 * nnz + 8 * (n + 1) + 2 * 4 * n * w         # CSR once, X read once, Y written once
-    transform_first = o < i
-    passes = (0 if l == 0 and not transform_first else 1) + (1 if (l > 0 or transform_first) else 0)
-    spmm_bytes += passes * one
-floor = flops / gemm_rate + spmm_bytes / bandwidth
+floor, text = describe(n, nnz, [128, 256, 256, 40], gemm_line, stream_line)
 print(f"\nPyTorch median epoch   {torch:.3f} s")
 print(f"Tessera median epoch   {tessera:.3f} s   -> {torch / tessera:.2f}x faster (target >= 3x)")
-print(f"machine floor          {floor:.3f} s   = GEMM {flops / 1e9:.1f} GFLOP at {gemm_rate / 1e9:.0f} GFLOP/s "
-      f"({flops / gemm_rate:.3f} s) + SpMM {spmm_bytes / 1e9:.2f} GB at {bandwidth / 1e9:.1f} GB/s ({spmm_bytes / bandwidth:.3f} s)")
+print(f"machine floor          {text}")
 print(f"Tessera / floor        {tessera / floor:.2f}x")
 PY

@@ -3,29 +3,38 @@
 # The one place that installs: Debian packages, Kokkos (unless the user brings one through Kokkos_ROOT),
 # then configures and builds Tessera. Idempotent: a second run only re-checks and rebuilds what changed.
 #
-#   scripts/setup.sh [--backend host|cuda] [--sanitize] [--with-bench] [--build-type Release|Debug] [--deps-only] [-j N]
+#   scripts/setup.sh [--backend host|cuda|hip] [--cuda-arch 80|90] [--sanitize] [--with-bench]
+#                    [--build-type Release|Debug] [--deps-only] [-j N]
 #
 #   host (default): Kokkos 3.4.01 with OpenMP+Serial into .deps/kokkos-host, Tessera into build/
-#   cuda:           Kokkos 3.4.01 with CUDA (sm_80) into .deps/kokkos-cuda, Tessera into build-cuda/
+#   cuda:           Kokkos 3.4.01 with CUDA into .deps/kokkos-cuda, Tessera into build-cuda/ (sm_80: A100);
+#                   --cuda-arch 90 (H100/H200) uses .deps/kokkos-cuda-sm90 and build-cuda-sm90/
+#   hip:            Kokkos 3.4.01 with HIP for gfx90a (MI250X) and rocSPARSE, Debian's hipcc, into
+#                   .deps/kokkos-hip and build-hip/ (compile and link only here: no AMD GPU)
 #   --sanitize:     host build with AddressSanitizer + UBSan into build-asan/
 #   --with-bench:   also PyTorch and h5py (Debian's python3-torch), for the baseline in scripts/bench_fullgraph.sh
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-backend=host sanitize=OFF build_type=Release deps_only=0 with_bench=0 jobs=$(nproc --all)
+backend=host cuda_arch=80 sanitize=OFF build_type=Release deps_only=0 with_bench=0 jobs=$(nproc --all)
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
+    --cuda-arch) cuda_arch=$2; shift 2 ;;
     --sanitize) sanitize=ON; shift ;;
     --with-bench) with_bench=1; shift ;;
     --build-type) build_type=$2; shift 2 ;;
     --deps-only) deps_only=1; shift ;;
     -j) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '3,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,16p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-case "$backend" in host|cuda) ;; *) echo "setup.sh: --backend must be host or cuda, not '$backend'" >&2; exit 2 ;; esac
+case "$backend" in host|cuda|hip) ;; *) echo "setup.sh: --backend must be host, cuda or hip, not '$backend'" >&2; exit 2 ;; esac
+case "$cuda_arch" in 80|90) ;; *) echo "setup.sh: --cuda-arch must be 80 (A100) or 90 (H100/H200), not '$cuda_arch'" >&2; exit 2 ;; esac
+# The Kokkos flavour: its install prefix .deps/kokkos-$kind and Tessera's build directory build-$kind.
+kind=$backend
+[ "$backend" = cuda ] && [ "$cuda_arch" = 90 ] && kind=cuda-sm90
 
 deps=$root/.deps
 kokkos_version=3.4.01
@@ -36,6 +45,7 @@ say() { echo "setup: $*"; }
 packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
           libmetis-dev libopenblas-openmp-dev zlib1g-dev hdf5-tools python3 libgtest-dev libcli11-dev nlohmann-json3-dev doxygen)
 [ "$with_bench" -eq 1 ] && packages+=(python3-torch python3-h5py python3-numpy)
+[ "$backend" = hip ] && packages+=(hipcc librocsparse-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -85,7 +95,21 @@ patch_kokkos_for_cuda13() {
   fi
 }
 
-build_kokkos() {  # $1 = host|cuda, prints the install prefix
+# Kokkos 3.4.01 predates Hopper (sm_90: H100, H200) and MI200 (gfx90a: Frontier's MI250X). Each is one
+# architecture option, added as later Kokkos releases spell them. Without it an sm_80 build aborts on an
+# H100 at initialization (Kokkos refuses a major compute capability other than the one compiled for).
+patch_kokkos_archs() {
+  local f=$1/cmake/kokkos_arch.cmake
+  grep -q 'CHECK_CUDA_ARCH(HOPPER90' "$f" && return 0
+  sed -i -e 's/^KOKKOS_ARCH_OPTION(AMPERE86 .*/&\nKOKKOS_ARCH_OPTION(HOPPER90        GPU  "NVIDIA Hopper generation CC 9.0")/' \
+    -e 's/^KOKKOS_ARCH_OPTION(VEGA908 .*/&\nKOKKOS_ARCH_OPTION(VEGA90A         GPU  "AMD GPU MI200 GFX90A")/' \
+    -e 's/^CHECK_CUDA_ARCH(AMPERE86  sm_86)/&\nCHECK_CUDA_ARCH(HOPPER90  sm_90)/' \
+    -e 's/^CHECK_AMDGPU_ARCH(VEGA908 gfx908)/&\nCHECK_AMDGPU_ARCH(VEGA90A gfx90a)/' "$f"
+  grep -q 'CHECK_CUDA_ARCH(HOPPER90' "$f" && grep -q 'CHECK_AMDGPU_ARCH(VEGA90A' "$f" \
+    || { echo "setup: could not add sm_90 / gfx90a to $f" >&2; exit 1; }
+}
+
+build_kokkos() {  # $1 = host|cuda|cuda-sm90|hip, prints the install prefix
   local kind=$1 prefix=$deps/kokkos-$1
   if [ -f "$prefix/lib/cmake/Kokkos/KokkosConfig.cmake" ] || [ -f "$prefix/lib64/cmake/Kokkos/KokkosConfig.cmake" ]; then
     echo "$prefix"; return
@@ -93,12 +117,18 @@ build_kokkos() {  # $1 = host|cuda, prints the install prefix
   local src; src=$(kokkos_source)
   local opts=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib
               -DCMAKE_CXX_STANDARD=17 -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DKokkos_ENABLE_SERIAL=ON)
-  if [ "$kind" = cuda ]; then
+  if [ "$kind" = cuda ] || [ "$kind" = cuda-sm90 ]; then
     local csrc=$deps/src/kokkos-$kokkos_version-cuda
     [ -d "$csrc" ] || cp -r "$src" "$csrc"
-    patch_kokkos_for_cuda13 "$csrc"; src=$csrc
+    patch_kokkos_for_cuda13 "$csrc"; patch_kokkos_archs "$csrc"; src=$csrc
+    local arch=AMPERE80; [ "$kind" = cuda-sm90 ] && arch=HOPPER90
     opts+=(-DCMAKE_CXX_COMPILER="$src/bin/nvcc_wrapper" -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
-           -DKokkos_ARCH_AMPERE80=ON -DKokkos_ENABLE_OPENMP=OFF)
+           -DKokkos_ARCH_$arch=ON -DKokkos_ENABLE_OPENMP=OFF)
+  elif [ "$kind" = hip ]; then
+    local hsrc=$deps/src/kokkos-$kokkos_version-hip
+    [ -d "$hsrc" ] || cp -r "$src" "$hsrc"
+    patch_kokkos_archs "$hsrc"; src=$hsrc
+    opts+=(-DCMAKE_CXX_COMPILER=hipcc -DKokkos_ENABLE_HIP=ON -DKokkos_ARCH_VEGA90A=ON -DKokkos_ENABLE_OPENMP=OFF)
   else
     opts+=(-DKokkos_ENABLE_OPENMP=ON)
   fi
@@ -114,21 +144,23 @@ build_kokkos() {  # $1 = host|cuda, prints the install prefix
 mkdir -p "$deps"
 if [ "$backend" = cuda ]; then
   # nvcc_wrapper defaults to sm_35, which CUDA 13 no longer knows.
-  export PATH=/usr/local/cuda/bin:$PATH NVCC_WRAPPER_DEFAULT_ARCH=sm_80
+  export PATH=/usr/local/cuda/bin:$PATH NVCC_WRAPPER_DEFAULT_ARCH=sm_$cuda_arch
 fi
 if [ -n "${Kokkos_ROOT:-}" ]; then
   kokkos_root=$Kokkos_ROOT
   say "using the Kokkos at Kokkos_ROOT=$kokkos_root"
 else
-  kokkos_root=$(build_kokkos "$backend")
+  kokkos_root=$(build_kokkos "$kind")
 fi
 [ "$deps_only" -eq 1 ] && exit 0
 
 # ---- 3. Tessera ---------------------------------------------------------------------------------
 if [ "$backend" = cuda ]; then
-  build=$root/build-cuda
+  build=$root/build-$kind
   compiler=(-DCMAKE_CXX_COMPILER="$(find "$kokkos_root" -name nvcc_wrapper -type f | head -n 1)")
   [ -n "${compiler[0]#-DCMAKE_CXX_COMPILER=}" ] || compiler=()
+elif [ "$backend" = hip ]; then
+  build=$root/build-hip; compiler=(-DCMAKE_CXX_COMPILER=hipcc)
 elif [ "$sanitize" = ON ]; then
   build=$root/build-asan; compiler=()
 else

@@ -6,14 +6,16 @@
 #   scripts/test.sh              host build in build/, all tests, then the CUDA build in build-cuda/
 #   scripts/test.sh --sanitize   AddressSanitizer + UBSan build in build-asan/, all tests (no CUDA build)
 #   scripts/test.sh --no-cuda    skip the CUDA build
+#   scripts/test.sh --hip        also build the HIP variant (gfx90a, Debian's hipcc) into build-hip/
 #   extra arguments after -- go to ctest (e.g. -- -L distributed)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-sanitize=0 cuda=1 ctest_args=()
+sanitize=0 cuda=1 hip=0 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize) sanitize=1; cuda=0; shift ;;
     --no-cuda) cuda=0; shift ;;
+    --hip) hip=1; shift ;;
     --) shift; ctest_args=("$@"); break ;;
     *) echo "test.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
@@ -47,6 +49,16 @@ if [ "$cuda" -eq 1 ]; then
     fi
   else
     echo "test: no CUDA toolkit at /usr/local/cuda: CUDA build skipped"
+  fi
+fi
+if [ "$hip" -eq 1 ]; then
+  echo "test: building the HIP variant (compile and link only) into build-hip/"
+  if ! bash "$root/scripts/setup.sh" --backend hip >"$root/build-hip.log" 2>&1; then
+    tail -n 40 "$root/build-hip.log"
+    echo "test: the HIP build failed (full log: build-hip.log)"
+    status=1
+  else
+    echo "test: HIP build ok ($(ls "$root"/build-hip/tests/test_* 2>/dev/null | wc -l) test programs built)"
   fi
 fi
 echo "${summary:-ctest printed no summary}"

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Full-graph 3D training on Frontier nodes (8 MI250X GCDs per node): one MPI rank per GCD.
 #   sbatch -A ACCOUNT -N 2 scripts/slurm/frontier_full.sh DATA.h5 [GRID]       (GRID default: auto)
-# Needs a HIP build of Kokkos (the site's module through Kokkos_ROOT); Tessera's vendor path is CUDA today,
-# so on Frontier the portable Kokkos kernels run and collectives go through Cray MPICH (GPU-aware).
+# Build first: scripts/setup.sh --backend hip (gfx90a; Kokkos_ROOT may name the site's HIP Kokkos). SpMM runs
+# through rocSPARSE, GEMM through the portable team kernel; collectives go through Cray MPICH on device
+# pointers (MPICH_GPU_SUPPORT_ENABLED=1 below; RCCL is not wired in). The HIP build compiles here; never run.
 # Not run from this repository's CI.
 #SBATCH -t 00:30:00
 #SBATCH --ntasks-per-node=8
@@ -19,6 +20,6 @@ export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-7} OMP_PROC_BIND=spread OMP_PLACES
 export MPICH_GPU_SUPPORT_ENABLED=1
 export NCCL_NET_GDR_LEVEL=3 NCCL_CROSS_NIC=1 FI_CXI_ATS=0   # RCCL over Slingshot (when RCCL is used)
 # Ranks of one node are consecutive, so the Y axis (innermost) stays on Infinity Fabric (--machine frontier).
-srun --gpus-per-task=1 --gpu-bind=closest "$root/build/apps/tessera" train --data "$data" --grid "$grid" \
+srun --gpus-per-task=1 --gpu-bind=closest "$root/build-hip/apps/tessera" train --data "$data" --grid "$grid" \
   --machine frontier --model gcn --layers 3 --hidden 256 --epochs 100 --eval-every 10 \
   --metrics "tessera-${SLURM_JOB_ID}.jsonl"

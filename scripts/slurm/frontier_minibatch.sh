@@ -3,9 +3,9 @@
 # Mini-batch training on a 4D grid (DESIGN §5) on Frontier nodes (8 MI250X GCDs per node): one rank per GCD.
 #   sbatch -A ACCOUNT -N 4 scripts/slurm/frontier_minibatch.sh DATA.h5 GRID [BATCH]
 # GRID is DxXxYxZ with D x X x Y x Z = ranks, e.g. 4x2x2x2 on 32 GCDs (each 3D replica on one node). Needs a
-# HIP build of Kokkos (the site's module through Kokkos_ROOT); Tessera's vendor path is CUDA today, so the
-# portable Kokkos kernels run and collectives go through Cray MPICH (GPU-aware). Not run from this
-# repository's CI.
+# HIP build (scripts/setup.sh --backend hip; Kokkos_ROOT may name the site's HIP Kokkos): SpMM through
+# rocSPARSE, GEMM through the team kernel, collectives through Cray MPICH on device pointers. Not run from
+# this repository's CI.
 #SBATCH -t 00:30:00
 #SBATCH --ntasks-per-node=8
 #SBATCH --gpus-per-node=8
@@ -21,6 +21,6 @@ root=${TESSERA_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 export OMP_NUM_THREADS=$(( ${SLURM_CPUS_PER_TASK:-7} - 1 )) OMP_PROC_BIND=spread OMP_PLACES=threads
 export MPICH_GPU_SUPPORT_ENABLED=1
 export NCCL_NET_GDR_LEVEL=3 NCCL_CROSS_NIC=1 FI_CXI_ATS=0   # RCCL over Slingshot (when RCCL is used)
-srun --gpus-per-task=1 --gpu-bind=closest "$root/build/apps/tessera" train --data "$data" --mode minibatch \
+srun --gpus-per-task=1 --gpu-bind=closest "$root/build-hip/apps/tessera" train --data "$data" --mode minibatch \
   --grid "$grid" --batch-size "$batch" --comm-dtype bf16 --model gcn --layers 3 --hidden 256 --norm batch \
   --epochs 100 --eval-every 10 --metrics "tessera-${SLURM_JOB_ID}.jsonl"
