@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -19,6 +20,7 @@
 #include "tessera/models/full_graph.hpp"
 #include "tessera/models/hooks.hpp"
 #include "tessera/models/model.hpp"
+#include "tessera/models/optimizer.hpp"
 #include "tessera/models/random_streams.hpp"
 #include "tessera/models/train.hpp"
 
@@ -314,6 +316,45 @@ TEST(ModelConfig, RejectsImpossibleSettings) {
   EXPECT_THROW(c.validate(), Error);
   c.dropout = 0.5f;
   EXPECT_NO_THROW(c.validate());
+}
+
+TEST(AdamSettings, RejectsNonFiniteAndNegativeValues) {
+  const float nan = std::nanf(""), inf = HUGE_VALF;
+  EXPECT_NO_THROW(AdamSettings().validate());
+  for (float lr : {nan, inf, -0.01f}) {
+    AdamSettings a;
+    a.lr = lr;
+    EXPECT_THROW(a.validate(), Error) << lr;
+    EXPECT_THROW(Adam(std::vector<Parameter*>{}, a), Error) << "the library's own entry checks too";
+  }
+  for (float wd : {nan, inf, -1.0f}) {
+    AdamSettings a;
+    a.weight_decay = wd;
+    EXPECT_THROW(a.validate(), Error) << wd;
+  }
+  AdamSettings b;
+  b.beta2 = 1.0f;
+  EXPECT_THROW(b.validate(), Error);
+}
+
+// A run that diverges stops at the step where the loss stops being finite, on every rank alike.
+TEST(Trainer, NonFiniteLossStopsTheRunNamingTheStep) {
+  TrainOptions o;
+  SynthOptions g;
+  g.num_nodes = 200;
+  g.num_edges = 800;
+  g.seed = 9;
+  o.data = fixtures::synthetic_file("diverge200.h5", g);
+  o.optimizer.lr = 1e30f;
+  o.epochs = 5;
+  o.quiet = true;
+  try {
+    run_training(o, Communicator::world());
+    FAIL() << "a learning rate of 1e30 trained five epochs";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("the training loss is"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("step 1"), std::string::npos) << e.what();
+  }
 }
 
 namespace {

@@ -26,6 +26,9 @@ struct AdamSettings {
   float beta2 = 0.999f;                      ///< second moment's decay
   float eps = 1e-8f;                         ///< added to the second moment's root
   float weight_decay = 0.0f;                 ///< on parameters with decay set (weights)
+  /// Throws Error naming the first bad value (the command line's option name): a learning rate that is not
+  /// finite and non-negative, betas outside [0, 1), eps not finite and positive, a negative weight decay.
+  void validate() const;
 };
 
 /// Adam over a list of parameters.

@@ -29,6 +29,7 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     config.in = std::max<int64_t>(config.in, 1);
     config.out = std::max<int64_t>(config.out, 1);
     config.validate();
+    o.optimizer.validate();
     require(o.epochs >= 1, "--epochs must be at least 1, not ", o.epochs);
     require(o.eval_every >= 0, "--eval-every must not be negative, not ", o.eval_every);
     require(o.checkpoint_every >= 0, "--checkpoint-every must not be negative");

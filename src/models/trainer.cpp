@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/trainer.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -155,6 +157,12 @@ void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResul
   double loss = weight * loss_sum;
   if (source_.replicas().size() > 1)
     loss = all_reduce_value(source_.replicas(), loss, ReduceOp::Sum, "report");
+  // Every rank holds the same value here (summed over the replicas; inside one, the loss is reduced over a
+  // and c and replicated over b), so every rank stops together. Checkpoints on disk are from earlier epochs.
+  if (!std::isfinite(loss))
+    throw CollectiveError("the training loss is " + std::to_string(loss) + " at epoch " +
+                          std::to_string(epoch + 1) + ", step " + std::to_string(step + 1) +
+                          " (diverged: try a smaller --lr); stopped, the last checkpoint is unchanged");
   r.loss += loss / double(source_.steps_per_epoch());
   nlohmann::json metrics = source_.step_metrics();
   if (metrics.is_null()) return;

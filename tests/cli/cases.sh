@@ -161,6 +161,19 @@ case "$case_name" in
     expect_error "--comm nccl: this build has no NCCL" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --comm nccl --epochs 1
     expect_error "--patience must not be negative, not -1" "-" -- "$TESSERA" train --data g.h5 --patience -1
+    expect_error "--lr must be finite and not negative, not nan" "-" -- "$TESSERA" train --data g.h5 --lr nan
+    expect_error "--lr must be finite and not negative, not -1" "-" -- "$TESSERA" train --data g.h5 --lr -1
+    expect_error "--weight-decay must be finite and not negative, not -1" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --weight-decay -1
+    # Divergence stops the run where it happens, on every rank, and leaves epoch 1's checkpoint as it was.
+    mkdir -p ck
+    expect_error "the training loss is -?(nan|inf) at epoch 2, step 1 \(diverged" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --lr 1e30 --epochs 5 --checkpoint ck --checkpoint-every 1
+    cp ck/checkpoint.h5 epoch1.h5 || exit 1
+    expect_error "the training loss is -?(nan|inf) at epoch 1, step 2 \(diverged" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size 10 --steps-per-epoch 4 \
+      --lr 1e30 --epochs 2
+    cmp ck/checkpoint.h5 epoch1.h5 || { echo "FAILED: the checkpoint changed"; exit 1; }
     expect_error "nodir/p.txt: cannot write predictions \(No such file or directory\)" "nodir" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x2 --batch-size 10 --save-predictions nodir/p.txt
     expect_error "nodir/e.h5: cannot write embeddings \(No such file or directory\)" "nodir" -- \
