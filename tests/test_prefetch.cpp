@@ -100,6 +100,31 @@ TEST(FeatureCache, EvictsBelowThresholdForTheMostMissedInTheSameRequest) {
   EXPECT_THROW(cache.install(plan, rows_of(plan.nodes)), Error) << "17 is cached already";
 }
 
+// Issue 14: with alpha 0.05 or 0.1 (not exact in binary), a slot idle for exactly Delta = 16 steps is kept
+// and one idle for 17 is evicted - the same rule as alpha 0.5, decided on the step count, not by rounding.
+TEST(FeatureCache, EvictionCountsIdleStepsWhateverAlpha) {
+  for (double alpha : {0.05, 0.1, 0.3}) {
+    SCOPED_TRACE(alpha);
+    std::vector<int64_t> halo = {1, 2}, degree = {5, 4};
+    FeatureCacheOptions o;
+    o.fraction = 0.5;  // one slot: node 1
+    o.alpha = alpha;
+    o.interval = 16;
+    FeatureCache cache(halo, degree, 1, o);
+    cache.install_initial({1.0f});
+    for (int step = 0; step < 16; ++step) {
+      cache.lookup({2});  // a miss for node 2; slot 0 (node 1) not hit
+      cache.end_step();
+    }
+    EXPECT_EQ(cache.idle_steps(0), 16);
+    EXPECT_TRUE(cache.plan_eviction().slots.empty()) << "idle exactly Delta steps: kept";
+    cache.lookup({2});
+    cache.end_step();
+    EXPECT_EQ(cache.plan_eviction().slots, (std::vector<int64_t>{0}));
+    EXPECT_NEAR(cache.score(0), std::pow(1 - alpha, 17), 1e-12);
+  }
+}
+
 TEST(FeatureCache, NeverExceedsCapacityAndRejectsBadSettings) {
   FeatureCache cache = small_cache();
   for (int step = 0; step < 50; ++step) {

@@ -33,7 +33,7 @@ FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>
     where_[node] = int64_t(k);
     slot_node_.push_back(node);
   }
-  score_.assign(capacity, 1.0);
+  idle_.assign(capacity, 0);
   hit_.assign(capacity, 0);
   rows_.assign(capacity * size_t(dim_), 0.0f);
   halo_ = std::move(halo);
@@ -77,11 +77,18 @@ std::vector<int64_t> FeatureCache::lookup(const std::vector<int64_t>& nodes) {
   return slots;
 }
 
+double FeatureCache::score(int64_t slot) const {
+  return std::pow(1.0 - options_.alpha, double(idle_[size_t(slot)]));
+}
+
 FeatureCache::Replacement FeatureCache::plan_eviction() const {
   Replacement plan;
   // A slot hit in this step is in use: its restore is only pending until end_step().
-  for (size_t s = 0; s < score_.size(); ++s)
-    if (score_[s] < threshold_ && !hit_[s]) plan.slots.push_back(int64_t(s));
+  // Score (1 - alpha)^idle < (1 - alpha)^Delta exactly when idle > Delta: decided on the integer, because a
+  // repeated floating-point product lands on either side of pow() by rounding (alpha 0.05, Delta 16
+  // evicted at 16 idle steps, alpha 0.1 kept).
+  for (size_t s = 0; s < idle_.size(); ++s)
+    if (idle_[s] > options_.interval && !hit_[s]) plan.slots.push_back(int64_t(s));
   if (plan.slots.empty()) return plan;
   // The most-missed halo nodes that are not cached, ties by lower id.
   std::vector<size_t> candidates;
@@ -113,7 +120,7 @@ void FeatureCache::install(const Replacement& plan, const std::vector<float>& ro
     where_.erase(slot_node_[size_t(slot)]);
     where_[node] = slot;
     slot_node_[size_t(slot)] = node;
-    score_[size_t(slot)] = 1.0;
+    idle_[size_t(slot)] = 0;
     miss_[size_t(halo_index(node))] = 0;
     std::copy(rows.begin() + std::ptrdiff_t(k * size_t(dim_)),
               rows.begin() + std::ptrdiff_t((k + 1) * size_t(dim_)),
@@ -122,8 +129,8 @@ void FeatureCache::install(const Replacement& plan, const std::vector<float>& ro
 }
 
 void FeatureCache::end_step() {
-  for (size_t s = 0; s < score_.size(); ++s) {
-    score_[s] = hit_[s] ? 1.0 : score_[s] * (1.0 - options_.alpha);
+  for (size_t s = 0; s < idle_.size(); ++s) {
+    idle_[s] = hit_[s] ? 0 : idle_[s] + 1;
     hit_[s] = 0;
   }
 }

@@ -63,8 +63,10 @@ class FeatureCache {
   /// Ends a step: every slot's score times (1 - alpha), hit slots back to 1.
   void end_step();
 
-  /// A slot's score.
-  double score(int64_t slot) const { return score_[size_t(slot)]; }
+  /// A slot's score, (1 - alpha)^(steps since its last hit).
+  double score(int64_t slot) const;
+  /// Steps since a slot's last hit or install; eviction needs more than Delta of them.
+  int64_t idle_steps(int64_t slot) const { return idle_[size_t(slot)]; }
   /// A halo node's misses since it was last installed.
   int64_t misses(int64_t node) const;
   /// A node's slot, -1 when not cached.
@@ -79,7 +81,7 @@ class FeatureCache {
   std::vector<int64_t> halo_;                   // sorted
   std::vector<int64_t> miss_;                   // per halo index
   std::vector<int64_t> slot_node_;              // node in each slot
-  std::vector<double> score_;                   // per slot
+  std::vector<int64_t> idle_;                   // per slot: steps since the last hit
   std::vector<uint8_t> hit_;                    // per slot, this step
   std::unordered_map<int64_t, int64_t> where_;  // node -> slot
   std::vector<float> rows_;                     // capacity x dim
