@@ -42,7 +42,8 @@ TEST(KernelPath, AutoResolvesAndMissingPathsAreClearErrors) {
     } catch (const Error& e) {
       EXPECT_STREQ(
           e.what(),
-          "kernel path 'vendor' has no SpMM kernel in this build (vendor kernels need a CUDA build)");
+          "kernel path 'vendor' has no SpMM kernel in this build (vendor kernels need a CUDA build; HIP builds "
+          "have SpMM only)");
     }
   }
   EXPECT_EQ(kernel_path_available(KernelPath::Vendor, KernelKind::Elementwise),
@@ -274,6 +275,30 @@ TYPED_TEST(KernelTest, ReductionsAndScaling) {
     column_dot<S>(to_view<S>(x), to_view<S>(y), cd, path);
     row_sums_sq<S>(to_view<S>(x), rq, path);
     row_dot<S>(to_view<S>(x), to_view<S>(y), rd, path);
+    // Centered squares around a shift of 1e4 added to every entry: no cancellation.
+    Dense shifted = x;
+    for (double& v : shifted.a) v += 1e4;
+    Vector<S> mean("mean", cols), cc("cc", cols);
+    {
+      auto hm = Kokkos::create_mirror_view(mean);
+      for (int64_t j = 0; j < cols; ++j) {
+        double m = 0;
+        for (int64_t i = 0; i < rows; ++i) m += shifted(i, j) / double(rows);
+        hm(j) = S(m);
+      }
+      Kokkos::deep_copy(mean, hm);
+    }
+    column_centered_sums_sq<S>(to_view<S>(shifted), mean, cc, path);
+    const auto hcc = Kokkos::create_mirror_view_and_copy(HostSpace(), cc);
+    const auto hmean = Kokkos::create_mirror_view_and_copy(HostSpace(), mean);
+    for (int64_t j = 0; j < cols; ++j) {
+      double q = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        const double d = double(S(shifted(i, j))) - double(hmean(j));
+        q += d * d;
+      }
+      EXPECT_NEAR(hcc(j), q, 1e-3 * q) << "column " << j;
+    }
     const auto hcs = Kokkos::create_mirror_view_and_copy(HostSpace(), cs);
     const auto hcq = Kokkos::create_mirror_view_and_copy(HostSpace(), cq);
     const auto hcd = Kokkos::create_mirror_view_and_copy(HostSpace(), cd);

@@ -318,6 +318,48 @@ TEST(ModelConfig, RejectsImpossibleSettings) {
   EXPECT_NO_THROW(c.validate());
 }
 
+// Issue 14: BatchNorm's batch statistics and RMSNorm's row scale on features whose mean is 1e4 spreads,
+// against a two-pass double computation here (sum x^2 - n mean^2 in float returned garbage variances).
+TEST(NormLayers, AccurateWhenTheMeanIsFarFromZero) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  const int64_t n = 64, f = 3;
+  std::mt19937_64 gen(11);
+  std::normal_distribution<double> spread(0.0, 1.0);
+  Dense x(n, f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < f; ++j) x(i, j) = double(float(1e4 + double(j) + spread(gen)));
+  const Graph3D g = graph_from(grid, random_graph(n, 2 * n, 5), x, std::vector<int64_t>(size_t(n), 0),
+                               std::vector<uint8_t>(size_t(n), 1), 2, Normalization::Symmetric, 1);
+  for (NormKind norm : {NormKind::Batch, NormKind::Rms}) {
+    SCOPED_TRACE(norm_name(norm));
+    Sequential model(grid, f, RunOptions{KernelPath::Auto, 0, CommDtype::F32}, 3);
+    const float eps = 1e-5f;
+    if (norm == NormKind::Batch)
+      model.add<BatchNorm>(NormOptions{false, 0.0f});
+    else
+      model.add<RmsNorm>(NormOptions{false, 0.0f});
+    const GraphBatch batch = full_graph_batch(g, false);
+    const Dense out = from_view(model.layer(0).forward(g.features, batch, PassInfo{true, 1, 1}));
+    for (int64_t j = 0; j < f; ++j) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < n; ++i) mean += x(i, j) / double(n);
+      for (int64_t i = 0; i < n; ++i) var += (x(i, j) - mean) * (x(i, j) - mean) / double(n);
+      for (int64_t i = 0; i < n; ++i) {
+        double want = 0;
+        if (norm == NormKind::Batch) {
+          want = (x(i, j) - mean) / std::sqrt(var + eps);
+        } else {
+          double ms = 0;
+          for (int64_t k = 0; k < f; ++k) ms += x(i, k) * x(i, k) / double(f);
+          want = x(i, j) / std::sqrt(ms + eps);
+        }
+        ASSERT_NEAR(out(i, j), want, 2e-2 * (1.0 + std::abs(want))) << "row " << i << " column " << j;
+      }
+    }
+  }
+}
+
 TEST(AdamSettings, RejectsNonFiniteAndNegativeValues) {
   const float nan = std::nanf(""), inf = HUGE_VALF;
   EXPECT_NO_THROW(AdamSettings().validate());

@@ -52,6 +52,20 @@ void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, cons
 }
 
 template <class Scalar>
+void column_centered_sums_sq(const Matrix<const Scalar>& x, const Vector<const Scalar>& mean,
+                             const Vector<Scalar>& sums_sq, KernelPath path) {
+  impl::reduce_columns(
+      path, "tessera::column_centered_sums_sq", int64_t(x.extent(0)), int64_t(x.extent(1)), sums_sq,
+      KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, Scalar * acc) {
+        const Scalar* row = &x(i, 0);
+        for (int64_t j = j0; j < j1; ++j) {
+          const Scalar d = row[j] - mean(j);
+          acc[j - j0] += d * d;
+        }
+      });
+}
+
+template <class Scalar>
 void relu_dropout_backward_column_sums(const Matrix<Scalar>& grad, const Matrix<const Scalar>& out, bool relu,
                                        const DropoutMask& dropout, const Vector<Scalar>& sums,
                                        KernelPath path) {
@@ -133,6 +147,8 @@ void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scala
   template void bias_relu_dropout_backward<S>(const Matrix<S>&, const Matrix<const S>&, bool,                \
                                               const DropoutMask&, KernelPath);                               \
   template void column_sums<S>(const Matrix<const S>&, const Vector<S>&, const Vector<S>&, KernelPath);      \
+  template void column_centered_sums_sq<S>(const Matrix<const S>&, const Vector<const S>&, const Vector<S>&, \
+                                           KernelPath);                                                      \
   template void relu_dropout_backward_column_sums<S>(const Matrix<S>&, const Matrix<const S>&, bool,         \
                                                      const DropoutMask&, const Vector<S>&, KernelPath);      \
   template void column_dot<S>(const Matrix<const S>&, const Matrix<const S>&, const Vector<S>&, KernelPath); \

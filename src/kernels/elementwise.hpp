@@ -147,6 +147,12 @@ template <class Scalar>
 void column_sums(const Matrix<const Scalar>& x, const Vector<Scalar>& sums, const Vector<Scalar>& sums_sq,
                  KernelPath path = KernelPath::Auto);
 
+/// sums_sq(j) = sum_i (x(i, j) - mean(j))^2: the centered second moment, which does not cancel when
+/// |mean| >> the spread as sum x^2 - n mean^2 does.
+template <class Scalar>
+void column_centered_sums_sq(const Matrix<const Scalar>& x, const Vector<const Scalar>& mean,
+                             const Vector<Scalar>& sums_sq, KernelPath path = KernelPath::Auto);
+
 /// sums(j) = sum_i a(i, j) * b(i, j).
 template <class Scalar>
 void column_dot(const Matrix<const Scalar>& a, const Matrix<const Scalar>& b, const Vector<Scalar>& sums,

@@ -18,6 +18,7 @@ enum class Trans {
 /// Call as gemm<float>(...): the scalar is explicit so views convert (non-const to const) freely.
 template <class Scalar>
 void gemm(Trans trans_a, Trans trans_b, Scalar alpha, const Matrix<const Scalar>& a,
-          const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c, KernelPath path = KernelPath::Auto);
+          const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c,
+          KernelPath path = KernelPath::Auto);
 
 }  // namespace tessera

@@ -12,15 +12,15 @@ namespace {
 void blas(Trans ta, Trans tb, const GemmShape& s, float alpha, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta == Trans::No ? CblasNoTrans : CblasTrans,
-              tb == Trans::No ? CblasNoTrans : CblasTrans, int(s.m), int(s.n), int(s.k), alpha, a, int(lda), b,
-              int(ldb), beta, c, int(ldc));
+              tb == Trans::No ? CblasNoTrans : CblasTrans, int(s.m), int(s.n), int(s.k), alpha, a, int(lda),
+              b, int(ldb), beta, c, int(ldc));
 }
 
 void blas(Trans ta, Trans tb, const GemmShape& s, double alpha, const double* a, int64_t lda, const double* b,
           int64_t ldb, double beta, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta == Trans::No ? CblasNoTrans : CblasTrans,
-              tb == Trans::No ? CblasNoTrans : CblasTrans, int(s.m), int(s.n), int(s.k), alpha, a, int(lda), b,
-              int(ldb), beta, c, int(ldc));
+              tb == Trans::No ? CblasNoTrans : CblasTrans, int(s.m), int(s.n), int(s.k), alpha, a, int(lda),
+              b, int(ldb), beta, c, int(ldc));
 }
 }  // namespace
 
@@ -29,7 +29,8 @@ void gemm_host(Trans ta, Trans tb, const GemmShape& s, Scalar alpha, const Matri
                const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c) {
   Kokkos::fence();  // BLAS runs outside Kokkos: earlier kernels must have finished
   blas(ta, tb, s, alpha, a.data(), std::max<int64_t>(1, int64_t(a.extent(1))), b.data(),
-       std::max<int64_t>(1, int64_t(b.extent(1))), beta, c.data(), std::max<int64_t>(1, int64_t(c.extent(1))));
+       std::max<int64_t>(1, int64_t(b.extent(1))), beta, c.data(),
+       std::max<int64_t>(1, int64_t(c.extent(1))));
 }
 
 template void gemm_host<float>(Trans, Trans, const GemmShape&, float, const Matrix<const float>&,

@@ -12,14 +12,19 @@ void batch_norm_statistics(const Vector<float>& mean, const Vector<float>& invst
   Kokkos::parallel_for(
       "tessera::bn_statistics", Kokkos::RangePolicy<ExecSpace>(0, int64_t(mean.extent(0))),
       KOKKOS_LAMBDA(int64_t j) {
-        const float mu = mean(j) / n;
-        float var = invstd(j) / n - mu * mu;
-        var = var > 0.0f ? var : 0.0f;
-        mean(j) = mu;
+        const float mu = mean(j);
+        const float var = invstd(j) / n;
         invstd(j) = 1.0f / float(::sqrt(double(var + eps)));
         running_mean(j) = (1.0f - m) * running_mean(j) + m * mu;
         running_var(j) = (1.0f - m) * running_var(j) + m * (n > 1.0f ? var * n / (n - 1.0f) : var);
       });
+}
+
+void batch_norm_mean(const Vector<float>& mean, int64_t rows) {
+  const float n = float(rows);
+  Kokkos::parallel_for(
+      "tessera::bn_mean", Kokkos::RangePolicy<ExecSpace>(0, int64_t(mean.extent(0))),
+      KOKKOS_LAMBDA(int64_t j) { mean(j) = mean(j) / n; });
 }
 
 void batch_norm_running(const Vector<float>& mean, const Vector<float>& invstd,

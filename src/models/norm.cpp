@@ -101,8 +101,12 @@ Matrix<const float> BatchNorm::forward(const Matrix<const float>& in, const Grap
   const Matrix<float> out = output(in, batch);
   used_batch_stats_ = pass.training;
   if (pass.training) {
-    column_sums<float>(z_, mean_, invstd_, kernels_);  // sums and sums of squares, made statistics below
+    // Two passes, the same two all-reduces as one pass of sums and sums of squares: the mean, then the
+    // squares around it (sum x^2 - n mean^2 in float loses everything when |mean| >> spread).
+    column_sums<float>(z_, mean_, Vector<float>(), kernels_);
     sum_rows(mean_);
+    if (rows_.num_nodes > 0) batch_norm_mean(mean_, rows_.num_nodes);
+    column_centered_sums_sq<float>(z_, mean_, invstd_, kernels_);
     sum_rows(invstd_);
     // A rank with an empty batch (sampled mode) keeps its running statistics; the sums above still ran.
     if (rows_.num_nodes > 0)
