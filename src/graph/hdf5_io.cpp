@@ -295,8 +295,10 @@ bool h5_read_attr(hid_t object, const std::string& name, std::string& value) {
   H5Handle type(H5Aget_type(attr.get()));
   if (H5Tget_class(type.get()) != H5T_STRING) return false;
   if (H5Tis_variable_str(type.get()) > 0) {
+    // h5py writes variable-length UTF-8 by default; HDF5 converts no string between character sets.
     H5Handle mem(H5Tcopy(H5T_C_S1));
     H5Tset_size(mem.get(), H5T_VARIABLE);
+    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
     char* text = nullptr;
     if (H5Aread(attr.get(), mem.get(), &text) < 0) return false;
     value = text ? text : "";

@@ -278,6 +278,23 @@ case "$case_name" in
     printf 'data = "g.h5"\nbogus = 3\n' > bad.toml
     expect_error "bad.toml: unknown option 'bogus'" "-" -- $MPIEXEC -n 2 "$TESSERA" train --config bad.toml
     expect_error "missing.toml: cannot read the configuration file" "-" -- "$TESSERA" train --config missing.toml ;;
+  h5py_defaults)
+    # A graph file whose string attributes h5py wrote with its defaults (variable-length UTF-8) reads and trains.
+    good_h5
+    py=python3; $py -c 'import h5py' 2>/dev/null || py=/usr/bin/python3
+    $py -c 'import h5py' 2>/dev/null || { echo "skipped: no python3-h5py (scripts/setup.sh installs it)"; exit 77; }
+    $py - g.h5 <<'PY' || exit 1
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    for key in ("format", "name", "source"):
+        value = f.attrs[key]
+        value = value.decode() if isinstance(value, bytes) else str(value)
+        del f.attrs[key]
+        f.attrs[key] = value  # h5py's default: a variable-length UTF-8 string
+PY
+    h5dump -A g.h5 | grep -q H5T_CSET_UTF8 || { echo "FAILED: h5py did not write UTF-8 attributes"; exit 1; }
+    mpi 2 "$TESSERA" info g.h5 | grep -q "valid:     yes" || { echo "FAILED: info"; exit 1; }
+    mpi 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 2 | tail -n 1 | grep -q "best valid" || exit 1 ;;
   train_outputs_every_mode)
     good_h5
     mpi 2 "$TESSERA" partition --data g.h5 --parts 2 >/dev/null || exit 1
