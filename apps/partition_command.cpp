@@ -7,6 +7,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
+#include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/partition.hpp"
 
 namespace tessera::app {
@@ -38,6 +39,9 @@ void add_partition_command(CLI::App& app, Command& selected) {
       world.check(invalid.empty(), invalid);
       const std::string name = a->name.empty() ? a->method + "-" + std::to_string(a->parts) : a->name;
       Stopwatch watch;
+      // Every value checked by all ranks before rank 0's serial METIS reads them (a node id out of range
+      // would otherwise index past its arrays).
+      validate_graph(GraphFileReader(world, a->data), world);
       PartitionReport report;
       // METIS is serial: rank 0 partitions and writes, the others wait for its verdict.
       world.run_on(0, [&] {

@@ -138,6 +138,8 @@ const char* carrier_name(const ProcessGrid& grid) {
 TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
   Stopwatch load_watch;
   const GraphFileReader reader(world, o.data);
+  // Every value is checked before the loader trusts it: an id out of range must be a message, not a crash.
+  validate_graph(reader, world);
   const GridShape shape = o.mode == TrainMode::Full ? resolve_grid(o, reader.meta(), world) : *o.grid;
   if (o.mode == TrainMode::Minibatch)
     world.check(shape.size() == world.size(), "--grid " + shape.str() + " has " +
@@ -178,6 +180,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
   const std::string partition = !o.partition.empty() ? o.partition
                                 : world.size() == 1  ? "block"
                                                      : "metis-" + std::to_string(world.size());
+  validate_graph(GraphFileReader(world, o.data), world);
   PartitionedGraph graph = load_partitioned(world, o.data, partition);
   if (o.normalize_features)
     normalize_feature_rows(

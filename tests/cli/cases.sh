@@ -295,6 +295,25 @@ PY
     h5dump -A g.h5 | grep -q H5T_CSET_UTF8 || { echo "FAILED: h5py did not write UTF-8 attributes"; exit 1; }
     mpi 2 "$TESSERA" info g.h5 | grep -q "valid:     yes" || { echo "FAILED: info"; exit 1; }
     mpi 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 2 | tail -n 1 | grep -q "best valid" || exit 1 ;;
+  bad_train_tampered)
+    # Issue 14: every mode (and partition) checks the file's values before trusting them.
+    good_h5
+    "$TESSERA" partition --data g.h5 --parts 2 --method random >/dev/null || exit 1
+    for damage in "label 7 12|/node/labels: row 7 has label 12, outside \[-1, 3\)" \
+                  "set /graph/indices 5 999|/graph/indices: entry 5 \(row [0-9]+\) is node 999, outside \[0, 50\)" \
+                  "set /split/train 3 -4|/split/train: entry 3 is node -4, outside \[0, 50\)"; do
+      cp g.h5 bad.h5
+      # shellcheck disable=SC2086
+      "$H5_TAMPER" bad.h5 ${damage%%|*} || exit 1
+      message="bad.h5: dataset ${damage#*|}"
+      expect_error "$message" "-" -- "$TESSERA" train --data bad.h5 --epochs 1
+      expect_error "$message" "-" -- $MPIEXEC -n 2 "$TESSERA" train --data bad.h5 --grid 2x1x1 --epochs 1
+      expect_error "$message" "-" -- \
+        $MPIEXEC -n 2 "$TESSERA" train --data bad.h5 --mode minibatch --grid 2x1x1x1 --batch-size 10 --epochs 1
+      expect_error "$message" "-" -- \
+        $MPIEXEC -n 2 "$TESSERA" train --data bad.h5 --mode sampled --partition random-2 --epochs 1
+      expect_error "$message" "-" -- $MPIEXEC -n 2 "$TESSERA" partition --data bad.h5 --parts 2
+    done ;;
   train_outputs_every_mode)
     good_h5
     mpi 2 "$TESSERA" partition --data g.h5 --parts 2 >/dev/null || exit 1

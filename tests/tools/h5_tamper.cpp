@@ -4,6 +4,7 @@
 //   h5_tamper FILE shrink DATASET     replace a 1D int64 dataset with one of 3 entries
 //   h5_tamper FILE drop DATASET       delete a dataset
 //   h5_tamper FILE label ROW VALUE    write VALUE into /node/labels[ROW]
+//   h5_tamper FILE set DATASET I VALUE  write VALUE into entry I of a 1D int64 dataset
 #include <hdf5.h>
 
 #include <cstdint>
@@ -36,13 +37,15 @@ int main(int argc, char** argv) {
       H5Dclose(dset);
       H5Sclose(space);
     }
-  } else if (std::strcmp(argv[2], "label") == 0 && argc == 5) {
-    hid_t dset = H5Dopen2(file, "/node/labels", H5P_DEFAULT);
+  } else if ((std::strcmp(argv[2], "label") == 0 && argc == 5) ||
+             (std::strcmp(argv[2], "set") == 0 && argc == 6)) {
+    const bool label = argv[2][0] == 'l';
+    hid_t dset = H5Dopen2(file, label ? "/node/labels" : argv[3], H5P_DEFAULT);
     hid_t space = H5Dget_space(dset);
-    hsize_t start[1] = {hsize_t(std::atoll(argv[3]))}, count[1] = {1};
+    hsize_t start[1] = {hsize_t(std::atoll(argv[label ? 3 : 4]))}, count[1] = {1};
     H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
     hid_t mem = H5Screate_simple(1, count, nullptr);
-    const int64_t value = std::atoll(argv[4]);
+    const int64_t value = std::atoll(argv[label ? 4 : 5]);
     status = H5Dwrite(dset, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, &value);
     H5Sclose(mem);
     H5Sclose(space);
