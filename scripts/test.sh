@@ -37,29 +37,25 @@ status=${PIPESTATUS[0]}
 set -e
 summary=$(grep -E '^[0-9]+% tests passed' "$log" | tail -n 1)
 
+# compile_check NAME BACKEND: builds a device variant (compile and link only) into build-BACKEND/.
+compile_check() {
+  local name=$1 backend=$2
+  echo "test: building the $name variant (compile and link only) into build-$backend/"
+  if ! bash "$root/scripts/setup.sh" --backend "$backend" >"$root/build-$backend.log" 2>&1; then
+    tail -n 40 "$root/build-$backend.log"
+    echo "test: the $name build failed (full log: build-$backend.log)"
+    status=1
+  else
+    echo "test: $name build ok ($(ls "$root"/build-"$backend"/tests/test_* 2>/dev/null | wc -l) test programs built)"
+  fi
+}
 if [ "$cuda" -eq 1 ]; then
   if [ -x /usr/local/cuda/bin/nvcc ]; then
-    echo "test: building the CUDA variant (compile and link only) into build-cuda/"
-    if ! bash "$root/scripts/setup.sh" --backend cuda >"$root/build-cuda.log" 2>&1; then
-      tail -n 40 "$root/build-cuda.log"
-      echo "test: the CUDA build failed (full log: build-cuda.log)"
-      status=1
-    else
-      echo "test: CUDA build ok ($(ls "$root"/build-cuda/tests/test_* 2>/dev/null | wc -l) test programs built)"
-    fi
+    compile_check CUDA cuda
   else
     echo "test: no CUDA toolkit at /usr/local/cuda: CUDA build skipped"
   fi
 fi
-if [ "$hip" -eq 1 ]; then
-  echo "test: building the HIP variant (compile and link only) into build-hip/"
-  if ! bash "$root/scripts/setup.sh" --backend hip >"$root/build-hip.log" 2>&1; then
-    tail -n 40 "$root/build-hip.log"
-    echo "test: the HIP build failed (full log: build-hip.log)"
-    status=1
-  else
-    echo "test: HIP build ok ($(ls "$root"/build-hip/tests/test_* 2>/dev/null | wc -l) test programs built)"
-  fi
-fi
+[ "$hip" -eq 0 ] || compile_check HIP hip
 echo "${summary:-ctest printed no summary}"
 exit "$status"

@@ -61,10 +61,22 @@ Carrier carrier(const Communicator& comm) {
 template <class T>
 using DeviceBuffer = Kokkos::View<T*, DeviceSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
+// The staged path's two host buffers (what is sent, what is received), grown as needed and kept: a fresh
+// allocation per collective would pay its page faults every step. Device collectives run on the thread that
+// trains; worker threads use host collectives on communicators of their own.
+template <class T>
+HostVector<T> staging_buffer(int which, int64_t count) {
+  static std::vector<double> buffers[2];  // double: aligned for every T staged here
+  std::vector<double>& b = buffers[which];
+  const size_t words = (size_t(count) * sizeof(T) + sizeof(double) - 1) / sizeof(double);
+  if (b.size() < words) b.resize(words);
+  return HostVector<T>(reinterpret_cast<T*>(b.data()), size_t(count));
+}
+
 // A host copy of `count` device elements (after the kernels that wrote them have finished).
 template <class T>
 HostVector<T> to_host(const T* device, int64_t count) {
-  HostVector<T> host(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("staged")), size_t(count));
+  HostVector<T> host = staging_buffer<T>(0, count);
   Kokkos::deep_copy(host, DeviceBuffer<const T>(device, size_t(count)));
   return host;
 }
@@ -76,7 +88,7 @@ void to_device(const HostVector<T>& host, T* device) {
 
 template <class T>
 HostVector<T> host_buffer(int64_t count) {
-  return HostVector<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("staged")), size_t(count));
+  return staging_buffer<T>(1, count);
 }
 
 }  // namespace

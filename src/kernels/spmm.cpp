@@ -67,9 +67,6 @@ CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a) : a_(std::move(a)) {
   const int64_t blocks = 16 * int64_t(ExecSpace().concurrency());
   host_block_start_ = balanced_row_blocks(row_ptr, blocks);
   block_start_ = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host_block_start_);
-#ifdef TESSERA_VENDOR_SPMM
-  vendor_ = std::make_shared<impl::VendorSpmm<Scalar>>(a_);
-#endif
 }
 
 template <class Scalar>
@@ -102,6 +99,8 @@ void CsrSpmm<Scalar>::apply_rows(const Matrix<const Scalar>& x, const Matrix<Sca
       return impl::spmm_host(call, x, y);
 #ifdef TESSERA_VENDOR_SPMM
     case KernelPath::Vendor:
+      // Made on first use: a run on the team path never pays for descriptors or a pattern's ones array.
+      if (!vendor_) vendor_ = std::make_shared<impl::VendorSpmm<Scalar>>(a_);
       return vendor_->apply(call, x, y);
 #endif
     default:

@@ -48,7 +48,7 @@ class CsrSpmm {
   CsrMatrix<Scalar, DeviceSpace> a_;
   Vector<int64_t> block_start_;  // row blocks of balanced nonzeros
   HostVector<int64_t> host_block_start_;
-  std::shared_ptr<impl::VendorSpmm<Scalar>> vendor_;  // descriptors of vendor builds (null elsewhere)
+  mutable std::shared_ptr<impl::VendorSpmm<Scalar>> vendor_;  // vendor descriptors, made on first use
 };
 
 /// Row boundaries of `blocks` blocks balancing nonzeros + rows (a row costs one unit of overhead).

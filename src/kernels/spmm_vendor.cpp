@@ -21,20 +21,13 @@ template <class View>
 int64_t leading_dimension(const View& m) {
   return std::max<int64_t>(1, int64_t(m.stride(0)));
 }
-// offsets(i) = row_ptr(row_begin + i) - row_ptr(row_begin): a free function, as CUDA's extended lambdas
-// may not live in private members.
-void rebase_offsets(const Vector<int64_t>& row_ptr, int64_t row_begin, const Vector<int64_t>& offsets) {
-  Kokkos::parallel_for(
-      "tessera::spmm_rebase", Kokkos::RangePolicy<ExecSpace>(0, int64_t(offsets.extent(0))),
-      KOKKOS_LAMBDA(int64_t i) { offsets(i) = row_ptr(row_begin + i) - row_ptr(row_begin); });
-}
 }  // namespace
 
 // cuSPARSE wants offsets that start at zero, so a row range has its own offset array (rebased on the
 // device) and column / value pointers advanced to the range's first nonzero.
 template <class Scalar>
 struct VendorSpmm<Scalar>::Rows {
-  Vector<int64_t> offsets;
+  CsrRowRange<Scalar> range;
   cusparseConstSpMatDescr_t descr = nullptr;
   ~Rows() {
     if (descr) cusparseDestroySpMat(descr);
@@ -42,12 +35,7 @@ struct VendorSpmm<Scalar>::Rows {
 };
 
 template <class Scalar>
-VendorSpmm<Scalar>::VendorSpmm(const CsrMatrix<Scalar, DeviceSpace>& a) : a_(a) {
-  if (a_.is_pattern()) {
-    ones_ = Vector<Scalar>(Kokkos::ViewAllocateWithoutInitializing("spmm_ones"), size_t(a_.nnz()));
-    Kokkos::deep_copy(ones_, Scalar(1));
-  }
-}
+VendorSpmm<Scalar>::VendorSpmm(const CsrMatrix<Scalar, DeviceSpace>& a) : a_(a), ones_(pattern_values(a)) {}
 
 template <class Scalar>
 VendorSpmm<Scalar>::~VendorSpmm() = default;
@@ -57,17 +45,11 @@ typename VendorSpmm<Scalar>::Rows& VendorSpmm<Scalar>::rows(int64_t row_begin, i
   auto& slot = ranges_[{row_begin, row_end}];
   if (slot) return *slot;
   auto r = std::make_unique<Rows>();
-  const int64_t count = row_end - row_begin;
-  r->offsets = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("spmm_offsets"), size_t(count + 1));
-  rebase_offsets(a_.row_ptr, row_begin, r->offsets);
-  const auto row_ptr = a_.row_ptr;
-  int64_t first = 0, last = 0;  // two scalars read back once per range, not per product
-  Kokkos::deep_copy(first, Kokkos::subview(row_ptr, row_begin));
-  Kokkos::deep_copy(last, Kokkos::subview(row_ptr, row_end));
-  const Scalar* values = a_.is_pattern() ? ones_.data() : a_.values.data();
-  check_cusparse(cusparseCreateConstCsr(&r->descr, count, a_.num_cols, last - first, r->offsets.data(),
-                                        a_.col_idx.data() + first, values + first, CUSPARSE_INDEX_64I,
-                                        CUSPARSE_INDEX_64I, CUSPARSE_INDEX_BASE_ZERO, cuda_type<Scalar>()),
+  r->range = csr_row_range(a_, ones_, row_begin, row_end);
+  const CsrRowRange<Scalar>& c = r->range;
+  check_cusparse(cusparseCreateConstCsr(&r->descr, row_end - row_begin, a_.num_cols, c.nnz, c.offsets.data(),
+                                        c.col_idx, c.values, CUSPARSE_INDEX_64I, CUSPARSE_INDEX_64I,
+                                        CUSPARSE_INDEX_BASE_ZERO, cuda_type<Scalar>()),
                  "cusparseCreateConstCsr");
   slot = std::move(r);
   return *slot;

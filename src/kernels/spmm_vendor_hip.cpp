@@ -34,18 +34,11 @@ struct DenseDescriptor {
   DenseDescriptor(const DenseDescriptor&) = delete;
   DenseDescriptor& operator=(const DenseDescriptor&) = delete;
 };
-// offsets(i) = row_ptr(row_begin + i) - row_ptr(row_begin): a free function, as CUDA's extended lambdas
-// may not live in private members.
-void rebase_offsets(const Vector<int64_t>& row_ptr, int64_t row_begin, const Vector<int64_t>& offsets) {
-  Kokkos::parallel_for(
-      "tessera::spmm_rebase", Kokkos::RangePolicy<ExecSpace>(0, int64_t(offsets.extent(0))),
-      KOKKOS_LAMBDA(int64_t i) { offsets(i) = row_ptr(row_begin + i) - row_ptr(row_begin); });
-}
 }  // namespace
 
 template <class Scalar>
 struct VendorSpmm<Scalar>::Rows {
-  Vector<int64_t> offsets;
+  CsrRowRange<Scalar> range;
   rocsparse_spmat_descr descr = nullptr;
   ~Rows() {
     if (descr) rocsparse_destroy_spmat_descr(descr);
@@ -53,12 +46,7 @@ struct VendorSpmm<Scalar>::Rows {
 };
 
 template <class Scalar>
-VendorSpmm<Scalar>::VendorSpmm(const CsrMatrix<Scalar, DeviceSpace>& a) : a_(a) {
-  if (a_.is_pattern()) {
-    ones_ = Vector<Scalar>(Kokkos::ViewAllocateWithoutInitializing("spmm_ones"), size_t(a_.nnz()));
-    Kokkos::deep_copy(ones_, Scalar(1));
-  }
-}
+VendorSpmm<Scalar>::VendorSpmm(const CsrMatrix<Scalar, DeviceSpace>& a) : a_(a), ones_(pattern_values(a)) {}
 
 template <class Scalar>
 VendorSpmm<Scalar>::~VendorSpmm() = default;
@@ -68,18 +56,13 @@ typename VendorSpmm<Scalar>::Rows& VendorSpmm<Scalar>::rows(int64_t row_begin, i
   auto& slot = ranges_[{row_begin, row_end}];
   if (slot) return *slot;
   auto r = std::make_unique<Rows>();
-  const int64_t count = row_end - row_begin;
-  r->offsets = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("spmm_offsets"), size_t(count + 1));
-  rebase_offsets(a_.row_ptr, row_begin, r->offsets);
-  const auto row_ptr = a_.row_ptr;
-  int64_t first = 0, last = 0;
-  Kokkos::deep_copy(first, Kokkos::subview(row_ptr, row_begin));
-  Kokkos::deep_copy(last, Kokkos::subview(row_ptr, row_end));
-  Scalar* values = const_cast<Scalar*>(a_.is_pattern() ? ones_.data() : a_.values.data());
-  check_rocsparse(rocsparse_create_csr_descr(&r->descr, count, a_.num_cols, last - first, r->offsets.data(),
-                                             const_cast<int64_t*>(a_.col_idx.data()) + first, values + first,
-                                             rocsparse_indextype_i64, rocsparse_indextype_i64,
-                                             rocsparse_index_base_zero, roc_type<Scalar>()),
+  r->range = csr_row_range(a_, ones_, row_begin, row_end);
+  const CsrRowRange<Scalar>& c = r->range;
+  // rocSPARSE's descriptors take non-const pointers; it does not write through them for an SpMM.
+  check_rocsparse(rocsparse_create_csr_descr(
+                      &r->descr, row_end - row_begin, a_.num_cols, c.nnz, c.offsets.data(),
+                      const_cast<int64_t*>(c.col_idx), const_cast<Scalar*>(c.values), rocsparse_indextype_i64,
+                      rocsparse_indextype_i64, rocsparse_index_base_zero, roc_type<Scalar>()),
                   "rocsparse_create_csr_descr");
   slot = std::move(r);
   return *slot;

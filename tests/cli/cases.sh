@@ -343,7 +343,11 @@ PY
     echo "$out"
     for want in "spmm width    8:" "spmm width   33:" "GB/s" "GFLOP/s" "gemm 300x20x30: NN" "stream triad: 100000 floats"; do
       grep -qF "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
-    done ;;
+    done
+    "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --kernels team | grep -qF "team kernels" || exit 1
+    expect_error "--kernels must be auto, host, team or vendor, not 'gpu'" "-" -- "$TESSERA" bench gemm --kernels gpu
+    expect_error "kernel path 'vendor' has no GEMM kernel in this build" "-" -- \
+      "$TESSERA" bench gemm --m 10 --kernels vendor ;;
   plan_and_auto)
     "$TESSERA" prep synth --kind rmat --nodes 5000 --edges 30000 --features 16 --classes 4 -o r.h5 >/dev/null || exit 1
     out=$("$TESSERA" plan --data r.h5 --ranks 8 --machine perlmutter) || exit 1

@@ -15,6 +15,23 @@
 
 namespace tessera::impl {
 
+/// Rows [row_begin, row_end) of a CSR matrix as a vendor library's CSR descriptor wants them: offsets
+/// rebased to start at zero (a device array of its own) and the column and value pointers advanced to the
+/// range's first nonzero. `ones` stands in for the values of a pattern matrix.
+template <class Scalar>
+struct CsrRowRange {
+  Vector<int64_t> offsets;
+  int64_t nnz = 0;
+  const int64_t* col_idx = nullptr;
+  const Scalar* values = nullptr;
+};
+template <class Scalar>
+CsrRowRange<Scalar> csr_row_range(const CsrMatrix<Scalar, DeviceSpace>& a, const Vector<Scalar>& ones,
+                                  int64_t row_begin, int64_t row_end);
+/// The values a vendor library multiplies by for a pattern matrix (all ones); empty for a valued one.
+template <class Scalar>
+Vector<Scalar> pattern_values(const CsrMatrix<Scalar, DeviceSpace>& a);
+
 /// A CSR matrix's vendor descriptors: made once per matrix, and once per row range a caller asks for
 /// (the overlap schedule's chunks, a fixed set), each with a rebased row-offset array. The work buffer
 /// grows to the largest a product has asked for and is reused.
