@@ -91,6 +91,13 @@ case "$case_name" in
     grep -q kokkos <<<"$help" && { echo "FAILED: Kokkos' options in train --help"; exit 1; }
     "$TESSERA" train --help --kokkos-help | grep -q -- "--kokkos-threads" ||
       { echo "FAILED: --kokkos-help did not reach Kokkos"; exit 1; }
+    # setup.sh refuses a bad device option before it installs or builds anything (exit 2, one line).
+    for bad in "--cuda-arch 70|--cuda-arch must be 80 (A100) or 90 (H100/H200), not '70'" \
+               "--backend rocm|--backend must be host, cuda or hip, not 'rocm'"; do
+      # shellcheck disable=SC2086
+      out=$(bash "$SOURCE_DIR/scripts/setup.sh" ${bad%%|*} 2>&1); rc=$?
+      [ "$rc" -eq 2 ] && [ "$out" = "setup.sh: ${bad#*|}" ] || { echo "FAILED: setup.sh ${bad%%|*}: exit $rc, '$out'"; exit 1; }
+    done
     exit 0 ;;
   abort_local_error)
     # Rank 1 fails while rank 0 waits in a barrier: the job must end (timeout = hang) with a non-zero code.
