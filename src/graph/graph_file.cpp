@@ -21,6 +21,11 @@ std::pair<int64_t, int64_t> block_range(int64_t n, int rank, int ranks) {
   return {begin, begin + base + (rank < extra ? 1 : 0)};
 }
 
+int block_owner(int64_t n, int64_t index, int ranks) {
+  const int64_t base = n / ranks, extra = n % ranks, boundary = extra * (base + 1);
+  return int(index < boundary ? index / (base + 1) : extra + (index - boundary) / base);
+}
+
 namespace {
 
 std::string shape_text(const std::vector<int64_t>& dims) {
@@ -293,6 +298,49 @@ GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
 
 // ---- deep validation ----------------------------------------------------------------------------------
 
+namespace {
+
+// Split ids in range, none listed twice, no node in two splits. Each id is sent to the rank that owns its
+// node's block, which marks the split it saw there: O((S + N)/P) memory per rank, whatever the split sizes.
+std::string check_splits(const GraphFileReader& reader, const Communicator& comm) {
+  const int64_t n = reader.meta().num_nodes;
+  const auto [begin, end] = block_range(n, comm.rank(), comm.size());
+  std::ostringstream problem;
+  problem << reader.path() << ": dataset /split/";
+  std::vector<uint32_t> owner_mark(size_t(end - begin), 0);  // 1 + index of the split that lists the node
+  bool found = false;
+  for (size_t s = 0; s < reader.splits().size(); ++s) {
+    const SplitInfo& split = reader.splits()[s];
+    const auto [sb, se] = block_range(split.size, comm.rank(), comm.size());
+    const std::vector<int64_t> ids = reader.read_split(split.name, sb, se - sb);
+    std::vector<std::vector<int64_t>> to_owner(size_t(comm.size()));
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (ids[k] >= 0 && ids[k] < n) {
+        to_owner[size_t(block_owner(n, ids[k], comm.size()))].push_back(ids[k]);
+      } else if (!found) {
+        problem << split.name << ": entry " << sb + int64_t(k) << " is node " << ids[k] << ", outside [0, " << n
+                << ")";
+        found = true;
+      }
+    }
+    // Every rank exchanges for every split, whatever it found, so the collectives stay matched.
+    for (const int64_t v : exchange_buckets(comm, to_owner, "validate")) {
+      uint32_t& mark = owner_mark[size_t(v - begin)];
+      if (mark != 0 && !found) {
+        if (mark == s + 1)
+          problem << split.name << ": node " << v << " is listed twice";
+        else
+          problem << split.name << ": node " << v << " is also in /split/" << reader.splits()[mark - 1u].name;
+        found = true;
+      }
+      mark = uint32_t(s + 1);
+    }
+  }
+  return found ? problem.str() : std::string();
+}
+
+}  // namespace
+
 GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& comm) {
   const GraphMeta& m = reader.meta();
   const std::string& file = reader.path();
@@ -350,13 +398,8 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
       expect(std::isfinite(features[k]), "dataset /node/features: row ", first + int64_t(k) / m.num_features,
              ", column ", int64_t(k) % m.num_features, " is ", features[k]);
   }
-  for (const SplitInfo& split : reader.splits()) {
-    const auto [sb, se] = block_range(split.size, comm.rank(), comm.size());
-    const std::vector<int64_t> ids = reader.read_split(split.name, sb, se - sb);
-    for (size_t k = 0; k < ids.size(); ++k)
-      expect(ids[k] >= 0 && ids[k] < m.num_nodes, "dataset /split/", split.name, ": entry ", sb + int64_t(k),
-             " is node ", ids[k], ", outside [0, ", m.num_nodes, ")");
-  }
+  const std::string split_problem = check_splits(reader, comm);  // collective: called whatever was found
+  if (problem.empty()) problem = split_problem;
   comm.check(problem.empty(), problem);
 
   GraphSummary global;

@@ -41,6 +41,8 @@ struct GraphSlice {
 
 /// [begin, end) of the rows rank `rank` of `ranks` owns in a block distribution of `n` rows.
 std::pair<int64_t, int64_t> block_range(int64_t n, int rank, int ranks);
+/// The rank whose block_range holds `index` (0 <= index < n).
+int block_owner(int64_t n, int64_t index, int ranks);
 
 /// Writes a graph file collectively, each rank its own ranges.
 class GraphFileWriter {

@@ -303,16 +303,23 @@ PY
     mpi 2 "$TESSERA" info g.h5 | grep -q "valid:     yes" || { echo "FAILED: info"; exit 1; }
     mpi 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 2 | tail -n 1 | grep -q "best valid" || exit 1 ;;
   bad_train_tampered)
-    # Issue 14: every mode (and partition) checks the file's values before trusting them.
+    # Issue 14: every damage of the tamper corpus, through every mode and partition.
     good_h5
     "$TESSERA" partition --data g.h5 --parts 2 --method random >/dev/null || exit 1
-    for damage in "label 7 12|/node/labels: row 7 has label 12, outside \[-1, 3\)" \
-                  "set /graph/indices 5 999|/graph/indices: entry 5 \(row [0-9]+\) is node 999, outside \[0, 50\)" \
-                  "set /split/train 3 -4|/split/train: entry 3 is node -4, outside \[0, 50\)"; do
+    for damage in "version 2|schema version 2, this Tessera reads version 1" \
+                  "shrink /node/labels|dataset /node/labels has shape \[3\], expected \[50\]" \
+                  "drop /node/features|dataset /node/features is missing" \
+                  "set /graph/indptr 10 0|dataset /graph/indptr: decreases at row 9" \
+                  "feature 9 2 nan|dataset /node/features: row 9, column 2 is nan" \
+                  "label 7 12|dataset /node/labels: row 7 has label 12, outside \[-1, 3\)" \
+                  "set /graph/indices 5 999|dataset /graph/indices: entry 5 \(row [0-9]+\) is node 999, outside \[0, 50\)" \
+                  "set /split/train 3 -4|dataset /split/train: entry 3 is node -4, outside \[0, 50\)" \
+                  "copy /split/train 1 /split/train 4|dataset /split/train: node [0-9]+ is listed twice" \
+                  "copy /split/train 0 /split/test 2|dataset /split/(test|train): node [0-9]+ is also in /split/(train|test)"; do
       cp g.h5 bad.h5
       # shellcheck disable=SC2086
       "$H5_TAMPER" bad.h5 ${damage%%|*} || exit 1
-      message="bad.h5: dataset ${damage#*|}"
+      message="bad.h5: ${damage#*|}"
       expect_error "$message" "-" -- "$TESSERA" train --data bad.h5 --epochs 1
       expect_error "$message" "-" -- $MPIEXEC -n 2 "$TESSERA" train --data bad.h5 --grid 2x1x1 --epochs 1
       expect_error "$message" "-" -- \
