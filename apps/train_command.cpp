@@ -7,6 +7,8 @@
 #include "options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/stop_signals.hpp"
+#include "tessera/models/hooks.hpp"
 #include "tessera/models/train.hpp"
 
 namespace tessera::app {
@@ -156,7 +158,19 @@ TrainOptions to_options(Args& a) {
   return o;
 }
 
-int report(const TrainResult& r) {
+// Exit status of a run a signal stopped (sysexits' EX_TEMPFAIL: try again, i.e. resume).
+constexpr int kStoppedBySignal = 75;
+
+int report(const TrainResult& r, const TrainOptions& o) {
+  if (r.stop_signal != 0) {
+    const std::string epoch = std::to_string(r.history.empty() ? 0 : r.history.back().epoch);
+    log_line(std::string("stopped by ") + stop_signal_name(r.stop_signal) + " after epoch " + epoch + ": " +
+             (o.checkpoint_dir.empty() ? "no --checkpoint DIR was given, nothing saved"
+                                       : Checkpointer::path_in(o.checkpoint_dir) +
+                                             " written; continue with --resume") +
+             " (exit " + std::to_string(kStoppedBySignal) + ")");
+    return kStoppedBySignal;
+  }
   double total = 0;
   for (const EpochRecord& e : r.history) total += e.seconds;
   const double mean = r.history.empty() ? 0.0 : 1e3 * total / double(r.history.size());
@@ -199,7 +213,10 @@ void add_train_command(CLI::App& app, Command& selected) {
         invalid = e.what();
       }
       world.check(invalid.empty(), invalid);
-      return report(run_training(options, world));
+      // SIGTERM/SIGUSR1 from here on (during the load too) stop the run at an epoch end with a checkpoint.
+      const StopSignalWatch watch;
+      options.stop_on_signal = true;
+      return report(run_training(options, world), options);
     };
   });
 }

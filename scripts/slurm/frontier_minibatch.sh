@@ -7,6 +7,7 @@
 # rocSPARSE, GEMM through the team kernel, collectives through Cray MPICH on device pointers. Not run from
 # this repository's CI.
 #SBATCH -t 00:30:00
+#SBATCH --signal=USR1@180
 #SBATCH --ntasks-per-node=8
 #SBATCH --gpus-per-node=8
 #SBATCH --cpus-per-task=7
@@ -21,6 +22,13 @@ root=${TESSERA_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 export OMP_NUM_THREADS=$(( ${SLURM_CPUS_PER_TASK:-7} - 1 )) OMP_PROC_BIND=spread OMP_PLACES=threads
 export MPICH_GPU_SUPPORT_ENABLED=1
 export NCCL_NET_GDR_LEVEL=3 NCCL_CROSS_NIC=1 FI_CXI_ATS=0   # RCCL over Slingshot (when RCCL is used)
+# SIGUSR1 three minutes before the time limit (or `scancel --signal=USR1 JOB`): every rank stops at the end
+# of the epoch, checkpoints and exits 75; submitting the same job again resumes from the checkpoint.
+ckpt=${TESSERA_CHECKPOINT:-tessera-checkpoint-${SLURM_JOB_NAME:-job}}
+mkdir -p "$ckpt"
+resume=()
+[ -f "$ckpt/checkpoint.h5" ] && resume=(--resume)
 srun --gpus-per-task=1 --gpu-bind=closest "$root/build-hip/apps/tessera" train --data "$data" --mode minibatch \
   --grid "$grid" --batch-size "$batch" --comm-dtype bf16 --model gcn --layers 3 --hidden 256 --norm batch \
-  --epochs 100 --eval-every 10 --metrics "tessera-${SLURM_JOB_ID}.jsonl"
+  --epochs 100 --eval-every 10 --metrics "tessera-${SLURM_JOB_ID}.jsonl" \
+  --checkpoint "$ckpt" --checkpoint-every 10 "${resume[@]}"

@@ -7,6 +7,7 @@
 #SBATCH -C gpu
 #SBATCH -q regular
 #SBATCH -t 00:30:00
+#SBATCH --signal=USR1@180
 #SBATCH --ntasks-per-node=4
 #SBATCH --gpus-per-node=4
 #SBATCH --cpus-per-task=32
@@ -21,6 +22,13 @@ export MPICH_GPU_SUPPORT_ENABLED=1           # device buffers in MPI collectives
 export NCCL_NET_GDR_LEVEL=PHB                # GPUDirect RDMA through the Slingshot NICs
 export FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd
 # Ranks of one node are consecutive, so the Y axis (innermost) stays on NVLink (--machine perlmutter).
+# SIGUSR1 three minutes before the time limit (or `scancel --signal=USR1 JOB`): every rank stops at the end
+# of the epoch, checkpoints and exits 75; submitting the same job again resumes from the checkpoint.
+ckpt=${TESSERA_CHECKPOINT:-tessera-checkpoint-${SLURM_JOB_NAME:-job}}
+mkdir -p "$ckpt"
+resume=()
+[ -f "$ckpt/checkpoint.h5" ] && resume=(--resume)
 srun --gpus-per-task=1 --gpu-bind=closest "$root/build-cuda/apps/tessera" train --data "$data" --grid "$grid" \
   --machine perlmutter --model gcn --layers 3 --hidden 256 --epochs 100 --eval-every 10 \
-  --metrics "tessera-${SLURM_JOB_ID}.jsonl"
+  --metrics "tessera-${SLURM_JOB_ID}.jsonl" \
+  --checkpoint "$ckpt" --checkpoint-every 10 "${resume[@]}"

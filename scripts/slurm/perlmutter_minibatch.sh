@@ -9,6 +9,7 @@
 #SBATCH -C gpu
 #SBATCH -q regular
 #SBATCH -t 00:30:00
+#SBATCH --signal=USR1@180
 #SBATCH --ntasks-per-node=4
 #SBATCH --gpus-per-node=4
 #SBATCH --cpus-per-task=32
@@ -24,6 +25,13 @@ export OMP_NUM_THREADS=$(( ${SLURM_CPUS_PER_TASK:-32} - 1 )) OMP_PROC_BIND=sprea
 export MPICH_GPU_SUPPORT_ENABLED=1           # device buffers in MPI collectives
 export NCCL_NET_GDR_LEVEL=PHB                # GPUDirect RDMA through the Slingshot NICs
 export FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd
+# SIGUSR1 three minutes before the time limit (or `scancel --signal=USR1 JOB`): every rank stops at the end
+# of the epoch, checkpoints and exits 75; submitting the same job again resumes from the checkpoint.
+ckpt=${TESSERA_CHECKPOINT:-tessera-checkpoint-${SLURM_JOB_NAME:-job}}
+mkdir -p "$ckpt"
+resume=()
+[ -f "$ckpt/checkpoint.h5" ] && resume=(--resume)
 srun --gpus-per-task=1 --gpu-bind=closest "$root/build-cuda/apps/tessera" train --data "$data" --mode minibatch \
   --grid "$grid" --batch-size "$batch" --comm-dtype bf16 --model gcn --layers 3 --hidden 256 --norm batch \
-  --epochs 100 --eval-every 10 --metrics "tessera-${SLURM_JOB_ID}.jsonl"
+  --epochs 100 --eval-every 10 --metrics "tessera-${SLURM_JOB_ID}.jsonl" \
+  --checkpoint "$ckpt" --checkpoint-every 10 "${resume[@]}"

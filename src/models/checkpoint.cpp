@@ -82,7 +82,7 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
     require_os(probe != nullptr, path, ": cannot write checkpoint");
     std::fclose(probe);
   });
-  {
+  try {
     H5Handle file = h5_create_file(comm, temp);
     const hid_t root = file.get();
     h5_write_attr(root, "format", std::string(kFormat));
@@ -96,6 +96,18 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
     h5_write_attr(root, "test_at_best", progress.test_at_best);
     for_each_array(state, [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
                               const BlockPlacement& b) { write_block(root, name, v, rows, cols, b); });
+    // Closed here and checked: the close flushes, and a flush that failed (a full disk) must not be renamed
+    // over the previous checkpoint.
+    const hid_t id = file.get();
+    file.release();
+    comm.check(all_reduce_value(comm, int(H5Fclose(id) < 0), ReduceOp::Max, "checkpoint") == 0,
+               path + ": writing the checkpoint failed (disk full?); the previous checkpoint is unchanged");
+  } catch (const CollectiveError&) {
+    std::remove(temp.c_str());
+    throw;
+  } catch (const std::exception& e) {  // this rank alone: the job aborts, the temporary file goes first
+    std::remove(temp.c_str());
+    throw Error(path + ": writing the checkpoint failed (" + e.what() + "); the previous checkpoint is unchanged");
   }
   comm.run_on(0, [&] {
     require_os(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename checkpoint");

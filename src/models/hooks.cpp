@@ -75,6 +75,7 @@ void Checkpointer::on_start(Trainer& trainer) {
   trainer.progress() = load_checkpoint(
       path, checkpoint_state(trainer.model(), trainer.optimizer(), trainer.options().seed), trainer.world());
   log_line("resumed from " + path + " after epoch " + std::to_string(trainer.progress().epochs_done));
+  saved_at_ = trainer.progress().epochs_done;  // on disk already: a run with nothing left to do rewrites nothing
 }
 
 void Checkpointer::save(Trainer& trainer) {
@@ -90,7 +91,8 @@ bool Checkpointer::on_epoch(Trainer& trainer, const EpochRecord& r) {
 }
 
 void Checkpointer::on_finish(Trainer& trainer) {
-  if (every_ == 0 && saved_at_ != trainer.progress().epochs_done) save(trainer);
+  // A run stopped by a signal is saved whatever --checkpoint-every says: it is meant to be resumed.
+  if ((every_ == 0 || trainer.stop_signal() != 0) && saved_at_ != trainer.progress().epochs_done) save(trainer);
 }
 
 bool EarlyStopping::on_epoch(Trainer& trainer, const EpochRecord& r) {
@@ -137,6 +139,10 @@ bool NodeOutputs::on_epoch(Trainer& trainer, const EpochRecord& r) {
 
 void NodeOutputs::on_finish(Trainer& trainer) {
   if (paths_.predictions.empty() && paths_.embeddings.empty()) return;
+  if (trainer.stop_signal() != 0) {  // an interrupted run writes no outputs; its resumed run will
+    log_line("stopped early: predictions and embeddings are written when the resumed run finishes");
+    return;
+  }
   const int64_t epoch = best_epoch_ >= 0 ? best_epoch_ : trainer.progress().epochs_done;
   if (best_epoch_ < 0) log_line("no evaluation in this run: node outputs come from the final model");
   std::vector<Vector<float>> final_state;

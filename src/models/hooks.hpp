@@ -36,7 +36,8 @@ class MetricsFile : public TrainerHook {
 };
 
 /// DIR/checkpoint.h5 (parallel HDF5, global layout, written atomically) every `every` epochs, or at the end
-/// when `every` is 0; with `resume`, loads it before the first epoch (the run continues from it).
+/// when `every` is 0, and always when a signal stops the run (TrainerOptions::stop_on_signal); with
+/// `resume`, loads it before the first epoch (the run continues from it).
 class Checkpointer : public TrainerHook {
  public:
   /// The checkpoint's path in a directory.

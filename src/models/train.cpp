@@ -103,7 +103,8 @@ RunOptions run_options(const TrainOptions& o) {
 // The hooks the options ask for, then the loop.
 TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o, const Communicator& world) {
   Trainer trainer(model, source, world,
-                  TrainerOptions{o.optimizer, o.epochs, o.eval_every, o.model.seed, o.keep_last_step});
+                  TrainerOptions{o.optimizer, o.epochs, o.eval_every, o.model.seed, o.keep_last_step,
+                                 o.stop_on_signal});
   // The checkpointer first: a resume sets the progress the others start from.
   if (!o.checkpoint_dir.empty())
     trainer.add_hook(std::make_unique<Checkpointer>(o.checkpoint_dir, o.checkpoint_every, o.resume));

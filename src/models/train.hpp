@@ -46,6 +46,7 @@ struct TrainOptions {
   int64_t epochs = 200;          ///< epochs to train (counting a resumed run's)
   int64_t eval_every = 1;        ///< evaluate every K epochs and after the last; 0: never
   bool keep_last_step = false;   ///< see TrainerOptions
+  bool stop_on_signal = false;   ///< see TrainerOptions
   MinibatchOptions minibatch;    ///< minibatch mode
   std::string partition;         ///< sampled: /partition/NAME; empty: metis-RANKS (block on one rank)
   SampledOptions sampled;        ///< sampled mode

@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/stop_signals.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/parallel3d/pmm.hpp"
 #include "trainer_report.hpp"
@@ -171,6 +173,9 @@ void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResul
 }
 
 TrainResult Trainer::run() {
+  std::optional<StopSignalWatch> watch;
+  if (options_.stop_on_signal) watch.emplace();
+  stop_signal_ = 0;
   for (TrainerHook* h : hooks_) h->on_start(*this);
   TrainResult result;
   bool go = true;
@@ -200,13 +205,18 @@ TrainResult Trainer::run() {
     progress_.epochs_done = r.epoch;
     result.history.push_back(r);
     for (TrainerHook* h : hooks_) go = h->on_epoch(*this, r) && go;
-    // A stop is agreed by every rank (hooks decide from collective values, but a hang is never an option).
-    go = all_reduce_value(world_, int(go), ReduceOp::Min, "report") == 1;
+    // A stop is agreed by every rank (hooks decide from collective values, but a hang is never an option),
+    // and so is a signal, which usually reaches one rank or reaches them at different times.
+    int stop[2] = {go ? 0 : 1, options_.stop_on_signal ? StopSignalWatch::received() : 0};
+    all_reduce(world_, stop, 2, ReduceOp::Max, "report");
+    stop_signal_ = stop[1];
+    go = stop[0] == 0 && stop_signal_ == 0;
   }
   for (TrainerHook* h : hooks_) h->on_finish(*this);
   result.best_epoch = progress_.best_epoch;
   result.best_valid = progress_.best_valid;
   result.test_at_best = progress_.test_at_best;
+  result.stop_signal = stop_signal_;
   result.final_weights = gather_global(model_.parameters(), world_, false);
   return result;
 }

@@ -24,6 +24,9 @@ struct TrainerOptions {
   int64_t eval_every = 1;       ///< evaluate every K epochs and after the last; 0: never
   uint64_t seed = 0;            ///< keys the dropout masks; a checkpoint must match it
   bool keep_last_step = false;  ///< fill TrainResult::last_logits / last_gradients (tests, debugging)
+  /// Catch SIGTERM and SIGUSR1 during run() (StopSignalWatch): a signal on any rank stops every rank at
+  /// the end of the epoch (a Checkpointer then saves it) and sets TrainResult::stop_signal.
+  bool stop_on_signal = false;
 };
 
 /// One epoch, as hooks and reports see it.
@@ -69,6 +72,7 @@ struct TrainResult {
   int64_t fetched_rows = 0;   ///< rows fetched (misses and refills)
   int64_t fetched_bytes = 0;  ///< their bytes
   int64_t evictions = 0;      ///< cache slots replaced
+  int stop_signal = 0;        ///< the signal that stopped the run early (stop_on_signal), else 0
 };
 
 class Trainer;
@@ -117,6 +121,8 @@ class Trainer {
   const TrainerOptions& options() const { return options_; }
   /// Epochs done and the best-validation record; a resuming hook sets it in on_start.
   TrainingProgress& progress() { return progress_; }
+  /// The signal every rank agreed to stop on (stop_on_signal), 0 while none; hooks read it in on_finish.
+  int stop_signal() const { return stop_signal_; }
 
  private:
   void train_step(int64_t epoch, int64_t step, EpochRecord& record, TrainResult& result);
@@ -136,6 +142,7 @@ class Trainer {
   Matrix<float> grad_capacity_;
   Vector<float> flat_grads_;
   double loss_seconds_ = 0;
+  int stop_signal_ = 0;
 };
 
 /// Collective over `comm`: every parameter (or its gradient) in global layout, concatenated in order.

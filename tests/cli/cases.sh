@@ -13,6 +13,14 @@ expect_error() { bash "$here/expect_error.sh" "$@" || exit 1; }
 fixture() { python3 "$SOURCE_DIR/tests/fixtures/make_ogb_fixture.py" "$work/ds" "$@" >/dev/null || exit 1; }
 good_h5() { fixture; "$TESSERA" prep ogb "$work/ds" -o "$work/g.h5" >/dev/null || exit 1; }
 mpi() { $MPIEXEC -n "$@"; }
+# wait_for_line FILE REGEX SECONDS: until a line of FILE matches (1 after SECONDS).
+wait_for_line() {
+  local i
+  for ((i = 0; i < $3 * 20; ++i)); do grep -qE "$2" "$1" && return 0; sleep 0.05; done
+  return 1
+}
+# rank_pids TEXT: the tessera processes (not mpiexec) whose command line contains TEXT.
+rank_pids() { pgrep -f -- "$1" | while read -r p; do [ "$(ps -o comm= -p "$p")" = tessera ] && echo "$p"; done; }
 
 case "$case_name" in
   cora_prep_info)
@@ -328,6 +336,67 @@ PY
         $MPIEXEC -n 2 "$TESSERA" train --data bad.h5 --mode sampled --partition random-2 --epochs 1
       expect_error "$message" "-" -- $MPIEXEC -n 2 "$TESSERA" partition --data bad.h5 --parts 2
     done ;;
+  signal_checkpoint_resume)
+    # Slurm's --signal / scancel reach the ranks: one rank's signal stops all at the epoch end with a
+    # checkpoint and exit 75; the resumed run ends bit-identical to one that was never interrupted.
+    good_h5
+    interrupted() {  # NAME SIGNAL ARGS...
+      local name=$1 sig=$2; shift 2
+      local full="full-$name-$$" part="part-$name-$$" rc epoch
+      mkdir "$full" "$part"
+      mpi 4 "$TESSERA" train --data g.h5 --epochs 300 --quiet --checkpoint "$full" "$@" >/dev/null ||
+        { echo "FAILED: $name uninterrupted run"; exit 1; }
+      mpi 4 "$TESSERA" train --data g.h5 --epochs 300 --checkpoint "$part" "$@" >run.txt 2>&1 &
+      local job=$!
+      wait_for_line run.txt "^epoch +20 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 20"; exit 1; }
+      kill -"$sig" "$(rank_pids "$part" | tail -n 1)"
+      wait $job; rc=$?
+      grep -E "^stopped|^tessera" run.txt
+      [ "$rc" -eq 75 ] || { cat run.txt; echo "FAILED: $name exit $rc, expected 75"; exit 1; }
+      epoch=$(grep -oE "^stopped by SIG$sig after epoch [0-9]+: $part/checkpoint.h5 written; continue with --resume" run.txt |
+        grep -oE "epoch [0-9]+" | cut -d' ' -f2)
+      [ -n "$epoch" ] && [ "$epoch" -lt 300 ] || { echo "FAILED: $name stop line"; exit 1; }
+      mpi 4 "$TESSERA" train --data g.h5 --epochs 300 --checkpoint "$part" --resume "$@" >resumed.txt 2>&1 ||
+        { cat resumed.txt; echo "FAILED: $name resume"; exit 1; }
+      grep -q "resumed from $part/checkpoint.h5 after epoch $epoch" resumed.txt || { echo "FAILED: $name resume line"; exit 1; }
+      h5diff "$full/checkpoint.h5" "$part/checkpoint.h5" || { echo "FAILED: $name differs from the uninterrupted run"; exit 1; }
+      echo "ok: $name stopped by SIG$sig after epoch $epoch, resumed, identical"
+    }
+    interrupted 3d USR1 --grid 2x2x1
+    interrupted minibatch TERM --mode minibatch --grid 2x1x1x2 --batch-size 20 --norm batch ;;
+  kill_rank_ends_job)
+    # A rank killed mid-epoch ends the whole job (no rank left waiting) and the last checkpoint still loads.
+    good_h5
+    ck="ck-kill-$$"; mkdir "$ck"
+    mpi 4 "$TESSERA" train --data g.h5 --grid 2x2x1 --epochs 100000 --checkpoint "$ck" --checkpoint-every 3 >run.txt 2>&1 &
+    job=$!
+    wait_for_line run.txt "^epoch +30 " 120 || { cat run.txt; echo "FAILED: never reached epoch 30"; exit 1; }
+    kill -KILL "$(rank_pids "$ck" | tail -n 1)"
+    start=$SECONDS
+    while kill -0 $job 2>/dev/null && [ $((SECONDS - start)) -lt 30 ]; do sleep 0.1; done
+    if kill -0 $job 2>/dev/null; then
+      pkill -KILL -f -- "$ck"; echo "FAILED: the job still runs 30 s after a rank was killed"; exit 1
+    fi
+    wait $job && { echo "FAILED: exit 0 after a rank was killed"; exit 1; }
+    echo "ok: the job ended $((SECONDS - start)) s after the kill"
+    out=$(mpi 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 1 --checkpoint "$ck" --resume) || { echo "$out"; exit 1; }
+    epoch=$(grep -oE "resumed from $ck/checkpoint.h5 after epoch [0-9]+" <<<"$out" | grep -oE "[0-9]+$")
+    [ -n "$epoch" ] && [ $((epoch % 3)) -eq 0 ] || { echo "$out"; echo "FAILED: resume"; exit 1; }
+    echo "ok: resumed from the checkpoint of epoch $epoch" ;;
+  checkpoint_disk_full)
+    # A checkpoint write that runs out of disk leaves the previous checkpoint usable and no temporary file.
+    good_h5; mkdir ck small
+    "$TESSERA" train --data g.h5 --epochs 5 --checkpoint ck --quiet >/dev/null || exit 1
+    size=$(stat -c %s ck/checkpoint.h5)
+    mount -t tmpfs -o size=$((size * 3 / 2)) tmpfs small 2>/dev/null ||
+      { echo "skipped: cannot mount a small tmpfs here (needs root)"; exit 77; }
+    trap 'umount small' EXIT
+    cp ck/checkpoint.h5 small/ || exit 1
+    expect_error "small/checkpoint.h5: writing the checkpoint failed .*the previous checkpoint is unchanged" "small/*.tmp-*" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 8 --checkpoint small --resume
+    cmp ck/checkpoint.h5 small/checkpoint.h5 || { echo "FAILED: the previous checkpoint changed"; exit 1; }
+    out=$("$TESSERA" train --data g.h5 --epochs 5 --checkpoint small --resume) || { echo "$out"; exit 1; }
+    grep -q "resumed from small/checkpoint.h5 after epoch 5" <<<"$out" || { echo "FAILED: resume"; exit 1; } ;;
   train_outputs_every_mode)
     good_h5
     mpi 2 "$TESSERA" partition --data g.h5 --parts 2 >/dev/null || exit 1
