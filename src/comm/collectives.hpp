@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Collectives over a Communicator, blocking and non-blocking, each recording calls, bytes and time under
 // a phase name in the communicator's CommStats (see comm_stats.hpp for what "bytes" means per kind).
-// Counts are element counts of T; a count that does not fit MPI's int is an Error, not a silent wrap.
+// Counts are element counts of T and may pass 2^31: a message larger than the chunk limit (2^31 - 1 bytes,
+// or TESSERA_MPI_CHUNK_BYTES, which the tests set tiny so every exchange takes that path) goes in pieces.
 #pragma once
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -71,14 +74,42 @@ MPI_Op mpi_op(ReduceOp op);
 /// Converts an element count to MPI's int, or throws naming the call.
 int mpi_count(int64_t count, const char* call);
 
-/// A pending non-blocking collective. Move-only; waits in its destructor if nobody did, so buffers
-/// are never released under a running operation.
+/// The most bytes one MPI call moves per piece (TESSERA_MPI_CHUNK_BYTES, default 2^31 - 1).
+int64_t mpi_chunk_bytes();
+/// Sets that limit (at least 1; every rank must use the same).
+void set_mpi_chunk_bytes(int64_t bytes);
+/// The most elements of T per piece: the byte limit over sizeof(T), at least 1, at most INT_MAX.
+template <class T>
+int64_t mpi_chunk_elements() {
+  return std::clamp<int64_t>(mpi_chunk_bytes() / int64_t(sizeof(T)), 1, INT_MAX);
+}
+
+namespace detail {
+// Untyped bodies of the collectives below, each splitting what passes `chunk` elements.
+void all_reduce_chunked(const Communicator& comm, void* data, int64_t count, MPI_Datatype type, size_t size,
+                        MPI_Op op, int64_t chunk);
+void broadcast_chunked(const Communicator& comm, void* data, int64_t count, MPI_Datatype type, size_t size,
+                       int root, int64_t chunk);
+void all_gather_v_chunked(const Communicator& comm, const void* send, const std::vector<int64_t>& counts,
+                          void* recv, MPI_Datatype type, size_t size, int64_t chunk);
+void reduce_scatter_chunked(const Communicator& comm, const void* send, void* recv, int64_t count_per_rank,
+                            MPI_Datatype type, size_t size, MPI_Op op, int64_t chunk);
+void all_to_allv_chunked(const Communicator& comm, const void* send, const std::vector<int64_t>& send_counts,
+                         void* recv, const std::vector<int64_t>& recv_counts, MPI_Datatype type, size_t size,
+                         int64_t chunk);
+std::vector<MPI_Request> iall_reduce_chunked(const Communicator& comm, void* data, int64_t count,
+                                             MPI_Datatype type, size_t size, MPI_Op op, int64_t chunk);
+}  // namespace detail
+
+/// A pending non-blocking collective (one MPI request per piece). Move-only; waits in its destructor if
+/// nobody did, so buffers are never released under a running operation.
 class Request {
  public:
   /// No operation.
   Request() = default;
-  /// Tracks `request`, posted on `comm`; counts `bytes` of `kind` under `phase` when it completes.
-  Request(MPI_Request request, const Communicator& comm, std::string phase, Collective kind, int64_t bytes);
+  /// Tracks `requests`, posted on `comm`; counts `bytes` of `kind` under `phase` when they complete.
+  Request(std::vector<MPI_Request> requests, const Communicator& comm, std::string phase, Collective kind,
+          int64_t bytes);
   /// Takes over `other`'s operation.
   Request(Request&& other) noexcept;
   /// Waits for this one's operation, then takes over `other`'s.
@@ -92,10 +123,10 @@ class Request {
   /// Lets MPI progress the operation; true (and counted) once it has completed.
   bool test();
   /// An operation is pending.
-  bool active() const { return request_ != MPI_REQUEST_NULL; }
+  bool active() const { return !requests_.empty(); }
 
  private:
-  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> requests_;
   CommStats* stats_ = nullptr;
   std::string phase_;
   Collective kind_ = Collective::AllReduce;
@@ -112,9 +143,7 @@ void wait_all(std::vector<Request>& requests);
 template <class T>
 void all_reduce(const Communicator& comm, T* data, int64_t count, ReduceOp op, const std::string& phase) {
   Stopwatch watch;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count, "MPI_Allreduce"), mpi_type<T>(), mpi_op(op),
-                          comm.get()),
-            "MPI_Allreduce");
+  detail::all_reduce_chunked(comm, data, count, mpi_type<T>(), sizeof(T), mpi_op(op), mpi_chunk_elements<T>());
   comm.stats().record(phase, Collective::AllReduce, count * int64_t(sizeof(T)), watch.seconds());
 }
 
@@ -129,8 +158,8 @@ T all_reduce_value(const Communicator& comm, T value, ReduceOp op, const std::st
 template <class T>
 void all_gather(const Communicator& comm, const T* send, int64_t count, T* recv, const std::string& phase) {
   Stopwatch watch;
-  const int n = mpi_count(count, "MPI_Allgather");
-  check_mpi(MPI_Allgather(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm.get()), "MPI_Allgather");
+  detail::all_gather_v_chunked(comm, send, std::vector<int64_t>(size_t(comm.size()), count), recv, mpi_type<T>(),
+                               sizeof(T), mpi_chunk_elements<T>());
   comm.stats().record(phase, Collective::AllGather, count * int64_t(sizeof(T)), watch.seconds());
 }
 
@@ -139,9 +168,8 @@ template <class T>
 void reduce_scatter(const Communicator& comm, const T* send, T* recv, int64_t count_per_rank, ReduceOp op,
                     const std::string& phase) {
   Stopwatch watch;
-  check_mpi(MPI_Reduce_scatter_block(send, recv, mpi_count(count_per_rank, "MPI_Reduce_scatter_block"),
-                                     mpi_type<T>(), mpi_op(op), comm.get()),
-            "MPI_Reduce_scatter_block");
+  detail::reduce_scatter_chunked(comm, send, recv, count_per_rank, mpi_type<T>(), sizeof(T), mpi_op(op),
+                                 mpi_chunk_elements<T>());
   comm.stats().record(phase, Collective::ReduceScatter, count_per_rank * comm.size() * int64_t(sizeof(T)),
                       watch.seconds());
 }
@@ -151,8 +179,13 @@ template <class T>
 void all_to_all(const Communicator& comm, const T* send, int64_t count_per_rank, T* recv,
                 const std::string& phase) {
   Stopwatch watch;
-  const int n = mpi_count(count_per_rank, "MPI_Alltoall");
-  check_mpi(MPI_Alltoall(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm.get()), "MPI_Alltoall");
+  if (count_per_rank <= mpi_chunk_elements<T>()) {
+    const int n = int(count_per_rank);
+    check_mpi(MPI_Alltoall(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm.get()), "MPI_Alltoall");
+  } else {  // the same decision on every rank: count_per_rank is the same everywhere
+    const std::vector<int64_t> counts(size_t(comm.size()), count_per_rank);
+    detail::all_to_allv_chunked(comm, send, counts, recv, counts, mpi_type<T>(), sizeof(T), mpi_chunk_elements<T>());
+  }
   comm.stats().record(phase, Collective::AllToAll, count_per_rank * (comm.size() - 1) * int64_t(sizeof(T)),
                       watch.seconds());
 }
@@ -171,17 +204,8 @@ std::vector<int64_t> exchange_counts(const Communicator& comm, const std::vector
 template <class T>
 void all_gather_v(const Communicator& comm, const T* send, const std::vector<int64_t>& counts, T* recv,
                   const std::string& phase) {
-  std::vector<int> n(counts.size()), displs(counts.size());
-  int64_t offset = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    n[r] = mpi_count(counts[r], "MPI_Allgatherv");
-    displs[r] = mpi_count(offset, "MPI_Allgatherv (displacement)");
-    offset += counts[r];
-  }
   Stopwatch watch;
-  check_mpi(MPI_Allgatherv(send, n[size_t(comm.rank())], mpi_type<T>(), recv, n.data(), displs.data(),
-                           mpi_type<T>(), comm.get()),
-            "MPI_Allgatherv");
+  detail::all_gather_v_chunked(comm, send, counts, recv, mpi_type<T>(), sizeof(T), mpi_chunk_elements<T>());
   comm.stats().record(phase, Collective::AllGather, counts[size_t(comm.rank())] * int64_t(sizeof(T)),
                       watch.seconds());
 }
@@ -209,121 +233,31 @@ std::vector<T> exchange_buckets(const Communicator& comm, const std::vector<std:
 template <class T>
 void broadcast(const Communicator& comm, T* data, int64_t count, int root, const std::string& phase) {
   Stopwatch watch;
-  check_mpi(MPI_Bcast(data, mpi_count(count, "MPI_Bcast"), mpi_type<T>(), root, comm.get()), "MPI_Bcast");
+  detail::broadcast_chunked(comm, data, count, mpi_type<T>(), sizeof(T), root, mpi_chunk_elements<T>());
   comm.stats().record(phase, Collective::Broadcast, comm.rank() == root ? count * int64_t(sizeof(T)) : 0,
                       watch.seconds());
 }
 
 // ---- non-blocking (buffers must outlive the Request) --------------------------------------------------
 
-/// Non-blocking all_reduce.
+/// Non-blocking all_reduce (one request per piece).
 template <class T>
 Request iall_reduce(const Communicator& comm, T* data, int64_t count, ReduceOp op, const std::string& phase) {
-  MPI_Request r;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count, "MPI_Iallreduce"), mpi_type<T>(), mpi_op(op),
-                           comm.get(), &r),
-            "MPI_Iallreduce");
-  return Request(r, comm, phase, Collective::AllReduce, count * int64_t(sizeof(T)));
-}
-
-/// Non-blocking all_gather.
-template <class T>
-Request iall_gather(const Communicator& comm, const T* send, int64_t count, T* recv,
-                    const std::string& phase) {
-  MPI_Request r;
-  const int n = mpi_count(count, "MPI_Iallgather");
-  check_mpi(MPI_Iallgather(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm.get(), &r), "MPI_Iallgather");
-  return Request(r, comm, phase, Collective::AllGather, count * int64_t(sizeof(T)));
-}
-
-/// Non-blocking reduce_scatter.
-template <class T>
-Request ireduce_scatter(const Communicator& comm, const T* send, T* recv, int64_t count_per_rank, ReduceOp op,
-                        const std::string& phase) {
-  MPI_Request r;
-  check_mpi(MPI_Ireduce_scatter_block(send, recv, mpi_count(count_per_rank, "MPI_Ireduce_scatter_block"),
-                                      mpi_type<T>(), mpi_op(op), comm.get(), &r),
-            "MPI_Ireduce_scatter_block");
-  return Request(r, comm, phase, Collective::ReduceScatter,
-                 count_per_rank * comm.size() * int64_t(sizeof(T)));
-}
-
-/// Non-blocking all_to_all.
-template <class T>
-Request iall_to_all(const Communicator& comm, const T* send, int64_t count_per_rank, T* recv,
-                    const std::string& phase) {
-  MPI_Request r;
-  const int n = mpi_count(count_per_rank, "MPI_Ialltoall");
-  check_mpi(MPI_Ialltoall(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm.get(), &r), "MPI_Ialltoall");
-  return Request(r, comm, phase, Collective::AllToAll,
-                 count_per_rank * (comm.size() - 1) * int64_t(sizeof(T)));
-}
-
-/// Non-blocking broadcast.
-template <class T>
-Request ibroadcast(const Communicator& comm, T* data, int64_t count, int root, const std::string& phase) {
-  MPI_Request r;
-  check_mpi(MPI_Ibcast(data, mpi_count(count, "MPI_Ibcast"), mpi_type<T>(), root, comm.get(), &r),
-            "MPI_Ibcast");
-  return Request(r, comm, phase, Collective::Broadcast, comm.rank() == root ? count * int64_t(sizeof(T)) : 0);
-}
-
-/// Non-blocking variable all-to-all. The count/displacement arrays live inside the Request's owner:
-/// pass `plan` storage that outlives the request (AllToAllvPlan below does).
-struct AllToAllvPlan {
-  std::vector<int> send_counts;  ///< elements to each rank
-  std::vector<int> send_displs;  ///< their offsets in the send buffer
-  std::vector<int> recv_counts;  ///< elements from each rank
-  std::vector<int> recv_displs;  ///< their offsets in the receive buffer
-  int64_t bytes_to_others = 0;   ///< what the byte counters record
-  /// The MPI counts and offsets of a variable all-to-all of T (throws past MPI's int).
-  template <class T>
-  static AllToAllvPlan make(const Communicator& comm, const std::vector<int64_t>& send_counts,
-                            const std::vector<int64_t>& recv_counts);
-};
-
-/// Non-blocking variable all-to-all with the counts of `plan`.
-template <class T>
-Request iall_to_allv(const Communicator& comm, const T* send, T* recv, const AllToAllvPlan& plan,
-                     const std::string& phase) {
-  MPI_Request r;
-  check_mpi(MPI_Ialltoallv(send, plan.send_counts.data(), plan.send_displs.data(), mpi_type<T>(), recv,
-                           plan.recv_counts.data(), plan.recv_displs.data(), mpi_type<T>(), comm.get(), &r),
-            "MPI_Ialltoallv");
-  return Request(r, comm, phase, Collective::AllToAll, plan.bytes_to_others);
-}
-
-template <class T>
-AllToAllvPlan AllToAllvPlan::make(const Communicator& comm, const std::vector<int64_t>& send_counts,
-                                  const std::vector<int64_t>& recv_counts) {
-  AllToAllvPlan plan;
-  const size_t p = size_t(comm.size());
-  plan.send_counts.resize(p);
-  plan.send_displs.resize(p);
-  plan.recv_counts.resize(p);
-  plan.recv_displs.resize(p);
-  int64_t send_offset = 0, recv_offset = 0;
-  for (size_t r = 0; r < p; ++r) {
-    plan.send_counts[r] = mpi_count(send_counts[r], "MPI_Alltoallv");
-    plan.recv_counts[r] = mpi_count(recv_counts[r], "MPI_Alltoallv");
-    plan.send_displs[r] = mpi_count(send_offset, "MPI_Alltoallv (displacement)");
-    plan.recv_displs[r] = mpi_count(recv_offset, "MPI_Alltoallv (displacement)");
-    send_offset += send_counts[r];
-    recv_offset += recv_counts[r];
-    if (int(r) != comm.rank()) plan.bytes_to_others += send_counts[r] * int64_t(sizeof(T));
-  }
-  return plan;
+  return Request(detail::iall_reduce_chunked(comm, data, count, mpi_type<T>(), sizeof(T), mpi_op(op),
+                                             mpi_chunk_elements<T>()),
+                 comm, phase, Collective::AllReduce, count * int64_t(sizeof(T)));
 }
 
 template <class T>
 void all_to_allv(const Communicator& comm, const T* send, const std::vector<int64_t>& send_counts, T* recv,
                  const std::vector<int64_t>& recv_counts, const std::string& phase) {
-  const AllToAllvPlan plan = AllToAllvPlan::make<T>(comm, send_counts, recv_counts);
   Stopwatch watch;
-  check_mpi(MPI_Alltoallv(send, plan.send_counts.data(), plan.send_displs.data(), mpi_type<T>(), recv,
-                          plan.recv_counts.data(), plan.recv_displs.data(), mpi_type<T>(), comm.get()),
-            "MPI_Alltoallv");
-  comm.stats().record(phase, Collective::AllToAll, plan.bytes_to_others, watch.seconds());
+  detail::all_to_allv_chunked(comm, send, send_counts, recv, recv_counts, mpi_type<T>(), sizeof(T),
+                              mpi_chunk_elements<T>());
+  int64_t to_others = 0;
+  for (size_t r = 0; r < send_counts.size(); ++r)
+    if (int(r) != comm.rank()) to_others += send_counts[r] * int64_t(sizeof(T));
+  comm.stats().record(phase, Collective::AllToAll, to_others, watch.seconds());
 }
 
 }  // namespace tessera

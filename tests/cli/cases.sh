@@ -129,7 +129,9 @@ case "$case_name" in
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.79) }' || { echo "FAILED: test accuracy $acc"; exit 1; } ;;
   bad_train_layers)
     good_h5
-    expect_error "--layers must be at least 1, not 0" "-" -- "$TESSERA" train --data g.h5 --layers 0 ;;
+    expect_error "--layers must be at least 1, not 0" "-" -- "$TESSERA" train --data g.h5 --layers 0
+    expect_error "TESSERA_MPI_CHUNK_BYTES must be a positive number of bytes, not '4k'" "-" -- \
+      env TESSERA_MPI_CHUNK_BYTES=4k $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 1 ;;
   bad_train_no_labels)
     good_h5; cp g.h5 nolabels.h5; "$H5_TAMPER" nolabels.h5 drop /node/labels || exit 1
     expect_error "nolabels.h5: dataset /node/labels is missing" "-" -- "$TESSERA" train --data nolabels.h5 --epochs 2
