@@ -3,7 +3,7 @@
 # The one place that installs: Debian packages, Kokkos (unless the user brings one through Kokkos_ROOT),
 # then configures and builds Tessera. Idempotent: a second run only re-checks and rebuilds what changed.
 #
-#   scripts/setup.sh [--backend host|cuda|hip] [--cuda-arch 80|90] [--sanitize] [--with-bench]
+#   scripts/setup.sh [--backend host|cuda|hip] [--cuda-arch 80|90] [--sanitize] [--with-bench] [--with-fuzz]
 #                    [--build-type Release|Debug] [--deps-only] [-j N]
 #
 #   host (default): Kokkos 3.4.01 with OpenMP+Serial into .deps/kokkos-host, Tessera into build/
@@ -13,20 +13,22 @@
 #                   .deps/kokkos-hip and build-hip/ (compile and link only here: no AMD GPU)
 #   --sanitize:     host build with AddressSanitizer + UBSan into build-asan/
 #   --with-bench:   also PyTorch and h5py (Debian's python3-torch), for the baseline in scripts/bench_fullgraph.sh
+#   --with-fuzz:    also clang and libFuzzer, for scripts/fuzz.sh
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-backend=host cuda_arch=80 sanitize=OFF build_type=Release deps_only=0 with_bench=0 jobs=$(nproc --all)
+backend=host cuda_arch=80 sanitize=OFF build_type=Release deps_only=0 with_bench=0 with_fuzz=0 jobs=$(nproc --all)
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
     --cuda-arch) cuda_arch=$2; shift 2 ;;
     --sanitize) sanitize=ON; shift ;;
     --with-bench) with_bench=1; shift ;;
+    --with-fuzz) with_fuzz=1; shift ;;
     --build-type) build_type=$2; shift 2 ;;
     --deps-only) deps_only=1; shift ;;
     -j) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '3,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -46,6 +48,7 @@ packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin l
           libmetis-dev libopenblas-openmp-dev zlib1g-dev hdf5-tools python3 python3-h5py libgtest-dev libcli11-dev
           nlohmann-json3-dev doxygen)
 [ "$with_bench" -eq 1 ] && packages+=(python3-torch python3-numpy)
+[ "$with_fuzz" -eq 1 ] && packages+=(clang libclang-rt-14-dev)
 [ "$backend" = hip ] && packages+=(hipcc librocsparse-dev)
 missing=()
 for p in "${packages[@]}"; do

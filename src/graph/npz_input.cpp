@@ -2,6 +2,7 @@
 #include "tessera/graph/npz_input.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 
@@ -70,7 +71,8 @@ std::vector<ZipEntry> read_directory(const std::string& path) {
     dir_size = le(rec + 40, 8);
     dir_offset = le(rec + 48, 8);
   }
-  require(dir_offset + dir_size <= size, path, ": truncated zip archive (directory past the end)");
+  require(dir_size <= size && dir_offset <= size - dir_size, path,
+          ": truncated zip archive (directory past the end)");
   std::vector<unsigned char> dir(dir_size);
   read_at(f.get(), dir_offset, dir.data(), dir_size, path);
   std::vector<ZipEntry> out;
@@ -115,6 +117,16 @@ std::vector<std::string> npz_members(const std::string& archive) {
 }
 
 NpyStream::NpyStream(const std::string& archive, const std::string& member) : where_(archive + ":" + member) {
+  // A constructor that throws runs no destructor: the file and the zlib stream are released here.
+  try {
+    open(archive, member);
+  } catch (...) {
+    close();
+    throw;
+  }
+}
+
+void NpyStream::open(const std::string& archive, const std::string& member) {
   ZipEntry entry;
   bool found = false;
   for (const ZipEntry& e : read_directory(archive))
@@ -151,6 +163,8 @@ NpyStream::NpyStream(const std::string& archive, const std::string& member) : wh
     read_bytes(magic, 4);
     header_len = le(magic, 4);
   }
+  // numpy writes headers of a few hundred bytes; a huge length is damage, not a reason to allocate it.
+  require(header_len <= 65536, where_, ": .npy header length ", header_len, " is implausible");
   std::string dict(header_len, '\0');
   read_bytes(dict.data(), header_len);
   const size_t descr = dict.find("'descr'");
@@ -168,22 +182,37 @@ NpyStream::NpyStream(const std::string& archive, const std::string& member) : wh
           where_, ": unsupported dtype '", type, "'");
   require(dict.find("'fortran_order': False") != std::string::npos, where_,
           ": Fortran-ordered arrays are not supported");
-  const size_t open = dict.find('(', dict.find("'shape'")), close = dict.find(')', open);
-  require(open != std::string::npos && close != std::string::npos, where_, ": unreadable shape");
-  std::string shape = dict.substr(open + 1, close - open - 1);
+  const size_t shape_begin = dict.find('(', dict.find("'shape'")), shape_end = dict.find(')', shape_begin);
+  require(shape_begin != std::string::npos && shape_end != std::string::npos, where_, ": unreadable shape");
+  const std::string shape = dict.substr(shape_begin + 1, shape_end - shape_begin - 1);
+  int64_t count = 1;
   for (size_t pos = 0; pos < shape.size();) {
-    const size_t comma = shape.find(',', pos);
-    const std::string part = shape.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (part.find_first_of("0123456789") != std::string::npos) header_.shape.push_back(std::stoll(part));
-    if (comma == std::string::npos) break;
+    const size_t comma = std::min(shape.find(',', pos), shape.size());
+    const size_t first = shape.find_first_not_of(' ', pos);
+    if (first < comma) {
+      int64_t dim = -1;
+      const auto [end, error] = std::from_chars(shape.data() + first, shape.data() + comma, dim);
+      require(error == std::errc() && dim >= 0 && shape.find_first_not_of(' ', size_t(end - shape.data())) >= comma,
+              where_, ": unreadable shape '(", shape, ")'");
+      // The product must fit: a shape is compared with the member's size in bytes below.
+      require(dim == 0 || count <= (int64_t(1) << 60) / dim, where_, ": shape '(", shape, ")' is implausibly large");
+      count *= dim;
+      header_.shape.push_back(dim);
+    }
     pos = comma + 1;
   }
   require(raw_left_ >= header_.count() * header_.item_size, where_, ": member shorter than its shape says");
 }
 
 NpyStream::~NpyStream() {
+  close();
+}
+
+void NpyStream::close() noexcept {
   if (zs_open_) inflateEnd(&zs_);
+  zs_open_ = false;
   if (file_) std::fclose(file_);
+  file_ = nullptr;
 }
 
 void NpyStream::read_bytes(void* out, size_t bytes) {

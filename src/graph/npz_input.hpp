@@ -44,6 +44,8 @@ class NpyStream {
   void skip(int64_t count);
 
  private:
+  void open(const std::string& archive, const std::string& member);
+  void close() noexcept;
   void read_bytes(void* out, size_t bytes);
   template <class T>
   void read_converted(T* out, int64_t count);

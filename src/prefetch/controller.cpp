@@ -7,6 +7,7 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 
+#include "agent_answer.hpp"
 #include "agent_process.hpp"
 #include "tessera/core/error.hpp"
 
@@ -153,11 +154,10 @@ class ExternalController : public PrefetchController {
 
   void poll(int64_t step) {
     while (auto line = agent_->take_line()) {
-      const nlohmann::json answer = nlohmann::json::parse(*line, nullptr, false);
-      if (answer.is_discarded() || !answer.is_object() || !answer.contains("evict") ||
-          !answer["evict"].is_boolean())
+      const std::optional<bool> evict = parse_agent_answer(*line);
+      if (!evict)
         return fall_back("malformed answer '" + line->substr(0, 80) + "' (expected {\"evict\": true|false})");
-      evict_next_ = evict_next_ || answer["evict"].get<bool>();
+      evict_next_ = evict_next_ || *evict;
       outstanding_ = std::max<int64_t>(0, outstanding_ - 1);
       waiting_ = outstanding_ > 0;
       waiting_since_ = Clock::now();

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Builds every fuzzing harness of tests/fuzz with libFuzzer + AddressSanitizer + UBSan (Debian's clang) and
+# runs each for SECONDS (default 60), one after the other, starting from the seed corpus in
+# tests/fuzz/corpus/HARNESS. New inputs go to build-fuzz/corpus/HARNESS, crashes to build-fuzz/findings/.
+#   scripts/fuzz.sh [SECONDS] [HARNESS...]     (harnesses: ogb_text npz agent_answer)
+# Needs clang and libFuzzer: scripts/setup.sh --with-fuzz installs them.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+seconds=${1:-60}
+shift || true
+harnesses=("$@")
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(ogb_text npz agent_answer)
+case "$seconds" in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, not '$seconds'" >&2; exit 2 ;; esac
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh --with-fuzz)" >&2; exit 2; }
+
+declare -A sources=(
+  [ogb_text]="src/graph/text_input.cpp"
+  [npz]="src/graph/npz_input.cpp"
+  [agent_answer]="src/prefetch/agent_answer.cpp"
+)
+out=$root/build-fuzz
+mkdir -p "$out/include" "$out/findings"
+ln -sfn "$root/src" "$out/include/tessera"
+printf '%-14s %8s %12s %10s %8s %s\n' harness seconds executions exec/s corpus findings > "$out/summary.txt"
+status=0
+for h in "${harnesses[@]}"; do
+  [ -n "${sources[$h]:-}" ] || { echo "fuzz.sh: no harness '$h' (ogb_text npz agent_answer)" >&2; exit 2; }
+  echo "fuzz: building $h"
+  # shellcheck disable=SC2086
+  clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$out/include" "$root/tests/fuzz/fuzz_$h.cpp" $(cd "$root" && echo ${sources[$h]} | sed "s|^|$root/|; s| | $root/|g") \
+    -lz -o "$out/fuzz_$h"
+  mkdir -p "$out/corpus/$h"
+  echo "fuzz: running $h for $seconds s"
+  log=$out/fuzz_$h.log
+  set +e
+  "$out/fuzz_$h" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$out/findings/$h-" "$out/corpus/$h" "$root/tests/fuzz/corpus/$h" >"$log" 2>&1
+  rc=$?
+  set -e
+  runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
+  rate=$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
+  found=$(find "$out/findings" -name "$h-*" | wc -l)
+  printf '%-14s %8s %12s %10s %8s %s\n' "$h" "$seconds" "$runs" "$rate" "$(ls "$out/corpus/$h" | wc -l)" "$found" \
+    >> "$out/summary.txt"
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    echo "fuzz: $h stopped with exit $rc; the input is in $out/findings/, the report in $log"
+    grep -m 5 -E "ERROR|SUMMARY|terminate|uncaught" "$log" || true
+  fi
+done
+cat "$out/summary.txt"
+exit $status

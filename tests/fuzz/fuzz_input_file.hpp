@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The readers under test take paths: each input is written to one scratch file per process first.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace tessera_fuzz {
+
+inline std::string write_input(const uint8_t* data, size_t size, const char* suffix) {
+  const char* dir = std::getenv("TMPDIR");
+  const std::string path =
+      std::string(dir && *dir ? dir : "/tmp") + "/tessera-fuzz-" + std::to_string(getpid()) + suffix;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) std::abort();  // the harness itself cannot work: not a finding
+  if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
+  std::fclose(f);
+  return path;
+}
+
+}  // namespace tessera_fuzz
