@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <set>
 
 #include "reference/layers.hpp"
 #include "support/fixtures.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/stop_signals.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/models/activation.hpp"
@@ -516,6 +518,62 @@ TEST(Trainer, ApplicationHooksSeeEveryEpochAndCanStop) {
   ASSERT_EQ(r.history.size(), 4u);
   EXPECT_EQ(hook.last_loss, r.history.back().loss);
   EXPECT_EQ(model.describe(), "input dropout 0.20; gcn 6 -> 8, relu, dropout 0.20; gcn 8 -> 3");
+}
+
+namespace {
+// Delivers a real signal to this process in the middle of a run, as a scheduler would.
+struct RaiseAtEpoch : TrainerHook {
+  int64_t epoch = 0;
+  int signal = 0;
+  bool on_epoch(Trainer&, const EpochRecord& r) override {
+    if (r.epoch == epoch) std::raise(signal);
+    return true;
+  }
+};
+}  // namespace
+
+// A signal stops the loop at the end of that epoch (stop_on_signal), the result names it, and the handler
+// it replaced is back afterwards; without stop_on_signal the trainer installs nothing.
+TEST(Trainer, StopSignalEndsTheRunAtTheEpochEnd) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  const auto in = random_graph(30, 90, 5);
+  std::mt19937_64 gen(3);
+  std::vector<int64_t> labels(30);
+  for (int64_t v = 0; v < 30; ++v) labels[size_t(v)] = v % 2;
+  const Graph3D g = graph_from(grid, in, random_dense(30, 4, gen), labels, std::vector<uint8_t>(30, 1), 2,
+                               Normalization::Symmetric, 2);
+  Sequential model(grid, 4, RunOptions{}, 1);
+  model.add<GcnConv>(5);
+  model.add<GcnConv>(2);
+  FullGraphSource source(g, grid, world, model.needs_self_blocks());
+  StopSignalWatch::clear();
+  {
+    TrainerOptions options{AdamSettings{}, 20, 1, 1, false, true};
+    Trainer trainer(model, source, world, options);
+    RaiseAtEpoch raise;
+    raise.epoch = 3, raise.signal = SIGUSR1;
+    trainer.add_hook(raise);
+    const TrainResult r = trainer.run();
+    EXPECT_EQ(r.stop_signal, SIGUSR1);
+    EXPECT_EQ(r.history.size(), 3u);
+    EXPECT_EQ(trainer.stop_signal(), SIGUSR1);
+  }
+  StopSignalWatch::clear();
+  // Outside a watch SIGUSR1 has its previous disposition again: ignored here, so raising it is harmless.
+  struct sigaction ignore {}, previous {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGUSR1, &ignore, &previous);
+  {
+    const StopSignalWatch watch;
+    std::raise(SIGTERM);
+    EXPECT_EQ(StopSignalWatch::received(), SIGTERM);
+  }
+  std::raise(SIGUSR1);  // ignored, not recorded
+  EXPECT_EQ(StopSignalWatch::received(), SIGTERM);
+  sigaction(SIGUSR1, &previous, nullptr);
+  StopSignalWatch::clear();
+  EXPECT_STREQ(stop_signal_name(SIGUSR1), "SIGUSR1");
 }
 
 TEST(Trainer, WritesMetricsAndPredictions) {
