@@ -489,6 +489,16 @@ struct CountingHook : TrainerHook {
   }
   void on_finish(Trainer&) override { ++finishes; }
 };
+
+// 40 nodes, 6 features, 3 classes, every node labelled and in the training set, for 2-layer models.
+Graph3D forty_node_graph(const ProcessGrid& grid) {
+  const auto in = random_graph(40, 120, 3);
+  std::mt19937_64 gen(2);
+  std::vector<int64_t> labels(40);
+  for (int64_t v = 0; v < 40; ++v) labels[size_t(v)] = v % 3;
+  return graph_from(grid, in, random_dense(40, 6, gen), labels, std::vector<uint8_t>(40, 1), 3,
+                    Normalization::Symmetric, 2);
+}
 }  // namespace
 
 // The library's pieces assembled by hand, as an application would: a graph from memory, a Sequential, a
@@ -496,12 +506,7 @@ struct CountingHook : TrainerHook {
 TEST(Trainer, ApplicationHooksSeeEveryEpochAndCanStop) {
   const Communicator world = Communicator::world();
   const ProcessGrid grid(world, GridShape{});
-  const auto in = random_graph(40, 120, 3);
-  std::mt19937_64 gen(2);
-  std::vector<int64_t> labels(40);
-  for (int64_t v = 0; v < 40; ++v) labels[size_t(v)] = v % 3;
-  const Graph3D g = graph_from(grid, in, random_dense(40, 6, gen), labels, std::vector<uint8_t>(40, 1), 3,
-                               Normalization::Symmetric, 2);
+  const Graph3D g = forty_node_graph(grid);
   Sequential model(grid, 6, RunOptions{}, 1);
   model.add<Dropout>(0.2f);
   model.add<GcnConv>(8, ConvOptions{true, true, 0.2f, false});
@@ -537,15 +542,10 @@ struct RaiseAtEpoch : TrainerHook {
 TEST(Trainer, StopSignalEndsTheRunAtTheEpochEnd) {
   const Communicator world = Communicator::world();
   const ProcessGrid grid(world, GridShape{});
-  const auto in = random_graph(30, 90, 5);
-  std::mt19937_64 gen(3);
-  std::vector<int64_t> labels(30);
-  for (int64_t v = 0; v < 30; ++v) labels[size_t(v)] = v % 2;
-  const Graph3D g = graph_from(grid, in, random_dense(30, 4, gen), labels, std::vector<uint8_t>(30, 1), 2,
-                               Normalization::Symmetric, 2);
-  Sequential model(grid, 4, RunOptions{}, 1);
+  const Graph3D g = forty_node_graph(grid);
+  Sequential model(grid, 6, RunOptions{}, 1);
   model.add<GcnConv>(5);
-  model.add<GcnConv>(2);
+  model.add<GcnConv>(3);
   FullGraphSource source(g, grid, world, model.needs_self_blocks());
   StopSignalWatch::clear();
   {

@@ -133,26 +133,25 @@ void all_to_allv_chunked(const Communicator& comm, const void* send, const std::
   require(int(send_counts.size()) == comm.size() && int(recv_counts.size()) == comm.size(),
           "all_to_allv: counts for ", send_counts.size(), " and ", recv_counts.size(), " ranks on ", comm.size());
   std::vector<MPI_Request> requests;
-  int64_t offset = 0;
-  for (int r = 0; r < comm.size(); ++r) {
-    for (int64_t off = 0; off < recv_counts[size_t(r)]; off += chunk) {
-      requests.emplace_back();
-      check_mpi(MPI_Irecv(at(recv, offset + off, size), int(std::min(chunk, recv_counts[size_t(r)] - off)), type,
-                          r, kPieceTag, comm.get(), &requests.back()),
-                "MPI_Irecv");
+  // Receives first, so no piece waits in MPI's unexpected-message queue.
+  auto post = [&](const std::vector<int64_t>& counts, bool sending) {
+    int64_t offset = 0;
+    for (int r = 0; r < comm.size(); ++r) {
+      for (int64_t off = 0; off < counts[size_t(r)]; off += chunk) {
+        const int n = int(std::min(chunk, counts[size_t(r)] - off));
+        requests.emplace_back();
+        if (sending)
+          check_mpi(MPI_Isend(at(send, offset + off, size), n, type, r, kPieceTag, comm.get(), &requests.back()),
+                    "MPI_Isend");
+        else
+          check_mpi(MPI_Irecv(at(recv, offset + off, size), n, type, r, kPieceTag, comm.get(), &requests.back()),
+                    "MPI_Irecv");
+      }
+      offset += counts[size_t(r)];
     }
-    offset += recv_counts[size_t(r)];
-  }
-  offset = 0;
-  for (int r = 0; r < comm.size(); ++r) {
-    for (int64_t off = 0; off < send_counts[size_t(r)]; off += chunk) {
-      requests.emplace_back();
-      check_mpi(MPI_Isend(at(send, offset + off, size), int(std::min(chunk, send_counts[size_t(r)] - off)), type,
-                          r, kPieceTag, comm.get(), &requests.back()),
-                "MPI_Isend");
-    }
-    offset += send_counts[size_t(r)];
-  }
+  };
+  post(recv_counts, false);
+  post(send_counts, true);
   check_mpi(MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
