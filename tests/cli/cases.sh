@@ -16,7 +16,7 @@ mpi() { $MPIEXEC -n "$@"; }
 # wait_for_line FILE REGEX SECONDS: until a line of FILE matches (1 after SECONDS).
 wait_for_line() {
   local i
-  for ((i = 0; i < $3 * 20; ++i)); do grep -qE "$2" "$1" && return 0; sleep 0.05; done
+  for ((i = 0; i < $3 * 100; ++i)); do grep -qE "$2" "$1" && return 0; sleep 0.01; done
   return 1
 }
 # rank_pids TEXT: the tessera processes (not mpiexec) whose command line contains TEXT.
@@ -346,19 +346,22 @@ PY
       local name=$1 sig=$2; shift 2
       local full="full-$name-$$" part="part-$name-$$" rc epoch
       mkdir "$full" "$part"
-      mpi 4 "$TESSERA" train --data g.h5 --epochs 300 --quiet --checkpoint "$full" "$@" >/dev/null ||
+      mpi 4 "$TESSERA" train --data g.h5 --epochs 200 --quiet --checkpoint "$full" "$@" >/dev/null ||
         { echo "FAILED: $name uninterrupted run"; exit 1; }
-      mpi 4 "$TESSERA" train --data g.h5 --epochs 300 --checkpoint "$part" "$@" >run.txt 2>&1 &
+      mpi 4 "$TESSERA" train --data g.h5 --epochs 200 --checkpoint "$part" "$@" >run.txt 2>&1 &
       local job=$!
-      wait_for_line run.txt "^epoch +20 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 20"; exit 1; }
-      kill -"$sig" "$(rank_pids "$part" | tail -n 1)"
+      wait_for_line run.txt "^epoch +1 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 1"; exit 1; }
+      local target
+      target=$(rank_pids "$part" | tail -n 1)  # looked up first: the signal must land well before the end
+      wait_for_line run.txt "^epoch +3 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 3"; exit 1; }
+      kill -"$sig" "$target"
       wait $job; rc=$?
       grep -E "^stopped|^tessera" run.txt
       [ "$rc" -eq 75 ] || { cat run.txt; echo "FAILED: $name exit $rc, expected 75"; exit 1; }
       epoch=$(grep -oE "^stopped by SIG$sig after epoch [0-9]+: $part/checkpoint.h5 written; continue with --resume" run.txt |
         grep -oE "epoch [0-9]+" | cut -d' ' -f2)
-      [ -n "$epoch" ] && [ "$epoch" -lt 300 ] || { echo "FAILED: $name stop line"; exit 1; }
-      mpi 4 "$TESSERA" train --data g.h5 --epochs 300 --checkpoint "$part" --resume "$@" >resumed.txt 2>&1 ||
+      [ -n "$epoch" ] && [ "$epoch" -lt 200 ] || { echo "FAILED: $name stop line"; exit 1; }
+      mpi 4 "$TESSERA" train --data g.h5 --epochs 200 --checkpoint "$part" --resume "$@" >resumed.txt 2>&1 ||
         { cat resumed.txt; echo "FAILED: $name resume"; exit 1; }
       grep -q "resumed from $part/checkpoint.h5 after epoch $epoch" resumed.txt || { echo "FAILED: $name resume line"; exit 1; }
       h5diff "$full/checkpoint.h5" "$part/checkpoint.h5" || { echo "FAILED: $name differs from the uninterrupted run"; exit 1; }
