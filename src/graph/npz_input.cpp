@@ -195,13 +195,13 @@ void NpyStream::open(const std::string& archive, const std::string& member) {
       require(error == std::errc() && dim >= 0 && shape.find_first_not_of(' ', size_t(end - shape.data())) >= comma,
               where_, ": unreadable shape '(", shape, ")'");
       // The product must fit: a shape is compared with the member's size in bytes below.
-      require(dim == 0 || count <= (int64_t(1) << 60) / dim, where_, ": shape '(", shape, ")' is implausibly large");
+      require(dim == 0 || count <= (int64_t(1) << 56) / dim, where_, ": shape '(", shape, ")' is implausibly large");
       count *= dim;
       header_.shape.push_back(dim);
     }
     pos = comma + 1;
   }
-  require(raw_left_ >= header_.count() * header_.item_size, where_, ": member shorter than its shape says");
+  require(raw_left_ >= count * header_.item_size, where_, ": member shorter than its shape says");
 }
 
 NpyStream::~NpyStream() {

@@ -14,13 +14,6 @@ namespace tessera {
 
 namespace {
 
-// The rank whose block_range holds node v.
-int owner_of(int64_t v, int64_t n, int ranks) {
-  const int64_t base = n / ranks, extra = n % ranks;
-  const int64_t split = extra * (base + 1);  // nodes of the ranks with one extra
-  return v < split ? int(v / (base + 1)) : int(extra + (v - split) / std::max<int64_t>(base, 1));
-}
-
 // A temporary name every rank agrees on, and the rename that commits it (rank 0, checked on every rank).
 std::string temporary_name(const Communicator& comm, const std::string& path) {
   int64_t pid = getpid();
@@ -41,7 +34,7 @@ void write_predictions(const Communicator& comm, const std::string& path, int64_
   const int p = comm.size();
   std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
   for (size_t k = 0; k < mine.nodes.size(); ++k) {
-    std::vector<int64_t>& bucket = buckets[size_t(owner_of(mine.nodes[k], num_nodes, p))];
+    std::vector<int64_t>& bucket = buckets[size_t(block_owner(num_nodes, mine.nodes[k], p))];
     bucket.insert(bucket.end(), {mine.nodes[k], mine.classes[k]});
   }
   const std::vector<int64_t> got = exchange_buckets(comm, buckets, "outputs");
@@ -77,7 +70,7 @@ void write_embeddings(const Communicator& comm, const std::string& path, int64_t
   std::vector<std::vector<int64_t>> heads(static_cast<size_t>(p));
   std::vector<std::vector<float>> rows(static_cast<size_t>(p));
   for (size_t k = 0; k < mine.nodes.size(); ++k) {
-    const size_t to = size_t(owner_of(mine.nodes[k], num_nodes, p));
+    const size_t to = size_t(block_owner(num_nodes, mine.nodes[k], p));
     heads[to].insert(heads[to].end(), {mine.nodes[k], mine.col_begin, real});
     const float* row = mine.values.data() + k * size_t(mine.cols);
     rows[to].insert(rows[to].end(), row, row + real);
