@@ -337,7 +337,14 @@ PY
       expect_error "$message" "-" -- \
         $MPIEXEC -n 2 "$TESSERA" train --data bad.h5 --mode sampled --partition random-2 --epochs 1
       expect_error "$message" "-" -- $MPIEXEC -n 2 "$TESSERA" partition --data bad.h5 --parts 2
-    done ;;
+    done
+    # Splits of 4 and 2 ids on 8 ranks: most ranks read no id and own no listed node, yet enter every exchange.
+    "$TESSERA" prep synth --nodes 40 --edges 100 --train-fraction 0.1 --valid-fraction 0.05 -o tiny.h5 >/dev/null || exit 1
+    mpi 8 "$TESSERA" info tiny.h5 | grep -q "valid:     yes" || { echo "FAILED: tiny.h5 on 8 ranks"; exit 1; }
+    "$H5_TAMPER" tiny.h5 copy /split/valid 1 /split/valid 0 || exit 1
+    expect_error "tiny.h5: dataset /split/valid: node [0-9]+ is listed twice" "-" -- timeout 120 $MPIEXEC -n 8 "$TESSERA" info tiny.h5
+    expect_error "tiny.h5: dataset /split/valid: node [0-9]+ is listed twice" "-" -- \
+      timeout 120 $MPIEXEC -n 8 "$TESSERA" train --data tiny.h5 --grid 2x2x2 --epochs 1 ;;
   signal_checkpoint_resume)
     # Slurm's --signal / scancel reach the ranks: one rank's signal stops all at the epoch end with a
     # checkpoint and exit 75; the resumed run ends bit-identical to one that was never interrupted.
