@@ -106,6 +106,9 @@ case "$case_name" in
       out=$(bash "$SOURCE_DIR/scripts/setup.sh" ${bad%%|*} 2>&1); rc=$?
       [ "$rc" -eq 2 ] && [ "$out" = "setup.sh: ${bad#*|}" ] || { echo "FAILED: setup.sh ${bad%%|*}: exit $rc, '$out'"; exit 1; }
     done
+    out=$(bash "$SOURCE_DIR/scripts/fuzz.sh" 10m 2>&1); rc=$?
+    [ "$rc" -eq 2 ] && [ "$out" = "fuzz.sh: SECONDS must be a whole number, not '10m'" ] ||
+      { echo "FAILED: fuzz.sh 10m: exit $rc, '$out'"; exit 1; }
     exit 0 ;;
   abort_local_error)
     # Rank 1 fails while rank 0 waits in a barrier: the job must end (timeout = hang) with a non-zero code.
