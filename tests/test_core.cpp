@@ -6,10 +6,14 @@
 #include <cmath>
 #include <set>
 #include <thread>
+#if defined(KOKKOS_ENABLE_OPENMP)
+#include <omp.h>
+#endif
 
 #include "tessera/core/csr.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/random.hpp"
+#include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
 
 using namespace tessera;
@@ -160,4 +164,42 @@ TEST(Timers, ScopedPhaseAccumulates) {
   EXPECT_GE(timers.get("sleep"), 0.019);
   EXPECT_EQ(timers.get("never"), 0.0);
   EXPECT_GT(peak_rss_bytes(), 0);
+}
+
+// CPU lists of the ranks on one node -> the threads each gets by default.
+std::vector<int> default_threads(const std::vector<std::vector<int>>& masks, int cpus_per_task = 0) {
+  std::vector<int> threads;
+  for (int r = 0; r < int(masks.size()); ++r) threads.push_back(default_thread_count(masks, r, cpus_per_task));
+  return threads;
+}
+
+TEST(Threads, DefaultSplitsSharedCpusAndKeepsOwnCores) {
+  const std::vector<int> two{0, 1}, four{0, 1, 2, 3};
+  EXPECT_EQ(default_threads({two}), (std::vector<int>{2}));
+  // 8 ranks on 2 shared cores: 1 each (never 0), not 2 each.
+  EXPECT_EQ(default_threads(std::vector<std::vector<int>>(8, two)), std::vector<int>(8, 1));
+  EXPECT_EQ(default_threads({four, four}), (std::vector<int>{2, 2}));
+  EXPECT_EQ(default_threads({four, four, four}), (std::vector<int>{1, 1, 1}));  // 4/3 rounds down
+  // Ranks bound to their own cores (srun --cpu-bind=cores) get all of them.
+  EXPECT_EQ(default_threads({{0, 1, 2}, {3, 4, 5}, {6}}), (std::vector<int>{3, 3, 1}));
+  // Partly shared: {0,1} shared by two, 2 and 3 the first rank's own -> 1 + 2, and 1.
+  EXPECT_EQ(default_threads({four, two}), (std::vector<int>{3, 1}));
+  // Slurm's --cpus-per-task caps what an unbound rank would take.
+  EXPECT_EQ(default_threads({four}, 2), (std::vector<int>{2}));
+  EXPECT_EQ(default_threads({two}, 8), (std::vector<int>{2}));
+}
+
+TEST(Threads, RuntimeRecordsWhatKokkosAndBlasRun) {
+  const ThreadChoice& choice = thread_choice();
+  ASSERT_TRUE(choice.known);
+  EXPECT_EQ(choice.threads, int(Kokkos::DefaultHostExecutionSpace().concurrency()));
+#if defined(KOKKOS_ENABLE_OPENMP)
+  EXPECT_EQ(omp_get_max_threads(), choice.threads);  // what OpenBLAS's OpenMP build uses per call
+#endif
+  EXPECT_EQ(choice.world_ranks, 1);
+  EXPECT_EQ(choice.nodes, 1);
+  EXPECT_EQ(choice.node_ranks, 1);
+  EXPECT_GE(choice.node_cpus, 1);
+  EXPECT_EQ(choice.min_threads, choice.threads);
+  EXPECT_NE(choice.describe().find("1 rank on 1 node"), std::string::npos) << choice.describe();
 }

@@ -12,6 +12,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/threads.hpp"
 
 namespace tessera {
 namespace {
@@ -22,8 +23,12 @@ std::vector<std::function<void()>>& shutdown_hooks() {
 
 // Kokkos gets only the --kokkos-* arguments, which are then removed from argv: given the application's own
 // --help it would print its whole option list in front of the application's.
-void initialize_kokkos(int& argc, char** argv) {
+// `quiet`: Kokkos' own oversubscription warning is left out (it counts ranks, not threads, and prints on
+// every rank); detail::record_threads warns once per node instead.
+void initialize_kokkos(int& argc, char** argv, bool quiet) {
   std::vector<char*> kokkos_args{argv[0]};
+  static char disable_warnings[] = "--kokkos-disable-warnings";
+  if (quiet && !std::getenv("KOKKOS_DISABLE_WARNINGS")) kokkos_args.push_back(disable_warnings);
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--kokkos-", 9) == 0)
@@ -60,7 +65,9 @@ Runtime::Runtime(int& argc, char**& argv, int thread_level) {
   // Kokkos warns on every start when OMP_PROC_BIND is unset; thread binding is the job launcher's
   // business (srun/mpiexec bind ranks), so an unset variable means "do not bind". A user's value wins.
   setenv("OMP_PROC_BIND", "false", 0);
-  initialize_kokkos(argc, argv);
+  const bool default_threads = detail::choose_threads(argc, argv);
+  initialize_kokkos(argc, argv, default_threads);
+  detail::record_threads();
 }
 
 Runtime::~Runtime() {

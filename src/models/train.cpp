@@ -6,6 +6,7 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/threads.hpp"
 #include "tessera/core/runtime.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/graph/graph_file.hpp"
@@ -218,6 +219,8 @@ const char* train_mode_name(TrainMode mode) {
 TrainResult run_training(const TrainOptions& options, const Communicator& world) {
   check_options(options, world);
   set_vendor_tf32(options.allow_tf32);
+  // Before the load, which can be long: a wrong thread count is the first thing to see.
+  if (thread_choice().known && !options.quiet) log_line(thread_choice().describe());
   return options.mode == TrainMode::Sampled ? run_sampled(options, world) : run_on_grid(options, world);
 }
 

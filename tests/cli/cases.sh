@@ -458,5 +458,33 @@ PY
     echo "$pick"
     expect_error "--machine must be perlmutter, frontier or local, not 'summit'" "-" -- \
       "$TESSERA" plan --data r.h5 --ranks 4 --machine summit ;;
+  thread_defaults)
+    # Without OMP_NUM_THREADS every rank takes its share of the CPUs it may run on; an explicit setting wins
+    # and is warned about once per node when the node's ranks then run more threads than it has CPUs.
+    good_h5
+    cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc honours both
+    first_line() { env -u OMP_NUM_THREADS "$@" 2>&1 | grep -vE "^ *phases|^epoch|^loaded|^best"; }
+    check() {  # check WANT [UNWANTED] -- CMD...: the run's lines contain WANT and not UNWANTED
+      local want=$1 unwanted=$2; shift 3
+      out=$(first_line "$@") || { echo "$out"; echo "FAILED: $*"; exit 1; }
+      echo "$out"
+      grep -qF -- "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
+      [ -z "$unwanted" ] || ! grep -qE -- "$unwanted" <<<"$out" || { echo "FAILED: has '$unwanted'"; exit 1; }
+    }
+    plural() { [ "$1" -eq 1 ] && echo "1 thread" || echo "$1 threads"; }
+    train=(train --data g.h5 --epochs 1 --hidden 4)
+    check "1 rank on 1 node, $(plural "$cpus") each (default: 1 rank on $cpus CPU" "" -- "$TESSERA" "${train[@]}"
+    each=$(( cpus / 4 > 0 ? cpus / 4 : 1 ))
+    check "4 ranks on 1 node, $(plural $each) each (default: 4 ranks on $cpus CPU" "warning|WARNING" -- \
+      env OMPI_MCA_hwloc_base_binding_policy=none $MPIEXEC -n 4 "$TESSERA" "${train[@]}" --grid 1x2x2
+    check "1 rank on 1 node, 1 thread each (--kokkos-threads)" "" -- "$TESSERA" "${train[@]}" --kokkos-threads=1
+    if [ "$cpus" -gt 1 ]; then
+      check "1 thread each (SLURM_CPUS_PER_TASK" "" -- env SLURM_CPUS_PER_TASK=1 "$TESSERA" "${train[@]}"
+    fi
+    threads=$(( cpus / 2 + 1 ))
+    check "tessera: warning: the 2 ranks on node $(hostname) run $((2 * threads)) threads on its $cpus CPUs (OMP_NUM_THREADS)" \
+      "" -- env OMP_NUM_THREADS=$threads OMPI_MCA_hwloc_base_binding_policy=none $MPIEXEC -n 2 "$TESSERA" \
+      "${train[@]}" --grid 1x1x2
+    [ "$(grep -c "tessera: warning" <<<"$out")" -eq 1 ] || { echo "FAILED: one warning per node"; exit 1; } ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
