@@ -64,6 +64,8 @@ bool MetricsFile::on_epoch(Trainer&, const EpochRecord& r) {
     j["test_acc"] = r.test_acc;
   }
   j.update(r.metrics);
+  if (first_.is_object()) j.update(first_);
+  first_ = nullptr;
   out_ << j.dump() << '\n' << std::flush;
   return true;
 }
@@ -75,7 +77,8 @@ void Checkpointer::on_start(Trainer& trainer) {
   trainer.progress() = load_checkpoint(
       path, checkpoint_state(trainer.model(), trainer.optimizer(), trainer.options().seed), trainer.world());
   log_line("resumed from " + path + " after epoch " + std::to_string(trainer.progress().epochs_done));
-  saved_at_ = trainer.progress().epochs_done;  // on disk already: a run with nothing left to do rewrites nothing
+  saved_at_ =
+      trainer.progress().epochs_done;  // on disk already: a run with nothing left to do rewrites nothing
 }
 
 void Checkpointer::save(Trainer& trainer) {
@@ -92,7 +95,8 @@ bool Checkpointer::on_epoch(Trainer& trainer, const EpochRecord& r) {
 
 void Checkpointer::on_finish(Trainer& trainer) {
   // A run stopped by a signal is saved whatever --checkpoint-every says: it is meant to be resumed.
-  if ((every_ == 0 || trainer.stop_signal() != 0) && saved_at_ != trainer.progress().epochs_done) save(trainer);
+  if ((every_ == 0 || trainer.stop_signal() != 0) && saved_at_ != trainer.progress().epochs_done)
+    save(trainer);
 }
 
 bool EarlyStopping::on_epoch(Trainer& trainer, const EpochRecord& r) {

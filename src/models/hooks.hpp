@@ -24,14 +24,17 @@ class ConsoleReport : public TrainerHook {
 /// JSON lines on rank 0: one per epoch (and per step for modes that report steps). Appends after a resume.
 class MetricsFile : public TrainerHook {
  public:
-  /// Collective checks happen in on_start (an unwritable path fails on every rank).
-  explicit MetricsFile(std::string path) : path_(std::move(path)) {}
+  /// Collective checks happen in on_start (an unwritable path fails on every rank). `first` (an object, e.g.
+  /// the load's phases) is merged into this run's first epoch record.
+  explicit MetricsFile(std::string path, nlohmann::json first = nullptr)
+      : path_(std::move(path)), first_(std::move(first)) {}
   void on_start(Trainer& trainer) override;
   void on_step(Trainer& trainer, const StepRecord& step) override;
   bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
 
  private:
   std::string path_;
+  nlohmann::json first_;
   std::ofstream out_;
 };
 

@@ -221,6 +221,17 @@ void distribute_labels(const GraphRows& r, const ProcessGrid& grid, Graph3D& g) 
   g.test = Kokkos::create_mirror_view_and_copy(DeviceSpace(), test);
 }
 
+// Every rank's phases become the slowest time and the largest peak (one all-reduce, on every rank).
+void reduce_load_phases(const Communicator& comm, std::vector<LoadPhase>& phases) {
+  std::vector<double> values;
+  for (const LoadPhase& p : phases) values.insert(values.end(), {p.seconds, double(p.peak_bytes)});
+  all_reduce(comm, values.data(), int64_t(values.size()), ReduceOp::Max, "load");
+  for (size_t i = 0; i < phases.size(); ++i) {
+    phases[i].seconds = values[2 * i];
+    phases[i].peak_bytes = int64_t(values[2 * i + 1]);
+  }
+}
+
 }  // namespace
 
 Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Graph3DOptions& options) {
@@ -240,8 +251,8 @@ Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Gra
   g.num_classes = rows.num_classes;
   g.normalization = options.normalization;
   Stopwatch phase;
-  auto done = [&](const char* name) {
-    g.load_seconds.push_back({name, phase.seconds()});
+  auto done = [&](const std::string& name) {
+    g.load_phases.push_back({name, phase.seconds(), int64_t(peak_rss_bytes())});
     phase.restart();
   };
   // Labels first: a graph without training labels is refused before the expensive phases.
@@ -249,9 +260,10 @@ Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Gra
   done("labels");
   const std::vector<int64_t> degree = degrees(rows, options.normalization, comm);
   done("degrees");
-  for (int t = 0; t < std::min(options.layers, 6); ++t)
+  for (int t = 0; t < std::min(options.layers, 6); ++t) {
     g.adjacency.push_back(distribute_adjacency(rows, degree, options.normalization, grid, g.layout, t));
-  done("adjacency");
+    done("adjacency " + std::to_string(t));
+  }
   const double local_nnz = double(g.adjacency[0].nnz);
   g.max_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Max, "load");
   // Ranks that differ only in b hold copies of the same block: the mean over ranks is the mean over blocks.
@@ -264,6 +276,7 @@ Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Gra
     g.output_ids.push_back(
         ids_of(g.layout.row_order(l), g.coords.get(roles.c) * row_block, row_block, rows.num_nodes));
   }
+  reduce_load_phases(comm, g.load_phases);
   return g;
 }
 
@@ -273,9 +286,10 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
              reader.path() + ": no split named 'train' (the trainer needs /split/train)");
   Stopwatch watch;
   const GraphRows rows = read_graph_rows(reader, comm);
-  const double read_s = watch.seconds();
+  std::vector<LoadPhase> read{{"read", watch.seconds(), int64_t(peak_rss_bytes())}};
+  reduce_load_phases(comm, read);
   Graph3D g = build_graph_3d(rows, grid, options);
-  g.load_seconds.insert(g.load_seconds.begin(), {"read", read_s});
+  g.load_phases.insert(g.load_phases.begin(), read.front());
   return g;
 }
 

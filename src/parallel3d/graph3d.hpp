@@ -63,6 +63,14 @@ struct AdjacencyBlock {
   int64_t nnz = 0;           ///< nonzeros of forward
 };
 
+/// One phase of loading a graph onto the grid: seconds of its slowest rank, and the peak resident memory
+/// of the largest rank when it ended (peaks only grow: the phase that raises it is the one to shrink).
+struct LoadPhase {
+  std::string name;        ///< "read", "labels", "degrees", "adjacency 0", ..., "features"
+  double seconds = 0;      ///< slowest rank
+  int64_t peak_bytes = 0;  ///< largest peak resident memory over the ranks, at the end of the phase
+};
+
 /// What build_graph_3d needs besides the rows and the grid.
 struct Graph3DOptions {
   int layers = 2;  ///< graph layers of the model that will run on it (layouts, the labels' row order)
@@ -91,7 +99,7 @@ struct Graph3D {
   int64_t num_train = 0;                    ///< labeled training nodes over the whole graph
   double max_nnz = 0;                       ///< largest nonzeros per block of layout 0 over the grid
   double mean_nnz = 0;                      ///< mean nonzeros per block of layout 0
-  std::vector<std::pair<std::string, double>> load_seconds;  ///< seconds per loading phase
+  std::vector<LoadPhase> load_phases;       ///< the load's phases in order (see LoadPhase)
 
   /// Local output rows of `layer` that are real nodes (they come first; padding follows).
   int64_t valid_rows(int layer) const;

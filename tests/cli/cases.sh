@@ -257,7 +257,21 @@ case "$case_name" in
     python3 -c "import sys; sys.exit(0 if float('$test') > 0.70 else 1)" || { echo "FAILED: test accuracy $test"; exit 1; }
     for key in '"sample_s"' '"sample_wait_s"' '"bytes_allreduce"' '"steps":1'; do
       grep -qF "$key" m.jsonl || { echo "FAILED: no $key in the metrics"; exit 1; }
-    done ;;
+    done
+    # The load's phases: on the console, and in the first epoch's record only, with growing peaks.
+    grep -Eq "^load phases .*: validate [0-9.]+ s; read [0-9.]+ s [0-9]+ MiB; labels .*; adjacency 0 .*; adjacency 1 .*; features [0-9.]+ s [0-9]+ MiB$" \
+      <<<"$out" || { echo "FAILED: no load phases line"; exit 1; }
+    python3 - m.jsonl <<'PY' || { echo "FAILED: load phases in the metrics"; exit 1; }
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+phases = rows[0]["load_phases"]
+assert [p["phase"] for p in phases] == ["validate", "read", "labels", "degrees", "adjacency 0", "adjacency 1", "features"], phases
+peaks = [p["peak_bytes"] for p in phases[1:]]
+assert all(b > 0 for b in peaks) and peaks == sorted(peaks), peaks
+assert all(p["s"] >= 0 for p in phases)
+assert not any("load_phases" in r for r in rows[1:])
+PY
+    ;;
   train_cora_grid)
     [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
     "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
