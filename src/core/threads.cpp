@@ -153,11 +153,11 @@ bool choose_threads(int argc, char** argv) {
   choice.node_cpus = int(cpu_ids(node_union.data()).size());
   const int cpus_per_task = slurm_cpus_per_task();
   const int threads = default_thread_count(masks, node_rank, cpus_per_task);
+#if defined(KOKKOS_ENABLE_OPENMP)
   if (const char* setting = explicit_thread_setting(argc, argv)) {
     choice.source = setting;
-    return false;
+    return true;
   }
-#if defined(KOKKOS_ENABLE_OPENMP)
   choice.source =
       (cpus_per_task > 0 && threads == cpus_per_task && threads < default_thread_count(masks, node_rank, 0))
           ? "SLURM_CPUS_PER_TASK"
@@ -167,6 +167,7 @@ bool choose_threads(int argc, char** argv) {
   omp_set_num_threads(threads);
   return true;
 #else
+  (void)argc, (void)argv, (void)threads;
   choice.source = "serial backend";
   return false;
 #endif

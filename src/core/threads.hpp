@@ -44,9 +44,10 @@ const ThreadChoice& thread_choice();
 
 namespace detail {
 /// The Runtime, before Kokkos starts (collective over MPI_COMM_WORLD): finds the node's ranks and
-/// their CPUs and, unless the user chose, sets this rank's OpenMP thread count. Returns true when
-/// the default applies (the Runtime then silences Kokkos' per-rank oversubscription warning, which
-/// counts ranks, not threads, and record_threads warns once per node instead).
+/// their CPUs and, unless the user chose, sets this rank's OpenMP thread count. Returns true on
+/// OpenMP builds, where record_threads checks the node's threads: the Runtime then silences Kokkos'
+/// own oversubscription warning, which counts ranks rather than threads (8 ranks x 1 thread on 2 cores
+/// is a choice, not a mistake) and prints on every rank.
 bool choose_threads(int argc, char** argv);
 /// The Runtime, after Kokkos started (collective over MPI_COMM_WORLD): records the threads Kokkos
 /// runs and warns once per node whose ranks run more threads than it has CPUs.

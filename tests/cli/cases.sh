@@ -491,13 +491,15 @@ PY
     each=$(( cpus / 4 > 0 ? cpus / 4 : 1 ))
     check "4 ranks on 1 node, $(plural $each) each (default: 4 ranks on $cpus CPU" "warning|WARNING" -- \
       env OMPI_MCA_hwloc_base_binding_policy=none $MPIEXEC -n 4 "$TESSERA" "${train[@]}" --grid 1x2x2
+    check "4 ranks on 1 node, 1 thread each (OMP_NUM_THREADS)" "warning|WARNING" -- \
+      env OMP_NUM_THREADS=1 OMPI_MCA_hwloc_base_binding_policy=none $MPIEXEC -n 4 "$TESSERA" "${train[@]}" --grid 1x2x2
     check "1 rank on 1 node, 1 thread each (--kokkos-threads)" "" -- "$TESSERA" "${train[@]}" --kokkos-threads=1
     if [ "$cpus" -gt 1 ]; then
       check "1 thread each (SLURM_CPUS_PER_TASK" "" -- env SLURM_CPUS_PER_TASK=1 "$TESSERA" "${train[@]}"
     fi
     threads=$(( cpus / 2 + 1 ))
     check "tessera: warning: the 2 ranks on node $(hostname) run $((2 * threads)) threads on its $cpus CPUs (OMP_NUM_THREADS)" \
-      "" -- env OMP_NUM_THREADS=$threads OMPI_MCA_hwloc_base_binding_policy=none $MPIEXEC -n 2 "$TESSERA" \
+      "Kokkos::OpenMP" -- env OMP_NUM_THREADS=$threads OMPI_MCA_hwloc_base_binding_policy=none $MPIEXEC -n 2 "$TESSERA" \
       "${train[@]}" --grid 1x1x2
     [ "$(grep -c "tessera: warning" <<<"$out")" -eq 1 ] || { echo "FAILED: one warning per node"; exit 1; } ;;
   *) echo "unknown case $case_name"; exit 2 ;;
