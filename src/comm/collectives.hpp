@@ -143,7 +143,8 @@ void wait_all(std::vector<Request>& requests);
 template <class T>
 void all_reduce(const Communicator& comm, T* data, int64_t count, ReduceOp op, const std::string& phase) {
   Stopwatch watch;
-  detail::all_reduce_chunked(comm, data, count, mpi_type<T>(), sizeof(T), mpi_op(op), mpi_chunk_elements<T>());
+  detail::all_reduce_chunked(comm, data, count, mpi_type<T>(), sizeof(T), mpi_op(op),
+                             mpi_chunk_elements<T>());
   comm.stats().record(phase, Collective::AllReduce, count * int64_t(sizeof(T)), watch.seconds());
 }
 
@@ -158,8 +159,8 @@ T all_reduce_value(const Communicator& comm, T value, ReduceOp op, const std::st
 template <class T>
 void all_gather(const Communicator& comm, const T* send, int64_t count, T* recv, const std::string& phase) {
   Stopwatch watch;
-  detail::all_gather_v_chunked(comm, send, std::vector<int64_t>(size_t(comm.size()), count), recv, mpi_type<T>(),
-                               sizeof(T), mpi_chunk_elements<T>());
+  detail::all_gather_v_chunked(comm, send, std::vector<int64_t>(size_t(comm.size()), count), recv,
+                               mpi_type<T>(), sizeof(T), mpi_chunk_elements<T>());
   comm.stats().record(phase, Collective::AllGather, count * int64_t(sizeof(T)), watch.seconds());
 }
 
@@ -184,7 +185,8 @@ void all_to_all(const Communicator& comm, const T* send, int64_t count_per_rank,
     check_mpi(MPI_Alltoall(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm.get()), "MPI_Alltoall");
   } else {  // the same decision on every rank: count_per_rank is the same everywhere
     const std::vector<int64_t> counts(size_t(comm.size()), count_per_rank);
-    detail::all_to_allv_chunked(comm, send, counts, recv, counts, mpi_type<T>(), sizeof(T), mpi_chunk_elements<T>());
+    detail::all_to_allv_chunked(comm, send, counts, recv, counts, mpi_type<T>(), sizeof(T),
+                                mpi_chunk_elements<T>());
   }
   comm.stats().record(phase, Collective::AllToAll, count_per_rank * (comm.size() - 1) * int64_t(sizeof(T)),
                       watch.seconds());
@@ -210,6 +212,22 @@ void all_gather_v(const Communicator& comm, const T* send, const std::vector<int
                       watch.seconds());
 }
 
+namespace detail {
+// The exchange of buckets packed in rank order into `send` (send_counts[r] for rank r).
+template <class T>
+std::vector<T> exchange_packed(const Communicator& comm, const std::vector<T>& send,
+                               const std::vector<int64_t>& send_counts, const std::string& phase,
+                               std::vector<int64_t>* recv_counts) {
+  const std::vector<int64_t> counts = exchange_counts(comm, send_counts, phase);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  std::vector<T> recv(static_cast<size_t>(total));
+  all_to_allv(comm, send.data(), send_counts, recv.data(), counts, phase);
+  if (recv_counts) *recv_counts = counts;
+  return recv;
+}
+}  // namespace detail
+
 /// Sends buckets[r] to rank r and returns everything received, in rank order (recv_counts[r] from rank r).
 template <class T>
 std::vector<T> exchange_buckets(const Communicator& comm, const std::vector<std::vector<T>>& buckets,
@@ -220,13 +238,25 @@ std::vector<T> exchange_buckets(const Communicator& comm, const std::vector<std:
     send_counts[r] = int64_t(buckets[r].size());
     send.insert(send.end(), buckets[r].begin(), buckets[r].end());
   }
-  const std::vector<int64_t> counts = exchange_counts(comm, send_counts, phase);
-  int64_t total = 0;
-  for (int64_t c : counts) total += c;
-  std::vector<T> recv(static_cast<size_t>(total));
-  all_to_allv(comm, send.data(), send_counts, recv.data(), counts, phase);
-  if (recv_counts) *recv_counts = counts;
-  return recv;
+  return detail::exchange_packed(comm, send, send_counts, phase, recv_counts);
+}
+
+/// The same, freeing each bucket as it is packed: the peak is the packed send plus the received data, not
+/// the buckets as well (the loaders' largest transient).
+template <class T>
+std::vector<T> exchange_buckets(const Communicator& comm, std::vector<std::vector<T>>&& buckets,
+                                const std::string& phase, std::vector<int64_t>* recv_counts = nullptr) {
+  std::vector<int64_t> send_counts(buckets.size());
+  size_t total_send = 0;
+  for (const std::vector<T>& bucket : buckets) total_send += bucket.size();
+  std::vector<T> send;
+  send.reserve(total_send);
+  for (size_t r = 0; r < buckets.size(); ++r) {
+    send_counts[r] = int64_t(buckets[r].size());
+    send.insert(send.end(), buckets[r].begin(), buckets[r].end());
+    std::vector<T>().swap(buckets[r]);
+  }
+  return detail::exchange_packed(comm, send, send_counts, phase, recv_counts);
 }
 
 /// Root's `count` elements to every rank.
