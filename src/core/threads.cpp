@@ -153,8 +153,9 @@ bool choose_threads(int argc, char** argv) {
   choice.node_cpus = int(cpu_ids(node_union.data()).size());
   const int cpus_per_task = slurm_cpus_per_task();
   const int threads = default_thread_count(masks, node_rank, cpus_per_task);
+  const char* setting = explicit_thread_setting(argc, argv);
 #if defined(KOKKOS_ENABLE_OPENMP)
-  if (const char* setting = explicit_thread_setting(argc, argv)) {
+  if (setting) {
     choice.source = setting;
     return true;
   }
@@ -167,7 +168,7 @@ bool choose_threads(int argc, char** argv) {
   omp_set_num_threads(threads);
   return true;
 #else
-  (void)argc, (void)argv, (void)threads;
+  (void)setting, (void)threads;
   choice.source = "serial backend";
   return false;
 #endif
