@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
@@ -213,11 +214,21 @@ void all_gather_v(const Communicator& comm, const T* send, const std::vector<int
 }
 
 namespace detail {
-// The exchange of buckets packed in rank order into `send` (send_counts[r] for rank r).
-template <class T>
-std::vector<T> exchange_packed(const Communicator& comm, const std::vector<T>& send,
-                               const std::vector<int64_t>& send_counts, const std::string& phase,
+// Packs the buckets in rank order and exchanges them; buckets the caller gave up (non-const) are freed as
+// they are packed.
+template <class T, class Buckets>
+std::vector<T> exchange_packed(const Communicator& comm, Buckets& buckets, const std::string& phase,
                                std::vector<int64_t>* recv_counts) {
+  std::vector<int64_t> send_counts(buckets.size());
+  size_t total_send = 0;
+  for (const std::vector<T>& bucket : buckets) total_send += bucket.size();
+  std::vector<T> send;
+  send.reserve(total_send);
+  for (size_t r = 0; r < buckets.size(); ++r) {
+    send_counts[r] = int64_t(buckets[r].size());
+    send.insert(send.end(), buckets[r].begin(), buckets[r].end());
+    if constexpr (!std::is_const_v<Buckets>) std::vector<T>().swap(buckets[r]);
+  }
   const std::vector<int64_t> counts = exchange_counts(comm, send_counts, phase);
   int64_t total = 0;
   for (int64_t c : counts) total += c;
@@ -232,13 +243,7 @@ std::vector<T> exchange_packed(const Communicator& comm, const std::vector<T>& s
 template <class T>
 std::vector<T> exchange_buckets(const Communicator& comm, const std::vector<std::vector<T>>& buckets,
                                 const std::string& phase, std::vector<int64_t>* recv_counts = nullptr) {
-  std::vector<int64_t> send_counts(buckets.size());
-  std::vector<T> send;
-  for (size_t r = 0; r < buckets.size(); ++r) {
-    send_counts[r] = int64_t(buckets[r].size());
-    send.insert(send.end(), buckets[r].begin(), buckets[r].end());
-  }
-  return detail::exchange_packed(comm, send, send_counts, phase, recv_counts);
+  return detail::exchange_packed<T>(comm, buckets, phase, recv_counts);
 }
 
 /// The same, freeing each bucket as it is packed: the peak is the packed send plus the received data, not
@@ -246,17 +251,7 @@ std::vector<T> exchange_buckets(const Communicator& comm, const std::vector<std:
 template <class T>
 std::vector<T> exchange_buckets(const Communicator& comm, std::vector<std::vector<T>>&& buckets,
                                 const std::string& phase, std::vector<int64_t>* recv_counts = nullptr) {
-  std::vector<int64_t> send_counts(buckets.size());
-  size_t total_send = 0;
-  for (const std::vector<T>& bucket : buckets) total_send += bucket.size();
-  std::vector<T> send;
-  send.reserve(total_send);
-  for (size_t r = 0; r < buckets.size(); ++r) {
-    send_counts[r] = int64_t(buckets[r].size());
-    send.insert(send.end(), buckets[r].begin(), buckets[r].end());
-    std::vector<T>().swap(buckets[r]);
-  }
-  return detail::exchange_packed(comm, send, send_counts, phase, recv_counts);
+  return detail::exchange_packed<T>(comm, buckets, phase, recv_counts);
 }
 
 /// Root's `count` elements to every rank.
