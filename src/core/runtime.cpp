@@ -24,7 +24,7 @@ std::vector<std::function<void()>>& shutdown_hooks() {
 // Kokkos gets only the --kokkos-* arguments, which are then removed from argv: given the application's own
 // --help it would print its whole option list in front of the application's.
 // `quiet`: Kokkos' own oversubscription warning is left out (it counts ranks, not threads, and prints on
-// every rank); detail::record_threads warns once per node instead.
+// every rank); detail::start_with_thread_choice warns once per node instead.
 void initialize_kokkos(int& argc, char** argv, bool quiet) {
   std::vector<char*> kokkos_args{argv[0]};
   static char disable_warnings[] = "--kokkos-disable-warnings";
@@ -65,9 +65,7 @@ Runtime::Runtime(int& argc, char**& argv, int thread_level) {
   // Kokkos warns on every start when OMP_PROC_BIND is unset; thread binding is the job launcher's
   // business (srun/mpiexec bind ranks), so an unset variable means "do not bind". A user's value wins.
   setenv("OMP_PROC_BIND", "false", 0);
-  const bool default_threads = detail::choose_threads(argc, argv);
-  initialize_kokkos(argc, argv, default_threads);
-  detail::record_threads();
+  detail::start_with_thread_choice(argc, argv, [&](bool quiet) { initialize_kokkos(argc, argv, quiet); });
 }
 
 Runtime::~Runtime() {

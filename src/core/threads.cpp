@@ -86,8 +86,113 @@ void check_mpi(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw Error(std::string("thread placement: ") + what + " failed");
 }
 
-// The node's ranks, kept from choose_threads to record_threads.
-MPI_Comm node_comm = MPI_COMM_NULL;
+// The ranks of this rank's node (MPI_COMM_TYPE_SHARED), freed at scope end.
+class NodeComm {
+ public:
+  NodeComm() {
+    int world_rank = 0;
+    check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &comm_),
+              "MPI_Comm_split_type");
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~NodeComm() { MPI_Comm_free(&comm_); }
+  NodeComm(const NodeComm&) = delete;
+  NodeComm& operator=(const NodeComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+// The CPU ids every rank of the node may run on (collective over the node); node_cpus is their union.
+std::vector<std::vector<int>> node_cpu_masks(const NodeComm& node, int& node_cpus) {
+  const CpuMask mine = my_cpu_mask();
+  std::vector<uint64_t> all(size_t(node.size()) * kMaskWords);
+  check_mpi(
+      MPI_Allgather(mine.data(), kMaskWords, MPI_UINT64_T, all.data(), kMaskWords, MPI_UINT64_T, node.get()),
+      "MPI_Allgather of CPU masks");
+  std::vector<std::vector<int>> masks;
+  CpuMask node_union(kMaskWords, 0);
+  for (int r = 0; r < node.size(); ++r) {
+    masks.push_back(cpu_ids(&all[size_t(r) * kMaskWords]));
+    for (int w = 0; w < kMaskWords; ++w) node_union[size_t(w)] |= all[size_t(r) * kMaskWords + size_t(w)];
+  }
+  node_cpus = int(cpu_ids(node_union.data()).size());
+  return masks;
+}
+
+// Sets this rank's OpenMP threads unless the user chose; records where the count came from. Returns
+// whether Tessera checks the node's threads (OpenMP builds), so Kokkos' own warning can be silenced.
+bool choose_threads(int argc, char** argv, const std::vector<std::vector<int>>& masks, int node_rank,
+                    ThreadChoice& choice) {
+  const int cpus_per_task = slurm_cpus_per_task();
+  const int threads = default_thread_count(masks, node_rank, cpus_per_task);
+  const char* setting = explicit_thread_setting(argc, argv);
+#if defined(KOKKOS_ENABLE_OPENMP)
+  if (setting) {
+    choice.source = setting;
+    return true;
+  }
+  choice.source =
+      (cpus_per_task > 0 && threads == cpus_per_task && threads < default_thread_count(masks, node_rank, 0))
+          ? "SLURM_CPUS_PER_TASK"
+          : "default";
+  // Kokkos counts the threads of an OpenMP parallel region, and OpenBLAS (OpenMP build) asks
+  // omp_get_max_threads at each call: both follow this.
+  omp_set_num_threads(threads);
+  return true;
+#else
+  (void)setting, (void)threads;
+  choice.source = "serial backend";
+  return false;
+#endif
+}
+
+// One line on the node's first rank when its ranks run more threads than it has CPUs.
+void warn_oversubscribed(const ThreadChoice& choice) {
+  char host[256] = "?";
+#if defined(__linux__)
+  gethostname(host, sizeof(host) - 1);
+#endif
+  const std::string per_rank = std::to_string(std::max(1, choice.node_cpus / choice.node_ranks));
+  const std::string hint =
+      choice.source == "default" || choice.source == "SLURM_CPUS_PER_TASK"
+          ? "set OMP_NUM_THREADS=" + per_rank
+          : "unset " + choice.source + " to let Tessera choose (" + per_rank + " per rank here)";
+  const bool one = choice.node_ranks == 1;
+  std::fprintf(stderr,
+               "tessera: warning: the %d %s on node %s %s %d threads on its %d CPU%s (%s): waiting "
+               "threads spin against each other; %s\n",
+               choice.node_ranks, one ? "rank" : "ranks", host, one ? "runs" : "run", choice.node_threads,
+               choice.node_cpus, choice.node_cpus == 1 ? "" : "s", choice.source.c_str(), hint.c_str());
+  std::fflush(stderr);
+}
+
+// After Kokkos started: the threads it runs, summed over the node and reduced over the job.
+void record_threads(const NodeComm& node, ThreadChoice& choice) {
+  choice.threads = int(Kokkos::DefaultHostExecutionSpace().concurrency());
+  std::vector<int> node_threads(size_t(node.size()));
+  check_mpi(MPI_Allgather(&choice.threads, 1, MPI_INT, node_threads.data(), 1, MPI_INT, node.get()),
+            "MPI_Allgather of thread counts");
+  choice.node_threads = 0;
+  for (int t : node_threads) choice.node_threads += t;
+  const int node_max = *std::max_element(node_threads.begin(), node_threads.end());
+  int extremes[2] = {-choice.threads, choice.threads};
+  int sums[2] = {node.rank() == 0 ? 1 : 0, 1};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  choice.min_threads = -extremes[0];
+  choice.max_threads = extremes[1];
+  choice.nodes = sums[0];
+  choice.world_ranks = sums[1];
+  choice.known = true;
+  if (node.rank() == 0 && choice.node_threads > choice.node_cpus && node_max > 1) warn_oversubscribed(choice);
+}
 
 }  // namespace
 
@@ -128,93 +233,13 @@ std::string ThreadChoice::describe() const {
 
 namespace detail {
 
-bool choose_threads(int argc, char** argv) {
+void start_with_thread_choice(int argc, char** argv, const std::function<void(bool)>& start_kokkos) {
   ThreadChoice& choice = current_choice();
-  int world_rank = 0;
-  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "MPI_Comm_rank");
-  if (node_comm != MPI_COMM_NULL) MPI_Comm_free(&node_comm);
-  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node_comm),
-            "MPI_Comm_split_type");
-  int node_rank = 0, node_size = 1;
-  MPI_Comm_rank(node_comm, &node_rank);
-  MPI_Comm_size(node_comm, &node_size);
-  const CpuMask mine = my_cpu_mask();
-  std::vector<uint64_t> all(size_t(node_size) * kMaskWords);
-  check_mpi(
-      MPI_Allgather(mine.data(), kMaskWords, MPI_UINT64_T, all.data(), kMaskWords, MPI_UINT64_T, node_comm),
-      "MPI_Allgather of CPU masks");
-  std::vector<std::vector<int>> masks;
-  CpuMask node_union(kMaskWords, 0);
-  for (int r = 0; r < node_size; ++r) {
-    masks.push_back(cpu_ids(&all[size_t(r) * kMaskWords]));
-    for (int w = 0; w < kMaskWords; ++w) node_union[size_t(w)] |= all[size_t(r) * kMaskWords + size_t(w)];
-  }
-  choice.node_ranks = node_size;
-  choice.node_cpus = int(cpu_ids(node_union.data()).size());
-  const int cpus_per_task = slurm_cpus_per_task();
-  const int threads = default_thread_count(masks, node_rank, cpus_per_task);
-  const char* setting = explicit_thread_setting(argc, argv);
-#if defined(KOKKOS_ENABLE_OPENMP)
-  if (setting) {
-    choice.source = setting;
-    return true;
-  }
-  choice.source =
-      (cpus_per_task > 0 && threads == cpus_per_task && threads < default_thread_count(masks, node_rank, 0))
-          ? "SLURM_CPUS_PER_TASK"
-          : "default";
-  // Kokkos counts the threads of an OpenMP parallel region, and OpenBLAS (OpenMP build) asks
-  // omp_get_max_threads at each call: both follow this.
-  omp_set_num_threads(threads);
-  return true;
-#else
-  (void)setting, (void)threads;
-  choice.source = "serial backend";
-  return false;
-#endif
-}
-
-void record_threads() {
-  ThreadChoice& choice = current_choice();
-  choice.threads = int(Kokkos::DefaultHostExecutionSpace().concurrency());
-  std::vector<int> node_threads(size_t(choice.node_ranks));
-  check_mpi(MPI_Allgather(&choice.threads, 1, MPI_INT, node_threads.data(), 1, MPI_INT, node_comm),
-            "MPI_Allgather of thread counts");
-  int node_rank = 0;
-  MPI_Comm_rank(node_comm, &node_rank);
-  MPI_Comm_free(&node_comm);
-  choice.node_threads = 0;
-  for (int t : node_threads) choice.node_threads += t;
-  const int node_max = *std::max_element(node_threads.begin(), node_threads.end());
-  const int over = choice.node_threads > choice.node_cpus && node_max > 1 ? 1 : 0;
-  int local[4] = {-choice.threads, choice.threads, node_rank == 0 ? 1 : 0, over}, global[4];
-  int sums[2] = {local[2], 1};
-  check_mpi(MPI_Allreduce(local, global, 4, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-  choice.min_threads = -global[0];
-  choice.max_threads = global[1];
-  choice.nodes = sums[0];
-  choice.world_ranks = sums[1];
-  choice.oversubscribed = global[3] != 0;
-  choice.known = true;
-  if (over && node_rank == 0) {
-    char host[256] = "?";
-#if defined(__linux__)
-    gethostname(host, sizeof(host) - 1);
-#endif
-    const std::string hint =
-        choice.source == "default" || choice.source == "SLURM_CPUS_PER_TASK"
-            ? "set OMP_NUM_THREADS=" + std::to_string(std::max(1, choice.node_cpus / choice.node_ranks))
-            : "unset " + choice.source + " to let Tessera choose (" +
-                  std::to_string(std::max(1, choice.node_cpus / choice.node_ranks)) + " per rank here)";
-    const bool one = choice.node_ranks == 1;
-    std::fprintf(stderr,
-                 "tessera: warning: the %d %s on node %s %s %d threads on its %d CPU%s (%s): waiting "
-                 "threads spin against each other; %s\n",
-                 choice.node_ranks, one ? "rank" : "ranks", host, one ? "runs" : "run", choice.node_threads,
-                 choice.node_cpus, choice.node_cpus == 1 ? "" : "s", choice.source.c_str(), hint.c_str());
-    std::fflush(stderr);
-  }
+  const NodeComm node;
+  const std::vector<std::vector<int>> masks = node_cpu_masks(node, choice.node_cpus);
+  choice.node_ranks = node.size();
+  start_kokkos(choose_threads(argc, argv, masks, node.rank(), choice));
+  record_threads(node, choice);
 }
 
 }  // namespace detail

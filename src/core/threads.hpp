@@ -6,6 +6,7 @@
 // OMP_NUM_THREADS, KOKKOS_NUM_THREADS or --kokkos-threads always wins.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,21 +15,20 @@ namespace tessera {
 /// How the threads of this job were chosen, as the Runtime found them (every rank holds the same
 /// job-wide numbers; `threads` and the node_* fields are this rank's).
 struct ThreadChoice {
-  bool known = false;           ///< set by the Runtime; false when Kokkos was started by someone else
-  int threads = 1;              ///< threads this rank runs (Kokkos' host concurrency after it started)
-  std::string source;           ///< "default", "OMP_NUM_THREADS", "KOKKOS_NUM_THREADS", "--kokkos-threads",
-                                ///< "SLURM_CPUS_PER_TASK" or "serial backend"
-  int node_ranks = 1;           ///< ranks on this rank's node
-  int node_cpus = 1;            ///< CPUs the node's ranks may run on (the union of their affinity masks)
-  int node_threads = 1;         ///< threads of all the node's ranks together
-  int world_ranks = 1;          ///< ranks in the job
-  int nodes = 1;                ///< nodes in the job
-  int min_threads = 1;          ///< fewest threads of any rank
-  int max_threads = 1;          ///< most threads of any rank
-  bool oversubscribed = false;  ///< some node runs more threads than it has CPUs, and some rank > 1
+  bool known = false;    ///< set by the Runtime; false when Kokkos was started by someone else
+  int threads = 1;       ///< threads this rank runs (Kokkos' host concurrency after it started)
+  std::string source;    ///< "default", "OMP_NUM_THREADS", "KOKKOS_NUM_THREADS", "--kokkos-threads",
+                         ///< "SLURM_CPUS_PER_TASK" or "serial backend"
+  int node_ranks = 1;    ///< ranks on this rank's node
+  int node_cpus = 1;     ///< CPUs the node's ranks may run on (the union of their affinity masks)
+  int node_threads = 1;  ///< threads of all the node's ranks together
+  int world_ranks = 1;   ///< ranks in the job
+  int nodes = 1;         ///< nodes in the job
+  int min_threads = 1;   ///< fewest threads of any rank
+  int max_threads = 1;   ///< most threads of any rank
 
-  /// One line for the start of a run, e.g. "8 ranks on 1 node, 1 thread each (default: 2 CPUs
-  /// shared by 8 ranks; OMP_NUM_THREADS overrides)".
+  /// One line for the start of a run, e.g. "8 ranks on 1 node, 1 thread each (default: 8 ranks on
+  /// 2 CPUs per node; set OMP_NUM_THREADS to choose)".
   std::string describe() const;
 };
 
@@ -43,15 +43,13 @@ int default_thread_count(const std::vector<std::vector<int>>& node_masks, int me
 const ThreadChoice& thread_choice();
 
 namespace detail {
-/// The Runtime, before Kokkos starts (collective over MPI_COMM_WORLD): finds the node's ranks and
-/// their CPUs and, unless the user chose, sets this rank's OpenMP thread count. Returns true on
-/// OpenMP builds, where record_threads checks the node's threads: the Runtime then silences Kokkos'
-/// own oversubscription warning, which counts ranks rather than threads (8 ranks x 1 thread on 2 cores
-/// is a choice, not a mistake) and prints on every rank.
-bool choose_threads(int argc, char** argv);
-/// The Runtime, after Kokkos started (collective over MPI_COMM_WORLD): records the threads Kokkos
-/// runs and warns once per node whose ranks run more threads than it has CPUs.
-void record_threads();
+/// How the Runtime starts Kokkos (collective over MPI_COMM_WORLD): finds the node's ranks and their CPUs,
+/// sets this rank's OpenMP thread count unless the user chose (argv is read for --kokkos-threads), calls
+/// start_kokkos(quiet), then records the threads Kokkos runs and warns once per node whose ranks run more
+/// threads than it has CPUs. `quiet` is true on OpenMP builds, where that check replaces Kokkos' own
+/// oversubscription warning: it counts ranks rather than threads (8 ranks x 1 thread on 2 cores is a
+/// choice, not a mistake) and prints on every rank.
+void start_with_thread_choice(int argc, char** argv, const std::function<void(bool quiet)>& start_kokkos);
 }  // namespace detail
 
 }  // namespace tessera
