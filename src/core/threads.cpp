@@ -73,13 +73,20 @@ const char* explicit_thread_setting(int argc, char** argv) {
   return nullptr;
 }
 
-// SLURM_CPUS_PER_TASK as a positive count, 0 when unset or not one.
+// SLURM_CPUS_PER_TASK as a positive count, 0 when unset; a value that is not one is ignored with a warning
+// (from world rank 0: every rank reads the same environment), since the job can run without it.
 int slurm_cpus_per_task() {
   const char* value = nonempty_env("SLURM_CPUS_PER_TASK");
   if (!value) return 0;
   char* end = nullptr;
   const long n = std::strtol(value, &end, 10);
-  return (*end == '\0' && n > 0 && n < (1 << 20)) ? int(n) : 0;
+  if (*end == '\0' && n > 0 && n < (1 << 20)) return int(n);
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  if (world_rank == 0)
+    std::fprintf(stderr, "tessera: warning: SLURM_CPUS_PER_TASK is '%s', not a positive integer; ignored\n",
+                 value);
+  return 0;
 }
 
 void check_mpi(int rc, const char* what) {

@@ -497,6 +497,10 @@ PY
     if [ "$cpus" -gt 1 ]; then
       check "1 thread each (SLURM_CPUS_PER_TASK" "" -- env SLURM_CPUS_PER_TASK=1 "$TESSERA" "${train[@]}"
     fi
+    # A malformed Slurm value is named and ignored (the run goes on with the default; exit 0).
+    check "tessera: warning: SLURM_CPUS_PER_TASK is '4x', not a positive integer; ignored" "" -- \
+      env SLURM_CPUS_PER_TASK=4x "$TESSERA" "${train[@]}"
+    grep -qF "$(plural "$cpus") each (default:" <<<"$out" || { echo "FAILED: default after a bad Slurm value"; exit 1; }
     threads=$(( cpus / 2 + 1 ))
     check "tessera: warning: the 2 ranks on node $(hostname) run $((2 * threads)) threads on its $cpus CPUs (OMP_NUM_THREADS)" \
       "Kokkos::OpenMP" -- env OMP_NUM_THREADS=$threads OMPI_MCA_hwloc_base_binding_policy=none $MPIEXEC -n 2 "$TESSERA" \
