@@ -30,4 +30,11 @@ using HostVector = Vector<T, HostSpace>;
 template <class T>
 using HostMatrix = Matrix<T, HostSpace>;
 
+/// Rows (or entries) to allocate for a reusable buffer that holds `capacity` and must hold `needed`:
+/// exactly `needed` the first time (a full graph's blocks never change size, and Kokkos writes every page
+/// it allocates, so headroom is resident memory), a quarter more on a later growth (mini-batches vary).
+inline int64_t grown_capacity(int64_t capacity, int64_t needed) {
+  return capacity == 0 ? needed : needed + needed / 4;
+}
+
 }  // namespace tessera

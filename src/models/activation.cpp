@@ -7,11 +7,12 @@
 namespace tessera {
 
 namespace {
-// A copy of `in` in the leading rows of `capacity` (grown with headroom).
+// A copy of `in` in the leading rows of `capacity` (see grown_capacity).
 Matrix<float> copy_into(Matrix<float>& capacity, const Matrix<const float>& in) {
   const int64_t rows = int64_t(in.extent(0));
   if (int64_t(capacity.extent(0)) < rows || capacity.extent(1) != in.extent(1))
-    capacity = Matrix<float>("activation.out", size_t(rows + rows / 4), in.extent(1));
+    capacity = Matrix<float>("activation.out", size_t(grown_capacity(int64_t(capacity.extent(0)), rows)),
+                             in.extent(1));
   const Matrix<float> out = Kokkos::subview(capacity, std::make_pair(int64_t(0), rows), Kokkos::ALL());
   Kokkos::deep_copy(out, in);
   return out;

@@ -8,12 +8,13 @@ namespace tessera {
 
 namespace {
 
-// The leading `rows` rows of `capacity`, which grows (with headroom, for batches of varying size) when it
-// is too small. Returns whether it was reallocated.
+// The leading `rows` rows of `capacity`, which grows (see grown_capacity) when it is too small. Returns
+// whether it was reallocated.
 bool fit(Matrix<float>& capacity, Matrix<float>& view, const char* name, int64_t rows, int64_t cols) {
   bool grown = false;
   if (int64_t(capacity.extent(0)) < rows || int64_t(capacity.extent(1)) != cols) {
-    capacity = Matrix<float>(std::string(name), size_t(rows + rows / 4), size_t(cols));
+    capacity = Matrix<float>(std::string(name), size_t(grown_capacity(int64_t(capacity.extent(0)), rows)),
+                             size_t(cols));
     grown = true;
   }
   view = Kokkos::subview(capacity, std::make_pair(int64_t(0), rows), Kokkos::ALL());
@@ -138,7 +139,8 @@ Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool 
       fit(y_, g_y, "multiply.y", rows_out_, w_cols_);
       const size_t gathered = size_t(ga) * size_t(rows_out_ * out_.local_cols);
       if (gathered_.extent(0) < gathered)
-        gathered_ = Vector<float>("multiply.gathered", gathered + gathered / 4);
+        gathered_ = Vector<float>("multiply.gathered",
+                                  size_t(grown_capacity(int64_t(gathered_.extent(0)), int64_t(gathered))));
     }
     pmm_backward_transform_first(ops_, comms_, input_, weights(), grad_out, gathered_, g_y, g_t,
                                  weight_grads(), want_input_grad, grad_in);

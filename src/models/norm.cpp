@@ -13,7 +13,8 @@ constexpr const char* kNormColumns = "norm allreduce a";  // RMSNorm statistics
 
 template <class T>
 Vector<T> leading(Vector<T>& capacity, const char* name, int64_t n) {
-  if (int64_t(capacity.extent(0)) < n) capacity = Vector<T>(std::string(name), size_t(n + n / 4));
+  if (int64_t(capacity.extent(0)) < n)
+    capacity = Vector<T>(std::string(name), size_t(grown_capacity(int64_t(capacity.extent(0)), n)));
   return Kokkos::subview(capacity, std::make_pair(int64_t(0), n));
 }
 
@@ -63,7 +64,8 @@ Matrix<float> FeatureNorm::output(const Matrix<const float>& in, const GraphBatc
           " columns");
   const int64_t rows = int64_t(in.extent(0));
   if (int64_t(out_capacity_.extent(0)) < rows)
-    out_capacity_ = Matrix<float>("norm.out", size_t(rows + rows / 4), size_t(at_.local_cols));
+    out_capacity_ = Matrix<float>("norm.out", size_t(grown_capacity(int64_t(out_capacity_.extent(0)), rows)),
+                                  size_t(at_.local_cols));
   z_ = Kokkos::subview(in, std::make_pair(int64_t(0), rows_.valid_rows), Kokkos::ALL());
   out_ = leading_rows(out_capacity_, rows_.valid_rows);
   return leading_rows(out_capacity_, rows);

@@ -91,7 +91,8 @@ LogitsLayout Trainer::logits_layout() const {
 Matrix<float> Trainer::logits_gradient(int64_t rows) {
   const size_t cols = size_t(model_.output_layout().local_cols);
   if (int64_t(grad_capacity_.extent(0)) < rows || grad_capacity_.extent(1) != cols)
-    grad_capacity_ = Matrix<float>("grad_logits", size_t(rows + rows / 4), cols);
+    grad_capacity_ =
+        Matrix<float>("grad_logits", size_t(grown_capacity(int64_t(grad_capacity_.extent(0)), rows)), cols);
   return Kokkos::subview(grad_capacity_, std::make_pair(int64_t(0), rows), Kokkos::ALL());
 }
 
