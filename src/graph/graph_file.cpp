@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -318,8 +319,8 @@ std::string check_splits(const GraphFileReader& reader, const Communicator& comm
       if (ids[k] >= 0 && ids[k] < n) {
         to_owner[size_t(block_owner(n, ids[k], comm.size()))].push_back(ids[k]);
       } else if (!found) {
-        problem << split.name << ": entry " << sb + int64_t(k) << " is node " << ids[k] << ", outside [0, " << n
-                << ")";
+        problem << split.name << ": entry " << sb + int64_t(k) << " is node " << ids[k] << ", outside [0, "
+                << n << ")";
         found = true;
       }
     }
@@ -341,10 +342,40 @@ std::string check_splits(const GraphFileReader& reader, const Communicator& comm
 
 }  // namespace
 
+// Each rank binary-searches the prefix cost for its own first row, reading one offset per step; every
+// rank takes the same number of steps, because every read is collective.
+std::vector<int64_t> balanced_row_begins(const GraphFileReader& reader, const Communicator& comm,
+                                         const RowCosts& costs) {
+  const GraphMeta& meta = reader.meta();
+  const int64_t n = meta.num_nodes;
+  const double edge_bytes = costs.edge_bytes > 0 ? costs.edge_bytes : 8.0;
+  const double row_bytes = costs.row_bytes > 0 ? costs.row_bytes : 4.0 * double(meta.num_features) + 17.0;
+  const double total = edge_bytes * double(meta.num_edges) + row_bytes * double(n);
+  const double target = total * comm.rank() / comm.size();
+  int64_t lo = 0, hi = n;  // the first row is the smallest k in [lo, hi] whose prefix cost reaches target
+  int steps = 0;
+  while ((int64_t(1) << steps) <= n) ++steps;
+  for (int s = 0; s < steps; ++s) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    const std::vector<int64_t> offset = reader.read_indptr(mid, 1);
+    if (edge_bytes * double(offset[0]) + row_bytes * double(mid) >= target)
+      hi = mid;
+    else
+      lo = std::min(mid + 1, hi);
+  }
+  const int64_t mine = comm.rank() == 0 ? 0 : lo;
+  std::vector<int64_t> begins(size_t(comm.size()) + 1, n);
+  all_gather(comm, &mine, 1, begins.data(), "load rows");
+  // An offset array that decreases (a corrupt file, which validation then names) must still give ranges.
+  for (size_t r = 1; r < begins.size(); ++r) begins[r] = std::max(begins[r], begins[r - 1]);
+  return begins;
+}
+
 GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& comm) {
   const GraphMeta& m = reader.meta();
   const std::string& file = reader.path();
-  const auto [begin, end] = block_range(m.num_nodes, comm.rank(), comm.size());
+  const std::vector<int64_t> begins = balanced_row_begins(reader, comm);
+  const int64_t begin = begins[size_t(comm.rank())], end = begins[size_t(comm.rank()) + 1];
   std::string problem;
   auto expect = [&](bool ok, auto&&... parts) {
     if (ok || !problem.empty()) return;

@@ -127,6 +127,19 @@ class GraphFileReader {
   H5Handle file_, indptr_, indices_, features_, labels_;
 };
 
+/// What a rank spends per in-edge and per row of the rows it reads (balanced_row_begins).
+struct RowCosts {
+  double edge_bytes = 0;  ///< 0: 8 (the index read)
+  double row_bytes = 0;   ///< 0: the row's features, label, offset and split bits as read
+};
+
+/// Collective: every rank's first row of a contiguous split of the file's rows that gives each rank about
+/// the same cost (edges and rows weighted by `costs`), and num_nodes last (P + 1 entries; a rank's block
+/// may be empty). Equal row counts put 40% of an R-MAT graph's edges on the first of 8 ranks (R-MAT's low
+/// ids are its hubs), and with them a load's peak memory and time.
+std::vector<int64_t> balanced_row_begins(const GraphFileReader& reader, const Communicator& comm,
+                                         const RowCosts& costs = {});
+
 /// What `tessera info` reports; the counts are global.
 struct GraphSummary {
   int64_t min_degree = 0;     ///< smallest in-degree

@@ -248,6 +248,20 @@ void reduce_load_phases(const Communicator& comm, std::vector<LoadPhase>& phases
   }
 }
 
+// What an in-edge and a row cost the rank that reads them, in bytes held at once: the edge is read (8) and
+// sent as three int64 to the G_b ranks of its block (24 G_b, for the layout with the largest G_b); the
+// row's features, label, offset and split bits are read, and then either its self loop is sent like an
+// edge or its features go to the Y x Z ranks of its block, whichever is more. Balancing this sum bounds
+// every phase's transient on every rank by the mean.
+RowCosts row_costs(const GraphMeta& meta, const GridShape& shape, int layers) {
+  int widest = 1;
+  for (int t = 0; t < std::min(layers, 6); ++t) widest = std::max(widest, shape.extent(roles_for_layer(t).b));
+  const double exchange = 24.0 * widest;
+  const double features =
+      double(shape.z) * (8.0 * shape.y + 4.0 * double(padded_width(meta.num_features, shape)));
+  return RowCosts{8.0 + exchange, 4.0 * double(meta.num_features) + 17.0 + std::max(exchange, features)};
+}
+
 }  // namespace
 
 Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Graph3DOptions& options) {
@@ -301,7 +315,8 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
   comm.check(reader.has_split("train"),
              reader.path() + ": no split named 'train' (the trainer needs /split/train)");
   Stopwatch watch;
-  const GraphRows rows = read_graph_rows(reader, comm);
+  const GraphRows rows =
+      read_graph_rows(reader, comm, row_costs(reader.meta(), grid.shape(), options.layers));
   std::vector<LoadPhase> read{{"read", watch.seconds(), int64_t(peak_rss_bytes())}};
   reduce_load_phases(comm, read);
   Graph3D g = build_graph_3d(rows, grid, options);

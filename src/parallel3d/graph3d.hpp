@@ -21,6 +21,7 @@ namespace tessera {
 class Communicator;     // comm/communicator.hpp
 class ProcessGrid;      // comm/process_grid.hpp
 class GraphFileReader;  // graph/graph_file.hpp
+struct RowCosts;        // graph/graph_file.hpp
 
 /// How the adjacency is weighted when it is distributed (row v holds the in-edges u -> v).
 enum class Normalization {
@@ -53,7 +54,10 @@ struct GraphRows {
   int64_t rows() const { return int64_t(labels.size()); }
 };
 
-/// Collective: this rank's block_range of a graph file's rows, its split ids turned into row bits.
+/// Collective: a contiguous block of a graph file's rows (balanced_row_begins with `costs`), its split ids
+/// turned into row bits.
+GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm, const RowCosts& costs);
+/// The same with the default costs (the bytes read).
 GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm);
 
 /// One layout's block of the normalized adjacency, and its transpose.

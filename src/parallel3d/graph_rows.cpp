@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // GraphRows: reading a rank's block of a graph file, and checking rows an application hands over.
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -11,9 +12,14 @@
 namespace tessera {
 
 GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm) {
+  return read_graph_rows(reader, comm, RowCosts{});
+}
+
+GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm, const RowCosts& costs) {
   const GraphMeta& meta = reader.meta();
   const int p = comm.size(), me = comm.rank();
-  const auto [begin, end] = block_range(meta.num_nodes, me, p);
+  const std::vector<int64_t> begins = balanced_row_begins(reader, comm, costs);
+  const int64_t begin = begins[size_t(me)], end = begins[size_t(me) + 1];
   GraphRows r;
   r.name = reader.path();
   r.num_nodes = meta.num_nodes;
@@ -37,8 +43,7 @@ GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& com
     std::vector<std::vector<int64_t>> to_owner(static_cast<size_t>(p));
     for (int64_t id :
          reader.has_split(names[s]) ? reader.read_split(names[s], sb, se - sb) : std::vector<int64_t>()) {
-      int owner = 0;
-      while (block_range(meta.num_nodes, owner, p).second <= id) ++owner;
+      const auto owner = std::upper_bound(begins.begin(), begins.end() - 1, id) - begins.begin() - 1;
       to_owner[size_t(owner)].push_back(id);
     }
     for (int64_t id : exchange_buckets(comm, to_owner, "load splits"))
