@@ -2,6 +2,7 @@
 #include "options.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -59,6 +60,23 @@ int64_t parse_seed_count(const std::string& text) {
   require(!text.empty() && *end == '\0' && b >= 1,
           "--batch-size: --mode sampled takes a count of seeds per rank, not '", text, "'");
   return b;
+}
+
+int64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  std::string unit(end);
+  for (char& ch : unit) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() == 3 && unit.substr(1) == "IB") unit.resize(1);
+  if (unit.size() == 2 && unit[1] == 'B') unit.resize(1);
+  const std::string units = "KMGT";
+  const size_t power = unit.empty() ? 0 : units.find(unit[0]) + 1;
+  require(end != text.c_str() && std::isfinite(number) && number >= 0 && unit.size() <= 1 &&
+              (unit.empty() || power > 0),
+          flag, ": expected a size such as 4G, 512M or 1000000 (bytes), not '", text, "'");
+  const double bytes = number * std::pow(1024.0, double(power));
+  require(bytes < 9e18, flag, ": '", text, "' is too large");
+  return int64_t(bytes);
 }
 
 std::vector<int> parse_fanouts(const std::string& text) {

@@ -23,6 +23,9 @@ GridShape parse_grid(const std::string& text);
 void parse_minibatch_size(const std::string& text, MinibatchOptions& options);
 /// --mode sampled --batch-size: a count of seeds per rank.
 int64_t parse_seed_count(const std::string& text);
+/// "4G", "512M", "1.5GiB", "1000000": bytes (K, M, G, T are powers of 1024); `flag` names the option in
+/// errors.
+int64_t parse_byte_size(const std::string& text, const std::string& flag);
 /// "15,10,5": one fanout per layer, input layer first; -1 = every neighbour.
 std::vector<int> parse_fanouts(const std::string& text);
 /// "LAT_US,GBPS" (empty: off).

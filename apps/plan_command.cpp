@@ -7,6 +7,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/graph/graph_file.hpp"
+#include "tessera/models/train.hpp"
 #include "tessera/parallel3d/perf_model.hpp"
 
 namespace tessera::app {
@@ -42,24 +43,22 @@ void add_plan_command(CLI::App& app, Command& selected) {
       }
       world.check(problem.empty(), problem);
       const GraphFileReader reader(world, a->data);
-      ProblemSize size;
-      size.nodes = reader.meta().num_nodes;
-      size.nnz = reader.meta().num_edges + reader.meta().num_nodes;
-      size.dims.push_back(reader.meta().num_features);
-      for (int l = 1; l < a->layers; ++l) size.dims.push_back(a->hidden);
-      size.dims.push_back(reader.meta().num_classes);
+      ModelConfig model;  // the command line's defaults besides layers and width (GCN, dropout)
+      model.layers = a->layers;
+      model.hidden = a->hidden;
+      const ProblemSize size = problem_size(reader.meta(), model);
       char line[256];
       std::snprintf(line, sizeof(line),
                     "plan: %s, %lld nodes, %lld nonzeros, %d layers, hidden %lld, %d ranks, machine %s",
                     a->data.c_str(), (long long)size.nodes, (long long)size.nnz, a->layers,
                     (long long)a->hidden, a->ranks, machine.name.c_str());
       log_line(line);
-      log_line("rank  grid        epoch (s)   comm (s)   spmm (s)   gemm (s)   memory/rank");
+      log_line("rank  grid        epoch (s)   comm (s)   spmm (s)   gemm (s)   memory/rank (load peak)");
       int rank = 1;
       for (const GridCost& c : plan_grids(size, a->ranks, machine)) {
-        std::snprintf(line, sizeof(line), "%4d  %-10s %10.4f %10.4f %10.4f %10.4f   %s", rank++,
+        std::snprintf(line, sizeof(line), "%4d  %-10s %10.4f %10.4f %10.4f %10.4f   %s (%s)", rank++,
                       c.shape.str().c_str(), c.total_s, c.comm_s, c.spmm_s, c.gemm_s,
-                      human_bytes(c.memory_bytes).c_str());
+                      human_bytes(c.memory_bytes).c_str(), human_bytes(c.load_memory_bytes).c_str());
         log_line(line);
       }
       return 0;

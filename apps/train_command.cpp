@@ -20,7 +20,7 @@ struct Args {
   TrainOptions o;
   std::string mode = "full", grid, model = "gcn", norm = "none", optimizer = "adam", permute = "double";
   std::string comm_dtype = "f32", kernels = "auto", comm = "auto", batch_size, fanouts,
-              prefetch_policy = "periodic", network;
+              prefetch_policy = "periodic", network, memory_per_rank;
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
 };
@@ -53,6 +53,10 @@ void add_grid_options(CLI::App* cmd, Args& a) {
       ->capture_default_str();
   cmd->add_option("--machine-file", a.o.machine_file,
                   "--grid auto: a file from tessera bench comm/spmm --fit");
+  cmd->add_option("--memory-per-rank", a.memory_per_rank,
+                  "full: memory each rank may use (e.g. 4G); a grid predicted to need more is refused before "
+                  "the load, and --grid auto picks among those that fit; 0: no check (default: the node's "
+                  "available memory shared by its ranks)");
   cmd->add_option("--permute", a.permute, "none, single or double permutation for load balance")
       ->capture_default_str();
   cmd->add_flag("--overlap", a.o.overlap, "Overlap each SpMM's all-reduce with the SpMM, in row chunks");
@@ -137,6 +141,7 @@ TrainOptions to_options(Args& a) {
   o.comm_dtype = parse_comm_dtype(a.comm_dtype);
   o.kernels = parse_kernel_path(a.kernels);
   o.comm = parse_comm_backend(a.comm);
+  if (!a.memory_per_rank.empty()) o.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");
   if (a.grid == "auto")
     o.auto_grid = true;
   else if (!a.grid.empty())
@@ -165,23 +170,26 @@ int report(const TrainResult& r, const TrainOptions& o) {
   if (r.stop_signal != 0) {
     const std::string epoch = std::to_string(r.history.empty() ? 0 : r.history.back().epoch);
     log_line(std::string("stopped by ") + stop_signal_name(r.stop_signal) + " after epoch " + epoch + ": " +
-             (o.checkpoint_dir.empty() ? "no --checkpoint DIR was given, nothing saved"
-                                       : Checkpointer::path_in(o.checkpoint_dir) +
-                                             " written; continue with --resume") +
+             (o.checkpoint_dir.empty()
+                  ? "no --checkpoint DIR was given, nothing saved"
+                  : Checkpointer::path_in(o.checkpoint_dir) + " written; continue with --resume") +
              " (exit " + std::to_string(kStoppedBySignal) + ")");
     return kStoppedBySignal;
   }
   double total = 0;
   for (const EpochRecord& e : r.history) total += e.seconds;
   const double mean = r.history.empty() ? 0.0 : 1e3 * total / double(r.history.size());
-  char line[256];
+  char line[320];
+  const double peak_mib = double(r.peak_bytes) / 1048576.0;
   if (r.best_epoch < 0)  // --eval-every 0
-    std::snprintf(line, sizeof(line), "no evaluation (mean epoch %.1f ms over %zu epochs)", mean,
-                  r.history.size());
+    std::snprintf(line, sizeof(line),
+                  "no evaluation (mean epoch %.1f ms over %zu epochs; peak memory %.1f MiB per rank)", mean,
+                  r.history.size(), peak_mib);
   else
     std::snprintf(line, sizeof(line),
-                  "best valid %.4f at epoch %lld: test %.4f (mean epoch %.1f ms over %zu epochs)",
-                  r.best_valid, (long long)r.best_epoch, r.test_at_best, mean, r.history.size());
+                  "best valid %.4f at epoch %lld: test %.4f (mean epoch %.1f ms over %zu epochs; peak memory "
+                  "%.1f MiB per rank)",
+                  r.best_valid, (long long)r.best_epoch, r.test_at_best, mean, r.history.size(), peak_mib);
   log_line(line);
   return 0;
 }

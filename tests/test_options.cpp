@@ -52,6 +52,20 @@ TEST(Options, BatchSizesAndFanouts) {
     EXPECT_THROW(parse_fanouts(bad), Error) << bad;
 }
 
+TEST(Options, ByteSizes) {
+  EXPECT_EQ(parse_byte_size("1000000", "--m"), 1000000);
+  EXPECT_EQ(parse_byte_size("0", "--m"), 0);
+  EXPECT_EQ(parse_byte_size("4G", "--m"), int64_t(4) << 30);
+  EXPECT_EQ(parse_byte_size("512m", "--m"), int64_t(512) << 20);
+  EXPECT_EQ(parse_byte_size("1.5GiB", "--m"), int64_t(3) << 29);
+  EXPECT_EQ(parse_byte_size("2KB", "--m"), 2048);
+  EXPECT_EQ(parse_byte_size("1T", "--m"), int64_t(1) << 40);
+  for (const char* bad : {"", "G", "-1G", "4x", "4GG", "4 G", "nan", "inf", "1e30"})
+    EXPECT_THROW(parse_byte_size(bad, "--m"), Error) << bad;
+  EXPECT_EQ(message([] { parse_byte_size("4x", "--memory-per-rank"); }),
+            "--memory-per-rank: expected a size such as 4G, 512M or 1000000 (bytes), not '4x'");
+}
+
 TEST(Options, SimulatedNetwork) {
   EXPECT_FALSE(parse_network("").enabled());
   const SimulatedNetwork n = parse_network("2,25");

@@ -2,10 +2,12 @@
 #include "tessera/models/train.hpp"
 
 #include <cstdio>
+#include <limits>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/core/runtime.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
@@ -59,7 +61,60 @@ void check_options(const TrainOptions& o, const Communicator& world) {
   world.check(invalid.empty(), invalid);
 }
 
-GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const Communicator& world) {
+// Bytes each rank may use, the same on every rank (the smallest), so every rank takes the same decision.
+struct MemoryBudget {
+  int64_t bytes = 0;   // 0: no check
+  std::string source;  // where the number came from
+};
+
+MemoryBudget memory_budget(const TrainOptions& o, const Communicator& world) {
+  if (o.memory_per_rank >= 0) return {o.memory_per_rank, "--memory-per-rank"};
+  const AvailableMemory node = available_memory();
+  const int sharing = thread_choice().known ? std::max(1, thread_choice().node_ranks) : 1;
+  const int64_t unknown = std::numeric_limits<int64_t>::max();
+  const int64_t least =
+      all_reduce_value(world, node.bytes < 0 ? unknown : node.bytes / sharing, ReduceOp::Min, "memory");
+  if (least == unknown) return {0, "no /proc/meminfo"};
+  return {least, node.source + " at start / " + std::to_string(sharing) + " ranks on the node"};
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  if (bytes < double(int64_t(1) << 30))
+    std::snprintf(text, sizeof(text), "%.0f MiB", bytes / double(1 << 20));
+  else
+    std::snprintf(text, sizeof(text), "%.2f GiB", bytes / double(int64_t(1) << 30));
+  return text;
+}
+
+MachineProfile machine_of(const TrainOptions& o) {
+  return o.machine_file.empty() ? builtin_machine(o.machine) : load_machine_file(o.machine_file);
+}
+
+// Before the load: the predicted peak per rank on `shape`, refused when above the budget, with the grids
+// of the same rank count that fit.
+void check_memory(const ProblemSize& size, const GridShape& shape, const MachineProfile& machine,
+                  const MemoryBudget& budget, const TrainOptions& o, const Communicator& world) {
+  const MemoryEstimate e = predict_memory(size, shape, machine);
+  if (!o.quiet)
+    log_line("memory per rank on grid " + shape.str() + ": predicted peak " + gib(e.peak) + " (load " +
+             gib(e.load_peak) + ", graph " + gib(e.graph) + ", training " + gib(e.training) + "); " +
+             (budget.bytes > 0 ? gib(double(budget.bytes)) + " available (" + budget.source + ")"
+                               : "not checked (" + budget.source + ")"));
+  if (budget.bytes <= 0 || e.peak <= double(budget.bytes)) return;
+  std::string fits;
+  for (const GridCost& c : plan_grids(size, shape.size(), machine))
+    if (c.memory_bytes <= double(budget.bytes))
+      fits += (fits.empty() ? "" : ", ") + c.shape.str() + " (" + gib(c.memory_bytes) + ")";
+  world.check(false, "grid " + shape.str() + " needs about " + gib(e.peak) +
+                         " per rank (predicted peak; load " + gib(e.load_peak) + "), more than the " +
+                         gib(double(budget.bytes)) + " each rank has (" + budget.source + "); grids of " +
+                         std::to_string(shape.size()) + " ranks that fit: " + (fits.empty() ? "none" : fits) +
+                         ". Use more ranks (or nodes), or --memory-per-rank 0 to run anyway");
+}
+
+GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const MemoryBudget& budget,
+                       const Communicator& world) {
   if (o.grid) {
     world.check(o.grid->size() == world.size(), "--grid " + o.grid->str() + " has " +
                                                     std::to_string(o.grid->size()) +
@@ -77,15 +132,15 @@ GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const Commu
   std::string problem;
   GridCost best;
   try {
-    const MachineProfile machine =
-        o.machine_file.empty() ? builtin_machine(o.machine) : load_machine_file(o.machine_file);
-    ProblemSize size;
-    size.nodes = meta.num_nodes;
-    size.nnz = meta.num_edges + meta.num_nodes;
-    size.dims.push_back(meta.num_features);
-    for (int l = 1; l < o.model.layers; ++l) size.dims.push_back(o.model.hidden);
-    size.dims.push_back(meta.num_classes);
-    best = plan_grids(size, world.size(), machine).front();
+    const MachineProfile machine = machine_of(o);
+    const std::vector<GridCost> grids = plan_grids(problem_size(meta, o.model), world.size(), machine);
+    best = grids.front();
+    // The fastest grid that fits; none fits: the fastest, which check_memory then refuses with the numbers.
+    for (const GridCost& c : grids)
+      if (budget.bytes <= 0 || c.memory_bytes <= double(budget.bytes)) {
+        best = c;
+        break;
+      }
     char line[256];
     std::snprintf(line, sizeof(line), "grid auto: %s (predicted %.4f s per epoch on machine %s)",
                   best.shape.str().c_str(), best.total_s, machine.name.c_str());
@@ -146,10 +201,13 @@ nlohmann::json load_phases_json(const std::vector<LoadPhase>& phases) {
   return {{"load_phases", list}};
 }
 
+int64_t largest_peak(const Communicator& world) {
+  return all_reduce_value(world, int64_t(peak_rss_bytes()), ReduceOp::Max, "report");
+}
+
 std::string peak_memory(const Communicator& world) {
-  const double peak = double(all_reduce_value(world, int64_t(peak_rss_bytes()), ReduceOp::Max, "report"));
   char text[64];
-  std::snprintf(text, sizeof(text), "peak memory %.1f MiB per rank", peak / 1048576.0);
+  std::snprintf(text, sizeof(text), "peak memory %.1f MiB per rank", double(largest_peak(world)) / 1048576.0);
   return text;
 }
 
@@ -172,7 +230,20 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
   // Every value is checked before the loader trusts it: an id out of range must be a message, not a crash.
   validate_graph(reader, world);
   const LoadPhase validated{"validate", load_watch.seconds(), 0};
-  const GridShape shape = o.mode == TrainMode::Full ? resolve_grid(o, reader.meta(), world) : *o.grid;
+  GridShape shape = o.grid ? *o.grid : GridShape{};
+  if (o.mode == TrainMode::Full) {
+    const MemoryBudget budget = memory_budget(o, world);
+    shape = resolve_grid(o, reader.meta(), budget, world);
+    std::string problem;
+    MachineProfile machine;
+    try {
+      machine = machine_of(o);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    world.check(problem.empty(), problem);
+    check_memory(problem_size(reader.meta(), o.model), shape, machine, budget, o, world);
+  }
   if (o.mode == TrainMode::Minibatch)
     world.check(shape.size() == world.size(), "--grid " + shape.str() + " has " +
                                                   std::to_string(shape.size()) + " ranks but the job has " +
@@ -207,7 +278,9 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
   std::vector<LoadPhase> phases = graph.load_phases;
   phases.insert(phases.begin(), validated);
   if (!o.quiet) log_line(describe_load_phases(phases));
-  return train_with(*model, *source, o, world, load_phases_json(phases));
+  TrainResult result = train_with(*model, *source, o, world, load_phases_json(phases));
+  result.peak_bytes = largest_peak(world);
+  return result;
 }
 
 TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
@@ -240,10 +313,26 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
   result.fetched_rows = t.fetched_rows;
   result.fetched_bytes = t.fetched_bytes;
   result.evictions = t.evictions;
+  result.peak_bytes = largest_peak(world);
   return result;
 }
 
 }  // namespace
+
+ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model) {
+  ProblemSize size;
+  size.nodes = meta.num_nodes;
+  size.edges = meta.num_edges;
+  size.symmetric = normalization_for(model.kind) == Normalization::Symmetric;
+  size.nnz = meta.num_edges + (size.symmetric ? meta.num_nodes : 0);
+  size.dims.push_back(meta.num_features);
+  for (int l = 1; l < model.layers; ++l) size.dims.push_back(model.hidden);
+  size.dims.push_back(meta.num_classes);
+  size.terms = model.kind == ModelKind::Sage ? 2 : 1;
+  size.input_dropout = model.input_dropout > 0;
+  size.norm = model.norm != NormKind::None;
+  return size;
+}
 
 const char* train_mode_name(TrainMode mode) {
   return mode == TrainMode::Minibatch ? "minibatch" : mode == TrainMode::Sampled ? "sampled" : "full";

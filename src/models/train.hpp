@@ -13,8 +13,11 @@
 #include "tessera/models/model.hpp"
 #include "tessera/models/sampled.hpp"
 #include "tessera/models/trainer.hpp"
+#include "tessera/parallel3d/perf_model.hpp"
 
 namespace tessera {
+
+struct GraphMeta;  // graph/graph_file.hpp
 
 /// How the graph is split over the ranks.
 enum class TrainMode {
@@ -31,9 +34,13 @@ struct TrainOptions {
   TrainMode mode = TrainMode::Full;  ///< how the graph is split
   /// Full: the 3D grid XxYxZ (none: one rank, 1x1x1); minibatch: DxXxYxZ. Sampled runs Px1x1x1.
   std::optional<GridShape> grid;
-  bool auto_grid = false;                     ///< full: the performance model picks the grid
-  std::string machine = "local";              ///< auto_grid: a built-in machine profile
-  std::string machine_file;                   ///< auto_grid: ... or one measured by tessera bench
+  bool auto_grid = false;         ///< full: the performance model picks the grid
+  std::string machine = "local";  ///< auto_grid: a built-in machine profile
+  std::string machine_file;       ///< auto_grid: ... or one measured by tessera bench
+  /// Full mode: bytes each rank may use. The run stops before loading when the performance model's
+  /// predicted peak exceeds it (and --grid auto picks among the grids that fit). -1: the memory available on
+  /// the node when the run starts, shared by the node's ranks; 0: no check.
+  int64_t memory_per_rank = -1;
   PermuteMode permute = PermuteMode::Double;  ///< full / minibatch on a grid (one rank: file order)
   bool overlap = false;                       ///< chunked SpMM with non-blocking all-reduces
   CommDtype comm_dtype = CommDtype::F32;      ///< activations' all-reduces on the wire
@@ -63,5 +70,8 @@ struct TrainOptions {
 /// Collective over `world`: the run the options describe. Throws CollectiveError (or Error) on bad input,
 /// naming the file or the option.
 TrainResult run_training(const TrainOptions& options, const Communicator& world);
+
+/// What the performance model needs of a graph file's sizes and a model (plan_grids, predict_memory).
+ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model);
 
 }  // namespace tessera

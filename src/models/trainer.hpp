@@ -73,6 +73,7 @@ struct TrainResult {
   int64_t fetched_bytes = 0;  ///< their bytes
   int64_t evictions = 0;      ///< cache slots replaced
   int stop_signal = 0;        ///< the signal that stopped the run early (stop_on_signal), else 0
+  int64_t peak_bytes = 0;     ///< largest peak resident memory over the ranks at the end (run_training)
 };
 
 class Trainer;

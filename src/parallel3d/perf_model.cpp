@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "tessera/core/error.hpp"
 #include "tessera/comm/process_grid.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/parallel3d/layout.hpp"
 
 namespace tessera {
@@ -62,6 +62,8 @@ MachineProfile load_machine_file(const std::string& path) {
     m.spmm_c2 = j.value("spmm_c2", 0.0);
     m.memory_bandwidth = j.at("memory_bandwidth").get<double>();
     m.min_row_bytes = j.value("min_row_bytes", 64.0);
+    m.process_bytes = j.value("process_bytes", m.process_bytes);
+    m.mpi_bytes = j.value("mpi_bytes", m.mpi_bytes);
     m.gemm_rate = j.at("gemm_rate").get<double>();
     return m;
   } catch (const nlohmann::json::exception& e) {
@@ -81,6 +83,8 @@ void save_machine_file(const MachineProfile& m, const std::string& path) {
                             {"spmm_c2", m.spmm_c2},
                             {"memory_bandwidth", m.memory_bandwidth},
                             {"min_row_bytes", m.min_row_bytes},
+                            {"process_bytes", m.process_bytes},
+                            {"mpi_bytes", m.mpi_bytes},
                             {"gemm_rate", m.gemm_rate}};
   const std::string temp = path + ".tmp";
   {
@@ -194,7 +198,6 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
   const double np = double(layout.padded_nodes()), g = double(s.x) * s.y * s.z;
   GridCost cost;
   cost.shape = s;
-  double memory = 0;
   for (int l = 0; l < layers; ++l) {
     const AxisRoles r = roles_for_layer(l);
     const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c);
@@ -211,8 +214,6 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
       cost.spmm_s +=
           spmm_seconds(nnz, width, rows_c, rows_a, m) + spmm_seconds(nnz, width, rows_a, rows_c, m);
       cost.gemm_s += 3 * 2.0 * rows_a * in * width / m.gemm_rate;
-      memory += (l < 6 ? 2 * 16.0 * nnz : 0) + 4.0 * (3 * rows_a * width + 2 * rows_c * width + rows_a * in) +
-                4.0 * 4 * (in * width + out);
       continue;
     }
     // Forward: AGG = A H (all-reduce over a), OUT = AGG W (over b). Backward: gW (over c), gAGG (over a)
@@ -227,14 +228,12 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
           allreduce_seconds(4 * rows_c * in, s, r.a, m) + allreduce_seconds(4 * rows_a * in, s, r.c, m);
       cost.spmm_s += spmm_seconds(nnz, in, rows_a, rows_c, m);
     }
-    // Blocks of A and its transpose, activations, gradients and Adam state of this layer.
-    memory += (l < 6 ? 2 * 16.0 * nnz : 0) + 4.0 * (3 * rows_c * in + 2 * rows_c * out + rows_a * in) +
-              4.0 * 4 * (in * out + out);
   }
   (void)g;
-  memory += 4.0 * np / s.x * double(layout.padded_dim(0)) / s.y;  // input features
   cost.total_s = cost.comm_s + cost.spmm_s + cost.gemm_s;
-  cost.memory_bytes = memory;
+  const MemoryEstimate memory = predict_memory(problem, s, m);
+  cost.memory_bytes = memory.peak;
+  cost.load_memory_bytes = memory.load_peak;
   return cost;
 }
 

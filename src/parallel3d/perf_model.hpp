@@ -29,6 +29,13 @@ struct MachineProfile {
   double memory_bandwidth = 1e11;  ///< bytes/s
   double min_row_bytes = 64;  ///< roofline: a gathered row costs at least this much (narrow rows waste lanes)
   double gemm_rate = 1e11;    ///< flop/s
+  /// Resident memory of a rank before it holds any data (MPI, Kokkos, libraries); 31 MiB measured on a
+  /// host build (a 1000-node graph's run peaks there).
+  double process_bytes = 32.0 * (1 << 20);
+  /// The most MPI holds per rank once large messages have moved between several ranks (shared-memory
+  /// fragments, registered buffers); the model counts the largest message a rank sends up to this. 32 MiB
+  /// is what runs on this 2-core machine held beyond the data on 8 ranks.
+  double mpi_bytes = 32.0 * (1 << 20);
 };
 
 /// Built-in profiles: perlmutter (4 A100 per node), frontier (8 MI250X GCDs per node), local (this kind
@@ -44,16 +51,39 @@ struct ProblemSize {
   int64_t nodes = 0;          ///< nodes
   int64_t nnz = 0;            ///< nonzeros of the normalized adjacency (edges + self loops)
   std::vector<int64_t> dims;  ///< features, hidden..., classes
+  // What the memory model needs besides (the command line's defaults):
+  int64_t edges = -1;         ///< edges stored in the file (-1: nnz - nodes)
+  int terms = 1;              ///< adjacency terms per layer: 1 (GCN), 2 (GraphSAGE: neighbours and self)
+  bool input_dropout = true;  ///< the input features are copied by a dropout (layer 0 is not cached)
+  bool symmetric = true;      ///< symmetric normalization: every rank holds every node's degree
+  bool norm = false;          ///< a (fused) norm after every hidden layer
 };
+
+/// One rank's predicted resident memory (bytes), term by term as the loader and the layers allocate it.
+/// Everything is counted in one memory, as on a host build; a GPU build keeps the rows read and the
+/// exchanges on the host and the blocks and layer buffers on the device.
+struct MemoryEstimate {
+  double process = 0;    ///< the runtime before any data, and MPI's buffers (MachineProfile)
+  double load_peak = 0;  ///< largest during the load (process included)
+  double graph = 0;      ///< kept after the load: adjacency blocks and transposes, features, ids, labels
+  double training = 0;   ///< the layers' buffers, parameters and optimizer state during a step
+  double peak = 0;       ///< the run's: max(load_peak, process + graph + training)
+};
+
+/// Predicted memory of one rank of `shape` (full-graph training; the largest block is taken to be the
+/// mean one, as the permutations make it).
+MemoryEstimate predict_memory(const ProblemSize& problem, const GridShape& shape,
+                              const MachineProfile& machine);
 
 /// A grid's predicted epoch.
 struct GridCost {
-  GridShape shape;          ///< the grid
-  double comm_s = 0;        ///< communication
-  double spmm_s = 0;        ///< sparse products
-  double gemm_s = 0;        ///< dense products
-  double total_s = 0;       ///< their sum
-  double memory_bytes = 0;  ///< per rank
+  GridShape shape;               ///< the grid
+  double comm_s = 0;             ///< communication
+  double spmm_s = 0;             ///< sparse products
+  double gemm_s = 0;             ///< dense products
+  double total_s = 0;            ///< their sum
+  double memory_bytes = 0;       ///< per rank: predict_memory's peak
+  double load_memory_bytes = 0;  ///< per rank: predict_memory's load peak
 };
 
 /// Predicted epoch cost of one grid.

@@ -472,6 +472,39 @@ PY
     echo "$pick"
     expect_error "--machine must be perlmutter, frontier or local, not 'summit'" "-" -- \
       "$TESSERA" plan --data r.h5 --ranks 4 --machine summit ;;
+  memory_plan)
+    # The memory model's prediction, printed before the load, against the measured peaks (the load's and the
+    # run's) within 20% on grids of 1 to 8 ranks, on a graph big enough that its data outweighs the process;
+    # a grid predicted above --memory-per-rank is refused before the load, and --grid auto avoids it.
+    if ldd "$TESSERA" | grep -q libasan; then echo "skipped: AddressSanitizer's shadow memory is not the program's"; exit 77; fi
+    "$TESSERA" prep synth --kind rmat --nodes 65536 --edges 700000 --features 64 --classes 16 -o r.h5 >/dev/null || exit 1
+    cat > check.py <<'PY'
+import re, sys
+text = sys.stdin.read()
+def mib(number, unit): return float(number) * (1024 if unit == "GiB" else 1)
+pred = re.search(r"predicted peak ([0-9.]+) (MiB|GiB) \(load ([0-9.]+) (MiB|GiB)", text)
+load = re.search(r"loaded .*peak memory ([0-9.]+) MiB per rank", text)
+peak = re.search(r"epochs; peak memory ([0-9.]+) MiB per rank", text)
+if not (pred and load and peak): sys.exit(f"FAILED: {sys.argv[1]}: missing lines\n{text}")
+for name, want, got in (("load", mib(pred[3], pred[4]), float(load[1])), ("peak", mib(pred[1], pred[2]), float(peak[1]))):
+    print(f"{sys.argv[1]} {name}: predicted {want:.0f} MiB, measured {got:.1f} MiB ({100 * (want / got - 1):+.0f}%)")
+    if abs(want / got - 1) > 0.2: sys.exit(f"FAILED: {sys.argv[1]} {name} prediction off by more than 20%")
+PY
+    for grid in 1x1x1 2x1x1 1x2x2 2x2x2 1x1x8; do
+      ranks=$(( $(tr x '*' <<<"$grid") ))
+      out=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1) || { echo "$out"; exit 1; }
+      python3 check.py "$grid" <<<"$out" || exit 1
+    done
+    expect_error "tessera: error: grid 2x2x2 needs about" "-" -- \
+      $MPIEXEC -n 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 2 --hidden 64 --epochs 1 --memory-per-rank 40M
+    expect_error "tessera: error: --memory-per-rank: expected a size such as 4G" "-" -- \
+      "$TESSERA" train --data r.h5 --memory-per-rank 4x
+    out=$(mpi 8 "$TESSERA" train --data r.h5 --grid auto --layers 2 --hidden 64 --epochs 1 --memory-per-rank 90M) || exit 1
+    fastest=$("$TESSERA" plan --data r.h5 --ranks 8 --layers 2 --hidden 64 | awk '$1 == 1 {print $2}')
+    picked=$(grep -o "grid auto: [0-9x]*" <<<"$out" | cut -d' ' -f3)
+    echo "fastest $fastest, picked under 90M: $picked"
+    [ -n "$picked" ] && [ "$picked" != "$fastest" ] || { echo "$out"; echo "FAILED: --grid auto ignored the budget"; exit 1; }
+    ;;
   thread_defaults)
     # Without OMP_NUM_THREADS every rank takes its share of the CPUs it may run on; an explicit setting wins
     # and is warned about once per node when the node's ranks then run more threads than it has CPUs.

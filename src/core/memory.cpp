@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/core/memory.hpp"
+
+#include <fstream>
+#include <sstream>
+
+namespace tessera {
+
+namespace {
+
+// The first number in a file ("max" and unreadable files give -1).
+int64_t number_in(const std::string& path) {
+  std::ifstream in(path);
+  long long value = -1;
+  if (!(in >> value)) return -1;
+  return value;
+}
+
+int64_t meminfo_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    long long kib = -1;
+    if (fields >> key >> kib && key == "MemAvailable:") return int64_t(kib) * 1024;
+  }
+  return -1;
+}
+
+// The cgroup's limit less its usage; -1 when there is no limit. Version 2 first, then version 1.
+int64_t cgroup_headroom(std::string& source) {
+  const struct {
+    const char *limit, *usage, *name;
+  } files[] = {{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "cgroup memory.max"},
+               {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+                "cgroup memory.limit_in_bytes"}};
+  for (const auto& f : files) {
+    const int64_t limit = number_in(f.limit), usage = number_in(f.usage);
+    // Version 1 reports "no limit" as a huge number rounded to the page size.
+    if (limit <= 0 || usage < 0 || limit >= (int64_t(1) << 60)) continue;
+    source = f.name;
+    return limit > usage ? limit - usage : 0;
+  }
+  return -1;
+}
+
+}  // namespace
+
+AvailableMemory available_memory() {
+  AvailableMemory m{meminfo_available(), "MemAvailable"};
+  std::string cgroup;
+  const int64_t headroom = cgroup_headroom(cgroup);
+  if (headroom >= 0 && (m.bytes < 0 || headroom < m.bytes)) m = {headroom, cgroup};
+  return m;
+}
+
+}  // namespace tessera

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// predict_memory: one rank's resident memory, term by term as build_graph_3d and the layers allocate it.
+// Every term names the code it mirrors; when that code changes, this changes with it (the CLI test
+// `memory_plan` compares the prediction with the measured peak on grids of 1 to 8 ranks).
+#include <algorithm>
+
+#include "tessera/parallel3d/layout.hpp"
+#include "tessera/parallel3d/perf_model.hpp"
+
+namespace tessera {
+
+namespace {
+
+// What read_graph_rows keeps for the whole load: this rank's rows of indptr, indices, features, labels and
+// split bits.
+double read_rows_bytes(const ProblemSize& p, double rows_read, double edges) {
+  const double features = double(p.dims.front());
+  return 8 * (rows_read + 1) + 8 * edges + 4 * features * rows_read + 8 * rows_read + rows_read;
+}
+
+struct LayoutBytes {
+  double sent = 0;      // the packed triples this rank sends
+  double exchange = 0;  // distribute_adjacency's peak: the packed triples sent and those received
+  double kept = 0;      // the block and its transpose (CsrSpmm, int64 indices, float values)
+};
+
+// Layout t of the adjacency: every nonzero goes to the G_b ranks of its block as three int64.
+LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz) {
+  const GridShape& s = layout.shape();
+  const AxisRoles r = roles_for_layer(t);
+  const double ranks = double(s.x) * s.y * s.z, np = double(layout.padded_nodes());
+  const double block_nnz = nnz / (double(s.extent(r.a)) * s.extent(r.c));
+  const double rows_c = np / s.extent(r.c), rows_a = np / s.extent(r.a);
+  LayoutBytes b;
+  b.sent = 24 * nnz / ranks * s.extent(r.b);
+  b.exchange = b.sent + 24 * block_nnz;
+  b.kept = 2 * 12 * block_nnz + 8 * (rows_c + 1) + 8 * (rows_a + 1);
+  return b;
+}
+
+// distribute_features: (position, padded row) to every (y, z) of the row's X block, received, placed.
+double features_exchange_bytes(const ProblemSize& p, const Layout3D& layout, double rows_read) {
+  const GridShape& s = layout.shape();
+  const double fp = double(layout.padded_dim(0)), n = double(p.nodes);
+  const double sent = rows_read * s.z * (8.0 * s.y + 4 * fp);
+  const double received = n / s.x * (8 + 4 * fp / s.y);
+  const double block = 4 * double(layout.padded_nodes()) / s.x * fp / s.y;
+  return sent + received + block;
+}
+
+// distribute_labels: (position, label, splits) to the G_a x G_b ranks of the row's block, received.
+double labels_exchange_bytes(const ProblemSize& p, const Layout3D& layout, double rows_read) {
+  const GridShape& s = layout.shape();
+  const AxisRoles r = roles_for_layer(layout.layers() - 1);
+  const double rows_c = double(layout.padded_nodes()) / s.extent(r.c);
+  return 24 * rows_read * s.extent(r.a) * s.extent(r.b) + 24 * double(p.nodes) / s.extent(r.c) + 11 * rows_c;
+}
+
+// GraphMultiply's buffers (out, agg / t, y, gathered, grad_in, grad_agg), its weights with their
+// gradients, Adam moments and the trainer's flat gradient copy, and a fused norm's output.
+double layer_bytes(const ProblemSize& p, const Layout3D& layout, int l) {
+  const GridShape& s = layout.shape();
+  const AxisRoles r = roles_for_layer(l);
+  const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c), k = p.terms;
+  const double np = double(layout.padded_nodes()), rows_c = np / gc, rows_a = np / ga;
+  const double in_b = double(layout.padded_dim(l)) / gb, out_full = double(layout.padded_dim(l + 1));
+  const double out_local = out_full / ga;
+  const bool cached = l == 0 && !p.input_dropout;
+  const bool first = transforms_first(l, layout.dim(l), layout.dim(l + 1), s, cached);
+  double floats = rows_c * out_local;
+  if (first) {
+    floats += k * rows_a * out_full;
+    if (ga > 1) floats += rows_c * out_full + ga * rows_c * out_local;
+  } else {
+    floats += k * rows_c * in_b * (l > 0 ? 2 : 1);
+  }
+  if (l > 0) floats += rows_a * in_b;
+  floats += 5 * k * in_b * (first ? out_full : out_local);
+  if (p.norm && l + 1 < layout.layers()) floats += rows_c * out_local;
+  if (k > 1) floats += 3.0 * rows_c;  // the self block (CsrSpmm of the identity) and its transpose
+  return 4 * floats;
+}
+
+}  // namespace
+
+MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const MachineProfile& m) {
+  const Layout3D layout(s, p.nodes, p.dims, PermuteMode::None, 0);
+  const double ranks = double(s.x) * s.y * s.z, np = double(layout.padded_nodes());
+  const double rows_read = double(p.nodes) / ranks;
+  const double edges = double(p.edges >= 0 ? p.edges : p.nnz - p.nodes);
+  MemoryEstimate e;
+  e.process = m.process_bytes;
+  const double rows = read_rows_bytes(p, rows_read, edges / ranks);
+  const double degrees = p.symmetric ? 8.0 * double(p.nodes) : 8 * rows_read;
+  double kept = 0, peak = labels_exchange_bytes(p, layout, rows_read), largest_send = 0;
+  for (int t = 0; t < std::min(layout.layers(), 6); ++t) {
+    const LayoutBytes b = layout_bytes(layout, t, double(p.nnz));
+    largest_send = std::max(largest_send, b.sent);
+    peak = std::max(peak, degrees + kept + b.exchange);
+    kept += b.kept;
+  }
+  peak = std::max(peak, degrees + kept + features_exchange_bytes(p, layout, rows_read));
+  // Kept after the load besides the blocks: the feature block, its row ids, each layer's output row ids,
+  // and the labels and split masks.
+  kept += 4 * np / s.x * double(layout.padded_dim(0)) / s.y + 8 * np / s.x;
+  for (int l = 0; l < layout.layers(); ++l) kept += 8 * np / s.extent(roles_for_layer(l).c);
+  // MPI's own buffers grow with the messages it has moved, up to what the machine profile measured.
+  if (ranks > 1) e.process += std::min(m.mpi_bytes, largest_send);
+  e.load_peak = e.process + rows + peak;
+  e.graph = kept;
+  // The input dropout's copy of the feature block, the layers, the logits' gradient.
+  double training = p.input_dropout ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
+  for (int l = 0; l < layout.layers(); ++l) training += layer_bytes(p, layout, l);
+  const int last = layout.layers() - 1;
+  training += 4 * np / s.extent(roles_for_layer(last).c) * double(layout.padded_dim(last + 1)) /
+              s.extent(roles_for_layer(last).a);
+  e.training = training;
+  e.peak = std::max(e.load_peak, e.process + e.graph + e.training);
+  return e;
+}
+
+}  // namespace tessera
