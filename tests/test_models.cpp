@@ -76,7 +76,7 @@ Graph3D graph_from(const ProcessGrid& grid, const std::vector<std::set<int64_t>>
   for (double v : x.a) r.features.push_back(float(v));
   r.labels = labels;
   for (uint8_t t : train) r.splits.push_back(t ? GraphRows::kTrain : 0);
-  return build_graph_3d(r, grid, Graph3DOptions{layers, PermuteMode::None, 0, normalization, false});
+  return build_graph_3d(r, grid, Graph3DOptions{layers, PermuteMode::None, 0, normalization, false, {}});
 }
 
 // A parameter's block as a dense matrix.

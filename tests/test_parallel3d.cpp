@@ -457,7 +457,7 @@ TEST(GraphRows, InMemoryRowsTrainLikeTheFile) {
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
     SCOPED_TRACE(shape.str());
     const ProcessGrid grid(world, shape);
-    const Graph3DOptions load{2, PermuteMode::Double, 2, Normalization::Mean, true};
+    const Graph3DOptions load{2, PermuteMode::Double, 2, Normalization::Mean, true, {}};
     const Graph3D from_file = load_graph_3d(GraphFileReader(world, csbm_file()), grid, load);
     const Graph3D from_rows = build_graph_3d(uneven_rows(csbm_file(), world), grid, load);
     const TrainResult a = train_pieces(from_file, grid, world), b = train_pieces(from_rows, grid, world);

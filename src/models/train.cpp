@@ -230,6 +230,18 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
   // Every value is checked before the loader trusts it: an id out of range must be a message, not a crash.
   validate_graph(reader, world);
   const LoadPhase validated{"validate", load_watch.seconds(), 0};
+  // validate, read, labels, degrees, the adjacency layouts, features
+  const int phase_count = 5 + std::min(o.model.layers, 6);
+  int phases_done = 0;
+  const auto progress = [&](const LoadPhase& p) {
+    if (o.quiet) return;
+    char line[160];
+    std::snprintf(line, sizeof(line), "load: %s done, phase %d of %d, %.2f s (rank 0, %.0f MiB peak)",
+                  p.name.c_str(), ++phases_done, phase_count, p.seconds,
+                  double(peak_rss_bytes()) / 1048576.0);
+    log_line(line);
+  };
+  progress(validated);
   GridShape shape = o.grid ? *o.grid : GridShape{};
   if (o.mode == TrainMode::Full) {
     const MemoryBudget budget = memory_budget(o, world);
@@ -251,8 +263,13 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
   const ProcessGrid grid = make_grid(world, shape, o.comm);
   // On one rank without a grid, the file's order: a permutation balances blocks that do not exist.
   const bool one_rank = o.mode == TrainMode::Full && !o.grid && !o.auto_grid;
-  const Graph3DOptions load{o.model.layers, one_rank ? PermuteMode::None : o.permute, o.model.seed,
-                            normalization_for(o.model.kind), o.normalize_features};
+  Graph3DOptions load;
+  load.layers = o.model.layers;
+  load.permute = one_rank ? PermuteMode::None : o.permute;
+  load.seed = o.model.seed;
+  load.normalization = normalization_for(o.model.kind);
+  load.normalize_features = o.normalize_features;
+  load.on_phase = progress;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   ModelConfig config = o.model;
   config.in = reader.meta().num_features;

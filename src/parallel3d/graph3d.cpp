@@ -283,6 +283,7 @@ Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Gra
   Stopwatch phase;
   auto done = [&](const std::string& name) {
     g.load_phases.push_back({name, phase.seconds(), int64_t(peak_rss_bytes())});
+    if (options.on_phase) options.on_phase(g.load_phases.back());
     phase.restart();
   };
   // Labels first: a graph without training labels is refused before the expensive phases.
@@ -318,6 +319,7 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
   const GraphRows rows =
       read_graph_rows(reader, comm, row_costs(reader.meta(), grid.shape(), options.layers));
   std::vector<LoadPhase> read{{"read", watch.seconds(), int64_t(peak_rss_bytes())}};
+  if (options.on_phase) options.on_phase(read.front());
   reduce_load_phases(comm, read);
   Graph3D g = build_graph_3d(rows, grid, options);
   g.load_phases.insert(g.load_phases.begin(), read.front());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -82,6 +83,9 @@ struct Graph3DOptions {
   uint64_t seed = 0;                                       ///< keys the permutations
   Normalization normalization = Normalization::Symmetric;  ///< weights of the adjacency
   bool normalize_features = false;                         ///< divide each feature row by its sum
+  /// Called on every rank as each load phase ends, with this rank's time and peak (before they are reduced
+  /// over the ranks): a long load's progress. Must not communicate. Empty: nothing.
+  std::function<void(const LoadPhase&)> on_phase;
 };
 
 /// A graph distributed over a 3D replica of the grid.

@@ -475,7 +475,8 @@ PY
   memory_plan)
     # The memory model's prediction, printed before the load, against the measured peaks (the load's and the
     # run's) within 20% on grids of 1 to 8 ranks, on a graph big enough that its data outweighs the process;
-    # a grid predicted above --memory-per-rank is refused before the load, and --grid auto avoids it.
+    # a grid predicted above --memory-per-rank is refused before the load, and --grid auto avoids it. The
+    # load reports each phase as it ends, unless --quiet.
     if ldd "$TESSERA" | grep -q libasan; then echo "skipped: AddressSanitizer's shadow memory is not the program's"; exit 77; fi
     "$TESSERA" prep synth --kind rmat --nodes 65536 --edges 700000 --features 64 --classes 16 -o r.h5 >/dev/null || exit 1
     cat > check.py <<'PY'
@@ -494,7 +495,13 @@ PY
       ranks=$(( $(tr x '*' <<<"$grid") ))
       out=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1) || { echo "$out"; exit 1; }
       python3 check.py "$grid" <<<"$out" || exit 1
+      # Progress: one line per load phase as it ends (7 for two layers), all before the load line.
+      [ "$(grep -cE '^load: [a-z0-9 ]+ done, phase [1-7] of 7, ' <<<"$out")" -eq 7 ] &&
+        [ "$(grep -E '^load: |^loaded ' <<<"$out" | tail -1 | cut -c1-7)" = "loaded " ] ||
+        { echo "$out"; echo "FAILED: load progress lines"; exit 1; }
     done
+    out=$(mpi 2 "$TESSERA" train --data r.h5 --grid 2x1x1 --layers 2 --hidden 8 --epochs 1 --quiet) || exit 1
+    ! grep -qE "^load: |^memory per rank" <<<"$out" || { echo "$out"; echo "FAILED: --quiet printed progress"; exit 1; }
     expect_error "tessera: error: grid 2x2x2 needs about" "-" -- \
       $MPIEXEC -n 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 2 --hidden 64 --epochs 1 --memory-per-rank 40M
     expect_error "tessera: error: --memory-per-rank: expected a size such as 4G" "-" -- \
