@@ -13,7 +13,7 @@
 #                   .deps/kokkos-hip and build-hip/ (compile and link only here: no AMD GPU)
 #   --sanitize:     host build with AddressSanitizer + UBSan into build-asan/
 #   --with-bench:   also PyTorch and h5py (Debian's python3-torch), for the baseline in scripts/bench_fullgraph.sh
-#   --with-fuzz:    also clang and libFuzzer, for scripts/fuzz.sh
+#   --with-fuzz:    also clang, libFuzzer and LLVM's OpenMP headers, for scripts/fuzz.sh
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,7 +48,7 @@ packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin l
           libmetis-dev libopenblas-openmp-dev zlib1g-dev hdf5-tools python3 python3-h5py libgtest-dev libcli11-dev
           nlohmann-json3-dev doxygen)
 [ "$with_bench" -eq 1 ] && packages+=(python3-torch python3-numpy)
-[ "$with_fuzz" -eq 1 ] && packages+=(clang libclang-rt-14-dev)
+[ "$with_fuzz" -eq 1 ] && packages+=(clang libclang-rt-14-dev libomp-dev)
 [ "$backend" = hip ] && packages+=(hipcc librocsparse-dev)
 missing=()
 for p in "${packages[@]}"; do

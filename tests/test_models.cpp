@@ -15,6 +15,7 @@
 #include "support/fixtures.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/stop_signals.hpp"
+#include "tessera/graph/hdf5_io.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/models/activation.hpp"
@@ -561,7 +562,8 @@ TEST(Trainer, StopSignalEndsTheRunAtTheEpochEnd) {
   }
   StopSignalWatch::clear();
   // Outside a watch SIGUSR1 has its previous disposition again: ignored here, so raising it is harmless.
-  struct sigaction ignore {}, previous {};
+  struct sigaction ignore {
+  }, previous{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGUSR1, &ignore, &previous);
   {
@@ -623,6 +625,16 @@ TEST(Trainer, BadCheckpointsAndSettingsAreClearErrors) {
                 "written for model gcn 2x8 (in 12, out 4, norm batch), but this run builds gcn 2x16"),
             std::string::npos)
       << message(wider);
+  {  // one rank (RANKS 1): a progress no run can have written
+    H5Handle file(H5Fopen((dir + "/checkpoint.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    ASSERT_TRUE(file.valid());
+    h5_write_attr(file.get(), "epochs_done", int64_t(-3));
+  }
+  TrainOptions negative = o;
+  negative.resume = true;
+  negative.epochs = 6;
+  EXPECT_NE(message(negative).find("checkpoint records -3 epochs done"), std::string::npos)
+      << message(negative);
   {
     std::ofstream corrupt(dir + "/checkpoint.h5", std::ios::trunc);
     corrupt << "garbage";

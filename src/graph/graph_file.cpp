@@ -179,7 +179,7 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
   expect(h5_read_attr(root, "format", format) && format == kGraphFormat,
          "not a Tessera graph file (root attribute format is '" + format + "', expected '" + kGraphFormat +
              "')");
-  expect(h5_read_attr(root, "version", version), "root attribute 'version' is missing");
+  expect(h5_read_attr(root, "version", version), "root attribute 'version' is missing or not one integer");
   expect(version == kGraphVersion, "schema version " + std::to_string(version) +
                                        ", this Tessera reads version " + std::to_string(kGraphVersion));
   for (auto [name, value] : {std::pair<const char*, int64_t*>{"num_nodes", &meta_.num_nodes},
@@ -187,7 +187,8 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
                              {"num_features", &meta_.num_features},
                              {"num_classes", &meta_.num_classes},
                              {"symmetric", &symmetric}})
-    expect(h5_read_attr(root, name, *value), std::string("root attribute '") + name + "' is missing");
+    expect(h5_read_attr(root, name, *value),
+           std::string("root attribute '") + name + "' is missing or not one integer");
   h5_read_attr(root, "name", meta_.name);
   h5_read_attr(root, "source", meta_.source);
   meta_.symmetric = symmetric != 0;

@@ -273,9 +273,20 @@ void h5_write_attr(hid_t object, const std::string& name, double value) {
           "HDF5: cannot write attribute ", name);
 }
 
+namespace {
+// An attribute holding exactly one value: H5Aread writes every element of an array attribute (a file
+// may hold one where a scalar belongs) into a buffer sized for one.
+bool single_valued(const H5Handle& attr) {
+  if (!attr.valid()) return false;
+  H5Handle space(H5Aget_space(attr.get()));
+  return space.valid() && H5Sget_simple_extent_npoints(space.get()) == 1;
+}
+}  // namespace
+
 bool h5_read_attr(hid_t object, const std::string& name, double& value) {
   if (H5Aexists(object, name.c_str()) <= 0) return false;
   H5Handle attr(H5Aopen(object, name.c_str(), H5P_DEFAULT));
+  if (!single_valued(attr)) return false;
   H5Handle type(H5Aget_type(attr.get()));
   if (H5Tget_class(type.get()) != H5T_FLOAT) return false;
   return H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value) >= 0;
@@ -284,6 +295,7 @@ bool h5_read_attr(hid_t object, const std::string& name, double& value) {
 bool h5_read_attr(hid_t object, const std::string& name, int64_t& value) {
   if (H5Aexists(object, name.c_str()) <= 0) return false;
   H5Handle attr(H5Aopen(object, name.c_str(), H5P_DEFAULT));
+  if (!single_valued(attr)) return false;
   H5Handle type(H5Aget_type(attr.get()));
   if (H5Tget_class(type.get()) != H5T_INTEGER) return false;
   return H5Aread(attr.get(), H5T_NATIVE_INT64, &value) >= 0;
@@ -292,6 +304,7 @@ bool h5_read_attr(hid_t object, const std::string& name, int64_t& value) {
 bool h5_read_attr(hid_t object, const std::string& name, std::string& value) {
   if (H5Aexists(object, name.c_str()) <= 0) return false;
   H5Handle attr(H5Aopen(object, name.c_str(), H5P_DEFAULT));
+  if (!single_valued(attr)) return false;
   H5Handle type(H5Aget_type(attr.get()));
   if (H5Tget_class(type.get()) != H5T_STRING) return false;
   if (H5Tis_variable_str(type.get()) > 0) {

@@ -107,7 +107,8 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
     throw;
   } catch (const std::exception& e) {  // this rank alone: the job aborts, the temporary file goes first
     std::remove(temp.c_str());
-    throw Error(path + ": writing the checkpoint failed (" + e.what() + "); the previous checkpoint is unchanged");
+    throw Error(path + ": writing the checkpoint failed (" + e.what() +
+                "); the previous checkpoint is unchanged");
   }
   comm.run_on(0, [&] {
     require_os(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename checkpoint");
@@ -137,7 +138,9 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
   else if (!h5_read_attr(root, "version", version) || version != kVersion)
     problem = path + ": checkpoint version " + std::to_string(version) + ", this Tessera reads version " +
               std::to_string(kVersion);
-  else if (!h5_read_attr(root, "model", described) || described != state.model)
+  else if (!h5_read_attr(root, "model", described))
+    problem = path + ": checkpoint attribute 'model' is missing (corrupt file?)";
+  else if (described != state.model)
     problem = path + ": written for model " + described + ", but this run builds " + state.model;
   else if (!h5_read_attr(root, "seed", seed) || uint64_t(seed) != state.seed)
     problem = path + ": written with --seed " + std::to_string(seed) + ", this run uses " +
@@ -148,6 +151,12 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
            !h5_read_attr(root, "best_valid", progress.best_valid) ||
            !h5_read_attr(root, "test_at_best", progress.test_at_best))
     problem = path + ": checkpoint attributes are missing (corrupt file?)";
+  else if (progress.epochs_done < 0 || steps < 0 ||
+           (progress.best_epoch != -1 &&
+            (progress.best_epoch < 1 || progress.best_epoch > progress.epochs_done)))
+    problem = path + ": checkpoint records " + std::to_string(progress.epochs_done) + " epochs done, " +
+              std::to_string(steps) + " optimizer steps and best epoch " +
+              std::to_string(progress.best_epoch) + " (corrupt file?)";
   comm.check(problem.empty(), problem);
   state.optimizer->set_steps(steps);
   std::string missing;

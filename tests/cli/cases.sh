@@ -328,7 +328,15 @@ with h5py.File(sys.argv[1], "r+") as f:
 PY
     h5dump -A g.h5 | grep -q H5T_CSET_UTF8 || { echo "FAILED: h5py did not write UTF-8 attributes"; exit 1; }
     mpi 2 "$TESSERA" info g.h5 | grep -q "valid:     yes" || { echo "FAILED: info"; exit 1; }
-    mpi 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 2 | tail -n 1 | grep -q "best valid" || exit 1 ;;
+    mpi 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 2 | tail -n 1 | grep -q "best valid" || exit 1
+    # An array where one value belongs (HDF5 would write all of it into the one value's place).
+    $py - g.h5 <<'PY' || exit 1
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f.attrs["num_nodes"] = [50, 50]
+PY
+    expect_error "g.h5: root attribute 'num_nodes' is missing or not one integer" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 1 ;;
   bad_train_tampered)
     # Issue 14: every damage of the tamper corpus, through every mode and partition.
     good_h5
