@@ -76,17 +76,23 @@ void Communicator::barrier() const {
   check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
 }
 
-void Communicator::check(bool ok, const std::string& message) const {
+std::string Communicator::first_problem(bool ok, const std::string& message) const {
   // The lowest failing rank (or size_ if none) tells everyone; then it broadcasts its message.
   int mine = ok ? size_ : rank_, first = size_;
   check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
-  if (first == size_) return;
+  if (first == size_) return std::string();
   int length = rank_ == first ? int(message.size()) : 0;
   check_mpi(MPI_Bcast(&length, 1, MPI_INT, first, comm_), "MPI_Bcast");
   std::vector<char> text(size_t(length) + 1, '\0');
   if (rank_ == first) message.copy(text.data(), message.size());
   check_mpi(MPI_Bcast(text.data(), length, MPI_CHAR, first, comm_), "MPI_Bcast");
-  throw CollectiveError(std::string(text.data(), size_t(length)));
+  // A failing rank with an empty message still fails.
+  return length > 0 ? std::string(text.data(), size_t(length)) : std::string("check failed");
+}
+
+void Communicator::check(bool ok, const std::string& message) const {
+  const std::string problem = first_problem(ok, message);
+  if (!problem.empty()) throw CollectiveError(problem);
 }
 
 }  // namespace tessera

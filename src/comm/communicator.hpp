@@ -59,6 +59,9 @@ class Communicator {
   /// Collective check: if `ok` is false on any rank, every rank throws CollectiveError carrying the
   /// message of the lowest failing rank. Call it where all ranks reach the same point.
   void check(bool ok, const std::string& message) const;
+  /// The same without the throw: the lowest failing rank's message on every rank, or "" when all are ok.
+  /// For callers that must release collective resources (files) on every rank before throwing.
+  std::string first_problem(bool ok, const std::string& message) const;
 
   /// Runs fn on rank `root` only; an exception there is re-thrown on every rank as CollectiveError.
   template <class Fn>

@@ -194,7 +194,7 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
   meta_.symmetric = symmetric != 0;
   expect(meta_.num_nodes > 0 && meta_.num_edges >= 0 && meta_.num_features > 0 && meta_.num_classes >= 0,
          "root attributes give impossible sizes");
-  comm_.check(problem.empty(), problem);
+  check(problem.empty(), problem);
 
   struct Expected {
     H5Handle* handle;
@@ -235,7 +235,7 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
       if (problem.empty()) splits_.push_back(SplitInfo{name, dims[0]});
     }
   }
-  comm_.check(problem.empty(), problem);
+  check(problem.empty(), problem);
 }
 
 bool GraphFileReader::has_split(const std::string& name) const {
@@ -275,6 +275,10 @@ std::vector<int64_t> GraphFileReader::read_split(const std::string& name, int64_
   std::vector<int64_t> out(static_cast<size_t>(count));
   h5_read_rows(dataset.get(), H5T_NATIVE_INT64, first, count, out.data());
   return out;
+}
+
+void GraphFileReader::check(bool ok, const std::string& problem) const {
+  h5_check(comm_, ok, problem, {&indptr_, &indices_, &features_, &labels_, &file_});
 }
 
 GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
@@ -432,7 +436,7 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
   }
   const std::string split_problem = check_splits(reader, comm);  // collective: called whatever was found
   if (problem.empty()) problem = split_problem;
-  comm.check(problem.empty(), problem);
+  reader.check(problem.empty(), problem);
 
   GraphSummary global;
   global.min_degree = all_reduce_value(comm, local.min_degree, ReduceOp::Min, "validate");

@@ -119,12 +119,17 @@ class GraphFileReader {
   /// Collective: rows [first_row, first_row + rows) as a GraphSlice.
   GraphSlice read_rows(int64_t first_row, int64_t rows) const;
 
+  /// Collective check of what was read (validation): when any rank failed, the file is closed on every rank
+  /// and CollectiveError is thrown with the lowest failing rank's message. The reader is unusable after.
+  void check(bool ok, const std::string& problem) const;
+
  private:
   const Communicator& comm_;
   std::string path_;
   GraphMeta meta_;
   std::vector<SplitInfo> splits_;
-  H5Handle file_, indptr_, indices_, features_, labels_;
+  // Mutable for check(), which closes them on a collective error.
+  mutable H5Handle file_, indptr_, indices_, features_, labels_;
 };
 
 /// What a rank spends per in-edge and per row of the rows it reads (balanced_row_begins).

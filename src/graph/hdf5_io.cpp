@@ -49,6 +49,14 @@ void H5Handle::close() noexcept {
   id_ = H5I_INVALID_HID;
 }
 
+void h5_check(const Communicator& comm, bool ok, const std::string& message,
+              std::initializer_list<H5Handle*> open) {
+  const std::string problem = comm.first_problem(ok, message);
+  if (problem.empty()) return;
+  for (H5Handle* handle : open) handle->close();
+  throw CollectiveError(problem);
+}
+
 void prepare_hdf5() {
   static bool done = false;
   if (done) return;

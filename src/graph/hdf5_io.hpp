@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,12 @@ class H5Handle {
  private:
   hid_t id_ = H5I_INVALID_HID;
 };
+
+/// Collective: comm.check(ok, message), except that when any rank failed, every rank first closes `open`
+/// (in the order given: datasets before their file). All ranks agree at that point, so the collective close
+/// cannot hang, and a library that catches the error does not keep the file open until shutdown.
+void h5_check(const Communicator& comm, bool ok, const std::string& message,
+              std::initializer_list<H5Handle*> open);
 
 /// Turns off HDF5's own error printing (we report errors ourselves) and registers H5close as a shutdown
 /// hook, so files released during a collective error are closed collectively before MPI_Finalize.

@@ -2,8 +2,8 @@
 #include "tessera/graph/npz_input.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 #include "tessera/core/error.hpp"
@@ -192,10 +192,12 @@ void NpyStream::open(const std::string& archive, const std::string& member) {
     if (first < comma) {
       int64_t dim = -1;
       const auto [end, error] = std::from_chars(shape.data() + first, shape.data() + comma, dim);
-      require(error == std::errc() && dim >= 0 && shape.find_first_not_of(' ', size_t(end - shape.data())) >= comma,
+      require(error == std::errc() && dim >= 0 &&
+                  shape.find_first_not_of(' ', size_t(end - shape.data())) >= comma,
               where_, ": unreadable shape '(", shape, ")'");
       // The product must fit: a shape is compared with the member's size in bytes below.
-      require(dim == 0 || count <= (int64_t(1) << 56) / dim, where_, ": shape '(", shape, ")' is implausibly large");
+      require(dim == 0 || count <= (int64_t(1) << 56) / dim, where_, ": shape '(", shape,
+              ")' is implausibly large");
       count *= dim;
       header_.shape.push_back(dim);
     }

@@ -157,15 +157,22 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
     problem = path + ": checkpoint records " + std::to_string(progress.epochs_done) + " epochs done, " +
               std::to_string(steps) + " optimizer steps and best epoch " +
               std::to_string(progress.best_epoch) + " (corrupt file?)";
-  comm.check(problem.empty(), problem);
+  h5_check(comm, problem.empty(), problem, {&file});
+  for_each_array(
+      state, [&](const std::string& name, const Vector<float>&, int64_t, int64_t, const BlockPlacement& b) {
+        if (!problem.empty()) return;
+        if (!h5_exists(root, name)) {
+          problem = path + ": dataset " + name + " is missing";
+          return;
+        }
+        H5Handle dataset(H5Dopen2(root, name.c_str(), H5P_DEFAULT));
+        if (!dataset.valid() || h5_shape(dataset.get()) != std::vector<int64_t>{b.rows, b.cols} ||
+            h5_type_class(dataset.get()) != H5T_FLOAT)
+          problem = path + ": dataset " + name + " is not a " + std::to_string(b.rows) + " x " +
+                    std::to_string(b.cols) + " float array, as this model's";
+      });
+  h5_check(comm, problem.empty(), problem, {&file});
   state.optimizer->set_steps(steps);
-  std::string missing;
-  for_each_array(state,
-                 [&](const std::string& name, const Vector<float>&, int64_t, int64_t, const BlockPlacement&) {
-                   if (missing.empty() && !h5_exists(root, name))
-                     missing = path + ": dataset " + name + " is missing";
-                 });
-  comm.check(missing.empty(), missing);
   for_each_array(state, [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
                             const BlockPlacement& b) { read_block(root, path, name, v, rows, cols, b); });
   return progress;

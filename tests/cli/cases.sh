@@ -372,28 +372,30 @@ PY
       timeout 120 $MPIEXEC -n 8 "$TESSERA" train --data tiny.h5 --grid 2x2x2 --epochs 1 ;;
   signal_checkpoint_resume)
     # Slurm's --signal / scancel reach the ranks: one rank's signal stops all at the epoch end with a
-    # checkpoint and exit 75; the resumed run ends bit-identical to one that was never interrupted.
+    # checkpoint and exit 75; the resumed run ends bit-identical to one that was never interrupted. 500 short
+    # epochs, the signal sent at epoch 2: it must land while training runs (after, the default action ends
+    # the rank), and 200 epochs once passed between an "epoch 3" line and the kill on a loaded machine.
     good_h5
     interrupted() {  # NAME SIGNAL ARGS...
       local name=$1 sig=$2; shift 2
       local full="full-$name-$$" part="part-$name-$$" rc epoch
       mkdir "$full" "$part"
-      mpi 4 "$TESSERA" train --data g.h5 --epochs 200 --quiet --checkpoint "$full" "$@" >/dev/null ||
+      mpi 4 "$TESSERA" train --data g.h5 --epochs 500 --quiet --checkpoint "$full" "$@" >/dev/null ||
         { echo "FAILED: $name uninterrupted run"; exit 1; }
-      mpi 4 "$TESSERA" train --data g.h5 --epochs 200 --checkpoint "$part" "$@" >run.txt 2>&1 &
+      mpi 4 "$TESSERA" train --data g.h5 --epochs 500 --checkpoint "$part" "$@" >run.txt 2>&1 &
       local job=$!
       wait_for_line run.txt "^epoch +1 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 1"; exit 1; }
       local target
       target=$(rank_pids "$part" | tail -n 1)  # looked up first: the signal must land well before the end
-      wait_for_line run.txt "^epoch +3 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 3"; exit 1; }
+      wait_for_line run.txt "^epoch +2 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 2"; exit 1; }
       kill -"$sig" "$target"
       wait $job; rc=$?
       grep -E "^stopped|^tessera" run.txt
       [ "$rc" -eq 75 ] || { cat run.txt; echo "FAILED: $name exit $rc, expected 75"; exit 1; }
       epoch=$(grep -oE "^stopped by SIG$sig after epoch [0-9]+: $part/checkpoint.h5 written; continue with --resume" run.txt |
         grep -oE "epoch [0-9]+" | cut -d' ' -f2)
-      [ -n "$epoch" ] && [ "$epoch" -lt 200 ] || { echo "FAILED: $name stop line"; exit 1; }
-      mpi 4 "$TESSERA" train --data g.h5 --epochs 200 --checkpoint "$part" --resume "$@" >resumed.txt 2>&1 ||
+      [ -n "$epoch" ] && [ "$epoch" -lt 500 ] || { echo "FAILED: $name stop line"; exit 1; }
+      mpi 4 "$TESSERA" train --data g.h5 --epochs 500 --checkpoint "$part" --resume "$@" >resumed.txt 2>&1 ||
         { cat resumed.txt; echo "FAILED: $name resume"; exit 1; }
       grep -q "resumed from $part/checkpoint.h5 after epoch $epoch" resumed.txt || { echo "FAILED: $name resume line"; exit 1; }
       h5diff "$full/checkpoint.h5" "$part/checkpoint.h5" || { echo "FAILED: $name differs from the uninterrupted run"; exit 1; }

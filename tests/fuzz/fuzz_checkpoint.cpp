@@ -161,6 +161,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   saved.best_valid = 0.5;
   tessera::save_checkpoint(f.path, f.state(), saved, tessera_fuzz::world());
   tamper(f.path, in);
+  bool plain_error = false;
   try {
     const tessera::TrainingProgress p = tessera::load_checkpoint(f.path, f.state(), tessera_fuzz::world());
     // What a resume goes on from: an epoch count that can be trained on, a best epoch among those done.
@@ -168,8 +169,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
     if (std::getenv("TESSERA_FUZZ_VERBOSE")) std::fprintf(stderr, "loaded\n");
   } catch (const tessera::Error& e) {
+    plain_error = dynamic_cast<const tessera::CollectiveError*>(&e) == nullptr;
     if (std::getenv("TESSERA_FUZZ_VERBOSE")) std::fprintf(stderr, "%s\n", e.what());
   }
+  tessera_fuzz::require_hdf5_closed(plain_error);
   return 0;
 }
 

@@ -247,13 +247,16 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in{data, size};
   const std::string path = write_file(in);
+  bool plain_error = false;
   try {
     const tessera::GraphFileReader reader(tessera_fuzz::world(), path);
     validate_graph(reader, tessera_fuzz::world());
     check_validated(reader, in);
     if (std::getenv("TESSERA_FUZZ_VERBOSE")) std::fprintf(stderr, "valid file\n");
   } catch (const tessera::Error& e) {
+    plain_error = dynamic_cast<const tessera::CollectiveError*>(&e) == nullptr;
     if (std::getenv("TESSERA_FUZZ_VERBOSE")) std::fprintf(stderr, "%s\n", e.what());
   }
+  tessera_fuzz::require_hdf5_closed(plain_error);
   return 0;
 }
