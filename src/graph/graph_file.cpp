@@ -192,8 +192,17 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
   h5_read_attr(root, "name", meta_.name);
   h5_read_attr(root, "source", meta_.source);
   meta_.symmetric = symmetric != 0;
-  expect(meta_.num_nodes > 0 && meta_.num_edges >= 0 && meta_.num_features > 0 && meta_.num_classes >= 0,
-         "root attributes give impossible sizes");
+  // Bounds far past any real graph that keep every size the reader computes (n + 1, rows x features) inside
+  // int64 and every row it reads inside memory.
+  expect(meta_.num_nodes > 0 && meta_.num_nodes <= (int64_t(1) << 40) && meta_.num_edges >= 0 &&
+             meta_.num_edges <= (int64_t(1) << 48) && meta_.num_features > 0 &&
+             meta_.num_features <= (int64_t(1) << 24) && meta_.num_classes >= 0 &&
+             meta_.num_classes <= (int64_t(1) << 24),
+         "root attributes give impossible sizes (num_nodes " + std::to_string(meta_.num_nodes) +
+             ", num_edges " + std::to_string(meta_.num_edges) + ", num_features " +
+             std::to_string(meta_.num_features) + ", num_classes " + std::to_string(meta_.num_classes) +
+             "; at most 2^40 nodes, 2^48 edges, 2^24 "
+             "features and classes)");
   check(problem.empty(), problem);
 
   struct Expected {

@@ -336,6 +336,14 @@ with h5py.File(sys.argv[1], "r+") as f:
     f.attrs["num_nodes"] = [50, 50]
 PY
     expect_error "g.h5: root attribute 'num_nodes' is missing or not one integer" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 1
+    # A size whose n + 1 overflows int64 (found by the fuzzer: undefined behaviour before).
+    $py - g.h5 <<'PY' || exit 1
+import sys, h5py, numpy
+with h5py.File(sys.argv[1], "r+") as f:
+    f.attrs["num_nodes"] = numpy.int64(2**63 - 1)
+PY
+    expect_error "g.h5: root attributes give impossible sizes \(num_nodes 9223372036854775807," "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 1 ;;
   bad_train_tampered)
     # Issue 14: every damage of the tamper corpus, through every mode and partition.
