@@ -40,8 +40,8 @@ class RandomPermutation {
   uint64_t forward_once(uint64_t x) const;
   uint64_t backward_once(uint64_t x) const;
   int64_t n_ = 0;
-  int half_bits_ = 0;  // 0: identity
-  uint64_t key_ = 0;
+  int half_bits_ = 0;                      // 0: identity
+  uint64_t round_keys_[4] = {0, 0, 0, 0};  // from (seed, stream)
 };
 
 }  // namespace tessera

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <type_traits>
 
 #include "graph3d_impl.hpp"
 #include "tessera/comm/collectives.hpp"
@@ -66,28 +68,31 @@ std::vector<int64_t> degrees(const GraphRows& r, Normalization normalization, co
   return all;
 }
 
-// The block's CSR from its (row, col, value bits) triples, rows sorted and columns sorted within a row: a
-// counting pass places every entry in its row (O(nnz + rows), no permutation array), then each row is sorted
-// by (column, value) on its own. This replaced one comparison sort of a permutation of all nonzeros, which
-// took 28 s of a 37 s load on the grid 8x1x1 of a 2^18-node graph (every rank holds all of it there).
-CsrMatrix<float, HostSpace> csr_from_triples(std::vector<int64_t> triples, int64_t rows, int64_t cols,
-                                             int64_t row_begin, int64_t col_begin) {
-  const size_t count = triples.size() / 3;
+// One nonzero as its block receives it: block-local row and column and the value's bits, three int32 (12
+// bytes; the blocks' extents are checked below 2^31).
+constexpr int64_t kEntryWords = 3;
+
+// The block's CSR from its entries, rows sorted and columns sorted within a row: a counting pass places every
+// entry in its row (O(nnz + rows), no permutation array), then each row is sorted by (column, value) on its
+// own. This replaced one comparison sort of a permutation of all nonzeros, which took 28 s of a 37 s load on
+// the grid 8x1x1 of a 2^18-node graph (every rank holds all of it there).
+CsrMatrix<float, HostSpace> csr_from_entries(const int32_t* entries, int64_t count, int64_t rows,
+                                             int64_t cols) {
   CsrMatrix<float, HostSpace> a;
   a.num_rows = rows;
   a.num_cols = cols;
   a.row_ptr = HostVector<int64_t>("row_ptr", size_t(rows + 1));
-  a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), count);
-  a.values = HostVector<float>(Kokkos::ViewAllocateWithoutInitializing("values"), count);
-  for (size_t k = 0; k < count; ++k) ++a.row_ptr(triples[3 * k] - row_begin + 1);
+  a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(count));
+  a.values = HostVector<float>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(count));
+  for (int64_t k = 0; k < count; ++k) ++a.row_ptr(entries[kEntryWords * k] + 1);
   for (int64_t row = 0; row < rows; ++row) a.row_ptr(row + 1) += a.row_ptr(row);
   std::vector<int64_t> next(a.row_ptr.data(), a.row_ptr.data() + rows);
-  for (size_t k = 0; k < count; ++k) {
-    const int64_t at = next[size_t(triples[3 * k] - row_begin)]++;
-    a.col_idx(at) = triples[3 * k + 1] - col_begin;
-    a.values(at) = bits_float(triples[3 * k + 2]);
+  for (int64_t k = 0; k < count; ++k) {
+    const int32_t* e = entries + kEntryWords * k;
+    const int64_t at = next[size_t(e[0])]++;
+    a.col_idx(at) = e[1];
+    a.values(at) = bits_float(e[2]);
   }
-  std::vector<int64_t>().swap(triples);
   std::vector<std::pair<int64_t, float>> row_entries;
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t begin = a.row_ptr(row), end = a.row_ptr(row + 1);
@@ -102,7 +107,36 @@ CsrMatrix<float, HostSpace> csr_from_triples(std::vector<int64_t> triples, int64
   return a;
 }
 
-// Phase 2: layout t's blocks. Each nonzero goes to the G_b ranks of its (c, a) block as (row, col, value).
+// Calls emit(v, u, value) for every nonzero of this rank's rows of the normalized adjacency (its in-edges
+// and, for Symmetric, the self loop GCN adds), in a fixed order; without kValues every value is 0 (counting
+// needs none, and the degree lookups are random reads).
+template <bool kValues, class Emit>
+void for_each_nonzero(const GraphRows& r, const std::vector<int64_t>& degree, Normalization normalization,
+                      const Emit& emit) {
+  auto symmetric = [&](int64_t v, int64_t u) {
+    return kValues ? float(1.0 / std::sqrt(double(degree[size_t(v)]) * double(degree[size_t(u)]))) : 0.0f;
+  };
+  for (int64_t i = 0; i < r.rows(); ++i) {
+    const int64_t v = r.first_row + i;
+    const float row_value = !kValues                               ? 0.0f
+                            : normalization == Normalization::Mean ? float(1.0 / double(degree[size_t(i)]))
+                            : normalization == Normalization::Sum  ? 1.0f
+                                                                   : 0.0f;
+    for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k) {
+      const int64_t u = r.indices[size_t(k)];
+      if (normalization == Normalization::Symmetric)
+        emit(v, u, symmetric(v, u));
+      else if (normalization == Normalization::Sum || u != v)
+        emit(v, u, row_value);
+    }
+    if (normalization == Normalization::Symmetric && !has_self_loop(r, i)) emit(v, v, symmetric(v, v));
+  }
+}
+
+// Phase 2: layout t's blocks. Each nonzero goes to the G_b ranks of its (c, a) block as one entry. The
+// nonzeros are visited twice, to count and then to fill, so the send buffer is allocated once at its exact
+// size: growing one bucket per rank copied (and page-faulted) every nonzero about three times, which was
+// most of a load's time.
 AdjacencyBlock distribute_adjacency(const GraphRows& r, const std::vector<int64_t>& degree,
                                     Normalization normalization, const ProcessGrid& grid,
                                     const NodeLayout& layout, int t) {
@@ -112,35 +146,50 @@ AdjacencyBlock distribute_adjacency(const GraphRows& r, const std::vector<int64_
   const int p = comm.size();
   const AxisRoles roles = roles_for_layer(t);
   const RandomPermutation &row_order = layout.row_order(t), &col_order = layout.col_order(t);
-  const int64_t row_block = layout.padded_nodes() / shape.extent(roles.c);
-  const int64_t col_block = layout.padded_nodes() / shape.extent(roles.a);
-  std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
-  auto send = [&](int64_t v, int64_t u, float value) {
-    const int64_t row = row_order.inverse(v), col = col_order.inverse(u);
-    const GridCoords dest = mine.with(roles.c, int(row / row_block)).with(roles.a, int(col / col_block));
-    for (int kb = 0; kb < shape.extent(roles.b); ++kb) {
-      std::vector<int64_t>& bucket = buckets[size_t(grid.rank_of(dest.with(roles.b, kb)) % p)];
-      bucket.insert(bucket.end(), {row, col, float_bits(value)});
-    }
+  const int gc = shape.extent(roles.c), ga = shape.extent(roles.a), gb = shape.extent(roles.b);
+  const int64_t row_block = layout.padded_nodes() / gc, col_block = layout.padded_nodes() / ga;
+  comm.check(row_block < (int64_t(1) << 31) && col_block < (int64_t(1) << 31),
+             "grid " + shape.str() + ": an adjacency block of " + std::to_string(row_block) + " x " +
+                 std::to_string(col_block) + " has 2^31 rows or columns or more; use more ranks");
+  // The ranks holding block (c, a): the G_b copies, by c * ga + a.
+  std::vector<int> block_ranks(size_t(gc) * ga * gb);
+  for (int c = 0; c < gc; ++c)
+    for (int a = 0; a < ga; ++a)
+      for (int b = 0; b < gb; ++b)
+        block_ranks[(size_t(c) * ga + a) * gb + b] =
+            grid.rank_of(mine.with(roles.c, c).with(roles.a, a).with(roles.b, b)) % p;
+  auto visit = [&](auto with_values, const auto& deliver) {
+    int64_t last_v = -1, row = 0;
+    for_each_nonzero<decltype(with_values)::value>(
+        r, degree, normalization, [&](int64_t v, int64_t u, float value) {
+          if (v != last_v) row = row_order.inverse(v), last_v = v;  // rows arrive in order
+          const int64_t col = col_order.inverse(u);
+          const int c = int(row / row_block), a = int(col / col_block);
+          const int32_t entry[kEntryWords] = {int32_t(row - c * row_block), int32_t(col - a * col_block),
+                                              int32_t(float_bits(value))};
+          const int* ranks = &block_ranks[(size_t(c) * ga + a) * gb];
+          for (int b = 0; b < gb; ++b) deliver(ranks[b], entry);
+        });
   };
-  for (int64_t i = 0; i < r.rows(); ++i) {
-    const int64_t v = r.first_row + i;
-    for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k) {
-      const int64_t u = r.indices[size_t(k)];
-      if (normalization == Normalization::Symmetric)
-        send(v, u, float(1.0 / std::sqrt(double(degree[size_t(v)]) * double(degree[size_t(u)]))));
-      else if (normalization == Normalization::Mean && u != v)
-        send(v, u, float(1.0 / double(degree[size_t(i)])));
-      else if (normalization == Normalization::Sum)
-        send(v, u, 1.0f);
-    }
-    if (normalization == Normalization::Symmetric && !has_self_loop(r, i))
-      send(v, v, float(1.0 / double(degree[size_t(v)])));
-  }
-  std::vector<int64_t> triples = exchange_buckets(comm, std::move(buckets), "load adjacency");
-  const int64_t row_begin = mine.get(roles.c) * row_block, col_begin = mine.get(roles.a) * col_block;
-  CsrMatrix<float, HostSpace> a =
-      csr_from_triples(std::move(triples), row_block, col_block, row_begin, col_begin);
+  std::vector<int64_t> send_counts(size_t(p), 0);
+  visit(std::false_type(), [&](int rank, const int32_t*) { send_counts[size_t(rank)] += kEntryWords; });
+  std::vector<int64_t> at(size_t(p), 0);
+  for (int q = 1; q < p; ++q) at[size_t(q)] = at[size_t(q - 1)] + send_counts[size_t(q - 1)];
+  const int64_t sent = at.back() + send_counts.back();
+  std::unique_ptr<int32_t[]> send(
+      new int32_t[size_t(std::max<int64_t>(sent, 1))]);  // not zeroed: all written
+  visit(std::true_type(), [&](int rank, const int32_t* entry) {
+    std::memcpy(send.get() + at[size_t(rank)], entry, sizeof(int32_t) * kEntryWords);
+    at[size_t(rank)] += kEntryWords;
+  });
+  const std::vector<int64_t> recv_counts = exchange_counts(comm, send_counts, "load adjacency");
+  int64_t received = 0;
+  for (const int64_t c : recv_counts) received += c;
+  std::unique_ptr<int32_t[]> recv(new int32_t[size_t(std::max<int64_t>(received, 1))]);
+  all_to_allv(comm, send.get(), send_counts, recv.get(), recv_counts, "load adjacency");
+  send.reset();
+  CsrMatrix<float, HostSpace> a = csr_from_entries(recv.get(), received / kEntryWords, row_block, col_block);
+  recv.reset();
   AdjacencyBlock block;
   block.nnz = a.nnz();
   block.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(a));
@@ -155,7 +204,9 @@ Vector<int64_t> ids_of(const RandomPermutation& order, int64_t begin, int64_t ro
   return Kokkos::create_mirror_view_and_copy(DeviceSpace(), ids);
 }
 
-// Phase 3: layer 0's input rows are in p2 order, split by X; columns split by Y; replicated over Z.
+// Phase 3: layer 0's input rows are in p2 order, split by X; columns split by Y; replicated over Z. Each
+// row goes to the Y x Z ranks of its X block as its position and its Y slice of (padded) columns; counted
+// first so both send buffers are allocated once at their size.
 void distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& grid, Graph3D& g) {
   const Communicator& comm = grid.replica();
   const GridShape& shape = grid.shape();
@@ -164,31 +215,54 @@ void distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& 
   const RandomPermutation& order = g.layout.col_order(0);
   const int64_t f = r.num_features, row_block = g.layout.padded_nodes() / shape.x;
   const int64_t col_block = padded_width(f, shape) / shape.y;
-  std::vector<std::vector<int64_t>> positions(static_cast<size_t>(p));
-  std::vector<std::vector<float>> values(static_cast<size_t>(p));
+  std::vector<int64_t> positions_at(size_t(p) + 1, 0);  // counts, then each rank's next slot
+  std::vector<int64_t> positions(size_t(r.rows()));
+  for (int64_t i = 0; i < r.rows(); ++i) positions[size_t(i)] = order.inverse(r.first_row + i);
+  auto each_dest = [&](int64_t i, const auto& fn) {
+    const GridCoords row_owner = mine.with(Axis::X, int(positions[size_t(i)] / row_block));
+    for (int ky = 0; ky < shape.y; ++ky)
+      for (int kz = 0; kz < shape.z; ++kz)
+        fn(ky, grid.rank_of(row_owner.with(Axis::Y, ky).with(Axis::Z, kz)) % p);
+  };
+  for (int64_t i = 0; i < r.rows(); ++i)
+    each_dest(i, [&](int, int dest) { ++positions_at[size_t(dest) + 1]; });
+  std::vector<int64_t> pos_counts(positions_at.begin() + 1, positions_at.end());
+  std::vector<int64_t> value_counts(static_cast<size_t>(p));
+  for (int q = 0; q < p; ++q) {
+    positions_at[size_t(q) + 1] += positions_at[size_t(q)];
+    value_counts[size_t(q)] = pos_counts[size_t(q)] * col_block;
+  }
+  const int64_t sent = positions_at.back();
+  std::vector<int64_t> send_pos(static_cast<size_t>(sent));
+  std::unique_ptr<float[]> send_val(new float[size_t(std::max<int64_t>(sent * col_block, 1))]);
   for (int64_t i = 0; i < r.rows(); ++i) {
     const float* x = r.features.data() + i * f;
     double sum = 0;
     if (normalize)
       for (int64_t j = 0; j < f; ++j) sum += x[j];
     const double scale = normalize && sum != 0 ? sum : 1.0;
-    const int64_t pos = order.inverse(r.first_row + i);
-    const GridCoords row_owner = mine.with(Axis::X, int(pos / row_block));
-    for (int ky = 0; ky < shape.y; ++ky)
-      for (int kz = 0; kz < shape.z; ++kz) {
-        const int dest = grid.rank_of(row_owner.with(Axis::Y, ky).with(Axis::Z, kz)) % p;
-        positions[size_t(dest)].push_back(pos);
-        for (int64_t j = ky * col_block; j < (ky + 1) * col_block; ++j)
-          values[size_t(dest)].push_back(j < f ? (normalize ? float(x[j] / scale) : x[j]) : 0.0f);
-      }
+    each_dest(i, [&](int ky, int dest) {
+      const int64_t slot = positions_at[size_t(dest)]++;
+      send_pos[size_t(slot)] = positions[size_t(i)];
+      float* out = send_val.get() + slot * col_block;
+      for (int64_t j = ky * col_block; j < (ky + 1) * col_block; ++j)
+        *out++ = j < f ? (normalize ? float(x[j] / scale) : x[j]) : 0.0f;
+    });
   }
-  const std::vector<int64_t> got_pos = exchange_buckets(comm, std::move(positions), "load features");
-  const std::vector<float> got_val = exchange_buckets(comm, std::move(values), "load features");
+  const std::vector<int64_t> got_pos_counts = exchange_counts(comm, pos_counts, "load features");
+  int64_t got = 0;
+  for (const int64_t c : got_pos_counts) got += c;
+  std::vector<int64_t> got_pos(static_cast<size_t>(got)), got_counts(static_cast<size_t>(p));
+  all_to_allv(comm, send_pos.data(), pos_counts, got_pos.data(), got_pos_counts, "load features");
+  for (int q = 0; q < p; ++q) got_counts[size_t(q)] = got_pos_counts[size_t(q)] * col_block;
+  std::unique_ptr<float[]> got_val(new float[size_t(std::max<int64_t>(got * col_block, 1))]);
+  all_to_allv(comm, send_val.get(), value_counts, got_val.get(), got_counts, "load features");
+  send_val.reset();
   HostMatrix<float> block("features", size_t(row_block), size_t(col_block));
   const int64_t first = mine.x * row_block;
   for (size_t k = 0; k < got_pos.size(); ++k)
-    for (int64_t j = 0; j < col_block; ++j)
-      block(got_pos[k] - first, j) = got_val[k * size_t(col_block) + size_t(j)];
+    std::memcpy(&block(got_pos[k] - first, 0), got_val.get() + k * size_t(col_block),
+                sizeof(float) * size_t(col_block));
   g.features = Kokkos::create_mirror_view_and_copy(DeviceSpace(), block);
   g.input_ids = ids_of(order, first, row_block, r.num_nodes);
 }
@@ -249,14 +323,14 @@ void reduce_load_phases(const Communicator& comm, std::vector<LoadPhase>& phases
 }
 
 // What an in-edge and a row cost the rank that reads them, in bytes held at once: the edge is read (8) and
-// sent as three int64 to the G_b ranks of its block (24 G_b, for the layout with the largest G_b); the
+// sent as three int32 to the G_b ranks of its block (12 G_b, for the layout with the largest G_b); the
 // row's features, label, offset and split bits are read, and then either its self loop is sent like an
 // edge or its features go to the Y x Z ranks of its block, whichever is more. Balancing this sum bounds
 // every phase's transient on every rank by the mean.
 RowCosts row_costs(const GraphMeta& meta, const GridShape& shape, int layers) {
   int widest = 1;
   for (int t = 0; t < std::min(layers, 6); ++t) widest = std::max(widest, shape.extent(roles_for_layer(t).b));
-  const double exchange = 24.0 * widest;
+  const double exchange = 12.0 * widest;
   const double features =
       double(shape.z) * (8.0 * shape.y + 4.0 * double(padded_width(meta.num_features, shape)));
   return RowCosts{8.0 + exchange, 4.0 * double(meta.num_features) + 17.0 + std::max(exchange, features)};

@@ -19,12 +19,12 @@ double read_rows_bytes(const ProblemSize& p, double rows_read, double edges) {
 }
 
 struct LayoutBytes {
-  double sent = 0;      // the packed triples this rank sends
-  double exchange = 0;  // distribute_adjacency's peak: the packed triples sent and those received
+  double sent = 0;      // the entries this rank sends
+  double exchange = 0;  // distribute_adjacency's peak: entries sent and received, then received and the CSR
   double kept = 0;      // the block and its transpose (CsrSpmm, int64 indices, float values)
 };
 
-// Layout t of the adjacency: every nonzero goes to the G_b ranks of its block as three int64.
+// Layout t of the adjacency: every nonzero goes to the G_b ranks of its block as three int32.
 LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz) {
   const GridShape& s = layout.shape();
   const AxisRoles r = roles_for_layer(t);
@@ -32,8 +32,8 @@ LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz) {
   const double block_nnz = nnz / (double(s.extent(r.a)) * s.extent(r.c));
   const double rows_c = np / s.extent(r.c), rows_a = np / s.extent(r.a);
   LayoutBytes b;
-  b.sent = 24 * nnz / ranks * s.extent(r.b);
-  b.exchange = b.sent + 24 * block_nnz;
+  b.sent = 12 * nnz / ranks * s.extent(r.b);
+  b.exchange = std::max(b.sent + 12 * block_nnz, 24 * block_nnz + 8 * rows_c);
   b.kept = 2 * 12 * block_nnz + 8 * (rows_c + 1) + 8 * (rows_a + 1);
   return b;
 }
