@@ -39,10 +39,7 @@ void write_block(hid_t file, const std::string& name, const Vector<float>& local
 
 void read_block(hid_t file, const std::string& path, const std::string& name, const Vector<float>& local,
                 int64_t local_rows, int64_t local_cols, const BlockPlacement& b) {
-  H5Handle d = h5_open_dataset(file, path, name);
-  const std::vector<int64_t> shape = h5_shape(d.get());
-  require(shape == std::vector<int64_t>{b.rows, b.cols}, path, ": dataset ", name,
-          " has the wrong shape for this model");
+  H5Handle d = h5_open_dataset(file, path, name);  // shape and type checked by load_checkpoint
   const Clip c = clip(b, local_rows, local_cols);
   std::vector<float> packed(static_cast<size_t>(c.rows * c.cols));
   h5_read_block(d.get(), H5T_NATIVE_FLOAT, b.row_begin, c.rows, b.col_begin, c.cols, packed.data());

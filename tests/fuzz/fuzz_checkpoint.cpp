@@ -27,13 +27,7 @@ namespace {
 
 using tessera::H5Handle;
 
-struct Input {
-  const uint8_t* data;
-  size_t size, at = 0;
-  bool more() const { return at < size; }
-  uint8_t byte() { return at < size ? data[at++] : 0; }
-  uint32_t below(uint32_t n) { return n == 0 ? 0 : byte() % n; }
-};
+using tessera_fuzz::Input;
 
 struct Fixture {
   tessera::ProcessGrid grid{tessera_fuzz::world(), tessera::GridShape{}};
@@ -161,18 +155,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   saved.best_valid = 0.5;
   tessera::save_checkpoint(f.path, f.state(), saved, tessera_fuzz::world());
   tamper(f.path, in);
-  bool plain_error = false;
-  try {
+  tessera_fuzz::run_input([&] {
     const tessera::TrainingProgress p = tessera::load_checkpoint(f.path, f.state(), tessera_fuzz::world());
     // What a resume goes on from: an epoch count that can be trained on, a best epoch among those done.
     if (p.epochs_done < 0 || (p.best_epoch != -1 && (p.best_epoch < 1 || p.best_epoch > p.epochs_done)))
       std::abort();
-    if (std::getenv("TESSERA_FUZZ_VERBOSE")) std::fprintf(stderr, "loaded\n");
-  } catch (const tessera::Error& e) {
-    plain_error = dynamic_cast<const tessera::CollectiveError*>(&e) == nullptr;
-    if (std::getenv("TESSERA_FUZZ_VERBOSE")) std::fprintf(stderr, "%s\n", e.what());
-  }
-  tessera_fuzz::require_hdf5_closed(plain_error);
+  });
   return 0;
 }
 

@@ -24,14 +24,7 @@ namespace {
 
 using tessera::H5Handle;
 
-// Reads the input a byte at a time; zeros once it is used up, so every input decodes to some file.
-struct Input {
-  const uint8_t* data;
-  size_t size, at = 0;
-  bool more() const { return at < size; }
-  uint8_t byte() { return at < size ? data[at++] : 0; }
-  uint32_t below(uint32_t n) { return n == 0 ? 0 : byte() % n; }
-};
+using tessera_fuzz::Input;
 
 // The values offsets, ids, labels and sizes go wrong with.
 int64_t edge_value(Input& in, int64_t n, int64_t e) {
@@ -247,16 +240,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in{data, size};
   const std::string path = write_file(in);
-  bool plain_error = false;
-  try {
+  tessera_fuzz::run_input([&] {
     const tessera::GraphFileReader reader(tessera_fuzz::world(), path);
     validate_graph(reader, tessera_fuzz::world());
     check_validated(reader, in);
-    if (std::getenv("TESSERA_FUZZ_VERBOSE")) std::fprintf(stderr, "valid file\n");
-  } catch (const tessera::Error& e) {
-    plain_error = dynamic_cast<const tessera::CollectiveError*>(&e) == nullptr;
-    if (std::getenv("TESSERA_FUZZ_VERBOSE")) std::fprintf(stderr, "%s\n", e.what());
-  }
-  tessera_fuzz::require_hdf5_closed(plain_error);
+  });
   return 0;
 }

@@ -22,4 +22,14 @@ inline std::string write_input(const uint8_t* data, size_t size, const char* suf
   return path;
 }
 
+/// The structure-aware harnesses' input, read a byte at a time; zeros once it is used up, so every input
+/// decodes to some file.
+struct Input {
+  const uint8_t* data;
+  size_t size, at = 0;
+  bool more() const { return at < size; }
+  uint8_t byte() { return at < size ? data[at++] : 0; }
+  uint32_t below(uint32_t n) { return n == 0 ? 0 : byte() % n; }
+};
+
 }  // namespace tessera_fuzz

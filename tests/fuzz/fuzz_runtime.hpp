@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/core/runtime.hpp"
 
 namespace tessera_fuzz {
@@ -34,6 +35,7 @@ inline void start_runtime() {
 /// ranks' agreed error closes what it opened, or a long job that reads many files runs out of memory. A
 /// plain Error (one rank's, which aborts an MPI job) leaves its objects to the shutdown's H5close: closed
 /// here the same way.
+namespace detail {
 inline void require_hdf5_closed(bool after_plain_error) {
   const ssize_t count = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
   if (count == 0) return;
@@ -47,6 +49,23 @@ inline void require_hdf5_closed(bool after_plain_error) {
     if (H5Iget_type(id) != H5I_FILE) H5Oclose(id);
   for (const hid_t id : ids)
     if (H5Iget_type(id) == H5I_FILE) H5Fclose(id);
+}
+}  // namespace detail
+
+/// Runs one input's reader calls: a Tessera error ends the input (printed when TESSERA_FUZZ_VERBOSE is
+/// set), anything else escapes as a finding; then the HDF5 rule above.
+template <class Body>
+void run_input(const Body& body) {
+  const bool verbose = std::getenv("TESSERA_FUZZ_VERBOSE") != nullptr;
+  bool plain_error = false;
+  try {
+    body();
+    if (verbose) std::fprintf(stderr, "accepted\n");
+  } catch (const tessera::Error& e) {
+    plain_error = dynamic_cast<const tessera::CollectiveError*>(&e) == nullptr;
+    if (verbose) std::fprintf(stderr, "%s\n", e.what());
+  }
+  detail::require_hdf5_closed(plain_error);
 }
 
 /// MPI_COMM_WORLD of the one-rank job.
