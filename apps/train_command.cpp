@@ -209,10 +209,6 @@ void add_train_command(CLI::App& app, Command& selected) {
       "names without dashes; the command line overrides the file; --print-config writes one).");
   cmd->callback([&selected, a, cmd] {
     selected = [a, cmd](const Communicator& world) {
-      if (a->print_config) {
-        if (world.rank() == 0) std::printf("%s", cmd->config_to_str(true, true).c_str());
-        return 0;
-      }
       std::string invalid;
       TrainOptions options;
       try {
@@ -221,6 +217,12 @@ void add_train_command(CLI::App& app, Command& selected) {
         invalid = e.what();
       }
       world.check(invalid.empty(), invalid);
+      // Printed only once the options are known to be valid (the file itself is read only by a run).
+      if (a->print_config) {
+        check_options(options, world);
+        if (world.rank() == 0) std::printf("%s", cmd->config_to_str(true, true).c_str());
+        return 0;
+      }
       // SIGTERM/SIGUSR1 from here on (during the load too) stop the run at an epoch end with a checkpoint.
       const StopSignalWatch watch;
       options.stop_on_signal = true;

@@ -25,6 +25,8 @@ namespace {
 // chunk's SpMM, few enough that each message stays large.
 constexpr int kOverlapChunks = 4;
 
+}  // namespace
+
 void check_options(const TrainOptions& o, const Communicator& world) {
   std::string invalid;
   try {
@@ -60,6 +62,8 @@ void check_options(const TrainOptions& o, const Communicator& world) {
   }
   world.check(invalid.empty(), invalid);
 }
+
+namespace {
 
 // Bytes each rank may use, the same on every rank (the smallest), so every rank takes the same decision.
 struct MemoryBudget {

@@ -71,6 +71,10 @@ struct TrainOptions {
 /// naming the file or the option.
 TrainResult run_training(const TrainOptions& options, const Communicator& world);
 
+/// Collective: the checks run_training makes on the options before it reads anything (ranges, the grid's
+/// form for the mode, kernels this build has); throws CollectiveError on every rank with the first problem.
+void check_options(const TrainOptions& options, const Communicator& world);
+
 /// What the performance model needs of a graph file's sizes and a model (plan_grids, predict_memory).
 ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model);
 
