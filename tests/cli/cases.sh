@@ -564,5 +564,86 @@ PY
       "Kokkos::OpenMP" -- env OMP_NUM_THREADS=$threads OMPI_MCA_hwloc_base_binding_policy=none $MPIEXEC -n 2 "$TESSERA" \
       "${train[@]}" --grid 1x1x2
     [ "$(grep -c "tessera: warning" <<<"$out")" -eq 1 ] || { echo "FAILED: one warning per node"; exit 1; } ;;
+  dataset_recipes)
+    # Every recipe under datasets/ is a valid `tessera train` configuration for its mode, and states what
+    # accuracy to expect (or to compare with) in the form scripts/ogb_suite.sh reads.
+    count=0
+    for recipe in "$SOURCE_DIR"/datasets/*/*.toml; do
+      mode=$(basename "$recipe" .toml); extra=()
+      [ "$mode" != minibatch ] || extra=(--grid 2x1x1x1)
+      out=$("$TESSERA" train --config "$recipe" --data g.h5 "${extra[@]}" --print-config) ||
+        { echo "FAILED: $recipe"; exit 1; }
+      grep -qx "mode=\"$mode\"" <<<"$out" || { echo "FAILED: $recipe is not a $mode recipe"; exit 1; }
+      grep -Eq '^# (expect|reference): test 0\.[0-9]+( \+- 0\.[0-9]+)? \(' "$recipe" ||
+        { echo "FAILED: $recipe has no '# expect:' or '# reference:' line"; exit 1; }
+      count=$((count + 1))
+    done
+    for dir in "$SOURCE_DIR"/datasets/*/; do
+      for f in README.md dataset.sh full.toml minibatch.toml sampled.toml; do
+        [ -f "$dir/$f" ] || { echo "FAILED: $dir lacks $f"; exit 1; }
+      done
+      (set -u; source "$dir/dataset.sh"; [ -n "$raw_dir" ] && [ ${#info[@]} -ge 3 ] && [ ${#synth_args[@]} -ge 8 ]) ||
+        { echo "FAILED: $dir/dataset.sh"; exit 1; }
+    done
+    echo "$count recipes valid"
+    [ "$count" -ge 21 ] || { echo "FAILED: expected 7 datasets x 3 modes"; exit 1; } ;;
+  ogb_suite)
+    # scripts/ogb_suite.sh end to end: Cora's recipes on 2 ranks must meet their expectations; a generated
+    # OGB-layout dataset converts and passes its counts check; wrong counts, an absent dataset and a
+    # synthetic stand-in are reported as such; every plot is a PNG image.
+    [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
+    py=python3; $py -c 'import matplotlib' 2>/dev/null || py=/usr/bin/python3
+    $py -c 'import matplotlib' 2>/dev/null || { echo "skipped: no python3-matplotlib (scripts/setup.sh installs it)"; exit 77; }
+    suite() { bash "$SOURCE_DIR/scripts/ogb_suite.sh" --ranks 2 --graphs "$work/graphs" "$@"; }
+    ln -s "$SHARED_DIR/datasets/cora" cora
+    suite --data-root "$work" --out r1 cora || { echo "FAILED: the Cora recipes"; cat r1/SUMMARY.md; exit 1; }
+    cat r1/SUMMARY.md
+    for mode in full minibatch sampled; do
+      grep -Eq "^\| cora \| real \| $mode \| [0-9a-z]+ \| 2 \| [0-9]+ \| [0-9.]+ \| [0-9.]+ ± [0-9.]+ \| yes \|" r1/SUMMARY.md ||
+        { echo "FAILED: no met $mode row"; exit 1; }
+    done
+    # A generated dataset in OGB's layout, with recipes written here; one copy claims a wrong node count.
+    fixture
+    mkdir -p recipes/tiny recipes/tiny-wrong && mv ds tiny
+    printf 'raw_dir=tiny\nprep_args=()\ninfo=("nodes:     50" "features:  6" "classes:   3" "splits:    test 20, train 20, valid 10")\nsynth_args=(--kind csbm --nodes 50 --edges 100 --features 6 --classes 3)\n' \
+      > recipes/tiny/dataset.sh
+    sed 's/nodes:     50/nodes:     51/' recipes/tiny/dataset.sh > recipes/tiny-wrong/dataset.sh
+    mkdir -p recipes/absent-one && sed 's/^raw_dir=tiny/raw_dir=nowhere/' recipes/tiny/dataset.sh > recipes/absent-one/dataset.sh
+    out=$(bash "$SOURCE_DIR/scripts/ogb_suite.sh" --datasets recipes typo 2>&1) && { echo "FAILED: a typo ran"; exit 1; }
+    grep -qx "ogb_suite: recipes/typo/dataset.sh: no such dataset" <<<"$out" || { echo "FAILED: $out"; exit 1; }
+    for mode in full minibatch sampled; do
+      sed -E 's/^(epochs|hidden) = .*/\1 = 4/; s/^batch-size = "32"/batch-size = "8"/; s/^# expect:/# reference:/' \
+        "$SOURCE_DIR/datasets/cora/$mode.toml" | tee recipes/tiny/$mode.toml > recipes/tiny-wrong/$mode.toml
+    done
+    if suite --datasets recipes --data-root "$work" --out r2 --modes full,sampled tiny tiny-wrong absent-one 2>&1; then
+      echo "FAILED: a count mismatch must fail the suite"; exit 1
+    fi
+    cat r2/SUMMARY.md
+    grep -Eq '^\| tiny \| real \| full \| [0-9x]+ \| 2 \| 4 \| [0-9.]+ \| ref ' r2/SUMMARY.md || { echo "FAILED: tiny full row"; exit 1; }
+    grep -Eq '^\| tiny \| real \| sampled \| 2ranks \| 2 \| 4 \| ' r2/SUMMARY.md || { echo "FAILED: tiny sampled row"; exit 1; }
+    ! grep -q '^| tiny | real | minibatch' r2/SUMMARY.md || { echo "FAILED: --modes ignored"; exit 1; }
+    grep -qF "| tiny-wrong | real | info | - | 2 | - |" r2/SUMMARY.md && grep -qF "info mismatch: expected 'nodes:     51'" r2/SUMMARY.md ||
+      { echo "FAILED: no count mismatch row"; exit 1; }
+    grep -qF "absent: no" r2/SUMMARY.md || { echo "FAILED: no absent row"; exit 1; }
+    # A synthetic stand-in is labelled so and never judged.
+    suite --synthetic --epochs 2 --modes full,minibatch --out r3 cora || { echo "FAILED: synthetic run"; exit 1; }
+    grep -q "SYNTHETIC STAND-INS" r3/SUMMARY.md && grep -Eq '^\| cora \| synthetic \| minibatch \| 2x1x1x1 \| 2 \| 2 \| [0-9.]+ \| ref [0-9.]+ ± [0-9.]+ \| - \|' r3/SUMMARY.md ||
+      { echo "FAILED: synthetic rows"; cat r3/SUMMARY.md; exit 1; }
+    [ "$(wc -l < r3/results.csv)" -eq 3 ] || { echo "FAILED: results.csv rows"; exit 1; }
+    $py - r1/plots/cora r2/plots/tiny r3/plots/cora <<'PY' || { echo "FAILED: plots"; exit 1; }
+import os, struct, sys
+want = {"loss.png", "accuracy.png", "epoch_time.png", "bytes.png"}
+for folder, sampled in zip(sys.argv[1:], (True, True, False)):
+    names = set(os.listdir(folder))
+    expected = want | ({"cache_hit_rate.png"} if sampled else set())
+    assert names == expected, (folder, sorted(names))
+    for name in names:
+        data = open(os.path.join(folder, name), "rb").read()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", name
+        width, height = struct.unpack(">II", data[16:24])
+        assert width >= 200 and height >= 200 and len(data) > 5000, (name, width, height, len(data))
+print("plots ok")
+PY
+    ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
