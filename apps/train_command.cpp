@@ -223,6 +223,7 @@ void add_train_command(CLI::App& app, Command& selected) {
         if (world.rank() == 0) std::printf("%s", cmd->config_to_str(true, true).c_str());
         return 0;
       }
+      set_progress_enabled(!options.quiet);
       // SIGTERM/SIGUSR1 from here on (during the load too) stop the run at an epoch end with a checkpoint.
       const StopSignalWatch watch;
       options.stop_on_signal = true;

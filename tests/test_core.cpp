@@ -12,6 +12,7 @@
 
 #include "tessera/core/csr.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
 #include "tessera/core/random.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
@@ -154,6 +155,19 @@ TEST(Errors, FailJoinsItsParts) {
   EXPECT_THROW(require(false, "always"), Error);
 }
 
+TEST(Progress, ReportsCountRateAndTimeLeft) {
+  EXPECT_EQ(tessera::Progress::report("prep: features", 250, 1000, 5.0),
+            "prep: features: 250/1000 (25%), 50/s, ETA 15 s");
+  EXPECT_EQ(tessera::Progress::report("load", 3000000, 9000000, 2.0),
+            "load: 3000000/9000000 (33%), 1.5M/s, ETA 4 s");
+  EXPECT_EQ(tessera::Progress::report("x", 1000, 601000, 1.0),
+            "x: 1000/601000 (0%), 1.0k/s, ETA 10 min 00 s");
+  EXPECT_EQ(tessera::Progress::report("x", 10, 72010, 1.0), "x: 10/72010 (0%), 10/s, ETA 2 h 00 min");
+  // Unknown total: no percentage and no ETA; nothing done yet: no rate to extrapolate from.
+  EXPECT_EQ(tessera::Progress::report("scan", 42, 0, 2.0), "scan: 42, 21/s");
+  EXPECT_EQ(tessera::Progress::report("scan", 0, 10, 0.0), "scan: 0/10 (0%), 0/s");
+}
+
 TEST(Timers, ScopedPhaseAccumulates) {
   PhaseTimers timers;
   {
@@ -169,7 +183,8 @@ TEST(Timers, ScopedPhaseAccumulates) {
 // CPU lists of the ranks on one node -> the threads each gets by default.
 std::vector<int> default_threads(const std::vector<std::vector<int>>& masks, int cpus_per_task = 0) {
   std::vector<int> threads;
-  for (int r = 0; r < int(masks.size()); ++r) threads.push_back(default_thread_count(masks, r, cpus_per_task));
+  for (int r = 0; r < int(masks.size()); ++r)
+    threads.push_back(default_thread_count(masks, r, cpus_per_task));
   return threads;
 }
 

@@ -16,12 +16,18 @@ bool is_log_rank();
 /// Prints one line to stdout on rank 0.
 void log_line(const std::string& line);
 
-/// Reports progress of a long operation on stderr (rank 0 only): a line at most every `interval`
-/// seconds and only once the operation has run longer than that, so short runs stay quiet.
+/// Progress reports on (false: none; `tessera train --quiet` turns them off). Default on.
+void set_progress_enabled(bool enabled);
+
+/// Reports progress of a long operation on stderr (rank 0 only), once it has run longer than
+/// `interval_seconds` (short runs stay quiet): on a terminal one line rewritten in place about twice a
+/// second; otherwise (a batch job's output file) a plain line every `interval_seconds`. Each report says
+/// items done of the total, the rate and the time left at that rate. TESSERA_PROGRESS_SECONDS overrides
+/// the interval (tests use a small one).
 class Progress {
  public:
   /// Reports on `what`, `total` items.
-  Progress(std::string what, int64_t total, double interval_seconds = 5.0);
+  Progress(std::string what, int64_t total, double interval_seconds = 10.0);
   /// `done_now` more items are done.
   void advance(int64_t done_now);
   /// `done_total` items are done in all.
@@ -30,11 +36,14 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
+  /// One report: "WHAT: DONE/TOTAL (P%), RATE/s, ETA T" (what a report prints, without line control).
+  static std::string report(const std::string& what, int64_t done, int64_t total, double elapsed_seconds);
+
  private:
   std::string what_;
   int64_t total_, done_ = 0;
   double interval_, start_, last_;
-  bool printed_ = false;
+  bool terminal_ = false, printed_ = false;
 };
 
 }  // namespace tessera

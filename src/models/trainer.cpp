@@ -8,6 +8,7 @@
 
 #include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/parallel3d/pmm.hpp"
@@ -187,7 +188,14 @@ TrainResult Trainer::run() {
     const PhaseTimers timers_before = model_.timers() ? *model_.timers() : PhaseTimers();
     const double loss_before = loss_seconds_;
     Stopwatch epoch_watch;
-    for (int64_t step = 0; step < source_.steps_per_epoch(); ++step) train_step(epoch, step, r, result);
+    {
+      // Silent unless an epoch of many steps outlasts the report interval (rank 0, stderr).
+      Progress steps("epoch " + std::to_string(epoch + 1) + " steps", source_.steps_per_epoch());
+      for (int64_t step = 0; step < source_.steps_per_epoch(); ++step) {
+        train_step(epoch, step, r, result);
+        steps.set(step + 1);
+      }
+    }
     Stopwatch eval_watch;
     r.evaluated =
         options_.eval_every > 0 && ((epoch + 1) % options_.eval_every == 0 || epoch + 1 == options_.epochs);

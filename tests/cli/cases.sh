@@ -645,5 +645,22 @@ for folder, sampled in zip(sys.argv[1:], (True, True, False)):
 print("plots ok")
 PY
     ;;
+  progress_reports)
+    # Long steps report items, rate and time left on stderr (plain lines when stderr is a file); the
+    # interval is forced to 0 here so that small runs report; --quiet silences the reports.
+    fixture
+    TESSERA_PROGRESS_SECONDS=0 "$TESSERA" prep ogb ds -o g.h5 2>err.txt >/dev/null || exit 1
+    cat err.txt
+    grep -Eq '^prep: features: 50/50 \(100%\), [0-9.]+k?/s, ETA 0 s$' err.txt || { echo "FAILED: prep progress"; exit 1; }
+    grep -Eq '^prep: features: done, 50 in [0-9.]+ s$' err.txt || { echo "FAILED: prep done line"; exit 1; }
+    ! grep -q $'\r' err.txt || { echo "FAILED: terminal control in a file"; exit 1; }
+    train=(train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size 10 --steps-per-epoch 4 --epochs 2 --hidden 4)
+    TESSERA_PROGRESS_SECONDS=0 mpi 2 "$TESSERA" "${train[@]}" 2>err.txt >/dev/null || exit 1
+    cat err.txt
+    for want in "epoch 1 steps: 2/4 (50%)" "epoch 2 steps: done, 4 in"; do
+      [ "$(grep -cF "$want" err.txt)" -eq 1 ] || { echo "FAILED: one '$want' line (rank 0 only)"; exit 1; }
+    done
+    TESSERA_PROGRESS_SECONDS=0 mpi 2 "$TESSERA" "${train[@]}" --quiet 2>err.txt >/dev/null || exit 1
+    [ ! -s err.txt ] || { cat err.txt; echo "FAILED: --quiet printed progress"; exit 1; } ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
