@@ -4,7 +4,7 @@
 # then configures and builds Tessera. Idempotent: a second run only re-checks and rebuilds what changed.
 #
 #   scripts/setup.sh [--backend host|cuda|hip] [--cuda-arch 80|90] [--sanitize] [--with-bench] [--with-fuzz]
-#                    [--build-type Release|Debug] [--deps-only] [-j N]
+#                    [--with-slurm] [--build-type Release|Debug] [--deps-only] [-j N]
 #
 #   host (default): Kokkos 3.4.01 with OpenMP+Serial into .deps/kokkos-host, Tessera into build/
 #   cuda:           Kokkos 3.4.01 with CUDA into .deps/kokkos-cuda, Tessera into build-cuda/ (sm_80: A100);
@@ -14,10 +14,11 @@
 #   --sanitize:     host build with AddressSanitizer + UBSan into build-asan/
 #   --with-bench:   also PyTorch and h5py (Debian's python3-torch), for the baseline in scripts/bench_fullgraph.sh
 #   --with-fuzz:    also clang, libFuzzer and LLVM's OpenMP headers, for scripts/fuzz.sh
+#   --with-slurm:   also Slurm and munge (slurm-wlm), for scripts/slurm/check_local.sh (a one-node cluster)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-backend=host cuda_arch=80 sanitize=OFF build_type=Release deps_only=0 with_bench=0 with_fuzz=0 jobs=$(nproc --all)
+backend=host cuda_arch=80 sanitize=OFF build_type=Release deps_only=0 with_bench=0 with_fuzz=0 with_slurm=0 jobs=$(nproc --all)
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -25,6 +26,7 @@ while [ $# -gt 0 ]; do
     --sanitize) sanitize=ON; shift ;;
     --with-bench) with_bench=1; shift ;;
     --with-fuzz) with_fuzz=1; shift ;;
+    --with-slurm) with_slurm=1; shift ;;
     --build-type) build_type=$2; shift 2 ;;
     --deps-only) deps_only=1; shift ;;
     -j) jobs=$2; shift 2 ;;
@@ -49,6 +51,7 @@ packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin l
           libgtest-dev libcli11-dev nlohmann-json3-dev doxygen)
 [ "$with_bench" -eq 1 ] && packages+=(python3-torch python3-numpy)
 [ "$with_fuzz" -eq 1 ] && packages+=(clang libclang-rt-14-dev libomp-dev)
+[ "$with_slurm" -eq 1 ] && packages+=(slurm-wlm munge)
 [ "$backend" = hip ] && packages+=(hipcc librocsparse-dev)
 missing=()
 for p in "${packages[@]}"; do

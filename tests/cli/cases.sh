@@ -662,5 +662,9 @@ PY
     done
     TESSERA_PROGRESS_SECONDS=0 mpi 2 "$TESSERA" "${train[@]}" --quiet 2>err.txt >/dev/null || exit 1
     [ ! -s err.txt ] || { cat err.txt; echo "FAILED: --quiet printed progress"; exit 1; } ;;
+  slurm_jobs)
+    # The CPU job scripts under a real one-node Slurm (sbatch, srun --mpi=pmix, scancel --signal, resume) and
+    # the GPU job scripts through sbatch --test-only; skipped (77) where Slurm is not installed.
+    bash "$SOURCE_DIR/scripts/slurm/check_local.sh" "$work/slurm" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
