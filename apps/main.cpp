@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/huge_pages.hpp"
 #include "tessera/core/runtime.hpp"
 
 namespace {
@@ -53,6 +54,7 @@ std::string config_message(const std::string& what, const std::string& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tessera::restart_with_huge_page_malloc(argv);
   // MPI_THREAD_MULTIPLE: --mode sampled's worker thread communicates. An MPI that provides less still runs
   // every other mode; the sampled source checks the level it got.
   return tessera::run_main(argc, argv, MPI_THREAD_MULTIPLE, [](int argc, char** argv) {

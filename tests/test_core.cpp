@@ -4,14 +4,18 @@
 #include <Kokkos_Core.hpp>
 #include <chrono>
 #include <cmath>
+#include <random>
 #include <set>
 #include <thread>
+#include <unordered_map>
 #if defined(KOKKOS_ENABLE_OPENMP)
 #include <omp.h>
 #endif
 
 #include "tessera/core/csr.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/flat_id_map.hpp"
+#include "tessera/core/huge_pages.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/random.hpp"
 #include "tessera/core/threads.hpp"
@@ -217,4 +221,55 @@ TEST(Threads, RuntimeRecordsWhatKokkosAndBlasRun) {
   EXPECT_GE(choice.node_cpus, 1);
   EXPECT_EQ(choice.min_threads, choice.threads);
   EXPECT_NE(choice.describe().find("1 rank on 1 node"), std::string::npos) << choice.describe();
+}
+
+// Against std::unordered_map: random ids (dense and spread over 2^40, many repeated), through several
+// growths.
+TEST(FlatIdMap, AgreesWithStdUnorderedMap) {
+  std::mt19937_64 gen(11);
+  for (int64_t range : {int64_t(50), int64_t(1) << 20, int64_t(1) << 40}) {
+    FlatIdMap map(range == 50 ? 0 : 8);
+    std::unordered_map<int64_t, int64_t> reference;
+    std::uniform_int_distribution<int64_t> id(0, range - 1);
+    for (int64_t k = 0; k < 20000; ++k) {
+      const int64_t key = id(gen);
+      const auto [value, inserted] = map.try_emplace(key, k);
+      const auto [it, ref_inserted] = reference.emplace(key, k);
+      ASSERT_EQ(inserted, ref_inserted) << "id " << key;
+      ASSERT_EQ(value, it->second) << "id " << key;
+    }
+    EXPECT_EQ(map.size(), reference.size());
+    for (const auto& [key, value] : reference) ASSERT_EQ(map.find(key), value);
+    for (int k = 0; k < 1000; ++k) {
+      const int64_t key = id(gen);
+      ASSERT_EQ(map.find(key), reference.count(key) ? reference.at(key) : -1);
+    }
+  }
+  FlatIdMap map;
+  EXPECT_EQ(map.find(-5), -1);
+  EXPECT_THROW(map.try_emplace(-1, 0), Error);
+}
+
+// The allocation hook advises large host Views (where the kernel has THP) and leaves their contents alone;
+// small Views are not advised.
+TEST(HugePages, LargeHostViewsAreAdvisedAndKeepTheirValues) {
+  ASSERT_TRUE(advise_huge_pages_for_host_views(int64_t(4) << 20));
+  const std::string mode = transparent_huge_page_mode();
+  const HugePageAdvice before = huge_page_advice();
+  {
+    Kokkos::View<float*, Kokkos::HostSpace> small("small", 1000);
+    EXPECT_EQ(huge_page_advice().views, before.views);
+    Kokkos::View<float*, Kokkos::HostSpace> large("large", size_t(8) << 20);       // 32 MiB
+    for (size_t i = 0; i < large.extent(0); i += 4099) EXPECT_EQ(large(i), 0.0f);  // zero-filled after advice
+    large(12345) = 3.0f;
+    EXPECT_EQ(large(12345), 3.0f);
+  }
+  const HugePageAdvice after = huge_page_advice();
+  if (mode == "madvise" || mode == "always") {
+    EXPECT_EQ(after.views, before.views + 1);
+    EXPECT_GE(after.bytes - before.bytes, int64_t(28) << 20);  // the whole 2 MiB pages inside 32 MiB
+  } else {
+    std::printf("transparent huge pages: mode '%s': madvise may refuse; %lld views advised\n", mode.c_str(),
+                static_cast<long long>(after.views - before.views));
+  }
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/huge_pages.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/threads.hpp"
 
@@ -66,6 +67,9 @@ Runtime::Runtime(int& argc, char**& argv, int thread_level) {
   // business (srun/mpiexec bind ranks), so an unset variable means "do not bind". A user's value wins.
   setenv("OMP_PROC_BIND", "false", 0);
   detail::start_with_thread_choice(argc, argv, [&](bool quiet) { initialize_kokkos(argc, argv, quiet); });
+  // TESSERA_HUGE_PAGES=0 keeps 4 KiB pages (to compare, or where huge pages are unwelcome).
+  const char* huge = std::getenv("TESSERA_HUGE_PAGES");
+  if (huge == nullptr || std::strcmp(huge, "0") != 0) advise_huge_pages_for_host_views();
 }
 
 Runtime::~Runtime() {

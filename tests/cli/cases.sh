@@ -662,6 +662,37 @@ PY
     done
     TESSERA_PROGRESS_SECONDS=0 mpi 2 "$TESSERA" "${train[@]}" --quiet 2>err.txt >/dev/null || exit 1
     [ ! -s err.txt ] || { cat err.txt; echo "FAILED: --quiet printed progress"; exit 1; } ;;
+  huge_pages)
+    # Where the kernel's THP mode is madvise or always, tessera restarts once at start-up with glibc's hugetlb
+    # tunable (same process id, still named tessera, so job tools and pgrep find it); TESSERA_HUGE_PAGES=0 or
+    # a user's own GLIBC_TUNABLES leave the environment alone. Read off /proc while a long training runs.
+    mode=$(sed -n 's/.*\[\([a-z]*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)
+    case "$mode" in madvise|always) ;; *) echo "skipped: transparent huge pages are '$mode' here"; exit 77 ;; esac
+    good_h5
+    probe() {  # WANT ENV...: start a run with ENV, check its environment and name, stop it
+      local want=$1 pid i env_now=""; shift
+      env "$@" "$TESSERA" train --data g.h5 --epochs 1000000 --hidden 4 --quiet >/dev/null 2>&1 &
+      pid=$!
+      for i in $(seq 100); do  # until the restart has happened (TESSERA_HUGE_PAGES is set then), or 1 s
+        env_now=$(tr '\0' '\n' </proc/$pid/environ 2>/dev/null)
+        grep -q "^TESSERA_HUGE_PAGES=" <<<"$env_now" && break
+        [ "$want" = off ] && [ "$i" -ge 10 ] && break
+        sleep 0.1
+      done
+      local comm; comm=$(cat /proc/$pid/comm 2>/dev/null)
+      kill "$pid"; wait "$pid" 2>/dev/null
+      echo "$* -> comm '$comm'; $(grep -E '^(GLIBC_TUNABLES|TESSERA_HUGE_PAGES)=' <<<"$env_now" | tr '\n' ' ')"
+      [ "$comm" = tessera ] || { echo "FAILED: the process is named '$comm', not tessera"; exit 1; }
+      if [ "$want" = on ]; then
+        grep -qx "GLIBC_TUNABLES=glibc.malloc.hugetlb=1" <<<"$env_now" || { echo "FAILED: no hugetlb tunable"; exit 1; }
+        grep -qx "TESSERA_HUGE_PAGES=1" <<<"$env_now" || { echo "FAILED: no restart mark"; exit 1; }
+      else
+        ! grep -q "hugetlb" <<<"$env_now" || { echo "FAILED: hugetlb tunable where it was not wanted"; exit 1; }
+      fi
+    }
+    probe on -u TESSERA_HUGE_PAGES -u GLIBC_TUNABLES
+    probe off -u TESSERA_HUGE_PAGES GLIBC_TUNABLES=glibc.malloc.arena_max=2
+    probe off -u GLIBC_TUNABLES TESSERA_HUGE_PAGES=0 ;;
   slurm_jobs)
     # The CPU job scripts under a real one-node Slurm (sbatch, srun --mpi=pmix, scancel --signal, resume) and
     # the GPU job scripts through sbatch --test-only; skipped (77) where Slurm is not installed.
