@@ -3,6 +3,9 @@
 // on every kernel path this build has (host and team everywhere: the team path is what device builds run).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "reference/dense.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
@@ -40,10 +43,10 @@ TEST(KernelPath, AutoResolvesAndMissingPathsAreClearErrors) {
       resolve_kernel_path(KernelPath::Vendor, KernelKind::Spmm);
       ADD_FAILURE() << "no error";
     } catch (const Error& e) {
-      EXPECT_STREQ(
-          e.what(),
-          "kernel path 'vendor' has no SpMM kernel in this build (vendor kernels need a CUDA build; HIP builds "
-          "have SpMM only)");
+      EXPECT_STREQ(e.what(),
+                   "kernel path 'vendor' has no SpMM kernel in this build (vendor kernels need a CUDA build; "
+                   "HIP builds "
+                   "have SpMM only)");
     }
   }
   EXPECT_EQ(kernel_path_available(KernelPath::Vendor, KernelKind::Elementwise),
@@ -168,6 +171,38 @@ TYPED_TEST(KernelTest, GemmMatchesDenseForEveryTransposeOnBothPaths) {
   Matrix<S> c = to_view<S>(Dense(3, 2, 4.0));
   EXPECT_THROW(gemm<S>(Trans::No, Trans::No, S(1), Matrix<S>("a", 3, 4), Matrix<S>("b", 5, 2), S(0), c),
                Error);
+}
+
+// The epilogue's ReLU is max(v, floor), written so it compiles without a branch on the sign; it must still
+// pass NaN and -0 through and leave -inf alone without ReLU, on every path, with and without dropout.
+TEST(Epilogue, ReluPassesNanAndSignedZeroAndNoReluKeepsInfinities) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> row{nan, -0.0f, 0.0f, -1.5f, 2.5f, -inf, inf, -1e-30f, 1e-30f};
+  const int64_t cols = int64_t(row.size());
+  for (KernelPath path : paths(KernelKind::Elementwise))
+    for (bool relu : {false, true})
+      for (float rate : {0.0f, 0.25f}) {
+        const DropoutMask dropout = rate > 0 ? DropoutMask(rate, 9, 2) : DropoutMask();
+        Matrix<float> y("y", 1, size_t(cols));
+        auto host = Kokkos::create_mirror_view(y);
+        for (int64_t j = 0; j < cols; ++j) host(0, j) = row[size_t(j)];
+        Kokkos::deep_copy(y, host);
+        bias_relu_dropout_forward<float>(y, Vector<const float>(), relu, dropout, path);
+        Kokkos::deep_copy(host, y);
+        for (int64_t j = 0; j < cols; ++j) {
+          const float v = row[size_t(j)] + 0.0f;  // what the kernel adds without a bias (-0 + 0 is +0)
+          const float activated = relu && v < 0.0f ? 0.0f : v;  // the plain definition
+          const bool keep = dropout.keep(0, j);
+          const float expected = !dropout.active() ? activated : activated * (keep ? dropout.scale() : 0.0f);
+          const float got = host(0, j);
+          if (std::isnan(expected)) {
+            EXPECT_TRUE(std::isnan(got)) << "column " << j << " relu " << relu << " rate " << rate;
+          } else {
+            EXPECT_EQ(got, expected) << "column " << j << " relu " << relu << " rate " << rate;
+            EXPECT_EQ(std::signbit(got), std::signbit(expected)) << "column " << j << " relu " << relu;
+          }
+        }
+      }
 }
 
 TYPED_TEST(KernelTest, BiasReluDropoutForwardAndBackward) {

@@ -5,6 +5,7 @@
 // global coordinates (row_offset + i, col_offset + j), so every grid shape drops the same entries.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "tessera/core/random.hpp"
@@ -75,13 +76,17 @@ class DropoutMask {
 
 /// The activation epilogue of columns [j0, j1) of one row, shared by every kernel that ends in it so they
 /// agree bit for bit: row[j] = dropout(relu?(value(j))), one Philox block per 8 global columns.
+/// ReLU is max(v, floor) with floor 0 or -inf, not `relu && v < 0`: the short-circuit compiled to a branch
+/// on the sign, mispredicted half the time, and that made BatchNorm's apply 19% of a sampled training step.
+/// NaN and -0 pass through unchanged either way.
 template <class Scalar, class Value>
 KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_t i, int64_t j0, int64_t j1,
                                              bool relu, const DropoutMask& dropout, const Value& value) {
+  const Scalar floor = relu ? Scalar(0) : -Scalar(INFINITY);
   if (!dropout.active()) {
     for (int64_t j = j0; j < j1; ++j) {
       const Scalar v = value(j);
-      row[j] = relu && v < Scalar(0) ? Scalar(0) : v;
+      row[j] = v < floor ? floor : v;
     }
     return;
   }
@@ -92,9 +97,8 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_
     const int64_t jb = b * 8 - c0;
     const int64_t lo = jb < j0 ? j0 : jb, hi = jb + 8 < j1 ? jb + 8 : j1;
     for (int64_t j = lo; j < hi; ++j) {
-      Scalar v = value(j);
-      if (relu && v < Scalar(0)) v = Scalar(0);
-      row[j] = v * (scale * Scalar((mask >> (j - jb)) & 1u));  // branch-free: the mask is random
+      const Scalar v = value(j);
+      row[j] = (v < floor ? floor : v) * (scale * Scalar((mask >> (j - jb)) & 1u));  // the mask is random
     }
   }
 }
