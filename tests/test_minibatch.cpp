@@ -114,6 +114,31 @@ TEST(UniformSample, SortedDistinctKeyedAndDifferentPerReplica) {
   for (int v = 0; v < 50; ++v) EXPECT_NEAR(hits[size_t(v)], 4000, 6 * 57) << "vertex " << v;
 }
 
+// A block's sampled rows are the sample vertices whose position lies in its range, in position order:
+// against a plain filter of every (position, vertex) pair, for ranges that are empty, partial and whole.
+TEST(UniformSample, BlockSlicesAreThePositionsInRange) {
+  const std::vector<int64_t> sample = uniform_vertex_sample(500, 60, {4, 1, 2, 0});
+  std::vector<int64_t> positions;
+  for (int64_t v : sample) positions.push_back((v * 37 + 11) % 500);  // a permutation of 0..499
+  const SampleOrder order = order_sample(sample, positions);
+  EXPECT_TRUE(std::is_sorted(order.positions.begin(), order.positions.end()));
+  for (auto [begin, end] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 500}, {0, 0}, {100, 250}, {499, 500}, {250, 250}, {3, 4}}) {
+    std::map<int64_t, int64_t> expected;  // local position -> vertex, in order
+    for (size_t k = 0; k < sample.size(); ++k)
+      if (positions[k] >= begin && positions[k] < end) expected[positions[k] - begin] = sample[k];
+    const SampledIndex got = sampled_positions(order, begin, end);
+    ASSERT_EQ(got.local.size(), expected.size()) << begin << ".." << end;
+    ASSERT_EQ(got.ids.size(), expected.size());
+    size_t k = 0;
+    for (const auto& [local, vertex] : expected) {
+      EXPECT_EQ(got.local[k], local);
+      EXPECT_EQ(got.ids[k], vertex);
+      ++k;
+    }
+  }
+}
+
 TEST(Minibatch, SamplingSendsNoBytes) {
   const Communicator world = Communicator::world();
   for (const GridShape& shape : shapes_with_d_up_to_2(world.size())) {

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/minibatch.hpp"
 
+#include <algorithm>
 #include <cstdio>
-#include <unordered_map>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/flat_id_map.hpp"
 #include "tessera/models/full_graph.hpp"
 
 namespace tessera {
@@ -33,14 +34,14 @@ Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
 
 // The self block of a sample: row r, column c where both are the same vertex (a pattern).
 HostCsr self_of(const SampledIndex& rows, const SampledIndex& cols) {
-  std::unordered_map<int64_t, int64_t> col_of;
-  for (size_t c = 0; c < cols.ids.size(); ++c) col_of[cols.ids[c]] = int64_t(c);
+  FlatIdMap col_of(cols.ids.size());
+  for (size_t c = 0; c < cols.ids.size(); ++c) col_of.try_emplace(cols.ids[c], int64_t(c));
   HostCsr a;
   a.num_rows = int64_t(rows.ids.size());
   a.num_cols = int64_t(cols.ids.size());
   for (int64_t v : rows.ids) {
-    const auto it = col_of.find(v);
-    if (it != col_of.end()) a.col_idx.push_back(it->second);
+    const int64_t c = col_of.find(v);
+    if (c >= 0) a.col_idx.push_back(c);
     a.row_ptr.push_back(int64_t(a.col_idx.size()));
   }
   return a;
@@ -79,13 +80,11 @@ MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph
     row_range_.push_back(layout.node_block(r.c, grid.coords().get(r.c)));
     col_range_.push_back(layout.node_block(r.a, grid.coords().get(r.a)));
     const CsrMatrix<float, DeviceSpace>& a = graph.adjacency[size_t(l % 6)].forward.matrix();
-    blocks_.push_back({Kokkos::create_mirror_view_and_copy(HostSpace(), a.row_ptr),
+    blocks_.push_back({std::max(a.num_cols, col_range_.back().second - col_range_.back().first),
+                       Kokkos::create_mirror_view_and_copy(HostSpace(), a.row_ptr),
                        Kokkos::create_mirror_view_and_copy(HostSpace(), a.col_idx),
                        Kokkos::create_mirror_view_and_copy(HostSpace(), a.values)});
     require(!a.is_pattern(), "mini-batch sampling needs a valued adjacency block");
-    const auto ids = Kokkos::create_mirror_view_and_copy(
-        HostSpace(), l == 0 ? graph.input_ids : graph.output_ids[size_t(l - 1)]);
-    col_ids_.emplace_back(ids.data(), ids.data() + ids.extent(0));
   }
 }
 
@@ -93,24 +92,25 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
   const NodeLayout& layout = graph_.layout;
   HostBatch b;
   const std::vector<int64_t> sample = uniform_vertex_sample(layout.num_nodes(), batch_size_, key);
-  // Every layer orders its rows and columns by p1 or p2: each sample vertex's two positions, computed once.
+  // Every layer orders its rows and columns by p1 or p2: each sample vertex's two positions are computed,
+  // and each ordering sorted, once; every layer's rows and columns are then slices of them.
   std::vector<int64_t> in_p1(sample.size()), in_p2(sample.size());
   for (size_t k = 0; k < sample.size(); ++k) {
     in_p1[k] = layout.p1().inverse(sample[k]);
     in_p2[k] = layout.p2().inverse(sample[k]);
   }
+  const SampleOrder by_p1 = order_sample(sample, in_p1), by_p2 = order_sample(sample, in_p2);
   for (int l = 0; l < graph_.layers; ++l) {
     // Layer l's rows are in row_order(l) = p1 on even layers, p2 on odd ones; its columns in the other.
-    const std::vector<int64_t>& row_pos = l % 2 == 0 ? in_p1 : in_p2;
-    const std::vector<int64_t>& col_pos = l % 2 == 0 ? in_p2 : in_p1;
+    const SampleOrder& row_order = l % 2 == 0 ? by_p1 : by_p2;
+    const SampleOrder& col_order = l % 2 == 0 ? by_p2 : by_p1;
     const auto [r0, r1] = row_range_[size_t(l)];
     const auto [c0, c1] = col_range_[size_t(l)];
-    b.rows.push_back(sampled_positions(sample, row_pos, r0, r1));
-    b.cols.push_back(sampled_positions(sample, col_pos, c0, c1));
+    b.rows.push_back(sampled_positions(row_order, r0, r1));
+    b.cols.push_back(sampled_positions(col_order, c0, c1));
     const HostBlock& a = blocks_[size_t(l)];
-    std::vector<int64_t> slot(col_ids_[size_t(l)].size(), -1);
-    b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), a.values.data(), b.rows.back(),
-                                      b.cols.back(), col_ids_[size_t(l)], scale_, slot));
+    b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), a.values.data(), a.num_cols,
+                                      b.rows.back(), b.cols.back(), scale_));
     b.transpose.push_back(transpose(b.forward.back()));
     if (self_blocks_) {
       b.self.push_back(self_of(b.rows.back(), b.cols.back()));

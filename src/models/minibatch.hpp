@@ -52,6 +52,7 @@ class MinibatchBuilder {
 
  private:
   struct HostBlock {
+    int64_t num_cols = 0;
     HostVector<int64_t> row_ptr, col_idx;
     HostVector<float> values;
   };
@@ -61,7 +62,6 @@ class MinibatchBuilder {
   float scale_;
   std::vector<std::pair<int64_t, int64_t>> row_range_, col_range_;  // per layer, positions of my blocks
   std::vector<HostBlock> blocks_;                                   // per layer (by layout l mod 6)
-  std::vector<std::vector<int64_t>> col_ids_;                       // per layer: vertex of each local column
 };
 
 /// Device copy of a host CSR built off the main thread (values kept; none: a pattern).

@@ -27,17 +27,25 @@ struct SampledIndex {
   std::vector<int64_t> ids;    ///< their vertex ids
 };
 
-/// The sampled rows (or columns) of a block covering positions [begin, end) of an ordering, given each
-/// sample vertex's position in that ordering (positions[k] of sample[k]). Runs in O(|sample|).
-SampledIndex sampled_positions(const std::vector<int64_t>& sample, const std::vector<int64_t>& positions,
-                               int64_t begin, int64_t end);
+/// A sample's vertices in the order of one node ordering (p1 or p2): positions increasing, their vertex
+/// ids beside them. Sorted once per step and ordering; every block of that ordering is then a slice.
+struct SampleOrder {
+  std::vector<int64_t> positions;  ///< increasing (a permutation's positions are distinct)
+  std::vector<int64_t> ids;        ///< the vertex at each position
+};
 
-/// The induced block A[rows.local, cols.local] of `block` (rows x cols of the static block, values
-/// present), with off-diagonal values multiplied by `off_diagonal_scale`. `col_slot` maps a local column
-/// to its index in cols.local or -1 (size block.num_cols), reused across calls by the caller.
-HostCsr induced_block(const int64_t* row_ptr, const int64_t* col_idx, const float* values,
-                      const SampledIndex& rows, const SampledIndex& cols, const std::vector<int64_t>& col_ids,
-                      float off_diagonal_scale, std::vector<int64_t>& col_slot);
+/// sample[k] sits at positions[k] in the ordering. O(|sample| log |sample|).
+SampleOrder order_sample(const std::vector<int64_t>& sample, const std::vector<int64_t>& positions);
+
+/// The sampled rows (or columns) of a block covering positions [begin, end) of the ordering. O(log |sample|
+/// + |slice|).
+SampledIndex sampled_positions(const SampleOrder& order, int64_t begin, int64_t end);
+
+/// The induced block A[rows.local, cols.local] of a static block with `block_cols` columns (CSR arrays,
+/// values present), with off-diagonal values (row vertex != column vertex) multiplied by
+/// `off_diagonal_scale`. Columns are renumbered to their index in cols.local.
+HostCsr induced_block(const int64_t* row_ptr, const int64_t* col_idx, const float* values, int64_t block_cols,
+                      const SampledIndex& rows, const SampledIndex& cols, float off_diagonal_scale);
 
 /// Transpose of a host CSR (counting sort; columns within a row stay increasing).
 HostCsr transpose(const HostCsr& a);

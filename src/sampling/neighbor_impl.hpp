@@ -2,7 +2,7 @@
 // build_blocks (a template: the sampling callback is inlined). Included by neighbor.hpp only.
 #pragma once
 
-#include <unordered_map>
+#include "tessera/core/flat_id_map.hpp"
 
 namespace tessera {
 
@@ -16,17 +16,16 @@ std::vector<SampledBlock> build_blocks(const std::vector<int64_t>& seeds, int la
     SampledBlock& b = blocks[size_t(l)];
     b.num_dst = int64_t(frontier.size());
     b.src = frontier;
-    std::unordered_map<int64_t, int64_t> index;
-    index.reserve(frontier.size() * 4);
-    for (size_t i = 0; i < frontier.size(); ++i) index.emplace(frontier[i], int64_t(i));
+    FlatIdMap index(frontier.size() * 4);
+    for (size_t i = 0; i < frontier.size(); ++i) index.try_emplace(frontier[i], int64_t(i));
     b.row_ptr.assign(1, 0);
     for (int64_t v : frontier) {
       nbrs.clear();
       sample(l, v, nbrs);
       for (int64_t u : nbrs) {
-        const auto [it, inserted] = index.emplace(u, int64_t(b.src.size()));
+        const auto [at, inserted] = index.try_emplace(u, int64_t(b.src.size()));
         if (inserted) b.src.push_back(u);
-        b.col.push_back(it->second);
+        b.col.push_back(at);
       }
       b.row_ptr.push_back(int64_t(b.col.size()));
     }
