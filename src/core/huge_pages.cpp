@@ -19,7 +19,7 @@ namespace {
 
 constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
 
-std::atomic<int64_t> min_bytes_{-1};  // -1: not advising
+std::atomic<int64_t> min_bytes_{0};  // set before the hook is installed
 std::atomic<int64_t> advised_views_{0}, advised_bytes_{0};
 Kokkos_Profiling_allocateDataFunction chained_ = nullptr;
 bool installed_ = false;
@@ -44,7 +44,7 @@ void advise(const void* ptr, uint64_t size) {
 void on_allocate(const Kokkos_Profiling_SpaceHandle space, const char* label, const void* ptr,
                  const uint64_t size) {
   const int64_t threshold = min_bytes_.load(std::memory_order_relaxed);
-  if (threshold >= 0 && int64_t(size) >= threshold && std::strcmp(space.name, "Host") == 0) advise(ptr, size);
+  if (int64_t(size) >= threshold && std::strcmp(space.name, "Host") == 0) advise(ptr, size);
   if (chained_ != nullptr) chained_(space, label, ptr, size);
 }
 
@@ -63,10 +63,6 @@ bool advise_huge_pages_for_host_views(int64_t min_bytes) {
   (void)min_bytes;
   return false;
 #endif
-}
-
-void stop_advising_huge_pages() {
-  min_bytes_.store(-1);
 }
 
 void restart_with_huge_page_malloc(char** argv) {

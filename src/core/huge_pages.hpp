@@ -16,9 +16,6 @@ namespace tessera {
 /// changes the threshold). Returns false where the platform has no transparent huge pages (not Linux).
 bool advise_huge_pages_for_host_views(int64_t min_bytes = int64_t(4) << 20);
 
-/// Stops advising (the hook stays installed but does nothing). For tests and benchmarks.
-void stop_advising_huge_pages();
-
 /// For programs (not the library): glibc's malloc asks for huge pages only when the tunable
 /// glibc.malloc.hugetlb=1 is in GLIBC_TUNABLES at start, and the hook above reaches Kokkos Views only (the
 /// sampler's and exchanges' std::vectors are malloc's). Where GLIBC_TUNABLES and TESSERA_HUGE_PAGES are
