@@ -3,6 +3,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -68,7 +69,12 @@ bool advise_huge_pages_for_host_views(int64_t min_bytes) {
 void restart_with_huge_page_malloc(char** argv) {
 #ifdef __linux__
   const char* choice = std::getenv("TESSERA_HUGE_PAGES");
-  if (choice != nullptr) return;  // "0": the user said no; anything else: set by the user or by a restart
+  if (choice != nullptr) {  // "0": the user said no; "1": set by the user or by the restart
+    if (std::strcmp(choice, "0") == 0 || std::strcmp(choice, "1") == 0) return;
+    // Before MPI starts, so no collective error: every rank reads the same variable and says the same.
+    std::fprintf(stderr, "tessera: error: TESSERA_HUGE_PAGES must be 0 or 1, not '%s'\n", choice);
+    std::exit(1);
+  }
   const std::string mode = transparent_huge_page_mode();
   if (mode != "madvise" && mode != "always") return;
   // A user's own tunables are left alone: glibc (Debian's 2.36) cuts the variable at the first ':' while it

@@ -21,7 +21,8 @@ bool advise_huge_pages_for_host_views(int64_t min_bytes = int64_t(4) << 20);
 /// sampler's and exchanges' std::vectors are malloc's). Where GLIBC_TUNABLES and TESSERA_HUGE_PAGES are
 /// unset and THP is `madvise` or `always`, re-executes this program (/proc/self/exe resolved) with the same
 /// arguments and GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (same process id and name, before MPI starts, once:
-/// TESSERA_HUGE_PAGES=1 marks the restart). Returns when it did not restart. Call it first thing in main().
+/// TESSERA_HUGE_PAGES=1 marks the restart). Returns when it did not restart. Call it first thing in main(). A
+/// TESSERA_HUGE_PAGES other than 0 or 1 is an error: one line on stderr, exit 1.
 void restart_with_huge_page_malloc(char** argv);
 
 /// The system's THP mode from /sys/kernel/mm/transparent_hugepage/enabled: "always", "madvise", "never",

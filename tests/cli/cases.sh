@@ -692,7 +692,11 @@ PY
     }
     probe on -u TESSERA_HUGE_PAGES -u GLIBC_TUNABLES
     probe off -u TESSERA_HUGE_PAGES GLIBC_TUNABLES=glibc.malloc.arena_max=2
-    probe off -u GLIBC_TUNABLES TESSERA_HUGE_PAGES=0 ;;
+    probe off -u GLIBC_TUNABLES TESSERA_HUGE_PAGES=0
+    TESSERA_HUGE_PAGES=yes mpi 2 "$TESSERA" info g.h5 >out.txt 2>&1 && { echo "FAILED: TESSERA_HUGE_PAGES=yes accepted"; exit 1; }
+    cat out.txt
+    [ "$(grep -c "^tessera: error: TESSERA_HUGE_PAGES must be 0 or 1, not 'yes'$" out.txt)" -eq 2 ] ||
+      { echo "FAILED: one error line per rank"; exit 1; } ;;
   slurm_jobs)
     # The CPU job scripts under a real one-node Slurm (sbatch, srun --mpi=pmix, scancel --signal, resume) and
     # the GPU job scripts through sbatch --test-only; skipped (77) where Slurm is not installed.
