@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "reference/dense.hpp"
 #include "tessera/core/error.hpp"
@@ -51,6 +52,11 @@ TEST(KernelPath, AutoResolvesAndMissingPathsAreClearErrors) {
   }
   EXPECT_EQ(kernel_path_available(KernelPath::Vendor, KernelKind::Elementwise),
             kernel_path_available(KernelPath::Vendor, KernelKind::Spmm));
+  // On a device, element-wise kernels default to the team path: the host path's thread per row is a CPU
+  // shape (on an H100 it made a column sum 70x slower).
+  const bool device = !std::is_same<DeviceSpace, HostSpace>::value;
+  EXPECT_EQ(resolve_kernel_path(KernelPath::Auto, KernelKind::Elementwise),
+            device ? KernelPath::Team : KernelPath::Host);
 }
 
 TEST(Spmm, HandCheckedExample) {
@@ -299,8 +305,9 @@ TYPED_TEST(KernelTest, SoftmaxCrossEntropyMatchesReferenceAndCountsAccuracy) {
 TYPED_TEST(KernelTest, ReductionsAndScaling) {
   using S = TypeParam;
   std::mt19937_64 gen(2);
-  // 203 rows: more than the 64 fixed row blocks of a column reduction; 21 columns: a partial 8-column chunk.
-  const int64_t rows = 203, cols = 21;
+  // 1100 rows: three levels of 32-row blocks in a column reduction (35 partial rows, 2, 1) and a partial
+  // last block; 21 columns: a partial 8-column chunk.
+  const int64_t rows = 1100, cols = 21;
   const Dense x = random_dense(rows, cols, gen), y = random_dense(rows, cols, gen);
   std::vector<Dense> column_results;
   for (KernelPath path : paths(KernelKind::Elementwise)) {
@@ -341,11 +348,16 @@ TYPED_TEST(KernelTest, ReductionsAndScaling) {
     const auto hrd = Kokkos::create_mirror_view_and_copy(HostSpace(), rd);
     Dense columns(3, cols);
     for (int64_t j = 0; j < cols; ++j) {
-      double sum = 0, q = 0, d = 0;
-      for (int64_t i = 0; i < rows; ++i) sum += x(i, j), q += x(i, j) * x(i, j), d += x(i, j) * y(i, j);
-      EXPECT_NEAR(hcs(j), sum, 1e-4);
-      EXPECT_NEAR(hcq(j), q, 1e-4);
-      EXPECT_NEAR(hcd(j), d, 1e-4);
+      double sum = 0, q = 0, d = 0, sum_abs = 0, d_abs = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        sum += x(i, j), q += x(i, j) * x(i, j), d += x(i, j) * y(i, j);
+        sum_abs += std::abs(x(i, j)), d_abs += std::abs(x(i, j) * y(i, j));
+      }
+      // Blocked summation: each term passes at most 32 + 32 + 2 additions, so |error| <= 66 u sum |terms|.
+      const double u = std::numeric_limits<S>::epsilon() / 2;
+      EXPECT_NEAR(hcs(j), sum, 1e-6 + 70 * u * sum_abs) << "column " << j;
+      EXPECT_NEAR(hcq(j), q, 1e-6 + 70 * u * q) << "column " << j;
+      EXPECT_NEAR(hcd(j), d, 1e-6 + 70 * u * d_abs) << "column " << j;
       columns(0, j) = hcs(j), columns(1, j) = hcq(j), columns(2, j) = hcd(j);
     }
     column_results.push_back(columns);

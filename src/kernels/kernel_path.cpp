@@ -60,6 +60,9 @@ KernelPath resolve_kernel_path(KernelPath path, KernelKind kind) {
   if (path == KernelPath::Vendor && kind == KernelKind::Elementwise && kVendor) return KernelPath::Team;
   if (path == KernelPath::Auto) {
     if (kHostMemory) return KernelPath::Host;
+    // Element-wise kernels have no vendor version: on a device they take the team path. (Resolving them
+    // to "vendor" sent them down the row-per-thread host loop on the first H100 run: 38 ms column sums.)
+    if (kind == KernelKind::Elementwise) return KernelPath::Team;
     return kernel_path_available(KernelPath::Vendor, kind) ? KernelPath::Vendor : KernelPath::Team;
   }
   require(kernel_path_available(path, kind), "kernel path '", kernel_path_name(path), "' has no ",

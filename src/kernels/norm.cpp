@@ -51,7 +51,8 @@ void batch_norm_apply(const Matrix<const float>& z, const Vector<const float>& m
           const float xhat = (z(i, j) - mean(j)) * invstd(j);
           return gamma(j) * xhat + beta(j);
         });
-      });
+      },
+      impl::dropout_chunk(dropout));
 }
 
 void batch_norm_backward_sums(const Matrix<float>& g, const Matrix<const float>& out,
@@ -98,7 +99,8 @@ void rms_norm_apply(const Matrix<const float>& z, const Vector<const float>& rin
       KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1) {
         relu_dropout_row(&out(i, 0), i, j0, j1, relu, dropout,
                          [&](int64_t j) { return gamma(j) * (z(i, j) * rinv(i)) + beta(j); });
-      });
+      },
+      impl::dropout_chunk(dropout));
 }
 
 void rms_norm_backward_sums(const Matrix<float>& g, const Matrix<const float>& out,

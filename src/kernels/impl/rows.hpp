@@ -8,11 +8,21 @@
 
 namespace tessera::impl {
 
-/// op(i, j0, j1) over every row i and chunks [j0, j1) of its columns.
+/// The team path's columns per lane for an op that draws a dropout mask: its 8-column random blocks while
+/// it is on (one draw per lane), single entries while it is off.
+template <class Mask>
+int64_t dropout_chunk(const Mask& dropout) {
+  return dropout.active() ? kChunk : 1;
+}
+
+/// op(i, j0, j1) over every row i and chunks [j0, j1) of its columns. `chunk` is the team path's columns
+/// per lane: 1 (neighbouring lanes on neighbouring entries) unless op pays per chunk (a dropout mask's
+/// random block covers 8 columns: kChunk). Any chunk gives the same results.
 template <class Op>
-void for_each_row(KernelPath path, const char* name, int64_t rows, int64_t cols, const Op& op) {
+void for_each_row(KernelPath path, const char* name, int64_t rows, int64_t cols, const Op& op,
+                  int64_t chunk = 1) {
   if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team)
-    for_each_row_team(name, rows, cols, op);
+    for_each_row_team(name, rows, cols, op, chunk);
   else
     for_each_row_host(name, rows, cols, op);
 }
@@ -27,23 +37,42 @@ void reduce_rows(KernelPath path, const char* name, int64_t rows, int64_t cols, 
     reduce_rows_host(name, rows, cols, out, term);
 }
 
-/// out(j) = sum over rows of what add(i, j0, j1, acc) adds, in fixed row blocks (identical on both paths).
+/// out(j) = sum over rows of what add(i, j0, j1, acc) adds: fixed 32-row blocks summed in order, then the
+/// blocks' partial rows the same way, level after level (identical on both paths).
 template <class Scalar, class Add>
 void reduce_columns(KernelPath path, const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out,
-                    const Add& add) {
-  Matrix<Scalar> partial(Kokkos::ViewAllocateWithoutInitializing("column_partial"), size_t(column_blocks(rows)),
-                         size_t(cols));
-  if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team)
-    column_partials_team(name, rows, cols, partial, add);
+                    const Add& add, int64_t chunk = 1) {
+  const bool team = resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team;
+  int64_t total = 0;  // every level's partial rows, in one allocation
+  for (int64_t n = column_blocks(rows);; n = column_blocks(n)) {
+    total += n;
+    if (n == 1) break;
+  }
+  Matrix<Scalar> partials(Kokkos::ViewAllocateWithoutInitializing("column_partial"), size_t(total),
+                          size_t(cols));
+  int64_t begin = 0, count = column_blocks(rows);
+  Matrix<Scalar> level = Kokkos::subview(partials, Kokkos::make_pair(begin, begin + count), Kokkos::ALL);
+  if (team)
+    column_partials_team(name, rows, cols, level, add, chunk);
   else
-    column_partials_host(name, rows, cols, partial, add);
-  const int64_t blocks = int64_t(partial.extent(0));
+    column_partials_host(name, rows, cols, level, add);
+  while (count > 1) {
+    const Matrix<const Scalar> below = level;
+    const auto sum_rows = KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, Scalar * acc) {
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += below(i, j);
+    };
+    const int64_t next = column_blocks(count);
+    begin += count;
+    level = Kokkos::subview(partials, Kokkos::make_pair(begin, begin + next), Kokkos::ALL);
+    if (team)
+      column_partials_team(name, count, cols, level, sum_rows, int64_t(1));
+    else
+      column_partials_host(name, count, cols, level, sum_rows);
+    count = next;
+  }
+  const Matrix<const Scalar> top = level;
   Kokkos::parallel_for(
-      name, Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int64_t j) {
-        Scalar total = 0;
-        for (int64_t b = 0; b < blocks; ++b) total += partial(b, j);
-        out(j) = total;
-      });
+      name, Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int64_t j) { out(j) = top(0, j); });
 }
 
 }  // namespace tessera::impl

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Not installed: how the element-wise kernels and reductions run on the team path (what device builds
-// run): a team per block of rows, a thread per row, vector lanes across 8-column chunks of it (one
-// dropout random block each), so neighbouring lanes touch neighbouring memory. Column reductions give
-// each thread an 8-column chunk of one row block and sum its rows in order: the same partials, bit for
-// bit, as rows_host.hpp, whose conventions (op, term, add) this file mirrors.
+// run): a team per block of rows, a thread per row, vector lanes across its entries (or across 8-column
+// chunks while a dropout mask is drawn: one random block each), so neighbouring lanes touch neighbouring
+// memory. Column reductions give each thread a chunk of one 32-row block and sum its rows in order: the
+// same partials, bit for bit, as rows_host.hpp, whose conventions (op, term, add) this file mirrors.
 #pragma once
 
 #include "tessera/core/views.hpp"
@@ -22,9 +22,9 @@ inline int vector_lanes(int64_t units) {
 }
 
 template <class Op>
-void for_each_row_team(const char* name, int64_t rows, int64_t cols, const Op& op) {
+void for_each_row_team(const char* name, int64_t rows, int64_t cols, const Op& op, int64_t chunk) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  const int64_t chunks = (cols + kChunk - 1) / kChunk;
+  const int64_t chunks = (cols + chunk - 1) / chunk;
   Kokkos::parallel_for(
       name, Policy((rows + kRowsPerTeam - 1) / kRowsPerTeam, Kokkos::AUTO, vector_lanes(chunks)),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
@@ -32,16 +32,17 @@ void for_each_row_team(const char* name, int64_t rows, int64_t cols, const Op& o
         const int64_t last = first + kRowsPerTeam < rows ? first + kRowsPerTeam : rows;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, first, last), [&](int64_t i) {
           Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, chunks), [&](int64_t c) {
-            op(i, c * kChunk, (c + 1) * kChunk < cols ? (c + 1) * kChunk : cols);
+            op(i, c * chunk, (c + 1) * chunk < cols ? (c + 1) * chunk : cols);
           });
         });
       });
 }
 
 template <class Scalar, class Term>
-void reduce_rows_team(const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out, const Term& term) {
+void reduce_rows_team(const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out,
+                      const Term& term) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  const int64_t chunks = (cols + kChunk - 1) / kChunk;
+  const int64_t chunks = cols;  // a column per lane: no row term pays per chunk
   Kokkos::parallel_for(
       name, Policy((rows + kRowsPerTeam - 1) / kRowsPerTeam, Kokkos::AUTO, vector_lanes(chunks)),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
@@ -51,10 +52,7 @@ void reduce_rows_team(const char* name, int64_t rows, int64_t cols, const Vector
           Scalar total = 0;
           Kokkos::parallel_reduce(
               Kokkos::ThreadVectorRange(team, chunks),
-              [&](int64_t c, Scalar& sum) {
-                sum += term(i, c * kChunk, (c + 1) * kChunk < cols ? (c + 1) * kChunk : cols);
-              },
-              total);
+              [&](int64_t c, Scalar& sum) { sum += term(i, c, c + 1); }, total);
           Kokkos::single(Kokkos::PerThread(team), [&] { out(i) = total; });
         });
       });
@@ -62,19 +60,26 @@ void reduce_rows_team(const char* name, int64_t rows, int64_t cols, const Vector
 
 template <class Scalar, class Add>
 void column_partials_team(const char* name, int64_t rows, int64_t cols, const Matrix<Scalar>& partial,
-                          const Add& add) {
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  const int64_t blocks = int64_t(partial.extent(0)), chunks = (cols + kChunk - 1) / kChunk;
+                          const Add& add, int64_t chunk) {
+  // One thread per (row block, chunk of `chunk` <= kChunk columns), neighbouring threads on neighbouring
+  // chunks; the sums stay in registers for whole chunks of 1 or 8 (a constant trip count once `add` is
+  // inlined). Each column's rows are summed in order whatever the chunk: the same bits.
+  const int64_t blocks = int64_t(partial.extent(0)), chunks = (cols + chunk - 1) / chunk;
   Kokkos::parallel_for(
-      name, Policy(blocks, Kokkos::AUTO, 1), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        const int64_t b = team.league_rank();
-        const int64_t lo = rows * b / blocks, hi = rows * (b + 1) / blocks;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, chunks), [&](int64_t c) {
-          const int64_t j0 = c * kChunk, j1 = j0 + kChunk < cols ? j0 + kChunk : cols;
-          Scalar* acc = &partial(b, j0);
-          for (int64_t j = j0; j < j1; ++j) acc[j - j0] = Scalar(0);
+      name, Kokkos::RangePolicy<ExecSpace>(0, blocks * chunks), KOKKOS_LAMBDA(int64_t t) {
+        const int64_t b = t / chunks, c = t - b * chunks;
+        const int64_t lo = b * kColumnBlockRows,
+                      hi = lo + kColumnBlockRows < rows ? lo + kColumnBlockRows : rows;
+        const int64_t j0 = c * chunk, j1 = j0 + chunk < cols ? j0 + chunk : cols;
+        Scalar acc[kChunk] = {};
+        if (j1 - j0 == 1) {
+          for (int64_t i = lo; i < hi; ++i) add(i, j0, j0 + 1, acc);
+        } else if (j1 - j0 == kChunk) {
+          for (int64_t i = lo; i < hi; ++i) add(i, j0, j0 + kChunk, acc);
+        } else {
           for (int64_t i = lo; i < hi; ++i) add(i, j0, j1, acc);
-        });
+        }
+        for (int64_t j = j0; j < j1; ++j) partial(b, j) = acc[j - j0];
       });
 }
 
