@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -18,13 +19,23 @@ namespace tessera {
 
 namespace {
 
-// A free function: nvcc's extended lambdas may not sit in private member functions.
+// A free function: nvcc's extended lambdas may not sit in private member functions. A thread per entry on
+// a device (coalesced: a thread per row took 0.2 ms for 169k x 40 on an H100), per row on a host.
 void scale_rows(const Matrix<float>& m, float factor) {
-  Kokkos::parallel_for(
-      "tessera::scale_logits_gradient", Kokkos::RangePolicy<ExecSpace>(0, int64_t(m.extent(0))),
-      KOKKOS_LAMBDA(int64_t i) {
-        for (size_t j = 0; j < m.extent(1); ++j) m(i, j) *= factor;
-      });
+  const int64_t rows = int64_t(m.extent(0)), cols = int64_t(m.extent(1));
+  if (std::is_same<DeviceSpace, HostSpace>::value) {
+    Kokkos::parallel_for(
+        "tessera::scale_logits_gradient", Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+          for (int64_t j = 0; j < cols; ++j) m(i, j) *= factor;
+        });
+  } else {
+    Kokkos::parallel_for(
+        "tessera::scale_logits_gradient", Kokkos::RangePolicy<ExecSpace>(0, rows * cols),
+        KOKKOS_LAMBDA(int64_t k) {
+          const int64_t i = k / cols;
+          m(i, k - i * cols) *= factor;
+        });
+  }
 }
 
 void scale_vector(const Vector<float>& v, float factor) {

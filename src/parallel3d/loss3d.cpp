@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -37,6 +38,40 @@ Vector<float> row_max(const LogitsLayout& layout, const Matrix<const float>& x,
   return m;
 }
 
+// d(loss)/d(logit) of one entry: (softmax - one-hot) * scale on selected rows, 0 elsewhere.
+KOKKOS_INLINE_FUNCTION float logit_gradient(float x, float top, double sum_exp, bool selected,
+                                            bool real_class, bool label, float scale) {
+  if (!selected) return 0.0f;
+  const double p = real_class ? ::exp(double(x - top)) / sum_exp : 0.0;
+  return scale * float(p - (label ? 1.0 : 0.0));
+}
+
+// A thread per entry on a device (neighbouring threads on neighbouring logits; a thread per row of 40
+// logits took 0.19 ms for 169k rows on an H100), a row per task on a host (no division per entry). The
+// same values either way.
+void write_logits_gradient(const Matrix<const float>& x, const Vector<const float>& top,
+                           const Matrix<const double>& parts, const Vector<const int64_t>& labels,
+                           const Vector<const uint8_t>& mask, int64_t col_begin, int64_t local, float scale,
+                           const Matrix<float>& grad) {
+  const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
+  const auto entry = KOKKOS_LAMBDA(int64_t i, int64_t j) {
+    grad(i, j) = logit_gradient(x(i, j), top(i), parts(i, 0), mask(i) != 0 && labels(i) >= 0, j < local,
+                                col_begin + j == labels(i), scale);
+  };
+  if (std::is_same<DeviceSpace, HostSpace>::value) {
+    Kokkos::parallel_for(
+        "tessera::logits_gradient", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+          for (int64_t j = 0; j < cols; ++j) entry(i, j);
+        });
+  } else {
+    Kokkos::parallel_for(
+        "tessera::logits_gradient", Kokkos::RangePolicy<Exec>(0, rows * cols), KOKKOS_LAMBDA(int64_t k) {
+          const int64_t i = k / cols;
+          entry(i, k - i * cols);
+        });
+  }
+}
+
 }  // namespace
 
 std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, const Matrix<const float>& x,
@@ -65,21 +100,14 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
   Kokkos::fence();
   if (layout.classes->size() > 1)
     device_all_reduce(*layout.classes, parts.data(), 2 * rows, ReduceOp::Sum, "loss allreduce a");
-  const bool want_grad = grad.extent(0) > 0;
+  if (grad.extent(0) > 0)
+    write_logits_gradient(x, top, parts, labels, mask, col_begin, local, grad_scale, grad);
   double loss = 0;
   int64_t count = 0;
   Kokkos::parallel_reduce(
       "tessera::loss_3d", Kokkos::RangePolicy<Exec>(0, rows),
       KOKKOS_LAMBDA(int64_t i, double& sum, int64_t& n) {
-        const bool selected = mask(i) != 0 && labels(i) >= 0;
-        if (want_grad && !selected)
-          for (int64_t j = 0; j < cols; ++j) grad(i, j) = 0.0f;
-        else if (want_grad)
-          for (int64_t j = 0; j < cols; ++j) {
-            const double p = j < local ? ::exp(double(x(i, j) - top(i))) / parts(i, 0) : 0.0;
-            grad(i, j) = grad_scale * float(p - (col_begin + j == labels(i) ? 1.0 : 0.0));
-          }
-        if (!selected) return;
+        if (mask(i) == 0 || labels(i) < 0) return;
         sum += ::log(parts(i, 0)) - parts(i, 1);
         n += 1;
       },
