@@ -16,11 +16,16 @@
 # Kokkos 3.4 through Kokkos_ROOT. With no GPU visible it says so and exits 0 without building.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+usage() { echo "gpu_check: $1 (usage: gpu_check.sh [--build-dir DIR] [EPOCHS])" >&2; exit 2; }
 prebuilt=""
 if [ "${1:-}" = --build-dir ]; then
+  [ $# -ge 2 ] || usage "--build-dir needs a directory"
+  [ -x "$2/apps/tessera" ] || usage "--build-dir '$2' holds no apps/tessera (not a CUDA build directory)"
   prebuilt=$(cd "$2" && pwd); shift 2
 fi
 epochs=${1:-10}
+[[ "$epochs" =~ ^[1-9][0-9]*$ ]] || usage "EPOCHS must be a positive integer, not '$epochs'"
+[ $# -le 1 ] || usage "unexpected argument '$2'"
 export PATH=/usr/local/cuda/bin:$PATH
 
 if ! gpus=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null) || [ -z "$gpus" ]; then

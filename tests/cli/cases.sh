@@ -106,6 +106,16 @@ case "$case_name" in
       out=$(bash "$SOURCE_DIR/scripts/setup.sh" ${bad%%|*} 2>&1); rc=$?
       [ "$rc" -eq 2 ] && [ "$out" = "setup.sh: ${bad#*|}" ] || { echo "FAILED: setup.sh ${bad%%|*}: exit $rc, '$out'"; exit 1; }
     done
+    # gpu_check.sh refuses bad arguments before it looks for a GPU (exit 2, one line).
+    usage="(usage: gpu_check.sh [--build-dir DIR] [EPOCHS])"
+    for bad in "--build-dir|--build-dir needs a directory" \
+               "--build-dir $work|--build-dir '$work' holds no apps/tessera (not a CUDA build directory)" \
+               "ten|EPOCHS must be a positive integer, not 'ten'" "3 4|unexpected argument '4'"; do
+      # shellcheck disable=SC2086
+      out=$(bash "$SOURCE_DIR/scripts/gpu_check.sh" ${bad%%|*} 2>&1); rc=$?
+      [ "$rc" -eq 2 ] && [ "$out" = "gpu_check: ${bad#*|} $usage" ] ||
+        { echo "FAILED: gpu_check.sh ${bad%%|*}: exit $rc, '$out'"; exit 1; }
+    done
     out=$(bash "$SOURCE_DIR/scripts/fuzz.sh" 10m 2>&1); rc=$?
     [ "$rc" -eq 2 ] && [ "$out" = "fuzz.sh: SECONDS must be a whole number, not '10m'" ] ||
       { echo "FAILED: fuzz.sh 10m: exit $rc, '$out'"; exit 1; }
