@@ -50,12 +50,15 @@ void reduce_columns(KernelPath path, const char* name, int64_t rows, int64_t col
   }
   Matrix<Scalar> partials(Kokkos::ViewAllocateWithoutInitializing("column_partial"), size_t(total),
                           size_t(cols));
+  const auto sum_blocks = [&](int64_t n, const Matrix<Scalar>& into, const auto& terms, int64_t lanes_chunk) {
+    if (team)
+      column_partials_team(name, n, cols, into, terms, lanes_chunk);
+    else
+      column_partials_host(name, n, cols, into, terms);
+  };
   int64_t begin = 0, count = column_blocks(rows);
   Matrix<Scalar> level = Kokkos::subview(partials, Kokkos::make_pair(begin, begin + count), Kokkos::ALL);
-  if (team)
-    column_partials_team(name, rows, cols, level, add, chunk);
-  else
-    column_partials_host(name, rows, cols, level, add);
+  sum_blocks(rows, level, add, chunk);
   while (count > 1) {
     const Matrix<const Scalar> below = level;
     const auto sum_rows = KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, Scalar * acc) {
@@ -64,10 +67,7 @@ void reduce_columns(KernelPath path, const char* name, int64_t rows, int64_t col
     const int64_t next = column_blocks(count);
     begin += count;
     level = Kokkos::subview(partials, Kokkos::make_pair(begin, begin + next), Kokkos::ALL);
-    if (team)
-      column_partials_team(name, count, cols, level, sum_rows, int64_t(1));
-    else
-      column_partials_host(name, count, cols, level, sum_rows);
+    sum_blocks(count, level, sum_rows, int64_t(1));
     count = next;
   }
   const Matrix<const Scalar> top = level;
