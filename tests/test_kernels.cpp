@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "reference/dense.hpp"
@@ -300,6 +301,28 @@ TYPED_TEST(KernelTest, SoftmaxCrossEntropyMatchesReferenceAndCountsAccuracy) {
   const auto [hits, total] = count_correct<S>(to_view<S>(logits), dl, dm);
   EXPECT_EQ(hits, correct);
   EXPECT_EQ(total, count);
+}
+
+// Column sums at the block edges: no rows (a rank with an empty block), one row, exactly one 32-row block,
+// one more row than that, on every path against a plain sum.
+TYPED_TEST(KernelTest, ColumnSumsAtBlockEdges) {
+  using S = TypeParam;
+  std::mt19937_64 gen(5);
+  for (int64_t rows : {int64_t(0), int64_t(1), int64_t(32), int64_t(33)}) {
+    const Dense x = random_dense(rows, 9, gen);
+    for (KernelPath path : paths(KernelKind::Elementwise)) {
+      SCOPED_TRACE(std::string(kernel_path_name(path)) + ", rows " + std::to_string(rows));
+      Vector<S> sums("sums", 9);
+      Kokkos::deep_copy(sums, S(7));  // overwritten, not added to
+      column_sums<S>(to_view<S>(x), sums, Vector<S>(), path);
+      const auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), sums);
+      for (int64_t j = 0; j < 9; ++j) {
+        double ref = 0;
+        for (int64_t i = 0; i < rows; ++i) ref += double(S(x(i, j)));
+        EXPECT_NEAR(double(h(j)), ref, 1e-5) << "column " << j;
+      }
+    }
+  }
 }
 
 TYPED_TEST(KernelTest, ReductionsAndScaling) {
