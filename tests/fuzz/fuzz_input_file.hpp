@@ -7,9 +7,19 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 namespace tessera_fuzz {
+
+// The scratch files written, removed when the process ends normally (a corpus replay under ctest) so that
+// runs do not leave one file per process in TMPDIR.
+struct ScratchFiles {
+  std::set<std::string> paths;
+  ~ScratchFiles() {
+    for (const std::string& p : paths) std::remove(p.c_str());
+  }
+};
 
 inline std::string write_input(const uint8_t* data, size_t size, const char* suffix) {
   const char* dir = std::getenv("TMPDIR");
@@ -19,6 +29,8 @@ inline std::string write_input(const uint8_t* data, size_t size, const char* suf
   if (f == nullptr) std::abort();  // the harness itself cannot work: not a finding
   if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
   std::fclose(f);
+  static ScratchFiles scratch;
+  scratch.paths.insert(path);
   return path;
 }
 
