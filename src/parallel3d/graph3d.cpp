@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// build_graph_3d in its phases: degrees, adjacency (one all-to-all per layout), features, labels.
+// build_graph_3d in its phases: labels, degrees, adjacency (adjacency3d.cpp), features.
 #include "tessera/parallel3d/graph3d.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <type_traits>
 
 #include "graph3d_impl.hpp"
 #include "tessera/comm/collectives.hpp"
@@ -28,26 +27,19 @@ const char* normalization_name(Normalization normalization) {
   }
 }
 
-namespace {
-
-int64_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return int64_t(u);
-}
-
-float bits_float(int64_t b) {
-  const uint32_t u = uint32_t(b);
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+namespace impl {
 
 bool has_self_loop(const GraphRows& r, int64_t i) {
   for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k)
     if (r.indices[size_t(k)] == r.first_row + i) return true;
   return false;
 }
+
+}  // namespace impl
+
+namespace {
+
+using impl::has_self_loop;
 
 // Phase 1. Symmetric weights read the degree of both ends, so every node's degree (in-degree plus the self
 // loop GCN adds) is all-gathered: 8 bytes per node on every rank, the one O(N) array of the load. Mean
@@ -66,135 +58,6 @@ std::vector<int64_t> degrees(const GraphRows& r, Normalization normalization, co
   all_gather(comm, &rows, 1, counts.data(), "load degrees");
   all_gather_v(comm, local.data(), counts, all.data(), "load degrees");
   return all;
-}
-
-// One nonzero as its block receives it: block-local row and column and the value's bits, three int32 (12
-// bytes; the blocks' extents are checked below 2^31).
-constexpr int64_t kEntryWords = 3;
-
-// The block's CSR from its entries, rows sorted and columns sorted within a row: a counting pass places every
-// entry in its row (O(nnz + rows), no permutation array), then each row is sorted by (column, value) on its
-// own. This replaced one comparison sort of a permutation of all nonzeros, which took 28 s of a 37 s load on
-// the grid 8x1x1 of a 2^18-node graph (every rank holds all of it there).
-CsrMatrix<float, HostSpace> csr_from_entries(const int32_t* entries, int64_t count, int64_t rows,
-                                             int64_t cols) {
-  CsrMatrix<float, HostSpace> a;
-  a.num_rows = rows;
-  a.num_cols = cols;
-  a.row_ptr = HostVector<int64_t>("row_ptr", size_t(rows + 1));
-  a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(count));
-  a.values = HostVector<float>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(count));
-  for (int64_t k = 0; k < count; ++k) ++a.row_ptr(entries[kEntryWords * k] + 1);
-  for (int64_t row = 0; row < rows; ++row) a.row_ptr(row + 1) += a.row_ptr(row);
-  std::vector<int64_t> next(a.row_ptr.data(), a.row_ptr.data() + rows);
-  for (int64_t k = 0; k < count; ++k) {
-    const int32_t* e = entries + kEntryWords * k;
-    const int64_t at = next[size_t(e[0])]++;
-    a.col_idx(at) = e[1];
-    a.values(at) = bits_float(e[2]);
-  }
-  std::vector<std::pair<int64_t, float>> row_entries;
-  for (int64_t row = 0; row < rows; ++row) {
-    const int64_t begin = a.row_ptr(row), end = a.row_ptr(row + 1);
-    row_entries.clear();
-    for (int64_t k = begin; k < end; ++k) row_entries.emplace_back(a.col_idx(k), a.values(k));
-    std::sort(row_entries.begin(), row_entries.end());
-    for (int64_t k = begin; k < end; ++k) {
-      a.col_idx(k) = row_entries[size_t(k - begin)].first;
-      a.values(k) = row_entries[size_t(k - begin)].second;
-    }
-  }
-  return a;
-}
-
-// Calls emit(v, u, value) for every nonzero of this rank's rows of the normalized adjacency (its in-edges
-// and, for Symmetric, the self loop GCN adds), in a fixed order; without kValues every value is 0 (counting
-// needs none, and the degree lookups are random reads).
-template <bool kValues, class Emit>
-void for_each_nonzero(const GraphRows& r, const std::vector<int64_t>& degree, Normalization normalization,
-                      const Emit& emit) {
-  auto symmetric = [&](int64_t v, int64_t u) {
-    return kValues ? float(1.0 / std::sqrt(double(degree[size_t(v)]) * double(degree[size_t(u)]))) : 0.0f;
-  };
-  for (int64_t i = 0; i < r.rows(); ++i) {
-    const int64_t v = r.first_row + i;
-    const float row_value = !kValues                               ? 0.0f
-                            : normalization == Normalization::Mean ? float(1.0 / double(degree[size_t(i)]))
-                            : normalization == Normalization::Sum  ? 1.0f
-                                                                   : 0.0f;
-    for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k) {
-      const int64_t u = r.indices[size_t(k)];
-      if (normalization == Normalization::Symmetric)
-        emit(v, u, symmetric(v, u));
-      else if (normalization == Normalization::Sum || u != v)
-        emit(v, u, row_value);
-    }
-    if (normalization == Normalization::Symmetric && !has_self_loop(r, i)) emit(v, v, symmetric(v, v));
-  }
-}
-
-// Phase 2: layout t's blocks. Each nonzero goes to the G_b ranks of its (c, a) block as one entry. The
-// nonzeros are visited twice, to count and then to fill, so the send buffer is allocated once at its exact
-// size: growing one bucket per rank copied (and page-faulted) every nonzero about three times, which was
-// most of a load's time.
-AdjacencyBlock distribute_adjacency(const GraphRows& r, const std::vector<int64_t>& degree,
-                                    Normalization normalization, const ProcessGrid& grid,
-                                    const NodeLayout& layout, int t) {
-  const Communicator& comm = grid.replica();
-  const GridShape& shape = grid.shape();
-  const GridCoords mine = grid.coords();
-  const int p = comm.size();
-  const AxisRoles roles = roles_for_layer(t);
-  const RandomPermutation &row_order = layout.row_order(t), &col_order = layout.col_order(t);
-  const int gc = shape.extent(roles.c), ga = shape.extent(roles.a), gb = shape.extent(roles.b);
-  const int64_t row_block = layout.padded_nodes() / gc, col_block = layout.padded_nodes() / ga;
-  comm.check(row_block < (int64_t(1) << 31) && col_block < (int64_t(1) << 31),
-             "grid " + shape.str() + ": an adjacency block of " + std::to_string(row_block) + " x " +
-                 std::to_string(col_block) + " has 2^31 rows or columns or more; use more ranks");
-  // The ranks holding block (c, a): the G_b copies, by c * ga + a.
-  std::vector<int> block_ranks(size_t(gc) * ga * gb);
-  for (int c = 0; c < gc; ++c)
-    for (int a = 0; a < ga; ++a)
-      for (int b = 0; b < gb; ++b)
-        block_ranks[(size_t(c) * ga + a) * gb + b] =
-            grid.rank_of(mine.with(roles.c, c).with(roles.a, a).with(roles.b, b)) % p;
-  auto visit = [&](auto with_values, const auto& deliver) {
-    int64_t last_v = -1, row = 0;
-    for_each_nonzero<decltype(with_values)::value>(
-        r, degree, normalization, [&](int64_t v, int64_t u, float value) {
-          if (v != last_v) row = row_order.inverse(v), last_v = v;  // rows arrive in order
-          const int64_t col = col_order.inverse(u);
-          const int c = int(row / row_block), a = int(col / col_block);
-          const int32_t entry[kEntryWords] = {int32_t(row - c * row_block), int32_t(col - a * col_block),
-                                              int32_t(float_bits(value))};
-          const int* ranks = &block_ranks[(size_t(c) * ga + a) * gb];
-          for (int b = 0; b < gb; ++b) deliver(ranks[b], entry);
-        });
-  };
-  std::vector<int64_t> send_counts(size_t(p), 0);
-  visit(std::false_type(), [&](int rank, const int32_t*) { send_counts[size_t(rank)] += kEntryWords; });
-  std::vector<int64_t> at(size_t(p), 0);
-  for (int q = 1; q < p; ++q) at[size_t(q)] = at[size_t(q - 1)] + send_counts[size_t(q - 1)];
-  const int64_t sent = at.back() + send_counts.back();
-  std::unique_ptr<int32_t[]> send(
-      new int32_t[size_t(std::max<int64_t>(sent, 1))]);  // not zeroed: all written
-  visit(std::true_type(), [&](int rank, const int32_t* entry) {
-    std::memcpy(send.get() + at[size_t(rank)], entry, sizeof(int32_t) * kEntryWords);
-    at[size_t(rank)] += kEntryWords;
-  });
-  const std::vector<int64_t> recv_counts = exchange_counts(comm, send_counts, "load adjacency");
-  int64_t received = 0;
-  for (const int64_t c : recv_counts) received += c;
-  std::unique_ptr<int32_t[]> recv(new int32_t[size_t(std::max<int64_t>(received, 1))]);
-  all_to_allv(comm, send.get(), send_counts, recv.get(), recv_counts, "load adjacency");
-  send.reset();
-  CsrMatrix<float, HostSpace> a = csr_from_entries(recv.get(), received / kEntryWords, row_block, col_block);
-  recv.reset();
-  AdjacencyBlock block;
-  block.nnz = a.nnz();
-  block.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(a));
-  block.transpose = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(csr_transpose(a)));
-  return block;
 }
 
 // Node ids of local rows: position = begin + i in `order`; positions past N are padding (-1).
@@ -322,15 +185,16 @@ void reduce_load_phases(const Communicator& comm, std::vector<LoadPhase>& phases
   }
 }
 
-// What an in-edge and a row cost the rank that reads them, in bytes held at once: the edge is read (8) and
-// sent as three int32 to the G_b ranks of its block (12 G_b, for the layout with the largest G_b); the
-// row's features, label, offset and split bits are read, and then either its self loop is sent like an
-// edge or its features go to the Y x Z ranks of its block, whichever is more. Balancing this sum bounds
-// every phase's transient on every rank by the mean.
+// What an in-edge and a row cost the rank that reads them, in bytes held at once: the edge is read (8),
+// its column kept between two passes (8) and sent as three int32 to one copy of its block, or two when
+// the block has copies (adjacency3d.cpp); the row's features, label, offset and split bits are read, and then
+// either its self loop is sent like an edge or its features go to the Y x Z ranks of its block, whichever is
+// more. Balancing this sum bounds every phase's transient on every rank by the mean.
 RowCosts row_costs(const GraphMeta& meta, const GridShape& shape, int layers) {
-  int widest = 1;
-  for (int t = 0; t < std::min(layers, 6); ++t) widest = std::max(widest, shape.extent(roles_for_layer(t).b));
-  const double exchange = 12.0 * widest;
+  int copies = 1;
+  for (int t = 0; t < std::min(layers, 6); ++t)
+    copies = std::max(copies, std::min(2, shape.extent(roles_for_layer(t).b)));
+  const double exchange = 12.0 * copies + 8.0;
   const double features =
       double(shape.z) * (8.0 * shape.y + 4.0 * double(padded_width(meta.num_features, shape)));
   return RowCosts{8.0 + exchange, 4.0 * double(meta.num_features) + 17.0 + std::max(exchange, features)};
@@ -366,7 +230,7 @@ Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Gra
   const std::vector<int64_t> degree = degrees(rows, options.normalization, comm);
   done("degrees");
   for (int t = 0; t < std::min(options.layers, 6); ++t) {
-    g.adjacency.push_back(distribute_adjacency(rows, degree, options.normalization, grid, g.layout, t));
+    g.adjacency.push_back(impl::distribute_adjacency(rows, degree, options.normalization, grid, g.layout, t));
     done("adjacency " + std::to_string(t));
   }
   const double local_nnz = double(g.adjacency[0].nnz);

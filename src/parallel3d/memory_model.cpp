@@ -20,21 +20,31 @@ double read_rows_bytes(const ProblemSize& p, double rows_read, double edges) {
 
 struct LayoutBytes {
   double sent = 0;      // the entries this rank sends
-  double exchange = 0;  // distribute_adjacency's peak: entries sent and received, then received and the CSR
+  double exchange = 0;  // distribute_adjacency's peak, ending with the block and its transpose
   double kept = 0;      // the block and its transpose (CsrSpmm, int64 indices, float values)
 };
 
-// Layout t of the adjacency: every nonzero goes to the G_b ranks of its block as three int32.
+// Layout t of the adjacency (adjacency3d.cpp). Every nonzero is sent as three int32 to the copy that builds
+// its row of the block and, with G_b > 1 copies, to the copy that builds its row of the transpose; the
+// first pass keeps 8 bytes per nonzero for the second. Each copy builds 1/G_b of both matrices and an
+// all-gather over the copies assembles them, so a copy holds its two parts beside the whole matrices.
 LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz) {
   const GridShape& s = layout.shape();
   const AxisRoles r = roles_for_layer(t);
   const double ranks = double(s.x) * s.y * s.z, np = double(layout.padded_nodes());
-  const double block_nnz = nnz / (double(s.extent(r.a)) * s.extent(r.c));
+  const double gb = s.extent(r.b), block_nnz = nnz / (double(s.extent(r.a)) * s.extent(r.c));
   const double rows_c = np / s.extent(r.c), rows_a = np / s.extent(r.a);
+  const double share = 12 * nnz / ranks, cache = 8 * nnz / ranks;  // one stream of entries; the first pass's
   LayoutBytes b;
-  b.sent = 12 * nnz / ranks * s.extent(r.b);
-  b.exchange = std::max(b.sent + 12 * block_nnz, 24 * block_nnz + 8 * rows_c);
   b.kept = 2 * 12 * block_nnz + 8 * (rows_c + 1) + 8 * (rows_a + 1);
+  if (gb == 1) {
+    b.sent = share;
+    b.exchange = std::max(b.sent + cache, std::max(b.sent + 12 * block_nnz, b.kept));
+  } else {
+    const double part = 12 * block_nnz / gb;  // the entries of one part, received or built
+    b.sent = 2 * share;
+    b.exchange = std::max({b.sent + std::max(cache, part), share + 2 * part, 3 * part, b.kept + part});
+  }
   return b;
 }
 

@@ -667,7 +667,8 @@ PY
     train=(train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size 10 --steps-per-epoch 4 --epochs 2 --hidden 4)
     TESSERA_PROGRESS_SECONDS=0 mpi 2 "$TESSERA" "${train[@]}" 2>err.txt >/dev/null || exit 1
     cat err.txt
-    for want in "epoch 1 steps: 2/4 (50%)" "epoch 2 steps: done, 4 in"; do
+    for want in "epoch 1 steps: 2/4 (50%)" "epoch 2 steps: done, 4 in" \
+      "load: adjacency 0, rank 0's rows (two passes): done, "; do
       [ "$(grep -cF "$want" err.txt)" -eq 1 ] || { echo "FAILED: one '$want' line (rank 0 only)"; exit 1; }
     done
     TESSERA_PROGRESS_SECONDS=0 mpi 2 "$TESSERA" "${train[@]}" --quiet 2>err.txt >/dev/null || exit 1
