@@ -135,6 +135,21 @@ TEST(PerfModel, FitRecoversKnownCoefficients) {
   EXPECT_THROW(fit_spmm_model({samples[0], samples[1]}), Error);
 }
 
+TEST(PerfModel, PerlmutterPricesSpmmFromThePublishedA100Curve) {
+  const MachineProfile m = builtin_machine("perlmutter");
+  // The measured points themselves (108.3M nonzeros at widths 128 and 4: 43.5 and 17.8 ms published).
+  EXPECT_NEAR(predict_spmm_seconds(108268300, 128, 2.4e6, 2.4e6, m), 43.476e-3, 0.01e-3);
+  EXPECT_NEAR(predict_spmm_seconds(108268300, 4, 2.4e6, 2.4e6, m), 17.846e-3, 0.01e-3);
+  // Between widths linearly, below the first at its rate, past the last in proportion to the width.
+  EXPECT_NEAR(predict_spmm_seconds(1e8, 96, 1e6, 1e6, m), 1e8 * (2.578e-10 + 4.016e-10) / 2, 1e-9);
+  EXPECT_NEAR(predict_spmm_seconds(1e8, 1, 1e6, 1e6, m), 1e8 * 1.648e-10, 1e-9);
+  EXPECT_NEAR(predict_spmm_seconds(1e8, 512, 1e6, 1e6, m), 2 * 1e8 * 7.997e-10, 1e-9);
+  // Frontier has no published curve: the roofline, which grows with the width's bytes.
+  const MachineProfile f = builtin_machine("frontier");
+  EXPECT_TRUE(f.spmm_curve.empty());
+  EXPECT_NEAR(predict_spmm_seconds(1e6, 256, 1e5, 1e5, f), (12e6 + 1024e6 + 1024e5) / 1.3e12, 1e-12);
+}
+
 TEST(PerfModel, MachineFilesRoundTripAndBadOnesAreErrors) {
   char dir[] = "/tmp/tessera-machine-XXXXXX";
   const std::string path = std::string(mkdtemp(dir)) + "/m.json";
@@ -146,6 +161,20 @@ TEST(PerfModel, MachineFilesRoundTripAndBadOnesAreErrors) {
   EXPECT_EQ(back.ranks_per_node, 8);
   EXPECT_EQ(back.spmm_c1, 1.5e-11);
   EXPECT_EQ(back.beta_inter, m.beta_inter);
+  const MachineProfile perlmutter = builtin_machine("perlmutter");
+  save_machine_file(perlmutter, path);
+  EXPECT_EQ(load_machine_file(path).spmm_curve, perlmutter.spmm_curve);
+  std::ofstream(path)
+      << "{\"ranks_per_node\": 4, \"alpha_intra\": 1e-6, \"beta_intra\": 1e9, \"alpha_inter\": "
+         "1e-6, \"beta_inter\": 1e9, \"memory_bandwidth\": 1e11, \"gemm_rate\": 1e12, "
+         "\"spmm_curve\": [[64, 1e-10], [32, 2e-10]]}";
+  try {
+    load_machine_file(path);
+    FAIL() << "accepted a curve with descending widths";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": spmm_curve needs positive"), std::string::npos)
+        << e.what();
+  }
   std::ofstream(path) << "{\"name\": \"broken\"}";
   try {
     load_machine_file(path);

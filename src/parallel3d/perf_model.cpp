@@ -25,12 +25,21 @@ MachineProfile builtin_machine(const std::string& name) {
     // A warp gathers one row per nonzero; rows narrower than 128 floats leave lanes and sectors idle
     // (Plexus measured SpMM 8x slower after splitting features over 64 GPUs).
     m.min_row_bytes = 512;
+    // cuSPARSE's CSR SpMM (through torch.sparse.mm) on one A100-40GB, seconds per nonzero by dense width,
+    // as published by the Plexus authors: github.com/hpcgroup/plexus, analysis/kernel_curve.json (commit
+    // c3f26604), regime "large(H>L2)": a random 2.4M x 2.4M matrix with 108.3M nonzeros, the dense
+    // operand larger than L2, as a full graph's blocks are. Narrow widths cost nearly as much per nonzero
+    // as 32 columns: the feature-split penalty the roofline's min_row_bytes approximated.
+    m.spmm_curve = {{4, 1.648e-10},  {8, 1.766e-10},   {16, 1.819e-10}, {32, 1.914e-10},
+                    {64, 2.578e-10}, {128, 4.016e-10}, {256, 7.997e-10}};
   } else if (name == "frontier") {
     // 8 MI250X GCDs per node on Infinity Fabric, 4 Slingshot-11 NICs per node (one per 2 GCDs).
     m.ranks_per_node = 8;
     m.alpha_intra = 8e-6, m.beta_intra = 50e9;
     m.alpha_inter = 1.5e-5, m.beta_inter = 11e9;
     m.memory_bandwidth = 1.3e12, m.gemm_rate = 20e12;
+    // No published rocSPARSE SpMM measurement on an MI250X GCD was within reach when this was written: the
+    // roofline prices it (measure one with `tessera bench spmm --fit --write` on the machine).
     m.min_row_bytes = 512;
   } else if (name == "local") {
     // Measured on the 2-core development machine (tessera bench comm/stream/gemm, 2 ranks in shared memory).
@@ -60,6 +69,11 @@ MachineProfile load_machine_file(const std::string& path) {
     m.spmm_c0 = j.value("spmm_c0", 0.0);
     m.spmm_c1 = j.value("spmm_c1", 0.0);
     m.spmm_c2 = j.value("spmm_c2", 0.0);
+    m.spmm_curve = j.value("spmm_curve", std::vector<std::pair<double, double>>());
+    for (size_t i = 0; i < m.spmm_curve.size(); ++i)
+      require(m.spmm_curve[i].first > 0 && m.spmm_curve[i].second > 0 &&
+                  (i == 0 || m.spmm_curve[i].first > m.spmm_curve[i - 1].first),
+              path, ": spmm_curve needs positive [width, seconds per nonzero] pairs with widths ascending");
     m.memory_bandwidth = j.at("memory_bandwidth").get<double>();
     m.min_row_bytes = j.value("min_row_bytes", 64.0);
     m.process_bytes = j.value("process_bytes", m.process_bytes);
@@ -81,6 +95,7 @@ void save_machine_file(const MachineProfile& m, const std::string& path) {
                             {"spmm_c0", m.spmm_c0},
                             {"spmm_c1", m.spmm_c1},
                             {"spmm_c2", m.spmm_c2},
+                            {"spmm_curve", m.spmm_curve},
                             {"memory_bandwidth", m.memory_bandwidth},
                             {"min_row_bytes", m.min_row_bytes},
                             {"process_bytes", m.process_bytes},
@@ -180,17 +195,30 @@ double allgather_seconds(double bytes, const GridShape& s, Axis axis, const Mach
   return double(p - 1) / p * bytes / beta + (p - 1) * alpha;
 }
 
-double spmm_seconds(double nnz, double width, double rows, double cols, const MachineProfile& m) {
+// Seconds per nonzero at `width` on a measured curve (see MachineProfile::spmm_curve).
+double curve_seconds_per_nonzero(const std::vector<std::pair<double, double>>& curve, double width) {
+  if (width <= curve.front().first) return curve.front().second;
+  for (size_t i = 1; i < curve.size(); ++i)
+    if (width <= curve[i].first) {
+      const auto [w0, s0] = curve[i - 1];
+      const auto [w1, s1] = curve[i];
+      return s0 + (s1 - s0) * (width - w0) / (w1 - w0);
+    }
+  return curve.back().second * width / curve.back().first;
+}
+
+}  // namespace
+
+double predict_spmm_seconds(double nnz, double width, double rows, double cols, const MachineProfile& m) {
   if (m.spmm_c0 != 0 || m.spmm_c1 != 0 || m.spmm_c2 != 0) {
     const std::vector<double> x = spmm_terms(nnz, width, rows, cols);
     return std::max(0.0, m.spmm_c0 * x[0] + m.spmm_c1 * x[1] + m.spmm_c2 * x[2]);
   }
+  if (!m.spmm_curve.empty()) return nnz * curve_seconds_per_nonzero(m.spmm_curve, width);
   // Roofline: the CSR arrays, one input row per nonzero (at least a cache line), the output block.
   const double bytes = 12.0 * nnz + std::max(m.min_row_bytes, 4.0 * width) * nnz + 4.0 * width * rows;
   return bytes / m.memory_bandwidth;
 }
-
-}  // namespace
 
 GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const MachineProfile& m) {
   const Layout3D layout(s, problem.nodes, problem.dims, PermuteMode::None, 0);
@@ -211,8 +239,8 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
                      allgather_seconds(4 * rows_c * width, s, r.a, m) +
                      allreduce_seconds(4 * rows_a * width, s, r.c, m) +
                      allreduce_seconds(4 * in * width, s, r.a, m) + allreduce_seconds(4 * out, s, r.c, m);
-      cost.spmm_s +=
-          spmm_seconds(nnz, width, rows_c, rows_a, m) + spmm_seconds(nnz, width, rows_a, rows_c, m);
+      cost.spmm_s += predict_spmm_seconds(nnz, width, rows_c, rows_a, m) +
+                     predict_spmm_seconds(nnz, width, rows_a, rows_c, m);
       cost.gemm_s += 3 * 2.0 * rows_a * in * width / m.gemm_rate;
       continue;
     }
@@ -221,12 +249,12 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
     cost.comm_s += allreduce_seconds(4 * rows_c * in, s, r.a, m) +
                    allreduce_seconds(4 * rows_c * out, s, r.b, m) +
                    allreduce_seconds(4 * (in * out + out), s, r.c, m);
-    cost.spmm_s += spmm_seconds(nnz, in, rows_c, rows_a, m);
+    cost.spmm_s += predict_spmm_seconds(nnz, in, rows_c, rows_a, m);
     cost.gemm_s += 2.0 * rows_c * in * out / m.gemm_rate * (l == 0 ? 2 : 3);
     if (l > 0) {
       cost.comm_s +=
           allreduce_seconds(4 * rows_c * in, s, r.a, m) + allreduce_seconds(4 * rows_a * in, s, r.c, m);
-      cost.spmm_s += spmm_seconds(nnz, in, rows_a, rows_c, m);
+      cost.spmm_s += predict_spmm_seconds(nnz, in, rows_a, rows_c, m);
     }
   }
   (void)g;

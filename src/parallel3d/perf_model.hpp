@@ -17,15 +17,20 @@ namespace tessera {
 
 /// What the performance model knows of a machine.
 struct MachineProfile {
-  std::string name;                ///< "perlmutter", "frontier", "local", or a file's
-  int ranks_per_node = 1;          ///< groups up to this size are inside a node
-  double alpha_intra = 5e-6;       ///< all-reduce latency inside a node (s)
-  double beta_intra = 1e10;        ///< all-reduce bandwidth inside a node (bytes/s)
-  double alpha_inter = 1e-5;       ///< latency across nodes (s)
-  double beta_inter = 1e10;        ///< bandwidth across nodes (bytes/s)
-  double spmm_c0 = 0;              ///< eq. 4.4's c0; all three zero: roofline with memory_bandwidth
-  double spmm_c1 = 0;              ///< eq. 4.4's c1
-  double spmm_c2 = 0;              ///< eq. 4.4's c2
+  std::string name;           ///< "perlmutter", "frontier", "local", or a file's
+  int ranks_per_node = 1;     ///< groups up to this size are inside a node
+  double alpha_intra = 5e-6;  ///< all-reduce latency inside a node (s)
+  double beta_intra = 1e10;   ///< all-reduce bandwidth inside a node (bytes/s)
+  double alpha_inter = 1e-5;  ///< latency across nodes (s)
+  double beta_inter = 1e10;   ///< bandwidth across nodes (bytes/s)
+  double spmm_c0 = 0;         ///< eq. 4.4's c0; all three zero: roofline with memory_bandwidth
+  double spmm_c1 = 0;         ///< eq. 4.4's c1
+  double spmm_c2 = 0;         ///< eq. 4.4's c2
+  /// Measured SpMM seconds per nonzero of the local block at local widths, as (width, seconds) with
+  /// widths ascending. Where eq. 4.4's coefficients are all zero and this is not empty, it prices the SpMM
+  /// (linear between widths, the first width's rate below it, proportional to the width past the last);
+  /// empty: the roofline with memory_bandwidth.
+  std::vector<std::pair<double, double>> spmm_curve;
   double memory_bandwidth = 1e11;  ///< bytes/s
   double min_row_bytes = 64;  ///< roofline: a gathered row costs at least this much (narrow rows waste lanes)
   double gemm_rate = 1e11;    ///< flop/s
@@ -110,6 +115,10 @@ struct SpmmSample {
 };
 /// See SpmmSample.
 std::vector<double> fit_spmm_model(const std::vector<SpmmSample>& samples);
+/// Predicted seconds of one local SpMM of a rows x cols block with nnz nonzeros and a dense operand of
+/// `width` columns: eq. 4.4 where fitted, else the measured curve, else the roofline.
+double predict_spmm_seconds(double nnz, double width, double rows, double cols,
+                            const MachineProfile& machine);
 /// eq. 4.4 terms of one local SpMM: sqrt(f), sqrt(f) cols / width, sqrt(f) rows / width with f = nnz * width.
 std::vector<double> spmm_terms(double nnz, double width, double rows, double cols);
 
