@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The loader of the 3D grid (build_graph_3d) against a dense double reference: on every factorization of
+// 1, 2, 4 and 8 ranks, each rank's block of every layout holds exactly the normalized adjacency's entries
+// for its rows and columns (through both permutations), padding stays empty, and the transpose is the
+// block's transpose. Tiny graphs make blocks of one row and copies that build no rows at all.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "tessera/comm/communicator.hpp"
+#include "tessera/comm/process_grid.hpp"
+#include "tessera/parallel3d/graph3d.hpp"
+
+using namespace tessera;
+
+namespace {
+
+// Node v's in-neighbours: two pseudo-random ones, itself when v % 3 == 0, and a repeated edge when
+// v % 4 == 1 (duplicates add).
+std::vector<int64_t> in_neighbours(int64_t v, int64_t n) {
+  std::vector<int64_t> u;
+  for (const int64_t w : {(3 * v + 1) % n, (5 * v + 2) % n})
+    if (w != v) u.push_back(w);  // the self loop only where asked for, once
+  if (v % 3 == 0) u.push_back(v);
+  if (v % 4 == 1 && !u.empty() && u[0] != v) u.push_back(u[0]);
+  return u;
+}
+
+// This rank's contiguous share of the tiny graph's rows.
+GraphRows tiny_rows(int64_t n, const Communicator& world) {
+  GraphRows rows;
+  rows.name = "tiny graph";
+  rows.num_nodes = n;
+  rows.num_features = 1;
+  rows.num_classes = 2;
+  rows.first_row = n * world.rank() / world.size();
+  const int64_t end = n * (world.rank() + 1) / world.size();
+  for (int64_t v = rows.first_row; v < end; ++v) {
+    for (int64_t u : in_neighbours(v, n)) rows.indices.push_back(u);
+    rows.indptr.push_back(int64_t(rows.indices.size()));
+    rows.features.push_back(float(v));
+    rows.labels.push_back(v % 2);
+    rows.splits.push_back(GraphRows::kTrain);
+  }
+  return rows;
+}
+
+// Dense normalized adjacency, row v = in-edges of v, in double, from the definitions in graph3d.hpp.
+std::vector<std::vector<double>> dense_reference(int64_t n, Normalization normalization) {
+  std::vector<std::vector<double>> a(size_t(n), std::vector<double>(size_t(n), 0.0));
+  for (int64_t v = 0; v < n; ++v)
+    for (int64_t u : in_neighbours(v, n)) a[size_t(v)][size_t(u)] += 1;
+  if (normalization == Normalization::Symmetric) {
+    for (int64_t v = 0; v < n; ++v)
+      if (a[size_t(v)][size_t(v)] == 0) a[size_t(v)][size_t(v)] = 1;  // GCN's self loop where missing
+    std::vector<double> degree(size_t(n), 0.0);
+    for (int64_t v = 0; v < n; ++v)
+      for (int64_t u = 0; u < n; ++u) degree[size_t(v)] += a[size_t(v)][size_t(u)];
+    for (int64_t v = 0; v < n; ++v)
+      for (int64_t u = 0; u < n; ++u)
+        a[size_t(v)][size_t(u)] /= std::sqrt(degree[size_t(v)] * degree[size_t(u)]);
+  } else {  // Mean: over the in-neighbours other than v
+    for (int64_t v = 0; v < n; ++v) {
+      a[size_t(v)][size_t(v)] = 0;
+      double count = 0;
+      for (int64_t u = 0; u < n; ++u) count += a[size_t(v)][size_t(u)];
+      for (int64_t u = 0; u < n; ++u)
+        if (count > 0) a[size_t(v)][size_t(u)] /= count;
+    }
+  }
+  return a;
+}
+
+// A block as a dense float matrix (duplicates summed), checking the CSR's invariants on the way.
+std::vector<std::vector<float>> dense_block(const CsrMatrix<float, DeviceSpace>& device) {
+  const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), device.row_ptr);
+  const auto col_idx = Kokkos::create_mirror_view_and_copy(HostSpace(), device.col_idx);
+  const auto values = Kokkos::create_mirror_view_and_copy(HostSpace(), device.values);
+  std::vector<std::vector<float>> out(size_t(device.num_rows),
+                                      std::vector<float>(size_t(device.num_cols), 0));
+  EXPECT_EQ(row_ptr(0), 0);
+  EXPECT_EQ(row_ptr(device.num_rows), device.nnz());
+  for (int64_t i = 0; i < device.num_rows; ++i)
+    for (int64_t k = row_ptr(i); k < row_ptr(i + 1); ++k) {
+      EXPECT_TRUE(k == row_ptr(i) || col_idx(k - 1) <= col_idx(k)) << "row " << i << " is not sorted";
+      out[size_t(i)][size_t(col_idx(k))] += values(k);
+    }
+  return out;
+}
+
+void expect_blocks_match(const Graph3D& g, int64_t n, const std::vector<std::vector<double>>& reference) {
+  const GridShape& shape = g.layout.shape();
+  for (int t = 0; t < g.layers; ++t) {
+    SCOPED_TRACE("layout " + std::to_string(t));
+    const AxisRoles roles = roles_for_layer(t);
+    const int64_t row_block = g.layout.padded_nodes() / shape.extent(roles.c);
+    const int64_t col_block = g.layout.padded_nodes() / shape.extent(roles.a);
+    const int64_t first_row = g.coords.get(roles.c) * row_block,
+                  first_col = g.coords.get(roles.a) * col_block;
+    const auto forward = dense_block(g.adjacency[size_t(t)].forward.matrix());
+    const auto transpose = dense_block(g.adjacency[size_t(t)].transpose.matrix());
+    ASSERT_EQ(int64_t(forward.size()), row_block);
+    ASSERT_EQ(int64_t(transpose.size()), col_block);
+    for (int64_t i = 0; i < row_block; ++i)
+      for (int64_t j = 0; j < col_block; ++j) {
+        const int64_t row = first_row + i, col = first_col + j;
+        const double want =
+            row < n && col < n
+                ? reference[size_t(g.layout.row_order(t)(row))][size_t(g.layout.col_order(t)(col))]
+                : 0.0;  // padding
+        EXPECT_NEAR(forward[size_t(i)][size_t(j)], want, 1e-6 * std::max(1.0, std::abs(want)))
+            << "entry (" << i << ", " << j << ")";
+        EXPECT_EQ(transpose[size_t(j)][size_t(i)], forward[size_t(i)][size_t(j)]);
+      }
+  }
+}
+
+}  // namespace
+
+TEST(Graph3D, EveryBlockHoldsTheNormalizedAdjacency) {
+  const Communicator world = Communicator::world();
+  for (const int64_t n : {int64_t(world.size()), int64_t(13), int64_t(40)})
+    for (const Normalization normalization : {Normalization::Symmetric, Normalization::Mean})
+      for (const PermuteMode permute : {PermuteMode::None, PermuteMode::Double}) {
+        const auto reference = dense_reference(n, normalization);
+        const GraphRows rows = tiny_rows(n, world);
+        for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+          SCOPED_TRACE(std::to_string(n) + " nodes, " + normalization_name(normalization) + ", grid " +
+                       shape.str() + ", permute " + permute_mode_name(permute));
+          const ProcessGrid grid(world, shape);
+          Graph3DOptions options;
+          options.layers = 3;  // three layouts: every rotation of the roles and both permutation orders
+          options.permute = permute;
+          options.seed = 7;
+          options.normalization = normalization;
+          expect_blocks_match(build_graph_3d(rows, grid, options), n, reference);
+        }
+      }
+}
