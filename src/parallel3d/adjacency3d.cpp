@@ -4,12 +4,12 @@
 // the block's rows and 1/G_b of its transpose's rows, builds those two row ranges, and an all-gather over
 // the b axis assembles both matrices on every copy. Before, every copy received every nonzero and built
 // both whole matrices itself: G_b times the sorting and scattering (the load's largest cost), and G_b
-// copies of each nonzero sent where now at most two travel.
+// copies of each nonzero sent where now at most two travel. Weights are computed where the block is built,
+// from the degrees of its rows' and columns' nodes, asked of the ranks that read those rows: no rank holds
+// every node's degree, and an entry travels as two int32 (its row and column) instead of three.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <memory>
-#include <type_traits>
 
 #include "graph3d_impl.hpp"
 #include "tessera/comm/collectives.hpp"
@@ -21,32 +21,22 @@ namespace tessera::impl {
 
 namespace {
 
-int32_t float_bits(float f) {
-  int32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float bits_float(int32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-
 // Row ranges of `parts` pieces of n rows, as even as integers allow: piece j is [begin(j), begin(j + 1)).
 int64_t part_begin(int64_t n, int parts, int j) {
   return n * j / parts;
 }
 
-// One nonzero as a builder receives it: row and column inside the rows it builds, and the value's bits.
-constexpr int64_t kEntryWords = 3;
+// One nonzero as a builder receives it: row and column inside the rows it builds.
+constexpr int64_t kEntryWords = 2;
 
-// The CSR of `rows` rows from their entries, rows sorted and columns sorted within a row by (column,
-// value): a counting pass places every entry in its row (O(nnz + rows), no permutation array), then each
-// row is sorted on its own. This replaced one comparison sort of a permutation of all nonzeros, which took
-// 28 s of a 37 s load on the grid 8x1x1 of a 2^18-node graph.
+// The CSR of `rows` rows from their entries, columns sorted within a row, each entry weighted by
+// value(row, column): a counting pass places every entry in its row (O(nnz + rows), no permutation array),
+// then each row's columns are sorted in place and weighted (a weight depends on its row and column only,
+// so repeated entries are interchangeable). This replaced one comparison sort of a permutation of all
+// nonzeros, which took 28 s of a 37 s load on the grid 8x1x1 of a 2^18-node graph.
+template <class Value>
 CsrMatrix<float, HostSpace> csr_from_entries(const int32_t* entries, int64_t count, int64_t rows,
-                                             int64_t cols) {
+                                             int64_t cols, const Value& value) {
   CsrMatrix<float, HostSpace> a;
   a.num_rows = rows;
   a.num_cols = cols;
@@ -58,53 +48,59 @@ CsrMatrix<float, HostSpace> csr_from_entries(const int32_t* entries, int64_t cou
   std::vector<int64_t> next(a.row_ptr.data(), a.row_ptr.data() + rows);
   for (int64_t k = 0; k < count; ++k) {
     const int32_t* e = entries + kEntryWords * k;
-    const int64_t at = next[size_t(e[0])]++;
-    a.col_idx(at) = e[1];
-    a.values(at) = bits_float(e[2]);
+    a.col_idx(next[size_t(e[0])]++) = e[1];
   }
-  std::vector<std::pair<int64_t, float>> row_entries;
   for (int64_t row = 0; row < rows; ++row) {
-    const int64_t begin = a.row_ptr(row), end = a.row_ptr(row + 1);
-    row_entries.clear();
-    for (int64_t k = begin; k < end; ++k) row_entries.emplace_back(a.col_idx(k), a.values(k));
-    std::sort(row_entries.begin(), row_entries.end());
-    for (int64_t k = begin; k < end; ++k) {
-      a.col_idx(k) = row_entries[size_t(k - begin)].first;
-      a.values(k) = row_entries[size_t(k - begin)].second;
-    }
+    int64_t* begin = a.col_idx.data() + a.row_ptr(row);
+    int64_t* end = a.col_idx.data() + a.row_ptr(row + 1);
+    std::sort(begin, end);
+    for (int64_t k = a.row_ptr(row); k < a.row_ptr(row + 1); ++k) a.values(k) = value(row, a.col_idx(k));
   }
   return a;
 }
 
-// Calls emit(v, u, value) for every nonzero of this rank's rows of the normalized adjacency (its in-edges
-// and, for Symmetric, the self loop GCN adds), in a fixed order; without kValues every value is 0 (counting
-// needs none, and the degree lookups are random reads).
-template <bool kValues, class Emit>
-void for_each_nonzero(const GraphRows& r, const std::vector<int64_t>& degree, Normalization normalization,
-                      const Emit& emit) {
-  auto symmetric = [&](int64_t v, int64_t u) {
-    return kValues ? float(1.0 / std::sqrt(double(degree[size_t(v)]) * double(degree[size_t(u)]))) : 0.0f;
-  };
-  constexpr int64_t kPrefetchAhead = 16;
-  const int64_t end = int64_t(r.indices.size());
+// Calls emit(v, u) for every nonzero of this rank's rows of the normalized adjacency (its in-edges and,
+// for Symmetric, the self loop GCN adds; Mean leaves a row's own node out), in a fixed order.
+template <class Emit>
+void for_each_nonzero(const GraphRows& r, Normalization normalization, const Emit& emit) {
   for (int64_t i = 0; i < r.rows(); ++i) {
     const int64_t v = r.first_row + i;
-    const float row_value = !kValues                               ? 0.0f
-                            : normalization == Normalization::Mean ? float(1.0 / double(degree[size_t(i)]))
-                            : normalization == Normalization::Sum  ? 1.0f
-                                                                   : 0.0f;
     for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k) {
       const int64_t u = r.indices[size_t(k)];
-      // The degrees of random columns miss every cache: ask for a later nonzero's while this one is done.
-      if (kValues && normalization == Normalization::Symmetric && k + kPrefetchAhead < end)
-        __builtin_prefetch(&degree[size_t(r.indices[size_t(k + kPrefetchAhead)])]);
-      if (normalization == Normalization::Symmetric)
-        emit(v, u, symmetric(v, u));
-      else if (normalization == Normalization::Sum || u != v)
-        emit(v, u, row_value);
+      if (normalization != Normalization::Mean || u != v) emit(v, u);
     }
-    if (normalization == Normalization::Symmetric && !has_self_loop(r, i)) emit(v, v, symmetric(v, v));
+    if (normalization == Normalization::Symmetric && !has_self_loop(r, i)) emit(v, v);
   }
+}
+
+// Collective over the replica: the degree (RowDegrees) of each node in `ids`, asked of the rank that read
+// its row; -1 (padding) gets 1. One request and one answer per id.
+std::vector<int64_t> fetch_degrees(const Communicator& comm, const RowDegrees& degrees, int64_t first_row,
+                                   const std::vector<int64_t>& ids) {
+  const int p = comm.size();
+  const std::vector<int64_t>& begins = degrees.row_begins;
+  std::vector<int> owner(ids.size(), -1);
+  std::vector<int64_t> counts(size_t(p), 0), at(size_t(p), 0);
+  for (size_t k = 0; k < ids.size(); ++k)
+    if (ids[k] >= 0) {
+      owner[k] = int(std::upper_bound(begins.begin(), begins.end(), ids[k]) - begins.begin()) - 1;
+      ++counts[size_t(owner[k])];
+    }
+  for (int q = 1; q < p; ++q) at[size_t(q)] = at[size_t(q - 1)] + counts[size_t(q - 1)];
+  std::vector<int64_t> asked(size_t(at.back() + counts.back())), slot(ids.size(), -1);
+  for (size_t k = 0; k < ids.size(); ++k)
+    if (owner[k] >= 0) slot[k] = at[size_t(owner[k])]++, asked[size_t(slot[k])] = ids[k];
+  const std::vector<int64_t> got_counts = exchange_counts(comm, counts, "load degrees");
+  int64_t total = 0;
+  for (const int64_t c : got_counts) total += c;
+  std::vector<int64_t> questions(static_cast<size_t>(total));
+  all_to_allv(comm, asked.data(), counts, questions.data(), got_counts, "load degrees");
+  for (int64_t& q : questions) q = degrees.local[size_t(q - first_row)];  // the answer, in place
+  all_to_allv(comm, questions.data(), got_counts, asked.data(), counts, "load degrees");
+  std::vector<int64_t> out(ids.size(), 1);
+  for (size_t k = 0; k < ids.size(); ++k)
+    if (slot[k] >= 0) out[k] = asked[size_t(slot[k])];
+  return out;
 }
 
 // Entries bound for the ranks of the replica, counted per rank and then written into one buffer of exactly
@@ -118,24 +114,25 @@ struct EntryStream {
     for (size_t q = 1; q < counts.size(); ++q) at[q] = at[q - 1] + counts[q - 1];
     words.reset(new int32_t[size_t(std::max<int64_t>(at.back() + counts.back(), 1))]);  // all written
   }
-  void put(int rank, int32_t w0, int32_t w1, int32_t w2) {
+  void put(int rank, int32_t row, int32_t col) {
     int32_t* out = words.get() + at[size_t(rank)];
-    out[0] = w0, out[1] = w1, out[2] = w2;
+    out[0] = row, out[1] = col;
     at[size_t(rank)] += kEntryWords;
   }
 };
 
 // Collective over the replica: sends the stream and builds the CSR of `rows` rows from what arrives (the
 // stream is freed before the build).
+template <class Value>
 CsrMatrix<float, HostSpace> exchange_and_build(const Communicator& comm, EntryStream& stream, int64_t rows,
-                                               int64_t cols) {
+                                               int64_t cols, const Value& value) {
   const std::vector<int64_t> recv_counts = exchange_counts(comm, stream.counts, "load adjacency");
   int64_t received = 0;
   for (const int64_t c : recv_counts) received += c;
   std::unique_ptr<int32_t[]> recv(new int32_t[size_t(std::max<int64_t>(received, 1))]);
   all_to_allv(comm, stream.words.get(), stream.counts, recv.get(), recv_counts, "load adjacency");
   stream.words.reset();
-  return csr_from_entries(recv.get(), received / kEntryWords, rows, cols);
+  return csr_from_entries(recv.get(), received / kEntryWords, rows, cols, value);
 }
 
 // Collective over a block's copies (the b axis, ranked by coordinate): the whole matrix of `rows` rows on
@@ -212,21 +209,19 @@ struct BlockRouting {
 // Two passes over this rank's rows: the first counts the entries bound for each rank, the second writes
 // them into streams of exactly that size. The first evaluates each column's permutation once and keeps its
 // block and position for the second: 8 bytes per nonzero for a while instead of a second evaluation each.
-void write_entries(const GraphRows& r, const std::vector<int64_t>& degree, Normalization normalization,
-                   const NodeLayout& layout, int t, const BlockRouting& route, EntryStream& forward,
-                   EntryStream& transpose) {
+void write_entries(const GraphRows& r, Normalization normalization, const NodeLayout& layout, int t,
+                   const BlockRouting& route, EntryStream& forward, EntryStream& transpose) {
   const RandomPermutation &row_order = layout.row_order(t), &col_order = layout.col_order(t);
   std::vector<uint64_t> columns;
   columns.reserve(r.indices.size() + size_t(r.rows()));
   // The two passes are most of a large load's time: rank 0 reports them.
   Progress progress("load: adjacency " + std::to_string(t) + ", rank 0's rows (two passes)", 2 * r.rows());
-  auto visit = [&](auto with_values, const auto& deliver) {
-    constexpr bool kWrite = decltype(with_values)::value;
+  auto visit = [&](bool write, const auto& deliver) {
     int64_t last_v = -1, i = 0, i_part = 0, rows_seen = 0;
     const int* ranks_c = nullptr;
     int fb = 0;
     size_t k = 0;
-    for_each_nonzero<kWrite>(r, degree, normalization, [&](int64_t v, int64_t u, float value) {
+    for_each_nonzero(r, normalization, [&](int64_t v, int64_t u) {
       if (v != last_v) {  // rows arrive in order
         if ((++rows_seen & 4095) == 0) progress.advance(4096);
         const int64_t row = row_order.inverse(v);
@@ -237,7 +232,7 @@ void write_entries(const GraphRows& r, const std::vector<int64_t>& degree, Norma
         ranks_c = &route.block_ranks[size_t(c) * route.ga * route.gb];
       }
       uint64_t packed;
-      if (kWrite) {
+      if (write) {
         packed = columns[k++];
       } else {
         const int64_t col = col_order.inverse(u), a = col / route.col_block;
@@ -246,39 +241,68 @@ void write_entries(const GraphRows& r, const std::vector<int64_t>& degree, Norma
       }
       const int64_t a = int64_t(packed >> 32), j = int64_t(packed & 0xffffffffu);
       const int* ranks = ranks_c + a * route.gb;
-      deliver(forward, ranks[fb], int32_t(i_part), int32_t(j), value);
+      deliver(forward, ranks[fb], int32_t(i_part), int32_t(j));
       if (!route.shared()) return;
       const int tb = route.piece(route.col_parts, j);
-      deliver(transpose, ranks[tb], int32_t(j - route.col_parts[size_t(tb)]), int32_t(i), value);
+      deliver(transpose, ranks[tb], int32_t(j - route.col_parts[size_t(tb)]), int32_t(i));
     });
-    progress.set((kWrite ? 2 : 1) * r.rows());
+    progress.set((write ? 2 : 1) * r.rows());
   };
-  visit(std::false_type(),
-        [](EntryStream& s, int rank, int32_t, int32_t, float) { s.counts[size_t(rank)] += kEntryWords; });
+  visit(false, [](EntryStream& s, int rank, int32_t, int32_t) { s.counts[size_t(rank)] += kEntryWords; });
   forward.allocate();
   if (route.shared()) transpose.allocate();
-  visit(std::true_type(), [](EntryStream& s, int rank, int32_t i, int32_t j, float value) {
-    s.put(rank, i, j, float_bits(value));
-  });
+  visit(true, [](EntryStream& s, int rank, int32_t i, int32_t j) { s.put(rank, i, j); });
+}
+
+// Node ids of `count` consecutive positions of a layout order from `first` (-1 past the graph's nodes).
+std::vector<int64_t> ids_at(const RandomPermutation& order, int64_t first, int64_t count, int64_t n) {
+  std::vector<int64_t> ids(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) ids[size_t(i)] = first + i < n ? order(first + i) : -1;
+  return ids;
 }
 
 }  // namespace
 
-AdjacencyBlock distribute_adjacency(const GraphRows& r, const std::vector<int64_t>& degree,
+AdjacencyBlock distribute_adjacency(const GraphRows& r, const RowDegrees& degrees,
                                     Normalization normalization, const ProcessGrid& grid,
                                     const NodeLayout& layout, int t) {
   const Communicator& comm = grid.replica();
   const BlockRouting route(grid, layout, t);
   EntryStream forward(comm.size()), transpose(comm.size());
-  write_entries(r, degree, normalization, layout, t, route, forward, transpose);
+  write_entries(r, normalization, layout, t, route, forward, transpose);
+  // The weights need the degrees of the block's rows (Mean, Symmetric) and columns (Symmetric).
   const AxisRoles roles = roles_for_layer(t);
-  const int b = grid.coords().get(roles.b);
-  const int64_t forward_rows = route.row_parts[size_t(b) + 1] - route.row_parts[size_t(b)];
-  CsrMatrix<float, HostSpace> a = exchange_and_build(comm, forward, forward_rows, route.col_block);
+  const GridCoords mine = grid.coords();
+  const int64_t n = layout.num_nodes();
+  std::vector<int64_t> row_degree, col_degree;
+  if (normalization != Normalization::Sum)
+    row_degree =
+        fetch_degrees(comm, degrees, r.first_row,
+                      ids_at(layout.row_order(t), mine.get(roles.c) * route.row_block, route.row_block, n));
+  if (normalization == Normalization::Symmetric)
+    col_degree =
+        fetch_degrees(comm, degrees, r.first_row,
+                      ids_at(layout.col_order(t), mine.get(roles.a) * route.col_block, route.col_block, n));
+  // The weight of block entry (i, j), as graph3d.hpp defines it.
+  auto weight = [&](int64_t i, int64_t j) {
+    switch (normalization) {
+      case Normalization::Symmetric:
+        return float(1.0 / std::sqrt(double(row_degree[size_t(i)]) * double(col_degree[size_t(j)])));
+      case Normalization::Mean:
+        return float(1.0 / double(row_degree[size_t(i)]));
+      default:
+        return 1.0f;
+    }
+  };
+  const int b = mine.get(roles.b);
+  const int64_t first_row = route.row_parts[size_t(b)], first_col = route.col_parts[size_t(b)];
+  CsrMatrix<float, HostSpace> a =
+      exchange_and_build(comm, forward, route.row_parts[size_t(b) + 1] - first_row, route.col_block,
+                         [&](int64_t i, int64_t j) { return weight(first_row + i, j); });
   CsrMatrix<float, HostSpace> at;
   if (route.shared()) {
-    const int64_t transpose_rows = route.col_parts[size_t(b) + 1] - route.col_parts[size_t(b)];
-    at = exchange_and_build(comm, transpose, transpose_rows, route.row_block);
+    at = exchange_and_build(comm, transpose, route.col_parts[size_t(b) + 1] - first_col, route.row_block,
+                            [&](int64_t j, int64_t i) { return weight(i, first_col + j); });
     const Communicator& copies = grid.axis(roles.b);
     a = gather_row_parts(copies, a, route.row_block, route.col_block);
     at = gather_row_parts(copies, at, route.col_block, route.row_block);

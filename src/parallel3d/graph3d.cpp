@@ -41,23 +41,22 @@ namespace {
 
 using impl::has_self_loop;
 
-// Phase 1. Symmetric weights read the degree of both ends, so every node's degree (in-degree plus the self
-// loop GCN adds) is all-gathered: 8 bytes per node on every rank, the one O(N) array of the load. Mean
-// weights need only the row's own count of in-neighbours other than itself; Sum needs none.
-std::vector<int64_t> degrees(const GraphRows& r, Normalization normalization, const Communicator& comm) {
-  const int64_t rows = r.rows();
-  std::vector<int64_t> local(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) {
+// Phase 1: this rank's rows' degrees, and where every rank's rows begin (one all-gather of P offsets): a
+// block's builder asks for the degrees of its rows and columns (adjacency3d.cpp). Before, every node's
+// degree was all-gathered onto every rank, 8 bytes per node: the one O(N) array of the load.
+impl::RowDegrees degrees(const GraphRows& r, Normalization normalization, const Communicator& comm) {
+  impl::RowDegrees d;
+  d.local.resize(size_t(r.rows()));
+  for (int64_t i = 0; i < r.rows(); ++i) {
     const int64_t count = r.indptr[size_t(i + 1)] - r.indptr[size_t(i)];
     const bool loop = has_self_loop(r, i);
-    local[size_t(i)] =
+    d.local[size_t(i)] =
         normalization == Normalization::Symmetric ? count + (loop ? 0 : 1) : count - (loop ? 1 : 0);
   }
-  if (normalization != Normalization::Symmetric) return local;
-  std::vector<int64_t> counts(size_t(comm.size())), all(size_t(r.num_nodes));
-  all_gather(comm, &rows, 1, counts.data(), "load degrees");
-  all_gather_v(comm, local.data(), counts, all.data(), "load degrees");
-  return all;
+  d.row_begins.resize(size_t(comm.size()));
+  all_gather(comm, &r.first_row, 1, d.row_begins.data(), "load degrees");
+  d.row_begins.push_back(r.num_nodes);
+  return d;
 }
 
 // Node ids of local rows: position = begin + i in `order`; positions past N are padding (-1).
@@ -186,7 +185,7 @@ void reduce_load_phases(const Communicator& comm, std::vector<LoadPhase>& phases
 }
 
 // What an in-edge and a row cost the rank that reads them, in bytes held at once: the edge is read (8),
-// its column kept between two passes (8) and sent as three int32 to one copy of its block, or two when
+// its column kept between two passes (8) and sent as two int32 to one copy of its block, or two when
 // the block has copies (adjacency3d.cpp); the row's features, label, offset and split bits are read, and then
 // either its self loop is sent like an edge or its features go to the Y x Z ranks of its block, whichever is
 // more. Balancing this sum bounds every phase's transient on every rank by the mean.
@@ -194,7 +193,7 @@ RowCosts row_costs(const GraphMeta& meta, const GridShape& shape, int layers) {
   int copies = 1;
   for (int t = 0; t < std::min(layers, 6); ++t)
     copies = std::max(copies, std::min(2, shape.extent(roles_for_layer(t).b)));
-  const double exchange = 12.0 * copies + 8.0;
+  const double exchange = 8.0 * copies + 8.0;
   const double features =
       double(shape.z) * (8.0 * shape.y + 4.0 * double(padded_width(meta.num_features, shape)));
   return RowCosts{8.0 + exchange, 4.0 * double(meta.num_features) + 17.0 + std::max(exchange, features)};
@@ -227,7 +226,7 @@ Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Gra
   // Labels first: a graph without training labels is refused before the expensive phases.
   distribute_labels(rows, grid, g);
   done("labels");
-  const std::vector<int64_t> degree = degrees(rows, options.normalization, comm);
+  const impl::RowDegrees degree = degrees(rows, options.normalization, comm);
   done("degrees");
   for (int t = 0; t < std::min(options.layers, 6); ++t) {
     g.adjacency.push_back(impl::distribute_adjacency(rows, degree, options.normalization, grid, g.layout, t));

@@ -19,9 +19,17 @@ void validate_rows(const GraphRows& rows, const Communicator& comm);
 /// Whether row i of `rows` lists its own node among its in-neighbours.
 bool has_self_loop(const GraphRows& rows, int64_t i);
 
-/// Collective over the grid's replica: layout t's block of the normalized adjacency (weights from `degree`:
-/// every node's for Symmetric, this rank's rows' for Mean) and its transpose (adjacency3d.cpp).
-AdjacencyBlock distribute_adjacency(const GraphRows& rows, const std::vector<int64_t>& degree,
+/// The degrees the weights need, where they are: this rank's rows' (in-degree plus the self loop GCN adds
+/// for Symmetric; in-neighbours other than the row's own node for Mean; none for Sum) and every rank's
+/// first row, so that a block's builder can ask the reader of any row.
+struct RowDegrees {
+  std::vector<int64_t> local;       ///< one per row of this rank
+  std::vector<int64_t> row_begins;  ///< every rank's first row in replica order, then num_nodes
+};
+
+/// Collective over the grid's replica: layout t's block of the normalized adjacency and its transpose
+/// (adjacency3d.cpp).
+AdjacencyBlock distribute_adjacency(const GraphRows& rows, const RowDegrees& degrees,
                                     Normalization normalization, const ProcessGrid& grid,
                                     const NodeLayout& layout, int t);
 

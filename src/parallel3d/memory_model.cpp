@@ -24,26 +24,31 @@ struct LayoutBytes {
   double kept = 0;      // the block and its transpose (CsrSpmm, int64 indices, float values)
 };
 
-// Layout t of the adjacency (adjacency3d.cpp). Every nonzero is sent as three int32 to the copy that builds
+// Layout t of the adjacency (adjacency3d.cpp). Every nonzero is sent as two int32 to the copy that builds
 // its row of the block and, with G_b > 1 copies, to the copy that builds its row of the transpose; the
-// first pass keeps 8 bytes per nonzero for the second. Each copy builds 1/G_b of both matrices and an
-// all-gather over the copies assembles them, so a copy holds its two parts beside the whole matrices.
+// first pass keeps 8 bytes per nonzero for the second. Then the degrees of the block's rows and columns
+// are fetched (about 44 bytes per node while asking, 8 kept). Each copy builds 1/G_b of both matrices and
+// an all-gather over the copies assembles them, so a copy holds its two parts beside the whole matrices.
 LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz) {
   const GridShape& s = layout.shape();
   const AxisRoles r = roles_for_layer(t);
   const double ranks = double(s.x) * s.y * s.z, np = double(layout.padded_nodes());
   const double gb = s.extent(r.b), block_nnz = nnz / (double(s.extent(r.a)) * s.extent(r.c));
   const double rows_c = np / s.extent(r.c), rows_a = np / s.extent(r.a);
-  const double share = 12 * nnz / ranks, cache = 8 * nnz / ranks;  // one stream of entries; the first pass's
+  const double share = 8 * nnz / ranks, cache = 8 * nnz / ranks;  // one stream of entries; the first pass's
+  const double degrees = 8 * (rows_c + rows_a), asking = 36 * std::max(rows_c, rows_a);
   LayoutBytes b;
   b.kept = 2 * 12 * block_nnz + 8 * (rows_c + 1) + 8 * (rows_a + 1);
   if (gb == 1) {
     b.sent = share;
-    b.exchange = std::max(b.sent + cache, std::max(b.sent + 12 * block_nnz, b.kept));
+    b.exchange = std::max({b.sent + cache, b.sent + degrees + asking, b.sent + degrees + 8 * block_nnz,
+                           degrees + 8 * block_nnz + 12 * block_nnz, degrees + b.kept});
   } else {
-    const double part = 12 * block_nnz / gb;  // the entries of one part, received or built
+    const double received = 8 * block_nnz / gb, part = 12 * block_nnz / gb;  // one part's entries; built
     b.sent = 2 * share;
-    b.exchange = std::max({b.sent + std::max(cache, part), share + 2 * part, 3 * part, b.kept + part});
+    b.exchange =
+        std::max({b.sent + cache, b.sent + degrees + asking, b.sent + degrees + received,
+                  degrees + share + received + part, degrees + 2 * part + received, degrees + b.kept + part});
   }
   return b;
 }
@@ -101,7 +106,7 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   MemoryEstimate e;
   e.process = m.process_bytes;
   const double rows = read_rows_bytes(p, rows_read, edges / ranks);
-  const double degrees = p.symmetric ? 8.0 * double(p.nodes) : 8 * rows_read;
+  const double degrees = 8 * rows_read;  // this rank's rows' (the blocks' are in layout_bytes)
   double kept = 0, peak = labels_exchange_bytes(p, layout, rows_read), largest_send = 0;
   for (int t = 0; t < std::min(layout.layers(), 6); ++t) {
     const LayoutBytes b = layout_bytes(layout, t, double(p.nnz));

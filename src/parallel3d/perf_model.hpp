@@ -60,7 +60,7 @@ struct ProblemSize {
   int64_t edges = -1;         ///< edges stored in the file (-1: nnz - nodes)
   int terms = 1;              ///< adjacency terms per layer: 1 (GCN), 2 (GraphSAGE: neighbours and self)
   bool input_dropout = true;  ///< the input features are copied by a dropout (layer 0 is not cached)
-  bool symmetric = true;      ///< symmetric normalization: every rank holds every node's degree
+  bool symmetric = true;      ///< symmetric normalization (GCN): a self loop per node where missing
   bool norm = false;          ///< a (fused) norm after every hidden layer
 };
 
