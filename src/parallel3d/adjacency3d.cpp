@@ -34,9 +34,9 @@ constexpr int64_t kEntryWords = 2;
 // then each row's columns are sorted in place and weighted (a weight depends on its row and column only,
 // so repeated entries are interchangeable). This replaced one comparison sort of a permutation of all
 // nonzeros, which took 28 s of a 37 s load on the grid 8x1x1 of a 2^18-node graph.
-template <class Value>
+template <class Value, class Ahead>
 CsrMatrix<float, HostSpace> csr_from_entries(const int32_t* entries, int64_t count, int64_t rows,
-                                             int64_t cols, const Value& value) {
+                                             int64_t cols, const Value& value, const Ahead& ahead) {
   CsrMatrix<float, HostSpace> a;
   a.num_rows = rows;
   a.num_cols = cols;
@@ -51,6 +51,9 @@ CsrMatrix<float, HostSpace> csr_from_entries(const int32_t* entries, int64_t cou
     a.col_idx(next[size_t(e[0])]++) = e[1];
   }
   for (int64_t row = 0; row < rows; ++row) {
+    // A weight reads a degree at a random column: the next row's are asked for while this one is done.
+    if (row + 1 < rows)
+      for (int64_t k = a.row_ptr(row + 1); k < a.row_ptr(row + 2); ++k) ahead(a.col_idx(k));
     int64_t* begin = a.col_idx.data() + a.row_ptr(row);
     int64_t* end = a.col_idx.data() + a.row_ptr(row + 1);
     std::sort(begin, end);
@@ -123,16 +126,16 @@ struct EntryStream {
 
 // Collective over the replica: sends the stream and builds the CSR of `rows` rows from what arrives (the
 // stream is freed before the build).
-template <class Value>
+template <class Value, class Ahead>
 CsrMatrix<float, HostSpace> exchange_and_build(const Communicator& comm, EntryStream& stream, int64_t rows,
-                                               int64_t cols, const Value& value) {
+                                               int64_t cols, const Value& value, const Ahead& ahead) {
   const std::vector<int64_t> recv_counts = exchange_counts(comm, stream.counts, "load adjacency");
   int64_t received = 0;
   for (const int64_t c : recv_counts) received += c;
   std::unique_ptr<int32_t[]> recv(new int32_t[size_t(std::max<int64_t>(received, 1))]);
   all_to_allv(comm, stream.words.get(), stream.counts, recv.get(), recv_counts, "load adjacency");
   stream.words.reset();
-  return csr_from_entries(recv.get(), received / kEntryWords, rows, cols, value);
+  return csr_from_entries(recv.get(), received / kEntryWords, rows, cols, value, ahead);
 }
 
 // Collective over a block's copies (the b axis, ranked by coordinate): the whole matrix of `rows` rows on
@@ -294,15 +297,21 @@ AdjacencyBlock distribute_adjacency(const GraphRows& r, const RowDegrees& degree
         return 1.0f;
     }
   };
+  auto ahead = [](const std::vector<int64_t>& degree) {
+    return [&degree](int64_t k) {
+      if (!degree.empty()) __builtin_prefetch(degree.data() + k);
+    };
+  };
   const int b = mine.get(roles.b);
   const int64_t first_row = route.row_parts[size_t(b)], first_col = route.col_parts[size_t(b)];
-  CsrMatrix<float, HostSpace> a =
-      exchange_and_build(comm, forward, route.row_parts[size_t(b) + 1] - first_row, route.col_block,
-                         [&](int64_t i, int64_t j) { return weight(first_row + i, j); });
+  CsrMatrix<float, HostSpace> a = exchange_and_build(
+      comm, forward, route.row_parts[size_t(b) + 1] - first_row, route.col_block,
+      [&](int64_t i, int64_t j) { return weight(first_row + i, j); }, ahead(col_degree));
   CsrMatrix<float, HostSpace> at;
   if (route.shared()) {
-    at = exchange_and_build(comm, transpose, route.col_parts[size_t(b) + 1] - first_col, route.row_block,
-                            [&](int64_t j, int64_t i) { return weight(i, first_col + j); });
+    at = exchange_and_build(
+        comm, transpose, route.col_parts[size_t(b) + 1] - first_col, route.row_block,
+        [&](int64_t j, int64_t i) { return weight(i, first_col + j); }, ahead(row_degree));
     const Communicator& copies = grid.axis(roles.b);
     a = gather_row_parts(copies, a, route.row_block, route.col_block);
     at = gather_row_parts(copies, at, route.col_block, route.row_block);
