@@ -21,7 +21,7 @@ declare -A sources=(
   [ogb_text]="src/graph/text_input.cpp"
   [npz]="src/graph/npz_input.cpp"
   [agent_answer]="src/prefetch/agent_answer.cpp"
-  [graph_file]="src/graph/graph_file.cpp src/graph/hdf5_io.cpp"
+  [graph_file]="src/graph/graph_file.cpp src/graph/graph_check.cpp src/graph/hdf5_io.cpp"
   [checkpoint]="src/models/checkpoint.cpp src/graph/hdf5_io.cpp"
 )
 declare -A uses_mpi=([graph_file]=1 [checkpoint]=1)

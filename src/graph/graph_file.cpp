@@ -27,6 +27,13 @@ int block_owner(int64_t n, int64_t index, int ranks) {
   return int(index < boundary ? index / (base + 1) : extra + (index - boundary) / base);
 }
 
+std::vector<int64_t> block_begins(int64_t n, int ranks) {
+  std::vector<int64_t> begins;
+  for (int r = 0; r < ranks; ++r) begins.push_back(block_range(n, r, ranks).first);
+  begins.push_back(n);
+  return begins;
+}
+
 namespace {
 
 std::string shape_text(const std::vector<int64_t>& dims) {
@@ -153,8 +160,10 @@ void GraphFileWriter::commit() {
 
 // ---- reader -----------------------------------------------------------------------------------------
 
+// A view of the caller's communicator, not a reference to it: a reader built from a temporary such as
+// Communicator::world() stays usable (its later collective checks once called through a dangling one).
 GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
-    : comm_(comm), path_(std::move(path)) {
+    : comm_(comm.get(), false, comm.shared_stats()), path_(std::move(path)) {
   prepare_hdf5();
   comm_.run_on(0, [&] {
     require_os(access(path_.c_str(), R_OK) == 0, path_, ": cannot read");
@@ -293,9 +302,20 @@ void GraphFileReader::check(bool ok, const std::string& problem) const {
 GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
   GraphSlice slice;
   slice.first_row = first_row;
+  RowBlockCheck values(*this, first_row, rows);
   const std::vector<int64_t> indptr = read_indptr(first_row, rows + 1);
-  const int64_t begin = indptr.front(), nnz = indptr.back() - begin;
-  const std::vector<int64_t> indices = read_indices(begin, nnz);
+  const auto [begin, end] = values.offsets(indptr);
+  const std::vector<int64_t> indices = read_indices(begin, end - begin);
+  values.sources(indices.data());
+  slice.features = HostMatrix<float>(Kokkos::ViewAllocateWithoutInitializing("features"), size_t(rows),
+                                     size_t(meta_.num_features));
+  h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, slice.features.data());
+  values.features(slice.features.data());
+  slice.labels = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("labels"), size_t(rows));
+  h5_read_rows(labels_.get(), H5T_NATIVE_INT64, first_row, rows, slice.labels.data());
+  values.labels(slice.labels.data());
+  check(values.problem().empty(), values.problem());
+  const int64_t nnz = end - begin;
   CsrMatrix<float, HostSpace>& a = slice.adjacency;
   a.num_rows = rows;
   a.num_cols = meta_.num_nodes;
@@ -303,58 +323,8 @@ GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
   a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(nnz));
   for (int64_t i = 0; i <= rows; ++i) a.row_ptr(i) = indptr[size_t(i)] - begin;
   for (int64_t k = 0; k < nnz; ++k) a.col_idx(k) = indices[size_t(k)];
-  slice.features = HostMatrix<float>(Kokkos::ViewAllocateWithoutInitializing("features"), size_t(rows),
-                                     size_t(meta_.num_features));
-  h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, slice.features.data());
-  slice.labels = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("labels"), size_t(rows));
-  h5_read_rows(labels_.get(), H5T_NATIVE_INT64, first_row, rows, slice.labels.data());
   return slice;
 }
-
-// ---- deep validation ----------------------------------------------------------------------------------
-
-namespace {
-
-// Split ids in range, none listed twice, no node in two splits. Each id is sent to the rank that owns its
-// node's block, which marks the split it saw there: O((S + N)/P) memory per rank, whatever the split sizes.
-std::string check_splits(const GraphFileReader& reader, const Communicator& comm) {
-  const int64_t n = reader.meta().num_nodes;
-  const auto [begin, end] = block_range(n, comm.rank(), comm.size());
-  std::ostringstream problem;
-  problem << reader.path() << ": dataset /split/";
-  std::vector<uint32_t> owner_mark(size_t(end - begin), 0);  // 1 + index of the split that lists the node
-  bool found = false;
-  for (size_t s = 0; s < reader.splits().size(); ++s) {
-    const SplitInfo& split = reader.splits()[s];
-    const auto [sb, se] = block_range(split.size, comm.rank(), comm.size());
-    const std::vector<int64_t> ids = reader.read_split(split.name, sb, se - sb);
-    std::vector<std::vector<int64_t>> to_owner(size_t(comm.size()));
-    for (size_t k = 0; k < ids.size(); ++k) {
-      if (ids[k] >= 0 && ids[k] < n) {
-        to_owner[size_t(block_owner(n, ids[k], comm.size()))].push_back(ids[k]);
-      } else if (!found) {
-        problem << split.name << ": entry " << sb + int64_t(k) << " is node " << ids[k] << ", outside [0, "
-                << n << ")";
-        found = true;
-      }
-    }
-    // Every rank exchanges for every split, whatever it found, so the collectives stay matched.
-    for (const int64_t v : exchange_buckets(comm, to_owner, "validate")) {
-      uint32_t& mark = owner_mark[size_t(v - begin)];
-      if (mark != 0 && !found) {
-        if (mark == s + 1)
-          problem << split.name << ": node " << v << " is listed twice";
-        else
-          problem << split.name << ": node " << v << " is also in /split/" << reader.splits()[mark - 1u].name;
-        found = true;
-      }
-      mark = uint32_t(s + 1);
-    }
-  }
-  return found ? problem.str() : std::string();
-}
-
-}  // namespace
 
 // Each rank binary-searches the prefix cost for its own first row, reading one offset per step; every
 // rank takes the same number of steps, because every read is collective.
@@ -383,78 +353,6 @@ std::vector<int64_t> balanced_row_begins(const GraphFileReader& reader, const Co
   // An offset array that decreases (a corrupt file, which validation then names) must still give ranges.
   for (size_t r = 1; r < begins.size(); ++r) begins[r] = std::max(begins[r], begins[r - 1]);
   return begins;
-}
-
-GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& comm) {
-  const GraphMeta& m = reader.meta();
-  const std::string& file = reader.path();
-  const std::vector<int64_t> begins = balanced_row_begins(reader, comm);
-  const int64_t begin = begins[size_t(comm.rank())], end = begins[size_t(comm.rank()) + 1];
-  std::string problem;
-  auto expect = [&](bool ok, auto&&... parts) {
-    if (ok || !problem.empty()) return;
-    std::ostringstream s;
-    s << file << ": ";
-    (s << ... << parts);
-    problem = s.str();
-  };
-
-  GraphSummary local;
-  local.min_degree = INT64_MAX;
-  // Rows are read in bounded blocks so validation of a huge file needs little memory.
-  const int64_t block = std::max<int64_t>(1, (int64_t(64) << 20) / (8 + 4 * m.num_features));
-  // Reads are collective, so every rank runs the same number of rounds (some with empty ranges).
-  const int64_t rounds = all_reduce_value(comm, (end - begin + block - 1) / block, ReduceOp::Max, "validate");
-  for (int64_t round = 0; round < rounds; ++round) {
-    const int64_t first = std::min(begin + round * block, end);
-    const int64_t rows = std::min(block, end - first);
-    const std::vector<int64_t> indptr = reader.read_indptr(first, rows + 1);
-    if (first == 0) expect(indptr[0] == 0, "dataset /graph/indptr: entry 0 is ", indptr[0], ", expected 0");
-    for (int64_t i = 0; i < rows; ++i)
-      expect(indptr[size_t(i + 1)] >= indptr[size_t(i)], "dataset /graph/indptr: decreases at row ",
-             first + i);
-    if (first + rows == m.num_nodes)
-      expect(indptr.back() == m.num_edges, "dataset /graph/indptr: ends at ", indptr.back(),
-             " but num_edges is ", m.num_edges);
-    const int64_t lo = std::clamp<int64_t>(indptr.front(), 0, m.num_edges);
-    const int64_t hi = std::clamp<int64_t>(indptr.back(), lo, m.num_edges);
-    const std::vector<int64_t> indices = reader.read_indices(lo, hi - lo);
-    for (int64_t i = 0; i < rows && problem.empty(); ++i) {
-      const int64_t degree = indptr[size_t(i + 1)] - indptr[size_t(i)];
-      local.min_degree = std::min(local.min_degree, degree);
-      local.max_degree = std::max(local.max_degree, degree);
-      for (int64_t k = std::max(indptr[size_t(i)], lo); k < std::min(indptr[size_t(i + 1)], hi); ++k) {
-        const int64_t u = indices[size_t(k - lo)];
-        expect(u >= 0 && u < m.num_nodes, "dataset /graph/indices: entry ", k, " (row ", first + i,
-               ") is node ", u, ", outside [0, ", m.num_nodes, ")");
-        if (u == first + i) ++local.self_loops;
-      }
-    }
-    const std::vector<int64_t> labels = reader.read_labels(first, rows);
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t y = labels[size_t(i)];
-      expect(y >= -1 && y < std::max<int64_t>(m.num_classes, 0), "dataset /node/labels: row ", first + i,
-             " has label ", y, ", outside [-1, ", m.num_classes, ")");
-      if (y >= 0) ++local.labeled_nodes;
-      local.max_label = std::max(local.max_label, y);
-    }
-    const std::vector<float> features = reader.read_features(first, rows);
-    for (size_t k = 0; k < features.size() && problem.empty(); ++k)
-      expect(std::isfinite(features[k]), "dataset /node/features: row ", first + int64_t(k) / m.num_features,
-             ", column ", int64_t(k) % m.num_features, " is ", features[k]);
-  }
-  const std::string split_problem = check_splits(reader, comm);  // collective: called whatever was found
-  if (problem.empty()) problem = split_problem;
-  reader.check(problem.empty(), problem);
-
-  GraphSummary global;
-  global.min_degree = all_reduce_value(comm, local.min_degree, ReduceOp::Min, "validate");
-  global.max_degree = all_reduce_value(comm, local.max_degree, ReduceOp::Max, "validate");
-  global.labeled_nodes = all_reduce_value(comm, local.labeled_nodes, ReduceOp::Sum, "validate");
-  global.self_loops = all_reduce_value(comm, local.self_loops, ReduceOp::Sum, "validate");
-  global.max_label = all_reduce_value(comm, local.max_label, ReduceOp::Max, "validate");
-  global.mean_degree = double(m.num_edges) / double(m.num_nodes);
-  return global;
 }
 
 }  // namespace tessera

@@ -116,7 +116,8 @@ class GraphFileReader {
   /// Collective: entries [first, first + count) of /split/NAME.
   std::vector<int64_t> read_split(const std::string& name, int64_t first, int64_t count) const;
 
-  /// Collective: rows [first_row, first_row + rows) as a GraphSlice.
+  /// Collective: rows [first_row, first_row + rows) as a GraphSlice, each value checked as validate_graph
+  /// checks it (RowBlockCheck; a problem on any rank is thrown collectively). Split ids are not read.
   GraphSlice read_rows(int64_t first_row, int64_t rows) const;
 
   /// Collective check of what was read (validation): when any rank failed, the file is closed on every rank
@@ -124,7 +125,7 @@ class GraphFileReader {
   void check(bool ok, const std::string& problem) const;
 
  private:
-  const Communicator& comm_;
+  Communicator comm_;  // not owned: the caller's MPI communicator
   std::string path_;
   GraphMeta meta_;
   std::vector<SplitInfo> splits_;
@@ -157,6 +158,49 @@ struct GraphSummary {
 
 /// Collective deep check of every value (offsets, node ids, labels, finite features, split ids), each
 /// rank reading a block of rows; throws CollectiveError naming the file, dataset and first bad row.
+/// `tessera info` and `partition` run it; the training loaders fold the same checks into their own reads
+/// (RowBlockCheck, read_split_marks) and so read the file once.
 GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& comm);
+
+/// validate_graph's checks of one block of rows [first_row, first_row + rows), for a loader that reads
+/// those rows anyway. Feed it the pieces as they are read, offsets first; it keeps the first problem found,
+/// in validate_graph's words, and communicates nothing: the caller reads every piece whatever was found
+/// (the reads are collective) and then calls reader.check(problem().empty(), problem()).
+class RowBlockCheck {
+ public:
+  RowBlockCheck(const GraphFileReader& reader, int64_t first_row, int64_t rows);
+  /// The rows' offsets as stored (rows + 1 entries); returns the edges [lo, hi) that are safe to read for
+  /// them (the offsets' range, clamped to the file's edges).
+  std::pair<int64_t, int64_t> offsets(const std::vector<int64_t>& indptr);
+  /// The rows' sources: entries [lo, hi) of /graph/indices, as offsets() returned them.
+  void sources(const int64_t* indices);
+  /// The rows' labels.
+  void labels(const int64_t* labels);
+  /// The rows' features, row-major.
+  void features(const float* features);
+  /// The first problem found ("FILE: dataset ...: ..."), or empty.
+  const std::string& problem() const { return problem_; }
+  /// This block's share of the summary (degrees, self loops, labels).
+  const GraphSummary& counts() const { return counts_; }
+
+ private:
+  template <class... Parts>
+  void expect(bool ok, Parts&&... parts);
+  const GraphMeta& meta_;
+  std::string path_, problem_;
+  int64_t first_, rows_, lo_ = 0, hi_ = 0;
+  std::vector<int64_t> indptr_;
+  GraphSummary counts_;
+};
+
+/// Collective: reads every split and sends each id to the rank whose rows hold its node (`begins`: every
+/// rank's first row, num_nodes last), which returns, per row of its own, 1 + the index in reader.splits()
+/// of the split listing that node (0: none). An id out of range, listed twice or in two splits is thrown
+/// collectively (CollectiveError, validate_graph's words). O((S + N)/P) memory per rank.
+std::vector<uint32_t> read_split_marks(const GraphFileReader& reader, const Communicator& comm,
+                                       const std::vector<int64_t>& begins);
+
+/// Every rank's first row of a block distribution of n rows over `ranks`, and n last.
+std::vector<int64_t> block_begins(int64_t n, int ranks);
 
 }  // namespace tessera

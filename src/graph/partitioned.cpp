@@ -75,7 +75,8 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
   // Read a block of file rows; send each row (header: new id, label, file id, degree; then neighbours)
   // and its features to its owner.
   const auto [begin, end] = block_range(g.num_nodes, comm.rank(), ranks);
-  const GraphSlice slice = reader.read_rows(begin, end - begin);
+  const GraphSlice slice = reader.read_rows(begin, end - begin);     // every value checked as it is read
+  read_split_marks(reader, comm, block_begins(g.num_nodes, ranks));  // ids checked before owned_split
   std::vector<std::vector<int64_t>> rows(static_cast<size_t>(ranks));
   std::vector<std::vector<float>> feats(static_cast<size_t>(ranks));
   const int64_t f = g.num_features;

@@ -231,11 +231,9 @@ const char* carrier_name(const ProcessGrid& grid) {
 TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
   Stopwatch load_watch;
   const GraphFileReader reader(world, o.data);
-  // Every value is checked before the loader trusts it: an id out of range must be a message, not a crash.
-  validate_graph(reader, world);
-  const LoadPhase validated{"validate", load_watch.seconds(), 0};
-  // validate, read, labels, degrees, the adjacency layouts, features
-  const int phase_count = 5 + std::min(o.model.layers, 6);
+  // The loader checks every value as it reads it (read_graph_rows): an id out of range is a message, not a
+  // crash, and the file is read once. read, labels, degrees, the adjacency layouts, features:
+  const int phase_count = 4 + std::min(o.model.layers, 6);
   int phases_done = 0;
   const auto progress = [&](const LoadPhase& p) {
     if (o.quiet) return;
@@ -245,7 +243,6 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
                   double(peak_rss_bytes()) / 1048576.0);
     log_line(line);
   };
-  progress(validated);
   GridShape shape = o.grid ? *o.grid : GridShape{};
   if (o.mode == TrainMode::Full) {
     const MemoryBudget budget = memory_budget(o, world);
@@ -296,10 +293,8 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
       graph.mean_nnz > 0 ? graph.max_nnz / graph.mean_nnz : 1.0, config.describe().c_str(),
       source->describe().c_str());
   log_line(line);
-  std::vector<LoadPhase> phases = graph.load_phases;
-  phases.insert(phases.begin(), validated);
-  if (!o.quiet) log_line(describe_load_phases(phases));
-  TrainResult result = train_with(*model, *source, o, world, load_phases_json(phases));
+  if (!o.quiet) log_line(describe_load_phases(graph.load_phases));
+  TrainResult result = train_with(*model, *source, o, world, load_phases_json(graph.load_phases));
   result.peak_bytes = largest_peak(world);
   return result;
 }
@@ -309,7 +304,6 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
   const std::string partition = !o.partition.empty() ? o.partition
                                 : world.size() == 1  ? "block"
                                                      : "metis-" + std::to_string(world.size());
-  validate_graph(GraphFileReader(world, o.data), world);
   PartitionedGraph graph = load_partitioned(world, o.data, partition);
   if (o.normalize_features)
     normalize_feature_rows(

@@ -56,7 +56,8 @@ struct GraphRows {
 };
 
 /// Collective: a contiguous block of a graph file's rows (balanced_row_begins with `costs`), its split ids
-/// turned into row bits.
+/// turned into row bits; every value is checked as it is read, as validate_graph checks it (a problem on
+/// any rank is thrown collectively, naming the file, dataset and entry).
 GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm, const RowCosts& costs);
 /// The same with the default costs (the bytes read).
 GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm);

@@ -17,7 +17,7 @@ GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& com
 
 GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm, const RowCosts& costs) {
   const GraphMeta& meta = reader.meta();
-  const int p = comm.size(), me = comm.rank();
+  const int me = comm.rank();
   const std::vector<int64_t> begins = balanced_row_begins(reader, comm, costs);
   const int64_t begin = begins[size_t(me)], end = begins[size_t(me) + 1];
   GraphRows r;
@@ -26,29 +26,26 @@ GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& com
   r.num_features = meta.num_features;
   r.num_classes = meta.num_classes;
   r.first_row = begin;
+  // Every value is checked as it is read (validate_graph's checks, so the file is read once); the reads are
+  // collective, so each is made whatever was found, and the ranks agree before anything uses the rows.
+  RowBlockCheck values(reader, begin, end - begin);
   r.indptr = reader.read_indptr(begin, end - begin + 1);
-  r.indices = reader.read_indices(r.indptr.front(), r.indptr.back() - r.indptr.front());
-  const int64_t base = r.indptr.front();
-  for (int64_t& offset : r.indptr) offset -= base;
+  const auto [lo, hi] = values.offsets(r.indptr);
+  r.indices = reader.read_indices(lo, hi - lo);
+  values.sources(r.indices.data());
   r.features = reader.read_features(begin, end - begin);
+  values.features(r.features.data());
   r.labels = reader.read_labels(begin, end - begin);
-  r.splits.assign(size_t(end - begin), 0);
+  values.labels(r.labels.data());
+  reader.check(values.problem().empty(), values.problem());
+  for (int64_t& offset : r.indptr) offset -= lo;
   // Split lists are read in blocks, so each split id first goes to the rank that holds that node's row.
+  const std::vector<uint32_t> marks = read_split_marks(reader, comm, begins);
   const char* names[] = {"train", "valid", "test"};
-  for (int s = 0; s < 3; ++s) {
-    int64_t size = 0;
-    for (const SplitInfo& info : reader.splits())
-      if (info.name == names[s]) size = info.size;
-    const auto [sb, se] = block_range(size, me, p);
-    std::vector<std::vector<int64_t>> to_owner(static_cast<size_t>(p));
-    for (int64_t id :
-         reader.has_split(names[s]) ? reader.read_split(names[s], sb, se - sb) : std::vector<int64_t>()) {
-      const auto owner = std::upper_bound(begins.begin(), begins.end() - 1, id) - begins.begin() - 1;
-      to_owner[size_t(owner)].push_back(id);
-    }
-    for (int64_t id : exchange_buckets(comm, to_owner, "load splits"))
-      r.splits[size_t(id - begin)] |= uint8_t(1 << s);
-  }
+  r.splits.assign(size_t(end - begin), 0);
+  for (size_t i = 0; i < marks.size(); ++i)
+    for (int s = 0; s < 3 && marks[i] != 0; ++s)
+      if (reader.splits()[marks[i] - 1].name == names[s]) r.splits[i] = uint8_t(1 << s);
   return r;
 }
 

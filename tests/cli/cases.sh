@@ -269,14 +269,14 @@ case "$case_name" in
       grep -qF "$key" m.jsonl || { echo "FAILED: no $key in the metrics"; exit 1; }
     done
     # The load's phases: on the console, and in the first epoch's record only, with growing peaks.
-    grep -Eq "^load phases .*: validate [0-9.]+ s; read [0-9.]+ s [0-9]+ MiB; labels .*; adjacency 0 .*; adjacency 1 .*; features [0-9.]+ s [0-9]+ MiB$" \
+    grep -Eq "^load phases .*: read [0-9.]+ s [0-9]+ MiB; labels .*; adjacency 0 .*; adjacency 1 .*; features [0-9.]+ s [0-9]+ MiB$" \
       <<<"$out" || { echo "FAILED: no load phases line"; exit 1; }
     python3 - m.jsonl <<'PY' || { echo "FAILED: load phases in the metrics"; exit 1; }
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 phases = rows[0]["load_phases"]
-assert [p["phase"] for p in phases] == ["validate", "read", "labels", "degrees", "adjacency 0", "adjacency 1", "features"], phases
-peaks = [p["peak_bytes"] for p in phases[1:]]
+assert [p["phase"] for p in phases] == ["read", "labels", "degrees", "adjacency 0", "adjacency 1", "features"], phases
+peaks = [p["peak_bytes"] for p in phases]
 assert all(b > 0 for b in peaks) and peaks == sorted(peaks), peaks
 assert all(p["s"] >= 0 for p in phases)
 assert not any("load_phases" in r for r in rows[1:])
@@ -523,8 +523,8 @@ PY
       ranks=$(( $(tr x '*' <<<"$grid") ))
       out=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1) || { echo "$out"; exit 1; }
       python3 check.py "$grid" <<<"$out" || exit 1
-      # Progress: one line per load phase as it ends (7 for two layers), all before the load line.
-      [ "$(grep -cE '^load: [a-z0-9 ]+ done, phase [1-7] of 7, ' <<<"$out")" -eq 7 ] &&
+      # Progress: one line per load phase as it ends (6 for two layers), all before the load line.
+      [ "$(grep -cE '^load: [a-z0-9 ]+ done, phase [1-6] of 6, ' <<<"$out")" -eq 6 ] &&
         [ "$(grep -E '^load: |^loaded ' <<<"$out" | tail -1 | cut -c1-7)" = "loaded " ] ||
         { echo "$out"; echo "FAILED: load progress lines"; exit 1; }
     done
