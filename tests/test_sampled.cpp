@@ -127,6 +127,27 @@ TEST(Partition, RenumberingMakesContiguousOrderedRanges) {
   EXPECT_EQ(r.new_of_old, (std::vector<int64_t>{4, 0, 2, 1, 5, 6, 3}));
 }
 
+// The distributed numbering against the serial one on the whole partition: every rank's blocks, and lookups
+// of lists of every length (rank 0 asks nothing, others ask every node, in reverse, with repeats).
+TEST(Partition, BlockRenumberingMatchesTheSerialRenumbering) {
+  const std::string& path = fixtures::small_csbm_file();
+  const int64_t n = GraphFileReader(world(), path).meta().num_nodes;
+  const int p = world().size();
+  const std::vector<int32_t> part = read_partition(world(), path, partitioned_file(), p);
+  const Renumbering expect = renumber_by_part(part, p);
+  const BlockRenumbering got(world(), path, partitioned_file(), n);
+  EXPECT_EQ(got.begin(), expect.begin);
+  const auto [b, e] = block_range(n, world().rank(), p);
+  for (int64_t v = b; v < e; ++v) EXPECT_EQ(got.of_block_node(v), expect.new_of_old[size_t(v)]) << v;
+  std::vector<int64_t> ask;
+  if (world().rank() > 0)
+    for (int64_t v = n - 1; v >= 0; --v) ask.insert(ask.end(), {v, (v * 7) % n});
+  const std::vector<int64_t> answer = got.lookup(ask);
+  ASSERT_EQ(answer.size(), ask.size());
+  for (size_t k = 0; k < ask.size(); ++k) EXPECT_EQ(answer[k], expect.new_of_old[size_t(ask[k])]) << ask[k];
+  EXPECT_THROW(got.of_block_node(e), Error);
+}
+
 TEST(Partition, BadInputsNameTheFileOnEveryRank) {
   const std::string& path = fixtures::small_csbm_file();
   partitioned_file();
@@ -170,8 +191,18 @@ TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
     EXPECT_EQ(g.labels[size_t(i)], w.labels[size_t(file)]);
     for (int64_t j = 0; j < w.f; ++j) EXPECT_EQ(g.features[size_t(i * w.f + j)], w.x[size_t(file * w.f + j)]);
   }
-  for (int64_t v = 0; v < w.n; ++v)
-    EXPECT_EQ(g.degree[size_t(new_of_file[size_t(v)])], int64_t(w.in[size_t(v)].size()));
+  // Degrees of owned and halo nodes only (asked of the owners), equal to the whole graph's; the halo is every
+  // non-owned in-neighbour, once, sorted.
+  std::vector<int64_t> file_of_new(size_t(w.n));
+  for (int64_t v = 0; v < w.n; ++v) file_of_new[size_t(new_of_file[size_t(v)])] = v;
+  std::set<int64_t> halo;
+  for (int64_t u : g.col)
+    if (!g.owns(u)) halo.insert(u);
+  EXPECT_EQ(g.halo, std::vector<int64_t>(halo.begin(), halo.end()));
+  ASSERT_EQ(g.halo_degree.size(), g.halo.size());
+  for (int64_t i = 0; i < g.count; ++i)
+    EXPECT_EQ(g.degree_of(g.first + i), int64_t(w.in[size_t(file_of_new[size_t(g.first + i)])].size()));
+  for (int64_t u : g.halo) EXPECT_EQ(g.degree_of(u), int64_t(w.in[size_t(file_of_new[size_t(u)])].size()));
   EXPECT_EQ(all_reduce_value(world(), int64_t(g.train.size()), ReduceOp::Sum, "test"),
             int64_t(w.train.size()));
   for (int64_t v : g.train) EXPECT_TRUE(g.owns(v));
@@ -206,6 +237,11 @@ TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
       EXPECT_EQ(got[l].src, expect[l].src);
       EXPECT_EQ(got[l].row_ptr, expect[l].row_ptr);
       EXPECT_EQ(got[l].col, expect[l].col);
+      // Each source's in-degree, also of nodes two hops from every node of this rank (sent with the sample).
+      ASSERT_EQ(got[l].src_degree.size(), got[l].src.size());
+      for (size_t k = 0; k < got[l].src.size(); ++k)
+        EXPECT_EQ(got[l].src_degree[k], int64_t(in[size_t(got[l].src[k])].size()))
+            << "node " << got[l].src[k];
       // Every sampled neighbour is a real in-neighbour, each once, and the fanout holds.
       for (int64_t i = 0; i < got[l].num_dst; ++i) {
         const int64_t v = got[l].src[size_t(i)];

@@ -176,7 +176,8 @@ void write_partition(const std::string& path, const std::string& name, const std
 }
 
 std::vector<int32_t> read_partition(const Communicator& comm, const std::string& path,
-                                    const std::string& name, int64_t expected_parts) {
+                                    const std::string& name, int64_t expected_parts, int64_t first,
+                                    int64_t count) {
   std::vector<int32_t> part;
   std::string error;
   try {
@@ -200,10 +201,13 @@ std::vector<int32_t> read_partition(const Communicator& comm, const std::string&
     require(h5_read_attr(data.get(), "parts", parts), path, ": ", dataset, " has no 'parts' attribute");
     require(parts == expected_parts, path, ": partition '", name, "' has ", parts,
             " parts but the job runs on ", expected_parts, " ranks (one part per rank)");
-    part.resize(size_t(n));
-    h5_read_rows(data.get(), H5T_NATIVE_INT32, 0, n, part.data());
-    for (int64_t v = 0; v < n; ++v)
-      require(part[size_t(v)] >= 0 && part[size_t(v)] < parts, path, ": ", dataset, "[", v,
+    if (count < 0) count = n - first;
+    require(first >= 0 && first + count <= n, "read_partition: nodes [", first, ", ", first + count,
+            ") outside [0, ", n, ")");
+    part.resize(size_t(count));
+    h5_read_rows(data.get(), H5T_NATIVE_INT32, first, count, part.data());
+    for (int64_t v = 0; v < count; ++v)
+      require(part[size_t(v)] >= 0 && part[size_t(v)] < parts, path, ": ", dataset, "[", first + v,
               "] = ", part[size_t(v)], " is not a part id in [0, ", parts, ")");
   } catch (const std::exception& e) {
     error = e.what();

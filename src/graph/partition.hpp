@@ -47,17 +47,42 @@ PartitionReport evaluate_partition(const std::string& path, const std::vector<in
 void write_partition(const std::string& path, const std::string& name, const std::vector<int32_t>& part,
                      int64_t parts, PartitionMethod method, const PartitionReport& report);
 
-/// Collective: the part of every node from /partition/NAME; CollectiveError naming the file when it is
-/// missing, has another length, another part count than `expected_parts`, or part ids out of range.
+/// Collective: the parts of nodes [first, first + count) (count < 0: every node) from /partition/NAME;
+/// CollectiveError naming the file when it is missing, has another length, another part count than
+/// `expected_parts`, or part ids out of range.
 std::vector<int32_t> read_partition(const Communicator& comm, const std::string& path,
-                                    const std::string& name, int64_t expected_parts);
+                                    const std::string& name, int64_t expected_parts, int64_t first = 0,
+                                    int64_t count = -1);
 
 /// Node renumbering by (part, old id): new_of_old[v] and the first new id of each part (parts + 1 entries).
 struct Renumbering {
   std::vector<int64_t> new_of_old;  ///< the new id of every node
   std::vector<int64_t> begin;       ///< parts + 1: part p holds new ids [begin[p], begin[p + 1])
 };
-/// Nodes renumbered by (part, old id).
+/// Nodes renumbered by (part, old id). Serial, an array of every node: the plain reference for
+/// BlockRenumbering.
 Renumbering renumber_by_part(const std::vector<int32_t>& part, int64_t parts);
+
+/// renumber_by_part's numbering without an array of every node on any rank: rank r reads the parts of the
+/// nodes of its block (block_range(n, r, P)) and holds their new ids; any other node's new id is asked of
+/// its block's rank. O(N/P) memory, two all-to-alls of one count per rank pair to build.
+class BlockRenumbering {
+ public:
+  /// Collective: from /partition/NAME of `path` (one part per rank of `comm`; checked as read_partition
+  /// checks it).
+  BlockRenumbering(const Communicator& comm, const std::string& path, const std::string& name,
+                   int64_t num_nodes);
+  /// ranks + 1: part p holds new ids [begin[p], begin[p + 1]).
+  const std::vector<int64_t>& begin() const { return begin_; }
+  /// The new id of node `old` of this rank's block.
+  int64_t of_block_node(int64_t old) const;
+  /// Collective: the new ids of `old` (any node ids, each rank its own list, repeats allowed), in order.
+  std::vector<int64_t> lookup(const std::vector<int64_t>& old) const;
+
+ private:
+  Communicator comm_;  // not owned: the caller's
+  int64_t n_ = 0, first_ = 0;
+  std::vector<int64_t> begin_, new_of_block_;
+};
 
 }  // namespace tessera

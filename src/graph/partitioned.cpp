@@ -2,6 +2,7 @@
 #include "tessera/graph/partitioned.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -14,27 +15,73 @@ int PartitionedGraph::owner(int64_t node) const {
   return int(std::upper_bound(owner_begin.begin(), owner_begin.end(), node) - owner_begin.begin()) - 1;
 }
 
-std::vector<int64_t> PartitionedGraph::halo() const {
-  std::vector<int64_t> out;
-  for (int64_t u : col)
-    if (!owns(u)) out.push_back(u);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+int64_t PartitionedGraph::degree_of(int64_t node) const {
+  if (owns(node)) return row_ptr[size_t(node - first + 1)] - row_ptr[size_t(node - first)];
+  const auto at = std::lower_bound(halo.begin(), halo.end(), node);
+  require(at != halo.end() && *at == node, path, ": node ", node, " is neither owned by nor next to rank ",
+          owner(first), "'s nodes");
+  return halo_degree[size_t(at - halo.begin())];
 }
 
 namespace {
 
-// Owned new ids of one split, sorted.
-std::vector<int64_t> owned_split(const GraphFileReader& reader, const std::string& name,
-                                 const std::vector<int64_t>& new_of_old, const PartitionedGraph& g) {
-  std::vector<int64_t> out;
+// The halo (non-owned in-neighbours, sorted) and its degrees, asked of the owners: O(E/P) per rank where
+// the all-gathered degrees of every node were 8 bytes per node on every rank.
+void fetch_halo_degrees(const Communicator& comm, PartitionedGraph& g) {
+  for (int64_t u : g.col)
+    if (!g.owns(u)) g.halo.push_back(u);
+  std::sort(g.halo.begin(), g.halo.end());
+  g.halo.erase(std::unique(g.halo.begin(), g.halo.end()), g.halo.end());
+  std::vector<std::vector<int64_t>> ask(size_t(comm.size()));
+  for (int64_t u : g.halo) ask[size_t(g.owner(u))].push_back(u);  // by owner, in halo order
+  std::vector<int64_t> asked_counts;
+  const std::vector<int64_t> asked = exchange_buckets(comm, ask, "load degrees", &asked_counts);
+  std::vector<std::vector<int64_t>> answer(size_t(comm.size()));
+  size_t k = 0;
+  for (int r = 0; r < comm.size(); ++r)
+    for (int64_t j = 0; j < asked_counts[size_t(r)]; ++j, ++k)
+      answer[size_t(r)].push_back(g.degree_of(asked[k]));
+  g.halo_degree = exchange_buckets(comm, answer, "load degrees");  // owners ascend with ids: halo order
+}
+
+// The new ids a rank's block of rows needs: its rows' and their neighbours', asked of their blocks' ranks
+// once each (O(E/P)); the file's ids themselves without a partition. Collective to build.
+class SliceIds {
+ public:
+  SliceIds(const GraphSlice& slice, const BlockRenumbering* numbering) : numbering_(numbering) {
+    if (!numbering_) return;
+    const HostVector<int64_t>& col = slice.adjacency.col_idx;
+    old_.assign(col.data(), col.data() + col.extent(0));
+    std::sort(old_.begin(), old_.end());
+    old_.erase(std::unique(old_.begin(), old_.end()), old_.end());
+    new_ = numbering_->lookup(old_);
+  }
+  int64_t row(int64_t old) const { return numbering_ ? numbering_->of_block_node(old) : old; }
+  int64_t neighbour(int64_t old) const {
+    if (!numbering_) return old;
+    return new_[size_t(std::lower_bound(old_.begin(), old_.end(), old) - old_.begin())];
+  }
+
+ private:
+  const BlockRenumbering* numbering_;
+  std::vector<int64_t> old_, new_;  // sorted neighbour ids and their new ids
+};
+
+// Owned new ids of one split, sorted: each rank reads a block of the list and sends every id, renumbered,
+// to its owner (O(S/P) per rank; every rank enters the same collectives whether or not the split exists).
+std::vector<int64_t> owned_split(const Communicator& comm, const GraphFileReader& reader,
+                                 const std::string& name, const BlockRenumbering* numbering,
+                                 const PartitionedGraph& g) {
+  int64_t size = 0;
   for (const SplitInfo& s : reader.splits())
-    if (s.name == name)
-      for (int64_t v : reader.read_split(name, 0, s.size)) {
-        const int64_t id = new_of_old.empty() ? v : new_of_old[size_t(v)];
-        if (g.owns(id)) out.push_back(id);
-      }
+    if (s.name == name) size = s.size;
+  const auto [sb, se] = block_range(size, comm.rank(), comm.size());
+  std::vector<int64_t> ids =
+      reader.has_split(name) ? reader.read_split(name, sb, se - sb) : std::vector<int64_t>();
+  if (numbering) ids = numbering->lookup(ids);
+  std::vector<std::vector<int64_t>> to_owner(size_t(comm.size()));
+  for (int64_t id : ids) to_owner[size_t(g.owner(id))].push_back(id);
+  std::vector<int64_t> out = exchange_buckets(comm, std::move(to_owner), "load splits");
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -58,43 +105,39 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
   g.num_features = meta.num_features;
   g.num_classes = meta.num_classes;
 
-  std::vector<int32_t> part;
-  Renumbering numbering;
+  // "block" is the same option on every rank, so every rank takes the same branch (and collectives).
+  std::unique_ptr<BlockRenumbering> numbering;
   if (partition == "block") {
-    g.owner_begin.resize(size_t(ranks + 1));
-    for (int r = 0; r < ranks; ++r) g.owner_begin[size_t(r + 1)] = block_range(g.num_nodes, r, ranks).second;
+    g.owner_begin = block_begins(g.num_nodes, ranks);
   } else {
-    part = read_partition(comm, path, partition, ranks);
-    numbering = renumber_by_part(part, ranks);
-    g.owner_begin = numbering.begin;
+    numbering = std::make_unique<BlockRenumbering>(comm, path, partition, g.num_nodes);
+    g.owner_begin = numbering->begin();
   }
   g.first = g.owner_begin[size_t(comm.rank())];
   g.count = g.owner_begin[size_t(comm.rank() + 1)] - g.first;
-  auto new_id = [&](int64_t old) { return part.empty() ? old : numbering.new_of_old[size_t(old)]; };
 
   // Read a block of file rows; send each row (header: new id, label, file id, degree; then neighbours)
   // and its features to its owner.
   const auto [begin, end] = block_range(g.num_nodes, comm.rank(), ranks);
   const GraphSlice slice = reader.read_rows(begin, end - begin);     // every value checked as it is read
   read_split_marks(reader, comm, block_begins(g.num_nodes, ranks));  // ids checked before owned_split
+  const SliceIds new_id(slice, numbering.get());
   std::vector<std::vector<int64_t>> rows(static_cast<size_t>(ranks));
   std::vector<std::vector<float>> feats(static_cast<size_t>(ranks));
   const int64_t f = g.num_features;
   for (int64_t i = 0; i < end - begin; ++i) {
-    const int64_t old = begin + i, id = new_id(old);
+    const int64_t old = begin + i, id = new_id.row(old);
     const int dest = g.owner(id);
     std::vector<int64_t>& out = rows[size_t(dest)];
     const size_t header = out.size();
     out.insert(out.end(), {id, slice.labels(i), old, 0});
     for (int64_t k = slice.adjacency.row_ptr(i); k < slice.adjacency.row_ptr(i + 1); ++k)
-      if (slice.adjacency.col_idx(k) != old) out.push_back(new_id(slice.adjacency.col_idx(k)));
+      if (slice.adjacency.col_idx(k) != old) out.push_back(new_id.neighbour(slice.adjacency.col_idx(k)));
     out[header + 3] = int64_t(out.size() - header - 4);
     feats[size_t(dest)].insert(feats[size_t(dest)].end(), &slice.features(i, 0), &slice.features(i, 0) + f);
   }
-  const std::vector<int64_t> got = exchange_buckets(comm, rows, "load rows");
-  const std::vector<float> got_features = exchange_buckets(comm, feats, "load features");
-  rows.clear();
-  feats.clear();
+  const std::vector<int64_t> got = exchange_buckets(comm, std::move(rows), "load rows");
+  const std::vector<float> got_features = exchange_buckets(comm, std::move(feats), "load features");
 
   std::vector<int64_t> at(size_t(g.count), -1);  // where owned row i's record starts in `got`
   std::vector<int64_t> order_of_record;          // record r -> owned row
@@ -122,16 +165,11 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
     std::copy(got_features.begin() + int64_t(r) * f, got_features.begin() + int64_t(r + 1) * f,
               g.features.begin() + order_of_record[r] * f);
 
-  std::vector<int64_t> my_degree(static_cast<size_t>(g.count)), counts(static_cast<size_t>(ranks));
-  for (int64_t i = 0; i < g.count; ++i)
-    my_degree[size_t(i)] = g.row_ptr[size_t(i + 1)] - g.row_ptr[size_t(i)];
-  for (int r = 0; r < ranks; ++r) counts[size_t(r)] = g.owner_begin[size_t(r + 1)] - g.owner_begin[size_t(r)];
-  g.degree.resize(size_t(g.num_nodes));
-  all_gather_v(comm, my_degree.data(), counts, g.degree.data(), "load degrees");
+  fetch_halo_degrees(comm, g);
 
-  g.train = owned_split(reader, "train", numbering.new_of_old, g);
-  g.valid = owned_split(reader, "valid", numbering.new_of_old, g);
-  g.test = owned_split(reader, "test", numbering.new_of_old, g);
+  g.train = owned_split(comm, reader, "train", numbering.get(), g);
+  g.valid = owned_split(comm, reader, "valid", numbering.get(), g);
+  g.test = owned_split(comm, reader, "test", numbering.get(), g);
   int64_t labeled_train = 0;
   for (int64_t v : g.train) labeled_train += g.labels[size_t(v - g.first)] >= 0;
   comm.check(all_reduce_value(comm, labeled_train, ReduceOp::Sum, "load") > 0,

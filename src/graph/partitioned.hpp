@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A graph distributed by a partition (DESIGN §6): each rank owns a contiguous range of renumbered node ids
-// and holds their in-edges, features, labels and split membership; every rank also holds the in-degree of
-// every node (GCN weights of sampled neighbours, the cache's initial fill). Loaded collectively: each rank
-// reads a 1/P block of the file and an all-to-all moves every row to its owner.
+// and holds their in-edges, features, labels and split membership, and the in-degree of its halo (the
+// non-owned in-neighbours of its nodes: GCN weights of sampled neighbours, the cache's initial fill), asked
+// of their owners at load; no array of every node. Loaded collectively: each rank reads a 1/P block of the
+// file and an all-to-all moves every row to its owner.
 #pragma once
 
 #include <cstdint>
@@ -26,20 +27,21 @@ struct PartitionedGraph {
   std::vector<int64_t> row_ptr;
   /// In-neighbours in new ids, sorted, self loops dropped (GCN adds its own).
   std::vector<int64_t> col;
-  std::vector<float> features;   ///< count x num_features
-  std::vector<int64_t> labels;   ///< count, -1 = unlabeled
-  std::vector<int64_t> degree;   ///< num_nodes: in-degree of every node (without self loops), new ids
-  std::vector<int64_t> train;    ///< owned new ids in the training split, sorted
-  std::vector<int64_t> valid;    ///< owned new ids in the validation split, sorted
-  std::vector<int64_t> test;     ///< owned new ids in the test split, sorted
-  std::vector<int64_t> file_id;  ///< count: each owned node's id in the file
+  std::vector<float> features;       ///< count x num_features
+  std::vector<int64_t> labels;       ///< count, -1 = unlabeled
+  std::vector<int64_t> halo;         ///< non-owned in-neighbours of owned nodes (new ids), sorted
+  std::vector<int64_t> halo_degree;  ///< their in-degrees (without self loops), from their owners
+  std::vector<int64_t> train;        ///< owned new ids in the training split, sorted
+  std::vector<int64_t> valid;        ///< owned new ids in the validation split, sorted
+  std::vector<int64_t> test;         ///< owned new ids in the test split, sorted
+  std::vector<int64_t> file_id;      ///< count: each owned node's id in the file
 
   /// The rank owning a (new) node id.
   int owner(int64_t node) const;
   /// Whether this rank owns it.
   bool owns(int64_t node) const { return node >= first && node < first + count; }
-  /// Non-owned in-neighbours of owned nodes, sorted (the cache's candidates).
-  std::vector<int64_t> halo() const;
+  /// In-degree (without self loops) of an owned or halo node; throws for any other node.
+  int64_t degree_of(int64_t node) const;
 };
 
 /// Collective. partition: a name under /partition/ (one part per rank), or "block" for contiguous

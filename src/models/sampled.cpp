@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tessera/core/error.hpp"
 #include "tessera/core/random.hpp"
 #include "tessera/models/sampled.hpp"
 
 namespace tessera {
 
-HostCsr block_operator(const SampledBlock& b, Normalization normalization,
-                       const std::vector<int64_t>& degree) {
+HostCsr block_operator(const SampledBlock& b, Normalization normalization) {
+  require(b.src_degree.size() == b.src.size(), "block_operator: ", b.src_degree.size(), " degrees for ",
+          b.src.size(), " source nodes");
+  const std::vector<int64_t>& degree = b.src_degree;  // by index into src
   HostCsr a;
   a.num_rows = b.num_dst;
   a.num_cols = int64_t(b.src.size());
@@ -18,14 +21,14 @@ HostCsr block_operator(const SampledBlock& b, Normalization normalization,
   a.values.reserve(a.col_idx.capacity());
   for (int64_t i = 0; i < a.num_rows; ++i) {
     const int64_t begin = b.row_ptr[size_t(i)], end = b.row_ptr[size_t(i + 1)], k = end - begin;
-    const double d = double(degree[size_t(b.src[size_t(i)])]);
+    const double d = double(degree[size_t(i)]);
     if (gcn) {
       a.col_idx.push_back(i);  // the node itself: destination i is source i
       a.values.push_back(float(1.0 / (d + 1.0)));
     }
     for (int64_t e = begin; e < end; ++e) {
       const int64_t j = b.col[size_t(e)];
-      const double du = double(degree[size_t(b.src[size_t(j)])]);
+      const double du = double(degree[size_t(j)]);
       a.col_idx.push_back(j);
       a.values.push_back(gcn ? float(d / double(k) / std::sqrt((d + 1.0) * (du + 1.0)))
                          : normalization == Normalization::Mean ? float(1.0 / double(k))

@@ -28,9 +28,9 @@
 
 namespace tessera {
 
-/// A sampled block's aggregation weights (plain host memory: the worker thread builds it).
-HostCsr block_operator(const SampledBlock& block, Normalization normalization,
-                       const std::vector<int64_t>& degree);
+/// A sampled block's aggregation weights (plain host memory: the worker thread builds it), from the
+/// in-degrees of its src nodes (block.src_degree, which NeighborSampler fills).
+HostCsr block_operator(const SampledBlock& block, Normalization normalization);
 
 /// The labeled training nodes a rank trains on in step `step` of `steps`: its owned ones (`train`, with
 /// labels[v - first] >= 0) shuffled by (seed, epoch), cut into `steps` nearly equal consecutive pieces.

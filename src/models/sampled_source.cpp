@@ -120,7 +120,7 @@ PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const Remot
   for (int64_t v : seeds) p.labels.push_back(g.labels[size_t(v - g.first)]);
   p.blocks = s.sample(seeds, epoch, step);
   for (const SampledBlock& b : p.blocks) {
-    p.forward.push_back(block_operator(b, normalization, g.degree));
+    p.forward.push_back(block_operator(b, normalization));
     p.transposed.push_back(transpose(p.forward.back()));
   }
   p.sample_s = watch.seconds();
@@ -233,11 +233,9 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
   s_->fetch = std::make_unique<RemoteFeatures>(s_->worker, graph, o.network);
   s_->eval_fetch = std::make_unique<RemoteFeatures>(world, graph, o.network);
   FetchStats fill;
-  const std::vector<int64_t> halo = graph.halo();
+  const std::vector<int64_t>& halo = graph.halo;
   if (o.policy != PrefetchPolicy::None) {
-    std::vector<int64_t> degree;
-    for (int64_t v : halo) degree.push_back(graph.degree[size_t(v)]);
-    s_->cache = std::make_unique<FeatureCache>(halo, degree, graph.num_features,
+    s_->cache = std::make_unique<FeatureCache>(halo, graph.halo_degree, graph.num_features,
                                                FeatureCacheOptions{o.fraction, o.alpha, o.interval});
     s_->fetch->fill(*s_->cache, fill);
     s_->controller = make_controller(ControllerOptions{o.policy, o.interval, o.agent, o.agent_timeout_s,

@@ -38,6 +38,7 @@ std::vector<SampledBlock> NeighborSampler::sample(const std::vector<int64_t>& se
   const NeighborKey key{seed_, epoch, step};
   const int ranks = comm_.size();
   std::unordered_map<int64_t, std::pair<int64_t, int64_t>> remote;  // node -> (offset, count) in lists
+  std::unordered_map<int64_t, int64_t> far_degree;  // degrees the owners sent of nodes this rank cannot see
   std::vector<int64_t> lists;
   auto sample_owned = [&](int layer, int64_t v, std::vector<int64_t>& out) {
     const int64_t i = v - graph_.first;
@@ -45,7 +46,8 @@ std::vector<SampledBlock> NeighborSampler::sample(const std::vector<int64_t>& se
     sample_neighbors(graph_.col.data() + begin, end - begin, fanouts_[size_t(layer)], key, layer, v, out);
   };
   // Before each layer: send the frontier's remote nodes to their owners, who sample them and answer with
-  // [count, neighbours...] per node, in request order.
+  // [count, neighbours..., their degrees...] per node, in request order (a neighbour of a remote node may be
+  // two hops from every node of this rank: its degree, for the GCN weights, comes with it).
   auto prepare = [&](int layer, const std::vector<int64_t>& frontier) {
     std::vector<std::vector<int64_t>> ask(static_cast<size_t>(ranks));
     for (int64_t v : frontier)
@@ -63,15 +65,21 @@ std::vector<SampledBlock> NeighborSampler::sample(const std::vector<int64_t>& se
         require(graph_.owns(asked[k]), "neighbour sampling: rank ", comm_.rank(), " asked for node ",
                 asked[k], " it does not own");
         sample_owned(layer, asked[k], out);
-        out[header] = int64_t(out.size() - header - 1);
+        const int64_t count = int64_t(out.size() - header - 1);
+        out[header] = count;
+        for (int64_t e = 0; e < count; ++e) out.push_back(graph_.degree_of(out[header + 1 + size_t(e)]));
       }
     lists = exchange_buckets_on(comm_, answer, "sample answers", network_);
     remote.clear();
     size_t at = 0;
     for (int r = 0; r < ranks; ++r)
       for (int64_t v : ask[size_t(r)]) {
-        remote[v] = {int64_t(at + 1), lists[at]};
-        at += size_t(1 + lists[at]);
+        const int64_t count = lists[at];
+        remote[v] = {int64_t(at + 1), count};
+        for (int64_t e = 0; e < count; ++e)
+          if (!graph_.owns(lists[at + 1 + size_t(e)]))
+            far_degree[lists[at + 1 + size_t(e)]] = lists[at + 1 + size_t(count + e)];
+        at += size_t(1 + 2 * count);
       }
   };
   auto sample = [&](int layer, int64_t v, std::vector<int64_t>& out) {
@@ -79,7 +87,15 @@ std::vector<SampledBlock> NeighborSampler::sample(const std::vector<int64_t>& se
     const auto [offset, count] = remote.at(v);
     out.insert(out.end(), lists.begin() + offset, lists.begin() + offset + count);
   };
-  return build_blocks(seeds, int(fanouts_.size()), sample, prepare);
+  std::vector<SampledBlock> blocks = build_blocks(seeds, int(fanouts_.size()), sample, prepare);
+  for (SampledBlock& b : blocks) {
+    b.src_degree.reserve(b.src.size());
+    for (int64_t v : b.src) {
+      const auto far = far_degree.find(v);
+      b.src_degree.push_back(far != far_degree.end() ? far->second : graph_.degree_of(v));
+    }
+  }
+  return blocks;
 }
 
 }  // namespace tessera

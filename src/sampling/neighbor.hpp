@@ -31,6 +31,8 @@ struct SampledBlock {
   std::vector<int64_t> src;      ///< global (renumbered) ids: dst nodes first, then new nodes by first use
   std::vector<int64_t> row_ptr;  ///< num_dst + 1 offsets into col
   std::vector<int64_t> col;      ///< index into src of each sampled in-neighbour
+  std::vector<int64_t>
+      src_degree;  ///< in-degree of each src node (NeighborSampler fills it; build_blocks not)
 };
 
 /// Appends the sampled neighbours of a node (neighbour list nbrs[0, degree)) to `out`: all of them when
