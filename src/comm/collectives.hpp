@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/core/timer.hpp"
 
 namespace tessera {
@@ -83,6 +84,15 @@ void set_mpi_chunk_bytes(int64_t bytes);
 template <class T>
 int64_t mpi_chunk_elements() {
   return std::clamp<int64_t>(mpi_chunk_bytes() / int64_t(sizeof(T)), 1, INT_MAX);
+}
+
+/// `count` elements of T for one MPI call that is not cut in pieces: refused (naming the call) past the
+/// chunk limit, so a tiny TESSERA_MPI_CHUNK_BYTES in the tests finds every call that should have been.
+template <class T>
+int mpi_piece_count(int64_t count, const char* call) {
+  require(count >= 0 && count <= mpi_chunk_elements<T>(), call, ": ", count,
+          " elements pass the MPI chunk limit (", mpi_chunk_bytes(), " bytes) in one call");
+  return int(count);
 }
 
 namespace detail {

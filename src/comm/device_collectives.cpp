@@ -248,6 +248,34 @@ Request idevice_all_reduce(const Communicator& comm, float* data, int64_t count,
   return iall_reduce(comm, data, count, ReduceOp::Sum, phase);
 }
 
+namespace {
+
+// The MPI legs of the bf16 exchanges, in pieces past the chunk limit (counts past 2^31 never reach an int).
+// Not counted here: the bf16 all-reduce records its own bytes. The decision depends on `count`, which is
+// the same on every rank.
+void u16_all_to_all(const Communicator& comm, const uint16_t* send, int64_t count, uint16_t* recv) {
+  if (count <= mpi_chunk_elements<uint16_t>()) {
+    const int n = int(count);
+    check_mpi(MPI_Alltoall(send, n, MPI_UINT16_T, recv, n, MPI_UINT16_T, comm.get()), "MPI_Alltoall");
+    return;
+  }
+  const std::vector<int64_t> counts(size_t(comm.size()), count);
+  detail::all_to_allv_chunked(comm, send, counts, recv, counts, MPI_UINT16_T, sizeof(uint16_t),
+                              mpi_chunk_elements<uint16_t>());
+}
+
+void u16_all_gather(const Communicator& comm, const uint16_t* send, int64_t count, uint16_t* recv) {
+  if (count <= mpi_chunk_elements<uint16_t>()) {
+    const int n = int(count);
+    check_mpi(MPI_Allgather(send, n, MPI_UINT16_T, recv, n, MPI_UINT16_T, comm.get()), "MPI_Allgather");
+    return;
+  }
+  detail::all_gather_v_chunked(comm, send, std::vector<int64_t>(size_t(comm.size()), count), recv,
+                               MPI_UINT16_T, sizeof(uint16_t), mpi_chunk_elements<uint16_t>());
+}
+
+}  // namespace
+
 void device_all_to_all_u16(const Communicator& comm, const uint16_t* send, int64_t count, uint16_t* recv) {
   switch (carrier(comm)) {
     case Carrier::Nccl: {
@@ -265,16 +293,12 @@ void device_all_to_all_u16(const Communicator& comm, const uint16_t* send, int64
     }
     case Carrier::Mpi: {
       Kokkos::fence();
-      const int n = mpi_count(count, "MPI_Alltoall");
-      return check_mpi(MPI_Alltoall(send, n, MPI_UINT16_T, recv, n, MPI_UINT16_T, comm.get()),
-                       "MPI_Alltoall");
+      return u16_all_to_all(comm, send, count, recv);
     }
     case Carrier::Staged: {
       const HostVector<uint16_t> mine = to_host(send, count * comm.size());
       HostVector<uint16_t> theirs = host_buffer<uint16_t>(count * comm.size());
-      const int n = mpi_count(count, "MPI_Alltoall");
-      check_mpi(MPI_Alltoall(mine.data(), n, MPI_UINT16_T, theirs.data(), n, MPI_UINT16_T, comm.get()),
-                "MPI_Alltoall");
+      u16_all_to_all(comm, mine.data(), count, theirs.data());
       return to_device(theirs, recv);
     }
   }
@@ -292,16 +316,12 @@ void device_all_gather_u16(const Communicator& comm, const uint16_t* send, int64
     }
     case Carrier::Mpi: {
       Kokkos::fence();
-      const int n = mpi_count(count, "MPI_Allgather");
-      return check_mpi(MPI_Allgather(send, n, MPI_UINT16_T, recv, n, MPI_UINT16_T, comm.get()),
-                       "MPI_Allgather");
+      return u16_all_gather(comm, send, count, recv);
     }
     case Carrier::Staged: {
       const HostVector<uint16_t> mine = to_host(send, count);
       HostVector<uint16_t> all = host_buffer<uint16_t>(count * comm.size());
-      const int n = mpi_count(count, "MPI_Allgather");
-      check_mpi(MPI_Allgather(mine.data(), n, MPI_UINT16_T, all.data(), n, MPI_UINT16_T, comm.get()),
-                "MPI_Allgather");
+      u16_all_gather(comm, mine.data(), count, all.data());
       return to_device(all, recv);
     }
   }

@@ -104,16 +104,17 @@ Bf16AllReduce::Bf16AllReduce(const Communicator& comm, float* data, int64_t coun
   recv_ = BufferPool::instance().acquire(chunk_ * p);
   mine_ = BufferPool::instance().acquire(chunk_);
   pack_bf16(data, count, send_, chunk_ * p);
-  if (device_collectives_block(comm)) {
-    // NCCL (stream-ordered) or MPI staged through host memory: both stages now, in the same order on every
-    // rank, with the same fp32 sums in rank order as the non-blocking form.
+  if (device_collectives_block(comm) || chunk_ > mpi_chunk_elements<uint16_t>()) {
+    // NCCL (stream-ordered), MPI staged through host memory, or a chunk past the MPI chunk limit (moved in
+    // pieces; chunk_ is the same on every rank): both stages now, in the same order on every rank, with the
+    // same fp32 sums in rank order as the non-blocking form.
     device_all_to_all_u16(comm, send_.data(), chunk_, recv_.data());
     reduce_my_chunk();
     device_all_gather_u16(comm, mine_.data(), chunk_, send_.data());
     finish();
     return;
   }
-  const int n = mpi_count(chunk_, "MPI_Ialltoall");
+  const int n = mpi_piece_count<uint16_t>(chunk_, "MPI_Ialltoall");
   check_mpi(
       MPI_Ialltoall(send_.data(), n, MPI_UINT16_T, recv_.data(), n, MPI_UINT16_T, comm.get(), &request_),
       "MPI_Ialltoall");
@@ -155,7 +156,7 @@ void Bf16AllReduce::start_gather() {
   if (stage_ != 0) return;
   check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
   reduce_my_chunk();
-  const int n = mpi_count(chunk_, "MPI_Iallgather");
+  const int n = mpi_piece_count<uint16_t>(chunk_, "MPI_Iallgather");
   check_mpi(
       MPI_Iallgather(mine_.data(), n, MPI_UINT16_T, send_.data(), n, MPI_UINT16_T, comm_->get(), &request_),
       "MPI_Iallgather");

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "tessera/comm/collectives.hpp"
@@ -55,9 +56,17 @@ void write_predictions(const Communicator& comm, const std::string& path, int64_
       MPI_File_open(comm.get(), temp.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
   comm.check(opened == MPI_SUCCESS, path + ": cannot write predictions");
   check_mpi(MPI_File_set_size(file, 0), "MPI_File_set_size");
-  MPI_Status status;
-  const int wrote = MPI_File_write_at_all(file, offset, text.data(),
-                                          mpi_count(bytes, "MPI_File_write_at_all"), MPI_CHAR, &status);
+  // In rounds of at most the MPI chunk limit, as many on every rank (the write is collective).
+  const int64_t piece = mpi_chunk_bytes();
+  const int64_t rounds = all_reduce_value(comm, (bytes + piece - 1) / piece, ReduceOp::Max, "outputs");
+  int wrote = MPI_SUCCESS;
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t at = std::min(round * piece, bytes), length = std::min(piece, bytes - at);
+    MPI_Status status;
+    const int result =
+        MPI_File_write_at_all(file, offset + at, text.data() + at, int(length), MPI_CHAR, &status);
+    if (wrote == MPI_SUCCESS) wrote = result;
+  }
   MPI_File_close(&file);
   comm.check(wrote == MPI_SUCCESS, path + ": writing predictions failed (disk full?)");
   commit(comm, temp, path);
