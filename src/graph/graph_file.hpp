@@ -168,6 +168,7 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
 /// (the reads are collective) and then calls reader.check(problem().empty(), problem()).
 class RowBlockCheck {
  public:
+  /// Checks for rows [first_row, first_row + rows) of `reader`'s file (its sizes and path; reads nothing).
   RowBlockCheck(const GraphFileReader& reader, int64_t first_row, int64_t rows);
   /// The rows' offsets as stored (rows + 1 entries); returns the edges [lo, hi) that are safe to read for
   /// them (the offsets' range, clamped to the file's edges).
