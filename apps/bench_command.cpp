@@ -203,7 +203,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
   struct GemmArgs {
     int64_t m = 169343, n = 256, k = 128;
     int repeat = 5;
-    std::string kernels = "auto";
+    std::string kernels = "auto", dtype = "f32";
   };
   auto g = std::make_shared<GemmArgs>();
   CLI::App* gemm_cmd = bench->add_subcommand("gemm", "Dense C = A B: GFLOP/s");
@@ -212,6 +212,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
   gemm_cmd->add_option("--k", g->k, "Columns of A, rows of B")->capture_default_str();
   gemm_cmd->add_option("--repeat", g->repeat, "Timed runs")->capture_default_str();
   gemm_cmd->add_option("--kernels", g->kernels, "auto, host, team or vendor")->capture_default_str();
+  gemm_cmd->add_option("--gemm-dtype", g->dtype, "f32, or bf16 (host path: operands rounded, fp32 sums)")
+      ->capture_default_str();
   gemm_cmd->callback([&selected, g] {
     selected = [g](const Communicator& world) {
       world.check(world.size() == 1, "tessera bench gemm measures one process: run it with mpiexec -n 1");
@@ -222,6 +224,9 @@ void add_bench_command(CLI::App& app, Command& selected) {
       Kokkos::deep_copy(at, 1.0f);
       const double flops = 2.0 * double(g->m) * double(g->n) * double(g->k);
       const KernelPath path = resolve_kernel_path(parse_kernel_path(g->kernels), KernelKind::Gemm);
+      const GemmDtype dtype = parse_gemm_dtype(g->dtype);
+      require(dtype == GemmDtype::F32 || path == KernelPath::Host, "--gemm-dtype bf16 is for the host path");
+      set_gemm_dtype(dtype);
       const double nn =
           median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c, path); });
       // The weight-gradient shape: A^T G with the long dimension reduced.
@@ -231,9 +236,9 @@ void add_bench_command(CLI::App& app, Command& selected) {
       char line[256];
       std::snprintf(
           line, sizeof(line),
-          "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%s kernels, %d threads)",
+          "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%s kernels, %s, %d threads)",
           (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * tn,
-          flops / tn / 1e9, kernel_path_name(path), int(ExecSpace().concurrency()));
+          flops / tn / 1e9, kernel_path_name(path), gemm_dtype_name(dtype), int(ExecSpace().concurrency()));
       log_line(line);
       return 0;
     };

@@ -168,6 +168,12 @@ CommDtype parse_comm_dtype(const std::string& name) {
   fail("--comm-dtype: expected f32 or bf16, got '", name, "'");
 }
 
+GemmDtype parse_gemm_dtype(const std::string& name) {
+  if (name == "f32" || name == "fp32") return GemmDtype::F32;
+  if (name == "bf16") return GemmDtype::Bf16;
+  fail("--gemm-dtype: expected f32 or bf16, got '", name, "'");
+}
+
 KernelPath parse_kernel_path(const std::string& name) {
   static const std::pair<const char*, KernelPath> v[] = {{"auto", KernelPath::Auto},
                                                          {"host", KernelPath::Host},

@@ -43,6 +43,8 @@ OptimizerKind parse_optimizer(const std::string& name);
 PermuteMode parse_permute_mode(const std::string& name);
 /// f32 (fp32) or bf16.
 CommDtype parse_comm_dtype(const std::string& name);
+/// "f32" / "fp32" or "bf16".
+GemmDtype parse_gemm_dtype(const std::string& name);
 /// auto, host, team or vendor.
 KernelPath parse_kernel_path(const std::string& name);
 /// "auto", "mpi", "mpi-host" or "nccl".

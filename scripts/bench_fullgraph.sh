@@ -5,7 +5,8 @@
 # 1.17M directed edges (R-MAT, symmetrized), 128 features, 40 classes; 3-layer GCN, hidden 256, 10 epochs,
 # 1 rank x THREADS threads. Prints both median epoch times, their ratio, and this machine's floor for the
 # same epoch: GEMM flops at the measured BLAS rate + SpMM bytes (each matrix read once) at the measured
-# memory bandwidth.
+# memory bandwidth. Where the build has the bf16 GEMM (oneDNN), also Tessera with --gemm-dtype bf16 against
+# the same floor with `bench gemm --gemm-dtype bf16`'s rate (operand rounding included).
 #   scripts/bench_fullgraph.sh [THREADS]        (default 2; installs PyTorch through setup.sh --with-bench)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,20 +29,34 @@ echo "$torch_line"
 echo "== Tessera (1 rank x $threads threads)"
 mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
   --weight-decay 0 --eval-every $epochs --metrics "$work/metrics.jsonl" | tail -n 2
+bf16_gemm=""
+if bf16_gemm=$(mpiexec -n 1 "$tessera" bench gemm --m 169343 --n 256 --k 256 --gemm-dtype bf16 2>/dev/null); then
+  echo "== Tessera, --gemm-dtype bf16"
+  mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
+    --weight-decay 0 --eval-every $epochs --gemm-dtype bf16 --metrics "$work/metrics-bf16.jsonl" | tail -n 2
+else
+  bf16_gemm=""
+  echo "== no bf16 GEMM in this build (oneDNN) or on this CPU: its row is left out"
+fi
 echo "== machine ceilings"
 gemm_line=$(mpiexec -n 1 "$tessera" bench gemm --m 169343 --n 256 --k 256)
 stream_line=$(mpiexec -n 1 "$tessera" bench stream)
 echo "$gemm_line"
+echo "$bf16_gemm"
 echo "$stream_line"
 
-PYTHONPATH="$root/scripts" python3 - "$work/metrics.jsonl" "$torch_line" "$gemm_line" "$stream_line" <<'PY'
+PYTHONPATH="$root/scripts" python3 - "$work/metrics.jsonl" "$torch_line" "$gemm_line" "$stream_line" \
+  "$bf16_gemm" "$work/metrics-bf16.jsonl" <<'PY'
 import json, re, statistics, sys
 from epoch_floor import describe
-metrics, torch_line, gemm_line, stream_line = sys.argv[1:]
-rows = [json.loads(l) for l in open(metrics)]
-# Training step (forward, loss, backward, Adam) of epochs 2..10: what the PyTorch script times.
-steps = [r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows[1:]]
-tessera = statistics.median(steps)
+metrics, torch_line, gemm_line, stream_line, bf16_gemm, bf16_metrics = sys.argv[1:]
+
+def median_step(path):
+    # Training step (forward, loss, backward, Adam) of epochs 2..10: what the PyTorch script times.
+    rows = [json.loads(l) for l in open(path)]
+    return statistics.median(r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows[1:])
+
+tessera = median_step(metrics)
 torch = float(re.search(r"epoch_median_s ([0-9.]+)", torch_line).group(1))
 nnz = int(re.search(r"nnz (\d+)", torch_line).group(1))
 n = int(re.search(r"nodes (\d+)", torch_line).group(1))
@@ -50,4 +65,10 @@ print(f"\nPyTorch median epoch   {torch:.3f} s")
 print(f"Tessera median epoch   {tessera:.3f} s   -> {torch / tessera:.2f}x faster (target >= 3x)")
 print(f"machine floor          {text}")
 print(f"Tessera / floor        {tessera / floor:.2f}x")
+if bf16_gemm:
+    bf16 = median_step(bf16_metrics)
+    floor16, text16 = describe(n, nnz, [128, 256, 256, 40], bf16_gemm, stream_line)
+    print(f"\nTessera bf16 GEMMs     {bf16:.3f} s   -> {tessera / bf16:.2f}x the fp32 step")
+    print(f"bf16 floor             {text16}")
+    print(f"Tessera bf16 / floor   {bf16 / floor16:.2f}x")
 PY

@@ -55,17 +55,21 @@ std::pair<double, double> full_and_minibatch(const std::vector<TrainOptions>& fu
   return {a, b};
 }
 
-double mean_test_accuracy(ModelKind kind) {
+double mean_test_accuracy(ModelKind kind, GemmDtype gemm = GemmDtype::F32) {
   double sum = 0;
   for (uint64_t seed = 0; seed < 10; ++seed) {
     TrainOptions o = fixtures::paper_setup(cora_file(), seed);
     o.model.kind = kind;
+    o.gemm_dtype = gemm;
     const TrainResult r = run_training(o, Communicator::world());
-    std::printf("%s seed %llu: test %.4f at best valid %.4f (epoch %lld)\n", model_kind_name(kind),
+    std::printf("%s %s seed %llu: test %.4f at best valid %.4f (epoch %lld)\n", model_kind_name(kind),
+                gemm_dtype_name(gemm),
                 (unsigned long long)seed, r.test_at_best, r.best_valid, (long long)r.best_epoch);
     sum += r.test_at_best;
   }
-  std::printf("%s mean test accuracy over 10 seeds: %.4f\n", model_kind_name(kind), sum / 10);
+  std::printf("%s %s mean test accuracy over 10 seeds: %.4f\n", model_kind_name(kind), gemm_dtype_name(gemm),
+              sum / 10);
+  set_gemm_dtype(GemmDtype::F32);  // run_training set it process-wide
   return sum / 10;
 }
 
@@ -74,6 +78,13 @@ double mean_test_accuracy(ModelKind kind) {
 TEST(CoraAccuracy, GcnReachesThePapersAccuracy) {
   if (cora_file().empty()) GTEST_SKIP() << "skipped: " TESSERA_SHARED_DIR "/datasets/cora is absent";
   EXPECT_GE(mean_test_accuracy(ModelKind::Gcn), 0.805);
+}
+
+// --gemm-dtype bf16 (both GEMM operands rounded to bf16, fp32 sums): the same bar as fp32.
+TEST(CoraAccuracy, GcnWithBf16Gemms) {
+  if (cora_file().empty()) GTEST_SKIP() << "skipped: " TESSERA_SHARED_DIR "/datasets/cora is absent";
+  if (!bf16_gemm_available()) GTEST_SKIP() << "skipped: no oneDNN in this build, or no bf16 matmul on this CPU";
+  EXPECT_GE(mean_test_accuracy(ModelKind::Gcn, GemmDtype::Bf16), 0.805);
 }
 
 TEST(CoraAccuracy, GraphSage) {

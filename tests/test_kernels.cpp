@@ -180,6 +180,76 @@ TYPED_TEST(KernelTest, GemmMatchesDenseForEveryTransposeOnBothPaths) {
                Error);
 }
 
+namespace {
+// x rounded to bf16 (8 significant bits, nearest, ties to even), independently of core/bf16.hpp.
+double bf16_reference(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int e = 0;
+  const double m = std::frexp(double(float(x)), &e);  // the float the kernel sees, m in [0.5, 1)
+  return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+}
+
+Dense rounded_to_bf16(Dense x) {
+  for (double& v : x.a) v = bf16_reference(v);
+  return x;
+}
+
+Dense absolute(Dense x) {
+  for (double& v : x.a) v = std::fabs(v);
+  return x;
+}
+
+// Restores fp32 GEMMs however the test ends.
+struct Bf16GemmScope {
+  Bf16GemmScope() { set_gemm_dtype(GemmDtype::Bf16); }
+  ~Bf16GemmScope() { set_gemm_dtype(GemmDtype::F32); }
+};
+}  // namespace
+
+// --gemm-dtype bf16: host float GEMMs equal a double product of the bf16-rounded operands within fp32
+// summation error, and differ from the unrounded product by more than that (so the rounding happened);
+// double GEMMs and the team path stay exact.
+TEST(Bf16Gemm, RoundsBothOperandsAndSumsInFp32) {
+  if (!bf16_gemm_available()) GTEST_SKIP() << "skipped: no oneDNN in this build, or no bf16 matmul on this CPU";
+  const Bf16GemmScope scope;
+  std::mt19937_64 gen(11);
+  for (const int64_t k : {1, 23, 300})
+    for (Trans ta : {Trans::No, Trans::Yes})
+      for (Trans tb : {Trans::No, Trans::Yes}) {
+        const int64_t m = 37, n = 19;
+        const Dense a = ta == Trans::No ? random_dense(m, k, gen) : random_dense(k, m, gen);
+        const Dense b = tb == Trans::No ? random_dense(k, n, gen) : random_dense(n, k, gen);
+        const Dense c0 = random_dense(m, n, gen);
+        const Dense op_a = ta == Trans::No ? a : transpose(a), op_b = tb == Trans::No ? b : transpose(b);
+        const Dense exact = matmul(op_a, op_b);
+        const Dense rounded = matmul(rounded_to_bf16(op_a), rounded_to_bf16(op_b));
+        const Dense magnitude = matmul(absolute(op_a), absolute(op_b));
+        for (const auto& [alpha, beta] : {std::pair<float, float>{1.0f, 0.0f}, {1.5f, -0.5f}}) {
+          Matrix<float> c = to_view<float>(c0);
+          gemm<float>(ta, tb, alpha, to_view<float>(a), to_view<float>(b), beta, c, KernelPath::Host);
+          const Dense got = from_view(c);
+          double worst_rounded = 0, worst_exact = 0;
+          for (size_t q = 0; q < got.a.size(); ++q) {
+            const double scale = std::fabs(alpha) * magnitude.a[q] + std::fabs(beta * c0.a[q]) + 1e-30;
+            const double reference = alpha * rounded.a[q] + beta * double(float(c0.a[q]));
+            worst_rounded = std::max(worst_rounded, std::fabs(got.a[q] - reference) / scale);
+            worst_exact = std::max(worst_exact, std::fabs(got.a[q] - (alpha * exact.a[q] + beta * c0.a[q])) / scale);
+          }
+          const double fp32_sums = double(k + 2) * std::ldexp(1.0, -23);
+          EXPECT_LE(worst_rounded, fp32_sums) << "k " << k << " alpha " << alpha;
+          EXPECT_GT(worst_exact, 4 * fp32_sums) << "k " << k << ": the operands were not rounded";
+        }
+      }
+  // Double GEMMs and the team path are untouched by the setting.
+  const Dense a = random_dense(29, 31, gen), b = random_dense(31, 7, gen);
+  Matrix<double> cd("c", 29, 7);
+  gemm<double>(Trans::No, Trans::No, 1.0, to_view<double>(a), to_view<double>(b), 0.0, cd, KernelPath::Host);
+  EXPECT_LT(relative_error(from_view(cd), matmul(a, b)), 1e-12);
+  Matrix<float> ct("c", 29, 7);
+  gemm<float>(Trans::No, Trans::No, 1.0f, to_view<float>(a), to_view<float>(b), 0.0f, ct, KernelPath::Team);
+  EXPECT_LT(relative_error(from_view(ct), matmul(a, b)), 2e-5);
+}
+
 // The epilogue's ReLU is max(v, floor), written so it compiles without a branch on the sign; it must still
 // pass NaN and -0 through and leave -inf alone without ReLU, on every path, with and without dropout.
 TEST(Epilogue, ReluPassesNanAndSignedZeroAndNoReluKeepsInfinities) {

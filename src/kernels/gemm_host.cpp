@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "impl/gemm_kernels.hpp"
 
@@ -28,6 +29,8 @@ template <class Scalar>
 void gemm_host(Trans ta, Trans tb, const GemmShape& s, Scalar alpha, const Matrix<const Scalar>& a,
                const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c) {
   Kokkos::fence();  // BLAS runs outside Kokkos: earlier kernels must have finished
+  if constexpr (std::is_same<Scalar, float>::value)
+    if (gemm_dtype() == GemmDtype::Bf16) return gemm_bf16(ta, tb, s, alpha, a, b, beta, c);
   blas(ta, tb, s, alpha, a.data(), std::max<int64_t>(1, int64_t(a.extent(1))), b.data(),
        std::max<int64_t>(1, int64_t(b.extent(1))), beta, c.data(),
        std::max<int64_t>(1, int64_t(c.extent(1))));

@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "impl/gemm_kernels.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/views.hpp"
 
@@ -24,6 +25,7 @@ constexpr bool kVendorGemm = false;
 #endif
 constexpr bool kVendor = kVendorSpmm || kVendorGemm;
 bool tf32_allowed = false;
+GemmDtype host_gemm_dtype = GemmDtype::F32;
 
 const char* kind_name(KernelKind kind) {
   return kind == KernelKind::Spmm ? "SpMM" : kind == KernelKind::Gemm ? "GEMM" : "element-wise";
@@ -78,6 +80,25 @@ void set_vendor_tf32(bool allowed) {
 
 bool vendor_tf32_allowed() {
   return tf32_allowed;
+}
+
+const char* gemm_dtype_name(GemmDtype dtype) {
+  return dtype == GemmDtype::Bf16 ? "bf16" : "f32";
+}
+
+bool bf16_gemm_available() {
+  return impl::bf16_gemm_runs();
+}
+
+void set_gemm_dtype(GemmDtype dtype) {
+  require(dtype == GemmDtype::F32 || bf16_gemm_available(),
+          "bf16 GEMMs need oneDNN (libdnnl-dev, found by setup.sh on host builds) and a CPU it has a bf16 "
+          "matmul for (AVX-512); this build or CPU has none");
+  host_gemm_dtype = dtype;
+}
+
+GemmDtype gemm_dtype() {
+  return host_gemm_dtype;
 }
 
 }  // namespace tessera

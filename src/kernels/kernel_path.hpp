@@ -39,6 +39,22 @@ void set_vendor_tf32(bool allowed);
 /// Whether set_vendor_tf32(true) was called.
 bool vendor_tf32_allowed();
 
+/// The arithmetic of float GEMMs on the host path: fp32 (the default), or bf16 inputs with fp32 sums.
+enum class GemmDtype {
+  F32,  ///< BLAS in fp32
+  Bf16  ///< oneDNN: both operands rounded to bf16 (nearest even), products summed in fp32 (AMX / AVX-512 BF16)
+};
+
+/// "f32" or "bf16".
+const char* gemm_dtype_name(GemmDtype dtype);
+/// Whether this build has the bf16 host GEMM (oneDNN) and it runs on this CPU.
+bool bf16_gemm_available();
+/// Sets how host-path float GEMMs compute, process-wide like set_vendor_tf32; double GEMMs and the team
+/// and vendor paths are unchanged. Throws Error for Bf16 where bf16_gemm_available() is false.
+void set_gemm_dtype(GemmDtype dtype);
+/// What set_gemm_dtype set (F32 unless called).
+GemmDtype gemm_dtype();
+
 /// Auto becomes the path this build prefers for `kind` (Vendor becomes Team for element-wise kernels); an
 /// explicit path is returned unchanged when it is available and throws Error naming it otherwise.
 KernelPath resolve_kernel_path(KernelPath path, KernelKind kind);

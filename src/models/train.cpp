@@ -44,6 +44,15 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     require(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
       resolve_kernel_path(o.kernels, kind);  // a path this build lacks is refused before anything loads
+    if (o.gemm_dtype == GemmDtype::Bf16) {
+      require(resolve_kernel_path(o.kernels, KernelKind::Gemm) == KernelPath::Host,
+              "--gemm-dtype bf16 is for the host GEMM path (oneDNN); --kernels ", kernel_path_name(o.kernels),
+              " runs GEMMs on the ", kernel_path_name(resolve_kernel_path(o.kernels, KernelKind::Gemm)),
+              " path");
+      require(bf16_gemm_available(),
+              "--gemm-dtype bf16 needs oneDNN (libdnnl-dev; scripts/setup.sh installs it) and a CPU with "
+              "AVX-512; this build or CPU has neither");
+    }
     require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
             "--checkpoint-every needs --checkpoint DIR");
     if (o.grid)
@@ -356,6 +365,9 @@ const char* train_mode_name(TrainMode mode) {
 TrainResult run_training(const TrainOptions& options, const Communicator& world) {
   check_options(options, world);
   set_vendor_tf32(options.allow_tf32);
+  set_gemm_dtype(options.gemm_dtype);
+  if (options.gemm_dtype == GemmDtype::Bf16 && !options.quiet)
+    log_line("gemm: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN)");
   // Before the load, which can be long: a wrong thread count is the first thing to see.
   if (thread_choice().known && !options.quiet) log_line(thread_choice().describe());
   return options.mode == TrainMode::Sampled ? run_sampled(options, world) : run_on_grid(options, world);

@@ -44,6 +44,7 @@ struct TrainOptions {
   PermuteMode permute = PermuteMode::Double;  ///< full / minibatch on a grid (one rank: file order)
   bool overlap = false;                       ///< chunked SpMM with non-blocking all-reduces
   CommDtype comm_dtype = CommDtype::F32;      ///< activations' all-reduces on the wire
+  GemmDtype gemm_dtype = GemmDtype::F32;      ///< host-path float GEMMs' arithmetic (set_gemm_dtype)
   KernelPath kernels = KernelPath::Auto;      ///< which kernels run
   bool allow_tf32 = false;                    ///< vendor GEMMs may use TF32 tensor cores (set_vendor_tf32)
   CommBackend comm = CommBackend::Auto;       ///< what carries device collectives (device_collectives.hpp)

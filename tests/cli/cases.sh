@@ -184,6 +184,9 @@ case "$case_name" in
     expect_error "--grid 2x2x1x1 has 4 ranks but the job has 2" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x2x1x1 --batch-size 10
     expect_error "--comm-dtype: expected f32 or bf16, got 'fp8'" "-" -- "$TESSERA" train --data g.h5 --comm-dtype fp8
+    expect_error "--gemm-dtype: expected f32 or bf16, got 'fp8'" "-" -- "$TESSERA" train --data g.h5 --gemm-dtype fp8
+    expect_error "--gemm-dtype bf16 is for the host GEMM path \\(oneDNN\\); --kernels team runs GEMMs on the team path" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --gemm-dtype bf16 --kernels team --epochs 1
     expect_error "--kernels must be auto, host, team or vendor, not 'gpu'" "-" -- "$TESSERA" train --data g.h5 --kernels gpu
     expect_error "kernel path 'vendor' has no SpMM kernel in this build" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --kernels vendor --epochs 1

@@ -20,4 +20,11 @@ template <class Scalar>
 void gemm_team(Trans ta, Trans tb, const GemmShape& s, Scalar alpha, const Matrix<const Scalar>& a,
                const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c);
 
+/// C = alpha op(A) op(B) + beta C with A and B rounded to bf16 and fp32 sums (oneDNN's matmul), for the host
+/// path under GemmDtype::Bf16 (gemm_bf16.cpp; builds without oneDNN have a version that throws).
+void gemm_bf16(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix<const float>& a,
+               const Matrix<const float>& b, float beta, const Matrix<float>& c);
+/// Whether gemm_bf16 runs here: the build has oneDNN and oneDNN has a bf16 matmul for this CPU.
+bool bf16_gemm_runs();
+
 }  // namespace tessera::impl
