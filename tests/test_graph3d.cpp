@@ -74,7 +74,7 @@ std::vector<std::vector<double>> dense_reference(int64_t n, Normalization normal
 }
 
 // A block as a dense float matrix (duplicates summed), checking the CSR's invariants on the way.
-std::vector<std::vector<float>> dense_block(const CsrMatrix<float, DeviceSpace>& device) {
+std::vector<std::vector<float>> dense_block(const CsrMatrix<float, DeviceSpace, SpmmColumn>& device) {
   const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), device.row_ptr);
   const auto col_idx = Kokkos::create_mirror_view_and_copy(HostSpace(), device.col_idx);
   const auto values = Kokkos::create_mirror_view_and_copy(HostSpace(), device.values);

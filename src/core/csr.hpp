@@ -10,13 +10,14 @@
 
 namespace tessera {
 
-/// A sparse matrix in compressed sparse rows, in memory space Space.
-template <class Scalar, class Space = DeviceSpace>
+/// A sparse matrix in compressed sparse rows, in memory space Space, with column ids of type Column (int64
+/// everywhere but inside CsrSpmm, which may narrow them: spmm.hpp).
+template <class Scalar, class Space = DeviceSpace, class Column = int64_t>
 struct CsrMatrix {
   int64_t num_rows = 0;            ///< rows
   int64_t num_cols = 0;            ///< columns
   Vector<int64_t, Space> row_ptr;  ///< num_rows + 1 offsets, row_ptr(0) == 0
-  Vector<int64_t, Space> col_idx;  ///< nnz column ids in [0, num_cols)
+  Vector<Column, Space> col_idx;   ///< nnz column ids in [0, num_cols)
   Vector<Scalar, Space> values;    ///< nnz values, or empty for a pattern whose values are all one
 
   /// Stored entries.

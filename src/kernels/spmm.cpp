@@ -2,6 +2,8 @@
 #include "tessera/kernels/spmm.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <type_traits>
 
 #include "impl/spmm_kernels.hpp"
 #ifdef TESSERA_VENDOR_SPMM
@@ -60,8 +62,35 @@ CsrMatrix<Scalar, Space> csr_to_space(const CsrMatrix<Scalar, HostSpace>& a) {
   return out;
 }
 
+namespace {
+// The matrix with its column ids as SpmmColumn: a move where that is int64, else a parallel copy into
+// 32-bit ids, after which `a`'s 64-bit array is released (freed unless the caller still holds it).
 template <class Scalar>
-CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a) : a_(std::move(a)) {
+CsrMatrix<Scalar, DeviceSpace, SpmmColumn> narrow_columns(CsrMatrix<Scalar, DeviceSpace> a) {
+  if constexpr (std::is_same<SpmmColumn, int64_t>::value) {
+    return a;
+  } else {
+    require(a.num_cols <= int64_t(std::numeric_limits<SpmmColumn>::max()), "spmm: a block of ", a.num_cols,
+            " columns needs 64-bit column ids (at most ", std::numeric_limits<SpmmColumn>::max(), ")");
+    CsrMatrix<Scalar, DeviceSpace, SpmmColumn> out;
+    out.num_rows = a.num_rows;
+    out.num_cols = a.num_cols;
+    out.row_ptr = a.row_ptr;
+    out.values = a.values;
+    out.col_idx = Vector<SpmmColumn>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(a.nnz()));
+    const auto wide = a.col_idx;
+    const auto narrow = out.col_idx;
+    Kokkos::parallel_for(
+        "tessera::spmm_narrow_columns", Kokkos::RangePolicy<ExecSpace>(0, a.nnz()),
+        KOKKOS_LAMBDA(int64_t k) { narrow(k) = SpmmColumn(wide(k)); });
+    Kokkos::fence();
+    return out;
+  }
+}
+}  // namespace
+
+template <class Scalar>
+CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a) : a_(narrow_columns(std::move(a))) {
   const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), a_.row_ptr);
   // A few blocks per thread lets the dynamic schedule even out what the nonzero count cannot see.
   const int64_t blocks = 16 * int64_t(ExecSpace().concurrency());

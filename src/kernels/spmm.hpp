@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include "tessera/core/csr.hpp"
 #include "tessera/core/views.hpp"
@@ -20,13 +21,19 @@ template <class Scalar>
 class VendorSpmm;
 }
 
+/// Column ids as CsrSpmm stores them: int32 on host builds, where a block's columns are a range of at most
+/// 2^31 - 1 nodes (4 bytes less per nonzero kept, a third of a valued block, and read by every product);
+/// int64 on device builds, whose vendor descriptors (cuSPARSE, rocSPARSE) ran with 64-bit ids.
+using SpmmColumn = std::conditional_t<std::is_same<DeviceSpace, HostSpace>::value, int32_t, int64_t>;
+
 /// A CSR matrix prepared for repeated products with dense blocks.
 template <class Scalar>
 class CsrSpmm {
  public:
   /// An empty 0 x 0 operator.
   CsrSpmm() = default;
-  /// A pattern matrix (no values) multiplies as if every value were one.
+  /// A pattern matrix (no values) multiplies as if every value were one. Column ids are narrowed to
+  /// SpmmColumn (a matrix with more columns than it holds is refused); the caller may drop its copy.
   explicit CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a);
 
   /// y (A.num_rows x F) = alpha * A * x (A.num_cols x F) + beta * y. x and y must not alias.
@@ -39,13 +46,13 @@ class CsrSpmm {
                   Scalar alpha = Scalar(1), Scalar beta = Scalar(0),
                   KernelPath path = KernelPath::Auto) const;
 
-  /// The matrix as given.
-  const CsrMatrix<Scalar, DeviceSpace>& matrix() const { return a_; }
+  /// The matrix as given, its column ids as SpmmColumn.
+  const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& matrix() const { return a_; }
   /// Number of row blocks of balanced work.
   int64_t num_blocks() const { return int64_t(block_start_.extent(0)) - 1; }
 
  private:
-  CsrMatrix<Scalar, DeviceSpace> a_;
+  CsrMatrix<Scalar, DeviceSpace, SpmmColumn> a_;
   Vector<int64_t> block_start_;  // row blocks of balanced nonzeros
   HostVector<int64_t> host_block_start_;
   mutable std::shared_ptr<impl::VendorSpmm<Scalar>> vendor_;  // vendor descriptors, made on first use

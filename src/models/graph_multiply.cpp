@@ -100,7 +100,7 @@ Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphB
           batch.layers.size(), " graph layers");
   const LayerGraph& graph = batch.layers[size_t(layer_)];
   ops_ = operators(graph);
-  const CsrMatrix<float, DeviceSpace>& a = ops_.terms().front()->forward.matrix();
+  const auto& a = ops_.terms().front()->forward.matrix();
   require(int64_t(in.extent(0)) == a.num_cols && int64_t(in.extent(1)) == in_b_, "graph layer ", layer_,
           ": the input block is ", in.extent(0), "x", in.extent(1), ", expected ", a.num_cols, "x", in_b_);
   rows_in_ = a.num_cols;

@@ -79,7 +79,7 @@ MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph
     const AxisRoles r = roles_for_layer(l);
     row_range_.push_back(layout.node_block(r.c, grid.coords().get(r.c)));
     col_range_.push_back(layout.node_block(r.a, grid.coords().get(r.a)));
-    const CsrMatrix<float, DeviceSpace>& a = graph.adjacency[size_t(l % 6)].forward.matrix();
+    const auto& a = graph.adjacency[size_t(l % 6)].forward.matrix();
     blocks_.push_back({std::max(a.num_cols, col_range_.back().second - col_range_.back().first),
                        Kokkos::create_mirror_view_and_copy(HostSpace(), a.row_ptr),
                        Kokkos::create_mirror_view_and_copy(HostSpace(), a.col_idx),

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "tessera/kernels/spmm.hpp"
 #include "tessera/models/batch_source.hpp"
 #include "tessera/sampling/induced.hpp"
 #include "tessera/sampling/pipeline.hpp"
@@ -53,7 +54,8 @@ class MinibatchBuilder {
  private:
   struct HostBlock {
     int64_t num_cols = 0;
-    HostVector<int64_t> row_ptr, col_idx;
+    HostVector<int64_t> row_ptr;
+    HostVector<SpmmColumn> col_idx;
     HostVector<float> values;
   };
   const Graph3D& graph_;

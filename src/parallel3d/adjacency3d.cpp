@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "graph3d_impl.hpp"
 #include "tessera/comm/collectives.hpp"
@@ -320,8 +321,10 @@ AdjacencyBlock distribute_adjacency(const GraphRows& r, const RowDegrees& degree
   }
   AdjacencyBlock block;
   block.nnz = a.nnz();
-  block.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(a));
-  block.transpose = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(at));
+  // Each matrix is let go as soon as CsrSpmm holds it, so its 64-bit column ids are freed before the
+  // next one is narrowed (spmm.hpp: SpmmColumn).
+  block.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(a, {})));
+  block.transpose = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(at, {})));
   return block;
 }
 

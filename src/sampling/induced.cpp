@@ -65,7 +65,8 @@ class KeptColumns {
 
 }  // namespace
 
-HostCsr induced_block(const int64_t* row_ptr, const int64_t* col_idx, const float* values, int64_t block_cols,
+template <class Column>
+HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const float* values, int64_t block_cols,
                       const SampledIndex& rows, const SampledIndex& cols, float off_diagonal_scale) {
   const KeptColumns kept(block_cols, cols.local);
   HostCsr out;
@@ -107,6 +108,11 @@ HostCsr induced_block(const int64_t* row_ptr, const int64_t* col_idx, const floa
   out.values.resize(size_t(n));
   return out;
 }
+
+template HostCsr induced_block(const int64_t*, const int32_t*, const float*, int64_t, const SampledIndex&,
+                               const SampledIndex&, float);
+template HostCsr induced_block(const int64_t*, const int64_t*, const float*, int64_t, const SampledIndex&,
+                               const SampledIndex&, float);
 
 HostCsr transpose(const HostCsr& a) {
   HostCsr t;

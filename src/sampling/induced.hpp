@@ -43,8 +43,10 @@ SampledIndex sampled_positions(const SampleOrder& order, int64_t begin, int64_t 
 
 /// The induced block A[rows.local, cols.local] of a static block with `block_cols` columns (CSR arrays,
 /// values present), with off-diagonal values (row vertex != column vertex) multiplied by
-/// `off_diagonal_scale`. Columns are renumbered to their index in cols.local.
-HostCsr induced_block(const int64_t* row_ptr, const int64_t* col_idx, const float* values, int64_t block_cols,
+/// `off_diagonal_scale`. Columns are renumbered to their index in cols.local. Column is int32_t or int64_t
+/// (the static block's ids as CsrSpmm stores them).
+template <class Column>
+HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const float* values, int64_t block_cols,
                       const SampledIndex& rows, const SampledIndex& cols, float off_diagonal_scale);
 
 /// Transpose of a host CSR (counting sort; columns within a row stay increasing).

@@ -4,6 +4,7 @@
 
 #include "tessera/core/csr.hpp"
 #include "tessera/core/views.hpp"
+#include "tessera/kernels/spmm.hpp"
 
 namespace tessera::impl {
 
@@ -11,7 +12,7 @@ namespace tessera::impl {
 /// row blocks [first_block, last_block) that intersect the range.
 template <class Scalar>
 struct SpmmCall {
-  CsrMatrix<Scalar, DeviceSpace> a;
+  CsrMatrix<Scalar, DeviceSpace, SpmmColumn> a;
   Vector<const int64_t> block_start;
   int64_t first_block, last_block, row_begin, row_end;
   Scalar alpha, beta;

@@ -8,12 +8,16 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "impl/gemm_kernels.hpp"
 #include "impl/spmm_kernels.hpp"
 
 namespace tessera::impl {
+
+// Device builds keep 64-bit column ids in CsrSpmm (spmm.hpp), which the descriptors below are made for.
+static_assert(std::is_same<SpmmColumn, int64_t>::value, "vendor descriptors take 64-bit column ids");
 
 /// Rows [row_begin, row_end) of a CSR matrix as a vendor library's CSR descriptor wants them: offsets
 /// rebased to start at zero (a device array of its own) and the column and value pointers advanced to the
