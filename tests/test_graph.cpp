@@ -63,11 +63,14 @@ ReferenceGraph make_reference(int64_t n, int64_t f) {
   return g;
 }
 
-// Every rank writes its block of rows and of each split.
-void write_distributed(const ReferenceGraph& g, const std::string& path, const Communicator& comm) {
+std::map<std::string, int64_t> split_sizes(const ReferenceGraph& g) {
   std::map<std::string, int64_t> sizes;
   for (const auto& [name, ids] : g.splits) sizes[name] = int64_t(ids.size());
-  GraphFileWriter writer(comm, path, g.meta, sizes);
+  return sizes;
+}
+
+// Every rank writes its block of rows and of each split, then commits.
+void write_rows(const ReferenceGraph& g, GraphFileWriter& writer, const Communicator& comm) {
   const auto [b, e] = block_range(g.meta.num_nodes, comm.rank(), comm.size());
   const bool last = e == g.meta.num_nodes;
   writer.write_indptr(b, e - b + (last ? 1 : 0), &g.indptr[size_t(b)]);
@@ -80,6 +83,11 @@ void write_distributed(const ReferenceGraph& g, const std::string& path, const C
     writer.write_split(name, sb, se - sb, ids.data() + sb);
   }
   writer.commit();
+}
+
+void write_distributed(const ReferenceGraph& g, const std::string& path, const Communicator& comm) {
+  GraphFileWriter writer(comm, path, g.meta, split_sizes(g));
+  write_rows(g, writer, comm);
 }
 
 bool file_exists(const std::string& path) {
@@ -157,6 +165,18 @@ TEST(GraphFile, RoundTripIsIdenticalOnAnyRankCount) {
   EXPECT_EQ(s.max_degree, 37);
   EXPECT_EQ(s.min_degree, 0);
   EXPECT_EQ(s.labeled_nodes, 37 - 6);
+}
+
+// A writer, like a reader, keeps a view of the communicator it was given, so one built from a temporary
+// works (it held a reference once: a dangling one here, which AddressSanitizer reports).
+TEST(GraphFile, WriterAndReaderFromTemporaryCommunicators) {
+  const ReferenceGraph g = make_reference(11, 3);
+  const std::string path = shared_scratch_dir() + "/temporary-communicator.h5";
+  GraphFileWriter writer(Communicator::world(), path, g.meta, split_sizes(g));
+  write_rows(g, writer, Communicator::world());
+  const GraphFileReader reader(Communicator::world(), path);
+  EXPECT_EQ(reader.read_indices(0, g.meta.num_edges), g.indices);
+  EXPECT_EQ(validate_graph(reader, Communicator::world()).labeled_nodes, g.meta.num_nodes - 2);
 }
 
 TEST(GraphFile, UncommittedWriterLeavesNoFile) {

@@ -55,7 +55,7 @@ int64_t feature_chunk_rows(int64_t features) {
 
 GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, const GraphMeta& meta,
                                  const std::map<std::string, int64_t>& split_sizes)
-    : comm_(comm), path_(std::move(path)) {
+    : comm_(comm.get(), false, comm.shared_stats()), path_(std::move(path)) {
   comm_.check(meta.num_nodes > 0, path_ + ": a graph needs at least one node");
   comm_.check(meta.num_features > 0, path_ + ": a graph needs at least one feature per node");
   int pid = int(getpid());

@@ -76,7 +76,7 @@ class GraphFileWriter {
 
  private:
   void write(const H5Handle& dataset, hid_t type, int64_t first, int64_t count, const void* values);
-  const Communicator& comm_;
+  Communicator comm_;  // not owned: a view of the caller's, so a temporary Communicator::world() is safe
   std::string path_, temp_path_;
   H5Handle file_, indptr_, indices_, features_, labels_;
   std::map<std::string, H5Handle> splits_;
