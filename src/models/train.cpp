@@ -327,9 +327,10 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
   int64_t gradient_bytes = 0;
   for (const ParameterRef& p : model->parameters()) gradient_bytes += 4 * p.param->size();
   source.set_gradient_bytes(gradient_bytes);
+  const std::string peak = peak_memory(world);  // collective: every rank, before the rank-0 line
   log_line("loaded " + o.data + " (partition " + partition + ") in " +
-           std::to_string(load_watch.seconds()).substr(0, 5) + " s; model " + config.describe() + "; " +
-           source.describe());
+           std::to_string(load_watch.seconds()).substr(0, 5) + " s (" + peak + "); model " + config.describe() +
+           "; " + source.describe());
   TrainResult result = train_with(*model, source, o, world);
   const PrefetchTotals& t = source.totals();
   result.remote_rows = t.remote_rows;
