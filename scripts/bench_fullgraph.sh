@@ -48,13 +48,19 @@ echo "$stream_line"
 PYTHONPATH="$root/scripts" python3 - "$work/metrics.jsonl" "$torch_line" "$gemm_line" "$stream_line" \
   "$bf16_gemm" "$work/metrics-bf16.jsonl" <<'PY'
 import json, re, statistics, sys
-from epoch_floor import describe
+from epoch_floor import describe, phase_table
 metrics, torch_line, gemm_line, stream_line, bf16_gemm, bf16_metrics = sys.argv[1:]
 
 def median_step(path):
     # Training step (forward, loss, backward, Adam) of epochs 2..10: what the PyTorch script times.
     rows = [json.loads(l) for l in open(path)]
     return statistics.median(r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows[1:])
+
+def median_phases(path):
+    # The step's GEMM, SpMM and loss seconds (the trainer's phase timers) over epochs 2..9: the last
+    # epoch's timers include its evaluation.
+    rows = [json.loads(l) for l in open(path)][1:-1]
+    return [statistics.median(r["phases"][k]["max_s"] for r in rows) for k in ("gemm", "spmm", "loss")]
 
 tessera = median_step(metrics)
 torch = float(re.search(r"epoch_median_s ([0-9.]+)", torch_line).group(1))
@@ -65,10 +71,15 @@ print(f"\nPyTorch median epoch   {torch:.3f} s")
 print(f"Tessera median epoch   {tessera:.3f} s   -> {torch / tessera:.2f}x faster (target >= 3x)")
 print(f"machine floor          {text}")
 print(f"Tessera / floor        {tessera / floor:.2f}x")
+dims = [128, 256, 256, 40]
+print("\n".join(["Tessera's step by phase (medians of epochs 2-9):"] +
+                phase_table(n, nnz, dims, gemm_line, stream_line, median_phases(metrics), tessera)))
 if bf16_gemm:
     bf16 = median_step(bf16_metrics)
     floor16, text16 = describe(n, nnz, [128, 256, 256, 40], bf16_gemm, stream_line)
     print(f"\nTessera bf16 GEMMs     {bf16:.3f} s   -> {tessera / bf16:.2f}x the fp32 step")
     print(f"bf16 floor             {text16}")
     print(f"Tessera bf16 / floor   {bf16 / floor16:.2f}x")
+    print("\n".join(["bf16 step by phase:"] +
+                    phase_table(n, nnz, dims, bf16_gemm, stream_line, median_phases(bf16_metrics), bf16)))
 PY

@@ -25,6 +25,37 @@ def step_floor(n, nnz, dims, gemm_rate, bandwidth):
     return flops / gemm_rate + spmm_bytes / bandwidth, flops, spmm_bytes
 
 
+def spmm_gathered_bytes(n, nnz, dims):
+    """The SpMM bytes of the same step when every nonzero reads its row of X (a random graph whose X does not
+    stay in cache): what the floor's "X read once" leaves out."""
+    total = 0.0
+    for l in range(len(dims) - 1):
+        i, o = dims[l], dims[l + 1]
+        w = min(i, o)
+        transform_first = o < i
+        passes = (0 if l == 0 and not transform_first else 1) + (1 if (l > 0 or transform_first) else 0)
+        total += passes * (12 * nnz + 8 * (n + 1) + 4 * nnz * w + 4 * n * w)
+    return total
+
+
+def phase_table(n, nnz, dims, gemm_line, stream_line, phases, step):
+    """Lines comparing a step's measured phases (seconds: gemm, spmm, loss) with their own floors."""
+    gemm_rate, bandwidth = rates(gemm_line, stream_line)
+    _, flops, spmm_bytes = step_floor(n, nnz, dims, gemm_rate, bandwidth)
+    gathered = spmm_gathered_bytes(n, nnz, dims)
+    gemm, spmm, loss = phases
+    rest = step - gemm - spmm - loss
+    return [
+        f"  GEMM         {gemm:.4f} s  {flops / gemm / 1e9:6.1f} GFLOP/s   {gemm * gemm_rate / flops:.2f}x its floor "
+        f"({flops / gemm_rate:.4f} s at {gemm_rate / 1e9:.0f} GFLOP/s)",
+        f"  SpMM         {spmm:.4f} s  {spmm_bytes / spmm / 1e9:6.1f} GB/s (X read once), "
+        f"{gathered / spmm / 1e9:.1f} GB/s (a row per nonzero)   {spmm * bandwidth / spmm_bytes:.2f}x / "
+        f"{spmm * bandwidth / gathered:.2f}x those floors at {bandwidth / 1e9:.1f} GB/s",
+        f"  loss         {loss:.4f} s",
+        f"  element-wise and optimizer (the rest) {rest:.4f} s (not in the floor)",
+    ]
+
+
 def rates(gemm_line, stream_line):
     """The best GEMM rate (flop/s) of a `tessera bench gemm` line and the bandwidth (B/s) of `bench stream`."""
     gemm_rate = max(float(x) for x in re.findall(r"([0-9.]+) GFLOP/s", gemm_line)) * 1e9

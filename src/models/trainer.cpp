@@ -200,9 +200,11 @@ TrainResult Trainer::run() {
     r.eval_s = eval_watch.seconds();
     r.seconds = epoch_watch.seconds();
     r.metrics = comm_report(world_, comm_before);
-    if (model_.grid().replica().size() > 1)
-      r.metrics["phases"] = phase_report(world_, model_.timers(), timers_before, loss_seconds_ - loss_before,
-                                         comm_before, r.lines);
+    // In the metrics on every grid (one rank too: bench_fullgraph.sh reads them); on the console only where
+    // there is more than one rank to compare.
+    std::vector<std::string> quiet_lines;
+    r.metrics["phases"] = phase_report(world_, model_.timers(), timers_before, loss_seconds_ - loss_before,
+                                       comm_before, model_.grid().replica().size() > 1 ? r.lines : quiet_lines);
     r.metrics.update(source_.epoch_metrics(r.lines));
     progress_.epochs_done = r.epoch;
     result.history.push_back(r);
