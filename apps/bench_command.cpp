@@ -225,7 +225,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
       const double flops = 2.0 * double(g->m) * double(g->n) * double(g->k);
       const KernelPath path = resolve_kernel_path(parse_kernel_path(g->kernels), KernelKind::Gemm);
       const GemmDtype dtype = parse_gemm_dtype(g->dtype);
-      require(dtype == GemmDtype::F32 || path == KernelPath::Host, "--gemm-dtype bf16 is for the host path");
+      check_gemm_dtype(dtype, parse_kernel_path(g->kernels));
       set_gemm_dtype(dtype);
       const double nn =
           median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c, path); });

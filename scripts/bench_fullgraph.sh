@@ -29,7 +29,6 @@ echo "$torch_line"
 echo "== Tessera (1 rank x $threads threads)"
 mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
   --weight-decay 0 --eval-every $epochs --metrics "$work/metrics.jsonl" | tail -n 2
-bf16_gemm=""
 if bf16_gemm=$(mpiexec -n 1 "$tessera" bench gemm --m 169343 --n 256 --k 256 --gemm-dtype bf16 2>/dev/null); then
   echo "== Tessera, --gemm-dtype bf16"
   mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
@@ -63,20 +62,20 @@ def median_phases(path):
     return [statistics.median(r["phases"][k]["max_s"] for r in rows) for k in ("gemm", "spmm", "loss")]
 
 tessera = median_step(metrics)
+dims = [128, 256, 256, 40]
 torch = float(re.search(r"epoch_median_s ([0-9.]+)", torch_line).group(1))
 nnz = int(re.search(r"nnz (\d+)", torch_line).group(1))
 n = int(re.search(r"nodes (\d+)", torch_line).group(1))
-floor, text = describe(n, nnz, [128, 256, 256, 40], gemm_line, stream_line)
+floor, text = describe(n, nnz, dims, gemm_line, stream_line)
 print(f"\nPyTorch median epoch   {torch:.3f} s")
 print(f"Tessera median epoch   {tessera:.3f} s   -> {torch / tessera:.2f}x faster (target >= 3x)")
 print(f"machine floor          {text}")
 print(f"Tessera / floor        {tessera / floor:.2f}x")
-dims = [128, 256, 256, 40]
 print("\n".join(["Tessera's step by phase (medians of epochs 2-9):"] +
                 phase_table(n, nnz, dims, gemm_line, stream_line, median_phases(metrics), tessera)))
 if bf16_gemm:
     bf16 = median_step(bf16_metrics)
-    floor16, text16 = describe(n, nnz, [128, 256, 256, 40], bf16_gemm, stream_line)
+    floor16, text16 = describe(n, nnz, dims, bf16_gemm, stream_line)
     print(f"\nTessera bf16 GEMMs     {bf16:.3f} s   -> {tessera / bf16:.2f}x the fp32 step")
     print(f"bf16 floor             {text16}")
     print(f"Tessera bf16 / floor   {bf16 / floor16:.2f}x")

@@ -11,31 +11,28 @@ import re
 import sys
 
 
-def step_floor(n, nnz, dims, gemm_rate, bandwidth):
-    """(seconds, flops, spmm bytes) of a GCN training step with layer widths `dims`."""
-    flops = spmm_bytes = 0.0
+def spmm_passes(dims):
+    """(width, SpMM passes) of each layer of a GCN with layer widths `dims`: forward and backward, except
+    layer 0's backward (no input gradient) and its forward when it aggregates the fixed input first."""
     for l in range(len(dims) - 1):
         i, o = dims[l], dims[l + 1]
-        flops += 2 * n * i * o * (2 if l == 0 else 3)  # forward, weight gradient, input gradient (not layer 0)
-        w = min(i, o)
-        one = 12 * nnz + 8 * (n + 1) + 2 * 4 * n * w  # CSR once, X read once, Y written once
         transform_first = o < i
-        passes = (0 if l == 0 and not transform_first else 1) + (1 if (l > 0 or transform_first) else 0)
-        spmm_bytes += passes * one
+        yield min(i, o), (0 if l == 0 and not transform_first else 1) + (1 if (l > 0 or transform_first) else 0)
+
+
+def step_floor(n, nnz, dims, gemm_rate, bandwidth):
+    """(seconds, flops, spmm bytes) of a GCN training step with layer widths `dims`."""
+    flops = sum(2 * n * dims[l] * dims[l + 1] * (2 if l == 0 else 3)  # forward, weight and input gradients
+                for l in range(len(dims) - 1))
+    # CSR once, X read once, Y written once
+    spmm_bytes = sum(p * (12 * nnz + 8 * (n + 1) + 2 * 4 * n * w) for w, p in spmm_passes(dims))
     return flops / gemm_rate + spmm_bytes / bandwidth, flops, spmm_bytes
 
 
 def spmm_gathered_bytes(n, nnz, dims):
     """The SpMM bytes of the same step when every nonzero reads its row of X (a random graph whose X does not
     stay in cache): what the floor's "X read once" leaves out."""
-    total = 0.0
-    for l in range(len(dims) - 1):
-        i, o = dims[l], dims[l + 1]
-        w = min(i, o)
-        transform_first = o < i
-        passes = (0 if l == 0 and not transform_first else 1) + (1 if (l > 0 or transform_first) else 0)
-        total += passes * (12 * nnz + 8 * (n + 1) + 4 * nnz * w + 4 * n * w)
-    return total
+    return sum(p * (12 * nnz + 8 * (n + 1) + 4 * nnz * w + 4 * n * w) for w, p in spmm_passes(dims))
 
 
 def phase_table(n, nnz, dims, gemm_line, stream_line, phases, step):

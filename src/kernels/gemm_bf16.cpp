@@ -6,7 +6,6 @@
 // against 921 GFLOP/s on 169343x256x256), so the operands are rounded first.
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include <algorithm>
 #include <memory>
 
 #include "impl/gemm_kernels.hpp"
@@ -49,8 +48,7 @@ void round_to_bf16(Bf16Context& ctx, const float* x, int64_t rows, int64_t cols,
   const memory::desc from({rows, cols}, memory::data_type::f32, memory::dims{ld, 1});
   const memory::desc to({rows, cols}, memory::data_type::bf16, memory::dims{ld, 1});
   memory source(from, ctx.engine, const_cast<float*>(x)), target(to, ctx.engine, out.data.get());
-  dnnl::reorder(source, target).execute(ctx.stream, source, target);
-  ctx.stream.wait();
+  dnnl::reorder(source, target).execute(ctx.stream, source, target);  // in stream order before the matmul
 }
 
 // op(X) as a rows x cols matrix over X stored row-major with leading dimension ld.
@@ -64,8 +62,7 @@ memory::desc operand(Trans t, int64_t rows, int64_t cols, int64_t ld, memory::da
 void gemm_bf16(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix<const float>& a,
                const Matrix<const float>& b, float beta, const Matrix<float>& c) {
   Bf16Context& ctx = context();
-  const int64_t lda = std::max<int64_t>(1, int64_t(a.extent(1))), ldb = std::max<int64_t>(1, int64_t(b.extent(1)));
-  const int64_t ldc = std::max<int64_t>(1, int64_t(c.extent(1)));
+  const int64_t lda = leading_dimension(a), ldb = leading_dimension(b), ldc = leading_dimension(c);
   const auto bf16 = memory::data_type::bf16, f32 = memory::data_type::f32;
   const memory::desc ad = operand(ta, s.m, s.k, lda, bf16), bd = operand(tb, s.k, s.n, ldb, bf16);
   const memory::desc cd({s.m, s.n}, f32, memory::dims{ldc, 1});

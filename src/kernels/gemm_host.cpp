@@ -2,7 +2,6 @@
 // GEMM, host path: BLAS (OpenBLAS's OpenMP build, so its threads are Kokkos' threads).
 #include <cblas.h>
 
-#include <algorithm>
 #include <type_traits>
 
 #include "impl/gemm_kernels.hpp"
@@ -31,9 +30,8 @@ void gemm_host(Trans ta, Trans tb, const GemmShape& s, Scalar alpha, const Matri
   Kokkos::fence();  // BLAS runs outside Kokkos: earlier kernels must have finished
   if constexpr (std::is_same<Scalar, float>::value)
     if (gemm_dtype() == GemmDtype::Bf16) return gemm_bf16(ta, tb, s, alpha, a, b, beta, c);
-  blas(ta, tb, s, alpha, a.data(), std::max<int64_t>(1, int64_t(a.extent(1))), b.data(),
-       std::max<int64_t>(1, int64_t(b.extent(1))), beta, c.data(),
-       std::max<int64_t>(1, int64_t(c.extent(1))));
+  blas(ta, tb, s, alpha, a.data(), leading_dimension(a), b.data(), leading_dimension(b), beta, c.data(),
+       leading_dimension(c));
 }
 
 template void gemm_host<float>(Trans, Trans, const GemmShape&, float, const Matrix<const float>&,

@@ -27,6 +27,12 @@ constexpr bool kVendor = kVendorSpmm || kVendorGemm;
 bool tf32_allowed = false;
 GemmDtype host_gemm_dtype = GemmDtype::F32;
 
+void require_bf16_gemm() {
+  require(impl::bf16_gemm_runs(),
+          "--gemm-dtype bf16 needs oneDNN (libdnnl-dev; scripts/setup.sh installs it) and a CPU with AVX-512; "
+          "this build or CPU has neither");
+}
+
 const char* kind_name(KernelKind kind) {
   return kind == KernelKind::Spmm ? "SpMM" : kind == KernelKind::Gemm ? "GEMM" : "element-wise";
 }
@@ -91,10 +97,16 @@ bool bf16_gemm_available() {
 }
 
 void set_gemm_dtype(GemmDtype dtype) {
-  require(dtype == GemmDtype::F32 || bf16_gemm_available(),
-          "bf16 GEMMs need oneDNN (libdnnl-dev, found by setup.sh on host builds) and a CPU it has a bf16 "
-          "matmul for (AVX-512); this build or CPU has none");
+  if (dtype == GemmDtype::Bf16) require_bf16_gemm();
   host_gemm_dtype = dtype;
+}
+
+void check_gemm_dtype(GemmDtype dtype, KernelPath path) {
+  if (dtype == GemmDtype::F32) return;
+  const KernelPath gemm_path = resolve_kernel_path(path, KernelKind::Gemm);
+  require(gemm_path == KernelPath::Host, "--gemm-dtype bf16 is for the host GEMM path (oneDNN); --kernels ",
+          kernel_path_name(path), " runs GEMMs on the ", kernel_path_name(gemm_path), " path");
+  require_bf16_gemm();
 }
 
 GemmDtype gemm_dtype() {

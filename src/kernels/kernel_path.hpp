@@ -54,6 +54,9 @@ bool bf16_gemm_available();
 void set_gemm_dtype(GemmDtype dtype);
 /// What set_gemm_dtype set (F32 unless called).
 GemmDtype gemm_dtype();
+/// Throws Error unless GEMMs on `path` can compute in `dtype`: Bf16 needs the host GEMM path and
+/// bf16_gemm_available().
+void check_gemm_dtype(GemmDtype dtype, KernelPath path);
 
 /// Auto becomes the path this build prefers for `kind` (Vendor becomes Team for element-wise kernels); an
 /// explicit path is returned unchanged when it is available and throws Error naming it otherwise.

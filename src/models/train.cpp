@@ -44,15 +44,7 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     require(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
       resolve_kernel_path(o.kernels, kind);  // a path this build lacks is refused before anything loads
-    if (o.gemm_dtype == GemmDtype::Bf16) {
-      require(resolve_kernel_path(o.kernels, KernelKind::Gemm) == KernelPath::Host,
-              "--gemm-dtype bf16 is for the host GEMM path (oneDNN); --kernels ", kernel_path_name(o.kernels),
-              " runs GEMMs on the ", kernel_path_name(resolve_kernel_path(o.kernels, KernelKind::Gemm)),
-              " path");
-      require(bf16_gemm_available(),
-              "--gemm-dtype bf16 needs oneDNN (libdnnl-dev; scripts/setup.sh installs it) and a CPU with "
-              "AVX-512; this build or CPU has neither");
-    }
+    check_gemm_dtype(o.gemm_dtype, o.kernels);
     require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
             "--checkpoint-every needs --checkpoint DIR");
     if (o.grid)

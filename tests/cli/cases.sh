@@ -496,7 +496,10 @@ PY
     "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --kernels team | grep -qF "team kernels" || exit 1
     expect_error "--kernels must be auto, host, team or vendor, not 'gpu'" "-" -- "$TESSERA" bench gemm --kernels gpu
     expect_error "kernel path 'vendor' has no GEMM kernel in this build" "-" -- \
-      "$TESSERA" bench gemm --m 10 --kernels vendor ;;
+      "$TESSERA" bench gemm --m 10 --kernels vendor
+    expect_error "--gemm-dtype: expected f32 or bf16, got 'fp16'" "-" -- "$TESSERA" bench gemm --m 10 --gemm-dtype fp16
+    expect_error "--gemm-dtype bf16 is for the host GEMM path \\(oneDNN\\); --kernels team runs GEMMs on the team path" \
+      "-" -- "$TESSERA" bench gemm --m 10 --gemm-dtype bf16 --kernels team ;;
   plan_and_auto)
     "$TESSERA" prep synth --kind rmat --nodes 5000 --edges 30000 --features 16 --classes 4 -o r.h5 >/dev/null || exit 1
     out=$("$TESSERA" plan --data r.h5 --ranks 8 --machine perlmutter) || exit 1

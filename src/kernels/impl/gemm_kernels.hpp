@@ -3,6 +3,8 @@
 // caller and non-empty.
 #pragma once
 
+#include <algorithm>
+
 #include "tessera/core/views.hpp"
 #include "tessera/kernels/gemm.hpp"
 
@@ -12,6 +14,12 @@ namespace tessera::impl {
 struct GemmShape {
   int64_t m, n, k;
 };
+
+/// A row-major operand's leading dimension as BLAS and oneDNN take it (at least 1, also for no columns).
+template <class T>
+int64_t leading_dimension(const Matrix<T>& x) {
+  return std::max<int64_t>(1, int64_t(x.extent(1)));
+}
 
 template <class Scalar>
 void gemm_host(Trans ta, Trans tb, const GemmShape& s, Scalar alpha, const Matrix<const Scalar>& a,
