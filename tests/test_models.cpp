@@ -26,6 +26,7 @@
 #include "tessera/models/optimizer.hpp"
 #include "tessera/models/random_streams.hpp"
 #include "tessera/models/train.hpp"
+#include "tessera/models/workspace.hpp"
 
 using namespace tessera;
 using namespace tessera::reference;
@@ -305,6 +306,99 @@ TEST(ModelGradient, MatchesDenseReference) {
     // The model computes in float: 1e-5 covers that rounding and nothing more (a wrong term is off by O(1)).
     for (size_t i = 0; i < p.size(); ++i)
       EXPECT_LT(relative_error(from_view(p[i].param->grad_matrix()), expected[i]), 1e-5) << p[i].param->name;
+  }
+}
+
+// The shared workspace: a call's scratch pieces are disjoint and 64-byte aligned; the input-gradient buffer
+// grows to what was reserved, and when it must grow in a call, the previous matrix (an output gradient
+// still to be read) stays readable until the next call (AddressSanitizer sees a read after free otherwise).
+TEST(LayerWorkspace, PiecesDisjointAndOldGradientReadableAfterGrowth) {
+  LayerWorkspace w;
+  const std::vector<float*> p = w.scratch({5, 0, 17});
+  ASSERT_EQ(p.size(), 3u);
+  for (float* q : p) EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % 64, 0u);
+  EXPECT_GE(p[1], p[0] + 5);
+  EXPECT_GE(p[2], p[1]);
+  EXPECT_EQ(w.allocated_floats(), 16 + 0 + 32);  // each piece rounded up to 16 floats; nothing else yet
+  w.reserve_input_gradient(12);
+  const Matrix<float> small = w.input_gradient(3, 4);
+  EXPECT_EQ(w.allocated_floats(), 48 + 12);
+  const HostMatrix<float> pattern("pattern", 3, 4);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j) pattern(i, j) = float(10 * i + j);
+  Kokkos::deep_copy(small, pattern);
+  const Matrix<float> large = w.input_gradient(10, 10);  // grows: `small` is the retired buffer now
+  EXPECT_NE(large.data(), small.data());
+  const HostMatrix<float> back("back", 3, 4);
+  Kokkos::deep_copy(back, small);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(back(i, j), pattern(i, j));
+  EXPECT_EQ(w.input_gradient(2, 2).data(), large.data());  // fits: the same buffer, the old one released
+  EXPECT_EQ(w.allocated_floats(), 48 + 100);
+}
+
+// Four GCN layers (6 -> 5 -> 5 -> 5 -> 3): the widening-or-equal layers run (A H) W with an aggregation
+// gradient, the last runs transform-first, and three input gradients pass down the chain. Every temporary
+// and input gradient comes from the model's shared workspace (two input-gradient buffers alternate by
+// layer parity), so a piece reused too early shows up here as a wrong gradient.
+TEST(ModelGradient, DeepGcnMatchesDenseReference) {
+  const int64_t n = 23, f = 6, hidden = 5, classes = 3;
+  const int layers = 4;
+  const auto in = random_graph(n, 50, 31);
+  const Dense gcn = dense_operator(in, Normalization::Symmetric);
+  std::mt19937_64 gen(8);
+  const Dense x = random_dense(n, f, gen);
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  std::vector<uint8_t> train(static_cast<size_t>(n));
+  for (int64_t v = 0; v < n; ++v) labels[size_t(v)] = int64_t(gen() % classes), train[size_t(v)] = v % 4 != 1;
+  int64_t count = 0;
+  for (int64_t v = 0; v < n; ++v) count += train[size_t(v)];
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  const Graph3D g = graph_from(grid, in, x, labels, train, classes, Normalization::Symmetric, layers);
+  ModelConfig config;
+  config.layers = layers;
+  config.in = f;
+  config.hidden = hidden;
+  config.out = classes;
+  config.dropout = config.input_dropout = 0.0f;
+  config.seed = 9;
+  const std::unique_ptr<Sequential> model = build_model(config, grid, RunOptions{}, true);
+  const GraphBatch batch = full_graph_batch(g, false);
+  const PassInfo pass{true, 9, 0};
+  for (int step = 0; step < 2; ++step) {  // the second step runs on buffers the first sized
+    const Matrix<const float> logits = model->forward(g.features, batch, pass);
+    Matrix<float> grad("grad", size_t(n), size_t(classes));
+    masked_softmax_cross_entropy<float>(logits, g.labels, g.train, 1.0f / float(count), grad);
+    model->backward(grad, pass);
+  }
+  const std::vector<ParameterRef> p = model->parameters();  // weight, bias per layer
+  ASSERT_EQ(p.size(), size_t(2 * layers));
+  std::vector<Dense> aggregated, pre;  // A H_l and Z_l per layer
+  Dense h = x;
+  for (int l = 0; l < layers; ++l) {
+    aggregated.push_back(matmul(gcn, h));
+    Dense z = matmul(aggregated.back(), dense_of(*p[size_t(2 * l)].param));
+    const Dense b = dense_of(*p[size_t(2 * l + 1)].param);
+    for (int64_t i = 0; i < z.rows; ++i)
+      for (int64_t j = 0; j < z.cols; ++j) z(i, j) += b(0, j);
+    pre.push_back(z);
+    h = z;
+    for (double& v : h.a) v = std::max(v, 0.0);
+  }
+  Dense dz;
+  softmax_cross_entropy(pre.back(), labels, train, &dz);
+  for (int l = layers - 1; l >= 0; --l) {
+    const Dense dw = matmul(transpose(aggregated[size_t(l)]), dz);
+    Dense db(1, dz.cols);
+    for (int64_t i = 0; i < dz.rows; ++i)
+      for (int64_t j = 0; j < dz.cols; ++j) db(0, j) += dz(i, j);
+    EXPECT_LT(relative_error(from_view(p[size_t(2 * l)].param->grad_matrix()), dw), 1e-5) << "layer " << l;
+    EXPECT_LT(relative_error(from_view(p[size_t(2 * l + 1)].param->grad_matrix()), db), 1e-5)
+        << "layer " << l;
+    if (l == 0) break;
+    dz = matmul(matmul(transpose(gcn), dz), transpose(dense_of(*p[size_t(2 * l)].param)));
+    for (size_t k = 0; k < dz.a.size(); ++k) dz.a[k] *= pre[size_t(l - 1)].a[k] > 0 ? 1.0 : 0.0;
   }
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/graph_multiply.hpp"
 
+#include <algorithm>
+
 #include "tessera/core/error.hpp"
 #include "tessera/models/random_streams.hpp"
 
@@ -31,7 +33,7 @@ std::vector<std::string> default_names(const std::vector<Term>& terms) {
 }  // namespace
 
 GraphMultiply::GraphMultiply(LayerSlot& slot, int64_t out_width, MultiplyOptions options)
-    : options_(std::move(options)), in_(slot.layout()) {
+    : options_(std::move(options)), in_(slot.layout()), workspace_(slot.workspace()) {
   require(!options_.terms.empty() && options_.terms.size() <= 2 &&
               (options_.terms.size() == 1 || options_.terms[0] != options_.terms[1]),
           "a graph layer has one or two distinct terms");
@@ -106,13 +108,17 @@ Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphB
   rows_in_ = a.num_cols;
   rows_out_ = a.num_rows;
   input_ = in;
+  // Layers after the first compute an input gradient in a model's backward (Sequential's rule).
+  if (layer_ > 0) workspace_->reserve_input_gradient(rows_in_ * in_b_);
   const int64_t terms = int64_t(options_.terms.size());
   Matrix<float> out;
   fit(out_buffer_, out, "multiply.out", rows_out_, out_.local_cols);
   if (transform_first_) {
-    Matrix<float> t, y;
-    fit(t_, t, "multiply.t", terms * rows_in_, w_cols_);
-    if (comms_.a->size() > 1) fit(y_, y, "multiply.y", rows_out_, w_cols_);
+    // t and y are temporaries: the shared scratch.
+    const int64_t y_rows = comms_.a->size() > 1 ? rows_out_ : 0;
+    const std::vector<float*> piece = workspace_->scratch({terms * rows_in_ * w_cols_, y_rows * w_cols_});
+    const Matrix<float> t(piece[0], size_t(terms * rows_in_), size_t(w_cols_));
+    const Matrix<float> y(piece[1], size_t(y_rows), size_t(w_cols_));
     pmm_forward_transform_first(ops_, comms_, in, weights(), t, y, out);
     return out;
   }
@@ -128,27 +134,26 @@ Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphB
 
 Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool want_input_grad) {
   const int64_t terms = int64_t(options_.terms.size());
-  Matrix<float> grad_in;
-  if (want_input_grad) fit(grad_in_, grad_in, "multiply.grad_in", rows_in_, in_b_);
+  const Matrix<float> grad_in =
+      want_input_grad ? workspace_->input_gradient(rows_in_, in_b_) : Matrix<float>();
   if (transform_first_) {
-    // t and y are free in backward: they hold g_t and g_y.
-    Matrix<float> g_t, g_y;
-    fit(t_, g_t, "multiply.t", terms * rows_in_, w_cols_);
-    const int ga = comms_.a->size();
-    if (ga > 1) {
-      fit(y_, g_y, "multiply.y", rows_out_, w_cols_);
-      const size_t gathered = size_t(ga) * size_t(rows_out_ * out_.local_cols);
-      if (gathered_.extent(0) < gathered)
-        gathered_ = Vector<float>("multiply.gathered",
-                                  size_t(grown_capacity(int64_t(gathered_.extent(0)), int64_t(gathered))));
-    }
-    pmm_backward_transform_first(ops_, comms_, input_, weights(), grad_out, gathered_, g_y, g_t,
+    // g_y holds g_out gathered over a; the gathered blocks are dead once copied into g_y, before g_t is
+    // written, so the two share a piece.
+    const int64_t y_rows = comms_.a->size() > 1 ? rows_out_ : 0;
+    const int64_t g_t_floats = terms * rows_in_ * w_cols_, gathered_floats = y_rows * w_cols_;
+    const std::vector<float*> piece =
+        workspace_->scratch({y_rows * w_cols_, std::max(g_t_floats, gathered_floats)});
+    const Matrix<float> g_y(piece[0], size_t(y_rows), size_t(w_cols_));
+    const Matrix<float> g_t(piece[1], size_t(terms * rows_in_), size_t(w_cols_));
+    const Vector<float> gathered(piece[1], size_t(gathered_floats));
+    pmm_backward_transform_first(ops_, comms_, input_, weights(), grad_out, gathered, g_y, g_t,
                                  weight_grads(), want_input_grad, grad_in);
     return grad_in;
   }
-  Matrix<float> agg, grad_agg;
-  agg = Kokkos::subview(agg_, std::make_pair(int64_t(0), terms * rows_out_), Kokkos::ALL());
-  if (want_input_grad) fit(grad_agg_, grad_agg, "multiply.grad_agg", terms * rows_out_, in_b_);
+  const Matrix<float> agg =
+      Kokkos::subview(agg_, std::make_pair(int64_t(0), terms * rows_out_), Kokkos::ALL());
+  const int64_t agg_rows = want_input_grad ? terms * rows_out_ : 0;
+  const Matrix<float> grad_agg(workspace_->scratch({agg_rows * in_b_})[0], size_t(agg_rows), size_t(in_b_));
   pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad, grad_agg, grad_in);
   return grad_in;
 }

@@ -7,6 +7,7 @@
 // epilogue; the role rotation, padding and block ownership stay in here.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,8 @@ class GraphMultiply {
   /// next forward.
   Matrix<float> forward(const Matrix<const float>& in, const GraphBatch& batch);
   /// Sets every weight's gradient from grad_out (the output block's gradient); returns dL/d in when
-  /// `want_input_grad`, else an empty matrix.
+  /// `want_input_grad`, else an empty matrix. dL/d in lives in the model's workspace (workspace.hpp):
+  /// valid until the next graph layer's backward, which reads it as its grad_out and then overwrites it.
   Matrix<float> backward(const Matrix<const float>& grad_out, bool want_input_grad);
 
   /// One weight per term, in term order.
@@ -76,12 +78,13 @@ class GraphMultiply {
   Vector<float> values_, grads_;  // every term's block, stacked by rows
   std::vector<Parameter> weights_;
   std::vector<BlockPlacement> placements_;
-  // Forward state kept for backward, and the workspace (leading rows of buffers that grow with headroom).
+  // Forward state kept for backward (leading rows of buffers that grow with headroom); the temporaries and
+  // the input gradient live in the model's shared workspace.
   LayerOperators ops_;
   Matrix<const float> input_;
   const float* cached_for_ = nullptr;
-  Matrix<float> agg_, out_buffer_, t_, y_, grad_agg_, grad_in_;
-  Vector<float> gathered_;
+  Matrix<float> agg_, out_buffer_;
+  std::shared_ptr<LayerWorkspace> workspace_;
   int64_t rows_in_ = 0, rows_out_ = 0;
 };
 

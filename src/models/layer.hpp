@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "tessera/core/timer.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 #include "tessera/models/parameter.hpp"
+#include "tessera/models/workspace.hpp"
 #include "tessera/parallel3d/graph3d.hpp"
 
 namespace tessera {
@@ -81,6 +83,8 @@ class LayerSlot {
   void request_self_blocks() { self_blocks_ = true; }
   /// Whether a layer asked for self blocks.
   bool self_blocks() const { return self_blocks_; }
+  /// The scratch buffers the model's graph layers share (workspace.hpp).
+  const std::shared_ptr<LayerWorkspace>& workspace() const { return workspace_; }
 
  private:
   const ProcessGrid* grid_;
@@ -90,6 +94,7 @@ class LayerSlot {
   ActivationLayout layout_;
   int graph_layers_ = 0;
   bool self_blocks_ = false;
+  std::shared_ptr<LayerWorkspace> workspace_ = std::make_shared<LayerWorkspace>();
 };
 
 /// A layer of a model on the grid.

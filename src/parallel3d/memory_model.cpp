@@ -75,9 +75,17 @@ double labels_exchange_bytes(const ProblemSize& p, const Layout3D& layout, doubl
   return 24 * rows_read * s.extent(r.a) * s.extent(r.b) + 24 * double(p.nodes) / s.extent(r.c) + 11 * rows_c;
 }
 
-// GraphMultiply's buffers (out, agg / t, y, gathered, grad_in, grad_agg), its weights with their
-// gradients, Adam moments and the trainer's flat gradient copy, and a fused norm's output.
-double layer_bytes(const ProblemSize& p, const Layout3D& layout, int l) {
+struct LayerFloats {
+  double kept = 0;        // held from forward to backward and between steps
+  double scratch = 0;     // the largest call's temporaries (the model's shared scratch)
+  double input_grad = 0;  // the input gradient (in the one buffer every layer's shares)
+};
+
+// GraphMultiply's buffers: its own (out, agg), its weights with their gradients, Adam moments and the
+// trainer's flat gradient copy, and a fused norm's output; and what it takes from the model's shared
+// workspace (models/workspace.hpp): t and y forward, g_y beside g_t or the gathered g_out (which share) or
+// g_agg backward, and the input gradient. Layer 0 computes no input gradient.
+LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
   const GridShape& s = layout.shape();
   const AxisRoles r = roles_for_layer(l);
   const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c), k = p.terms;
@@ -86,18 +94,19 @@ double layer_bytes(const ProblemSize& p, const Layout3D& layout, int l) {
   const double out_local = out_full / ga;
   const bool cached = l == 0 && !p.input_dropout;
   const bool first = transforms_first(l, layout.dim(l), layout.dim(l + 1), s, cached);
-  double floats = rows_c * out_local;
+  LayerFloats f;
+  f.kept = rows_c * out_local + 5 * k * in_b * (first ? out_full : out_local);
   if (first) {
-    floats += k * rows_a * out_full;
-    if (ga > 1) floats += rows_c * out_full + ga * rows_c * out_local;
+    const double t = k * rows_a * out_full, y = ga > 1 ? rows_c * out_full : 0.0;
+    f.scratch = y + std::max(t, y);  // forward t + y; backward g_y + max(g_t, gathered = y's size)
   } else {
-    floats += k * rows_c * in_b * (l > 0 ? 2 : 1);
+    f.kept += k * rows_c * in_b;
+    if (l > 0) f.scratch = k * rows_c * in_b;  // g_agg
   }
-  if (l > 0) floats += rows_a * in_b;
-  floats += 5 * k * in_b * (first ? out_full : out_local);
-  if (p.norm && l + 1 < layout.layers()) floats += rows_c * out_local;
-  if (k > 1) floats += 3.0 * rows_c;  // the self block (CsrSpmm of the identity) and its transpose
-  return 4 * floats;
+  if (l > 0) f.input_grad = rows_a * in_b;
+  if (p.norm && l + 1 < layout.layers()) f.kept += rows_c * out_local;
+  if (k > 1) f.kept += 3.0 * rows_c;  // the self block (CsrSpmm of the identity) and its transpose
+  return f;
 }
 
 }  // namespace
@@ -129,7 +138,14 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   e.graph = kept;
   // The input dropout's copy of the feature block, the layers, the logits' gradient.
   double training = p.input_dropout ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
-  for (int l = 0; l < layout.layers(); ++l) training += layer_bytes(p, layout, l);
+  double scratch = 0, input_grad = 0;
+  for (int l = 0; l < layout.layers(); ++l) {
+    const LayerFloats f = layer_floats(p, layout, l);
+    training += 4 * f.kept;
+    scratch = std::max(scratch, 4 * f.scratch);
+    input_grad = std::max(input_grad, 4 * f.input_grad);
+  }
+  training += scratch + input_grad;
   const int last = layout.layers() - 1;
   training += 4 * np / s.extent(roles_for_layer(last).c) * double(layout.padded_dim(last + 1)) /
               s.extent(roles_for_layer(last).a);

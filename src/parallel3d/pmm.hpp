@@ -88,7 +88,8 @@ void pmm_forward_transform_first(const LayerOperators& ops, const LayerComms& co
 
 /// Transform-first backward: g_y = g_out gathered over a, g_t (stacked) = sum_c Op_t^T g_y,
 /// g_w (stacked) = sum_a h^T g_t_t and, with `want_input_grad`, g_h = sum_t g_t_t w_t^T. `gathered` holds
-/// G_a blocks of g_out's size (both unused when G_a = 1: g_out is then the whole g_y).
+/// G_a blocks of g_out's size (both unused when G_a = 1: g_out is then the whole g_y); it is read only
+/// before g_t is written, so it may share g_t's memory.
 void pmm_backward_transform_first(const LayerOperators& ops, const LayerComms& comms,
                                   const Matrix<const float>& h, const Matrix<const float>& w,
                                   const Matrix<const float>& g_out, const Vector<float>& gathered,

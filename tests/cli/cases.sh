@@ -540,6 +540,9 @@ PY
         [ "$(grep -E '^load: |^loaded ' <<<"$out" | tail -1 | cut -c1-7)" = "loaded " ] ||
         { echo "$out"; echo "FAILED: load progress lines"; exit 1; }
     done
+    # Three layers: two of them take temporaries and input gradients from the model's shared workspace.
+    out=$(mpi 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1) || { echo "$out"; exit 1; }
+    python3 check.py "2x2x2, 3 layers" <<<"$out" || exit 1
     out=$(mpi 2 "$TESSERA" train --data r.h5 --grid 2x1x1 --layers 2 --hidden 8 --epochs 1 --quiet) || exit 1
     ! grep -qE "^load: |^memory per rank" <<<"$out" || { echo "$out"; echo "FAILED: --quiet printed progress"; exit 1; }
     expect_error "tessera: error: grid 2x2x2 needs about" "-" -- \
