@@ -73,11 +73,13 @@ std::vector<std::vector<double>> dense_reference(int64_t n, Normalization normal
   return a;
 }
 
-// A block as a dense float matrix (duplicates summed), checking the CSR's invariants on the way.
-std::vector<std::vector<float>> dense_block(const CsrMatrix<float, DeviceSpace, SpmmColumn>& device) {
+// A block as a dense float matrix (duplicates summed), checking the CSR's invariants on the way. Its
+// weights are what the kernels multiply by (values, or the degree scales' products).
+std::vector<std::vector<float>> dense_block(const CsrSpmm<float>& block) {
+  const CsrMatrix<float, DeviceSpace, SpmmColumn>& device = block.matrix();
   const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), device.row_ptr);
   const auto col_idx = Kokkos::create_mirror_view_and_copy(HostSpace(), device.col_idx);
-  const auto values = Kokkos::create_mirror_view_and_copy(HostSpace(), device.values);
+  const auto values = block.host_weights();
   std::vector<std::vector<float>> out(size_t(device.num_rows),
                                       std::vector<float>(size_t(device.num_cols), 0));
   EXPECT_EQ(row_ptr(0), 0);
@@ -99,8 +101,8 @@ void expect_blocks_match(const Graph3D& g, int64_t n, const std::vector<std::vec
     const int64_t col_block = g.layout.padded_nodes() / shape.extent(roles.a);
     const int64_t first_row = g.coords.get(roles.c) * row_block,
                   first_col = g.coords.get(roles.a) * col_block;
-    const auto forward = dense_block(g.adjacency[size_t(t)].forward.matrix());
-    const auto transpose = dense_block(g.adjacency[size_t(t)].transpose.matrix());
+    const auto forward = dense_block(g.adjacency[size_t(t)].forward);
+    const auto transpose = dense_block(g.adjacency[size_t(t)].transpose);
     ASSERT_EQ(int64_t(forward.size()), row_block);
     ASSERT_EQ(int64_t(transpose.size()), col_block);
     for (int64_t i = 0; i < row_block; ++i)

@@ -112,6 +112,59 @@ TYPED_TEST(KernelTest, SpmmMatchesDenseWithEmptyRowsAndAFullRow) {
   }
 }
 
+// A degree-scaled pattern (GCN's D^-1/2 A D^-1/2, the mean's D^-1 A) multiplies like the dense matrix
+// of weights row_scale(i) * col_scale(j) on every path, its weights are exactly those of the same matrix
+// with values float(row_scale(i) * col_scale(j)), and on the host path the two give the same bits.
+TEST(Spmm, DegreeScaledPatternEqualsItsValuedMatrix) {
+  std::mt19937_64 gen(44);
+  std::uniform_real_distribution<double> u(0.05, 1.0);
+  for (const bool by_column : {true, false}) {
+    SCOPED_TRACE(by_column ? "row and column scales" : "row scales only");
+    const int64_t rows = 120, cols = 90, width = 13;
+    const auto pattern = random_csr<float>(rows, cols, 6, 17, gen, true);
+    HostVector<double> rs("rs", size_t(rows)), cs("cs", by_column ? size_t(cols) : 0);
+    for (int64_t i = 0; i < rows; ++i) rs(i) = 1.0 / std::sqrt(double(1 + gen() % 50));
+    for (int64_t j = 0; j < int64_t(cs.extent(0)); ++j) cs(j) = u(gen);
+    CsrMatrix<float, HostSpace> valued = pattern;
+    valued.values = HostVector<float>("v", size_t(pattern.nnz()));
+    Dense weights(rows, cols);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t k = pattern.row_ptr(i); k < pattern.row_ptr(i + 1); ++k) {
+        const int64_t j = pattern.col_idx(k);
+        valued.values(k) = float(rs(i) * (by_column ? cs(j) : 1.0));
+        weights(i, j) += rs(i) * (by_column ? cs(j) : 1.0);
+      }
+    const CsrSpmm<float> scaled(csr_to_space<float, DeviceSpace>(pattern),
+                                Kokkos::create_mirror_view_and_copy(DeviceSpace(), rs),
+                                Kokkos::create_mirror_view_and_copy(DeviceSpace(), cs));
+    const CsrSpmm<float> plain(csr_to_space<float, DeviceSpace>(valued));
+    EXPECT_EQ(scaled.scaled(), (std::is_same<DeviceSpace, HostSpace>::value));
+    const HostVector<float> w = scaled.host_weights();
+    ASSERT_EQ(int64_t(w.extent(0)), valued.nnz());
+    for (int64_t k = 0; k < valued.nnz(); ++k) ASSERT_EQ(w(k), valued.values(k)) << "entry " << k;
+    const Dense x = random_dense(cols, width, gen), y0 = random_dense(rows, width, gen);
+    Dense expected = add(matmul(weights, x), y0, 4.0);
+    for (double& v : expected.a) v *= 0.5;
+    for (KernelPath path : paths(KernelKind::Spmm)) {
+      SCOPED_TRACE(kernel_path_name(path));
+      Matrix<float> y = to_view<float>(y0), y_plain = to_view<float>(y0);
+      scaled.apply(to_view<float>(x), y, 0.5f, 2.0f, path);
+      plain.apply(to_view<float>(x), y_plain, 0.5f, 2.0f, path);
+      EXPECT_LT(relative_error(from_view(y), expected), 1e-5);
+      if (path == KernelPath::Host) {
+        EXPECT_EQ(from_view(y).a, from_view(y_plain).a);
+      }
+    }
+  }
+  // Scales that do not fit the matrix, or a matrix that has values, are refused.
+  const auto a = random_csr<float>(5, 4, 2, -1, gen, true);
+  const Vector<double> five("five", 5), four("four", 4), three("three", 3);
+  EXPECT_THROW(CsrSpmm<float>(csr_to_space<float, DeviceSpace>(a), four, four), Error);
+  EXPECT_THROW(CsrSpmm<float>(csr_to_space<float, DeviceSpace>(a), five, three), Error);
+  auto valued = random_csr<float>(5, 4, 2, -1, gen, false);
+  EXPECT_THROW(CsrSpmm<float>(csr_to_space<float, DeviceSpace>(valued), five, four), Error);
+}
+
 // --overlap ships each finished row chunk while the next computes: a kernel that wrote outside its rows
 // would overwrite rows already in flight. Ranges cut through the balanced blocks on purpose.
 TEST(Spmm, RowRangesComputeOnlyTheirRows) {
@@ -210,7 +263,8 @@ struct Bf16GemmScope {
 // summation error, and differ from the unrounded product by more than that (so the rounding happened);
 // double GEMMs and the team path stay exact.
 TEST(Bf16Gemm, RoundsBothOperandsAndSumsInFp32) {
-  if (!bf16_gemm_available()) GTEST_SKIP() << "skipped: no oneDNN in this build, or no bf16 matmul on this CPU";
+  if (!bf16_gemm_available())
+    GTEST_SKIP() << "skipped: no oneDNN in this build, or no bf16 matmul on this CPU";
   const Bf16GemmScope scope;
   std::mt19937_64 gen(11);
   for (const int64_t k : {1, 23, 300})
@@ -233,7 +287,8 @@ TEST(Bf16Gemm, RoundsBothOperandsAndSumsInFp32) {
             const double scale = std::fabs(alpha) * magnitude.a[q] + std::fabs(beta * c0.a[q]) + 1e-30;
             const double reference = alpha * rounded.a[q] + beta * double(float(c0.a[q]));
             worst_rounded = std::max(worst_rounded, std::fabs(got.a[q] - reference) / scale);
-            worst_exact = std::max(worst_exact, std::fabs(got.a[q] - (alpha * exact.a[q] + beta * c0.a[q])) / scale);
+            worst_exact =
+                std::max(worst_exact, std::fabs(got.a[q] - (alpha * exact.a[q] + beta * c0.a[q])) / scale);
           }
           const double fp32_sums = double(k + 2) * std::ldexp(1.0, -23);
           EXPECT_LE(worst_rounded, fp32_sums) << "k " << k << " alpha " << alpha;

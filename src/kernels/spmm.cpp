@@ -91,11 +91,69 @@ CsrMatrix<Scalar, DeviceSpace, SpmmColumn> narrow_columns(CsrMatrix<Scalar, Devi
 
 template <class Scalar>
 CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a) : a_(narrow_columns(std::move(a))) {
+  balance_rows();
+}
+
+template <class Scalar>
+CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> pattern, Vector<double> row_scale,
+                         Vector<double> col_scale)
+    : a_(narrow_columns(std::move(pattern))) {
+  require(a_.is_pattern(), "spmm: a scaled matrix is a pattern, not ", a_.values.extent(0), " values");
+  require(int64_t(row_scale.extent(0)) == a_.num_rows, "spmm: ", row_scale.extent(0), " row scales for ",
+          a_.num_rows, " rows");
+  require(col_scale.extent(0) == 0 || int64_t(col_scale.extent(0)) == a_.num_cols,
+          "spmm: ", col_scale.extent(0), " column scales for ", a_.num_cols, " columns");
+  balance_rows();
+  if (a_.num_rows == 0) return;
+  if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
+    row_scale_ = row_scale;
+    col_scale_ = col_scale;
+  } else {
+    // Vendor descriptors take values: multiply the scales out, the same products the host kernel forms.
+    const auto row_ptr = a_.row_ptr;
+    const auto col_idx = a_.col_idx;
+    const bool by_column = col_scale.extent(0) > 0;
+    a_.values = Vector<Scalar>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(a_.nnz()));
+    const auto values = a_.values;
+    Kokkos::parallel_for(
+        "tessera::spmm_scaled_values", Kokkos::RangePolicy<ExecSpace>(0, a_.num_rows),
+        KOKKOS_LAMBDA(int64_t i) {
+          for (int64_t k = row_ptr(i); k < row_ptr(i + 1); ++k)
+            values(k) = Scalar(row_scale(i) * (by_column ? col_scale(col_idx(k)) : 1.0));
+        });
+    Kokkos::fence();
+  }
+}
+
+template <class Scalar>
+void CsrSpmm<Scalar>::balance_rows() {
   const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), a_.row_ptr);
   // A few blocks per thread lets the dynamic schedule even out what the nonzero count cannot see.
   const int64_t blocks = 16 * int64_t(ExecSpace().concurrency());
   host_block_start_ = balanced_row_blocks(row_ptr, blocks);
   block_start_ = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host_block_start_);
+}
+
+template <class Scalar>
+HostVector<Scalar> CsrSpmm<Scalar>::host_weights() const {
+  if (!a_.is_pattern()) {
+    HostVector<Scalar> out(Kokkos::ViewAllocateWithoutInitializing("weights"), a_.values.extent(0));
+    Kokkos::deep_copy(out, a_.values);
+    return out;
+  }
+  HostVector<Scalar> out(Kokkos::ViewAllocateWithoutInitializing("weights"), size_t(a_.nnz()));
+  if (!scaled()) {
+    Kokkos::deep_copy(out, Scalar(1));
+    return out;
+  }
+  const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), a_.row_ptr);
+  const auto col_idx = Kokkos::create_mirror_view_and_copy(HostSpace(), a_.col_idx);
+  const auto rows = Kokkos::create_mirror_view_and_copy(HostSpace(), row_scale_);
+  const auto cols = Kokkos::create_mirror_view_and_copy(HostSpace(), col_scale_);
+  for (int64_t i = 0; i < a_.num_rows; ++i)
+    for (int64_t k = row_ptr(i); k < row_ptr(i + 1); ++k)
+      out(k) = Scalar(rows(i) * (cols.extent(0) > 0 ? cols(col_idx(k)) : 1.0));
+  return out;
 }
 
 template <class Scalar>
@@ -119,8 +177,8 @@ void CsrSpmm<Scalar>::apply_rows(const Matrix<const Scalar>& x, const Matrix<Sca
   const int64_t first_block =
       int64_t(std::upper_bound(starts, starts + num_blocks() + 1, row_begin) - starts) - 1;
   const int64_t last_block = int64_t(std::lower_bound(starts, starts + num_blocks() + 1, row_end) - starts);
-  const impl::SpmmCall<Scalar> call{a_,        block_start_, first_block, last_block,
-                                    row_begin, row_end,      alpha,       beta};
+  const impl::SpmmCall<Scalar> call{a_,         row_scale_, col_scale_, block_start_, first_block,
+                                    last_block, row_begin,  row_end,    alpha,        beta};
   switch (resolve_kernel_path(path, KernelKind::Spmm)) {
     case KernelPath::Team:
       return impl::spmm_team(call, x, y);

@@ -2,8 +2,9 @@
 // Sparse (CSR) times dense: Y = alpha * A * X + beta * Y, the aggregation step of every GNN layer.
 // CsrSpmm is built once per matrix ("set up once, apply many"): it splits the rows into blocks of about
 // equal nonzeros so a hub row does not stall one thread while the others idle. A transpose is a matrix of
-// its own (csr_transpose), stored explicitly, so backward passes run the same kernel. The kernel runs on
-// the path the caller names (kernel_path.hpp): spmm_host.cpp, spmm_team.cpp, spmm_vendor.cpp.
+// its own (csr_transpose), stored explicitly, so backward passes run the same kernel. A degree-normalized
+// matrix can be kept as a pattern with row and column scales instead of a value per nonzero. The kernel runs
+// on the path the caller names (kernel_path.hpp): spmm_host.cpp, spmm_team.cpp, spmm_vendor.cpp.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,11 @@ class CsrSpmm {
   /// A pattern matrix (no values) multiplies as if every value were one. Column ids are narrowed to
   /// SpmmColumn (a matrix with more columns than it holds is refused); the caller may drop its copy.
   explicit CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a);
+  /// A pattern whose entry (i, j) weighs Scalar(row_scale(i) * col_scale(j)) (an empty col_scale: ones):
+  /// a degree-normalized adjacency without a value per nonzero (GCN's D^-1/2 A D^-1/2, the mean's D^-1 A).
+  /// Host builds keep the scales (4 bytes less per nonzero, a third of a block with 32-bit ids); device
+  /// builds multiply them out into values here, which the vendor libraries need.
+  CsrSpmm(CsrMatrix<Scalar, DeviceSpace> pattern, Vector<double> row_scale, Vector<double> col_scale);
 
   /// y (A.num_rows x F) = alpha * A * x (A.num_cols x F) + beta * y. x and y must not alias.
   void apply(const Matrix<const Scalar>& x, const Matrix<Scalar>& y, Scalar alpha = Scalar(1),
@@ -46,13 +52,25 @@ class CsrSpmm {
                   Scalar alpha = Scalar(1), Scalar beta = Scalar(0),
                   KernelPath path = KernelPath::Auto) const;
 
-  /// The matrix as given, its column ids as SpmmColumn.
+  /// The matrix as given, its column ids as SpmmColumn (a pattern when it is scaled()).
   const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& matrix() const { return a_; }
+  /// Whether the weights are row_scale(i) * col_scale(j) rather than values.
+  bool scaled() const { return row_scale_.extent(0) > 0; }
+  /// The row scales (empty unless scaled()).
+  const Vector<double>& row_scale() const { return row_scale_; }
+  /// The column scales (empty unless scaled() with column scales: then ones).
+  const Vector<double>& col_scale() const { return col_scale_; }
+  /// Every entry's weight in storage order (values, ones for a pattern, or the scales' products), on the
+  /// host: for checks and for code that needs the numbers, at 4 or 8 bytes per nonzero.
+  HostVector<Scalar> host_weights() const;
   /// Number of row blocks of balanced work.
   int64_t num_blocks() const { return int64_t(block_start_.extent(0)) - 1; }
 
  private:
+  void balance_rows();
+
   CsrMatrix<Scalar, DeviceSpace, SpmmColumn> a_;
+  Vector<double> row_scale_, col_scale_;
   Vector<int64_t> block_start_;  // row blocks of balanced nonzeros
   HostVector<int64_t> host_block_start_;
   mutable std::shared_ptr<impl::VendorSpmm<Scalar>> vendor_;  // vendor descriptors, made on first use

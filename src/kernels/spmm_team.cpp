@@ -12,8 +12,11 @@ void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, cons
   const auto row_ptr = call.a.row_ptr;
   const auto col_idx = call.a.col_idx;
   const auto values = call.a.values;
+  const auto row_scale = call.row_scale;
+  const auto col_scale = call.col_scale;
   const auto starts = call.block_start;
   const bool pattern = call.a.is_pattern();
+  const bool by_row = row_scale.extent(0) > 0, by_column = col_scale.extent(0) > 0;
   const int64_t width = int64_t(x.extent(1)), first_block = call.first_block;
   const int64_t row_begin = call.row_begin, row_end = call.row_end;
   const Scalar alpha = call.alpha, beta = call.beta;
@@ -28,8 +31,13 @@ void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, cons
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lo, hi > lo ? hi : lo), [&](int64_t row) {
           Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, width), [&](int64_t f) {
             Scalar sum = 0;
-            for (int64_t k = row_ptr(row); k < row_ptr(row + 1); ++k)
-              sum += (pattern ? Scalar(1) : values(k)) * x(col_idx(k), f);
+            const double scale = by_row ? row_scale(row) : 1.0;
+            for (int64_t k = row_ptr(row); k < row_ptr(row + 1); ++k) {
+              const Scalar weight = by_row    ? Scalar(scale * (by_column ? col_scale(col_idx(k)) : 1.0))
+                                    : pattern ? Scalar(1)
+                                              : values(k);
+              sum += weight * x(col_idx(k), f);
+            }
             y(row, f) = alpha * sum + (beta == Scalar(0) ? Scalar(0) : beta * y(row, f));
           });
         });

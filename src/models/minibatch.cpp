@@ -79,12 +79,15 @@ MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph
     const AxisRoles r = roles_for_layer(l);
     row_range_.push_back(layout.node_block(r.c, grid.coords().get(r.c)));
     col_range_.push_back(layout.node_block(r.a, grid.coords().get(r.a)));
-    const auto& a = graph.adjacency[size_t(l % 6)].forward.matrix();
+    const CsrSpmm<float>& block = graph.adjacency[size_t(l % 6)].forward;
+    const auto& a = block.matrix();
     blocks_.push_back({std::max(a.num_cols, col_range_.back().second - col_range_.back().first),
                        Kokkos::create_mirror_view_and_copy(HostSpace(), a.row_ptr),
                        Kokkos::create_mirror_view_and_copy(HostSpace(), a.col_idx),
-                       Kokkos::create_mirror_view_and_copy(HostSpace(), a.values)});
-    require(!a.is_pattern(), "mini-batch sampling needs a valued adjacency block");
+                       Kokkos::create_mirror_view_and_copy(HostSpace(), a.values),
+                       Kokkos::create_mirror_view_and_copy(HostSpace(), block.row_scale()),
+                       Kokkos::create_mirror_view_and_copy(HostSpace(), block.col_scale())});
+    require(!a.is_pattern() || block.scaled(), "mini-batch sampling needs a weighted adjacency block");
   }
 }
 
@@ -109,8 +112,10 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     b.rows.push_back(sampled_positions(row_order, r0, r1));
     b.cols.push_back(sampled_positions(col_order, c0, c1));
     const HostBlock& a = blocks_[size_t(l)];
-    b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), a.values.data(), a.num_cols,
-                                      b.rows.back(), b.cols.back(), scale_));
+    const BlockWeights weights{a.values.extent(0) > 0 ? a.values.data() : nullptr, a.row_scale.data(),
+                               a.col_scale.extent(0) > 0 ? a.col_scale.data() : nullptr};
+    b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), weights, a.num_cols, b.rows.back(),
+                                      b.cols.back(), scale_));
     b.transpose.push_back(transpose(b.forward.back()));
     if (self_blocks_) {
       b.self.push_back(self_of(b.rows.back(), b.cols.back()));

@@ -56,7 +56,8 @@ class MinibatchBuilder {
     int64_t num_cols = 0;
     HostVector<int64_t> row_ptr;
     HostVector<SpmmColumn> col_idx;
-    HostVector<float> values;
+    HostVector<float> values;                 // or empty, and the scales (CsrSpmm::scaled)
+    HostVector<double> row_scale, col_scale;  // col_scale may be empty: ones
   };
   const Graph3D& graph_;
   int64_t batch_size_;

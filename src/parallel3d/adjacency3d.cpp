@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "graph3d_impl.hpp"
@@ -30,20 +31,17 @@ int64_t part_begin(int64_t n, int parts, int j) {
 // One nonzero as a builder receives it: row and column inside the rows it builds.
 constexpr int64_t kEntryWords = 2;
 
-// The CSR of `rows` rows from their entries, columns sorted within a row, each entry weighted by
-// value(row, column): a counting pass places every entry in its row (O(nnz + rows), no permutation array),
-// then each row's columns are sorted in place and weighted (a weight depends on its row and column only,
-// so repeated entries are interchangeable). This replaced one comparison sort of a permutation of all
-// nonzeros, which took 28 s of a 37 s load on the grid 8x1x1 of a 2^18-node graph.
-template <class Value, class Ahead>
+// The pattern CSR of `rows` rows from their entries, columns sorted within a row: a counting pass places
+// every entry in its row (O(nnz + rows), no permutation array), then each row's columns are sorted in
+// place. This replaced one comparison sort of a permutation of all nonzeros, which took 28 s of a 37 s
+// load on the grid 8x1x1 of a 2^18-node graph. The weights are not stored: they are the degrees' scales.
 CsrMatrix<float, HostSpace> csr_from_entries(const int32_t* entries, int64_t count, int64_t rows,
-                                             int64_t cols, const Value& value, const Ahead& ahead) {
+                                             int64_t cols) {
   CsrMatrix<float, HostSpace> a;
   a.num_rows = rows;
   a.num_cols = cols;
   a.row_ptr = HostVector<int64_t>("row_ptr", size_t(rows + 1));
   a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(count));
-  a.values = HostVector<float>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(count));
   for (int64_t k = 0; k < count; ++k) ++a.row_ptr(entries[kEntryWords * k] + 1);
   for (int64_t row = 0; row < rows; ++row) a.row_ptr(row + 1) += a.row_ptr(row);
   std::vector<int64_t> next(a.row_ptr.data(), a.row_ptr.data() + rows);
@@ -51,15 +49,8 @@ CsrMatrix<float, HostSpace> csr_from_entries(const int32_t* entries, int64_t cou
     const int32_t* e = entries + kEntryWords * k;
     a.col_idx(next[size_t(e[0])]++) = e[1];
   }
-  for (int64_t row = 0; row < rows; ++row) {
-    // A weight reads a degree at a random column: the next row's are asked for while this one is done.
-    if (row + 1 < rows)
-      for (int64_t k = a.row_ptr(row + 1); k < a.row_ptr(row + 2); ++k) ahead(a.col_idx(k));
-    int64_t* begin = a.col_idx.data() + a.row_ptr(row);
-    int64_t* end = a.col_idx.data() + a.row_ptr(row + 1);
-    std::sort(begin, end);
-    for (int64_t k = a.row_ptr(row); k < a.row_ptr(row + 1); ++k) a.values(k) = value(row, a.col_idx(k));
-  }
+  for (int64_t row = 0; row < rows; ++row)
+    std::sort(a.col_idx.data() + a.row_ptr(row), a.col_idx.data() + a.row_ptr(row + 1));
   return a;
 }
 
@@ -125,21 +116,20 @@ struct EntryStream {
   }
 };
 
-// Collective over the replica: sends the stream and builds the CSR of `rows` rows from what arrives (the
-// stream is freed before the build).
-template <class Value, class Ahead>
+// Collective over the replica: sends the stream and builds the pattern CSR of `rows` rows from what
+// arrives (the stream is freed before the build).
 CsrMatrix<float, HostSpace> exchange_and_build(const Communicator& comm, EntryStream& stream, int64_t rows,
-                                               int64_t cols, const Value& value, const Ahead& ahead) {
+                                               int64_t cols) {
   const std::vector<int64_t> recv_counts = exchange_counts(comm, stream.counts, "load adjacency");
   int64_t received = 0;
   for (const int64_t c : recv_counts) received += c;
   std::unique_ptr<int32_t[]> recv(new int32_t[size_t(std::max<int64_t>(received, 1))]);
   all_to_allv(comm, stream.words.get(), stream.counts, recv.get(), recv_counts, "load adjacency");
   stream.words.reset();
-  return csr_from_entries(recv.get(), received / kEntryWords, rows, cols, value, ahead);
+  return csr_from_entries(recv.get(), received / kEntryWords, rows, cols);
 }
 
-// Collective over a block's copies (the b axis, ranked by coordinate): the whole matrix of `rows` rows on
+// Collective over a block's copies (the b axis, ranked by coordinate): the whole pattern of `rows` rows on
 // every copy, from copy j's rows [part_begin(j), part_begin(j + 1)) in `part` (whose offsets start at 0).
 CsrMatrix<float, HostSpace> gather_row_parts(const Communicator& copies,
                                              const CsrMatrix<float, HostSpace>& part, int64_t rows,
@@ -158,11 +148,9 @@ CsrMatrix<float, HostSpace> gather_row_parts(const Communicator& copies,
   a.num_cols = cols;
   a.row_ptr = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("row_ptr"), size_t(rows + 1));
   a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(total));
-  a.values = HostVector<float>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(total));
   a.row_ptr(0) = 0;
   all_gather_v(copies, part.row_ptr.data() + 1, row_counts, a.row_ptr.data() + 1, "load adjacency");
   all_gather_v(copies, part.col_idx.data(), nnz, a.col_idx.data(), "load adjacency");
-  all_gather_v(copies, part.values.data(), nnz, a.values.data(), "load adjacency");
   int64_t before = 0;  // each part's offsets count from its own first nonzero
   for (int j = 0; j < n; ++j) {
     for (int64_t r = part_begin(rows, n, j); r < part_begin(rows, n, j + 1); ++r) a.row_ptr(r + 1) += before;
@@ -258,6 +246,22 @@ void write_entries(const GraphRows& r, Normalization normalization, const NodeLa
   visit(true, [](EntryStream& s, int rank, int32_t i, int32_t j) { s.put(rank, i, j); });
 }
 
+// A block's scales from its nodes' degrees: d^-1/2 (Symmetric) or 1/d (Mean), in double, so a weight
+// float(scale_i * scale_j) is the one gcn_normalize forms.
+Vector<double> degree_scales(const std::vector<int64_t>& degree, bool symmetric, const char* name) {
+  const HostVector<double> host(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)),
+                                degree.size());
+  for (size_t i = 0; i < degree.size(); ++i)
+    host(i) = symmetric ? 1.0 / std::sqrt(double(degree[i])) : 1.0 / double(degree[i]);
+  return Kokkos::create_mirror_view_and_copy(DeviceSpace(), host);
+}
+
+Vector<double> ones(int64_t count, const char* name) {
+  const Vector<double> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), size_t(count));
+  Kokkos::deep_copy(out, 1.0);
+  return out;
+}
+
 // Node ids of `count` consecutive positions of a layout order from `first` (-1 past the graph's nodes).
 std::vector<int64_t> ids_at(const RandomPermutation& order, int64_t first, int64_t count, int64_t n) {
   std::vector<int64_t> ids(static_cast<size_t>(count));
@@ -287,32 +291,13 @@ AdjacencyBlock distribute_adjacency(const GraphRows& r, const RowDegrees& degree
     col_degree =
         fetch_degrees(comm, degrees, r.first_row,
                       ids_at(layout.col_order(t), mine.get(roles.a) * route.col_block, route.col_block, n));
-  // The weight of block entry (i, j), as graph3d.hpp defines it.
-  auto weight = [&](int64_t i, int64_t j) {
-    switch (normalization) {
-      case Normalization::Symmetric:
-        return float(1.0 / std::sqrt(double(row_degree[size_t(i)]) * double(col_degree[size_t(j)])));
-      case Normalization::Mean:
-        return float(1.0 / double(row_degree[size_t(i)]));
-      default:
-        return 1.0f;
-    }
-  };
-  auto ahead = [](const std::vector<int64_t>& degree) {
-    return [&degree](int64_t k) {
-      if (!degree.empty()) __builtin_prefetch(degree.data() + k);
-    };
-  };
   const int b = mine.get(roles.b);
   const int64_t first_row = route.row_parts[size_t(b)], first_col = route.col_parts[size_t(b)];
-  CsrMatrix<float, HostSpace> a = exchange_and_build(
-      comm, forward, route.row_parts[size_t(b) + 1] - first_row, route.col_block,
-      [&](int64_t i, int64_t j) { return weight(first_row + i, j); }, ahead(col_degree));
+  CsrMatrix<float, HostSpace> a =
+      exchange_and_build(comm, forward, route.row_parts[size_t(b) + 1] - first_row, route.col_block);
   CsrMatrix<float, HostSpace> at;
   if (route.shared()) {
-    at = exchange_and_build(
-        comm, transpose, route.col_parts[size_t(b) + 1] - first_col, route.row_block,
-        [&](int64_t j, int64_t i) { return weight(i, first_col + j); }, ahead(row_degree));
+    at = exchange_and_build(comm, transpose, route.col_parts[size_t(b) + 1] - first_col, route.row_block);
     const Communicator& copies = grid.axis(roles.b);
     a = gather_row_parts(copies, a, route.row_block, route.col_block);
     at = gather_row_parts(copies, at, route.col_block, route.row_block);
@@ -323,8 +308,21 @@ AdjacencyBlock distribute_adjacency(const GraphRows& r, const RowDegrees& degree
   block.nnz = a.nnz();
   // Each matrix is let go as soon as CsrSpmm holds it, so its 64-bit column ids are freed before the
   // next one is narrowed (spmm.hpp: SpmmColumn).
-  block.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(a, {})));
-  block.transpose = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(at, {})));
+  if (normalization == Normalization::Sum) {
+    block.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(a, {})));
+    block.transpose = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(at, {})));
+    return block;
+  }
+  // Entry (i, j) weighs row_scale(i) * col_scale(j) (graph3d.hpp): the transpose swaps the two; Mean has
+  // no column scale, so the transpose's rows scale by one.
+  const bool symmetric = normalization == Normalization::Symmetric;
+  const Vector<double> row_scale = degree_scales(row_degree, symmetric, "row_scale");
+  const Vector<double> col_scale =
+      symmetric ? degree_scales(col_degree, true, "col_scale") : ones(route.col_block, "col_scale");
+  block.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(a, {})), row_scale,
+                                 symmetric ? col_scale : Vector<double>());
+  block.transpose =
+      CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(at, {})), col_scale, row_scale);
   return block;
 }
 

@@ -24,7 +24,9 @@ class ProcessGrid;      // comm/process_grid.hpp
 class GraphFileReader;  // graph/graph_file.hpp
 struct RowCosts;        // graph/graph_file.hpp
 
-/// How the adjacency is weighted when it is distributed (row v holds the in-edges u -> v).
+/// How the adjacency is weighted when it is distributed (row v holds the in-edges u -> v). Symmetric and
+/// Mean blocks are patterns with degree scales (CsrSpmm::scaled): entry (v, u) weighs
+/// float(d_v^-1/2 * d_u^-1/2) or float(1 / d_v), the products formed in double, as gcn_normalize does.
 enum class Normalization {
   Symmetric,  ///< GCN: D^-1/2 (A + I) D^-1/2, D = in-degree + 1 (self loops added where missing)
   Mean,       ///< GraphSAGE-mean: the average over in-neighbours other than v itself (D^-1 A)
@@ -62,7 +64,8 @@ GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& com
 /// The same with the default costs (the bytes read).
 GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm);
 
-/// One layout's block of the normalized adjacency, and its transpose.
+/// One layout's block of the normalized adjacency, and its transpose (Sum: patterns; otherwise patterns
+/// with degree scales on host builds, values on device builds).
 struct AdjacencyBlock {
   CsrSpmm<float> forward;    ///< rows = this rank's c block, columns = its a block
   CsrSpmm<float> transpose;  ///< rows = a block, columns = c block

@@ -3,6 +3,7 @@
 // Every term names the code it mirrors; when that code changes, this changes with it (the CLI test
 // `memory_plan` compares the prediction with the measured peak on grids of 1 to 8 ranks).
 #include <algorithm>
+#include <type_traits>
 
 #include "tessera/kernels/spmm.hpp"
 #include "tessera/parallel3d/layout.hpp"
@@ -22,15 +23,17 @@ double read_rows_bytes(const ProblemSize& p, double rows_read, double edges) {
 struct LayoutBytes {
   double sent = 0;      // the entries this rank sends
   double exchange = 0;  // distribute_adjacency's peak, ending with the block and its transpose
-  double kept = 0;      // the block and its transpose (CsrSpmm: SpmmColumn ids, float values)
+  double kept = 0;      // the block and its transpose (CsrSpmm: SpmmColumn ids, degree scales)
 };
 
 // Layout t of the adjacency (adjacency3d.cpp). Every nonzero is sent as two int32 to the copy that builds
 // its row of the block and, with G_b > 1 copies, to the copy that builds its row of the transpose; the
 // first pass keeps 8 bytes per nonzero for the second. Then the degrees of the block's rows and columns
-// are fetched (about 44 bytes per node while asking, 8 kept). Each copy builds 1/G_b of both matrices and
+// are fetched (about 44 bytes per node while asking, 8 kept). Each copy builds 1/G_b of both patterns and
 // an all-gather over the copies assembles them, so a copy holds its two parts beside the whole matrices.
 // Both are built with int64 ids; CsrSpmm then narrows one at a time to SpmmColumn (int32 on host builds).
+// The weights are the degrees' scales (8 bytes per row and column, shared by the block and its
+// transpose); a device build multiplies them out into a float per nonzero.
 LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz) {
   const GridShape& s = layout.shape();
   const AxisRoles r = roles_for_layer(t);
@@ -40,15 +43,16 @@ LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz) {
   const double share = 8 * nnz / ranks, cache = 8 * nnz / ranks;  // one stream of entries; the first pass's
   const double degrees = 8 * (rows_c + rows_a), asking = 36 * std::max(rows_c, rows_a);
   const double column = double(sizeof(SpmmColumn)), offsets = 8 * (rows_c + 1) + 8 * (rows_a + 1);
-  const double built = 2 * 12 * block_nnz + (column < 8 ? column * block_nnz : 0.0) + offsets;
+  const double value = std::is_same<DeviceSpace, HostSpace>::value ? 0.0 : 4.0;
+  const double built = 2 * 8 * block_nnz + (column < 8 ? column * block_nnz : 0.0) + offsets;
   LayoutBytes b;
-  b.kept = 2 * (4 + column) * block_nnz + offsets;
+  b.kept = 2 * (value + column) * block_nnz + offsets + degrees;  // degrees: the scales
   if (gb == 1) {
     b.sent = share;
     b.exchange = std::max({b.sent + cache, b.sent + degrees + asking, b.sent + degrees + 8 * block_nnz,
-                           degrees + 8 * block_nnz + 12 * block_nnz, degrees + built});
+                           degrees + 8 * block_nnz + 8 * block_nnz, degrees + built});
   } else {
-    const double received = 8 * block_nnz / gb, part = 12 * block_nnz / gb;  // one part's entries; built
+    const double received = 8 * block_nnz / gb, part = 8 * block_nnz / gb;  // one part's entries; built
     b.sent = 2 * share;
     b.exchange =
         std::max({b.sent + cache, b.sent + degrees + asking, b.sent + degrees + received,

@@ -66,8 +66,11 @@ class KeptColumns {
 }  // namespace
 
 template <class Column>
-HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const float* values, int64_t block_cols,
-                      const SampledIndex& rows, const SampledIndex& cols, float off_diagonal_scale) {
+HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const BlockWeights& weights,
+                      int64_t block_cols, const SampledIndex& rows, const SampledIndex& cols,
+                      float off_diagonal_scale) {
+  const float* values = weights.values;
+  const double *row_scale = weights.row_scale, *col_scale = weights.col_scale;
   const KeptColumns kept(block_cols, cols.local);
   HostCsr out;
   out.num_rows = int64_t(rows.local.size());
@@ -92,14 +95,16 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const float
       const int64_t ahead = row_ptr[rows.local[r + kAhead]];
       __builtin_prefetch(col_idx + ahead);
       __builtin_prefetch(col_idx + ahead + 8);  // the next cache line: rows average 10-20 entries
-      __builtin_prefetch(values + ahead);
+      if (values) __builtin_prefetch(values + ahead);
     }
     const int64_t row = rows.local[r], vertex = rows.ids[r];
+    const double scale = values ? 0.0 : row_scale[row];
     for (int64_t k = row_ptr[row]; k < row_ptr[row + 1]; ++k) {
       const int64_t c = col_idx[k], keep = kept.kept(c);
       const int64_t slot = std::min(kept.index(c), last_col);  // a dropped column's slot is never kept
+      const float weight = values ? values[k] : float(scale * (col_scale ? col_scale[c] : 1.0));
       out.col_idx[size_t(n)] = slot;
-      out.values[size_t(n)] = cols.ids[size_t(slot)] == vertex ? values[k] : values[k] * off_diagonal_scale;
+      out.values[size_t(n)] = cols.ids[size_t(slot)] == vertex ? weight : weight * off_diagonal_scale;
       n += keep;
     }
     out.row_ptr[r + 1] = n;
@@ -109,10 +114,10 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const float
   return out;
 }
 
-template HostCsr induced_block(const int64_t*, const int32_t*, const float*, int64_t, const SampledIndex&,
-                               const SampledIndex&, float);
-template HostCsr induced_block(const int64_t*, const int64_t*, const float*, int64_t, const SampledIndex&,
-                               const SampledIndex&, float);
+template HostCsr induced_block(const int64_t*, const int32_t*, const BlockWeights&, int64_t,
+                               const SampledIndex&, const SampledIndex&, float);
+template HostCsr induced_block(const int64_t*, const int64_t*, const BlockWeights&, int64_t,
+                               const SampledIndex&, const SampledIndex&, float);
 
 HostCsr transpose(const HostCsr& a) {
   HostCsr t;

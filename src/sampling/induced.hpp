@@ -41,13 +41,22 @@ SampleOrder order_sample(const std::vector<int64_t>& sample, const std::vector<i
 /// + |slice|).
 SampledIndex sampled_positions(const SampleOrder& order, int64_t begin, int64_t end);
 
-/// The induced block A[rows.local, cols.local] of a static block with `block_cols` columns (CSR arrays,
-/// values present), with off-diagonal values (row vertex != column vertex) multiplied by
+/// How a static block's entries weigh: `values`, one per entry, or, where values is null, entry (i, j)
+/// weighs float(row_scale[i] * col_scale[j]) (col_scale null: ones), as a scaled CsrSpmm forms it.
+struct BlockWeights {
+  const float* values = nullptr;      ///< one per entry, or null
+  const double* row_scale = nullptr;  ///< one per row (when values is null)
+  const double* col_scale = nullptr;  ///< one per column, or null for ones
+};
+
+/// The induced block A[rows.local, cols.local] of a static block with `block_cols` columns (CSR arrays and
+/// the entries' weights), with off-diagonal weights (row vertex != column vertex) multiplied by
 /// `off_diagonal_scale`. Columns are renumbered to their index in cols.local. Column is int32_t or int64_t
 /// (the static block's ids as CsrSpmm stores them).
 template <class Column>
-HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const float* values, int64_t block_cols,
-                      const SampledIndex& rows, const SampledIndex& cols, float off_diagonal_scale);
+HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const BlockWeights& weights,
+                      int64_t block_cols, const SampledIndex& rows, const SampledIndex& cols,
+                      float off_diagonal_scale);
 
 /// Transpose of a host CSR (counting sort; columns within a row stay increasing).
 HostCsr transpose(const HostCsr& a);
