@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "impl/spmm_kernels.hpp"
@@ -87,6 +88,27 @@ CsrMatrix<Scalar, DeviceSpace, SpmmColumn> narrow_columns(CsrMatrix<Scalar, Devi
     return out;
   }
 }
+
+// Values[k] = Scalar(row_scale(i) * col_scale(j)) of a scaled pattern (an empty col_scale: ones). Outside
+// the constructor: nvcc's extended lambdas need an enclosing function whose address can be taken.
+template <class Scalar>
+Vector<Scalar> scaled_values(const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& a,
+                             const Vector<double>& row_scale, const Vector<double>& col_scale) {
+  const auto row_ptr = a.row_ptr;
+  const auto col_idx = a.col_idx;
+  const auto rows = row_scale;
+  const auto cols = col_scale;
+  const bool by_column = col_scale.extent(0) > 0;
+  const Vector<Scalar> values(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("values")),
+                              size_t(a.nnz()));
+  Kokkos::parallel_for(
+      "tessera::spmm_scaled_values", Kokkos::RangePolicy<ExecSpace>(0, a.num_rows), KOKKOS_LAMBDA(int64_t i) {
+        for (int64_t k = row_ptr(i); k < row_ptr(i + 1); ++k)
+          values(k) = Scalar(rows(i) * (by_column ? cols(col_idx(k)) : 1.0));
+      });
+  Kokkos::fence();
+  return values;
+}
 }  // namespace
 
 template <class Scalar>
@@ -110,18 +132,7 @@ CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> pattern, Vector<double> 
     col_scale_ = col_scale;
   } else {
     // Vendor descriptors take values: multiply the scales out, the same products the host kernel forms.
-    const auto row_ptr = a_.row_ptr;
-    const auto col_idx = a_.col_idx;
-    const bool by_column = col_scale.extent(0) > 0;
-    a_.values = Vector<Scalar>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(a_.nnz()));
-    const auto values = a_.values;
-    Kokkos::parallel_for(
-        "tessera::spmm_scaled_values", Kokkos::RangePolicy<ExecSpace>(0, a_.num_rows),
-        KOKKOS_LAMBDA(int64_t i) {
-          for (int64_t k = row_ptr(i); k < row_ptr(i + 1); ++k)
-            values(k) = Scalar(row_scale(i) * (by_column ? col_scale(col_idx(k)) : 1.0));
-        });
-    Kokkos::fence();
+    a_.values = scaled_values(a_, row_scale, col_scale);
   }
 }
 
