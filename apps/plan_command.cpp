@@ -21,6 +21,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
     std::string data, machine = "local", machine_file;
     int ranks = 0, layers = 3;
     int64_t hidden = 256;
+    bool recompute_aggregation = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* plan = app.add_subcommand("plan", "Rank every 3D grid for a rank count by predicted epoch time");
@@ -29,6 +30,8 @@ void add_plan_command(CLI::App& app, Command& selected) {
   plan->add_option("--layers", a->layers, "GCN layers")->capture_default_str();
   plan->add_option("--hidden", a->hidden, "Hidden width")->capture_default_str();
   plan->add_option("--machine", a->machine, "perlmutter, frontier or local")->capture_default_str();
+  plan->add_flag("--recompute-aggregation", a->recompute_aggregation,
+                 "as train's: layers keep no A H for backward (less memory, more SpMM)");
   plan->add_option("--machine-file", a->machine_file,
                    "Machine file written by tessera bench comm / spmm --fit");
   plan->callback([&selected, a] {
@@ -46,7 +49,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
       ModelConfig model;  // the command line's defaults besides layers and width (GCN, dropout)
       model.layers = a->layers;
       model.hidden = a->hidden;
-      const ProblemSize size = problem_size(reader.meta(), model);
+      const ProblemSize size = problem_size(reader.meta(), model, a->recompute_aggregation);
       char line[256];
       std::snprintf(line, sizeof(line),
                     "plan: %s, %lld nodes, %lld nonzeros, %d layers, hidden %lld, %d ranks, machine %s",

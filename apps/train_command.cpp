@@ -60,6 +60,9 @@ void add_grid_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--permute", a.permute, "none, single or double permutation for load balance")
       ->capture_default_str();
   cmd->add_flag("--overlap", a.o.overlap, "Overlap each SpMM's all-reduce with the SpMM, in row chunks");
+  cmd->add_flag("--recompute-aggregation", a.o.recompute_aggregation,
+                "full / minibatch: keep no layer's A H for backward, aggregate again there (less memory, one "
+                "more SpMM and all-reduce per layer, same results)");
   cmd->add_option("--comm-dtype", a.comm_dtype, "f32 or bf16 on the wire for the multiply's all-reduces")
       ->capture_default_str();
   cmd->add_option("--kernels", a.kernels, "auto, host, team (what device builds run) or vendor")

@@ -194,6 +194,26 @@ TEST(Train3D, FusedNormEpilogueChangesNoBit) {
     }
 }
 
+// --recompute-aggregation: (A H) W layers aggregate again in backward instead of keeping A H, which must
+// change no bit (GCN and GraphSAGE, dropout on, blocking and chunked all-reduces, every factorization).
+TEST(Train3D, RecomputedAggregationChangesNoBit) {
+  const Communicator world = Communicator::world();
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
+    for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage})
+      for (bool overlap : {false, true}) {
+        SCOPED_TRACE(shape.str() + " " + model_kind_name(kind) + (overlap ? " overlap" : ""));
+        TrainOptions o = run_options(csbm_file(), NormKind::None, kind);
+        o.grid = shape;
+        o.overlap = overlap;
+        const TrainResult kept = run_training(o, world);
+        o.recompute_aggregation = true;
+        const TrainResult recomputed = run_training(o, world);
+        EXPECT_EQ(recomputed.last_logits, kept.last_logits);
+        EXPECT_EQ(recomputed.last_gradients, kept.last_gradients);
+        EXPECT_EQ(recomputed.final_weights, kept.final_weights);
+      }
+}
+
 namespace {
 
 // The schedule of DESIGN §4 for one graph layer, computed from the layout alone (no collective over an
@@ -202,7 +222,7 @@ namespace {
 // Returns whether the layer runs transform-first.
 bool schedule_bytes(std::map<std::string, int64_t>& expected, const GridShape& shape, int l, int64_t nodes,
                     int64_t in_width, int64_t out_width, int64_t terms, bool cached_input, bool aggregated,
-                    int64_t act) {
+                    int64_t act, bool recompute = false) {
   const AxisRoles r = roles_for_layer(l);
   const int ga = shape.extent(r.a), gb = shape.extent(r.b), gc = shape.extent(r.c);
   const NodeLayout layout(shape, nodes, PermuteMode::None, 0);
@@ -221,6 +241,9 @@ bool schedule_bytes(std::map<std::string, int64_t>& expected, const GridShape& s
     return true;
   }
   if (ga > 1 && !aggregated) expected["forward allreduce a"] += act * terms * rows_c * in_b;
+  // --recompute-aggregation: backward sums A H over a again (a cached input's aggregation is kept).
+  if (ga > 1 && recompute && !cached_input)
+    expected["backward allreduce a (recompute)"] += act * terms * rows_c * in_b;
   if (gb > 1) expected["forward allreduce b"] += act * rows_c * out_a;
   if (gc > 1) expected["backward allreduce c (weights)"] += 4 * terms * in_b * out_a;
   if (l > 0 && ga > 1) expected["backward allreduce a"] += act * terms * rows_c * in_b;
@@ -249,46 +272,50 @@ TEST(Train3D, CollectivesMoveExactlyTheScheduledBytes) {
   const Communicator world = Communicator::world();
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
     for (CommDtype dtype : {CommDtype::F32, CommDtype::Bf16})
-      for (bool sage : {false, true}) {
-        SCOPED_TRACE(shape.str() + " " + comm_dtype_name(dtype) + (sage ? " sage" : " gcn"));
-        const ProcessGrid grid(world, shape);
-        const GraphFileReader reader(world, csbm_file());
-        Graph3DOptions load;
-        load.layers = 3;
-        load.normalization = sage ? Normalization::Mean : Normalization::Symmetric;
-        const Graph3D g = load_graph_3d(reader, grid, load);
-        // --overlap chunks: the same bytes in more calls.
-        Sequential model(grid, 11, RunOptions{KernelPath::Auto, world.size() > 1 ? 3 : 0, dtype}, 1);
-        const std::vector<int64_t> dims = {11, 10, 6, 5};
-        for (int l = 0; l < 3; ++l) {
-          ConvOptions conv;
-          conv.relu = l < 2;
-          conv.dropout = l < 2 ? 0.5f : 0.0f;
-          conv.cached_input = l == 0;  // the fixed features, no input dropout: A X is aggregated once
-          if (sage)
-            model.add<SageConv>(dims[size_t(l + 1)], conv);
-          else
-            model.add<GcnConv>(dims[size_t(l + 1)], conv);
+      for (bool sage : {false, true})
+        for (bool recompute : {false, true}) {
+          if (recompute && dtype == CommDtype::Bf16) continue;
+          SCOPED_TRACE(shape.str() + " " + comm_dtype_name(dtype) + (sage ? " sage" : " gcn") +
+                       (recompute ? " recompute" : ""));
+          const ProcessGrid grid(world, shape);
+          const GraphFileReader reader(world, csbm_file());
+          Graph3DOptions load;
+          load.layers = 3;
+          load.normalization = sage ? Normalization::Mean : Normalization::Symmetric;
+          const Graph3D g = load_graph_3d(reader, grid, load);
+          // --overlap chunks: the same bytes in more calls.
+          Sequential model(grid, 11, RunOptions{KernelPath::Auto, world.size() > 1 ? 3 : 0, dtype, recompute},
+                           1);
+          const std::vector<int64_t> dims = {11, 10, 6, 5};
+          for (int l = 0; l < 3; ++l) {
+            ConvOptions conv;
+            conv.relu = l < 2;
+            conv.dropout = l < 2 ? 0.5f : 0.0f;
+            conv.cached_input = l == 0;  // the fixed features, no input dropout: A X is aggregated once
+            if (sage)
+              model.add<SageConv>(dims[size_t(l + 1)], conv);
+            else
+              model.add<GcnConv>(dims[size_t(l + 1)], conv);
+          }
+          const GraphBatch batch = full_graph_batch(g, model.needs_self_blocks());
+          for (int step = 0; step < 2; ++step) {
+            world.stats().clear();
+            const Matrix<const float> logits = model.forward(g.features, batch, PassInfo{true, 1, step});
+            Matrix<float> grad("grad", logits.extent(0), logits.extent(1));
+            Kokkos::deep_copy(grad, 0.01f);
+            model.backward(grad, PassInfo{true, 1, step});
+            std::map<std::string, int64_t> expected;
+            int transform_first_layers = 0;
+            for (int l = 0; l < 3; ++l)
+              transform_first_layers +=
+                  schedule_bytes(expected, shape, l, 301, dims[size_t(l)], dims[size_t(l + 1)], sage ? 2 : 1,
+                                 l == 0, l == 0 && step == 1, dtype == CommDtype::Bf16 ? 2 : 4, recompute);
+            // Layer 1 (10 -> 6) is transform-first exactly on the grids whose b axis of layer 1 (X) has
+            // extent 1: the test must see both schedules.
+            EXPECT_EQ(transform_first_layers > 0, shape.x == 1);
+            EXPECT_EQ(measured_bytes(world), expected) << "step " << step;
+          }
         }
-        const GraphBatch batch = full_graph_batch(g, model.needs_self_blocks());
-        for (int step = 0; step < 2; ++step) {
-          world.stats().clear();
-          const Matrix<const float> logits = model.forward(g.features, batch, PassInfo{true, 1, step});
-          Matrix<float> grad("grad", logits.extent(0), logits.extent(1));
-          Kokkos::deep_copy(grad, 0.01f);
-          model.backward(grad, PassInfo{true, 1, step});
-          std::map<std::string, int64_t> expected;
-          int transform_first_layers = 0;
-          for (int l = 0; l < 3; ++l)
-            transform_first_layers +=
-                schedule_bytes(expected, shape, l, 301, dims[size_t(l)], dims[size_t(l + 1)], sage ? 2 : 1,
-                               l == 0, l == 0 && step == 1, dtype == CommDtype::Bf16 ? 2 : 4);
-          // Layer 1 (10 -> 6) is transform-first exactly on the grids whose b axis of layer 1 (X) has
-          // extent 1: the test must see both schedules.
-          EXPECT_EQ(transform_first_layers > 0, shape.x == 1);
-          EXPECT_EQ(measured_bytes(world), expected) << "step " << step;
-        }
-      }
 }
 
 // R-MAT has no locality for a permutation to break, so one permutation already balances it; what is left

@@ -51,6 +51,8 @@ GraphMultiply::GraphMultiply(LayerSlot& slot, int64_t out_width, MultiplyOptions
   // Only layer 0 can be fed a cached input (its features), whatever the caller says.
   options_.cached_input = options_.cached_input && layer_ == 0;
   transform_first_ = transforms_first(layer_, in_.width, out_width, shape, options_.cached_input);
+  // A cached aggregation is kept by definition.
+  recompute_ = run.recompute_aggregation && !transform_first_ && !options_.cached_input;
   in_b_ = padded_width(in_.width, shape) / shape.extent(roles.b);
   // A transform-first W block holds every output column (replicated over a as well as c).
   w_cols_ = transform_first_ ? padded_width(out_width, shape) : out_.local_cols;
@@ -122,6 +124,12 @@ Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphB
     pmm_forward_transform_first(ops_, comms_, in, weights(), t, y, out);
     return out;
   }
+  if (recompute_) {  // agg is a temporary: backward aggregates again
+    const int64_t floats = terms * rows_out_ * in_b_;
+    const Matrix<float> agg(workspace_->scratch({floats})[0], size_t(terms * rows_out_), size_t(in_b_));
+    pmm_forward(ops_, comms_, in, weights(), agg, out, false);
+    return out;
+  }
   Matrix<float> agg;
   const bool grown = fit(agg_, agg, "multiply.agg", terms * rows_out_, in_b_);
   // A cached input on the static graph is aggregated once; a reallocated buffer lost the aggregation.
@@ -150,9 +158,18 @@ Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool 
                                  weight_grads(), want_input_grad, grad_in);
     return grad_in;
   }
+  const int64_t agg_rows = want_input_grad ? terms * rows_out_ : 0;
+  if (recompute_) {
+    // agg again, into the piece g_agg then overwrites (pmm_backward reads agg in full first).
+    float* piece = workspace_->scratch({terms * rows_out_ * in_b_})[0];
+    const Matrix<float> agg(piece, size_t(terms * rows_out_), size_t(in_b_));
+    pmm_aggregate(ops_, comms_, input_, agg, phase::kBackwardRecomputeA);
+    pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad,
+                 Matrix<float>(piece, size_t(agg_rows), size_t(in_b_)), grad_in);
+    return grad_in;
+  }
   const Matrix<float> agg =
       Kokkos::subview(agg_, std::make_pair(int64_t(0), terms * rows_out_), Kokkos::ALL());
-  const int64_t agg_rows = want_input_grad ? terms * rows_out_ : 0;
   const Matrix<float> grad_agg(workspace_->scratch({agg_rows * in_b_})[0], size_t(agg_rows), size_t(in_b_));
   pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad, grad_agg, grad_in);
   return grad_in;

@@ -74,6 +74,7 @@ class GraphMultiply {
   int layer_;
   LayerComms comms_;
   bool transform_first_;
+  bool recompute_;  // an (A H) W layer that aggregates again in backward instead of keeping agg
   int64_t in_b_, w_cols_;
   Vector<float> values_, grads_;  // every term's block, stacked by rows
   std::vector<Parameter> weights_;

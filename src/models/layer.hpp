@@ -34,6 +34,9 @@ struct RunOptions {
   KernelPath kernels = KernelPath::Auto;  ///< which SpMM, GEMM and element-wise kernels run
   int overlap_chunks = 0;                 ///< > 1: sparse products in row chunks with non-blocking sums
   CommDtype comm_dtype = CommDtype::F32;  ///< activations' all-reduces on the wire
+  /// (A H) W layers keep no aggregation from forward to backward: backward aggregates again (one more
+  /// SpMM and all-reduce over a per layer, the same bits), a layer's A H less memory per layer.
+  bool recompute_aggregation = false;
 };
 
 /// The layout of the activations at one point of a model: rows split over one axis, columns over another,

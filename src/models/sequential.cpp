@@ -68,6 +68,10 @@ std::vector<BufferRef> Sequential::buffers() {
   return out;
 }
 
+Matrix<float> Sequential::logits_gradient_buffer(int64_t rows, int64_t cols) {
+  return slot_.workspace()->input_gradient(rows, cols);
+}
+
 std::string Sequential::describe() const {
   if (!description_.empty()) return description_;
   std::string s;

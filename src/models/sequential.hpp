@@ -48,6 +48,13 @@ class Model {
   virtual const ProcessGrid& grid() const = 0;
   /// Seconds per compute phase ("spmm", "gemm"), or null.
   virtual const PhaseTimers* timers() const { return nullptr; }
+  /// Where the trainer may write dL/d logits (rows x cols) for backward, or an empty matrix: the trainer
+  /// then keeps a buffer of its own. Sequential hands out its layers' shared input-gradient buffer, which
+  /// the last layer reads in full before it writes its own input gradient there.
+  virtual Matrix<float> logits_gradient_buffer(int64_t rows, int64_t cols) {
+    (void)rows, (void)cols;
+    return Matrix<float>();
+  }
 };
 
 /// Layers applied in order.
@@ -88,6 +95,7 @@ class Sequential : public Model {
   const ActivationLayout& embeddings_layout() const override { return embeddings_layout_; }
   const ProcessGrid& grid() const override { return slot_.grid(); }
   const PhaseTimers* timers() const override { return &timers_; }
+  Matrix<float> logits_gradient_buffer(int64_t rows, int64_t cols) override;
 
  private:
   void push(std::unique_ptr<Layer> layer);

@@ -52,9 +52,13 @@ void check_options(const TrainOptions& o, const Communicator& world) {
               "': every axis must be at least 1");
     if (o.mode == TrainMode::Minibatch)
       require(o.grid.has_value(), "--mode minibatch needs --grid DxXxYxZ (e.g. ", world.size(), "x1x1x1)");
-    if (o.mode == TrainMode::Sampled)
+    if (o.mode == TrainMode::Sampled) {
       require(!o.grid && !o.auto_grid,
               "--grid is for --mode full / minibatch; --mode sampled runs one replica per rank");
+      require(!o.recompute_aggregation,
+              "--recompute-aggregation is for --mode full / minibatch (the sampled mode keeps no aggregation "
+              "between passes)");
+    }
     if (o.mode == TrainMode::Full)
       require(!o.grid || o.grid->d == 1, "--grid: full-graph training uses a 3D grid (XxYxZ), not ",
               o.grid->str());
@@ -138,7 +142,8 @@ GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const Memor
   GridCost best;
   try {
     const MachineProfile machine = machine_of(o);
-    const std::vector<GridCost> grids = plan_grids(problem_size(meta, o.model), world.size(), machine);
+    const std::vector<GridCost> grids =
+        plan_grids(problem_size(meta, o.model, o.recompute_aggregation), world.size(), machine);
     best = grids.front();
     // The fastest grid that fits; none fits: the fastest, which check_memory then refuses with the numbers.
     for (const GridCost& c : grids)
@@ -158,7 +163,7 @@ GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const Memor
 }
 
 RunOptions run_options(const TrainOptions& o) {
-  return RunOptions{o.kernels, o.overlap ? kOverlapChunks : 0, o.comm_dtype};
+  return RunOptions{o.kernels, o.overlap ? kOverlapChunks : 0, o.comm_dtype, o.recompute_aggregation};
 }
 
 // The hooks the options ask for, then the loop.
@@ -256,7 +261,8 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
       problem = e.what();
     }
     world.check(problem.empty(), problem);
-    check_memory(problem_size(reader.meta(), o.model), shape, machine, budget, o, world);
+    check_memory(problem_size(reader.meta(), o.model, o.recompute_aggregation), shape, machine, budget, o,
+                 world);
   }
   if (o.mode == TrainMode::Minibatch)
     world.check(shape.size() == world.size(), "--grid " + shape.str() + " has " +
@@ -321,8 +327,8 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
   source.set_gradient_bytes(gradient_bytes);
   const std::string peak = peak_memory(world);  // collective: every rank, before the rank-0 line
   log_line("loaded " + o.data + " (partition " + partition + ") in " +
-           std::to_string(load_watch.seconds()).substr(0, 5) + " s (" + peak + "); model " + config.describe() +
-           "; " + source.describe());
+           std::to_string(load_watch.seconds()).substr(0, 5) + " s (" + peak + "); model " +
+           config.describe() + "; " + source.describe());
   TrainResult result = train_with(*model, source, o, world);
   const PrefetchTotals& t = source.totals();
   result.remote_rows = t.remote_rows;
@@ -336,8 +342,9 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
 
 }  // namespace
 
-ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model) {
+ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation) {
   ProblemSize size;
+  size.recompute = recompute_aggregation;
   size.nodes = meta.num_nodes;
   size.edges = meta.num_edges;
   size.symmetric = normalization_for(model.kind) == Normalization::Symmetric;

@@ -43,6 +43,7 @@ struct TrainOptions {
   int64_t memory_per_rank = -1;
   PermuteMode permute = PermuteMode::Double;  ///< full / minibatch on a grid (one rank: file order)
   bool overlap = false;                       ///< chunked SpMM with non-blocking all-reduces
+  bool recompute_aggregation = false;         ///< see RunOptions
   CommDtype comm_dtype = CommDtype::F32;      ///< activations' all-reduces on the wire
   GemmDtype gemm_dtype = GemmDtype::F32;      ///< host-path float GEMMs' arithmetic (set_gemm_dtype)
   KernelPath kernels = KernelPath::Auto;      ///< which kernels run
@@ -77,6 +78,6 @@ TrainResult run_training(const TrainOptions& options, const Communicator& world)
 void check_options(const TrainOptions& options, const Communicator& world);
 
 /// What the performance model needs of a graph file's sizes and a model (plan_grids, predict_memory).
-ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model);
+ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation = false);
 
 }  // namespace tessera

@@ -84,6 +84,8 @@ LogitsLayout Trainer::logits_layout() const {
 
 Matrix<float> Trainer::logits_gradient(int64_t rows) {
   const size_t cols = size_t(model_.output_layout().local_cols);
+  const Matrix<float> shared = model_.logits_gradient_buffer(rows, int64_t(cols));
+  if (shared.data() != nullptr) return shared;
   if (int64_t(grad_capacity_.extent(0)) < rows || grad_capacity_.extent(1) != cols)
     grad_capacity_ =
         Matrix<float>("grad_logits", size_t(grown_capacity(int64_t(grad_capacity_.extent(0)), rows)), cols);
@@ -203,8 +205,9 @@ TrainResult Trainer::run() {
     // In the metrics on every grid (one rank too: bench_fullgraph.sh reads them); on the console only where
     // there is more than one rank to compare.
     std::vector<std::string> quiet_lines;
-    r.metrics["phases"] = phase_report(world_, model_.timers(), timers_before, loss_seconds_ - loss_before,
-                                       comm_before, model_.grid().replica().size() > 1 ? r.lines : quiet_lines);
+    r.metrics["phases"] =
+        phase_report(world_, model_.timers(), timers_before, loss_seconds_ - loss_before, comm_before,
+                     model_.grid().replica().size() > 1 ? r.lines : quiet_lines);
     r.metrics.update(source_.epoch_metrics(r.lines));
     progress_.epochs_done = r.epoch;
     result.history.push_back(r);

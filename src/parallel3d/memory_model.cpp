@@ -103,6 +103,8 @@ LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
   if (first) {
     const double t = k * rows_a * out_full, y = ga > 1 ? rows_c * out_full : 0.0;
     f.scratch = y + std::max(t, y);  // forward t + y; backward g_y + max(g_t, gathered = y's size)
+  } else if (p.recompute && !cached) {
+    f.scratch = k * rows_c * in_b;  // agg in forward; agg again, then g_agg over it, in backward
   } else {
     f.kept += k * rows_c * in_b;
     if (l > 0) f.scratch = k * rows_c * in_b;  // g_agg
@@ -140,7 +142,7 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   if (ranks > 1) e.process += std::min(m.mpi_bytes, largest_send);
   e.load_peak = e.process + rows + peak;
   e.graph = kept;
-  // The input dropout's copy of the feature block, the layers, the logits' gradient.
+  // The input dropout's copy of the feature block, the layers and their shared workspace.
   double training = p.input_dropout ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
   double scratch = 0, input_grad = 0;
   for (int l = 0; l < layout.layers(); ++l) {
@@ -149,10 +151,12 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
     scratch = std::max(scratch, 4 * f.scratch);
     input_grad = std::max(input_grad, 4 * f.input_grad);
   }
-  training += scratch + input_grad;
+  // The logits' gradient is written into the input-gradient buffer (Sequential::logits_gradient_buffer).
   const int last = layout.layers() - 1;
-  training += 4 * np / s.extent(roles_for_layer(last).c) * double(layout.padded_dim(last + 1)) /
-              s.extent(roles_for_layer(last).a);
+  input_grad =
+      std::max(input_grad, 4 * np / s.extent(roles_for_layer(last).c) * double(layout.padded_dim(last + 1)) /
+                               s.extent(roles_for_layer(last).a));
+  training += scratch + input_grad;
   e.training = training;
   e.peak = std::max(e.load_peak, e.process + e.graph + e.training);
   return e;

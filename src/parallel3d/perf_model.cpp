@@ -249,7 +249,11 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
     cost.comm_s += allreduce_seconds(4 * rows_c * in, s, r.a, m) +
                    allreduce_seconds(4 * rows_c * out, s, r.b, m) +
                    allreduce_seconds(4 * (in * out + out), s, r.c, m);
-    cost.spmm_s += predict_spmm_seconds(nnz, in, rows_c, rows_a, m);
+    // --recompute-aggregation: backward runs A H and its all-reduce over a again (the model does not
+    // know a cached input, which keeps its aggregation).
+    const double passes = problem.recompute ? 2 : 1;
+    cost.comm_s += (passes - 1) * allreduce_seconds(4 * rows_c * in, s, r.a, m);
+    cost.spmm_s += passes * predict_spmm_seconds(nnz, in, rows_c, rows_a, m);
     cost.gemm_s += 2.0 * rows_c * in * out / m.gemm_rate * (l == 0 ? 2 : 3);
     if (l > 0) {
       cost.comm_s +=

@@ -62,6 +62,7 @@ struct ProblemSize {
   bool input_dropout = true;  ///< the input features are copied by a dropout (layer 0 is not cached)
   bool symmetric = true;      ///< symmetric normalization (GCN): a self loop per node where missing
   bool norm = false;          ///< a (fused) norm after every hidden layer
+  bool recompute = false;     ///< --recompute-aggregation: (A H) W layers keep no aggregation
 };
 
 /// One rank's predicted resident memory (bytes), term by term as the loader and the layers allocate it.

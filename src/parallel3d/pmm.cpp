@@ -143,12 +143,16 @@ void gemm_timed(const LayerComms& comms, Trans ta, Trans tb, const Matrix<const 
 
 }  // namespace
 
+void pmm_aggregate(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& h,
+                   const Matrix<float>& agg, const char* phase) {
+  product_then_sum(stacked_product(forward_ops(ops), h, agg, comms.kernels), agg, comms, *comms.a, phase);
+}
+
 void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& h,
                  const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
                  bool agg_ready) {
   const std::vector<const CsrSpmm<float>*> terms = forward_ops(ops);
-  if (!agg_ready)
-    product_then_sum(stacked_product(terms, h, agg, comms.kernels), agg, comms, *comms.a, phase::kForwardA);
+  if (!agg_ready) pmm_aggregate(ops, comms, h, agg, phase::kForwardA);
   for (size_t t = 0; t < terms.size(); ++t)
     gemm_timed(comms, Trans::No, Trans::No, term_block(Matrix<const float>(agg), t, terms.size()),
                term_block(w, t, terms.size()), t == 0 ? 0.0f : 1.0f, out);

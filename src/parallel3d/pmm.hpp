@@ -66,6 +66,11 @@ void sum_over(const Communicator& comm, float* data, int64_t count, const std::s
 
 // Below, T is the number of terms; "stacked" buffers hold the terms' blocks one after another by rows.
 
+/// agg (T rows_c x in_b, stacked) = sum_a Op_t h, the sum counted under `phase`: pmm_forward's first half,
+/// which a layer that keeps no aggregation runs again in backward (phase::kBackwardRecomputeA).
+void pmm_aggregate(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& h,
+                   const Matrix<float>& agg, const char* phase);
+
 /// agg (T rows_c x in_b, stacked) = sum_a Op_t h; skipped when `agg_ready` (a static input aggregated
 /// before). out (rows_c x out_a) = sum_b sum_t agg_t w_t, with w (T in_b x out_a) stacked.
 void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& h,
@@ -74,7 +79,8 @@ void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matri
 
 /// g_w (stacked like w) = sum_c agg_t^T g_out; with `want_input_grad` also g_agg (stacked) = sum_a g_out
 /// w_t^T and g_h = sum_c sum_t Op_t^T g_agg_t. Whether the input gradient is wanted is an argument, never
-/// read off a buffer: a rank whose block is empty still enters every collective its peers enter.
+/// read off a buffer: a rank whose block is empty still enters every collective its peers enter. agg is
+/// read in full before g_agg is written, so the two may share memory.
 void pmm_backward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& agg,
                   const Matrix<const float>& w, const Matrix<const float>& g_out, const Matrix<float>& g_w,
                   bool want_input_grad, const Matrix<float>& g_agg, const Matrix<float>& g_h);
@@ -105,6 +111,7 @@ inline constexpr const char* kBackwardA = "backward allreduce a";               
 inline constexpr const char* kBackwardInputsC = "backward allreduce c (inputs)";    ///< input gradients
 inline constexpr const char* kBackwardGatherA = "backward allgather a";             ///< transform-first g_OUT
 inline constexpr const char* kBackwardWeightsA = "backward allreduce a (weights)";  ///< transform-first g_W
+inline constexpr const char* kBackwardRecomputeA = "backward allreduce a (recompute)";  ///< A H again
 }  // namespace phase
 
 }  // namespace tessera

@@ -543,6 +543,18 @@ PY
     # Three layers: two of them take temporaries and input gradients from the model's shared workspace.
     out=$(mpi 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1) || { echo "$out"; exit 1; }
     python3 check.py "2x2x2, 3 layers" <<<"$out" || exit 1
+    # --recompute-aggregation: the layers keep no A H; predicted and measured lower, the run the same.
+    peak_kept=$(sed -n 's/.*epochs; peak memory \([0-9.]*\) MiB per rank)$/\1/p' <<<"$out")
+    last_kept=$(grep -E "^epoch +1 " <<<"$out" | cut -c1-40)
+    out=$(mpi 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --recompute-aggregation) ||
+      { echo "$out"; exit 1; }
+    python3 check.py "2x2x2, 3 layers, --recompute-aggregation" <<<"$out" || exit 1
+    peak_recomputed=$(sed -n 's/.*epochs; peak memory \([0-9.]*\) MiB per rank)$/\1/p' <<<"$out")
+    [ "$(grep -E "^epoch +1 " <<<"$out" | cut -c1-40)" = "$last_kept" ] &&
+      python3 -c "import sys; sys.exit(0 if float('$peak_recomputed') < float('$peak_kept') else 1)" ||
+      { echo "$out"; echo "FAILED: recompute changed the loss or saved no memory ($peak_kept -> $peak_recomputed MiB)"; exit 1; }
+    expect_error "tessera: error: --recompute-aggregation is for --mode full / minibatch" "-" -- \
+      "$TESSERA" train --data r.h5 --mode sampled --recompute-aggregation
     out=$(mpi 2 "$TESSERA" train --data r.h5 --grid 2x1x1 --layers 2 --hidden 8 --epochs 1 --quiet) || exit 1
     ! grep -qE "^load: |^memory per rank" <<<"$out" || { echo "$out"; echo "FAILED: --quiet printed progress"; exit 1; }
     expect_error "tessera: error: grid 2x2x2 needs about" "-" -- \
