@@ -35,6 +35,8 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
   const Scalar alpha = call.alpha, beta = call.beta;
   const int64_t row_bytes = width * int64_t(sizeof(Scalar));
   const int64_t distance = row_bytes >= kPrefetchBytes ? 1 : kPrefetchBytes / (row_bytes > 0 ? row_bytes : 1);
+  constexpr bool by_value = W == Weights::Values, by_column = W == Weights::RowsCols;
+  constexpr bool by_row = W == Weights::Rows || by_column;
   Kokkos::parallel_for(
       "tessera::spmm_host",
       Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(call.first_block, call.last_block),
@@ -47,7 +49,7 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
             for (int64_t f = 0; f < width; ++f) out[f] = Scalar(0);
           else
             for (int64_t f = 0; f < width; ++f) out[f] *= beta;
-          const double scale = W == Weights::Rows || W == Weights::RowsCols ? row_scale(row) : 0.0;
+          const double scale = by_row ? row_scale(row) : 0.0;
           const int64_t end = row_ptr(row + 1);
           for (int64_t k = row_ptr(row); k < end; ++k) {
             // The rows of X are visited in the graph's (random) order: ask for a later nonzero's row now
@@ -56,14 +58,14 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
               const int64_t ahead_col = col_idx(k + distance);
               const char* ahead = reinterpret_cast<const char*>(&x(ahead_col, 0));
               for (int64_t byte = 0; byte < row_bytes; byte += 64) prefetch(ahead + byte);
-              if constexpr (W == Weights::RowsCols)
-                prefetch(reinterpret_cast<const char*>(&col_scale(ahead_col)));
+              if (by_column) prefetch(reinterpret_cast<const char*>(&col_scale(ahead_col)));
             }
             const int64_t col = col_idx(k);
-            Scalar a = alpha;
-            if constexpr (W == Weights::Values) a = alpha * values(k);
-            if constexpr (W == Weights::Rows) a = alpha * Scalar(scale * 1.0);
-            if constexpr (W == Weights::RowsCols) a = alpha * Scalar(scale * col_scale(col));
+            // Constant conditions (plain ifs: nvcc's extended lambdas refuse captures under if constexpr).
+            const Scalar a = by_value    ? alpha * values(k)
+                             : by_column ? alpha * Scalar(scale * col_scale(col))
+                             : by_row    ? alpha * Scalar(scale)
+                                         : alpha;
             const Scalar* KOKKOS_RESTRICT in = &x(col, 0);
             for (int64_t f = 0; f < width; ++f) out[f] += a * in[f];
           }
