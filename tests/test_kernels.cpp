@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "reference/dense.hpp"
 #include "tessera/core/error.hpp"
@@ -118,12 +120,14 @@ TYPED_TEST(KernelTest, SpmmMatchesDenseWithEmptyRowsAndAFullRow) {
 TEST(Spmm, DegreeScaledPatternEqualsItsValuedMatrix) {
   std::mt19937_64 gen(44);
   std::uniform_real_distribution<double> u(0.05, 1.0);
-  for (const bool by_column : {true, false}) {
-    SCOPED_TRACE(by_column ? "row and column scales" : "row scales only");
+  // Both scales (GCN's), row scales only (the mean), column scales only (the mean's transpose).
+  for (const auto& [by_row, by_column] :
+       std::vector<std::pair<bool, bool>>{{true, true}, {true, false}, {false, true}}) {
+    SCOPED_TRACE(std::string(by_row ? "row " : "") + (by_column ? "column " : "") + "scales");
     const int64_t rows = 120, cols = 90, width = 13;
     const auto pattern = random_csr<float>(rows, cols, 6, 17, gen, true);
-    HostVector<double> rs("rs", size_t(rows)), cs("cs", by_column ? size_t(cols) : 0);
-    for (int64_t i = 0; i < rows; ++i) rs(i) = 1.0 / std::sqrt(double(1 + gen() % 50));
+    HostVector<double> rs("rs", by_row ? size_t(rows) : 0), cs("cs", by_column ? size_t(cols) : 0);
+    for (int64_t i = 0; i < int64_t(rs.extent(0)); ++i) rs(i) = 1.0 / std::sqrt(double(1 + gen() % 50));
     for (int64_t j = 0; j < int64_t(cs.extent(0)); ++j) cs(j) = u(gen);
     CsrMatrix<float, HostSpace> valued = pattern;
     valued.values = HostVector<float>("v", size_t(pattern.nnz()));
@@ -131,8 +135,9 @@ TEST(Spmm, DegreeScaledPatternEqualsItsValuedMatrix) {
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t k = pattern.row_ptr(i); k < pattern.row_ptr(i + 1); ++k) {
         const int64_t j = pattern.col_idx(k);
-        valued.values(k) = float(rs(i) * (by_column ? cs(j) : 1.0));
-        weights(i, j) += rs(i) * (by_column ? cs(j) : 1.0);
+        const double weight = (by_row ? rs(i) : 1.0) * (by_column ? cs(j) : 1.0);
+        valued.values(k) = float(weight);
+        weights(i, j) += weight;
       }
     const CsrSpmm<float> scaled(csr_to_space<float, DeviceSpace>(pattern),
                                 Kokkos::create_mirror_view_and_copy(DeviceSpace(), rs),

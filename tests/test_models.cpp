@@ -225,6 +225,49 @@ TEST(LayerGradients, MatchTheDenseReferenceOnEveryKernelPath) {
         }
 }
 
+// Labels in [0, classes) drawn from gen, -1 (unlabeled) where unlabeled(v), and the training mask
+// in_train(v); `count` is how many labeled training nodes the mean loss divides by.
+struct Supervision {
+  std::vector<int64_t> labels;
+  std::vector<uint8_t> train;
+  int64_t count = 0;
+};
+
+template <class Unlabeled, class InTrain>
+Supervision random_supervision(int64_t n, int64_t classes, std::mt19937_64& gen, Unlabeled unlabeled,
+                               InTrain in_train) {
+  Supervision s;
+  for (int64_t v = 0; v < n; ++v) {
+    s.labels.push_back(unlabeled(v) ? -1 : int64_t(gen() % uint64_t(classes)));
+    s.train.push_back(in_train(v));
+    s.count += s.train.back() && s.labels.back() >= 0;
+  }
+  return s;
+}
+
+// A model without dropout, so its gradient is a function of the weights alone.
+ModelConfig deterministic_config(ModelKind kind, int layers, int64_t in, int64_t hidden, int64_t out,
+                                 uint64_t seed) {
+  ModelConfig config;
+  config.kind = kind;
+  config.layers = layers;
+  config.in = in;
+  config.hidden = hidden;
+  config.out = out;
+  config.dropout = config.input_dropout = 0.0f;
+  config.seed = seed;
+  return config;
+}
+
+// Forward, the mean training cross-entropy's gradient of the logits, backward: the parameters' gradients.
+void loss_backward(Sequential& model, const Graph3D& g, const GraphBatch& batch, const PassInfo& pass,
+                   int64_t count) {
+  const Matrix<const float> logits = model.forward(g.features, batch, pass);
+  Matrix<float> grad("grad", logits.extent(0), logits.extent(1));
+  masked_softmax_cross_entropy<float>(logits, g.labels, g.train, 1.0f / float(count), grad);
+  model.backward(grad, pass);
+}
+
 // The model's gradient of the mean training cross-entropy against dense double back-propagation written here.
 TEST(ModelGradient, MatchesDenseReference) {
   const int64_t n = 20, f = 6, hidden = 5, classes = 3;
@@ -233,33 +276,18 @@ TEST(ModelGradient, MatchesDenseReference) {
               mean = dense_operator(in, Normalization::Mean);
   std::mt19937_64 gen(21);
   const Dense x = random_dense(n, f, gen);
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  std::vector<uint8_t> train(static_cast<size_t>(n));
-  for (int64_t v = 0; v < n; ++v)
-    labels[size_t(v)] = v % 9 == 4 ? -1 : int64_t(gen() % classes), train[size_t(v)] = v % 3 != 0;
-  int64_t count = 0;
-  for (int64_t v = 0; v < n; ++v) count += train[size_t(v)] && labels[size_t(v)] >= 0;
+  const auto [labels, train, count] = random_supervision(
+      n, classes, gen, [](int64_t v) { return v % 9 == 4; }, [](int64_t v) { return v % 3 != 0; });
   const Communicator world = Communicator::world();
   const ProcessGrid grid(world, GridShape{});
 
   for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
     SCOPED_TRACE(model_kind_name(kind));
     const Graph3D g = graph_from(grid, in, x, labels, train, classes, normalization_for(kind), 2);
-    ModelConfig config;
-    config.kind = kind;
-    config.layers = 2;
-    config.in = f;
-    config.hidden = hidden;
-    config.out = classes;
-    config.dropout = config.input_dropout = 0.0f;
-    config.seed = 5;
-    const std::unique_ptr<Sequential> model = build_model(config, grid, RunOptions{}, true);
+    const std::unique_ptr<Sequential> model =
+        build_model(deterministic_config(kind, 2, f, hidden, classes, 5), grid, RunOptions{}, true);
     const GraphBatch batch = full_graph_batch(g, model->needs_self_blocks());
-    const PassInfo pass{true, 5, 0};
-    const Matrix<const float> logits = model->forward(g.features, batch, pass);
-    Matrix<float> grad("grad", size_t(n), size_t(classes));
-    masked_softmax_cross_entropy<float>(logits, g.labels, g.train, 1.0f / float(count), grad);
-    model->backward(grad, pass);
+    loss_backward(*model, g, batch, PassInfo{true, 5, 0}, count);
 
     // Reference forward and backward with the model's initial weights.
     const std::vector<ParameterRef> p = model->parameters();
@@ -314,12 +342,14 @@ TEST(ModelGradient, MatchesDenseReference) {
 // still to be read) stays readable until the next call (AddressSanitizer sees a read after free otherwise).
 TEST(LayerWorkspace, PiecesDisjointAndOldGradientReadableAfterGrowth) {
   LayerWorkspace w;
-  const std::vector<float*> p = w.scratch({5, 0, 17});
-  ASSERT_EQ(p.size(), 3u);
+  const LayerWorkspace::Pieces p = w.scratch({5, 0, 17});
   for (float* q : p) EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % 64, 0u);
   EXPECT_GE(p[1], p[0] + 5);
   EXPECT_GE(p[2], p[1]);
   EXPECT_EQ(w.allocated_floats(), 16 + 0 + 32);  // each piece rounded up to 16 floats; nothing else yet
+  EXPECT_EQ(w.scratch({40})[1], nullptr);        // fits: no new buffer, no second piece
+  EXPECT_EQ(w.allocated_floats(), 48);
+  EXPECT_THROW(w.scratch({1, 1, 1, 1}), Error);
   w.reserve_input_gradient(12);
   const Matrix<float> small = w.input_gradient(3, 4);
   EXPECT_EQ(w.allocated_floats(), 48 + 12);
@@ -348,30 +378,16 @@ TEST(ModelGradient, DeepGcnMatchesDenseReference) {
   const Dense gcn = dense_operator(in, Normalization::Symmetric);
   std::mt19937_64 gen(8);
   const Dense x = random_dense(n, f, gen);
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  std::vector<uint8_t> train(static_cast<size_t>(n));
-  for (int64_t v = 0; v < n; ++v) labels[size_t(v)] = int64_t(gen() % classes), train[size_t(v)] = v % 4 != 1;
-  int64_t count = 0;
-  for (int64_t v = 0; v < n; ++v) count += train[size_t(v)];
+  const auto [labels, train, count] = random_supervision(
+      n, classes, gen, [](int64_t) { return false; }, [](int64_t v) { return v % 4 != 1; });
   const Communicator world = Communicator::world();
   const ProcessGrid grid(world, GridShape{});
   const Graph3D g = graph_from(grid, in, x, labels, train, classes, Normalization::Symmetric, layers);
-  ModelConfig config;
-  config.layers = layers;
-  config.in = f;
-  config.hidden = hidden;
-  config.out = classes;
-  config.dropout = config.input_dropout = 0.0f;
-  config.seed = 9;
-  const std::unique_ptr<Sequential> model = build_model(config, grid, RunOptions{}, true);
+  const std::unique_ptr<Sequential> model = build_model(
+      deterministic_config(ModelKind::Gcn, layers, f, hidden, classes, 9), grid, RunOptions{}, true);
   const GraphBatch batch = full_graph_batch(g, false);
-  const PassInfo pass{true, 9, 0};
-  for (int step = 0; step < 2; ++step) {  // the second step runs on buffers the first sized
-    const Matrix<const float> logits = model->forward(g.features, batch, pass);
-    Matrix<float> grad("grad", size_t(n), size_t(classes));
-    masked_softmax_cross_entropy<float>(logits, g.labels, g.train, 1.0f / float(count), grad);
-    model->backward(grad, pass);
-  }
+  // The second step runs on buffers the first sized.
+  for (int step = 0; step < 2; ++step) loss_backward(*model, g, batch, PassInfo{true, 9, 0}, count);
   const std::vector<ParameterRef> p = model->parameters();  // weight, bias per layer
   ASSERT_EQ(p.size(), size_t(2 * layers));
   std::vector<Dense> aggregated, pre;  // A H_l and Z_l per layer

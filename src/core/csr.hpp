@@ -26,6 +26,14 @@ struct CsrMatrix {
   bool is_pattern() const { return values.extent(0) == 0; }
 };
 
+/// The weight of entry (i, j) of a degree-scaled pattern (CsrSpmm's scaled form, the sampler's induced
+/// blocks): the scales' product formed in double and rounded once, as gcn_normalize forms its values, so a
+/// scaled pattern and the valued matrix agree to the bit. A missing scale is passed as 1.0.
+template <class Scalar>
+KOKKOS_INLINE_FUNCTION Scalar scaled_weight(double row_scale, double col_scale) {
+  return Scalar(row_scale * col_scale);
+}
+
 /// Checks a host CSR's invariants (offsets start at 0, never decrease, end at nnz; columns in range;
 /// values absent or nnz long) and throws Error naming `what` and the first offending row.
 template <class Scalar>

@@ -89,7 +89,7 @@ CsrMatrix<Scalar, DeviceSpace, SpmmColumn> narrow_columns(CsrMatrix<Scalar, Devi
   }
 }
 
-// Values[k] = Scalar(row_scale(i) * col_scale(j)) of a scaled pattern (an empty col_scale: ones). Outside
+// Values[k] = scaled_weight(row_scale(i), col_scale(j)) of a scaled pattern (an empty scale: ones). Outside
 // the constructor: nvcc's extended lambdas need an enclosing function whose address can be taken.
 template <class Scalar>
 Vector<Scalar> scaled_values(const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& a,
@@ -98,13 +98,13 @@ Vector<Scalar> scaled_values(const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& a
   const auto col_idx = a.col_idx;
   const auto rows = row_scale;
   const auto cols = col_scale;
-  const bool by_column = col_scale.extent(0) > 0;
+  const bool by_row = row_scale.extent(0) > 0, by_column = col_scale.extent(0) > 0;
   const Vector<Scalar> values(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("values")),
                               size_t(a.nnz()));
   Kokkos::parallel_for(
       "tessera::spmm_scaled_values", Kokkos::RangePolicy<ExecSpace>(0, a.num_rows), KOKKOS_LAMBDA(int64_t i) {
         for (int64_t k = row_ptr(i); k < row_ptr(i + 1); ++k)
-          values(k) = Scalar(rows(i) * (by_column ? cols(col_idx(k)) : 1.0));
+          values(k) = scaled_weight<Scalar>(by_row ? rows(i) : 1.0, by_column ? cols(col_idx(k)) : 1.0);
       });
   Kokkos::fence();
   return values;
@@ -121,12 +121,12 @@ CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> pattern, Vector<double> 
                          Vector<double> col_scale)
     : a_(narrow_columns(std::move(pattern))) {
   require(a_.is_pattern(), "spmm: a scaled matrix is a pattern, not ", a_.values.extent(0), " values");
-  require(int64_t(row_scale.extent(0)) == a_.num_rows, "spmm: ", row_scale.extent(0), " row scales for ",
-          a_.num_rows, " rows");
+  require(row_scale.extent(0) == 0 || int64_t(row_scale.extent(0)) == a_.num_rows,
+          "spmm: ", row_scale.extent(0), " row scales for ", a_.num_rows, " rows");
   require(col_scale.extent(0) == 0 || int64_t(col_scale.extent(0)) == a_.num_cols,
           "spmm: ", col_scale.extent(0), " column scales for ", a_.num_cols, " columns");
   balance_rows();
-  if (a_.num_rows == 0) return;
+  if (a_.num_rows == 0 || (row_scale.extent(0) == 0 && col_scale.extent(0) == 0)) return;
   if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
     row_scale_ = row_scale;
     col_scale_ = col_scale;
@@ -163,7 +163,8 @@ HostVector<Scalar> CsrSpmm<Scalar>::host_weights() const {
   const auto cols = Kokkos::create_mirror_view_and_copy(HostSpace(), col_scale_);
   for (int64_t i = 0; i < a_.num_rows; ++i)
     for (int64_t k = row_ptr(i); k < row_ptr(i + 1); ++k)
-      out(k) = Scalar(rows(i) * (cols.extent(0) > 0 ? cols(col_idx(k)) : 1.0));
+      out(k) = scaled_weight<Scalar>(rows.extent(0) > 0 ? rows(i) : 1.0,
+                                     cols.extent(0) > 0 ? cols(col_idx(k)) : 1.0);
   return out;
 }
 

@@ -36,10 +36,11 @@ class CsrSpmm {
   /// A pattern matrix (no values) multiplies as if every value were one. Column ids are narrowed to
   /// SpmmColumn (a matrix with more columns than it holds is refused); the caller may drop its copy.
   explicit CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a);
-  /// A pattern whose entry (i, j) weighs Scalar(row_scale(i) * col_scale(j)) (an empty col_scale: ones):
-  /// a degree-normalized adjacency without a value per nonzero (GCN's D^-1/2 A D^-1/2, the mean's D^-1 A).
-  /// Host builds keep the scales (4 bytes less per nonzero, a third of a block with 32-bit ids); device
-  /// builds multiply them out into values here, which the vendor libraries need.
+  /// A pattern whose entry (i, j) weighs scaled_weight<Scalar>(row_scale(i), col_scale(j)) (an empty scale:
+  /// ones): a degree-normalized adjacency without a value per nonzero (GCN's D^-1/2 A D^-1/2, the mean's
+  /// D^-1 A and its transpose A^T D^-1). Host builds keep the scales (4 bytes less per nonzero, a third of
+  /// a block with 32-bit ids); device builds multiply them out into values here, which the vendor
+  /// libraries need.
   CsrSpmm(CsrMatrix<Scalar, DeviceSpace> pattern, Vector<double> row_scale, Vector<double> col_scale);
 
   /// y (A.num_rows x F) = alpha * A * x (A.num_cols x F) + beta * y. x and y must not alias.
@@ -55,8 +56,8 @@ class CsrSpmm {
   /// The matrix as given, its column ids as SpmmColumn (a pattern when it is scaled()).
   const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& matrix() const { return a_; }
   /// Whether the weights are row_scale(i) * col_scale(j) rather than values.
-  bool scaled() const { return row_scale_.extent(0) > 0; }
-  /// The row scales (empty unless scaled()).
+  bool scaled() const { return row_scale_.extent(0) > 0 || col_scale_.extent(0) > 0; }
+  /// The row scales (empty unless scaled() with row scales: then ones).
   const Vector<double>& row_scale() const { return row_scale_; }
   /// The column scales (empty unless scaled() with column scales: then ones).
   const Vector<double>& col_scale() const { return col_scale_; }

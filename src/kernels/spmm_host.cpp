@@ -18,8 +18,8 @@ KOKKOS_INLINE_FUNCTION void prefetch(const char* address) {
 }
 
 // How an entry's weight is formed (SpmmCall): its value, one, or the row's scale times the column's
-// (Rows: the column scales are ones). A template argument, so the inner loop carries no test for it.
-enum class Weights { Values, Ones, Rows, RowsCols };
+// (Rows, Cols: the other scales are ones). A template argument, so the inner loop carries no test for it.
+enum class Weights { Values, Ones, Rows, Cols, RowsCols };
 
 template <class Scalar, Weights W>
 void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x,
@@ -35,8 +35,8 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
   const Scalar alpha = call.alpha, beta = call.beta;
   const int64_t row_bytes = width * int64_t(sizeof(Scalar));
   const int64_t distance = row_bytes >= kPrefetchBytes ? 1 : kPrefetchBytes / (row_bytes > 0 ? row_bytes : 1);
-  constexpr bool by_value = W == Weights::Values, by_column = W == Weights::RowsCols;
-  constexpr bool by_row = W == Weights::Rows || by_column;
+  constexpr bool by_value = W == Weights::Values, by_row = W == Weights::Rows || W == Weights::RowsCols;
+  constexpr bool by_column = W == Weights::Cols || W == Weights::RowsCols;
   Kokkos::parallel_for(
       "tessera::spmm_host",
       Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(call.first_block, call.last_block),
@@ -49,7 +49,7 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
             for (int64_t f = 0; f < width; ++f) out[f] = Scalar(0);
           else
             for (int64_t f = 0; f < width; ++f) out[f] *= beta;
-          const double scale = by_row ? row_scale(row) : 0.0;
+          const double scale = by_row ? row_scale(row) : 1.0;
           const int64_t end = row_ptr(row + 1);
           for (int64_t k = row_ptr(row); k < end; ++k) {
             // The rows of X are visited in the graph's (random) order: ask for a later nonzero's row now
@@ -62,10 +62,10 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
             }
             const int64_t col = col_idx(k);
             // Constant conditions (plain ifs: nvcc's extended lambdas refuse captures under if constexpr).
-            const Scalar a = by_value    ? alpha * values(k)
-                             : by_column ? alpha * Scalar(scale * col_scale(col))
-                             : by_row    ? alpha * Scalar(scale)
-                                         : alpha;
+            const Scalar a = by_value ? alpha * values(k)
+                             : by_row || by_column
+                                 ? alpha * scaled_weight<Scalar>(scale, by_column ? col_scale(col) : 1.0)
+                                 : alpha;
             const Scalar* KOKKOS_RESTRICT in = &x(col, 0);
             for (int64_t f = 0; f < width; ++f) out[f] += a * in[f];
           }
@@ -77,10 +77,10 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
 
 template <class Scalar>
 void spmm_host(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, const Matrix<Scalar>& y) {
-  if (call.row_scale.extent(0) > 0) {
-    if (call.col_scale.extent(0) > 0) return spmm_host_weighted<Scalar, Weights::RowsCols>(call, x, y);
-    return spmm_host_weighted<Scalar, Weights::Rows>(call, x, y);
-  }
+  const bool by_row = call.row_scale.extent(0) > 0, by_column = call.col_scale.extent(0) > 0;
+  if (by_row && by_column) return spmm_host_weighted<Scalar, Weights::RowsCols>(call, x, y);
+  if (by_row) return spmm_host_weighted<Scalar, Weights::Rows>(call, x, y);
+  if (by_column) return spmm_host_weighted<Scalar, Weights::Cols>(call, x, y);
   if (call.a.is_pattern()) return spmm_host_weighted<Scalar, Weights::Ones>(call, x, y);
   spmm_host_weighted<Scalar, Weights::Values>(call, x, y);
 }

@@ -33,9 +33,10 @@ void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, cons
             Scalar sum = 0;
             const double scale = by_row ? row_scale(row) : 1.0;
             for (int64_t k = row_ptr(row); k < row_ptr(row + 1); ++k) {
-              const Scalar weight = by_row    ? Scalar(scale * (by_column ? col_scale(col_idx(k)) : 1.0))
-                                    : pattern ? Scalar(1)
-                                              : values(k);
+              const Scalar weight =
+                  by_row || by_column ? scaled_weight<Scalar>(scale, by_column ? col_scale(col_idx(k)) : 1.0)
+                  : pattern           ? Scalar(1)
+                                      : values(k);
               sum += weight * x(col_idx(k), f);
             }
             y(row, f) = alpha * sum + (beta == Scalar(0) ? Scalar(0) : beta * y(row, f));

@@ -118,7 +118,7 @@ Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphB
   if (transform_first_) {
     // t and y are temporaries: the shared scratch.
     const int64_t y_rows = comms_.a->size() > 1 ? rows_out_ : 0;
-    const std::vector<float*> piece = workspace_->scratch({terms * rows_in_ * w_cols_, y_rows * w_cols_});
+    const LayerWorkspace::Pieces piece = workspace_->scratch({terms * rows_in_ * w_cols_, y_rows * w_cols_});
     const Matrix<float> t(piece[0], size_t(terms * rows_in_), size_t(w_cols_));
     const Matrix<float> y(piece[1], size_t(y_rows), size_t(w_cols_));
     pmm_forward_transform_first(ops_, comms_, in, weights(), t, y, out);
@@ -149,7 +149,7 @@ Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool 
     // written, so the two share a piece.
     const int64_t y_rows = comms_.a->size() > 1 ? rows_out_ : 0;
     const int64_t g_t_floats = terms * rows_in_ * w_cols_, gathered_floats = y_rows * w_cols_;
-    const std::vector<float*> piece =
+    const LayerWorkspace::Pieces piece =
         workspace_->scratch({y_rows * w_cols_, std::max(g_t_floats, gathered_floats)});
     const Matrix<float> g_y(piece[0], size_t(y_rows), size_t(w_cols_));
     const Matrix<float> g_t(piece[1], size_t(terms * rows_in_), size_t(w_cols_));

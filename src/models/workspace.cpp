@@ -29,17 +29,20 @@ float* grown(Vector<float>& buffer, int64_t floats, const char* name) {
 
 }  // namespace
 
-std::vector<float*> LayerWorkspace::scratch(const std::vector<int64_t>& floats) {
+LayerWorkspace::Pieces LayerWorkspace::scratch(std::initializer_list<int64_t> floats) {
+  require(floats.size() <= kMaxPieces, "a workspace call for ", floats.size(), " pieces (at most ",
+          kMaxPieces, ")");
   int64_t total = 0;
   for (int64_t n : floats) {
     require(n >= 0, "a workspace piece of ", n, " floats");
     total += aligned(n);
   }
   float* base = grown(scratch_, total, "workspace.scratch");
-  std::vector<float*> pieces;
+  Pieces pieces{};
   int64_t offset = 0;
+  size_t k = 0;
   for (int64_t n : floats) {
-    pieces.push_back(base + offset);
+    pieces[k++] = base + offset;
     offset += aligned(n);
   }
   return pieces;

@@ -7,8 +7,9 @@
 // 3-layer GCN this is 40% less layer memory than buffers per layer.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <vector>
+#include <initializer_list>
 
 #include "tessera/core/views.hpp"
 
@@ -17,10 +18,14 @@ namespace tessera {
 /// The shared buffers of one model's graph layers; see the file comment.
 class LayerWorkspace {
  public:
+  /// Most pieces one scratch() call hands out.
+  static constexpr size_t kMaxPieces = 3;
+  /// Pointers to the pieces of one scratch() call (null past the pieces asked for).
+  using Pieces = std::array<float*, kMaxPieces>;
   /// Pieces of the scratch buffer, floats[k] floats each, back to back (each 64-byte aligned). Valid until
   /// the next scratch() call of any layer sharing the workspace: a caller takes every piece of one call at
-  /// once. The contents are undefined.
-  std::vector<float*> scratch(const std::vector<int64_t>& floats);
+  /// once. The contents are undefined. Allocates nothing unless the buffer grows (it runs every step).
+  Pieces scratch(std::initializer_list<int64_t> floats);
   /// Makes the input-gradient buffer hold at least `floats` floats. Graph layers call it in forward, so
   /// backward never has to grow the buffer while an output gradient in it is still being read.
   void reserve_input_gradient(int64_t floats);

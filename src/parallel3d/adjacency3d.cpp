@@ -256,12 +256,6 @@ Vector<double> degree_scales(const std::vector<int64_t>& degree, bool symmetric,
   return Kokkos::create_mirror_view_and_copy(DeviceSpace(), host);
 }
 
-Vector<double> ones(int64_t count, const char* name) {
-  const Vector<double> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), size_t(count));
-  Kokkos::deep_copy(out, 1.0);
-  return out;
-}
-
 // Node ids of `count` consecutive positions of a layout order from `first` (-1 past the graph's nodes).
 std::vector<int64_t> ids_at(const RandomPermutation& order, int64_t first, int64_t count, int64_t n) {
   std::vector<int64_t> ids(static_cast<size_t>(count));
@@ -314,13 +308,13 @@ AdjacencyBlock distribute_adjacency(const GraphRows& r, const RowDegrees& degree
     return block;
   }
   // Entry (i, j) weighs row_scale(i) * col_scale(j) (graph3d.hpp): the transpose swaps the two; Mean has
-  // no column scale, so the transpose's rows scale by one.
+  // no column scale (ones), so its transpose has no row scale.
   const bool symmetric = normalization == Normalization::Symmetric;
   const Vector<double> row_scale = degree_scales(row_degree, symmetric, "row_scale");
   const Vector<double> col_scale =
-      symmetric ? degree_scales(col_degree, true, "col_scale") : ones(route.col_block, "col_scale");
-  block.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(a, {})), row_scale,
-                                 symmetric ? col_scale : Vector<double>());
+      symmetric ? degree_scales(col_degree, true, "col_scale") : Vector<double>();
+  block.forward =
+      CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(a, {})), row_scale, col_scale);
   block.transpose =
       CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(at, {})), col_scale, row_scale);
   return block;

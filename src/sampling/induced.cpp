@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "tessera/core/csr.hpp"
+
 namespace tessera {
 
 SampleOrder order_sample(const std::vector<int64_t>& sample, const std::vector<int64_t>& positions) {
@@ -98,11 +100,11 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
       if (values) __builtin_prefetch(values + ahead);
     }
     const int64_t row = rows.local[r], vertex = rows.ids[r];
-    const double scale = values ? 0.0 : row_scale[row];
+    const double scale = row_scale ? row_scale[row] : 1.0;
     for (int64_t k = row_ptr[row]; k < row_ptr[row + 1]; ++k) {
       const int64_t c = col_idx[k], keep = kept.kept(c);
       const int64_t slot = std::min(kept.index(c), last_col);  // a dropped column's slot is never kept
-      const float weight = values ? values[k] : float(scale * (col_scale ? col_scale[c] : 1.0));
+      const float weight = values ? values[k] : scaled_weight<float>(scale, col_scale ? col_scale[c] : 1.0);
       out.col_idx[size_t(n)] = slot;
       out.values[size_t(n)] = cols.ids[size_t(slot)] == vertex ? weight : weight * off_diagonal_scale;
       n += keep;

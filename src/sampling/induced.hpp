@@ -42,10 +42,10 @@ SampleOrder order_sample(const std::vector<int64_t>& sample, const std::vector<i
 SampledIndex sampled_positions(const SampleOrder& order, int64_t begin, int64_t end);
 
 /// How a static block's entries weigh: `values`, one per entry, or, where values is null, entry (i, j)
-/// weighs float(row_scale[i] * col_scale[j]) (col_scale null: ones), as a scaled CsrSpmm forms it.
+/// weighs scaled_weight<float>(row_scale[i], col_scale[j]) (a null scale: ones), as a scaled CsrSpmm does.
 struct BlockWeights {
   const float* values = nullptr;      ///< one per entry, or null
-  const double* row_scale = nullptr;  ///< one per row (when values is null)
+  const double* row_scale = nullptr;  ///< one per row (when values is null), or null for ones
   const double* col_scale = nullptr;  ///< one per column, or null for ones
 };
 

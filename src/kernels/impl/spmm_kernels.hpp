@@ -10,8 +10,8 @@ namespace tessera::impl {
 
 /// One product's arguments: rows [row_begin, row_end) of y = alpha A x + beta y, visiting the balanced
 /// row blocks [first_block, last_block) that intersect the range. Entry (i, j) of A weighs its value, one
-/// for a pattern, or Scalar(row_scale(i) * col_scale(j)) when row_scale is not empty (col_scale empty:
-/// ones); every path forms the weight the same way, then alpha * weight.
+/// for a pattern, or scaled_weight(row_scale(i), col_scale(j)) when either scale is not empty (an empty
+/// one: ones); every path forms the weight the same way, then alpha * weight.
 template <class Scalar>
 struct SpmmCall {
   CsrMatrix<Scalar, DeviceSpace, SpmmColumn> a;
