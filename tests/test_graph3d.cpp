@@ -2,7 +2,8 @@
 // The loader of the 3D grid (build_graph_3d) against a dense double reference: on every factorization of
 // 1, 2, 4 and 8 ranks, each rank's block of every layout holds exactly the normalized adjacency's entries
 // for its rows and columns (through both permutations), padding stays empty, and the transpose is the
-// block's transpose. Tiny graphs make blocks of one row and copies that build no rows at all.
+// block's transpose (and a forward-only load holds the same blocks). Tiny graphs make blocks of one row and
+// copies that build no rows at all.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -137,7 +138,19 @@ TEST(Graph3D, EveryBlockHoldsTheNormalizedAdjacency) {
           options.permute = permute;
           options.seed = 7;
           options.normalization = normalization;
-          expect_blocks_match(build_graph_3d(rows, grid, options), n, reference);
+          const Graph3D g = build_graph_3d(rows, grid, options);
+          expect_blocks_match(g, n, reference);
+          // Forward only (mini-batch mode): the same blocks, bit for bit, and no transposes.
+          options.transposes = false;
+          const Graph3D forward_only = build_graph_3d(rows, grid, options);
+          for (int t = 0; t < options.layers; ++t) {
+            const AdjacencyBlock& block = forward_only.adjacency[size_t(t)];
+            EXPECT_FALSE(block.has_transpose);
+            EXPECT_EQ(block.transpose.matrix().num_rows, 0);
+            EXPECT_EQ(block.nnz, g.adjacency[size_t(t)].nnz);
+            EXPECT_EQ(dense_block(block.forward), dense_block(g.adjacency[size_t(t)].forward))
+                << "layout " << t;
+          }
         }
       }
 }

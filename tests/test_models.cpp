@@ -66,7 +66,7 @@ Dense dense_operator(const std::vector<std::set<int64_t>>& in, Normalization nor
 // The graph on one rank, built from rows in memory (GraphRows): every node labeled `labels`, in `train`.
 Graph3D graph_from(const ProcessGrid& grid, const std::vector<std::set<int64_t>>& in, const Dense& x,
                    const std::vector<int64_t>& labels, const std::vector<uint8_t>& train, int64_t classes,
-                   Normalization normalization, int layers) {
+                   Normalization normalization, int layers, bool transposes = true) {
   GraphRows r;
   r.num_nodes = int64_t(in.size());
   r.num_features = x.cols;
@@ -78,7 +78,8 @@ Graph3D graph_from(const ProcessGrid& grid, const std::vector<std::set<int64_t>>
   for (double v : x.a) r.features.push_back(float(v));
   r.labels = labels;
   for (uint8_t t : train) r.splits.push_back(t ? GraphRows::kTrain : 0);
-  return build_graph_3d(r, grid, Graph3DOptions{layers, PermuteMode::None, 0, normalization, false, {}});
+  return build_graph_3d(r, grid,
+                        Graph3DOptions{layers, PermuteMode::None, 0, normalization, false, {}, transposes});
 }
 
 // A parameter's block as a dense matrix.
@@ -416,6 +417,29 @@ TEST(ModelGradient, DeepGcnMatchesDenseReference) {
     dz = matmul(matmul(transpose(gcn), dz), transpose(dense_of(*p[size_t(2 * l)].param)));
     for (size_t k = 0; k < dz.a.size(); ++k) dz.a[k] *= pre[size_t(l - 1)].a[k] > 0 ? 1.0 : 0.0;
   }
+}
+
+// A graph loaded without transposes (mini-batch mode's full-graph evaluation) gives the same logits, and
+// a backward on it is refused with a message instead of multiplying by an empty matrix.
+TEST(ModelGradient, ForwardOnlyGraphSameLogitsAndRefusesBackward) {
+  const int64_t n = 17, f = 4, classes = 3;
+  const auto in = random_graph(n, 40, 5);
+  std::mt19937_64 gen(3);
+  const Dense x = random_dense(n, f, gen);
+  const auto [labels, train, count] = random_supervision(
+      n, classes, gen, [](int64_t) { return false; }, [](int64_t) { return true; });
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  const Graph3D both = graph_from(grid, in, x, labels, train, classes, Normalization::Symmetric, 2);
+  const Graph3D forward_only =
+      graph_from(grid, in, x, labels, train, classes, Normalization::Symmetric, 2, false);
+  const std::unique_ptr<Sequential> model =
+      build_model(deterministic_config(ModelKind::Gcn, 2, f, 5, classes, 4), grid, RunOptions{}, true);
+  const PassInfo pass{true, 4, 0};
+  const GraphBatch full = full_graph_batch(both, false), forward = full_graph_batch(forward_only, false);
+  const Dense expected = from_view(model->forward(both.features, full, pass));
+  EXPECT_EQ(from_view(model->forward(forward_only.features, forward, pass)).a, expected.a);
+  EXPECT_THROW(loss_backward(*model, forward_only, forward, pass, count), Error);
 }
 
 TEST(ModelConfig, RejectsImpossibleSettings) {

@@ -277,6 +277,7 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
   load.seed = o.model.seed;
   load.normalization = normalization_for(o.model.kind);
   load.normalize_features = o.normalize_features;
+  load.transposes = o.mode == TrainMode::Full;  // mini-batch steps cut their own transposes
   load.on_phase = progress;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   ModelConfig config = o.model;

@@ -201,8 +201,9 @@ struct BlockRouting {
 // Two passes over this rank's rows: the first counts the entries bound for each rank, the second writes
 // them into streams of exactly that size. The first evaluates each column's permutation once and keeps its
 // block and position for the second: 8 bytes per nonzero for a while instead of a second evaluation each.
+// The transpose's entries travel in a stream of their own when `transposed` (several copies build a block).
 void write_entries(const GraphRows& r, Normalization normalization, const NodeLayout& layout, int t,
-                   const BlockRouting& route, EntryStream& forward, EntryStream& transpose) {
+                   const BlockRouting& route, bool transposed, EntryStream& forward, EntryStream& transpose) {
   const RandomPermutation &row_order = layout.row_order(t), &col_order = layout.col_order(t);
   std::vector<uint64_t> columns;
   columns.reserve(r.indices.size() + size_t(r.rows()));
@@ -234,7 +235,7 @@ void write_entries(const GraphRows& r, Normalization normalization, const NodeLa
       const int64_t a = int64_t(packed >> 32), j = int64_t(packed & 0xffffffffu);
       const int* ranks = ranks_c + a * route.gb;
       deliver(forward, ranks[fb], int32_t(i_part), int32_t(j));
-      if (!route.shared()) return;
+      if (!transposed) return;
       const int tb = route.piece(route.col_parts, j);
       deliver(transpose, ranks[tb], int32_t(j - route.col_parts[size_t(tb)]), int32_t(i));
     });
@@ -242,7 +243,7 @@ void write_entries(const GraphRows& r, Normalization normalization, const NodeLa
   };
   visit(false, [](EntryStream& s, int rank, int32_t, int32_t) { s.counts[size_t(rank)] += kEntryWords; });
   forward.allocate();
-  if (route.shared()) transpose.allocate();
+  if (transposed) transpose.allocate();
   visit(true, [](EntryStream& s, int rank, int32_t i, int32_t j) { s.put(rank, i, j); });
 }
 
@@ -263,15 +264,39 @@ std::vector<int64_t> ids_at(const RandomPermutation& order, int64_t first, int64
   return ids;
 }
 
+// The two matrices of this copy's block of layout t, with 64-bit ids: the block, assembled from the
+// copies' row parts when there are several, and its transpose (empty unless `with_transpose`).
+std::pair<CsrMatrix<float, HostSpace>, CsrMatrix<float, HostSpace>> exchange_block(
+    const ProcessGrid& grid, const BlockRouting& route, int t, EntryStream& forward, EntryStream& transpose,
+    bool with_transpose) {
+  const Communicator& comm = grid.replica();
+  const AxisRoles roles = roles_for_layer(t);
+  const int b = grid.coords().get(roles.b);
+  const int64_t first_row = route.row_parts[size_t(b)], first_col = route.col_parts[size_t(b)];
+  CsrMatrix<float, HostSpace> a =
+      exchange_and_build(comm, forward, route.row_parts[size_t(b) + 1] - first_row, route.col_block);
+  CsrMatrix<float, HostSpace> at;
+  if (!route.shared()) {
+    if (with_transpose) at = csr_transpose(a);
+    return {std::move(a), std::move(at)};
+  }
+  if (with_transpose)
+    at = exchange_and_build(comm, transpose, route.col_parts[size_t(b) + 1] - first_col, route.row_block);
+  const Communicator& copies = grid.axis(roles.b);
+  a = gather_row_parts(copies, a, route.row_block, route.col_block);
+  if (with_transpose) at = gather_row_parts(copies, at, route.col_block, route.row_block);
+  return {std::move(a), std::move(at)};
+}
+
 }  // namespace
 
 AdjacencyBlock distribute_adjacency(const GraphRows& r, const RowDegrees& degrees,
                                     Normalization normalization, const ProcessGrid& grid,
-                                    const NodeLayout& layout, int t) {
+                                    const NodeLayout& layout, int t, bool with_transpose) {
   const Communicator& comm = grid.replica();
   const BlockRouting route(grid, layout, t);
   EntryStream forward(comm.size()), transpose(comm.size());
-  write_entries(r, normalization, layout, t, route, forward, transpose);
+  write_entries(r, normalization, layout, t, route, with_transpose && route.shared(), forward, transpose);
   // The weights need the degrees of the block's rows (Mean, Symmetric) and columns (Symmetric).
   const AxisRoles roles = roles_for_layer(t);
   const GridCoords mine = grid.coords();
@@ -285,38 +310,25 @@ AdjacencyBlock distribute_adjacency(const GraphRows& r, const RowDegrees& degree
     col_degree =
         fetch_degrees(comm, degrees, r.first_row,
                       ids_at(layout.col_order(t), mine.get(roles.a) * route.col_block, route.col_block, n));
-  const int b = mine.get(roles.b);
-  const int64_t first_row = route.row_parts[size_t(b)], first_col = route.col_parts[size_t(b)];
-  CsrMatrix<float, HostSpace> a =
-      exchange_and_build(comm, forward, route.row_parts[size_t(b) + 1] - first_row, route.col_block);
-  CsrMatrix<float, HostSpace> at;
-  if (route.shared()) {
-    at = exchange_and_build(comm, transpose, route.col_parts[size_t(b) + 1] - first_col, route.row_block);
-    const Communicator& copies = grid.axis(roles.b);
-    a = gather_row_parts(copies, a, route.row_block, route.col_block);
-    at = gather_row_parts(copies, at, route.col_block, route.row_block);
-  } else {
-    at = csr_transpose(a);
-  }
+  auto [a, at] = exchange_block(grid, route, t, forward, transpose, with_transpose);
   AdjacencyBlock block;
   block.nnz = a.nnz();
-  // Each matrix is let go as soon as CsrSpmm holds it, so its 64-bit column ids are freed before the
-  // next one is narrowed (spmm.hpp: SpmmColumn).
-  if (normalization == Normalization::Sum) {
-    block.forward = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(a, {})));
-    block.transpose = CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(at, {})));
-    return block;
-  }
-  // Entry (i, j) weighs row_scale(i) * col_scale(j) (graph3d.hpp): the transpose swaps the two; Mean has
-  // no column scale (ones), so its transpose has no row scale.
+  block.has_transpose = with_transpose;
+  // Entry (i, j) weighs row_scale(i) * col_scale(j) (graph3d.hpp): the transpose swaps the two. Sum has no
+  // scales (a pattern), Mean no column scale (ones), so its transpose has no row scale.
   const bool symmetric = normalization == Normalization::Symmetric;
-  const Vector<double> row_scale = degree_scales(row_degree, symmetric, "row_scale");
+  const Vector<double> row_scale = normalization == Normalization::Sum
+                                       ? Vector<double>()
+                                       : degree_scales(row_degree, symmetric, "row_scale");
   const Vector<double> col_scale =
       symmetric ? degree_scales(col_degree, true, "col_scale") : Vector<double>();
+  // Each matrix is let go as soon as CsrSpmm holds it, so its 64-bit column ids are freed before the
+  // next one is narrowed (spmm.hpp: SpmmColumn).
   block.forward =
       CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(a, {})), row_scale, col_scale);
-  block.transpose =
-      CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(at, {})), col_scale, row_scale);
+  if (with_transpose)
+    block.transpose =
+        CsrSpmm<float>(csr_to_space<float, DeviceSpace>(std::exchange(at, {})), col_scale, row_scale);
   return block;
 }
 

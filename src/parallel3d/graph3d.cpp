@@ -229,7 +229,8 @@ Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Gra
   const impl::RowDegrees degree = degrees(rows, options.normalization, comm);
   done("degrees");
   for (int t = 0; t < std::min(options.layers, 6); ++t) {
-    g.adjacency.push_back(impl::distribute_adjacency(rows, degree, options.normalization, grid, g.layout, t));
+    g.adjacency.push_back(impl::distribute_adjacency(rows, degree, options.normalization, grid, g.layout, t,
+                                                     options.transposes));
     done("adjacency " + std::to_string(t));
   }
   const double local_nnz = double(g.adjacency[0].nnz);

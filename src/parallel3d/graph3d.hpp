@@ -67,9 +67,10 @@ GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& com
 /// One layout's block of the normalized adjacency, and its transpose (Sum: patterns; otherwise patterns
 /// with degree scales on host builds, values on device builds).
 struct AdjacencyBlock {
-  CsrSpmm<float> forward;    ///< rows = this rank's c block, columns = its a block
-  CsrSpmm<float> transpose;  ///< rows = a block, columns = c block
-  int64_t nnz = 0;           ///< nonzeros of forward
+  CsrSpmm<float> forward;     ///< rows = this rank's c block, columns = its a block
+  CsrSpmm<float> transpose;   ///< rows = a block, columns = c block (0 x 0 when not has_transpose)
+  int64_t nnz = 0;            ///< nonzeros of forward
+  bool has_transpose = true;  ///< false: loaded for forward passes only (Graph3DOptions::transposes)
 };
 
 /// One phase of loading a graph onto the grid: seconds of its slowest rank, and the peak resident memory
@@ -90,6 +91,11 @@ struct Graph3DOptions {
   /// Called on every rank as each load phase ends, with this rank's time and peak (before they are reduced
   /// over the ranks): a long load's progress. Must not communicate. Empty: nothing.
   std::function<void(const LoadPhase&)> on_phase;
+  /// Build each block's transpose, which the backward passes of full-graph training multiply by. Mini-batch
+  /// training cuts its batches' transposes itself and evaluates forward only: false saves a copy of every
+  /// block and the exchange of the transposes' entries.
+  /// (Last, so that braced initializations written before it keep their meaning.)
+  bool transposes = true;
 };
 
 /// A graph distributed over a 3D replica of the grid.

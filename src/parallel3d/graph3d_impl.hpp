@@ -27,10 +27,10 @@ struct RowDegrees {
   std::vector<int64_t> row_begins;  ///< every rank's first row in replica order, then num_nodes
 };
 
-/// Collective over the grid's replica: layout t's block of the normalized adjacency and its transpose
-/// (adjacency3d.cpp).
+/// Collective over the grid's replica: layout t's block of the normalized adjacency and, when
+/// `with_transpose`, its transpose (adjacency3d.cpp).
 AdjacencyBlock distribute_adjacency(const GraphRows& rows, const RowDegrees& degrees,
                                     Normalization normalization, const ProcessGrid& grid,
-                                    const NodeLayout& layout, int t);
+                                    const NodeLayout& layout, int t, bool with_transpose);
 
 }  // namespace tessera::impl

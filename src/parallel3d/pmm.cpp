@@ -132,7 +132,12 @@ std::vector<const CsrSpmm<float>*> forward_ops(const LayerOperators& ops) {
 
 std::vector<const CsrSpmm<float>*> transpose_ops(const LayerOperators& ops) {
   std::vector<const CsrSpmm<float>*> out;
-  for (const AdjacencyBlock* b : ops.terms()) out.push_back(&b->transpose);
+  for (const AdjacencyBlock* b : ops.terms()) {
+    require(b->has_transpose,
+            "a layer's backward multiplies by its block's transpose, and the graph was loaded without "
+            "(Graph3DOptions::transposes is for forward-only use)");
+    out.push_back(&b->transpose);
+  }
   return out;
 }
 
