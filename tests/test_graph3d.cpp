@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
@@ -93,6 +94,15 @@ std::vector<std::vector<float>> dense_block(const CsrSpmm<float>& block) {
   return out;
 }
 
+// A device matrix's entries in row-major order, on the host.
+std::vector<float> host_values(const Matrix<float>& m) {
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), m);
+  std::vector<float> out;
+  for (size_t i = 0; i < host.extent(0); ++i)
+    for (size_t j = 0; j < host.extent(1); ++j) out.push_back(host(i, j));
+  return out;
+}
+
 void expect_blocks_match(const Graph3D& g, int64_t n, const std::vector<std::vector<double>>& reference) {
   const GridShape& shape = g.layout.shape();
   for (int t = 0; t < g.layers; ++t) {
@@ -140,6 +150,18 @@ TEST(Graph3D, EveryBlockHoldsTheNormalizedAdjacency) {
           options.normalization = normalization;
           const Graph3D g = build_graph_3d(rows, grid, options);
           expect_blocks_match(g, n, reference);
+          // From rows it may consume (load_graph_3d's): the same graph, and the rows keep labels and splits.
+          GraphRows consumed = rows;
+          const Graph3D from_consumed = build_graph_3d(std::move(consumed), grid, options);
+          EXPECT_TRUE(consumed.indices.empty() && consumed.features.empty());
+          EXPECT_EQ(consumed.rows(), rows.rows());
+          for (int t = 0; t < options.layers; ++t) {
+            EXPECT_EQ(dense_block(from_consumed.adjacency[size_t(t)].forward),
+                      dense_block(g.adjacency[size_t(t)].forward));
+            EXPECT_EQ(dense_block(from_consumed.adjacency[size_t(t)].transpose),
+                      dense_block(g.adjacency[size_t(t)].transpose));
+          }
+          EXPECT_EQ(host_values(from_consumed.features), host_values(g.features));
           // Forward only (mini-batch mode): the same blocks, bit for bit, and no transposes.
           options.transposes = false;
           const Graph3D forward_only = build_graph_3d(rows, grid, options);

@@ -64,4 +64,10 @@ class ScopedPhase {
 /// Peak resident memory of this process in bytes (getrusage).
 long long peak_rss_bytes();
 
+/// Hands the allocator's free memory back to the system (glibc's malloc_trim; nothing elsewhere). glibc
+/// keeps freed arrays below its mmap threshold, which it raises up to 32 MiB as arrays are freed, in the
+/// process; a phase that frees many such arrays calls this so that what it freed is not counted again
+/// beside what the next phase allocates.
+void release_free_memory();
+
 }  // namespace tessera

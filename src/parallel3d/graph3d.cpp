@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "graph3d_impl.hpp"
 #include "tessera/comm/collectives.hpp"
@@ -69,7 +71,10 @@ Vector<int64_t> ids_of(const RandomPermutation& order, int64_t begin, int64_t ro
 // Phase 3: layer 0's input rows are in p2 order, split by X; columns split by Y; replicated over Z. Each
 // row goes to the Y x Z ranks of its X block as its position and its Y slice of (padded) columns; counted
 // first so both send buffers are allocated once at their size.
-void distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& grid, Graph3D& g) {
+// `release`: the rows' features, freed once copied into the send buffer (before the exchange's receive
+// buffer and the block are allocated), or null to keep them.
+void distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& grid, Graph3D& g,
+                         std::vector<float>* release) {
   const Communicator& comm = grid.replica();
   const GridShape& shape = grid.shape();
   const GridCoords mine = grid.coords();
@@ -111,6 +116,7 @@ void distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& 
         *out++ = j < f ? (normalize ? float(x[j] / scale) : x[j]) : 0.0f;
     });
   }
+  if (release) std::vector<float>().swap(*release);
   const std::vector<int64_t> got_pos_counts = exchange_counts(comm, pos_counts, "load features");
   int64_t got = 0;
   for (const int64_t c : got_pos_counts) got += c;
@@ -199,9 +205,9 @@ RowCosts row_costs(const GraphMeta& meta, const GridShape& shape, int layers) {
   return RowCosts{8.0 + exchange, 4.0 * double(meta.num_features) + 17.0 + std::max(exchange, features)};
 }
 
-}  // namespace
-
-Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Graph3DOptions& options) {
+// build_graph_3d; `release` (the same rows, or null) has each array freed once the phases are done with it.
+Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const ProcessGrid& grid,
+                        const Graph3DOptions& options) {
   const Communicator& comm = grid.replica();
   impl::validate_rows(rows, comm);
   comm.check(rows.num_classes > 0, rows.name + ": num_classes is 0 (the file has no labels to train on)");
@@ -233,11 +239,16 @@ Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Gra
                                                      options.transposes));
     done("adjacency " + std::to_string(t));
   }
+  if (release) {  // the edges are in the blocks now; the features phase peaks higher than any before it
+    std::vector<int64_t>().swap(release->indices);
+    std::vector<int64_t>().swap(release->indptr);
+    release_free_memory();
+  }
   const double local_nnz = double(g.adjacency[0].nnz);
   g.max_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Max, "load");
   // Ranks that differ only in b hold copies of the same block: the mean over ranks is the mean over blocks.
   g.mean_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Sum, "load") / double(comm.size());
-  distribute_features(rows, options.normalize_features, grid, g);
+  distribute_features(rows, options.normalize_features, grid, g, release ? &release->features : nullptr);
   done("features");
   for (int l = 0; l < options.layers; ++l) {
     const AxisRoles roles = roles_for_layer(l);
@@ -246,7 +257,18 @@ Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Gra
         ids_of(g.layout.row_order(l), g.coords.get(roles.c) * row_block, row_block, rows.num_nodes));
   }
   reduce_load_phases(comm, g.load_phases);
+  if (release) release_free_memory();  // the exchanges' buffers and the rows' features
   return g;
+}
+
+}  // namespace
+
+Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Graph3DOptions& options) {
+  return build_from_rows(rows, nullptr, grid, options);
+}
+
+Graph3D build_graph_3d(GraphRows&& rows, const ProcessGrid& grid, const Graph3DOptions& options) {
+  return build_from_rows(rows, &rows, grid, options);
 }
 
 Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, const Graph3DOptions& options) {
@@ -254,12 +276,11 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
   comm.check(reader.has_split("train"),
              reader.path() + ": no split named 'train' (the trainer needs /split/train)");
   Stopwatch watch;
-  const GraphRows rows =
-      read_graph_rows(reader, comm, row_costs(reader.meta(), grid.shape(), options.layers));
+  GraphRows rows = read_graph_rows(reader, comm, row_costs(reader.meta(), grid.shape(), options.layers));
   std::vector<LoadPhase> read{{"read", watch.seconds(), int64_t(peak_rss_bytes())}};
   if (options.on_phase) options.on_phase(read.front());
   reduce_load_phases(comm, read);
-  Graph3D g = build_graph_3d(rows, grid, options);
+  Graph3D g = build_graph_3d(std::move(rows), grid, options);
   g.load_phases.insert(g.load_phases.begin(), read.front());
   return g;
 }

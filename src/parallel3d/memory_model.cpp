@@ -13,11 +13,15 @@ namespace tessera {
 
 namespace {
 
-// What read_graph_rows keeps for the whole load: this rank's rows of indptr, indices, features, labels and
-// split bits.
-double read_rows_bytes(const ProblemSize& p, double rows_read, double edges) {
-  const double features = double(p.dims.front());
-  return 8 * (rows_read + 1) + 8 * edges + 4 * features * rows_read + 8 * rows_read + rows_read;
+// What read_graph_rows reads: this rank's rows of indptr, indices, features, labels and split bits. The
+// load frees the edges after the adjacency and the features in their phase (build_graph_3d(GraphRows&&)).
+struct RowsBytes {
+  double edges = 0, features = 0, labels = 0;
+  double all() const { return edges + features + labels; }
+};
+
+RowsBytes read_rows_bytes(const ProblemSize& p, double rows_read, double edges) {
+  return {8 * (rows_read + 1) + 8 * edges, 4 * double(p.dims.front()) * rows_read, 9 * rows_read};
 }
 
 struct LayoutBytes {
@@ -62,13 +66,17 @@ LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz) {
 }
 
 // distribute_features: (position, padded row) to every (y, z) of the row's X block, received, placed.
-double features_exchange_bytes(const ProblemSize& p, const Layout3D& layout, double rows_read) {
+// The rows' own features are freed once copied into the send buffer, which is freed before the block is
+// allocated; the send buffer is counted beside the block all the same: below glibc's mmap threshold (which
+// it raises up to 32 MiB as arrays are freed) freed memory stays in the process until the load ends
+// (release_free_memory), so a small graph peaks so, and a large one this much lower.
+double features_exchange_bytes(const Layout3D& layout, double rows_read, double own_features, double nodes) {
   const GridShape& s = layout.shape();
-  const double fp = double(layout.padded_dim(0)), n = double(p.nodes);
-  const double sent = rows_read * s.z * (8.0 * s.y + 4 * fp);
-  const double received = n / s.x * (8 + 4 * fp / s.y);
+  const double fp = double(layout.padded_dim(0));
+  const double sent = rows_read * s.z * (8.0 * s.y + 4 * fp) + 8 * rows_read;
+  const double received = nodes / s.x * (8 + 4 * fp / s.y);
   const double block = 4 * double(layout.padded_nodes()) / s.x * fp / s.y;
-  return sent + received + block;
+  return std::max(own_features, sent) + received + block;
 }
 
 // distribute_labels: (position, label, splits) to the G_a x G_b ranks of the row's block, received.
@@ -124,23 +132,24 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   const double edges = double(p.edges >= 0 ? p.edges : p.nnz - p.nodes);
   MemoryEstimate e;
   e.process = m.process_bytes;
-  const double rows = read_rows_bytes(p, rows_read, edges / ranks);
+  const RowsBytes rows = read_rows_bytes(p, rows_read, edges / ranks);
   const double degrees = 8 * rows_read;  // this rank's rows' (the blocks' are in layout_bytes)
-  double kept = 0, peak = labels_exchange_bytes(p, layout, rows_read), largest_send = 0;
+  double kept = 0, peak = rows.all() + labels_exchange_bytes(p, layout, rows_read), largest_send = 0;
   for (int t = 0; t < std::min(layout.layers(), 6); ++t) {
     const LayoutBytes b = layout_bytes(layout, t, double(p.nnz));
     largest_send = std::max(largest_send, b.sent);
-    peak = std::max(peak, degrees + kept + b.exchange);
+    peak = std::max(peak, rows.all() + degrees + kept + b.exchange);
     kept += b.kept;
   }
-  peak = std::max(peak, degrees + kept + features_exchange_bytes(p, layout, rows_read));
+  peak = std::max(peak, rows.labels + degrees + kept +
+                            features_exchange_bytes(layout, rows_read, rows.features, double(p.nodes)));
   // Kept after the load besides the blocks: the feature block, its row ids, each layer's output row ids,
   // and the labels and split masks.
   kept += 4 * np / s.x * double(layout.padded_dim(0)) / s.y + 8 * np / s.x;
   for (int l = 0; l < layout.layers(); ++l) kept += 8 * np / s.extent(roles_for_layer(l).c);
   // MPI's own buffers grow with the messages it has moved, up to what the machine profile measured.
   if (ranks > 1) e.process += std::min(m.mpi_bytes, largest_send);
-  e.load_peak = e.process + rows + peak;
+  e.load_peak = e.process + peak;
   e.graph = kept;
   // The input dropout's copy of the feature block, the layers and their shared workspace.
   double training = p.input_dropout ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;

@@ -561,10 +561,13 @@ PY
       $MPIEXEC -n 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 2 --hidden 64 --epochs 1 --memory-per-rank 40M
     expect_error "tessera: error: --memory-per-rank: expected a size such as 4G" "-" -- \
       "$TESSERA" train --data r.h5 --memory-per-rank 4x
-    out=$(mpi 8 "$TESSERA" train --data r.h5 --grid auto --layers 2 --hidden 64 --epochs 1 --memory-per-rank 90M) || exit 1
-    fastest=$("$TESSERA" plan --data r.h5 --ranks 8 --layers 2 --hidden 64 | awk '$1 == 1 {print $2}')
+    # A budget just under the fastest grid's predicted peak: --grid auto must take another grid.
+    read -r fastest need unit < <("$TESSERA" plan --data r.h5 --ranks 8 --layers 2 --hidden 64 | awk '$1 == 1 {print $2, $7, $8}')
+    [ "$unit" = MiB ] || { echo "FAILED: expected the fastest grid's peak in MiB, got '$need $unit'"; exit 1; }
+    budget=$(( ${need%.*} - 1 ))M
+    out=$(mpi 8 "$TESSERA" train --data r.h5 --grid auto --layers 2 --hidden 64 --epochs 1 --memory-per-rank "$budget") || exit 1
     picked=$(grep -o "grid auto: [0-9x]*" <<<"$out" | cut -d' ' -f3)
-    echo "fastest $fastest, picked under 90M: $picked"
+    echo "fastest $fastest ($need MiB), picked under $budget: $picked"
     [ -n "$picked" ] && [ "$picked" != "$fastest" ] || { echo "$out"; echo "FAILED: --grid auto ignored the budget"; exit 1; }
     ;;
   thread_defaults)
