@@ -10,8 +10,8 @@
 
 namespace tessera {
 
-/// A sparse matrix in compressed sparse rows, in memory space Space, with column ids of type Column (int64
-/// everywhere but inside CsrSpmm, which may narrow them: spmm.hpp).
+/// A sparse matrix in compressed sparse rows, in memory space Space, with column ids of type Column (int64,
+/// or SpmmColumn where a matrix is built for CsrSpmm: spmm.hpp).
 template <class Scalar, class Space = DeviceSpace, class Column = int64_t>
 struct CsrMatrix {
   int64_t num_rows = 0;            ///< rows

@@ -30,13 +30,15 @@ HostVector<int64_t> balanced_row_blocks(const HostVector<int64_t>& row_ptr, int6
   return start;
 }
 
-template <class Scalar>
-CsrMatrix<Scalar, HostSpace> csr_transpose(const CsrMatrix<Scalar, HostSpace>& a) {
-  CsrMatrix<Scalar, HostSpace> t;
+template <class Scalar, class Column>
+CsrMatrix<Scalar, HostSpace, Column> csr_transpose(const CsrMatrix<Scalar, HostSpace, Column>& a) {
+  require(a.num_rows <= int64_t(std::numeric_limits<Column>::max()), "csr_transpose: ", a.num_rows,
+          " rows become columns wider than their ids");
+  CsrMatrix<Scalar, HostSpace, Column> t;
   t.num_rows = a.num_cols;
   t.num_cols = a.num_rows;
   t.row_ptr = HostVector<int64_t>("row_ptr", size_t(t.num_rows + 1));
-  t.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(a.nnz()));
+  t.col_idx = HostVector<Column>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(a.nnz()));
   if (!a.is_pattern())
     t.values = HostVector<Scalar>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(a.nnz()));
   for (int64_t k = 0; k < a.nnz(); ++k) ++t.row_ptr(a.col_idx(k) + 1);
@@ -46,15 +48,15 @@ CsrMatrix<Scalar, HostSpace> csr_transpose(const CsrMatrix<Scalar, HostSpace>& a
   for (int64_t r = 0; r < a.num_rows; ++r)
     for (int64_t k = a.row_ptr(r); k < a.row_ptr(r + 1); ++k) {
       const int64_t at = fill[size_t(a.col_idx(k))]++;
-      t.col_idx(at) = r;
+      t.col_idx(at) = Column(r);
       if (!a.is_pattern()) t.values(at) = a.values(k);
     }
   return t;
 }
 
-template <class Scalar, class Space>
-CsrMatrix<Scalar, Space> csr_to_space(const CsrMatrix<Scalar, HostSpace>& a) {
-  CsrMatrix<Scalar, Space> out;
+template <class Scalar, class Space, class Column>
+CsrMatrix<Scalar, Space, Column> csr_to_space(const CsrMatrix<Scalar, HostSpace, Column>& a) {
+  CsrMatrix<Scalar, Space, Column> out;
   out.num_rows = a.num_rows;
   out.num_cols = a.num_cols;
   out.row_ptr = Kokkos::create_mirror_view_and_copy(Space(), a.row_ptr);
@@ -64,11 +66,11 @@ CsrMatrix<Scalar, Space> csr_to_space(const CsrMatrix<Scalar, HostSpace>& a) {
 }
 
 namespace {
-// The matrix with its column ids as SpmmColumn: a move where that is int64, else a parallel copy into
-// 32-bit ids, after which `a`'s 64-bit array is released (freed unless the caller still holds it).
-template <class Scalar>
-CsrMatrix<Scalar, DeviceSpace, SpmmColumn> narrow_columns(CsrMatrix<Scalar, DeviceSpace> a) {
-  if constexpr (std::is_same<SpmmColumn, int64_t>::value) {
+// The matrix with its column ids as SpmmColumn: a move where they are already, else a parallel copy into
+// SpmmColumn ids, after which `a`'s array is released (freed unless the caller still holds it).
+template <class Scalar, class Column>
+CsrMatrix<Scalar, DeviceSpace, SpmmColumn> narrow_columns(CsrMatrix<Scalar, DeviceSpace, Column> a) {
+  if constexpr (std::is_same<SpmmColumn, Column>::value) {
     return a;
   } else {
     require(a.num_cols <= int64_t(std::numeric_limits<SpmmColumn>::max()), "spmm: a block of ", a.num_cols,
@@ -112,12 +114,14 @@ Vector<Scalar> scaled_values(const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& a
 }  // namespace
 
 template <class Scalar>
-CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a) : a_(narrow_columns(std::move(a))) {
+template <class Column>
+CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace, Column> a) : a_(narrow_columns(std::move(a))) {
   balance_rows();
 }
 
 template <class Scalar>
-CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace> pattern, Vector<double> row_scale,
+template <class Column>
+CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace, Column> pattern, Vector<double> row_scale,
                          Vector<double> col_scale)
     : a_(narrow_columns(std::move(pattern))) {
   require(a_.is_pattern(), "spmm: a scaled matrix is a pattern, not ", a_.values.extent(0), " values");
@@ -209,9 +213,18 @@ void CsrSpmm<Scalar>::apply_rows(const Matrix<const Scalar>& x, const Matrix<Sca
 
 template class CsrSpmm<float>;
 template class CsrSpmm<double>;
+template CsrSpmm<float>::CsrSpmm(CsrMatrix<float, DeviceSpace, int64_t>);
+template CsrSpmm<float>::CsrSpmm(CsrMatrix<float, DeviceSpace, int32_t>);
+template CsrSpmm<double>::CsrSpmm(CsrMatrix<double, DeviceSpace, int64_t>);
+template CsrSpmm<float>::CsrSpmm(CsrMatrix<float, DeviceSpace, int64_t>, Vector<double>, Vector<double>);
+template CsrSpmm<float>::CsrSpmm(CsrMatrix<float, DeviceSpace, int32_t>, Vector<double>, Vector<double>);
+template CsrSpmm<double>::CsrSpmm(CsrMatrix<double, DeviceSpace, int64_t>, Vector<double>, Vector<double>);
 template CsrMatrix<float, HostSpace> csr_transpose(const CsrMatrix<float, HostSpace>&);
+template CsrMatrix<float, HostSpace, int32_t> csr_transpose(const CsrMatrix<float, HostSpace, int32_t>&);
 template CsrMatrix<double, HostSpace> csr_transpose(const CsrMatrix<double, HostSpace>&);
 template CsrMatrix<float, DeviceSpace> csr_to_space<float, DeviceSpace>(const CsrMatrix<float, HostSpace>&);
+template CsrMatrix<float, DeviceSpace, int32_t> csr_to_space<float, DeviceSpace>(
+    const CsrMatrix<float, HostSpace, int32_t>&);
 template CsrMatrix<double, DeviceSpace> csr_to_space<double, DeviceSpace>(
     const CsrMatrix<double, HostSpace>&);
 

@@ -33,15 +33,18 @@ class CsrSpmm {
  public:
   /// An empty 0 x 0 operator.
   CsrSpmm() = default;
-  /// A pattern matrix (no values) multiplies as if every value were one. Column ids are narrowed to
-  /// SpmmColumn (a matrix with more columns than it holds is refused); the caller may drop its copy.
-  explicit CsrSpmm(CsrMatrix<Scalar, DeviceSpace> a);
+  /// A pattern matrix (no values) multiplies as if every value were one. Column ids (int32 or int64) are
+  /// taken as they are when they are SpmmColumn, else copied into SpmmColumn (a matrix with more columns
+  /// than it holds is refused; the caller may drop its copy).
+  template <class Column>
+  explicit CsrSpmm(CsrMatrix<Scalar, DeviceSpace, Column> a);
   /// A pattern whose entry (i, j) weighs scaled_weight<Scalar>(row_scale(i), col_scale(j)) (an empty scale:
   /// ones): a degree-normalized adjacency without a value per nonzero (GCN's D^-1/2 A D^-1/2, the mean's
   /// D^-1 A and its transpose A^T D^-1). Host builds keep the scales (4 bytes less per nonzero, a third of
   /// a block with 32-bit ids); device builds multiply them out into values here, which the vendor
   /// libraries need.
-  CsrSpmm(CsrMatrix<Scalar, DeviceSpace> pattern, Vector<double> row_scale, Vector<double> col_scale);
+  template <class Column>
+  CsrSpmm(CsrMatrix<Scalar, DeviceSpace, Column> pattern, Vector<double> row_scale, Vector<double> col_scale);
 
   /// y (A.num_rows x F) = alpha * A * x (A.num_cols x F) + beta * y. x and y must not alias.
   void apply(const Matrix<const Scalar>& x, const Matrix<Scalar>& y, Scalar alpha = Scalar(1),
@@ -81,11 +84,13 @@ class CsrSpmm {
 HostVector<int64_t> balanced_row_blocks(const HostVector<int64_t>& row_ptr, int64_t blocks);
 
 /// Explicit transpose of a host CSR (values kept; a pattern stays a pattern). Columns of each row sorted.
-template <class Scalar>
-CsrMatrix<Scalar, HostSpace> csr_transpose(const CsrMatrix<Scalar, HostSpace>& a);
+/// Column ids int64 (float, double) or int32 (float).
+template <class Scalar, class Column>
+CsrMatrix<Scalar, HostSpace, Column> csr_transpose(const CsrMatrix<Scalar, HostSpace, Column>& a);
 
-/// Copies a host CSR into memory space Space (a no-op view copy when Space is the host).
-template <class Scalar, class Space>
-CsrMatrix<Scalar, Space> csr_to_space(const CsrMatrix<Scalar, HostSpace>& a);
+/// Copies a host CSR into memory space Space (a no-op view copy when Space is the host). Column ids int64
+/// (float, double) or int32 (float).
+template <class Scalar, class Space, class Column>
+CsrMatrix<Scalar, Space, Column> csr_to_space(const CsrMatrix<Scalar, HostSpace, Column>& a);
 
 }  // namespace tessera
