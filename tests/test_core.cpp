@@ -4,6 +4,7 @@
 #include <Kokkos_Core.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "tessera/core/flat_id_map.hpp"
 #include "tessera/core/huge_pages.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/core/random.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
@@ -272,4 +274,38 @@ TEST(HugePages, LargeHostViewsAreAdvisedAndKeepTheirValues) {
     std::printf("transparent huge pages: mode '%s': madvise may refuse; %lld views advised\n", mode.c_str(),
                 static_cast<long long>(after.views - before.views));
   }
+}
+
+// A buffer of its own pages reads zeros until written, moves without copying, and gives its pages back:
+// the resident memory that 64 MiB of written pages added is gone after reset.
+TEST(PageBuffer, ZeroedMovableAndReturned) {
+  PageBuffer<int32_t> none(0);
+  EXPECT_EQ(none.data(), nullptr);
+  EXPECT_EQ(none.size(), 0u);
+  const size_t count = size_t(16) << 20;  // 64 MiB
+  const auto resident = [] {
+    std::FILE* statm = std::fopen("/proc/self/statm", "r");
+    long pages = 0, size = 0;
+    if (statm) {
+      if (std::fscanf(statm, "%ld %ld", &size, &pages) != 2) pages = 0;
+      std::fclose(statm);
+    }
+    return double(pages) * 4096.0;
+  };
+  PageBuffer<int32_t> a(count);
+  ASSERT_NE(a.data(), nullptr);
+  EXPECT_EQ(a[0], 0);
+  EXPECT_EQ(a[count - 1], 0);
+  const double before = resident();
+  for (size_t i = 0; i < count; ++i) a[i] = int32_t(i);
+  EXPECT_GT(resident() - before, 48.0 * 1048576);
+  PageBuffer<int32_t> b(std::move(a));
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(b.size(), count);
+  EXPECT_EQ(b[12345], 12345);
+  const double written = resident();
+  b.reset();
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_GT(written - resident(), 48.0 * 1048576);
 }

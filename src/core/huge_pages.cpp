@@ -66,6 +66,10 @@ bool advise_huge_pages_for_host_views(int64_t min_bytes) {
 #endif
 }
 
+bool huge_page_advice_on() {
+  return installed_;
+}
+
 void restart_with_huge_page_malloc(char** argv) {
 #ifdef __linux__
   const char* choice = std::getenv("TESSERA_HUGE_PAGES");

@@ -16,6 +16,10 @@ namespace tessera {
 /// changes the threshold). Returns false where the platform has no transparent huge pages (not Linux).
 bool advise_huge_pages_for_host_views(int64_t min_bytes = int64_t(4) << 20);
 
+/// Whether advise_huge_pages_for_host_views is in effect (the runtime turns it on unless
+/// TESSERA_HUGE_PAGES=0): buffers that take their own pages (map_pages) then ask for huge ones too.
+bool huge_page_advice_on();
+
 /// For programs (not the library): glibc's malloc asks for huge pages only when the tunable
 /// glibc.malloc.hugetlb=1 is in GLIBC_TUNABLES at start, and the hook above reaches Kokkos Views only (the
 /// sampler's and exchanges' std::vectors are malloc's). Where GLIBC_TUNABLES and TESSERA_HUGE_PAGES are

@@ -1,10 +1,30 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/core/memory.hpp"
 
+#include <sys/mman.h>
+
 #include <fstream>
+#include <new>
 #include <sstream>
 
+#include "tessera/core/huge_pages.hpp"
+
 namespace tessera {
+
+void* map_pages(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* pages = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pages == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  // Fresh pages fault in when first written: 2 MiB at a time instead of 4 KiB (advice; failure is fine).
+  if (bytes >= (size_t(2) << 20) && huge_page_advice_on()) (void)madvise(pages, bytes, MADV_HUGEPAGE);
+#endif
+  return pages;
+}
+
+void unmap_pages(void* pages, size_t bytes) {
+  if (pages != nullptr) munmap(pages, bytes);
+}
 
 namespace {
 
