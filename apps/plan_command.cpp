@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/graph/graph_file.hpp"
@@ -22,6 +23,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
     int ranks = 0, layers = 3;
     int64_t hidden = 256;
     bool recompute_aggregation = false;
+    std::string load_budget;
   };
   auto a = std::make_shared<Args>();
   CLI::App* plan = app.add_subcommand("plan", "Rank every 3D grid for a rank count by predicted epoch time");
@@ -32,14 +34,17 @@ void add_plan_command(CLI::App& app, Command& selected) {
   plan->add_option("--machine", a->machine, "perlmutter, frontier or local")->capture_default_str();
   plan->add_flag("--recompute-aggregation", a->recompute_aggregation,
                  "as train's: layers keep no A H for backward (less memory, more SpMM)");
+  plan->add_option("--load-budget", a->load_budget, "as train's: bytes of one round of the load's exchanges");
   plan->add_option("--machine-file", a->machine_file,
                    "Machine file written by tessera bench comm / spmm --fit");
   plan->callback([&selected, a] {
     selected = [a](const Communicator& world) {
       MachineProfile machine;
       std::string problem;
+      int64_t load_budget = kDefaultExchangeBudget;
       try {
         require(a->layers >= 1, "--layers must be at least 1, not ", a->layers);
+        if (!a->load_budget.empty()) load_budget = parse_byte_size(a->load_budget, "--load-budget");
         machine = machine_from_options(a->machine, a->machine_file);
       } catch (const Error& e) {
         problem = e.what();
@@ -49,7 +54,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
       ModelConfig model;  // the command line's defaults besides layers and width (GCN, dropout)
       model.layers = a->layers;
       model.hidden = a->hidden;
-      const ProblemSize size = problem_size(reader.meta(), model, a->recompute_aggregation);
+      const ProblemSize size = problem_size(reader.meta(), model, a->recompute_aggregation, load_budget);
       char line[256];
       std::snprintf(line, sizeof(line),
                     "plan: %s, %lld nodes, %lld nonzeros, %d layers, hidden %lld, %d ranks, machine %s",

@@ -20,7 +20,7 @@ struct Args {
   TrainOptions o;
   std::string mode = "full", grid, model = "gcn", norm = "none", optimizer = "adam", permute = "double";
   std::string comm_dtype = "f32", gemm_dtype = "f32", kernels = "auto", comm = "auto", batch_size, fanouts,
-              prefetch_policy = "periodic", network, memory_per_rank;
+              prefetch_policy = "periodic", network, memory_per_rank, load_budget;
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
 };
@@ -57,6 +57,10 @@ void add_grid_options(CLI::App* cmd, Args& a) {
                   "full: memory each rank may use (e.g. 4G); a grid predicted to need more is refused before "
                   "the load, and --grid auto picks among those that fit; 0: no check (default: the node's "
                   "available memory shared by its ranks)");
+  cmd->add_option(
+      "--load-budget", a.load_budget,
+      "full / minibatch: bytes of one round of the load's exchanges per rank (e.g. 64M); a rank "
+      "sends its edges and features in as many rounds as that takes; 0: one round (default 256M)");
   cmd->add_option("--permute", a.permute, "none, single or double permutation for load balance")
       ->capture_default_str();
   cmd->add_flag("--overlap", a.o.overlap, "Overlap each SpMM's all-reduce with the SpMM, in row chunks");
@@ -150,6 +154,11 @@ TrainOptions to_options(Args& a) {
   o.kernels = parse_kernel_path(a.kernels);
   o.comm = parse_comm_backend(a.comm);
   if (!a.memory_per_rank.empty()) o.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");
+  if (!a.load_budget.empty()) {
+    require(o.mode != TrainMode::Sampled,
+            "--load-budget is for --mode full / minibatch (the sampled mode's loader builds no 3D blocks)");
+    o.exchange_budget = parse_byte_size(a.load_budget, "--load-budget");
+  }
   if (a.grid == "auto")
     o.auto_grid = true;
   else if (!a.grid.empty())

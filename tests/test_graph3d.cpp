@@ -6,6 +6,7 @@
 // copies that build no rows at all.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -20,18 +21,22 @@ using namespace tessera;
 namespace {
 
 // Node v's in-neighbours: two pseudo-random ones, itself when v % 3 == 0, and a repeated edge when
-// v % 4 == 1 (duplicates add).
-std::vector<int64_t> in_neighbours(int64_t v, int64_t n) {
+// v % 4 == 1 (duplicates add). `symmetric`: the graph plus its reverse (A + A^T).
+std::vector<int64_t> in_neighbours(int64_t v, int64_t n, bool symmetric = false) {
   std::vector<int64_t> u;
   for (const int64_t w : {(3 * v + 1) % n, (5 * v + 2) % n})
     if (w != v) u.push_back(w);  // the self loop only where asked for, once
   if (v % 3 == 0) u.push_back(v);
   if (v % 4 == 1 && !u.empty() && u[0] != v) u.push_back(u[0]);
+  if (symmetric)
+    for (int64_t w = 0; w < n; ++w)
+      for (const int64_t x : in_neighbours(w, n))
+        if (x == v) u.push_back(w);
   return u;
 }
 
 // This rank's contiguous share of the tiny graph's rows.
-GraphRows tiny_rows(int64_t n, const Communicator& world) {
+GraphRows tiny_rows(int64_t n, const Communicator& world, bool symmetric = false) {
   GraphRows rows;
   rows.name = "tiny graph";
   rows.num_nodes = n;
@@ -40,7 +45,7 @@ GraphRows tiny_rows(int64_t n, const Communicator& world) {
   rows.first_row = n * world.rank() / world.size();
   const int64_t end = n * (world.rank() + 1) / world.size();
   for (int64_t v = rows.first_row; v < end; ++v) {
-    for (int64_t u : in_neighbours(v, n)) rows.indices.push_back(u);
+    for (int64_t u : in_neighbours(v, n, symmetric)) rows.indices.push_back(u);
     rows.indptr.push_back(int64_t(rows.indices.size()));
     rows.features.push_back(float(v));
     rows.labels.push_back(v % 2);
@@ -50,10 +55,11 @@ GraphRows tiny_rows(int64_t n, const Communicator& world) {
 }
 
 // Dense normalized adjacency, row v = in-edges of v, in double, from the definitions in graph3d.hpp.
-std::vector<std::vector<double>> dense_reference(int64_t n, Normalization normalization) {
+std::vector<std::vector<double>> dense_reference(int64_t n, Normalization normalization,
+                                                 bool symmetric = false) {
   std::vector<std::vector<double>> a(size_t(n), std::vector<double>(size_t(n), 0.0));
   for (int64_t v = 0; v < n; ++v)
-    for (int64_t u : in_neighbours(v, n)) a[size_t(v)][size_t(u)] += 1;
+    for (int64_t u : in_neighbours(v, n, symmetric)) a[size_t(v)][size_t(u)] += 1;
   if (normalization == Normalization::Symmetric) {
     for (int64_t v = 0; v < n; ++v)
       if (a[size_t(v)][size_t(v)] == 0) a[size_t(v)][size_t(v)] = 1;  // GCN's self loop where missing
@@ -162,6 +168,27 @@ TEST(Graph3D, EveryBlockHoldsTheNormalizedAdjacency) {
                       dense_block(g.adjacency[size_t(t)].transpose));
           }
           EXPECT_EQ(host_values(from_consumed.features), host_values(g.features));
+          // An exchange budget of one byte sends every row in a round of its own: as many rounds as the
+          // rank with most rows has rows, and the same blocks and features bit for bit.
+          Graph3DOptions one_row_rounds = options;
+          one_row_rounds.exchange_budget = 1;
+          const Graph3D in_rounds = build_graph_3d(rows, grid, one_row_rounds);
+          int64_t most_rows = 0;
+          for (int r = 0; r < world.size(); ++r)
+            most_rows = std::max(most_rows, n * (r + 1) / world.size() - n * r / world.size());
+          for (const LoadPhase& phase : in_rounds.load_phases) {
+            if (phase.name.rfind("adjacency", 0) == 0 || phase.name == "features") {
+              const bool shared = phase.name.find(" as ") != std::string::npos;  // built by no exchange
+              EXPECT_EQ(phase.rounds, shared ? 0 : most_rows) << phase.name;
+            }
+          }
+          for (int t = 0; t < options.layers; ++t) {
+            EXPECT_EQ(dense_block(in_rounds.adjacency[size_t(t)].forward),
+                      dense_block(g.adjacency[size_t(t)].forward));
+            EXPECT_EQ(dense_block(in_rounds.adjacency[size_t(t)].transpose),
+                      dense_block(g.adjacency[size_t(t)].transpose));
+          }
+          EXPECT_EQ(host_values(in_rounds.features), host_values(g.features));
           // Forward only (mini-batch mode): the same blocks, bit for bit, and no transposes.
           options.transposes = false;
           const Graph3D forward_only = build_graph_3d(rows, grid, options);
@@ -174,5 +201,43 @@ TEST(Graph3D, EveryBlockHoldsTheNormalizedAdjacency) {
                 << "layout " << t;
           }
         }
+      }
+}
+
+// Replicas of one rank (a one-rank run, mini-batch's D x 1 x 1 x 1): layouts in the same row and column
+// orders are one block, and where the normalized adjacency is symmetric, layouts in swapped orders are each
+// other's transposes (A2 = A1^T) and share their arrays. Every block still holds the reference's entries.
+TEST(Graph3D, OneRankReplicasShareLayouts) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{world.size(), 1, 1, 1});
+  const int64_t n = 13;
+  const auto same_arrays = [](const CsrSpmm<float>& a, const CsrSpmm<float>& b) {
+    return a.matrix().col_idx.data() == b.matrix().col_idx.data();
+  };
+  for (const bool symmetric : {false, true})
+    for (const Normalization normalization : {Normalization::Symmetric, Normalization::Mean})
+      for (const PermuteMode permute : {PermuteMode::None, PermuteMode::Double}) {
+        SCOPED_TRACE(std::string(symmetric ? "symmetric" : "directed") + " graph, " +
+                     normalization_name(normalization) + ", permute " + permute_mode_name(permute));
+        Graph3DOptions options;
+        options.layers = 4;
+        options.permute = permute;
+        options.seed = 3;
+        options.normalization = normalization;
+        const Graph3D g = build_graph_3d(tiny_rows(n, grid.replica(), symmetric), grid, options);
+        expect_blocks_match(g, n, dense_reference(n, normalization, symmetric));
+        for (int t = 1; t < options.layers; ++t) {
+          const int twin = permute == PermuteMode::None ? 0 : t % 2;  // the first layout in t's orders
+          if (twin != t)
+            EXPECT_TRUE(same_arrays(g.adjacency[size_t(t)].forward, g.adjacency[size_t(twin)].forward)) << t;
+          else
+            EXPECT_FALSE(same_arrays(g.adjacency[size_t(t)].forward, g.adjacency[0].forward)) << t;
+        }
+        // Only GCN's normalization of a symmetric graph is symmetric (the mean's D^-1 A is not).
+        const bool transposes_shared = symmetric && normalization == Normalization::Symmetric;
+        if (permute == PermuteMode::None)
+          EXPECT_EQ(same_arrays(g.adjacency[0].transpose, g.adjacency[0].forward), transposes_shared);
+        else
+          EXPECT_EQ(same_arrays(g.adjacency[1].forward, g.adjacency[0].transpose), transposes_shared);
       }
 }

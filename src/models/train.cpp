@@ -38,6 +38,7 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     require(o.epochs >= 1, "--epochs must be at least 1, not ", o.epochs);
     require(o.eval_every >= 0, "--eval-every must not be negative, not ", o.eval_every);
     require(o.checkpoint_every >= 0, "--checkpoint-every must not be negative");
+    require(o.exchange_budget >= 0, "--load-budget must not be negative");
     require(o.patience >= 0, "--patience must not be negative, not ", o.patience);
     require(o.patience == 0 || o.eval_every > 0,
             "--patience needs evaluations (--eval-every 0 turns them off)");
@@ -122,6 +123,20 @@ void check_memory(const ProblemSize& size, const GridShape& shape, const Machine
                          ". Use more ranks (or nodes), or --memory-per-rank 0 to run anyway");
 }
 
+// The permutation the load uses: on one rank without a grid, the file's order (a permutation balances
+// blocks that do not exist).
+PermuteMode load_permutation(const TrainOptions& o) {
+  const bool one_rank = o.mode == TrainMode::Full && !o.grid && !o.auto_grid;
+  return one_rank ? PermuteMode::None : o.permute;
+}
+
+// The run's problem as the memory model prices it: sizes, the load's budget and its permutation.
+ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
+  ProblemSize size = problem_size(meta, o.model, o.recompute_aggregation, o.exchange_budget);
+  size.one_order = load_permutation(o) != PermuteMode::Double;
+  return size;
+}
+
 GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const MemoryBudget& budget,
                        const Communicator& world) {
   if (o.grid) {
@@ -142,8 +157,7 @@ GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const Memor
   GridCost best;
   try {
     const MachineProfile machine = machine_of(o);
-    const std::vector<GridCost> grids =
-        plan_grids(problem_size(meta, o.model, o.recompute_aggregation), world.size(), machine);
+    const std::vector<GridCost> grids = plan_grids(run_problem(o, meta), world.size(), machine);
     best = grids.front();
     // The fastest grid that fits; none fits: the fastest, which check_memory then refuses with the numbers.
     for (const GridCost& c : grids)
@@ -184,18 +198,19 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   return trainer.run();
 }
 
-// "load phases (slowest rank, largest peak): validate 0.10 s; read 0.20 s, 40 MiB; ...". The validation
-// pass's peak is not separate: it streams the file in bounded pieces.
+// "load phases (slowest rank s, largest peak memory MiB after it): read 0.20 s 40 MiB; ...; adjacency 0
+// 2.10 s 800 MiB in 3 rounds; ...": rounds where the exchange budget cut a phase's exchange.
 std::string describe_load_phases(const std::vector<LoadPhase>& phases) {
   std::string line = "load phases (slowest rank s, largest peak memory MiB after it):";
-  char part[96];
+  char part[128];
   for (const LoadPhase& p : phases) {
+    int at = std::snprintf(part, sizeof(part), " %s %.2f s", p.name.c_str(), p.seconds);
     if (p.peak_bytes > 0)
-      std::snprintf(part, sizeof(part), " %s %.2f s %.0f MiB;", p.name.c_str(), p.seconds,
-                    double(p.peak_bytes) / 1048576.0);
-    else
-      std::snprintf(part, sizeof(part), " %s %.2f s;", p.name.c_str(), p.seconds);
+      at +=
+          std::snprintf(part + at, sizeof(part) - size_t(at), " %.0f MiB", double(p.peak_bytes) / 1048576.0);
+    if (p.rounds > 1) std::snprintf(part + at, sizeof(part) - size_t(at), " in %d rounds", p.rounds);
     line += part;
+    line += ';';
   }
   line.pop_back();
   return line;
@@ -204,7 +219,7 @@ std::string describe_load_phases(const std::vector<LoadPhase>& phases) {
 nlohmann::json load_phases_json(const std::vector<LoadPhase>& phases) {
   nlohmann::json list = nlohmann::json::array();
   for (const LoadPhase& p : phases) {
-    nlohmann::json phase = {{"phase", p.name}, {"s", p.seconds}};
+    nlohmann::json phase = {{"phase", p.name}, {"s", p.seconds}, {"rounds", p.rounds}};
     if (p.peak_bytes > 0) phase["peak_bytes"] = p.peak_bytes;
     list.push_back(phase);
   }
@@ -243,9 +258,10 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
   int phases_done = 0;
   const auto progress = [&](const LoadPhase& p) {
     if (o.quiet) return;
-    char line[160];
-    std::snprintf(line, sizeof(line), "load: %s done, phase %d of %d, %.2f s (rank 0, %.0f MiB peak)",
+    char line[192];
+    std::snprintf(line, sizeof(line), "load: %s done, phase %d of %d, %.2f s%s (rank 0, %.0f MiB peak)",
                   p.name.c_str(), ++phases_done, phase_count, p.seconds,
+                  p.rounds > 1 ? (" in " + std::to_string(p.rounds) + " rounds").c_str() : "",
                   double(peak_rss_bytes()) / 1048576.0);
     log_line(line);
   };
@@ -261,24 +277,22 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
       problem = e.what();
     }
     world.check(problem.empty(), problem);
-    check_memory(problem_size(reader.meta(), o.model, o.recompute_aggregation), shape, machine, budget, o,
-                 world);
+    check_memory(run_problem(o, reader.meta()), shape, machine, budget, o, world);
   }
   if (o.mode == TrainMode::Minibatch)
     world.check(shape.size() == world.size(), "--grid " + shape.str() + " has " +
                                                   std::to_string(shape.size()) + " ranks but the job has " +
                                                   std::to_string(world.size()));
   const ProcessGrid grid = make_grid(world, shape, o.comm);
-  // On one rank without a grid, the file's order: a permutation balances blocks that do not exist.
-  const bool one_rank = o.mode == TrainMode::Full && !o.grid && !o.auto_grid;
   Graph3DOptions load;
   load.layers = o.model.layers;
-  load.permute = one_rank ? PermuteMode::None : o.permute;
+  load.permute = load_permutation(o);
   load.seed = o.model.seed;
   load.normalization = normalization_for(o.model.kind);
   load.normalize_features = o.normalize_features;
   load.transposes = o.mode == TrainMode::Full;  // mini-batch steps cut their own transposes
   load.on_phase = progress;
+  load.exchange_budget = o.exchange_budget;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   ModelConfig config = o.model;
   config.in = reader.meta().num_features;
@@ -343,9 +357,12 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
 
 }  // namespace
 
-ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation) {
+ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation,
+                         int64_t exchange_budget) {
   ProblemSize size;
   size.recompute = recompute_aggregation;
+  size.exchange_budget = exchange_budget;
+  size.symmetric_graph = meta.symmetric;
   size.nodes = meta.num_nodes;
   size.edges = meta.num_edges;
   size.symmetric = normalization_for(model.kind) == Normalization::Symmetric;

@@ -67,6 +67,8 @@ struct TrainOptions {
   bool resume = false;           ///< continue from DIR/checkpoint.h5
   int64_t patience = 0;          ///< stop after K evaluations without a better validation accuracy; 0: never
   bool quiet = false;            ///< no per-epoch console lines
+  /// Full / minibatch: bytes of one round of the load's exchanges (Graph3DOptions::exchange_budget).
+  int64_t exchange_budget = kDefaultExchangeBudget;
 };
 
 /// Collective over `world`: the run the options describe. Throws CollectiveError (or Error) on bad input,
@@ -78,6 +80,7 @@ TrainResult run_training(const TrainOptions& options, const Communicator& world)
 void check_options(const TrainOptions& options, const Communicator& world);
 
 /// What the performance model needs of a graph file's sizes and a model (plan_grids, predict_memory).
-ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation = false);
+ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation = false,
+                         int64_t exchange_budget = kDefaultExchangeBudget);
 
 }  // namespace tessera

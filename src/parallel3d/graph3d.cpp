@@ -13,6 +13,7 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/comm/process_grid.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/graph/graph_file.hpp"
 
@@ -31,6 +32,19 @@ const char* normalization_name(Normalization normalization) {
 
 namespace impl {
 
+RowRounds::RowRounds(const Communicator& comm, int64_t rows, int64_t budget,
+                     const std::function<double(int64_t)>& row_bytes)
+    : begins_{0} {
+  double used = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const double bytes = row_bytes(i);
+    if (budget > 0 && used > 0 && used + bytes > double(budget)) begins_.push_back(i), used = 0;
+    used += bytes;
+  }
+  begins_.push_back(rows);
+  count_ = int(all_reduce_value(comm, int64_t(begins_.size()) - 1, ReduceOp::Max, "load"));
+}
+
 bool has_self_loop(const GraphRows& r, int64_t i) {
   for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k)
     if (r.indices[size_t(k)] == r.first_row + i) return true;
@@ -42,6 +56,7 @@ bool has_self_loop(const GraphRows& r, int64_t i) {
 namespace {
 
 using impl::has_self_loop;
+using impl::RowRounds;
 
 // Phase 1: this rank's rows' degrees, and where every rank's rows begin (one all-gather of P offsets): a
 // block's builder asks for the degrees of its rows and columns (adjacency3d.cpp). Before, every node's
@@ -51,9 +66,11 @@ impl::RowDegrees degrees(const GraphRows& r, Normalization normalization, const 
   d.local.resize(size_t(r.rows()));
   for (int64_t i = 0; i < r.rows(); ++i) {
     const int64_t count = r.indptr[size_t(i + 1)] - r.indptr[size_t(i)];
-    const bool loop = has_self_loop(r, i);
+    int64_t loops = 0;  // a row may list its own node more than once (duplicate edges add)
+    for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k)
+      loops += r.indices[size_t(k)] == r.first_row + i;
     d.local[size_t(i)] =
-        normalization == Normalization::Symmetric ? count + (loop ? 0 : 1) : count - (loop ? 1 : 0);
+        normalization == Normalization::Symmetric ? count + (loops > 0 ? 0 : 1) : count - loops;
   }
   d.row_begins.resize(size_t(comm.size()));
   all_gather(comm, &r.first_row, 1, d.row_begins.data(), "load degrees");
@@ -68,13 +85,30 @@ Vector<int64_t> ids_of(const RandomPermutation& order, int64_t begin, int64_t ro
   return Kokkos::create_mirror_view_and_copy(DeviceSpace(), ids);
 }
 
+// Rounds pay in the features phase only when the send and receive buffers outweigh the rows and the block:
+// in one round the rows' features are freed before the receive buffer exists and the send buffer before the
+// block does, so no three of them coexist, while with rounds the rows and the block are held throughout.
+// Collective: `budget` when rounds lower the largest rank's peak, else 0 (one round) on every rank (a
+// rank sending all its rows in the first round would swamp what the others receive in it).
+int64_t features_budget(const Communicator& comm, int64_t budget, double own, double sent, double received,
+                        double block) {
+  if (budget <= 0) return 0;
+  const double rounds = std::max(1.0, std::ceil(sent / double(budget)));
+  double peaks[2] = {std::max({own + sent, sent + received, received + block}),
+                     own + block + (sent + received) / rounds};
+  all_reduce(comm, peaks, 2, ReduceOp::Max, "load");
+  return peaks[1] < peaks[0] ? budget : 0;
+}
+
 // Phase 3: layer 0's input rows are in p2 order, split by X; columns split by Y; replicated over Z. Each
-// row goes to the Y x Z ranks of its X block as its position and its Y slice of (padded) columns; counted
-// first so both send buffers are allocated once at their size.
-// `release`: the rows' features, freed once copied into the send buffer (before the exchange's receive
-// buffer and the block are allocated), or null to keep them.
-void distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& grid, Graph3D& g,
-                         std::vector<float>* release) {
+// row goes to the Y x Z ranks of its X block as its position and its Y slice of (padded) columns, in rounds
+// of rows (RowRounds, about `budget` bytes each way, where that lowers the peak: features_budget) that are
+// placed in the block as they arrive; each round is counted first so both send buffers are allocated once
+// at their size.
+// `release`: the rows' features, freed once the last round is packed (before the exchange's receive
+// buffer and the block are allocated when there is one round), or null to keep them.
+int distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& grid, int64_t budget,
+                        Graph3D& g, std::vector<float>* release) {
   const Communicator& comm = grid.replica();
   const GridShape& shape = grid.shape();
   const GridCoords mine = grid.coords();
@@ -82,57 +116,72 @@ void distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& 
   const RandomPermutation& order = g.layout.col_order(0);
   const int64_t f = r.num_features, row_block = g.layout.padded_nodes() / shape.x;
   const int64_t col_block = padded_width(f, shape) / shape.y;
-  std::vector<int64_t> positions_at(size_t(p) + 1, 0);  // counts, then each rank's next slot
-  std::vector<int64_t> positions(size_t(r.rows()));
-  for (int64_t i = 0; i < r.rows(); ++i) positions[size_t(i)] = order.inverse(r.first_row + i);
-  auto each_dest = [&](int64_t i, const auto& fn) {
-    const GridCoords row_owner = mine.with(Axis::X, int(positions[size_t(i)] / row_block));
+  auto each_dest = [&](int64_t position, const auto& fn) {
+    const GridCoords row_owner = mine.with(Axis::X, int(position / row_block));
     for (int ky = 0; ky < shape.y; ++ky)
       for (int kz = 0; kz < shape.z; ++kz)
         fn(ky, grid.rank_of(row_owner.with(Axis::Y, ky).with(Axis::Z, kz)) % p);
   };
-  for (int64_t i = 0; i < r.rows(); ++i)
-    each_dest(i, [&](int, int dest) { ++positions_at[size_t(dest) + 1]; });
-  std::vector<int64_t> pos_counts(positions_at.begin() + 1, positions_at.end());
-  std::vector<int64_t> value_counts(static_cast<size_t>(p));
-  for (int q = 0; q < p; ++q) {
-    positions_at[size_t(q) + 1] += positions_at[size_t(q)];
-    value_counts[size_t(q)] = pos_counts[size_t(q)] * col_block;
-  }
-  const int64_t sent = positions_at.back();
-  std::vector<int64_t> send_pos(static_cast<size_t>(sent));
-  std::unique_ptr<float[]> send_val(new float[size_t(std::max<int64_t>(sent * col_block, 1))]);
-  for (int64_t i = 0; i < r.rows(); ++i) {
-    const float* x = r.features.data() + i * f;
-    double sum = 0;
-    if (normalize)
-      for (int64_t j = 0; j < f; ++j) sum += x[j];
-    const double scale = normalize && sum != 0 ? sum : 1.0;
-    each_dest(i, [&](int ky, int dest) {
-      const int64_t slot = positions_at[size_t(dest)]++;
-      send_pos[size_t(slot)] = positions[size_t(i)];
-      float* out = send_val.get() + slot * col_block;
-      for (int64_t j = ky * col_block; j < (ky + 1) * col_block; ++j)
-        *out++ = j < f ? (normalize ? float(x[j] / scale) : x[j]) : 0.0f;
-    });
-  }
-  if (release) std::vector<float>().swap(*release);
-  const std::vector<int64_t> got_pos_counts = exchange_counts(comm, pos_counts, "load features");
-  int64_t got = 0;
-  for (const int64_t c : got_pos_counts) got += c;
-  std::vector<int64_t> got_pos(static_cast<size_t>(got)), got_counts(static_cast<size_t>(p));
-  all_to_allv(comm, send_pos.data(), pos_counts, got_pos.data(), got_pos_counts, "load features");
-  for (int q = 0; q < p; ++q) got_counts[size_t(q)] = got_pos_counts[size_t(q)] * col_block;
-  std::unique_ptr<float[]> got_val(new float[size_t(std::max<int64_t>(got * col_block, 1))]);
-  all_to_allv(comm, send_val.get(), value_counts, got_val.get(), got_counts, "load features");
-  send_val.reset();
-  HostMatrix<float> block("features", size_t(row_block), size_t(col_block));
+  const double row_bytes = double(shape.y) * shape.z * (8.0 + 4.0 * double(col_block)) + 8.0;
+  const double own = release ? 4.0 * double(r.features.size()) : 0.0;
+  const double block_bytes = 4.0 * double(row_block) * double(col_block);
+  const RowRounds rounds(comm, r.rows(),
+                         features_budget(comm, budget, own, row_bytes * double(r.rows()),
+                                         block_bytes + 8.0 * double(row_block), block_bytes),
+                         [&](int64_t) { return row_bytes; });
+  HostMatrix<float> block;
   const int64_t first = mine.x * row_block;
-  for (size_t k = 0; k < got_pos.size(); ++k)
-    std::memcpy(&block(got_pos[k] - first, 0), got_val.get() + k * size_t(col_block),
-                sizeof(float) * size_t(col_block));
+  for (int k = 0; k < rounds.count(); ++k) {
+    const int64_t begin = rounds.begin(k), rows = rounds.end(k) - begin;
+    std::vector<int64_t> positions_at(size_t(p) + 1, 0);  // counts, then each rank's next slot
+    std::vector<int64_t> positions(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) positions[size_t(i)] = order.inverse(r.first_row + begin + i);
+    for (const int64_t position : positions)
+      each_dest(position, [&](int, int dest) { ++positions_at[size_t(dest) + 1]; });
+    std::vector<int64_t> pos_counts(positions_at.begin() + 1, positions_at.end());
+    std::vector<int64_t> value_counts(static_cast<size_t>(p));
+    for (int q = 0; q < p; ++q) {
+      positions_at[size_t(q) + 1] += positions_at[size_t(q)];
+      value_counts[size_t(q)] = pos_counts[size_t(q)] * col_block;
+    }
+    const int64_t sent = positions_at.back();
+    PageBuffer<int64_t> send_pos{size_t(sent)};
+    PageBuffer<float> send_val{size_t(sent * col_block)};
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* x = r.features.data() + (begin + i) * f;
+      double sum = 0;
+      if (normalize)
+        for (int64_t j = 0; j < f; ++j) sum += x[j];
+      const double scale = normalize && sum != 0 ? sum : 1.0;
+      each_dest(positions[size_t(i)], [&](int ky, int dest) {
+        const int64_t slot = positions_at[size_t(dest)]++;
+        send_pos[size_t(slot)] = positions[size_t(i)];
+        float* out = send_val.data() + slot * col_block;
+        for (int64_t j = ky * col_block; j < (ky + 1) * col_block; ++j)
+          *out++ = j < f ? (normalize ? float(x[j] / scale) : x[j]) : 0.0f;
+      });
+    }
+    if (release && rounds.end(k) == r.rows() && rounds.begin(k) < rounds.end(k) + (k == 0))
+      std::vector<float>().swap(*release);  // this rank's last rows are packed: it may have fewer rounds
+    const std::vector<int64_t> got_pos_counts = exchange_counts(comm, pos_counts, "load features");
+    int64_t got = 0;
+    for (const int64_t c : got_pos_counts) got += c;
+    PageBuffer<int64_t> got_pos{size_t(got)};
+    std::vector<int64_t> got_counts(static_cast<size_t>(p));
+    all_to_allv(comm, send_pos.data(), pos_counts, got_pos.data(), got_pos_counts, "load features");
+    send_pos.reset();
+    for (int q = 0; q < p; ++q) got_counts[size_t(q)] = got_pos_counts[size_t(q)] * col_block;
+    PageBuffer<float> got_val{size_t(got * col_block)};
+    all_to_allv(comm, send_val.data(), value_counts, got_val.data(), got_counts, "load features");
+    send_val.reset();
+    if (k == 0) block = HostMatrix<float>("features", size_t(row_block), size_t(col_block));
+    for (size_t e = 0; e < got_pos.size(); ++e)
+      std::memcpy(&block(got_pos[e] - first, 0), got_val.data() + e * size_t(col_block),
+                  sizeof(float) * size_t(col_block));
+  }
   g.features = Kokkos::create_mirror_view_and_copy(DeviceSpace(), block);
   g.input_ids = ids_of(order, first, row_block, r.num_nodes);
+  return rounds.count();
 }
 
 // Phase 4: labels and split bits for the last layer's output rows (rows by c, replicated over a and b).
@@ -224,20 +273,30 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   g.num_classes = rows.num_classes;
   g.normalization = options.normalization;
   Stopwatch phase;
-  auto done = [&](const std::string& name) {
-    g.load_phases.push_back({name, phase.seconds(), int64_t(peak_rss_bytes())});
+  auto done = [&](const std::string& name, int rounds) {
+    g.load_phases.push_back({name, phase.seconds(), int64_t(peak_rss_bytes()), rounds});
     if (options.on_phase) options.on_phase(g.load_phases.back());
     phase.restart();
   };
   // Labels first: a graph without training labels is refused before the expensive phases.
   distribute_labels(rows, grid, g);
-  done("labels");
+  done("labels", 1);
   const impl::RowDegrees degree = degrees(rows, options.normalization, comm);
-  done("degrees");
+  done("degrees", 1);
   for (int t = 0; t < std::min(options.layers, 6); ++t) {
+    // One rank per replica: layouts in the same orders are one block, and a symmetric adjacency's layouts
+    // in swapped orders are each other's transposes (A2 = A1^T): views, not copies.
+    const int twin = impl::identical_layout(g.layout, t);
+    if (twin >= 0) {
+      g.adjacency.push_back(g.adjacency[size_t(twin)]);
+      done("adjacency " + std::to_string(t) + " as " + std::to_string(twin), 0);
+      continue;
+    }
+    int rounds = 1;
     g.adjacency.push_back(impl::distribute_adjacency(rows, degree, options.normalization, grid, g.layout, t,
-                                                     options.transposes));
-    done("adjacency " + std::to_string(t));
+                                                     options.transposes, options.exchange_budget, &rounds));
+    if (options.transposes) impl::share_transposed(g.layout, t, g.adjacency);
+    done("adjacency " + std::to_string(t), rounds);
   }
   if (release) {  // the edges are in the blocks now; the features phase peaks higher than any before it
     std::vector<int64_t>().swap(release->indices);
@@ -248,8 +307,8 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   g.max_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Max, "load");
   // Ranks that differ only in b hold copies of the same block: the mean over ranks is the mean over blocks.
   g.mean_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Sum, "load") / double(comm.size());
-  distribute_features(rows, options.normalize_features, grid, g, release ? &release->features : nullptr);
-  done("features");
+  done("features", distribute_features(rows, options.normalize_features, grid, options.exchange_budget, g,
+                                       release ? &release->features : nullptr));
   for (int l = 0; l < options.layers; ++l) {
     const AxisRoles roles = roles_for_layer(l);
     const int64_t row_block = g.layout.padded_nodes() / shape.extent(roles.c);
@@ -277,7 +336,7 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
              reader.path() + ": no split named 'train' (the trainer needs /split/train)");
   Stopwatch watch;
   GraphRows rows = read_graph_rows(reader, comm, row_costs(reader.meta(), grid.shape(), options.layers));
-  std::vector<LoadPhase> read{{"read", watch.seconds(), int64_t(peak_rss_bytes())}};
+  std::vector<LoadPhase> read{{"read", watch.seconds(), int64_t(peak_rss_bytes()), 1}};
   if (options.on_phase) options.on_phase(read.front());
   reduce_load_phases(comm, read);
   Graph3D g = build_graph_3d(std::move(rows), grid, options);

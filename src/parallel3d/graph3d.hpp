@@ -79,6 +79,7 @@ struct LoadPhase {
   std::string name;        ///< "read", "labels", "degrees", "adjacency 0", ..., "features"
   double seconds = 0;      ///< slowest rank
   int64_t peak_bytes = 0;  ///< largest peak resident memory over the ranks, at the end of the phase
+  int rounds = 1;          ///< rounds its exchange took (Graph3DOptions::exchange_budget)
 };
 
 /// What build_graph_3d needs besides the rows and the grid.
@@ -96,6 +97,11 @@ struct Graph3DOptions {
   /// block and the exchange of the transposes' entries.
   /// (Last, so that braced initializations written before it keep their meaning.)
   bool transposes = true;
+  /// Bytes a rank's send buffers of one exchange round may hold in the adjacency phases (and the features
+  /// phase, where rounds lower the peak): the rows are sent in as many rounds as that takes (every rank
+  /// running as many as the one that needs most), so a rank that read many edges never materializes all of
+  /// them at once; each rank receives about as much per round. 0: each phase in one round.
+  int64_t exchange_budget = kDefaultExchangeBudget;
 };
 
 /// A graph distributed over a 3D replica of the grid.

@@ -45,7 +45,10 @@ bool transforms_first(int layer, int64_t in, int64_t out, const GridShape& shape
 }
 
 NodeLayout::NodeLayout(const GridShape& shape, int64_t num_nodes, PermuteMode permute, uint64_t seed)
-    : shape_(shape), n_(num_nodes), n_pad_(round_up(num_nodes, lcm_of(shape))) {
+    : shape_(shape),
+      n_(num_nodes),
+      n_pad_(round_up(num_nodes, lcm_of(shape))),
+      one_order_(permute != PermuteMode::Double) {
   if (permute != PermuteMode::None) {
     p1_ = RandomPermutation(n_, seed, kPermutationStream1);
     p2_ = permute == PermuteMode::Double ? RandomPermutation(n_, seed, kPermutationStream2) : p1_;

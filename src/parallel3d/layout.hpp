@@ -37,6 +37,9 @@ int64_t padded_width(int64_t width, const GridShape& shape);
 /// [begin, end) of the (padded) columns of a width held by coordinate k of an axis.
 std::pair<int64_t, int64_t> width_block(int64_t width, const GridShape& shape, Axis axis, int k);
 
+/// Bytes of one round of the load's exchanges (Graph3DOptions::exchange_budget) unless a run says otherwise.
+constexpr int64_t kDefaultExchangeBudget = int64_t(256) << 20;
+
 /// Whether graph layer `layer` (in -> out features) runs transform-first, A (H W), instead of (A H) W
 /// (pmm.hpp): when the whole output is narrower than this rank's input columns, so the SpMM and the
 /// activations that travel are narrower — unless its input is cached (layer 0 fed the fixed features
@@ -68,11 +71,15 @@ class NodeLayout {
   const RandomPermutation& p1() const { return p1_; }
   /// The second permutation (rows of odd layers).
   const RandomPermutation& p2() const { return p2_; }
+  /// Whether p1 and p2 are one permutation (PermuteMode None or Single): every layer's rows and columns are
+  /// then in the same order.
+  bool one_order() const { return one_order_; }
 
  private:
   GridShape shape_;
   int64_t n_ = 0, n_pad_ = 0;
   RandomPermutation p1_, p2_;
+  bool one_order_ = true;
 };
 
 /// A whole model's layout: the nodes and the feature widths {features, hidden..., classes} (layer l maps

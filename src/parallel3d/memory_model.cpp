@@ -3,6 +3,7 @@
 // Every term names the code it mirrors; when that code changes, this changes with it (the CLI test
 // `memory_plan` compares the prediction with the measured peak on grids of 1 to 8 ranks).
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "tessera/kernels/spmm.hpp"
@@ -25,58 +26,89 @@ RowsBytes read_rows_bytes(const ProblemSize& p, double rows_read, double edges) 
 }
 
 struct LayoutBytes {
-  double sent = 0;      // the entries this rank sends
+  double matrix = 0;    // one of the two matrices kept
+  double sent = 0;      // what this rank sends of it in all (MPI's buffers grow with it)
   double exchange = 0;  // distribute_adjacency's peak, ending with the block and its transpose
   double kept = 0;      // the block and its transpose (CsrSpmm: SpmmColumn ids, degree scales)
 };
 
+// Rounds an exchange of `bytes` (this rank's send side, all rounds) takes within `budget` (RowRounds).
+double rounds_for(double bytes, double budget) {
+  return budget > 0 ? std::max(1.0, std::ceil(bytes / budget)) : 1.0;
+}
+
 // Layout t of the adjacency (adjacency3d.cpp). Every nonzero is sent as two int32 to the copy that builds
-// its row of the block and, with G_b > 1 copies, to the copy that builds its row of the transpose; the
-// first pass keeps 8 bytes per nonzero for the second. Then the degrees of the block's rows and columns
+// its row of the block and, with G_b > 1 copies, to the copy that builds its row of the transpose, in
+// rounds within the exchange budget; a round's first pass keeps 8 bytes per nonzero for the second. A
+// builder keeps every round's entries until it builds. Then the degrees of the block's rows and columns
 // are fetched (about 44 bytes per node while asking, 8 kept). Each copy builds 1/G_b of both patterns and
 // an all-gather over the copies assembles them, so a copy holds its two parts beside the whole matrices.
-// Both are built with int64 ids; CsrSpmm then narrows one at a time to SpmmColumn (int32 on host builds).
-// The weights are the degrees' scales (8 bytes per row and column, shared by the block and its
-// transpose); a device build multiplies them out into a float per nonzero.
-LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz) {
+// Both are built with SpmmColumn ids (int32 on host builds), which CsrSpmm keeps as they are. The weights
+// are the degrees' scales (8 bytes per row and column, shared by the block and its transpose); a device
+// build multiplies them out into a float per nonzero.
+LayoutBytes layout_bytes(const Layout3D& layout, int t, double nnz, double budget) {
   const GridShape& s = layout.shape();
   const AxisRoles r = roles_for_layer(t);
   const double ranks = double(s.x) * s.y * s.z, np = double(layout.padded_nodes());
   const double gb = s.extent(r.b), block_nnz = nnz / (double(s.extent(r.a)) * s.extent(r.c));
   const double rows_c = np / s.extent(r.c), rows_a = np / s.extent(r.a);
-  const double share = 8 * nnz / ranks, cache = 8 * nnz / ranks;  // one stream of entries; the first pass's
+  const double streams = gb == 1 ? 1 : 2, local = nnz / ranks;  // entries this rank sends per stream
+  const double rounds = rounds_for((8 + 8 * streams) * local, budget);
+  const double cache = 8 * local / rounds, stream = 8 * streams * local / rounds;  // one round's
+  const double received = 8 * block_nnz / gb * streams;  // every round's, kept until the build
   const double degrees = 8 * (rows_c + rows_a), asking = 36 * std::max(rows_c, rows_a);
   const double column = double(sizeof(SpmmColumn)), offsets = 8 * (rows_c + 1) + 8 * (rows_a + 1);
   const double value = std::is_same<DeviceSpace, HostSpace>::value ? 0.0 : 4.0;
-  const double built = 2 * 8 * block_nnz + (column < 8 ? column * block_nnz : 0.0) + offsets;
+  const double matrix = column * block_nnz;  // one matrix's ids
   LayoutBytes b;
-  b.kept = 2 * (value + column) * block_nnz + offsets + degrees;  // degrees: the scales
+  b.matrix = (value + column) * block_nnz + offsets / 2;
+  b.kept = 2 * b.matrix + degrees;  // degrees: the scales
+  b.sent = stream * rounds;         // measured: MPI's buffers did not shrink with the rounds
+  const double sending = std::max(received * (rounds - 1) / rounds + cache + stream, received + stream);
   if (gb == 1) {
-    b.sent = share;
-    b.exchange = std::max({b.sent + cache, b.sent + degrees + asking, b.sent + degrees + 8 * block_nnz,
-                           degrees + 8 * block_nnz + 8 * block_nnz, degrees + built});
+    b.exchange = std::max({sending, received + degrees + asking, degrees + received + matrix + offsets,
+                           degrees + 2 * matrix + offsets});
   } else {
-    const double received = 8 * block_nnz / gb, part = 8 * block_nnz / gb;  // one part's entries; built
-    b.sent = 2 * share;
-    b.exchange =
-        std::max({b.sent + cache, b.sent + degrees + asking, b.sent + degrees + received,
-                  degrees + share + received + part, degrees + 2 * part + received, degrees + built + part});
+    const double part = matrix / gb;  // one part built
+    b.exchange = std::max({sending, received + degrees + asking, degrees + received + part,
+                           degrees + received / 2 + 2 * part, degrees + 2 * part + matrix,
+                           degrees + part + 2 * matrix + offsets});
   }
   return b;
 }
 
-// distribute_features: (position, padded row) to every (y, z) of the row's X block, received, placed.
-// The rows' own features are freed once copied into the send buffer, which is freed before the block is
-// allocated; the send buffer is counted beside the block all the same: below glibc's mmap threshold (which
-// it raises up to 32 MiB as arrays are freed) freed memory stays in the process until the load ends
-// (release_free_memory), so a small graph peaks so, and a large one this much lower.
-double features_exchange_bytes(const Layout3D& layout, double rows_read, double own_features, double nodes) {
+// What layout t keeps on a replica of one rank (build_graph_3d): layouts in the same orders share one block
+// (identical_layout), and a symmetric normalized adjacency's layouts in swapped orders share their matrices
+// (share_transposed: after the build, so its peak counts). GCN's normalization of a graph the file calls
+// symmetric is taken to be symmetric.
+enum class LayoutShare { None, Identical, Transposed, SelfTransposed };
+
+LayoutShare layout_share(const ProblemSize& p, const GridShape& s, int t) {
+  if (s.x != 1 || s.y != 1 || s.z != 1) return LayoutShare::None;
+  if (p.one_order ? t > 0 : t >= 2) return LayoutShare::Identical;
+  if (!(p.symmetric_graph && p.symmetric)) return LayoutShare::None;
+  return p.one_order ? LayoutShare::SelfTransposed : t == 1 ? LayoutShare::Transposed : LayoutShare::None;
+}
+
+// distribute_features: (position, padded row) to every (y, z) of the row's X block, each received row
+// placed in the block. In one round the rows' own features are freed once packed, before the receive
+// buffer and the block are allocated, and the send buffer is counted beside the block all the same: below
+// glibc's mmap threshold (which it raises up to 32 MiB as arrays are freed) freed memory stays in the
+// process until the load ends (release_free_memory), so a small graph peaks so, and a large one this much
+// lower. In rounds (taken where they lower the peak: features_budget) the rows and the block are held
+// throughout, beside one round's buffers.
+double features_exchange_bytes(const Layout3D& layout, double rows_read, double own_features, double nodes,
+                               double budget) {
   const GridShape& s = layout.shape();
   const double fp = double(layout.padded_dim(0));
   const double sent = rows_read * s.z * (8.0 * s.y + 4 * fp) + 8 * rows_read;
   const double received = nodes / s.x * (8 + 4 * fp / s.y);
   const double block = 4 * double(layout.padded_nodes()) / s.x * fp / s.y;
-  return std::max(own_features, sent) + received + block;
+  const double rounds = rounds_for(sent, budget);
+  const double many = own_features + block + (sent + received) / rounds;
+  const bool in_rounds =
+      many < std::max({own_features + sent, sent + received, received + block});  // features_budget's rule
+  return in_rounds ? many : std::max(own_features, sent) + received + block;
 }
 
 // distribute_labels: (position, label, splits) to the G_a x G_b ranks of the row's block, received.
@@ -136,13 +168,18 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   const double degrees = 8 * rows_read;  // this rank's rows' (the blocks' are in layout_bytes)
   double kept = 0, peak = rows.all() + labels_exchange_bytes(p, layout, rows_read), largest_send = 0;
   for (int t = 0; t < std::min(layout.layers(), 6); ++t) {
-    const LayoutBytes b = layout_bytes(layout, t, double(p.nnz));
+    const LayoutShare share = layout_share(p, s, t);
+    if (share == LayoutShare::Identical) continue;  // a view of an earlier layout's block
+    const LayoutBytes b = layout_bytes(layout, t, double(p.nnz), double(p.exchange_budget));
     largest_send = std::max(largest_send, b.sent);
     peak = std::max(peak, rows.all() + degrees + kept + b.exchange);
-    kept += b.kept;
+    kept += share == LayoutShare::Transposed       ? 0.0
+            : share == LayoutShare::SelfTransposed ? b.kept - b.matrix
+                                                   : b.kept;
   }
   peak = std::max(peak, rows.labels + degrees + kept +
-                            features_exchange_bytes(layout, rows_read, rows.features, double(p.nodes)));
+                            features_exchange_bytes(layout, rows_read, rows.features, double(p.nodes),
+                                                    double(p.exchange_budget)));
   // Kept after the load besides the blocks: the feature block, its row ids, each layer's output row ids,
   // and the labels and split masks.
   kept += 4 * np / s.x * double(layout.padded_dim(0)) / s.y + 8 * np / s.x;

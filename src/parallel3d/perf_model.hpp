@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tessera/comm/grid_shape.hpp"
+#include "tessera/parallel3d/layout.hpp"
 
 namespace tessera {
 
@@ -63,6 +64,9 @@ struct ProblemSize {
   bool symmetric = true;      ///< symmetric normalization (GCN): a self loop per node where missing
   bool norm = false;          ///< a (fused) norm after every hidden layer
   bool recompute = false;     ///< --recompute-aggregation: (A H) W layers keep no aggregation
+  int64_t exchange_budget = kDefaultExchangeBudget;  ///< the load's (Graph3DOptions::exchange_budget)
+  bool symmetric_graph = false;  ///< the file says every edge's reverse is stored (GraphMeta::symmetric)
+  bool one_order = false;        ///< rows and columns in one order (--permute none or single, one rank)
 };
 
 /// One rank's predicted resident memory (bytes), term by term as the loader and the layers allocate it.

@@ -555,6 +555,23 @@ PY
       { echo "$out"; echo "FAILED: recompute changed the loss or saved no memory ($peak_kept -> $peak_recomputed MiB)"; exit 1; }
     expect_error "tessera: error: --recompute-aggregation is for --mode full / minibatch" "-" -- \
       "$TESSERA" train --data r.h5 --mode sampled --recompute-aggregation
+    # --load-budget: the load's exchanges in rounds of 1 MiB per rank; predicted as measured, the same run.
+    # (This graph is too small for the rounds to lower the peak measurably: scripts/bench_load.sh shows it.)
+    for grid in 1x1x1 2x2x2; do
+      ranks=$(( $(tr x '*' <<<"$grid") ))
+      whole=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1 --load-budget 0) ||
+        { echo "$whole"; exit 1; }
+      out=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1 --load-budget 1M) ||
+        { echo "$out"; exit 1; }
+      python3 check.py "$grid, --load-budget 1M" <<<"$out" || exit 1
+      grep -qE "^load phases.* adjacency 0 [0-9.]+ s [0-9]+ MiB in [0-9]+ rounds;" <<<"$out" &&
+        [ "$(grep -E "^epoch +1 " <<<"$out" | cut -c1-40)" = "$(grep -E "^epoch +1 " <<<"$whole" | cut -c1-40)" ] ||
+        { echo "$whole"; echo "$out"; echo "FAILED: rounds missing or the run changed"; exit 1; }
+    done
+    expect_error "tessera: error: --load-budget: expected a size such as 4G" "-" -- \
+      "$TESSERA" train --data r.h5 --load-budget 4x
+    expect_error "tessera: error: --load-budget is for --mode full / minibatch" "-" -- \
+      "$TESSERA" train --data r.h5 --mode sampled --load-budget 64M
     out=$(mpi 2 "$TESSERA" train --data r.h5 --grid 2x1x1 --layers 2 --hidden 8 --epochs 1 --quiet) || exit 1
     ! grep -qE "^load: |^memory per rank" <<<"$out" || { echo "$out"; echo "FAILED: --quiet printed progress"; exit 1; }
     expect_error "tessera: error: grid 2x2x2 needs about" "-" -- \
