@@ -13,6 +13,7 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/comm/process_grid.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/graph/graph_file.hpp"
@@ -131,6 +132,7 @@ int distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& g
                          [&](int64_t) { return row_bytes; });
   HostMatrix<float> block;
   const int64_t first = mine.x * row_block;
+  Progress progress("load: features, rank 0's rows", r.rows());
   for (int k = 0; k < rounds.count(); ++k) {
     const int64_t begin = rounds.begin(k), rows = rounds.end(k) - begin;
     std::vector<int64_t> positions_at(size_t(p) + 1, 0);  // counts, then each rank's next slot
@@ -178,6 +180,7 @@ int distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& g
     for (size_t e = 0; e < got_pos.size(); ++e)
       std::memcpy(&block(got_pos[e] - first, 0), got_val.data() + e * size_t(col_block),
                   sizeof(float) * size_t(col_block));
+    progress.advance(rows);
   }
   g.features = Kokkos::create_mirror_view_and_copy(DeviceSpace(), block);
   g.input_ids = ids_of(order, first, row_block, r.num_nodes);

@@ -715,7 +715,7 @@ PY
     TESSERA_PROGRESS_SECONDS=0 mpi 2 "$TESSERA" "${train[@]}" 2>err.txt >/dev/null || exit 1
     cat err.txt
     for want in "epoch 1 steps: 2/4 (50%)" "epoch 2 steps: done, 4 in" \
-      "load: adjacency 0, rank 0's rows (two passes): done, "; do
+      "load: adjacency 0, rank 0's rows (two passes): done, " "load: features, rank 0's rows: done, "; do
       [ "$(grep -cF "$want" err.txt)" -eq 1 ] || { echo "FAILED: one '$want' line (rank 0 only)"; exit 1; }
     done
     TESSERA_PROGRESS_SECONDS=0 mpi 2 "$TESSERA" "${train[@]}" --quiet 2>err.txt >/dev/null || exit 1
