@@ -136,6 +136,16 @@ void expect_blocks_match(const Graph3D& g, int64_t n, const std::vector<std::vec
   }
 }
 
+// Every layout's block and transpose, and the features, bit for bit.
+void expect_same_graph(const Graph3D& got, const Graph3D& want) {
+  for (int t = 0; t < want.layers; ++t) {
+    EXPECT_EQ(dense_block(got.adjacency[size_t(t)].forward), dense_block(want.adjacency[size_t(t)].forward));
+    EXPECT_EQ(dense_block(got.adjacency[size_t(t)].transpose),
+              dense_block(want.adjacency[size_t(t)].transpose));
+  }
+  EXPECT_EQ(host_values(got.features), host_values(want.features));
+}
+
 }  // namespace
 
 TEST(Graph3D, EveryBlockHoldsTheNormalizedAdjacency) {
@@ -161,13 +171,7 @@ TEST(Graph3D, EveryBlockHoldsTheNormalizedAdjacency) {
           const Graph3D from_consumed = build_graph_3d(std::move(consumed), grid, options);
           EXPECT_TRUE(consumed.indices.empty() && consumed.features.empty());
           EXPECT_EQ(consumed.rows(), rows.rows());
-          for (int t = 0; t < options.layers; ++t) {
-            EXPECT_EQ(dense_block(from_consumed.adjacency[size_t(t)].forward),
-                      dense_block(g.adjacency[size_t(t)].forward));
-            EXPECT_EQ(dense_block(from_consumed.adjacency[size_t(t)].transpose),
-                      dense_block(g.adjacency[size_t(t)].transpose));
-          }
-          EXPECT_EQ(host_values(from_consumed.features), host_values(g.features));
+          expect_same_graph(from_consumed, g);
           // An exchange budget of one byte sends every row in a round of its own: as many rounds as the
           // rank with most rows has rows, and the same blocks and features bit for bit.
           Graph3DOptions one_row_rounds = options;
@@ -182,13 +186,7 @@ TEST(Graph3D, EveryBlockHoldsTheNormalizedAdjacency) {
               EXPECT_EQ(phase.rounds, shared ? 0 : most_rows) << phase.name;
             }
           }
-          for (int t = 0; t < options.layers; ++t) {
-            EXPECT_EQ(dense_block(in_rounds.adjacency[size_t(t)].forward),
-                      dense_block(g.adjacency[size_t(t)].forward));
-            EXPECT_EQ(dense_block(in_rounds.adjacency[size_t(t)].transpose),
-                      dense_block(g.adjacency[size_t(t)].transpose));
-          }
-          EXPECT_EQ(host_values(in_rounds.features), host_values(g.features));
+          expect_same_graph(in_rounds, g);
           // Forward only (mini-batch mode): the same blocks, bit for bit, and no transposes.
           options.transposes = false;
           const Graph3D forward_only = build_graph_3d(rows, grid, options);
