@@ -139,6 +139,46 @@ TEST(UniformSample, BlockSlicesAreThePositionsInRange) {
   }
 }
 
+// Orderings and induced blocks take one of two paths by how dense the keys are (a rank bitmap where it pays,
+// a sort where the keys are few and far apart): both against the same hand-worked answers.
+TEST(UniformSample, OrderingIsBySortedPositionOnBothPaths) {
+  const SampleOrder dense = order_sample({3, 9, 1}, {70, 5, 77});
+  EXPECT_EQ(dense.positions, (std::vector<int64_t>{5, 70, 77}));
+  EXPECT_EQ(dense.ids, (std::vector<int64_t>{9, 3, 1}));
+  const int64_t far = int64_t(1) << 40;
+  const SampleOrder sparse = order_sample({3, 9, 1}, {far, 5, 77});
+  EXPECT_EQ(sparse.positions, (std::vector<int64_t>{5, 77, far}));
+  EXPECT_EQ(sparse.ids, (std::vector<int64_t>{9, 1, 3}));
+  // A few vertices of many: sorted, not through a bitmap of every vertex.
+  const std::vector<int64_t> few = uniform_vertex_sample(int64_t(1) << 20, 3, {2, 0, 0, 0});
+  EXPECT_TRUE(std::is_sorted(few.begin(), few.end()));
+  EXPECT_EQ(std::set<int64_t>(few.begin(), few.end()).size(), 3u);
+  EXPECT_LT(few.back(), int64_t(1) << 20);
+}
+
+TEST(InducedBlock, OffDiagonalEntriesScaledOnBothPaths) {
+  // Block rows 0..2, columns 0..3: row 0 = {0: 1, 1: 2, 3: 3}, row 1 = {2: 4}, row 2 = {1: 5, 2: 6, 3: 7}.
+  const std::vector<int64_t> row_ptr{0, 3, 4, 7};
+  const std::vector<int32_t> col_idx{0, 1, 3, 2, 1, 2, 3};
+  const std::vector<float> values{1, 2, 3, 4, 5, 6, 7};
+  const std::vector<double> row_scale{0.5, 1, 2}, col_scale{1, 3, 5, 7};
+  const float s = 0.25f;
+  // Vertex ids close together (bitmap) and far apart (sort); row 2 and column 1 are the same vertex.
+  for (const std::vector<int64_t>& id : {std::vector<int64_t>{1, 2, 3}, {5, int64_t(1) << 40, 7}}) {
+    const SampledIndex rows{{0, 2}, {id[0], id[1]}}, cols{{1, 3}, {id[1], id[2]}};
+    const HostCsr valued =
+        induced_block(row_ptr.data(), col_idx.data(), {values.data(), nullptr, nullptr}, 4, rows, cols, s);
+    EXPECT_EQ(valued.row_ptr, (std::vector<int64_t>{0, 2, 4}));
+    EXPECT_EQ(valued.col_idx, (std::vector<int64_t>{0, 1, 0, 1}));
+    EXPECT_EQ(valued.values, (std::vector<float>{2 * s, 3 * s, 5, 7 * s}));
+    const HostCsr scaled = induced_block(row_ptr.data(), col_idx.data(),
+                                         {nullptr, row_scale.data(), col_scale.data()}, 4, rows, cols, s);
+    EXPECT_EQ(scaled.col_idx, valued.col_idx);
+    EXPECT_EQ(scaled.values, (std::vector<float>{float(0.5 * 3) * s, float(0.5 * 7) * s, float(2.0 * 3),
+                                                 float(2.0 * 7) * s}));
+  }
+}
+
 TEST(Minibatch, SamplingSendsNoBytes) {
   const Communicator world = Communicator::world();
   for (const GridShape& shape : shapes_with_d_up_to_2(world.size())) {

@@ -26,15 +26,16 @@ RandomPermutation::RandomPermutation(int64_t n, uint64_t seed, uint64_t stream) 
 // A round: SplitMix64's finalizer of the half offset by the round's key. A Philox-4x32-10 block per round
 // cost 165 ns per evaluation and made the inverse (one per nonzero) most of a 3D load's time; the
 // finalizer's avalanche is enough for a permutation whose job is load balance (test_parallel3d checks the
-// blocks it balances), not cryptography.
-uint64_t RandomPermutation::round(int r, uint64_t half) const {
+// blocks it balances), not cryptography. Inline: every caller is in this file, and a call per round is
+// a stall in the sampler's inner loops.
+inline uint64_t RandomPermutation::round(int r, uint64_t half) const {
   uint64_t z = (half ^ round_keys_[r]) * 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return (z ^ (z >> 31)) & ((uint64_t(1) << half_bits_) - 1);
 }
 
-uint64_t RandomPermutation::forward_once(uint64_t x) const {
+inline uint64_t RandomPermutation::forward_once(uint64_t x) const {
   const uint64_t mask = (uint64_t(1) << half_bits_) - 1;
   uint64_t left = x >> half_bits_, right = x & mask;
   for (int r = 0; r < 4; ++r) {
@@ -45,7 +46,7 @@ uint64_t RandomPermutation::forward_once(uint64_t x) const {
   return left << half_bits_ | right;
 }
 
-uint64_t RandomPermutation::backward_once(uint64_t x) const {
+inline uint64_t RandomPermutation::backward_once(uint64_t x) const {
   const uint64_t mask = (uint64_t(1) << half_bits_) - 1;
   uint64_t left = x >> half_bits_, right = x & mask;
   for (int r = 3; r >= 0; --r) {

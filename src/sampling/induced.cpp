@@ -4,17 +4,28 @@
 #include <algorithm>
 #include <utility>
 
+#include "rank_bitmap.hpp"
 #include "tessera/core/csr.hpp"
 
 namespace tessera {
 
 SampleOrder order_sample(const std::vector<int64_t>& sample, const std::vector<int64_t>& positions) {
-  std::vector<std::pair<int64_t, int64_t>> by_position(sample.size());  // (position, vertex)
-  for (size_t k = 0; k < sample.size(); ++k) by_position[k] = {positions[k], sample[k]};
-  std::sort(by_position.begin(), by_position.end());
   SampleOrder out;
   out.positions.resize(sample.size());
   out.ids.resize(sample.size());
+  const int64_t count = int64_t(sample.size());
+  const int64_t bound = count == 0 ? 0 : *std::max_element(positions.begin(), positions.end()) + 1;
+  if (sampling_impl::rank_bitmap_pays(bound, count)) {  // distinct positions: each one's rank is its slot
+    const sampling_impl::RankBitmap ranks(bound, positions);
+    for (size_t k = 0; k < sample.size(); ++k) {
+      const size_t slot = size_t(ranks.rank(positions[k]));
+      out.positions[slot] = positions[k], out.ids[slot] = sample[k];
+    }
+    return out;
+  }
+  std::vector<std::pair<int64_t, int64_t>> by_position(sample.size());  // (position, vertex)
+  for (size_t k = 0; k < sample.size(); ++k) by_position[k] = {positions[k], sample[k]};
+  std::sort(by_position.begin(), by_position.end());
   for (size_t k = 0; k < by_position.size(); ++k)
     out.positions[k] = by_position[k].first, out.ids[k] = by_position[k].second;
   return out;
@@ -33,37 +44,32 @@ SampledIndex sampled_positions(const SampleOrder& order, int64_t begin, int64_t 
 
 namespace {
 
-// Bits set in x, without relying on a POPCNT instruction the build may not target.
-inline int64_t bit_count(uint64_t x) {
-  x = x - ((x >> 1) & 0x5555555555555555ull);
-  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-  return int64_t((x * 0x0101010101010101ull) >> 56);
+// The slot in `cols` of each row's own vertex, or -1 where this block keeps no column of it. Vertex ids
+// are distinct within a slice of the sample, so a rank bitmap over them finds each row's in O(1).
+std::vector<int64_t> own_column_slots(const SampledIndex& rows, const SampledIndex& cols) {
+  std::vector<int64_t> own(rows.ids.size(), -1);
+  if (cols.ids.empty()) return own;
+  const int64_t bound = *std::max_element(cols.ids.begin(), cols.ids.end()) + 1;
+  if (sampling_impl::rank_bitmap_pays(bound, int64_t(cols.ids.size()))) {
+    const sampling_impl::RankBitmap present(bound, cols.ids);
+    std::vector<int64_t> slot_by_rank(cols.ids.size());
+    for (size_t s = 0; s < cols.ids.size(); ++s) slot_by_rank[size_t(present.rank(cols.ids[s]))] = int64_t(s);
+    for (size_t r = 0; r < rows.ids.size(); ++r) {
+      const int64_t v = rows.ids[r];
+      if (v < bound && present.contains(v)) own[r] = slot_by_rank[size_t(present.rank(v))];
+    }
+    return own;
+  }
+  std::vector<std::pair<int64_t, int64_t>> by_vertex(cols.ids.size());  // (vertex, slot)
+  for (size_t s = 0; s < cols.ids.size(); ++s) by_vertex[s] = {cols.ids[s], int64_t(s)};
+  std::sort(by_vertex.begin(), by_vertex.end());
+  for (size_t r = 0; r < rows.ids.size(); ++r) {
+    const auto it =
+        std::lower_bound(by_vertex.begin(), by_vertex.end(), std::make_pair(rows.ids[r], int64_t(-1)));
+    if (it != by_vertex.end() && it->first == rows.ids[r]) own[r] = it->second;
+  }
+  return own;
 }
-
-// Which columns of a block the sample keeps, and each kept column's index among them: one bit per column
-// and a running count per 64-bit word. Why not an index per column: every nonzero of every sampled row
-// probes it at a random column; at 1 bit per column it stays in L1/L2, and the probe has no branch (a kept
-// column is a coin flip the branch predictor cannot learn).
-class KeptColumns {
- public:
-  KeptColumns(int64_t cols, const std::vector<int64_t>& kept)
-      : bits_(size_t((cols + 63) / 64), 0), before_(bits_.size() + 1, 0) {
-    for (int64_t c : kept) bits_[size_t(c >> 6)] |= uint64_t(1) << (c & 63);
-    for (size_t w = 0; w < bits_.size(); ++w) before_[w + 1] = before_[w] + bit_count(bits_[w]);
-  }
-
-  /// Whether column c is kept (0 or 1), and its index among the kept columns (increasing) when it is.
-  int64_t kept(int64_t c) const { return int64_t((bits_[size_t(c >> 6)] >> (c & 63)) & 1u); }
-  int64_t index(int64_t c) const {
-    const uint64_t below = (uint64_t(1) << (c & 63)) - 1;
-    return before_[size_t(c >> 6)] + bit_count(bits_[size_t(c >> 6)] & below);
-  }
-
- private:
-  std::vector<uint64_t> bits_;
-  std::vector<int64_t> before_;
-};
 
 }  // namespace
 
@@ -73,7 +79,7 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
                       float off_diagonal_scale) {
   const float* values = weights.values;
   const double *row_scale = weights.row_scale, *col_scale = weights.col_scale;
-  const KeptColumns kept(block_cols, cols.local);
+  const sampling_impl::RankBitmap kept(block_cols, cols.local);
   HostCsr out;
   out.num_rows = int64_t(rows.local.size());
   out.num_cols = int64_t(cols.local.size());
@@ -88,6 +94,11 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
   out.values.resize(size_t(bound));
   out.row_ptr.resize(rows.local.size() + 1);
   const int64_t last_col = int64_t(cols.ids.size()) - 1;
+  // An entry reads only its kept column's scale (an array the size of the sample, not the block's width)
+  // and compares its slot with the row's own: no random read of the column's vertex id.
+  std::vector<double> kept_scale(col_scale ? cols.local.size() : 0);
+  for (size_t s = 0; s < kept_scale.size(); ++s) kept_scale[s] = col_scale[cols.local[s]];
+  const std::vector<int64_t> own_slot = own_column_slots(rows, cols);
   // The sampled rows are a sparse subset of the block's, so the hardware prefetcher cannot guess where the
   // next one starts and every row began with a wait on memory: ask for rows ahead.
   constexpr size_t kAhead = 16;
@@ -99,14 +110,15 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
       __builtin_prefetch(col_idx + ahead + 8);  // the next cache line: rows average 10-20 entries
       if (values) __builtin_prefetch(values + ahead);
     }
-    const int64_t row = rows.local[r], vertex = rows.ids[r];
+    const int64_t row = rows.local[r], own = own_slot[r];
     const double scale = row_scale ? row_scale[row] : 1.0;
     for (int64_t k = row_ptr[row]; k < row_ptr[row + 1]; ++k) {
-      const int64_t c = col_idx[k], keep = kept.kept(c);
-      const int64_t slot = std::min(kept.index(c), last_col);  // a dropped column's slot is never kept
-      const float weight = values ? values[k] : scaled_weight<float>(scale, col_scale ? col_scale[c] : 1.0);
+      const int64_t c = col_idx[k], keep = kept.contains(c);
+      const int64_t slot = std::min(kept.rank(c), last_col);  // a dropped column's slot is never kept
+      const float weight =
+          values ? values[k] : scaled_weight<float>(scale, col_scale ? kept_scale[size_t(slot)] : 1.0);
       out.col_idx[size_t(n)] = slot;
-      out.values[size_t(n)] = cols.ids[size_t(slot)] == vertex ? weight : weight * off_diagonal_scale;
+      out.values[size_t(n)] = slot == own ? weight : weight * off_diagonal_scale;
       n += keep;
     }
     out.row_ptr[r + 1] = n;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "rank_bitmap.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/random.hpp"
 #include "tessera/graph/permutation.hpp"
@@ -23,6 +24,7 @@ std::vector<int64_t> uniform_vertex_sample(int64_t n, int64_t count, const Sampl
   const RandomPermutation perm(n, key.seed ^ 0x9e3779b97f4a7c15ull, stream);
   std::vector<int64_t> sample(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) sample[size_t(i)] = perm(i);
+  if (sampling_impl::rank_bitmap_pays(n, count)) return sampling_impl::RankBitmap(n, sample).members();
   std::sort(sample.begin(), sample.end());
   return sample;
 }
