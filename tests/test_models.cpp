@@ -17,6 +17,7 @@
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/graph/hdf5_io.hpp"
 #include "tessera/graph/synth.hpp"
+#include "tessera/kernels/kernel_path.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/models/activation.hpp"
 #include "tessera/models/conv.hpp"
@@ -161,7 +162,11 @@ TEST(LayerGradients, MatchTheDenseReferenceOnEveryKernelPath) {
     int64_t in, out;
     bool last;
   };
-  for (KernelPath path : {KernelPath::Host, KernelPath::Team})
+  std::vector<KernelPath> paths{KernelPath::Auto};  // a device build's auto: vendor GEMM and SpMM, team
+  for (KernelPath path : {KernelPath::Host, KernelPath::Team})  // the host path has no GEMM on a device
+    if (kernel_path_available(path, KernelKind::Gemm) && kernel_path_available(path, KernelKind::Spmm))
+      paths.push_back(path);
+  for (KernelPath path : paths)
     for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage})
       for (NormKind norm : {NormKind::None, NormKind::Batch, NormKind::Rms})
         for (const Shape shape : {Shape{5, 3, false}, Shape{3, 5, false}, Shape{4, 3, true}}) {

@@ -112,7 +112,9 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     b.rows.push_back(sampled_positions(row_order, r0, r1));
     b.cols.push_back(sampled_positions(col_order, c0, c1));
     const HostBlock& a = blocks_[size_t(l)];
-    const BlockWeights weights{a.values.extent(0) > 0 ? a.values.data() : nullptr, a.row_scale.data(),
+    // An empty Kokkos View may still hold a non-null pointer (its allocation header): pass null for it.
+    const BlockWeights weights{a.values.extent(0) > 0 ? a.values.data() : nullptr,
+                               a.row_scale.extent(0) > 0 ? a.row_scale.data() : nullptr,
                                a.col_scale.extent(0) > 0 ? a.col_scale.data() : nullptr};
     b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), weights, a.num_cols, b.rows.back(),
                                       b.cols.back(), scale_));

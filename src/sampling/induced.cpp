@@ -111,7 +111,7 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
       if (values) __builtin_prefetch(values + ahead);
     }
     const int64_t row = rows.local[r], own = own_slot[r];
-    const double scale = row_scale ? row_scale[row] : 1.0;
+    const double scale = values || !row_scale ? 1.0 : row_scale[row];  // read only where it weighs
     for (int64_t k = row_ptr[row]; k < row_ptr[row + 1]; ++k) {
       const int64_t c = col_idx[k], keep = kept.contains(c);
       const int64_t slot = std::min(kept.rank(c), last_col);  // a dropped column's slot is never kept
