@@ -33,6 +33,13 @@ Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
 }
 
 // The self block of a sample: row r, column c where both are the same vertex (a pattern).
+// A host array's pointer, or null where it is empty: an empty Kokkos View may still hold a non-null pointer
+// (its allocation header), and the sampler reads a weight array wherever its pointer is set.
+template <class T>
+const T* data_or_null(const HostVector<T>& v) {
+  return v.extent(0) > 0 ? v.data() : nullptr;
+}
+
 HostCsr self_of(const SampledIndex& rows, const SampledIndex& cols) {
   FlatIdMap col_of(cols.ids.size());
   for (size_t c = 0; c < cols.ids.size(); ++c) col_of.try_emplace(cols.ids[c], int64_t(c));
@@ -112,10 +119,7 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     b.rows.push_back(sampled_positions(row_order, r0, r1));
     b.cols.push_back(sampled_positions(col_order, c0, c1));
     const HostBlock& a = blocks_[size_t(l)];
-    // An empty Kokkos View may still hold a non-null pointer (its allocation header): pass null for it.
-    const BlockWeights weights{a.values.extent(0) > 0 ? a.values.data() : nullptr,
-                               a.row_scale.extent(0) > 0 ? a.row_scale.data() : nullptr,
-                               a.col_scale.extent(0) > 0 ? a.col_scale.data() : nullptr};
+    const BlockWeights weights{data_or_null(a.values), data_or_null(a.row_scale), data_or_null(a.col_scale)};
     b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), weights, a.num_cols, b.rows.back(),
                                       b.cols.back(), scale_));
     b.transpose.push_back(transpose(b.forward.back()));

@@ -2,6 +2,7 @@
 #include "tessera/sampling/induced.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "rank_bitmap.hpp"
@@ -44,29 +45,28 @@ SampledIndex sampled_positions(const SampleOrder& order, int64_t begin, int64_t 
 
 namespace {
 
-// The slot in `cols` of each row's own vertex, or -1 where this block keeps no column of it. Vertex ids
-// are distinct within a slice of the sample, so a rank bitmap over them finds each row's in O(1).
+// The slot in `cols` of each row's own vertex, or -1 where this block keeps no column of it: the columns
+// ordered by vertex id (order_sample, ids distinct within a slice of the sample), then each row's vertex
+// found through a rank bitmap where it pays, else by binary search.
 std::vector<int64_t> own_column_slots(const SampledIndex& rows, const SampledIndex& cols) {
   std::vector<int64_t> own(rows.ids.size(), -1);
   if (cols.ids.empty()) return own;
-  const int64_t bound = *std::max_element(cols.ids.begin(), cols.ids.end()) + 1;
+  std::vector<int64_t> slots(cols.ids.size());
+  std::iota(slots.begin(), slots.end(), int64_t(0));
+  const SampleOrder by_vertex = order_sample(slots, cols.ids);  // positions: vertex ids; ids: their slots
+  const int64_t bound = by_vertex.positions.back() + 1;
   if (sampling_impl::rank_bitmap_pays(bound, int64_t(cols.ids.size()))) {
     const sampling_impl::RankBitmap present(bound, cols.ids);
-    std::vector<int64_t> slot_by_rank(cols.ids.size());
-    for (size_t s = 0; s < cols.ids.size(); ++s) slot_by_rank[size_t(present.rank(cols.ids[s]))] = int64_t(s);
     for (size_t r = 0; r < rows.ids.size(); ++r) {
       const int64_t v = rows.ids[r];
-      if (v < bound && present.contains(v)) own[r] = slot_by_rank[size_t(present.rank(v))];
+      if (v < bound && present.contains(v)) own[r] = by_vertex.ids[size_t(present.rank(v))];
     }
     return own;
   }
-  std::vector<std::pair<int64_t, int64_t>> by_vertex(cols.ids.size());  // (vertex, slot)
-  for (size_t s = 0; s < cols.ids.size(); ++s) by_vertex[s] = {cols.ids[s], int64_t(s)};
-  std::sort(by_vertex.begin(), by_vertex.end());
   for (size_t r = 0; r < rows.ids.size(); ++r) {
-    const auto it =
-        std::lower_bound(by_vertex.begin(), by_vertex.end(), std::make_pair(rows.ids[r], int64_t(-1)));
-    if (it != by_vertex.end() && it->first == rows.ids[r]) own[r] = it->second;
+    const auto it = std::lower_bound(by_vertex.positions.begin(), by_vertex.positions.end(), rows.ids[r]);
+    if (it != by_vertex.positions.end() && *it == rows.ids[r])
+      own[r] = by_vertex.ids[size_t(it - by_vertex.positions.begin())];
   }
   return own;
 }
@@ -96,7 +96,7 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
   const int64_t last_col = int64_t(cols.ids.size()) - 1;
   // An entry reads only its kept column's scale (an array the size of the sample, not the block's width)
   // and compares its slot with the row's own: no random read of the column's vertex id.
-  std::vector<double> kept_scale(col_scale ? cols.local.size() : 0);
+  std::vector<double> kept_scale(col_scale && !values ? cols.local.size() : 0);
   for (size_t s = 0; s < kept_scale.size(); ++s) kept_scale[s] = col_scale[cols.local[s]];
   const std::vector<int64_t> own_slot = own_column_slots(rows, cols);
   // The sampled rows are a sparse subset of the block's, so the hardware prefetcher cannot guess where the
@@ -116,7 +116,8 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
       const int64_t c = col_idx[k], keep = kept.contains(c);
       const int64_t slot = std::min(kept.rank(c), last_col);  // a dropped column's slot is never kept
       const float weight =
-          values ? values[k] : scaled_weight<float>(scale, col_scale ? kept_scale[size_t(slot)] : 1.0);
+          values ? values[k]
+                 : scaled_weight<float>(scale, kept_scale.empty() ? 1.0 : kept_scale[size_t(slot)]);
       out.col_idx[size_t(n)] = slot;
       out.values[size_t(n)] = slot == own ? weight : weight * off_diagonal_scale;
       n += keep;
