@@ -8,8 +8,10 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 
+#include "../src/sampling/rank_bitmap.hpp"  // internal: both bit counts are tested
 #include "reference/dense.hpp"
 #include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
@@ -177,6 +179,31 @@ TEST(InducedBlock, OffDiagonalEntriesScaledOnBothPaths) {
     EXPECT_EQ(scaled.values, (std::vector<float>{float(0.5 * 3) * s, float(0.5 * 7) * s, float(2.0 * 3),
                                                  float(2.0 * 7) * s}));
   }
+}
+
+// The cut counts bits with POPCNT where the CPU has it and in software elsewhere (the induced-block tests
+// run whichever this CPU takes): both counts against one bit at a time, on sets that cross word boundaries.
+TEST(RankBitmap, HardwareAndSoftwareCountsAgree) {
+  std::mt19937_64 random(7);
+  for (uint64_t word :
+       {uint64_t(0), ~uint64_t(0), uint64_t(1) << 63, uint64_t(random()), uint64_t(random())}) {
+    int64_t one_by_one = 0;
+    for (int bit = 0; bit < 64; ++bit) one_by_one += int64_t((word >> bit) & 1u);
+    EXPECT_EQ(sampling_impl::bit_count<false>(word), one_by_one);
+    EXPECT_EQ(sampling_impl::bit_count<true>(word), one_by_one);
+  }
+  const int64_t n = 1000;
+  std::vector<int64_t> members;
+  for (int64_t x = n - 1; x >= 0; --x)
+    if (random() % 3 == 0 || x == 63 || x == 64) members.push_back(x);
+  const sampling_impl::RankBitmap set(n, members);
+  int64_t below = 0;
+  for (int64_t x = 0; x < n; ++x) {
+    ASSERT_EQ(set.rank<false>(x), below) << x;
+    ASSERT_EQ(set.rank<true>(x), below) << x;
+    below += set.contains(x);
+  }
+  EXPECT_EQ(below, int64_t(members.size()));
 }
 
 TEST(Minibatch, SamplingSendsNoBytes) {

@@ -73,12 +73,83 @@ std::vector<int64_t> own_column_slots(const SampledIndex& rows, const SampledInd
 
 }  // namespace
 
+namespace {
+
+// What the cut reads: the block, the sampled rows' extents in it, the kept columns and their scales.
+template <class Column>
+struct CutInput {
+  const Column* col_idx;
+  const float* values;                    // null: weights from the scales
+  const double* row_scale;                // null: none
+  const std::vector<double>& kept_scale;  // per kept slot; empty: none
+  const sampling_impl::RankBitmap& kept;
+  const std::vector<int64_t>& extents;   // begin and end in col_idx of each sampled row
+  const std::vector<int64_t>& rows;      // the sampled rows' local indices
+  const std::vector<int64_t>& own_slot;  // each row's own column slot, or -1
+  int64_t last_col;
+  float off_diagonal_scale;
+};
+
+// Writes each sampled row's kept entries and returns how many. Every entry is written without a branch
+// and counted only if kept (whether a column is kept is a coin flip no predictor learns; branching on it
+// measured slower). kPopcount: compiled for POPCNT (see rank_bitmap.hpp).
+template <bool kPopcount, class Column>
+__attribute__((always_inline)) inline int64_t cut_rows(const CutInput<Column>& in, int64_t* out_col,
+                                                       float* out_value, int64_t* out_row_ptr) {
+  // The sampled rows are a sparse subset of the block's, so the hardware prefetcher cannot guess where the
+  // next one starts and every row began with a wait on memory: ask for rows ahead (their extents were
+  // gathered in one pass, so asking does not wait either).
+  constexpr size_t kAhead = 16;
+  const size_t rows = in.rows.size();
+  int64_t n = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    if (r + kAhead < rows) {
+      const int64_t ahead = in.extents[2 * (r + kAhead)];
+      __builtin_prefetch(in.col_idx + ahead);
+      __builtin_prefetch(in.col_idx + ahead + 8);  // the next cache line: rows average 10-20 entries
+      if (in.values) __builtin_prefetch(in.values + ahead);
+    }
+    const int64_t own = in.own_slot[r];
+    // A row's scale is read only where it weighs (a block with values has them multiplied in).
+    const double scale = in.values || !in.row_scale ? 1.0 : in.row_scale[in.rows[r]];
+    for (int64_t k = in.extents[2 * r]; k < in.extents[2 * r + 1]; ++k) {
+      const int64_t c = in.col_idx[k], keep = in.kept.contains(c);
+      // A dropped column's slot is never kept; min keeps its (unused) scale read in bounds.
+      const int64_t slot = std::min(in.kept.template rank<kPopcount>(c), in.last_col);
+      const float weight =
+          in.values ? in.values[k]
+                    : scaled_weight<float>(scale, in.kept_scale.empty() ? 1.0 : in.kept_scale[size_t(slot)]);
+      out_col[n] = slot;
+      out_value[n] = slot == own ? weight : weight * in.off_diagonal_scale;
+      n += keep;
+    }
+    out_row_ptr[r + 1] = n;
+  }
+  return n;
+}
+
+#if defined(TESSERA_SAMPLING_POPCNT_DISPATCH)
+template <class Column>
+TESSERA_SAMPLING_TARGET_POPCNT int64_t cut_rows_popcnt(const CutInput<Column>& in, int64_t* out_col,
+                                                       float* out_value, int64_t* out_row_ptr) {
+  return cut_rows<true>(in, out_col, out_value, out_row_ptr);
+}
+#endif
+
+template <class Column>
+int64_t cut_rows_here(const CutInput<Column>& in, int64_t* out_col, float* out_value, int64_t* out_row_ptr) {
+#if defined(TESSERA_SAMPLING_POPCNT_DISPATCH)
+  if (sampling_impl::cpu_has_popcnt()) return cut_rows_popcnt(in, out_col, out_value, out_row_ptr);
+#endif
+  return cut_rows<false>(in, out_col, out_value, out_row_ptr);
+}
+
+}  // namespace
+
 template <class Column>
 HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const BlockWeights& weights,
                       int64_t block_cols, const SampledIndex& rows, const SampledIndex& cols,
                       float off_diagonal_scale) {
-  const float* values = weights.values;
-  const double *row_scale = weights.row_scale, *col_scale = weights.col_scale;
   const sampling_impl::RankBitmap kept(block_cols, cols.local);
   HostCsr out;
   out.num_rows = int64_t(rows.local.size());
@@ -88,42 +159,25 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
     return out;
   }
   // Sized for every entry of the sampled rows, written without a branch, then cut to what was kept.
+  std::vector<int64_t> extents(2 * rows.local.size());
   int64_t bound = 0;
-  for (int64_t row : rows.local) bound += row_ptr[row + 1] - row_ptr[row];
+  for (size_t r = 0; r < rows.local.size(); ++r) {
+    extents[2 * r] = row_ptr[rows.local[r]], extents[2 * r + 1] = row_ptr[rows.local[r] + 1];
+    bound += extents[2 * r + 1] - extents[2 * r];
+  }
   out.col_idx.resize(size_t(bound));
   out.values.resize(size_t(bound));
   out.row_ptr.resize(rows.local.size() + 1);
-  const int64_t last_col = int64_t(cols.ids.size()) - 1;
   // An entry reads only its kept column's scale (an array the size of the sample, not the block's width)
   // and compares its slot with the row's own: no random read of the column's vertex id.
-  std::vector<double> kept_scale(col_scale && !values ? cols.local.size() : 0);
-  for (size_t s = 0; s < kept_scale.size(); ++s) kept_scale[s] = col_scale[cols.local[s]];
+  std::vector<double> kept_scale(weights.col_scale && !weights.values ? cols.local.size() : 0);
+  for (size_t s = 0; s < kept_scale.size(); ++s) kept_scale[s] = weights.col_scale[cols.local[s]];
   const std::vector<int64_t> own_slot = own_column_slots(rows, cols);
-  // The sampled rows are a sparse subset of the block's, so the hardware prefetcher cannot guess where the
-  // next one starts and every row began with a wait on memory: ask for rows ahead.
-  constexpr size_t kAhead = 16;
-  int64_t n = 0;
-  for (size_t r = 0; r < rows.local.size(); ++r) {
-    if (r + kAhead < rows.local.size()) {
-      const int64_t ahead = row_ptr[rows.local[r + kAhead]];
-      __builtin_prefetch(col_idx + ahead);
-      __builtin_prefetch(col_idx + ahead + 8);  // the next cache line: rows average 10-20 entries
-      if (values) __builtin_prefetch(values + ahead);
-    }
-    const int64_t row = rows.local[r], own = own_slot[r];
-    const double scale = values || !row_scale ? 1.0 : row_scale[row];  // read only where it weighs
-    for (int64_t k = row_ptr[row]; k < row_ptr[row + 1]; ++k) {
-      const int64_t c = col_idx[k], keep = kept.contains(c);
-      const int64_t slot = std::min(kept.rank(c), last_col);  // a dropped column's slot is never kept
-      const float weight =
-          values ? values[k]
-                 : scaled_weight<float>(scale, kept_scale.empty() ? 1.0 : kept_scale[size_t(slot)]);
-      out.col_idx[size_t(n)] = slot;
-      out.values[size_t(n)] = slot == own ? weight : weight * off_diagonal_scale;
-      n += keep;
-    }
-    out.row_ptr[r + 1] = n;
-  }
+  const CutInput<Column> in{col_idx,           weights.values, weights.row_scale,
+                            kept_scale,        kept,           extents,
+                            rows.local,        own_slot,       int64_t(cols.ids.size()) - 1,
+                            off_diagonal_scale};
+  const int64_t n = cut_rows_here(in, out.col_idx.data(), out.values.data(), out.row_ptr.data());
   out.col_idx.resize(size_t(n));
   out.values.resize(size_t(n));
   return out;

@@ -11,12 +11,41 @@
 namespace tessera {
 namespace sampling_impl {
 
-// Bits set in x, without relying on a POPCNT instruction the build may not target.
-inline int64_t bit_count(uint64_t x) {
-  x = x - ((x >> 1) & 0x5555555555555555ull);
-  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-  return int64_t((x * 0x0101010101010101ull) >> 56);
+// Where the build targets baseline x86-64 (no POPCNT), the sampler's hottest loop is compiled twice and the
+// CPU picks at run time: POPCNT cuts the induced-block cut by a fifth. Not under nvcc or hipcc (never tried
+// through their front ends: those builds count bits in software, as before).
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__POPCNT__) && !defined(__CUDACC__) && \
+    !defined(__HIPCC__)
+#define TESSERA_SAMPLING_POPCNT_DISPATCH 1
+#define TESSERA_SAMPLING_TARGET_POPCNT __attribute__((target("popcnt")))
+#endif
+
+// Bits set in x. kHardware: the caller is compiled for POPCNT (TESSERA_SAMPLING_TARGET_POPCNT, or a build
+// that targets it); otherwise the count avoids an instruction the CPU may lack.
+template <bool kHardware = false>
+__attribute__((always_inline)) inline int64_t bit_count(uint64_t x) {
+#if defined(__POPCNT__)
+  return __builtin_popcountll(x);
+#else
+  if constexpr (kHardware) {
+    return __builtin_popcountll(x);
+  } else {
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return int64_t((x * 0x0101010101010101ull) >> 56);
+  }
+#endif
+}
+
+/// Whether this CPU runs the POPCNT forms (always false where the build does not compile them).
+inline bool cpu_has_popcnt() {
+#if defined(TESSERA_SAMPLING_POPCNT_DISPATCH)
+  static const bool has = __builtin_cpu_supports("popcnt");
+  return has;
+#else
+  return false;
+#endif
 }
 
 // Why bits and counts, not an index per key: every probe lands at a random key; at 1 bit per key the
@@ -32,10 +61,12 @@ class RankBitmap {
 
   /// Whether x is a member (0 or 1).
   int64_t contains(int64_t x) const { return int64_t((bits_[size_t(x >> 6)] >> (x & 63)) & 1u); }
-  /// How many members are below x (a member's index among them, in increasing order).
-  int64_t rank(int64_t x) const {
+  /// How many members are below x (a member's index among them, in increasing order); kHardware as for
+  /// bit_count.
+  template <bool kHardware = false>
+  __attribute__((always_inline)) int64_t rank(int64_t x) const {
     const uint64_t below = (uint64_t(1) << (x & 63)) - 1;
-    return before_[size_t(x >> 6)] + bit_count(bits_[size_t(x >> 6)] & below);
+    return before_[size_t(x >> 6)] + bit_count<kHardware>(bits_[size_t(x >> 6)] & below);
   }
   /// The members in increasing order.
   std::vector<int64_t> members() const {
