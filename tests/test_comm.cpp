@@ -182,6 +182,29 @@ TEST(Collectives, ValuesAndByteCounts) {
   EXPECT_EQ(s.total_bytes(), 48 + 24 + 2 * p * 8 + (p - 1) * 12 + to_others + (r == 0 ? 4 : 0));
 }
 
+// One buffer grouped by rank against per-rank buckets, with empty groups (rank r sends (q + r) % 3 values to
+// q, so some ranks send nothing to some others) and with nothing at all.
+TEST(Collectives, GroupedExchangeMatchesBuckets) {
+  const Communicator comm = Communicator::world();
+  const int p = comm.size(), r = comm.rank();
+  for (const bool empty : {false, true}) {
+    std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
+    std::vector<int64_t> grouped, counts(static_cast<size_t>(p), 0);
+    for (int q = 0; q < p; ++q)
+      for (int i = 0; i < (empty ? 0 : (q + r) % 3); ++i) {
+        buckets[size_t(q)].push_back(1000 * r + 10 * q + i);
+        grouped.push_back(1000 * r + 10 * q + i);
+        ++counts[size_t(q)];
+      }
+    std::vector<int64_t> bucket_counts, grouped_counts;
+    const std::vector<int64_t> want = exchange_buckets(comm, buckets, "t", &bucket_counts);
+    const std::vector<int64_t> got = exchange_grouped(comm, grouped, counts, "t", &grouped_counts);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(grouped_counts, bucket_counts);
+    for (int q = 0; q < p; ++q) EXPECT_EQ(grouped_counts[size_t(q)], empty ? 0 : (q + r) % 3);
+  }
+}
+
 TEST(Collectives, NonBlockingMatchBlocking) {
   const Communicator comm = Communicator::world().dup();
   const int p = comm.size(), r = comm.rank();

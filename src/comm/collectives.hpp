@@ -264,6 +264,22 @@ std::vector<T> exchange_buckets(const Communicator& comm, std::vector<std::vecto
   return detail::exchange_packed<T>(comm, buckets, phase, recv_counts);
 }
 
+/// Sends counts[r] values to each rank r from one buffer grouped by rank (rank 0's first) and returns what
+/// arrived, in rank order (recv_counts[r] from rank r). The buffer is taken and freed before returning: the
+/// exchange holds one send and one receive buffer, where buckets held the values twice while packing.
+template <class T>
+std::vector<T> exchange_grouped(const Communicator& comm, std::vector<T> send,
+                                const std::vector<int64_t>& counts, const std::string& phase,
+                                std::vector<int64_t>* recv_counts = nullptr) {
+  std::vector<int64_t> got_counts = exchange_counts(comm, counts, phase);
+  int64_t total = 0;
+  for (int64_t c : got_counts) total += c;
+  std::vector<T> recv(static_cast<size_t>(total));
+  all_to_allv(comm, send.data(), counts, recv.data(), got_counts, phase);
+  if (recv_counts) *recv_counts = std::move(got_counts);
+  return recv;
+}
+
 /// Root's `count` elements to every rank.
 template <class T>
 void broadcast(const Communicator& comm, T* data, int64_t count, int root, const std::string& phase) {

@@ -50,4 +50,22 @@ std::vector<T> exchange_buckets_on(const Communicator& comm, const std::vector<s
   return out;
 }
 
+/// exchange_grouped followed by the simulated network's delay for what this rank sent and received.
+template <class T>
+std::vector<T> exchange_grouped_on(const Communicator& comm, std::vector<T> send,
+                                   const std::vector<int64_t>& counts, const std::string& phase,
+                                   const SimulatedNetwork& network) {
+  std::vector<int64_t> got_counts;
+  std::vector<T> out = exchange_grouped(comm, std::move(send), counts, phase, &got_counts);
+  if (network.enabled()) {
+    std::vector<int64_t> sent(counts.size()), received(got_counts.size());
+    for (size_t r = 0; r < counts.size(); ++r) {
+      sent[r] = counts[r] * int64_t(sizeof(T));
+      received[r] = got_counts[r] * int64_t(sizeof(T));
+    }
+    network.delay(network.exchange_seconds(sent, received, comm.rank()));
+  }
+  return out;
+}
+
 }  // namespace tessera

@@ -305,8 +305,14 @@ GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
   RowBlockCheck values(*this, first_row, rows);
   const std::vector<int64_t> indptr = read_indptr(first_row, rows + 1);
   const auto [begin, end] = values.offsets(indptr);
-  const std::vector<int64_t> indices = read_indices(begin, end - begin);
-  values.sources(indices.data());
+  const int64_t nnz = end - begin;
+  CsrMatrix<float, HostSpace>& a = slice.adjacency;
+  a.num_rows = rows;
+  a.num_cols = meta_.num_nodes;
+  // Read in place: a copy through a vector doubled the slice's largest array while it was read.
+  a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(nnz));
+  h5_read_rows(indices_.get(), H5T_NATIVE_INT64, begin, nnz, a.col_idx.data());
+  values.sources(a.col_idx.data());
   slice.features = HostMatrix<float>(Kokkos::ViewAllocateWithoutInitializing("features"), size_t(rows),
                                      size_t(meta_.num_features));
   h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, slice.features.data());
@@ -315,14 +321,8 @@ GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
   h5_read_rows(labels_.get(), H5T_NATIVE_INT64, first_row, rows, slice.labels.data());
   values.labels(slice.labels.data());
   check(values.problem().empty(), values.problem());
-  const int64_t nnz = end - begin;
-  CsrMatrix<float, HostSpace>& a = slice.adjacency;
-  a.num_rows = rows;
-  a.num_cols = meta_.num_nodes;
   a.row_ptr = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("row_ptr"), size_t(rows + 1));
-  a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(nnz));
   for (int64_t i = 0; i <= rows; ++i) a.row_ptr(i) = indptr[size_t(i)] - begin;
-  for (int64_t k = 0; k < nnz; ++k) a.col_idx(k) = indices[size_t(k)];
   return slice;
 }
 

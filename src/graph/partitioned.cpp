@@ -6,6 +6,7 @@
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/flat_id_map.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/partition.hpp"
 
@@ -28,10 +29,14 @@ namespace {
 // The halo (non-owned in-neighbours, sorted) and its degrees, asked of the owners: O(E/P) per rank where
 // the all-gathered degrees of every node were 8 bytes per node on every rank.
 void fetch_halo_degrees(const Communicator& comm, PartitionedGraph& g) {
-  for (int64_t u : g.col)
-    if (!g.owns(u)) g.halo.push_back(u);
+  {
+    // Distinct as met: the halo with every repeat was as long as the rank's edges (a hub's row on rank 0 of
+    // an R-MAT graph), and its capacity outlived the load.
+    FlatIdMap seen;
+    for (int64_t u : g.col)
+      if (!g.owns(u) && seen.try_emplace(u, 0).second) g.halo.push_back(u);
+  }
   std::sort(g.halo.begin(), g.halo.end());
-  g.halo.erase(std::unique(g.halo.begin(), g.halo.end()), g.halo.end());
   std::vector<std::vector<int64_t>> ask(size_t(comm.size()));
   for (int64_t u : g.halo) ask[size_t(g.owner(u))].push_back(u);  // by owner, in halo order
   std::vector<int64_t> asked_counts;
@@ -66,6 +71,87 @@ class SliceIds {
   const BlockRenumbering* numbering_;
   std::vector<int64_t> old_, new_;  // sorted neighbour ids and their new ids
 };
+
+// Each of the slice's rows' owner under the new numbering.
+std::vector<int> row_owners(const PartitionedGraph& g, const SliceIds& new_id, int64_t begin, int64_t rows) {
+  std::vector<int> dest(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) dest[size_t(i)] = g.owner(new_id.row(begin + i));
+  return dest;
+}
+
+// Where each owner's group starts in a buffer grouped by owner.
+std::vector<int64_t> group_starts(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> at(counts.size(), 0);
+  for (size_t r = 1; r < counts.size(); ++r) at[r] = at[r - 1] + counts[r - 1];
+  return at;
+}
+
+// Each of the slice's rows as a record for its owner (new id, label, file id, degree, then the neighbours'
+// new ids, self loops dropped), grouped by owner in one buffer counted first and sized exactly: a growing
+// bucket per owner held up to twice the records, and the buckets and their packed copy coexisted.
+std::vector<int64_t> pack_records(const GraphSlice& slice, const SliceIds& new_id,
+                                  const std::vector<int>& dest, std::vector<int64_t>& counts) {
+  const CsrMatrix<float, HostSpace>& a = slice.adjacency;
+  const int64_t rows = int64_t(dest.size());
+  std::vector<int64_t> degree(size_t(rows), 0);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t k = a.row_ptr(i); k < a.row_ptr(i + 1); ++k)
+      degree[size_t(i)] += a.col_idx(k) != slice.first_row + i;
+    counts[size_t(dest[size_t(i)])] += 4 + degree[size_t(i)];
+  }
+  std::vector<int64_t> at = group_starts(counts);
+  std::vector<int64_t> out(size_t(at.back() + counts.back()));
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t old = slice.first_row + i;
+    int64_t* rec = &out[size_t(at[size_t(dest[size_t(i)])])];
+    rec[0] = new_id.row(old), rec[1] = slice.labels(i), rec[2] = old, rec[3] = degree[size_t(i)];
+    int64_t n = 4;
+    for (int64_t k = a.row_ptr(i); k < a.row_ptr(i + 1); ++k)
+      if (a.col_idx(k) != old) rec[n++] = new_id.neighbour(a.col_idx(k));
+    at[size_t(dest[size_t(i)])] += n;
+  }
+  return out;
+}
+
+// Each row's features, grouped by owner in the records' order.
+std::vector<float> pack_features(const HostMatrix<float>& features, const std::vector<int>& dest,
+                                 std::vector<int64_t>& counts) {
+  const int64_t f = int64_t(features.extent(1));
+  for (int d : dest) counts[size_t(d)] += f;
+  std::vector<int64_t> at = group_starts(counts);
+  std::vector<float> out(size_t(at.back() + counts.back()));
+  for (size_t i = 0; i < dest.size(); ++i) {
+    std::copy(&features(i, 0), &features(i, 0) + f, out.begin() + at[size_t(dest[i])]);
+    at[size_t(dest[i])] += f;
+  }
+  return out;
+}
+
+// The owned rows from the records and features that arrived (taken, and freed on return). They arrive in
+// new-id order (senders are blocks of file rows in file order, and a part's new ids follow file order, see
+// BlockRenumbering), so the features become the owned ones as they are, without a second copy.
+void assemble_owned(std::vector<int64_t> got, std::vector<float> got_features, PartitionedGraph& g) {
+  g.row_ptr.assign(size_t(g.count + 1), 0);
+  g.labels.resize(size_t(g.count));
+  g.file_id.resize(size_t(g.count));
+  int64_t i = 0;
+  for (size_t k = 0; k < got.size(); k += size_t(4 + got[k + 3]), ++i) {
+    require(i < g.count && got[k] == g.first + i, g.path, ": row ", got[k], " arrived at rank ",
+            g.owner(g.first), " out of order (expected ", g.first + i, ")");
+    g.labels[size_t(i)] = got[k + 1];
+    g.file_id[size_t(i)] = got[k + 2];
+    g.row_ptr[size_t(i + 1)] = g.row_ptr[size_t(i)] + got[k + 3];
+  }
+  require(i == g.count, g.path, ": ", g.count - i, " owned rows never arrived");
+  g.col.resize(size_t(g.row_ptr.back()));
+  i = 0;
+  for (size_t k = 0; k < got.size(); k += size_t(4 + got[k + 3]), ++i) {
+    const auto row = g.col.begin() + g.row_ptr[size_t(i)];
+    std::copy(got.begin() + int64_t(k) + 4, got.begin() + int64_t(k) + 4 + got[k + 3], row);
+    std::sort(row, g.col.begin() + g.row_ptr[size_t(i + 1)]);
+  }
+  g.features = std::move(got_features);
+}
 
 // Owned new ids of one split, sorted: each rank reads a block of the list and sends every id, renumbered,
 // to its owner (O(S/P) per rank; every rank enters the same collectives whether or not the split exists).
@@ -116,54 +202,24 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
   g.first = g.owner_begin[size_t(comm.rank())];
   g.count = g.owner_begin[size_t(comm.rank() + 1)] - g.first;
 
-  // Read a block of file rows; send each row (header: new id, label, file id, degree; then neighbours)
-  // and its features to its owner.
+  // Read a block of file rows and send each row (a record of its label, ids and neighbours; its features)
+  // to its owner. Records first, then features, each packed late and freed early: the slice's neighbours
+  // go before its features are packed, the features before theirs are exchanged, and each send buffer as it
+  // is sent, so the load peaks at about two copies of the rank's features, not four.
   const auto [begin, end] = block_range(g.num_nodes, comm.rank(), ranks);
-  const GraphSlice slice = reader.read_rows(begin, end - begin);     // every value checked as it is read
+  GraphSlice slice = reader.read_rows(begin, end - begin);           // every value checked as it is read
   read_split_marks(reader, comm, block_begins(g.num_nodes, ranks));  // ids checked before owned_split
   const SliceIds new_id(slice, numbering.get());
-  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(ranks));
-  std::vector<std::vector<float>> feats(static_cast<size_t>(ranks));
-  const int64_t f = g.num_features;
-  for (int64_t i = 0; i < end - begin; ++i) {
-    const int64_t old = begin + i, id = new_id.row(old);
-    const int dest = g.owner(id);
-    std::vector<int64_t>& out = rows[size_t(dest)];
-    const size_t header = out.size();
-    out.insert(out.end(), {id, slice.labels(i), old, 0});
-    for (int64_t k = slice.adjacency.row_ptr(i); k < slice.adjacency.row_ptr(i + 1); ++k)
-      if (slice.adjacency.col_idx(k) != old) out.push_back(new_id.neighbour(slice.adjacency.col_idx(k)));
-    out[header + 3] = int64_t(out.size() - header - 4);
-    feats[size_t(dest)].insert(feats[size_t(dest)].end(), &slice.features(i, 0), &slice.features(i, 0) + f);
-  }
-  const std::vector<int64_t> got = exchange_buckets(comm, std::move(rows), "load rows");
-  const std::vector<float> got_features = exchange_buckets(comm, std::move(feats), "load features");
-
-  std::vector<int64_t> at(size_t(g.count), -1);  // where owned row i's record starts in `got`
-  std::vector<int64_t> order_of_record;          // record r -> owned row
-  for (size_t k = 0; k < got.size(); k += size_t(4 + got[k + 3])) {
-    const int64_t i = got[k] - g.first;
-    require(i >= 0 && i < g.count && at[size_t(i)] < 0, path, ": row ", got[k], " sent to the wrong rank");
-    at[size_t(i)] = int64_t(k);
-    order_of_record.push_back(i);
-  }
-  g.row_ptr.assign(size_t(g.count + 1), 0);
-  for (int64_t i = 0; i < g.count; ++i)
-    g.row_ptr[size_t(i + 1)] = g.row_ptr[size_t(i)] + got[size_t(at[size_t(i)] + 3)];
-  g.col.resize(size_t(g.row_ptr.back()));
-  g.labels.resize(size_t(g.count));
-  g.file_id.resize(size_t(g.count));
-  g.features.resize(size_t(g.count * f));
-  for (int64_t i = 0; i < g.count; ++i) {
-    const int64_t* rec = &got[size_t(at[size_t(i)])];
-    g.labels[size_t(i)] = rec[1];
-    g.file_id[size_t(i)] = rec[2];
-    std::copy(rec + 4, rec + 4 + rec[3], g.col.begin() + g.row_ptr[size_t(i)]);
-    std::sort(g.col.begin() + g.row_ptr[size_t(i)], g.col.begin() + g.row_ptr[size_t(i + 1)]);
-  }
-  for (size_t r = 0; r < order_of_record.size(); ++r)
-    std::copy(got_features.begin() + int64_t(r) * f, got_features.begin() + int64_t(r + 1) * f,
-              g.features.begin() + order_of_record[r] * f);
+  const std::vector<int> dest = row_owners(g, new_id, begin, end - begin);
+  std::vector<int64_t> record_counts(size_t(ranks), 0), feature_counts(size_t(ranks), 0);
+  std::vector<int64_t> records = pack_records(slice, new_id, dest, record_counts);
+  slice.adjacency = CsrMatrix<float, HostSpace>();
+  std::vector<int64_t> got = exchange_grouped(comm, std::move(records), record_counts, "load rows");
+  std::vector<float> features = pack_features(slice.features, dest, feature_counts);
+  slice.features = HostMatrix<float>();
+  std::vector<float> got_features =
+      exchange_grouped(comm, std::move(features), feature_counts, "load features");
+  assemble_owned(std::move(got), std::move(got_features), g);
 
   fetch_halo_degrees(comm, g);
 

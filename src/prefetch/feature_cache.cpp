@@ -42,10 +42,12 @@ FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>
   miss_.assign(halo_.size(), 0);
 }
 
-void FeatureCache::install_initial(const std::vector<float>& rows) {
-  require(rows.size() == rows_.size(), "FeatureCache: initial fill of ", rows.size(), " values for ",
-          rows_.size());
-  rows_ = rows;
+void FeatureCache::install_initial(const std::vector<float>& rows, int64_t first_slot) {
+  const size_t at = size_t(first_slot) * size_t(dim_);
+  require(first_slot >= 0 && rows.size() % size_t(dim_) == 0 && at + rows.size() <= rows_.size(),
+          "FeatureCache: initial fill of ", rows.size(), " values at slot ", first_slot, " for ",
+          rows_.size(), " values");
+  std::copy(rows.begin(), rows.end(), rows_.begin() + std::ptrdiff_t(at));
 }
 
 int64_t FeatureCache::halo_index(int64_t node) const {

@@ -36,10 +36,11 @@ class FeatureCache {
   /// Floats per row.
   int64_t feature_dim() const { return dim_; }
   /// The nodes of the initial fill (highest degree first, ties by lower id), one per slot, in slot order:
-  /// fetch them in one bulk request and install_initial() their rows.
+  /// fetch them and install_initial() their rows.
   const std::vector<int64_t>& slot_nodes() const { return slot_node_; }
-  /// Installs the initial fill's rows (capacity x feature_dim, in slot order).
-  void install_initial(const std::vector<float>& rows);
+  /// Installs initial fill rows for slots [first_slot, first_slot + rows.size() / feature_dim) (in slot
+  /// order; a fill may come in pieces).
+  void install_initial(const std::vector<float>& rows, int64_t first_slot = 0);
 
   /// For each needed node: its slot, or -1 (a miss, counted if it is a halo node). Hit slots' scores are
   /// restored to 1 at end_step().

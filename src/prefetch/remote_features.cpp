@@ -22,18 +22,19 @@ std::vector<float> RemoteFeatures::fetch(const std::vector<int64_t>& want, Fetch
   std::vector<int64_t> asked_counts;
   const std::vector<int64_t> asked =
       exchange_buckets_on(comm_, ask, "feature requests", network_, &asked_counts);
-  std::vector<std::vector<float>> reply(static_cast<size_t>(ranks));
-  size_t k = 0;
-  for (int r = 0; r < ranks; ++r) {
-    reply[size_t(r)].reserve(size_t(asked_counts[size_t(r)]) * f);
-    for (int64_t j = 0; j < asked_counts[size_t(r)]; ++j, ++k) {
-      require(graph_.owns(asked[k]), "feature fetch: rank ", comm_.rank(), " asked for node ", asked[k],
-              " it does not own");
-      const float* row = graph_.features.data() + size_t(asked[k] - graph_.first) * f;
-      reply[size_t(r)].insert(reply[size_t(r)].end(), row, row + f);
-    }
+  // The replies in the order asked (grouped by the asking rank), in one buffer: an owner of hubs answers
+  // most of every rank's misses, and per-rank buckets and their packed copy held its replies twice.
+  std::vector<float> reply(asked.size() * f);
+  for (size_t k = 0; k < asked.size(); ++k) {
+    require(graph_.owns(asked[k]), "feature fetch: rank ", comm_.rank(), " asked for node ", asked[k],
+            " it does not own");
+    const float* row = graph_.features.data() + size_t(asked[k] - graph_.first) * f;
+    std::copy(row, row + f, reply.begin() + std::ptrdiff_t(k * f));
   }
-  const std::vector<float> got = exchange_buckets_on(comm_, reply, "feature replies", network_);
+  std::vector<int64_t> reply_counts(asked_counts);
+  for (int64_t& c : reply_counts) c *= int64_t(f);
+  const std::vector<float> got =
+      exchange_grouped_on(comm_, std::move(reply), reply_counts, "feature replies", network_);
   // Replies arrive grouped by owner, in request order; put them back in `want` order.
   std::vector<size_t> at(size_t(ranks + 1), 0);
   for (int r = 0; r < ranks; ++r) at[size_t(r + 1)] = at[size_t(r)] + ask[size_t(r)].size();
@@ -49,8 +50,18 @@ std::vector<float> RemoteFeatures::fetch(const std::vector<int64_t>& want, Fetch
   return rows;
 }
 
-void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats) const {
-  cache.install_initial(fetch(cache.slot_nodes(), stats));
+void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_bytes) const {
+  const std::vector<int64_t>& nodes = cache.slot_nodes();
+  const int64_t row_bytes = std::max<int64_t>(1, int64_t(sizeof(float)) * graph_.num_features);
+  const int64_t per_rank = std::max<int64_t>(1, round_bytes / (row_bytes * comm_.size()));
+  const int64_t mine = (int64_t(nodes.size()) + per_rank - 1) / per_rank;
+  const int64_t rounds = all_reduce_value(comm_, mine, ReduceOp::Max, "cache fill");
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t lo = std::min(int64_t(nodes.size()), round * per_rank);
+    const int64_t hi = std::min(int64_t(nodes.size()), lo + per_rank);
+    const std::vector<int64_t> piece(nodes.begin() + lo, nodes.begin() + hi);
+    cache.install_initial(fetch(piece, stats), lo);
+  }
 }
 
 std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,

@@ -29,8 +29,14 @@ class RemoteFeatures {
   /// Exchanges over `comm` (one rank per part).
   RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph, SimulatedNetwork network = {});
 
-  /// Collective: the cache's initial fill in one bulk request.
-  void fill(FeatureCache& cache, FetchStats& stats) const;
+  /// Collective: the cache's initial fill, in rounds in which all ranks together ask for at most
+  /// `round_bytes` of rows (every rank enters the same rounds, whatever its cache holds).
+  void fill(FeatureCache& cache, FetchStats& stats, int64_t round_bytes = kFillRoundBytes) const;
+  /// The default bound on a fill round: the degree-ordered fill asks every rank's hubs, which on a skewed
+  /// graph a few ranks own, and one bulk round made each of them hold every rank's share of its rows twice
+  /// (its replies and their packed copy: 250 MB more than the rest of the load on rank 0 of 8 for a 2^21-node
+  /// R-MAT graph).
+  static constexpr int64_t kFillRoundBytes = int64_t(32) << 20;
 
   /// Collective: rows of `nodes` (nodes.size() x num_features, in order). Without a cache every remote row
   /// is fetched; with one, hits are read from it and, when `evict`, its eviction plan's rows ride in the
