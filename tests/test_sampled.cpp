@@ -19,6 +19,7 @@
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/model.hpp"
 #include "tessera/models/train.hpp"
+#include "tessera/prefetch/remote_features.hpp"
 #include "tessera/sampling/neighbor.hpp"
 
 using namespace tessera;
@@ -206,6 +207,34 @@ TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
   EXPECT_EQ(all_reduce_value(world(), int64_t(g.train.size()), ReduceOp::Sum, "test"),
             int64_t(w.train.size()));
   for (int64_t v : g.train) EXPECT_TRUE(g.owns(v));
+}
+
+// The cache's initial fill in rounds: with one row per rank per round every rank with a halo takes many
+// rounds and ranks with fewer slots enter the last ones asking nothing; every slot must hold its node's row
+// from the file, as with the default (one round on this graph).
+TEST(Prefetch, FillInRoundsInstallsEachSlotsRow) {
+  const std::string& path = fixtures::small_csbm_file();
+  const PartitionedGraph g = load_partitioned(world(), path, partitioned_file());
+  const WholeGraph w = read_whole(path);
+  const std::vector<int64_t> new_of_file = new_ids(g);
+  std::vector<int64_t> file_of_new(size_t(w.n));
+  for (int64_t v = 0; v < w.n; ++v) file_of_new[size_t(new_of_file[size_t(v)])] = v;
+  FeatureCacheOptions o;
+  o.fraction = 0.5;
+  const RemoteFeatures fetch(world(), g);
+  for (const int64_t round_bytes : {int64_t(1), RemoteFeatures::kFillRoundBytes}) {
+    SCOPED_TRACE(round_bytes);
+    FeatureCache cache(g.halo, g.halo_degree, g.num_features, o);
+    FetchStats stats;
+    fetch.fill(cache, stats, round_bytes);
+    EXPECT_EQ(stats.fetched_rows, cache.capacity());
+    EXPECT_EQ(cache.capacity(), int64_t(g.halo.size()) / 2);
+    for (int64_t s = 0; s < cache.capacity(); ++s) {
+      const int64_t file = file_of_new[size_t(cache.slot_nodes()[size_t(s)])];
+      for (int64_t j = 0; j < w.f; ++j)
+        ASSERT_EQ(cache.row(s)[j], w.x[size_t(file * w.f + j)]) << "slot " << s;
+    }
+  }
 }
 
 TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {

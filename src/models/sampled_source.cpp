@@ -184,8 +184,9 @@ void SampledSource::State::upload(const PreparedStep& p) {
 Matrix<const float> SampledSource::State::upload_features(const PreparedStep& p, size_t rows, size_t width) {
   const Kokkos::View<const float**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
       prepared(p.features.data(), rows, width);
-  // A host build reads the prepared rows where they are (p outlives the batch): a copy held every step's
-  // input twice, 50 MB per rank for 1024 seeds and fanouts 10,10 on a 2^21-node graph.
+  // A host build reads the prepared rows where they are: a copy held every step's input twice (44 MiB per
+  // rank for 1024 seeds and fanouts 10,10 on a 2^21-node graph). The batch is used only while p lives: p is
+  // the current training step, replaced only by the next upload, or an evaluation's step, used within it.
   if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
     return prepared;
   } else {
