@@ -223,6 +223,22 @@ void all_gather_v(const Communicator& comm, const T* send, const std::vector<int
                       watch.seconds());
 }
 
+/// Sends counts[r] values to each rank r from one buffer grouped by rank (rank 0's first) and returns what
+/// arrived, in rank order (recv_counts[r] from rank r). The buffer is taken and freed before returning: the
+/// exchange holds one send and one receive buffer, where buckets held the values twice while packing.
+template <class T>
+std::vector<T> exchange_grouped(const Communicator& comm, std::vector<T> send,
+                                const std::vector<int64_t>& counts, const std::string& phase,
+                                std::vector<int64_t>* recv_counts = nullptr) {
+  std::vector<int64_t> got_counts = exchange_counts(comm, counts, phase);
+  int64_t total = 0;
+  for (int64_t c : got_counts) total += c;
+  std::vector<T> recv(static_cast<size_t>(total));
+  all_to_allv(comm, send.data(), counts, recv.data(), got_counts, phase);
+  if (recv_counts) *recv_counts = std::move(got_counts);
+  return recv;
+}
+
 namespace detail {
 // Packs the buckets in rank order and exchanges them; buckets the caller gave up (non-const) are freed as
 // they are packed.
@@ -239,13 +255,7 @@ std::vector<T> exchange_packed(const Communicator& comm, Buckets& buckets, const
     send.insert(send.end(), buckets[r].begin(), buckets[r].end());
     if constexpr (!std::is_const_v<Buckets>) std::vector<T>().swap(buckets[r]);
   }
-  const std::vector<int64_t> counts = exchange_counts(comm, send_counts, phase);
-  int64_t total = 0;
-  for (int64_t c : counts) total += c;
-  std::vector<T> recv(static_cast<size_t>(total));
-  all_to_allv(comm, send.data(), send_counts, recv.data(), counts, phase);
-  if (recv_counts) *recv_counts = counts;
-  return recv;
+  return exchange_grouped(comm, std::move(send), send_counts, phase, recv_counts);
 }
 }  // namespace detail
 
@@ -262,22 +272,6 @@ template <class T>
 std::vector<T> exchange_buckets(const Communicator& comm, std::vector<std::vector<T>>&& buckets,
                                 const std::string& phase, std::vector<int64_t>* recv_counts = nullptr) {
   return detail::exchange_packed<T>(comm, buckets, phase, recv_counts);
-}
-
-/// Sends counts[r] values to each rank r from one buffer grouped by rank (rank 0's first) and returns what
-/// arrived, in rank order (recv_counts[r] from rank r). The buffer is taken and freed before returning: the
-/// exchange holds one send and one receive buffer, where buckets held the values twice while packing.
-template <class T>
-std::vector<T> exchange_grouped(const Communicator& comm, std::vector<T> send,
-                                const std::vector<int64_t>& counts, const std::string& phase,
-                                std::vector<int64_t>* recv_counts = nullptr) {
-  std::vector<int64_t> got_counts = exchange_counts(comm, counts, phase);
-  int64_t total = 0;
-  for (int64_t c : got_counts) total += c;
-  std::vector<T> recv(static_cast<size_t>(total));
-  all_to_allv(comm, send.data(), counts, recv.data(), got_counts, phase);
-  if (recv_counts) *recv_counts = std::move(got_counts);
-  return recv;
 }
 
 /// Root's `count` elements to every rank.

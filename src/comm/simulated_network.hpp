@@ -31,22 +31,30 @@ struct SimulatedNetwork {
   void delay(double seconds) const;
 };
 
+namespace detail {
+// The simulated network's delay for an exchange of counts[r] values of `value_bytes` to each rank r and
+// got_counts[r] from each.
+inline void delay_exchange(const Communicator& comm, const SimulatedNetwork& network,
+                           const std::vector<int64_t>& counts, const std::vector<int64_t>& got_counts,
+                           int64_t value_bytes) {
+  if (!network.enabled()) return;
+  std::vector<int64_t> sent(counts.size()), received(got_counts.size());
+  for (size_t r = 0; r < counts.size(); ++r) sent[r] = counts[r] * value_bytes;
+  for (size_t r = 0; r < got_counts.size(); ++r) received[r] = got_counts[r] * value_bytes;
+  network.delay(network.exchange_seconds(sent, received, comm.rank()));
+}
+}  // namespace detail
+
 /// exchange_buckets followed by the simulated network's delay for what this rank sent and received.
 template <class T>
 std::vector<T> exchange_buckets_on(const Communicator& comm, const std::vector<std::vector<T>>& buckets,
                                    const std::string& phase, const SimulatedNetwork& network,
                                    std::vector<int64_t>* recv_counts = nullptr) {
-  std::vector<int64_t> counts;
-  std::vector<T> out = exchange_buckets(comm, buckets, phase, &counts);
-  if (network.enabled()) {
-    std::vector<int64_t> sent(buckets.size()), received(counts.size());
-    for (size_t r = 0; r < buckets.size(); ++r) {
-      sent[r] = int64_t(buckets[r].size() * sizeof(T));
-      received[r] = counts[r] * int64_t(sizeof(T));
-    }
-    network.delay(network.exchange_seconds(sent, received, comm.rank()));
-  }
-  if (recv_counts) *recv_counts = std::move(counts);
+  std::vector<int64_t> counts, got_counts;
+  for (const std::vector<T>& bucket : buckets) counts.push_back(int64_t(bucket.size()));
+  std::vector<T> out = exchange_buckets(comm, buckets, phase, &got_counts);
+  detail::delay_exchange(comm, network, counts, got_counts, int64_t(sizeof(T)));
+  if (recv_counts) *recv_counts = std::move(got_counts);
   return out;
 }
 
@@ -57,14 +65,7 @@ std::vector<T> exchange_grouped_on(const Communicator& comm, std::vector<T> send
                                    const SimulatedNetwork& network) {
   std::vector<int64_t> got_counts;
   std::vector<T> out = exchange_grouped(comm, std::move(send), counts, phase, &got_counts);
-  if (network.enabled()) {
-    std::vector<int64_t> sent(counts.size()), received(got_counts.size());
-    for (size_t r = 0; r < counts.size(); ++r) {
-      sent[r] = counts[r] * int64_t(sizeof(T));
-      received[r] = got_counts[r] * int64_t(sizeof(T));
-    }
-    network.delay(network.exchange_seconds(sent, received, comm.rank()));
-  }
+  detail::delay_exchange(comm, network, counts, got_counts, int64_t(sizeof(T)));
   return out;
 }
 

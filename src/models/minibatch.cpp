@@ -32,7 +32,6 @@ Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
   return out;
 }
 
-// The self block of a sample: row r, column c where both are the same vertex (a pattern).
 // A host array's pointer, or null where it is empty: an empty Kokkos View may still hold a non-null pointer
 // (its allocation header), and the sampler reads a weight array wherever its pointer is set.
 template <class T>
@@ -40,6 +39,7 @@ const T* data_or_null(const HostVector<T>& v) {
   return v.extent(0) > 0 ? v.data() : nullptr;
 }
 
+// The self block of a sample: row r, column c where both are the same vertex (a pattern).
 HostCsr self_of(const SampledIndex& rows, const SampledIndex& cols) {
   FlatIdMap col_of(cols.ids.size());
   for (size_t c = 0; c < cols.ids.size(); ++c) col_of.try_emplace(cols.ids[c], int64_t(c));

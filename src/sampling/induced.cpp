@@ -71,19 +71,15 @@ std::vector<int64_t> own_column_slots(const SampledIndex& rows, const SampledInd
   return own;
 }
 
-}  // namespace
-
-namespace {
-
-// What the cut reads: the block, the sampled rows' extents in it, the kept columns and their scales.
+// What the cut reads: the block, its sampled rows, the kept columns and their scales.
 template <class Column>
 struct CutInput {
+  const int64_t* row_ptr;
   const Column* col_idx;
   const float* values;                    // null: weights from the scales
   const double* row_scale;                // null: none
   const std::vector<double>& kept_scale;  // per kept slot; empty: none
   const sampling_impl::RankBitmap& kept;
-  const std::vector<int64_t>& extents;   // begin and end in col_idx of each sampled row
   const std::vector<int64_t>& rows;      // the sampled rows' local indices
   const std::vector<int64_t>& own_slot;  // each row's own column slot, or -1
   int64_t last_col;
@@ -97,22 +93,21 @@ template <bool kPopcount, class Column>
 __attribute__((always_inline)) inline int64_t cut_rows(const CutInput<Column>& in, int64_t* out_col,
                                                        float* out_value, int64_t* out_row_ptr) {
   // The sampled rows are a sparse subset of the block's, so the hardware prefetcher cannot guess where the
-  // next one starts and every row began with a wait on memory: ask for rows ahead (their extents were
-  // gathered in one pass, so asking does not wait either).
+  // next one starts and every row began with a wait on memory: ask for rows ahead.
   constexpr size_t kAhead = 16;
   const size_t rows = in.rows.size();
   int64_t n = 0;
   for (size_t r = 0; r < rows; ++r) {
     if (r + kAhead < rows) {
-      const int64_t ahead = in.extents[2 * (r + kAhead)];
+      const int64_t ahead = in.row_ptr[in.rows[r + kAhead]];
       __builtin_prefetch(in.col_idx + ahead);
       __builtin_prefetch(in.col_idx + ahead + 8);  // the next cache line: rows average 10-20 entries
       if (in.values) __builtin_prefetch(in.values + ahead);
     }
-    const int64_t own = in.own_slot[r];
+    const int64_t row = in.rows[r], own = in.own_slot[r];
     // A row's scale is read only where it weighs (a block with values has them multiplied in).
-    const double scale = in.values || !in.row_scale ? 1.0 : in.row_scale[in.rows[r]];
-    for (int64_t k = in.extents[2 * r]; k < in.extents[2 * r + 1]; ++k) {
+    const double scale = in.values || !in.row_scale ? 1.0 : in.row_scale[row];
+    for (int64_t k = in.row_ptr[row]; k < in.row_ptr[row + 1]; ++k) {
       const int64_t c = in.col_idx[k], keep = in.kept.contains(c);
       // A dropped column's slot is never kept; min keeps its (unused) scale read in bounds.
       const int64_t slot = std::min(in.kept.template rank<kPopcount>(c), in.last_col);
@@ -159,12 +154,8 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
     return out;
   }
   // Sized for every entry of the sampled rows, written without a branch, then cut to what was kept.
-  std::vector<int64_t> extents(2 * rows.local.size());
   int64_t bound = 0;
-  for (size_t r = 0; r < rows.local.size(); ++r) {
-    extents[2 * r] = row_ptr[rows.local[r]], extents[2 * r + 1] = row_ptr[rows.local[r] + 1];
-    bound += extents[2 * r + 1] - extents[2 * r];
-  }
+  for (int64_t row : rows.local) bound += row_ptr[row + 1] - row_ptr[row];
   out.col_idx.resize(size_t(bound));
   out.values.resize(size_t(bound));
   out.row_ptr.resize(rows.local.size() + 1);
@@ -173,9 +164,9 @@ HostCsr induced_block(const int64_t* row_ptr, const Column* col_idx, const Block
   std::vector<double> kept_scale(weights.col_scale && !weights.values ? cols.local.size() : 0);
   for (size_t s = 0; s < kept_scale.size(); ++s) kept_scale[s] = weights.col_scale[cols.local[s]];
   const std::vector<int64_t> own_slot = own_column_slots(rows, cols);
-  const CutInput<Column> in{col_idx,           weights.values, weights.row_scale,
-                            kept_scale,        kept,           extents,
-                            rows.local,        own_slot,       int64_t(cols.ids.size()) - 1,
+  const CutInput<Column> in{row_ptr,           col_idx,    weights.values,
+                            weights.row_scale, kept_scale, kept,
+                            rows.local,        own_slot,   int64_t(cols.ids.size()) - 1,
                             off_diagonal_scale};
   const int64_t n = cut_rows_here(in, out.col_idx.data(), out.values.data(), out.row_ptr.data());
   out.col_idx.resize(size_t(n));
