@@ -210,8 +210,9 @@ TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
 }
 
 // The cache's initial fill in rounds: with one row per rank per round every rank with a halo takes many
-// rounds and ranks with fewer slots enter the last ones asking nothing; every slot must hold its node's row
-// from the file, as with the default (one round on this graph).
+// rounds and ranks with fewer slots enter the last ones asking nothing, down to a rank with no cache at all
+// (rank 0 in the second case); every slot must hold its node's row from the file, as with the default (one
+// round).
 TEST(Prefetch, FillInRoundsInstallsEachSlotsRow) {
   const std::string& path = fixtures::small_csbm_file();
   const PartitionedGraph g = load_partitioned(world(), path, partitioned_file());
@@ -219,22 +220,23 @@ TEST(Prefetch, FillInRoundsInstallsEachSlotsRow) {
   const std::vector<int64_t> new_of_file = new_ids(g);
   std::vector<int64_t> file_of_new(size_t(w.n));
   for (int64_t v = 0; v < w.n; ++v) file_of_new[size_t(new_of_file[size_t(v)])] = v;
-  FeatureCacheOptions o;
-  o.fraction = 0.5;
   const RemoteFeatures fetch(world(), g);
-  for (const int64_t round_bytes : {int64_t(1), RemoteFeatures::kFillRoundBytes}) {
-    SCOPED_TRACE(round_bytes);
-    FeatureCache cache(g.halo, g.halo_degree, g.num_features, o);
-    FetchStats stats;
-    fetch.fill(cache, stats, round_bytes);
-    EXPECT_EQ(stats.fetched_rows, cache.capacity());
-    EXPECT_EQ(cache.capacity(), int64_t(g.halo.size()) / 2);
-    for (int64_t s = 0; s < cache.capacity(); ++s) {
-      const int64_t file = file_of_new[size_t(cache.slot_nodes()[size_t(s)])];
-      for (int64_t j = 0; j < w.f; ++j)
-        ASSERT_EQ(cache.row(s)[j], w.x[size_t(file * w.f + j)]) << "slot " << s;
+  for (const bool empty_rank0 : {false, true})
+    for (const int64_t round_bytes : {int64_t(1), RemoteFeatures::kFillRoundBytes}) {
+      SCOPED_TRACE(std::to_string(round_bytes) + (empty_rank0 ? ", rank 0 without a cache" : ""));
+      FeatureCacheOptions o;
+      o.fraction = empty_rank0 && world().rank() == 0 ? 0.0 : 0.5;
+      FeatureCache cache(g.halo, g.halo_degree, g.num_features, o);
+      FetchStats stats;
+      fetch.fill(cache, stats, round_bytes);
+      EXPECT_EQ(stats.fetched_rows, cache.capacity());
+      EXPECT_EQ(cache.capacity(), int64_t(double(g.halo.size()) * o.fraction));
+      for (int64_t s = 0; s < cache.capacity(); ++s) {
+        const int64_t file = file_of_new[size_t(cache.slot_nodes()[size_t(s)])];
+        for (int64_t j = 0; j < w.f; ++j)
+          ASSERT_EQ(cache.row(s)[j], w.x[size_t(file * w.f + j)]) << "slot " << s;
+      }
     }
-  }
 }
 
 TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
