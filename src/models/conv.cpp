@@ -53,9 +53,16 @@ Matrix<const float> GraphConv::forward(const Matrix<const float>& in, const Grap
 
 Matrix<float> GraphConv::backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass) {
   const KernelPath kernels = multiply_.comms().kernels;
-  if (options_.relu || (pass.training && options_.dropout > 0))
-    bias_relu_dropout_backward<float>(grad_out, out_, options_.relu, dropout(pass), kernels);
-  if (bias_) bias_->gradient_from(grad_out, kernels, phase::kBackwardWeightsC);
+  const bool epilogue = options_.relu || (pass.training && options_.dropout > 0);
+  if (epilogue && bias_) {
+    // One pass over the gradient instead of two: each row is rewritten where the bias gradient sums it.
+    relu_dropout_backward_column_sums<float>(grad_out, out_, options_.relu, dropout(pass), bias_->grad(),
+                                             kernels);
+    bias_->sum_gradient(phase::kBackwardWeightsC);
+  } else {
+    if (epilogue) bias_relu_dropout_backward<float>(grad_out, out_, options_.relu, dropout(pass), kernels);
+    if (bias_) bias_->gradient_from(grad_out, kernels, phase::kBackwardWeightsC);
+  }
   return multiply_.backward(grad_out, want_input_grad);
 }
 
