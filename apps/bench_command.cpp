@@ -203,7 +203,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
   struct GemmArgs {
     int64_t m = 169343, n = 256, k = 128;
     int repeat = 5;
-    std::string kernels = "auto", dtype = "f32";
+    std::string kernels = "auto", dtype = "f32", host_gemm = "auto";
   };
   auto g = std::make_shared<GemmArgs>();
   CLI::App* gemm_cmd = bench->add_subcommand("gemm", "Dense C = A B: GFLOP/s");
@@ -213,6 +213,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
   gemm_cmd->add_option("--repeat", g->repeat, "Timed runs")->capture_default_str();
   gemm_cmd->add_option("--kernels", g->kernels, "auto, host, team or vendor")->capture_default_str();
   gemm_cmd->add_option("--gemm-dtype", g->dtype, "f32, or bf16 (host path: operands rounded, fp32 sums)")
+      ->capture_default_str();
+  gemm_cmd->add_option("--host-gemm", g->host_gemm, "host fp32 GEMMs through auto, blas or onednn")
       ->capture_default_str();
   gemm_cmd->callback([&selected, g] {
     selected = [g](const Communicator& world) {
@@ -227,18 +229,24 @@ void add_bench_command(CLI::App& app, Command& selected) {
       const GemmDtype dtype = parse_gemm_dtype(g->dtype);
       check_gemm_dtype(dtype, parse_kernel_path(g->kernels));
       set_gemm_dtype(dtype);
+      set_host_gemm_library(parse_host_gemm(g->host_gemm));
       const double nn =
           median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c, path); });
       // The weight-gradient shape: A^T G with the long dimension reduced.
       Matrix<float> w("w", size_t(g->k), size_t(g->n));
       const double tn =
           median_seconds(g->repeat, [&] { gemm<float>(Trans::Yes, Trans::No, 1.0f, a, at, 0.0f, w, path); });
+      // Which library a host-path fp32 GEMM went through (bf16 always goes through oneDNN's matmul).
+      const std::string library = path == KernelPath::Host && dtype == GemmDtype::F32
+                                      ? std::string(" ") + host_gemm_library_name(host_gemm_library())
+                                      : std::string();
       char line[256];
-      std::snprintf(
-          line, sizeof(line),
-          "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%s kernels, %s, %d threads)",
-          (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * tn,
-          flops / tn / 1e9, kernel_path_name(path), gemm_dtype_name(dtype), int(ExecSpace().concurrency()));
+      std::snprintf(line, sizeof(line),
+                    "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%s kernels%s, "
+                    "%s, %d threads)",
+                    (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * tn,
+                    flops / tn / 1e9, kernel_path_name(path), library.c_str(), gemm_dtype_name(dtype),
+                    int(ExecSpace().concurrency()));
       log_line(line);
       return 0;
     };

@@ -174,6 +174,12 @@ GemmDtype parse_gemm_dtype(const std::string& name) {
   fail("--gemm-dtype: expected f32 or bf16, got '", name, "'");
 }
 
+HostGemmLibrary parse_host_gemm(const std::string& name) {
+  static const std::pair<const char*, HostGemmLibrary> v[] = {
+      {"auto", HostGemmLibrary::Auto}, {"blas", HostGemmLibrary::Blas}, {"onednn", HostGemmLibrary::OneDnn}};
+  return by_name("--host-gemm", name, v, "auto, blas or onednn");
+}
+
 KernelPath parse_kernel_path(const std::string& name) {
   static const std::pair<const char*, KernelPath> v[] = {{"auto", KernelPath::Auto},
                                                          {"host", KernelPath::Host},

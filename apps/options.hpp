@@ -45,6 +45,8 @@ PermuteMode parse_permute_mode(const std::string& name);
 CommDtype parse_comm_dtype(const std::string& name);
 /// "f32" / "fp32" or "bf16".
 GemmDtype parse_gemm_dtype(const std::string& name);
+/// auto, blas or onednn.
+HostGemmLibrary parse_host_gemm(const std::string& name);
 /// auto, host, team or vendor.
 KernelPath parse_kernel_path(const std::string& name);
 /// "auto", "mpi", "mpi-host" or "nccl".

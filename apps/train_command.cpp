@@ -19,8 +19,8 @@ namespace {
 struct Args {
   TrainOptions o;
   std::string mode = "full", grid, model = "gcn", norm = "none", optimizer = "adam", permute = "double";
-  std::string comm_dtype = "f32", gemm_dtype = "f32", kernels = "auto", comm = "auto", batch_size, fanouts,
-              prefetch_policy = "periodic", network, memory_per_rank, load_budget;
+  std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
+              batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget;
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
 };
@@ -74,6 +74,9 @@ void add_grid_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--gemm-dtype", a.gemm_dtype,
                   "f32, or bf16: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN; AMX where "
                   "the CPU has it)")
+      ->capture_default_str();
+  cmd->add_option("--host-gemm", a.host_gemm,
+                  "host fp32 GEMMs through auto (oneDNN where the build has it), blas or onednn")
       ->capture_default_str();
   cmd->add_flag("--allow-tf32", a.o.allow_tf32, "Vendor GEMMs may round fp32 inputs to TF32 (CUDA builds)");
   cmd->add_option("--comm", a.comm,
@@ -151,6 +154,7 @@ TrainOptions to_options(Args& a) {
   o.permute = parse_permute_mode(a.permute);
   o.comm_dtype = parse_comm_dtype(a.comm_dtype);
   o.gemm_dtype = parse_gemm_dtype(a.gemm_dtype);
+  o.host_gemm = parse_host_gemm(a.host_gemm);
   o.kernels = parse_kernel_path(a.kernels);
   o.comm = parse_comm_backend(a.comm);
   if (!a.memory_per_rank.empty()) o.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");

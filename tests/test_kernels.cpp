@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -308,6 +309,52 @@ TEST(Bf16Gemm, RoundsBothOperandsAndSumsInFp32) {
   Matrix<float> ct("c", 29, 7);
   gemm<float>(Trans::No, Trans::No, 1.0f, to_view<float>(a), to_view<float>(b), 0.0f, ct, KernelPath::Team);
   EXPECT_LT(relative_error(from_view(ct), matmul(a, b)), 2e-5);
+}
+
+namespace {
+// Restores the build's host GEMM library however the test ends.
+struct HostGemmScope {
+  explicit HostGemmScope(HostGemmLibrary library) { set_host_gemm_library(library); }
+  ~HostGemmScope() { set_host_gemm_library(HostGemmLibrary::Auto); }
+};
+}  // namespace
+
+// --host-gemm: every library the build has computes fp32 host GEMMs against the dense reference for every
+// transpose, alpha and beta, including a long reduction (the weight gradient's shape) and beta = 0 over a C
+// full of NaN (C is written, not read: the workspaces GEMMs write into hold old values). Auto is oneDNN
+// exactly where the build has it, and asking for a missing oneDNN is a clear error.
+TEST(HostGemm, EveryLibraryMatchesDense) {
+  EXPECT_EQ(host_gemm_library(), onednn_gemm_available() ? HostGemmLibrary::OneDnn : HostGemmLibrary::Blas);
+  if (!onednn_gemm_available()) {
+    EXPECT_THROW(set_host_gemm_library(HostGemmLibrary::OneDnn), Error);
+    EXPECT_EQ(host_gemm_library(), HostGemmLibrary::Blas);
+  }
+  std::vector<HostGemmLibrary> libraries{HostGemmLibrary::Blas};
+  if (onednn_gemm_available()) libraries.push_back(HostGemmLibrary::OneDnn);
+  std::mt19937_64 gen(21);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (HostGemmLibrary library : libraries) {
+    const HostGemmScope scope(library);
+    ASSERT_EQ(host_gemm_library(), library);
+    for (const auto& [m, n, k] :
+         {std::tuple<int64_t, int64_t, int64_t>{37, 19, 23}, {5, 40, 2000}, {1, 3, 1}})
+      for (Trans ta : {Trans::No, Trans::Yes})
+        for (Trans tb : {Trans::No, Trans::Yes}) {
+          const Dense a = ta == Trans::No ? random_dense(m, k, gen) : random_dense(k, m, gen);
+          const Dense b = tb == Trans::No ? random_dense(k, n, gen) : random_dense(n, k, gen);
+          const Dense c0 = random_dense(m, n, gen);
+          const Dense ab = matmul(ta == Trans::No ? a : transpose(a), tb == Trans::No ? b : transpose(b));
+          Dense expected = ab;
+          for (size_t q = 0; q < expected.a.size(); ++q) expected.a[q] = 1.5 * ab.a[q] - 0.5 * c0.a[q];
+          Matrix<float> c = to_view<float>(c0);
+          gemm<float>(ta, tb, 1.5f, to_view<float>(a), to_view<float>(b), -0.5f, c, KernelPath::Host);
+          EXPECT_LT(relative_error(from_view(c), expected), 2e-5) << host_gemm_library_name(library);
+          Kokkos::deep_copy(c, nan);
+          gemm<float>(ta, tb, 1.0f, to_view<float>(a), to_view<float>(b), 0.0f, c, KernelPath::Host);
+          EXPECT_LT(relative_error(from_view(c), ab), 2e-5) << host_gemm_library_name(library) << " beta 0";
+        }
+  }
+  EXPECT_EQ(host_gemm_library_name(HostGemmLibrary::OneDnn), std::string("onednn"));
 }
 
 // The epilogue's ReLU is max(v, floor), written so it compiles without a branch on the sign; it must still

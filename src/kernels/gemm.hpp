@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Dense matrix multiply on row-major matrices: C = alpha * op(A) * op(B) + beta * C, on the path the caller
-// names (kernel_path.hpp): BLAS on the host path (gemm_host.cpp; oneDNN on bf16-rounded operands under
-// set_gemm_dtype(GemmDtype::Bf16), gemm_bf16.cpp), a Kokkos team kernel on the team path (gemm_team.cpp).
+// names (kernel_path.hpp): on the host path oneDNN's sgemm or BLAS (set_host_gemm_library; gemm_host.cpp,
+// gemm_onednn.cpp), oneDNN on bf16-rounded operands under set_gemm_dtype(GemmDtype::Bf16); a Kokkos team
+// kernel on the team path (gemm_team.cpp).
 // Tests check every available path against a plain reference.
 #pragma once
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// GEMM, host path: BLAS (OpenBLAS's OpenMP build, so its threads are Kokkos' threads).
+// GEMM, host path: oneDNN's sgemm or BLAS (OpenBLAS's OpenMP build) for fp32 (set_host_gemm_library), BLAS
+// for double; both run on OpenMP, so their threads are Kokkos' threads.
 #include <cblas.h>
 
 #include <type_traits>
@@ -28,8 +29,12 @@ template <class Scalar>
 void gemm_host(Trans ta, Trans tb, const GemmShape& s, Scalar alpha, const Matrix<const Scalar>& a,
                const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c) {
   Kokkos::fence();  // BLAS runs outside Kokkos: earlier kernels must have finished
-  if constexpr (std::is_same<Scalar, float>::value)
+  if constexpr (std::is_same<Scalar, float>::value) {
     if (gemm_dtype() == GemmDtype::Bf16) return gemm_bf16(ta, tb, s, alpha, a, b, beta, c);
+    if (host_gemm_library() == HostGemmLibrary::OneDnn)
+      return gemm_onednn_f32(ta, tb, s, alpha, a.data(), leading_dimension(a), b.data(), leading_dimension(b),
+                             beta, c.data(), leading_dimension(c));
+  }
   blas(ta, tb, s, alpha, a.data(), leading_dimension(a), b.data(), leading_dimension(b), beta, c.data(),
        leading_dimension(c));
 }

@@ -26,6 +26,7 @@ constexpr bool kVendorGemm = false;
 constexpr bool kVendor = kVendorSpmm || kVendorGemm;
 bool tf32_allowed = false;
 GemmDtype host_gemm_dtype = GemmDtype::F32;
+HostGemmLibrary chosen_host_gemm = HostGemmLibrary::Auto;
 
 void require_bf16_gemm() {
   require(impl::bf16_gemm_runs(),
@@ -111,6 +112,25 @@ void check_gemm_dtype(GemmDtype dtype, KernelPath path) {
 
 GemmDtype gemm_dtype() {
   return host_gemm_dtype;
+}
+
+const char* host_gemm_library_name(HostGemmLibrary library) {
+  return library == HostGemmLibrary::Blas ? "blas" : library == HostGemmLibrary::OneDnn ? "onednn" : "auto";
+}
+
+bool onednn_gemm_available() {
+  return impl::onednn_built();
+}
+
+void set_host_gemm_library(HostGemmLibrary library) {
+  require(library != HostGemmLibrary::OneDnn || onednn_gemm_available(),
+          "--host-gemm onednn needs oneDNN (libdnnl-dev; scripts/setup.sh installs it); this build has none");
+  chosen_host_gemm = library;
+}
+
+HostGemmLibrary host_gemm_library() {
+  if (chosen_host_gemm != HostGemmLibrary::Auto) return chosen_host_gemm;
+  return onednn_gemm_available() ? HostGemmLibrary::OneDnn : HostGemmLibrary::Blas;
 }
 
 }  // namespace tessera

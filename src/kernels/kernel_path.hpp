@@ -58,6 +58,23 @@ GemmDtype gemm_dtype();
 /// bf16_gemm_available().
 void check_gemm_dtype(GemmDtype dtype, KernelPath path);
 
+/// The library behind the host path's fp32 GEMMs (double GEMMs always use BLAS).
+enum class HostGemmLibrary {
+  Auto,   ///< oneDNN where the build has it, else BLAS
+  Blas,   ///< CBLAS (OpenBLAS's OpenMP build on Debian)
+  OneDnn  ///< oneDNN's sgemm: faster than OpenBLAS on a GNN layer's narrow shapes (README, Benchmarks)
+};
+
+/// "auto", "blas" or "onednn".
+const char* host_gemm_library_name(HostGemmLibrary library);
+/// Whether this build has oneDNN's sgemm (host builds that found libdnnl).
+bool onednn_gemm_available();
+/// Sets the library of host-path fp32 GEMMs, process-wide like set_gemm_dtype (Auto: the build's
+/// preference). Throws Error for OneDnn where onednn_gemm_available() is false.
+void set_host_gemm_library(HostGemmLibrary library);
+/// The library host-path fp32 GEMMs use now (never Auto).
+HostGemmLibrary host_gemm_library();
+
 /// Auto becomes the path this build prefers for `kind` (Vendor becomes Team for element-wise kernels); an
 /// explicit path is returned unchanged when it is available and throws Error naming it otherwise.
 KernelPath resolve_kernel_path(KernelPath path, KernelKind kind);

@@ -46,6 +46,9 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
       resolve_kernel_path(o.kernels, kind);  // a path this build lacks is refused before anything loads
     check_gemm_dtype(o.gemm_dtype, o.kernels);
+    require(
+        o.host_gemm != HostGemmLibrary::OneDnn || onednn_gemm_available(),
+        "--host-gemm onednn needs oneDNN (libdnnl-dev; scripts/setup.sh installs it); this build has none");
     require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
             "--checkpoint-every needs --checkpoint DIR");
     if (o.grid)
@@ -384,6 +387,7 @@ TrainResult run_training(const TrainOptions& options, const Communicator& world)
   check_options(options, world);
   set_vendor_tf32(options.allow_tf32);
   set_gemm_dtype(options.gemm_dtype);
+  set_host_gemm_library(options.host_gemm);
   if (options.gemm_dtype == GemmDtype::Bf16 && !options.quiet)
     log_line("gemm: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN)");
   // Before the load, which can be long: a wrong thread count is the first thing to see.

@@ -41,6 +41,8 @@ struct TrainOptions {
   /// predicted peak exceeds it (and --grid auto picks among the grids that fit). -1: the memory available on
   /// the node when the run starts, shared by the node's ranks; 0: no check.
   int64_t memory_per_rank = -1;
+  /// The library of host-path fp32 GEMMs (set_host_gemm_library; Auto: oneDNN where the build has it).
+  HostGemmLibrary host_gemm = HostGemmLibrary::Auto;
   PermuteMode permute = PermuteMode::Double;  ///< full / minibatch on a grid (one rank: file order)
   bool overlap = false;                       ///< chunked SpMM with non-blocking all-reduces
   bool recompute_aggregation = false;         ///< see RunOptions

@@ -188,6 +188,8 @@ case "$case_name" in
     expect_error "--gemm-dtype bf16 is for the host GEMM path \\(oneDNN\\); --kernels team runs GEMMs on the team path" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --gemm-dtype bf16 --kernels team --epochs 1
     expect_error "--kernels must be auto, host, team or vendor, not 'gpu'" "-" -- "$TESSERA" train --data g.h5 --kernels gpu
+    expect_error "--host-gemm must be auto, blas or onednn, not 'mkl'" "-" -- "$TESSERA" train --data g.h5 --host-gemm mkl
+    "$TESSERA" train --data g.h5 --epochs 2 --host-gemm blas --quiet >/dev/null || { echo "FAILED: --host-gemm blas"; exit 1; }
     expect_error "kernel path 'vendor' has no SpMM kernel in this build" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --kernels vendor --epochs 1
     expect_error "--comm must be auto, mpi, mpi-host or nccl, not 'rccl'" "-" -- "$TESSERA" train --data g.h5 --comm rccl
@@ -494,6 +496,15 @@ PY
       grep -qF "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
     done
     "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --kernels team | grep -qF "team kernels" || exit 1
+    "$TESSERA" bench gemm --m 30 --n 20 --k 10 --repeat 1 --host-gemm blas | grep -qF "host kernels blas" || exit 1
+    # oneDNN where the build has it (then it is also the default), a clear refusal where it does not.
+    if onednn=$("$TESSERA" bench gemm --m 30 --n 20 --k 10 --repeat 1 --host-gemm onednn 2>&1); then
+      grep -qF "host kernels onednn" <<<"$onednn" || { echo "FAILED: $onednn"; exit 1; }
+      "$TESSERA" bench gemm --m 30 --n 20 --k 10 --repeat 1 | grep -qF "host kernels onednn" || exit 1
+    else
+      expect_error "--host-gemm onednn needs oneDNN" "-" -- "$TESSERA" bench gemm --m 10 --host-gemm onednn
+    fi
+    expect_error "--host-gemm must be auto, blas or onednn, not 'mkl'" "-" -- "$TESSERA" bench gemm --m 10 --host-gemm mkl
     expect_error "--kernels must be auto, host, team or vendor, not 'gpu'" "-" -- "$TESSERA" bench gemm --kernels gpu
     expect_error "kernel path 'vendor' has no GEMM kernel in this build" "-" -- \
       "$TESSERA" bench gemm --m 10 --kernels vendor

@@ -28,8 +28,15 @@ template <class Scalar>
 void gemm_team(Trans ta, Trans tb, const GemmShape& s, Scalar alpha, const Matrix<const Scalar>& a,
                const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c);
 
+/// C = alpha op(A) op(B) + beta C in fp32 through oneDNN's sgemm (row-major, leading dimensions as BLAS takes
+/// them), for the host path under HostGemmLibrary::OneDnn (gemm_onednn.cpp; throws in builds without oneDNN).
+void gemm_onednn_f32(Trans ta, Trans tb, const GemmShape& s, float alpha, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+/// Whether the build has oneDNN (the fp32 sgemm runs on any CPU oneDNN supports; bf16 needs more).
+bool onednn_built();
+
 /// C = alpha op(A) op(B) + beta C with A and B rounded to bf16 and fp32 sums (oneDNN's matmul), for the host
-/// path under GemmDtype::Bf16 (gemm_bf16.cpp; builds without oneDNN have a version that throws).
+/// path under GemmDtype::Bf16 (gemm_onednn.cpp; builds without oneDNN have a version that throws).
 void gemm_bf16(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix<const float>& a,
                const Matrix<const float>& b, float beta, const Matrix<float>& c);
 /// Whether gemm_bf16 runs here: the build has oneDNN and oneDNN has a bf16 matmul for this CPU.

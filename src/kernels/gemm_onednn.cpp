@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// GEMM, host path under GemmDtype::Bf16: both operands rounded to bf16 (nearest even, in their fp32 layout),
-// then oneDNN's matmul with fp32 accumulation and an fp32 result. On CPUs with AMX it runs on the tile unit
-// (about 3.5x BLAS's fp32 rate here); oneDNN picks the kernel. Its fpmath_mode::bf16 on fp32 operands would
-// save the rounding pass, but oneDNN 2.6 (Debian) then runs the AVX-512 kernel, not AMX (measured: 324
-// against 921 GFLOP/s on 169343x256x256), so the operands are rounded first.
+// GEMM, host path through oneDNN. In fp32 (HostGemmLibrary::OneDnn, the default where the build has oneDNN):
+// oneDNN's sgemm, row-major like CBLAS; on the 2-core AMD EPYC (Zen 3, AVX2) development machine it ran the
+// narrow shapes of a GNN layer (169343 x 40 x 256, 169343 x 256 x 40, 256 x 40 x 169343) 1.4-2.5x faster
+// than OpenBLAS 0.3.21 and the square-ish ones as fast or up to 1.5x faster (scripts/bench_fullgraph.sh's
+// shapes; the README's Benchmarks). Under GemmDtype::Bf16: both operands rounded to bf16 (nearest even, in
+// their fp32 layout), then oneDNN's matmul with fp32 accumulation and an fp32 result. On CPUs with AMX it
+// runs on the tile unit (about 3.5x BLAS's fp32 rate here); oneDNN picks the kernel. Its fpmath_mode::bf16 on
+// fp32 operands would save the rounding pass, but oneDNN 2.6 (Debian) then runs the AVX-512 kernel, not AMX
+// (measured: 324 against 921 GFLOP/s on 169343x256x256), so the operands are rounded first.
+#include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <memory>
@@ -39,7 +44,8 @@ Bf16Context& context() {
 // `rows` x `cols` row-major floats (leading dimension ld) rounded into `out` (grown when too small) by
 // oneDNN's reorder: 12.8 ms for 169343 x 256 here, as fast as copying the bytes, where a plain loop took 33
 // ms (and, written with to_bf16's NaN branch, 44% of a bf16 training step).
-void round_to_bf16(Bf16Context& ctx, const float* x, int64_t rows, int64_t cols, int64_t ld, Bf16Buffer& out) {
+void round_to_bf16(Bf16Context& ctx, const float* x, int64_t rows, int64_t cols, int64_t ld,
+                   Bf16Buffer& out) {
   if (out.size < rows * ld) {
     out.data.reset();  // the old copy goes before the larger one is allocated
     out.data.reset(new uint16_t[size_t(rows * ld)]);
@@ -78,12 +84,25 @@ void gemm_bf16(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix
     round_to_bf16(ctx, b.data(), int64_t(b.extent(0)), int64_t(b.extent(1)), ldb, ctx.b);
     // oneDNN caches primitives by their descriptors: a training step's repeated shapes are built once.
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, ctx.engine);
-    memory am(ad, ctx.engine, ctx.a.data.get()), bm(bd, ctx.engine, ctx.b.data.get()), cm(cd, ctx.engine, c.data());
+    memory am(ad, ctx.engine, ctx.a.data.get()), bm(bd, ctx.engine, ctx.b.data.get()),
+        cm(cd, ctx.engine, c.data());
     dnnl::matmul(pd).execute(ctx.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     ctx.stream.wait();
   } catch (const dnnl::error& e) {
     fail("bf16 gemm ", s.m, "x", s.n, "x", s.k, ": oneDNN: ", e.what());
   }
+}
+
+void gemm_onednn_f32(Trans ta, Trans tb, const GemmShape& s, float alpha, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const dnnl_status_t status = dnnl_sgemm(ta == Trans::No ? 'N' : 'T', tb == Trans::No ? 'N' : 'T', s.m, s.n,
+                                          s.k, alpha, a, lda, b, ldb, beta, c, ldc);
+  require(status == dnnl_success, "gemm ", s.m, "x", s.n, "x", s.k, ": oneDNN's sgemm failed (status ",
+          int(status), ")");
+}
+
+bool onednn_built() {
+  return true;
 }
 
 bool bf16_gemm_runs() {
