@@ -2,10 +2,11 @@
 // GEMM, host path through oneDNN. In fp32 (HostGemmLibrary::OneDnn, the default where the build has oneDNN):
 // oneDNN's sgemm, row-major like CBLAS; on the 2-core AMD EPYC (Zen 3, AVX2) development machine it ran the
 // narrow shapes of a GNN layer (169343 x 40 x 256, 169343 x 256 x 40, 256 x 40 x 169343) 1.4-2.5x faster
-// than OpenBLAS 0.3.21 and the square-ish ones as fast or up to 1.5x faster (scripts/bench_fullgraph.sh's
-// shapes; the README's Benchmarks). Under GemmDtype::Bf16: both operands rounded to bf16 (nearest even, in
-// their fp32 layout), then oneDNN's matmul with fp32 accumulation and an fp32 result. On CPUs with AMX it
-// runs on the tile unit (about 3.5x BLAS's fp32 rate here); oneDNN picks the kernel. Its fpmath_mode::bf16 on
+// than OpenBLAS 0.3.21, 169343 x 256 x 128 about 1.4x faster and the long-reduction weight gradients within
+// 5% (OpenBLAS slightly ahead there; scripts/bench_fullgraph.sh's shapes, the README's Benchmarks). Under
+// GemmDtype::Bf16: both operands rounded to bf16 (nearest even, in their fp32 layout), then oneDNN's matmul
+// with fp32 accumulation and an fp32 result. On CPUs with AMX it runs on the tile unit (about 3.5x BLAS's
+// fp32 rate on the Intel machine this was measured on); oneDNN picks the kernel. Its fpmath_mode::bf16 on
 // fp32 operands would save the rounding pass, but oneDNN 2.6 (Debian) then runs the AVX-512 kernel, not AMX
 // (measured: 324 against 921 GFLOP/s on 169343x256x256), so the operands are rounded first.
 #include <oneapi/dnnl/dnnl.h>

@@ -128,6 +128,10 @@ void set_host_gemm_library(HostGemmLibrary library) {
   chosen_host_gemm = library;
 }
 
+double host_gemm_resident_bytes() {
+  return kHostMemory && host_gemm_library() == HostGemmLibrary::OneDnn ? 4.0 * (1 << 20) : 0.0;
+}
+
 HostGemmLibrary host_gemm_library() {
   if (chosen_host_gemm != HostGemmLibrary::Auto) return chosen_host_gemm;
   return onednn_gemm_available() ? HostGemmLibrary::OneDnn : HostGemmLibrary::Blas;

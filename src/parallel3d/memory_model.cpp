@@ -6,6 +6,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tessera/kernels/kernel_path.hpp"
 #include "tessera/kernels/spmm.hpp"
 #include "tessera/parallel3d/layout.hpp"
 #include "tessera/parallel3d/perf_model.hpp"
@@ -203,6 +204,7 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
       std::max(input_grad, 4 * np / s.extent(roles_for_layer(last).c) * double(layout.padded_dim(last + 1)) /
                                s.extent(roles_for_layer(last).a));
   training += scratch + input_grad;
+  training += host_gemm_resident_bytes();  // the GEMM library's own memory, from the first GEMM on
   e.training = training;
   e.peak = std::max(e.load_peak, e.process + e.graph + e.training);
   return e;
