@@ -122,9 +122,13 @@ bool onednn_gemm_available() {
   return impl::onednn_built();
 }
 
-void set_host_gemm_library(HostGemmLibrary library) {
+void check_host_gemm_library(HostGemmLibrary library) {
   require(library != HostGemmLibrary::OneDnn || onednn_gemm_available(),
           "--host-gemm onednn needs oneDNN (libdnnl-dev; scripts/setup.sh installs it); this build has none");
+}
+
+void set_host_gemm_library(HostGemmLibrary library) {
+  check_host_gemm_library(library);
   chosen_host_gemm = library;
 }
 

@@ -69,8 +69,10 @@ enum class HostGemmLibrary {
 const char* host_gemm_library_name(HostGemmLibrary library);
 /// Whether this build has oneDNN's sgemm (host builds that found libdnnl).
 bool onednn_gemm_available();
+/// Throws Error for OneDnn where onednn_gemm_available() is false (like check_gemm_dtype, before a run).
+void check_host_gemm_library(HostGemmLibrary library);
 /// Sets the library of host-path fp32 GEMMs, process-wide like set_gemm_dtype (Auto: the build's
-/// preference). Throws Error for OneDnn where onednn_gemm_available() is false.
+/// preference). Throws as check_host_gemm_library does.
 void set_host_gemm_library(HostGemmLibrary library);
 /// The library host-path fp32 GEMMs use now (never Auto).
 HostGemmLibrary host_gemm_library();

@@ -46,9 +46,7 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
       resolve_kernel_path(o.kernels, kind);  // a path this build lacks is refused before anything loads
     check_gemm_dtype(o.gemm_dtype, o.kernels);
-    require(
-        o.host_gemm != HostGemmLibrary::OneDnn || onednn_gemm_available(),
-        "--host-gemm onednn needs oneDNN (libdnnl-dev; scripts/setup.sh installs it); this build has none");
+    check_host_gemm_library(o.host_gemm);
     require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
             "--checkpoint-every needs --checkpoint DIR");
     if (o.grid)
