@@ -3,7 +3,8 @@
 // median of --repeat runs after one warm-up.
 //   spmm:   effective GB/s (bytes = CSR arrays + one read of X per nonzero + one write of Y) and GFLOP/s
 //           (2 flops per nonzero and column), on a graph file's GCN matrix or a random graph
-//   gemm:   GFLOP/s of C = A B with A m x k, B k x n, as the layers call it
+//   gemm:   GFLOP/s of the three products a layer calls on these sizes: C = A B (NN, forward), C = A B^T
+//           (NT, input gradient; B stored n x k) and A^T G (TN, weight gradient: k x n, m reduced)
 //   stream: GB/s of the triad a = b + s c (12 bytes per element), the memory-bandwidth ceiling
 #include <algorithm>
 #include <cstdio>
@@ -232,6 +233,11 @@ void add_bench_command(CLI::App& app, Command& selected) {
       set_host_gemm_library(parse_host_gemm(g->host_gemm));
       const double nn =
           median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c, path); });
+      // The input-gradient shape: G W^T, with B stored n x k.
+      Matrix<float> bt("bt", size_t(g->n), size_t(g->k));
+      Kokkos::deep_copy(bt, 0.25f);
+      const double nt =
+          median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::Yes, 1.0f, a, bt, 0.0f, c, path); });
       // The weight-gradient shape: A^T G with the long dimension reduced.
       Matrix<float> w("w", size_t(g->k), size_t(g->n));
       const double tn =
@@ -240,12 +246,13 @@ void add_bench_command(CLI::App& app, Command& selected) {
       const std::string library = path == KernelPath::Host && dtype == GemmDtype::F32
                                       ? std::string(" ") + host_gemm_library_name(host_gemm_library())
                                       : std::string();
-      char line[256];
+      char line[320];
       std::snprintf(line, sizeof(line),
-                    "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f GFLOP/s (%s kernels%s, "
-                    "%s, %d threads)",
-                    (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * tn,
-                    flops / tn / 1e9, kernel_path_name(path), library.c_str(), gemm_dtype_name(dtype),
+                    "gemm %lldx%lldx%lld: NN %.2f ms %.1f GFLOP/s, NT %.2f ms %.1f GFLOP/s, TN %.2f ms %.1f "
+                    "GFLOP/s (%s kernels%s, %s, %d threads)",
+                    (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * nt,
+                    flops / nt / 1e9, 1e3 * tn, flops / tn / 1e9, kernel_path_name(path), library.c_str(),
+                    gemm_dtype_name(dtype),
                     int(ExecSpace().concurrency()));
       log_line(line);
       return 0;

@@ -6,7 +6,9 @@ once) at the measured memory bandwidth. Shared by scripts/bench_fullgraph.sh (ho
 scripts/gpu_check.sh (device), so both compare against the same model of the step.
 
   epoch_floor.py NODES NNZ DIMS 'GEMM LINE' 'STREAM LINE'     (DIMS: 128,256,256,40)
-prints one line 'floor S s = ...'."""
+prints one line 'floor S s = ...';
+  epoch_floor.py --bench-sizes NODES DIMS
+prints the `tessera bench gemm` sizes (m n k) that time every GEMM of the step (shape_floor reads them)."""
 import re
 import sys
 
@@ -60,6 +62,50 @@ def rates(gemm_line, stream_line):
     return gemm_rate, bandwidth
 
 
+def step_gemms(n, dims):
+    """The GEMMs of a GCN training step as (what, transposes, m, n, k) in `tessera bench gemm`'s terms: for
+    layer l (i -> o) the forward H W is NN on (n, o, i), the weight gradient H^T G is TN on the same
+    arguments (i x o, n reduced) and, past layer 0, the input gradient G W^T is NT on (n, i, o)."""
+    for l in range(len(dims) - 1):
+        i, o = dims[l], dims[l + 1]
+        yield f"forward {l}", "NN", n, o, i
+        yield f"weight gradient {l}", "TN", n, o, i
+        if l > 0:
+            yield f"input gradient {l}", "NT", n, i, o
+
+
+def bench_gemm_sizes(n, dims):
+    """The distinct --m --n --k of `tessera bench gemm` runs that time every GEMM of the step."""
+    return sorted({(m, nn, k) for _, _, m, nn, k in step_gemms(n, dims)})
+
+
+def shape_rates(lines):
+    """{(m, n, k, transposes): best GFLOP/s} over `tessera bench gemm` lines (several libraries' runs)."""
+    rates = {}
+    for line in lines:
+        size = re.search(r"gemm (\d+)x(\d+)x(\d+):", line)
+        if not size:
+            continue
+        m, nn, k = (int(x) for x in size.groups())
+        for trans, rate in re.findall(r"(NN|NT|TN) [0-9.]+ ms ([0-9.]+) GFLOP/s", line):
+            key = (m, nn, k, trans)
+            rates[key] = max(rates.get(key, 0.0), float(rate) * 1e9)
+    return rates
+
+
+def shape_floor(n, dims, lines):
+    """(seconds, table lines): the step's GEMMs each at the best rate measured for its own shape and
+    transposes (the narrow and transposed shapes run below the square NN rate the floor takes)."""
+    rates = shape_rates(lines)
+    total, rows = 0.0, []
+    for what, trans, m, nn, k in step_gemms(n, dims):
+        flops = 2.0 * m * nn * k
+        rate = rates[(m, nn, k, trans)]
+        total += flops / rate
+        rows.append(f"    {what:18s} {trans} {m}x{nn}x{k}  {rate / 1e9:6.1f} GFLOP/s  {flops / rate:.4f} s")
+    return total, rows
+
+
 def describe(n, nnz, dims, gemm_line, stream_line):
     gemm_rate, bandwidth = rates(gemm_line, stream_line)
     floor, flops, spmm_bytes = step_floor(n, nnz, dims, gemm_rate, bandwidth)
@@ -70,6 +116,10 @@ def describe(n, nnz, dims, gemm_line, stream_line):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--bench-sizes":  # epoch_floor.py --bench-sizes NODES DIMS
+        for size in bench_gemm_sizes(int(sys.argv[2]), [int(d) for d in sys.argv[3].split(",")]):
+            print(*size)
+        sys.exit(0)
     if len(sys.argv) != 6:
         sys.exit(__doc__)
     floor, text = describe(int(sys.argv[1]), int(sys.argv[2]), [int(d) for d in sys.argv[3].split(",")],

@@ -492,7 +492,7 @@ PY
     out=$("$TESSERA" bench spmm --nodes 2000 --degree 5 --widths 8,33 --repeat 2 && "$TESSERA" bench gemm --m 300 --n 20 \
       --k 30 --repeat 2 && "$TESSERA" bench stream --elements 100000 --repeat 2) || exit 1
     echo "$out"
-    for want in "spmm width    8:" "spmm width   33:" "GB/s" "GFLOP/s" "gemm 300x20x30: NN" "stream triad: 100000 floats"; do
+    for want in "spmm width    8:" "spmm width   33:" "GB/s" "GFLOP/s" "gemm 300x20x30: NN" "GFLOP/s, NT" "GFLOP/s, TN" "stream triad: 100000 floats"; do
       grep -qF "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
     done
     "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --kernels team | grep -qF "team kernels" || exit 1
