@@ -9,93 +9,142 @@
 # the build has oneDNN (whose sgemm its host fp32 GEMMs use by default), also Tessera with --host-gemm blas
 # (OpenBLAS), the library before; where oneDNN has a bf16 matmul on this CPU, also Tessera with --gemm-dtype
 # bf16 against the same floor with `bench gemm --gemm-dtype bf16`'s rate (operand rounding included).
+# Then the step's eight GEMMs each at the best rate either library reaches on its own shape (the narrow and
+# transposed shapes run below the square rate the floor takes), and the floor with those GEMM times.
 #   scripts/bench_fullgraph.sh [THREADS]        (default 2; installs PyTorch through setup.sh --with-bench)
+# ROUNDS=R (default 1) runs Tessera's runs and the floor's measurements R times, alternated, and reports the
+# median of the rounds' steps and of their ratios to their own round's floor (a shared machine moves by 20%
+# within an hour; one round's ratio is then one sample).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 threads=${1:-2}
+rounds=${ROUNDS:-1}
+case "$rounds" in '' | *[!0-9]* | 0) echo "bench_fullgraph.sh: ROUNDS must be a positive whole number, not '$rounds'" >&2; exit 2 ;; esac
 bash "$root/scripts/setup.sh" --with-bench >/dev/null
 source "$root/scripts/mpi_env.sh"
 tessera=$root/build/apps/tessera
 work=$(mktemp -d /tmp/tessera-bench-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 graph=$work/arxiv-shaped.h5
-layers=3 hidden=256 epochs=10
+layers=3 hidden=256 epochs=10 nodes=169343 dims=128,256,256,40
 
-mpiexec -n 2 "$tessera" prep synth --kind rmat --nodes 169343 --edges 606000 --features 128 --classes 40 --seed 1 \
+mpiexec -n 2 "$tessera" prep synth --kind rmat --nodes $nodes --edges 606000 --features 128 --classes 40 --seed 1 \
   -o "$graph" | head -n 1
 export OMP_NUM_THREADS=$threads
 echo "== PyTorch ($threads threads)"
 torch_line=$(/usr/bin/python3 "$root/../shared/bench/torch_gcn.py" --h5 "$graph" --layers $layers --hidden $hidden \
   --epochs $epochs --threads "$threads" 2>/dev/null)
 echo "$torch_line"
-echo "== Tessera (1 rank x $threads threads)"
-mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
-  --weight-decay 0 --eval-every $epochs --metrics "$work/metrics.jsonl" | tail -n 2
-blas_metrics=""
+train() {  # train METRICS [OPTIONS...]: one Tessera run, its last two lines
+  local metrics=$1
+  shift
+  mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
+    --weight-decay 0 --eval-every $epochs --metrics "$metrics" "$@" | tail -n 2
+}
+libraries=(auto)
 if mpiexec -n 1 "$tessera" bench gemm --m 64 --n 64 --k 64 --host-gemm onednn >/dev/null 2>&1; then
-  echo "== Tessera, --host-gemm blas (OpenBLAS for the fp32 GEMMs)"
-  mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
-    --weight-decay 0 --eval-every $epochs --host-gemm blas --metrics "$work/metrics-blas.jsonl" | tail -n 2
-  blas_metrics=$work/metrics-blas.jsonl
+  libraries=(onednn blas)
 fi
-if bf16_gemm=$(mpiexec -n 1 "$tessera" bench gemm --m 169343 --n 256 --k 256 --gemm-dtype bf16 2>/dev/null); then
+for round in $(seq "$rounds"); do
+  echo "== round $round of $rounds: Tessera (1 rank x $threads threads)"
+  train "$work/metrics-$round.jsonl"
+  if [ ${#libraries[@]} -gt 1 ]; then
+    echo "== round $round: Tessera, --host-gemm blas (OpenBLAS for the fp32 GEMMs)"
+    train "$work/metrics-blas-$round.jsonl" --host-gemm blas
+  fi
+  echo "== round $round: machine ceilings"
+  for library in "${libraries[@]}"; do  # the floor takes the best rate of either library
+    mpiexec -n 1 "$tessera" bench gemm --m $nodes --n 256 --k 256 --host-gemm "$library" | tee -a "$work/gemm-$round.txt"
+  done
+  mpiexec -n 1 "$tessera" bench stream | tee "$work/stream-$round.txt"
+done
+echo "== the step's GEMM shapes, each library"
+mapfile -t sizes < <(python3 "$root/scripts/epoch_floor.py" --bench-sizes $nodes $dims)
+for size in "${sizes[@]}"; do
+  read -r m n k <<<"$size"
+  for library in "${libraries[@]}"; do
+    mpiexec -n 1 "$tessera" bench gemm --m "$m" --n "$n" --k "$k" --host-gemm "$library" | tee -a "$work/shapes.txt"
+  done
+done
+if bf16_gemm=$(mpiexec -n 1 "$tessera" bench gemm --m $nodes --n 256 --k 256 --gemm-dtype bf16 2>/dev/null); then
   echo "== Tessera, --gemm-dtype bf16"
-  mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
-    --weight-decay 0 --eval-every $epochs --gemm-dtype bf16 --metrics "$work/metrics-bf16.jsonl" | tail -n 2
+  train "$work/metrics-bf16.jsonl" --gemm-dtype bf16
 else
   bf16_gemm=""
   echo "== no bf16 GEMM in this build (oneDNN) or on this CPU: its row is left out"
 fi
-echo "== machine ceilings"
-gemm_line=$(mpiexec -n 1 "$tessera" bench gemm --m 169343 --n 256 --k 256)
-if [ -n "$blas_metrics" ]; then  # the floor takes the best rate of either library
-  gemm_line="$gemm_line; $(mpiexec -n 1 "$tessera" bench gemm --m 169343 --n 256 --k 256 --host-gemm blas)"
-fi
-stream_line=$(mpiexec -n 1 "$tessera" bench stream)
-echo "$gemm_line"
-echo "$bf16_gemm"
-echo "$stream_line"
 
-PYTHONPATH="$root/scripts" python3 - "$work/metrics.jsonl" "$torch_line" "$gemm_line" "$stream_line" \
-  "$bf16_gemm" "$work/metrics-bf16.jsonl" "$blas_metrics" <<'PY'
-import json, re, statistics, sys
-from epoch_floor import describe, phase_table
-metrics, torch_line, gemm_line, stream_line, bf16_gemm, bf16_metrics, blas_metrics = sys.argv[1:]
+PYTHONPATH="$root/scripts" python3 - "$work" "$rounds" "$torch_line" "$bf16_gemm" "${#libraries[@]}" <<'PY'
+import json, os, re, statistics, sys
+from epoch_floor import describe, phase_table, shape_floor, step_floor, rates
+work, rounds, torch_line, bf16_gemm, libraries = sys.argv[1:]
+rounds, two_libraries = int(rounds), int(libraries) > 1
+dims = [128, 256, 256, 40]
+nnz = int(re.search(r"nnz (\d+)", torch_line).group(1))
+n = int(re.search(r"nodes (\d+)", torch_line).group(1))
+torch = float(re.search(r"epoch_median_s ([0-9.]+)", torch_line).group(1))
+
+def rows(path):
+    return [json.loads(l) for l in open(path)]
 
 def median_step(path):
     # Training step (forward, loss, backward, Adam) of epochs 2..10: what the PyTorch script times.
-    rows = [json.loads(l) for l in open(path)]
-    return statistics.median(r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows[1:])
+    return statistics.median(r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows(path)[1:])
 
 def median_phases(path):
     # The step's GEMM, SpMM and loss seconds (the trainer's phase timers) over epochs 2..9: the last
     # epoch's timers include its evaluation.
-    rows = [json.loads(l) for l in open(path)][1:-1]
-    return [statistics.median(r["phases"][k]["max_s"] for r in rows) for k in ("gemm", "spmm", "loss")]
+    return [statistics.median(r["phases"][k]["max_s"] for r in rows(path)[1:-1]) for k in ("gemm", "spmm", "loss")]
 
-tessera = median_step(metrics)
-dims = [128, 256, 256, 40]
-torch = float(re.search(r"epoch_median_s ([0-9.]+)", torch_line).group(1))
-nnz = int(re.search(r"nnz (\d+)", torch_line).group(1))
-n = int(re.search(r"nodes (\d+)", torch_line).group(1))
-floor, text = describe(n, nnz, dims, gemm_line, stream_line)
+def ceilings(r):
+    return " ; ".join(open(f"{work}/gemm-{r}.txt").read().split("\n")).strip(" ;"), open(f"{work}/stream-{r}.txt").read()
+
+steps, blas_steps, floors = [], [], []
+for r in range(1, rounds + 1):
+    gemm_line, stream_line = ceilings(r)
+    floor, _ = describe(n, nnz, dims, gemm_line, stream_line)
+    steps.append(median_step(f"{work}/metrics-{r}.jsonl"))
+    floors.append(floor)
+    line = f"round {r}: floor {floor:.4f} s, Tessera {steps[-1]:.3f} s = {steps[-1] / floor:.2f}x"
+    if two_libraries:
+        blas_steps.append(median_step(f"{work}/metrics-blas-{r}.jsonl"))
+        line += f"; BLAS GEMMs {blas_steps[-1]:.3f} s = {blas_steps[-1] / floor:.2f}x ({blas_steps[-1] / steps[-1]:.2f}x the default)"
+    print(line)
+# The round whose step is the median one (the lower middle for an even count) gives the tables.
+middle = sorted(range(rounds), key=lambda i: steps[i])[(rounds - 1) // 2] + 1
+gemm_line, stream_line = ceilings(middle)
+tessera = statistics.median(steps)
+_, text = describe(n, nnz, dims, gemm_line, stream_line)
 print(f"\nPyTorch median epoch   {torch:.3f} s")
 print(f"Tessera median epoch   {tessera:.3f} s   -> {torch / tessera:.2f}x faster (target >= 3x)")
-print(f"machine floor          {text}")
-print(f"Tessera / floor        {tessera / floor:.2f}x")
-print("\n".join(["Tessera's step by phase (medians of epochs 2-9):"] +
-                phase_table(n, nnz, dims, gemm_line, stream_line, median_phases(metrics), tessera)))
-if blas_metrics:
-    blas = median_step(blas_metrics)
-    print(f"\nTessera, BLAS GEMMs    {blas:.3f} s   -> {blas / tessera:.2f}x the default step, {blas / floor:.2f}x the floor")
-    print("\n".join(["BLAS step by phase:"] +
-                    phase_table(n, nnz, dims, gemm_line, stream_line, median_phases(blas_metrics), blas)))
+print(f"machine floor          {text}   (round {middle})")
+print(f"Tessera / floor        {statistics.median(s / f for s, f in zip(steps, floors)):.2f}x "
+      f"(median over {rounds} round(s) of each round's step / its floor)")
+print("\n".join([f"Tessera's step by phase (round {middle}, medians of epochs 2-9):"] +
+                phase_table(n, nnz, dims, gemm_line, stream_line, median_phases(f"{work}/metrics-{middle}.jsonl"),
+                            steps[middle - 1])))
+if two_libraries:
+    blas = statistics.median(blas_steps)
+    print(f"\nTessera, BLAS GEMMs    {blas:.3f} s   -> {statistics.median(b / s for b, s in zip(blas_steps, steps)):.2f}x "
+          f"the default step, {statistics.median(b / f for b, f in zip(blas_steps, floors)):.2f}x the floor (medians of rounds)")
+    print("\n".join([f"BLAS step by phase (round {middle}):"] +
+                    phase_table(n, nnz, dims, gemm_line, stream_line,
+                                median_phases(f"{work}/metrics-blas-{middle}.jsonl"), blas_steps[middle - 1])))
+shape_gemm, shape_rows = shape_floor(n, dims, open(f"{work}/shapes.txt").read().splitlines())
+gemm_rate, bandwidth = rates(gemm_line, stream_line)
+floor, flops, spmm_bytes = step_floor(n, nnz, dims, gemm_rate, bandwidth)
+print(f"\nThe step's GEMMs, each at the best rate either library reached on its shape: {shape_gemm:.4f} s "
+      f"({flops / shape_gemm / 1e9:.1f} GFLOP/s; the floor's {flops / gemm_rate:.4f} s at {gemm_rate / 1e9:.0f})")
+print("\n".join(shape_rows))
+shaped = shape_gemm + spmm_bytes / bandwidth
+print(f"floor with those GEMM times: {shaped:.4f} s; Tessera's step (round {middle}) {steps[middle - 1] / shaped:.2f}x it, "
+      f"its GEMM phase {median_phases(f'{work}/metrics-{middle}.jsonl')[0] / shape_gemm:.2f}x their sum")
 if bf16_gemm:
-    bf16 = median_step(bf16_metrics)
+    bf16 = median_step(f"{work}/metrics-bf16.jsonl")
     floor16, text16 = describe(n, nnz, dims, bf16_gemm, stream_line)
     print(f"\nTessera bf16 GEMMs     {bf16:.3f} s   -> {tessera / bf16:.2f}x the fp32 step")
     print(f"bf16 floor             {text16}")
     print(f"Tessera bf16 / floor   {bf16 / floor16:.2f}x")
     print("\n".join(["bf16 step by phase:"] +
-                    phase_table(n, nnz, dims, bf16_gemm, stream_line, median_phases(bf16_metrics), bf16)))
+                    phase_table(n, nnz, dims, bf16_gemm, stream_line, median_phases(f"{work}/metrics-bf16.jsonl"), bf16)))
 PY
