@@ -252,8 +252,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
                     "GFLOP/s (%s kernels%s, %s, %d threads)",
                     (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * nn, flops / nn / 1e9, 1e3 * nt,
                     flops / nt / 1e9, 1e3 * tn, flops / tn / 1e9, kernel_path_name(path), library.c_str(),
-                    gemm_dtype_name(dtype),
-                    int(ExecSpace().concurrency()));
+                    gemm_dtype_name(dtype), int(ExecSpace().concurrency()));
       log_line(line);
       return 0;
     };

@@ -496,6 +496,11 @@ PY
       grep -qF "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
     done
     "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --kernels team | grep -qF "team kernels" || exit 1
+    # The benchmark script refuses a bad round count before it installs or runs anything.
+    out=$(ROUNDS=two bash "$SOURCE_DIR/scripts/bench_fullgraph.sh" 2>&1)
+    rc=$?
+    [ "$rc" -eq 2 ] && grep -qF "ROUNDS must be a positive whole number, not 'two'" <<<"$out" ||
+      { echo "FAILED: bench_fullgraph.sh ROUNDS=two gave exit $rc: $out"; exit 1; }
     "$TESSERA" bench gemm --m 30 --n 20 --k 10 --repeat 1 --host-gemm blas | grep -qF "host kernels blas" || exit 1
     # oneDNN where the build has it (then it is also the default), a clear refusal where it does not.
     if onednn=$("$TESSERA" bench gemm --m 30 --n 20 --k 10 --repeat 1 --host-gemm onednn 2>&1); then
