@@ -74,12 +74,12 @@ else
   echo "== no bf16 GEMM in this build (oneDNN) or on this CPU: its row is left out"
 fi
 
-PYTHONPATH="$root/scripts" python3 - "$work" "$rounds" "$torch_line" "$bf16_gemm" "${#libraries[@]}" <<'PY'
-import json, os, re, statistics, sys
+PYTHONPATH="$root/scripts" python3 - "$work" "$rounds" "$torch_line" "$bf16_gemm" "${#libraries[@]}" "$dims" <<'PY'
+import json, re, statistics, sys
 from epoch_floor import describe, phase_table, shape_floor, step_floor, rates
-work, rounds, torch_line, bf16_gemm, libraries = sys.argv[1:]
+work, rounds, torch_line, bf16_gemm, libraries, dims = sys.argv[1:]
 rounds, two_libraries = int(rounds), int(libraries) > 1
-dims = [128, 256, 256, 40]
+dims = [int(d) for d in dims.split(",")]
 nnz = int(re.search(r"nnz (\d+)", torch_line).group(1))
 n = int(re.search(r"nodes (\d+)", torch_line).group(1))
 torch = float(re.search(r"epoch_median_s ([0-9.]+)", torch_line).group(1))

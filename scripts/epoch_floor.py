@@ -22,10 +22,21 @@ def spmm_passes(dims):
         yield min(i, o), (0 if l == 0 and not transform_first else 1) + (1 if (l > 0 or transform_first) else 0)
 
 
+def step_gemms(n, dims):
+    """The GEMMs of a GCN training step as (what, transposes, m, n, k) in `tessera bench gemm`'s terms: for
+    layer l (i -> o) the forward H W is NN on (n, o, i), the weight gradient H^T G is TN on the same
+    arguments (i x o, n reduced) and, past layer 0, the input gradient G W^T is NT on (n, i, o)."""
+    for l in range(len(dims) - 1):
+        i, o = dims[l], dims[l + 1]
+        yield f"forward {l}", "NN", n, o, i
+        yield f"weight gradient {l}", "TN", n, o, i
+        if l > 0:
+            yield f"input gradient {l}", "NT", n, i, o
+
+
 def step_floor(n, nnz, dims, gemm_rate, bandwidth):
     """(seconds, flops, spmm bytes) of a GCN training step with layer widths `dims`."""
-    flops = sum(2 * n * dims[l] * dims[l + 1] * (2 if l == 0 else 3)  # forward, weight and input gradients
-                for l in range(len(dims) - 1))
+    flops = sum(2 * m * nn * k for _, _, m, nn, k in step_gemms(n, dims))
     # CSR once, X read once, Y written once
     spmm_bytes = sum(p * (12 * nnz + 8 * (n + 1) + 2 * 4 * n * w) for w, p in spmm_passes(dims))
     return flops / gemm_rate + spmm_bytes / bandwidth, flops, spmm_bytes
@@ -60,18 +71,6 @@ def rates(gemm_line, stream_line):
     gemm_rate = max(float(x) for x in re.findall(r"([0-9.]+) GFLOP/s", gemm_line)) * 1e9
     bandwidth = float(re.search(r"([0-9.]+) GB/s", stream_line).group(1)) * 1e9
     return gemm_rate, bandwidth
-
-
-def step_gemms(n, dims):
-    """The GEMMs of a GCN training step as (what, transposes, m, n, k) in `tessera bench gemm`'s terms: for
-    layer l (i -> o) the forward H W is NN on (n, o, i), the weight gradient H^T G is TN on the same
-    arguments (i x o, n reduced) and, past layer 0, the input gradient G W^T is NT on (n, i, o)."""
-    for l in range(len(dims) - 1):
-        i, o = dims[l], dims[l + 1]
-        yield f"forward {l}", "NN", n, o, i
-        yield f"weight gradient {l}", "TN", n, o, i
-        if l > 0:
-            yield f"input gradient {l}", "NT", n, i, o
 
 
 def bench_gemm_sizes(n, dims):
