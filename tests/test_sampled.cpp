@@ -209,6 +209,53 @@ TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
   for (int64_t v : g.train) EXPECT_TRUE(g.owns(v));
 }
 
+// "block" on an R-MAT graph, whose hubs are its lowest ids: every rank owns a non-empty range of file rows
+// as they are in the file (no renumbering), and holds about the same bytes of features and neighbour
+// lists — within one row's worth of an even share, where equal row counts gave rank 0 of 8 many times the
+// mean rank's edges.
+TEST(Loader, BlockOwnsContiguousFileRowsOfAboutEqualBytes) {
+  SynthOptions o;
+  o.kind = SynthKind::Rmat;
+  o.num_nodes = 512;
+  o.num_edges = 4096;
+  o.num_features = 6;
+  o.seed = 5;
+  const std::string path = fixtures::synthetic_file("rmat-block.h5", o);
+  const PartitionedGraph g = load_partitioned(world(), path, "block");
+  const WholeGraph w = read_whole(path);
+  const int p = world().size();
+  ASSERT_EQ(g.owner_begin.size(), size_t(p + 1));
+  EXPECT_EQ(g.owner_begin.front(), 0);
+  EXPECT_EQ(g.owner_begin.back(), w.n);
+  for (int r = 0; r < p; ++r) EXPECT_LT(g.owner_begin[size_t(r)], g.owner_begin[size_t(r + 1)]) << r;
+  double total = 0, widest = 0, mine = 0;  // the loader's default costs: 8 B per edge, 4F + 17 B per row
+  const auto row_cost = [&](int64_t v) {
+    return 8.0 * double(w.in[size_t(v)].size()) + 4.0 * double(w.f) + 17;
+  };
+  for (int64_t v = 0; v < w.n; ++v) total += row_cost(v), widest = std::max(widest, row_cost(v));
+  for (int64_t i = 0; i < g.count; ++i) {
+    const int64_t file = g.first + i;
+    ASSERT_EQ(g.file_id[size_t(i)], file);
+    const std::vector<int64_t> got(g.col.begin() + g.row_ptr[size_t(i)],
+                                   g.col.begin() + g.row_ptr[size_t(i + 1)]);
+    std::vector<int64_t> expect = w.in[size_t(file)];
+    std::sort(expect.begin(), expect.end());
+    EXPECT_EQ(got, expect) << "node " << file;
+    EXPECT_EQ(g.labels[size_t(i)], w.labels[size_t(file)]);
+    for (int64_t j = 0; j < w.f; ++j) EXPECT_EQ(g.features[size_t(i * w.f + j)], w.x[size_t(file * w.f + j)]);
+    mine += row_cost(file);
+  }
+  // Self loops count in the file's offsets, not here: one more edge per row at most.
+  EXPECT_LE(mine, total / p + widest + 8.0 * double(g.count)) << "rank " << world().rank();
+  if (p > 1) {  // the hubs' share under equal row counts, for scale
+    double first_block = 0;
+    for (int64_t v = 0; v < block_range(w.n, 0, p).second; ++v) first_block += row_cost(v);
+    if (world().rank() == 0) {
+      EXPECT_LT(mine, first_block);
+    }
+  }
+}
+
 // The cache's initial fill in rounds: with one row per rank per round every rank with a halo takes many
 // rounds and ranks with fewer slots enter the last ones asking nothing, down to a rank with no cache at all
 // (rank 0 in the second case); every slot must hold its node's row from the file, as with the default (one

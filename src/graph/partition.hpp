@@ -69,9 +69,10 @@ Renumbering renumber_by_part(const std::vector<int32_t>& part, int64_t parts);
 class BlockRenumbering {
  public:
   /// Collective: from /partition/NAME of `path` (one part per rank of `comm`; checked as read_partition
-  /// checks it).
+  /// checks it). Rank r holds the nodes [row_begins[r], row_begins[r + 1]) (P + 1 entries ending at
+  /// num_nodes, the same on every rank; empty: block_begins).
   BlockRenumbering(const Communicator& comm, const std::string& path, const std::string& name,
-                   int64_t num_nodes);
+                   int64_t num_nodes, std::vector<int64_t> row_begins = {});
   /// ranks + 1: part p holds new ids [begin[p], begin[p + 1]).
   const std::vector<int64_t>& begin() const { return begin_; }
   /// The new id of node `old` of this rank's block.
@@ -80,9 +81,10 @@ class BlockRenumbering {
   std::vector<int64_t> lookup(const std::vector<int64_t>& old) const;
 
  private:
-  Communicator comm_;  // not owned: the caller's
+  int holder(int64_t old) const;  // the rank whose block holds node `old`
+  Communicator comm_;             // not owned: the caller's
   int64_t n_ = 0, first_ = 0;
-  std::vector<int64_t> begin_, new_of_block_;
+  std::vector<int64_t> row_begins_, begin_, new_of_block_;
 };
 
 }  // namespace tessera
