@@ -447,6 +447,50 @@ TEST(ModelGradient, ForwardOnlyGraphSameLogitsAndRefusesBackward) {
   EXPECT_THROW(loss_backward(*model, forward_only, forward, pass, count), Error);
 }
 
+// A batch that lends its input block (GraphBatch::scratch_input, as the mini-batch and sampled sources do)
+// has the input dropout masked in place: the same logits and gradients, bit for bit, as the copy made for a
+// block that must stay intact, and the lent block ends as the masked input (each value 0 or doubled).
+TEST(ModelGradient, InputDropoutMasksALentInputInPlace) {
+  const int64_t n = 19, f = 5, classes = 3;
+  const auto in = random_graph(n, 40, 8);
+  std::mt19937_64 gen(6);
+  const Dense x = random_dense(n, f, gen);
+  const auto [labels, train, count] = random_supervision(
+      n, classes, gen, [](int64_t) { return false; }, [](int64_t v) { return v % 2 == 0; });
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  const Graph3D g = graph_from(grid, in, x, labels, train, classes, Normalization::Symmetric, 2);
+  ModelConfig config = deterministic_config(ModelKind::Gcn, 2, f, 4, classes, 7);
+  config.dropout = config.input_dropout = 0.5f;
+  const PassInfo pass{true, 7, 0};
+  std::vector<std::vector<double>> grads[2];
+  std::vector<double> logits[2];
+  const Matrix<float> lent("lent", g.features.extent(0), g.features.extent(1));
+  Kokkos::deep_copy(lent, g.features);
+  for (const bool lend : {false, true}) {
+    const std::unique_ptr<Sequential> model = build_model(config, grid, RunOptions{}, true);
+    GraphBatch batch = full_graph_batch(g, false);
+    if (lend) batch.scratch_input = lent.data();
+    const Matrix<const float> out =
+        model->forward(lend ? Matrix<const float>(lent) : g.features, batch, pass);
+    logits[lend] = from_view(out).a;
+    Matrix<float> grad("grad", out.extent(0), out.extent(1));
+    masked_softmax_cross_entropy<float>(out, g.labels, g.train, 1.0f / float(count), grad);
+    model->backward(grad, pass);
+    for (const ParameterRef& p : model->parameters())
+      grads[lend].push_back(from_view(p.param->grad_matrix()).a);
+  }
+  EXPECT_EQ(logits[1], logits[0]);
+  EXPECT_EQ(grads[1], grads[0]);
+  const Dense before = from_view(g.features), after = from_view(lent);
+  int64_t dropped = 0;
+  for (size_t k = 0; k < after.a.size(); ++k) {
+    EXPECT_TRUE(after.a[k] == 0 || after.a[k] == 2 * before.a[k]) << k;
+    dropped += after.a[k] == 0 && before.a[k] != 0;
+  }
+  EXPECT_GT(dropped, 0);
+}
+
 TEST(ModelConfig, RejectsImpossibleSettings) {
   ModelConfig c;
   c.in = 4;

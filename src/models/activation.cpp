@@ -38,7 +38,10 @@ Matrix<const float> Dropout::forward(const Matrix<const float>& in, const GraphB
                                      const PassInfo& pass) {
   if (!pass.training || rate_ == 0) return in;
   rows_ = rows_at(batch, at_).output_ids;
-  out_ = copy_into(out_capacity_, in);
+  if (batch.scratch_input != nullptr && batch.scratch_input == in.data() && in.span_is_contiguous())
+    out_ = Matrix<float>(const_cast<float*>(in.data()), in.extent(0), in.extent(1));  // lent for the step
+  else
+    out_ = copy_into(out_capacity_, in);
   bias_relu_dropout_forward<float>(out_, Vector<const float>(), false, mask(pass), kernels_);
   return out_;
 }

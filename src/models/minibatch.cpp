@@ -157,6 +157,7 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
       });
   d.input_ids = to_device(b.cols[0].ids, "sample_input_ids");
   d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, int64_t(in_rows.extent(0)), batch_size_, false};
+  d.graph.scratch_input = d.input.data();  // gathered for this step only
   const Vector<const int64_t> out_rows = to_device(b.rows[size_t(layers - 1)].local, "sample_label_rows");
   d.labels = gather(graph_.labels, out_rows);
   d.train = gather(graph_.train, out_rows);

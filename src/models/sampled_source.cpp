@@ -170,6 +170,7 @@ void SampledSource::State::upload(const PreparedStep& p) {
   views.input =
       LayerGraph{nullptr, nullptr, to_device(inputs, "sample.src"), int64_t(rows), int64_t(rows), false};
   const Matrix<const float> x = upload_features(p, rows, width);
+  views.scratch_input = x.data();  // p's rows (or their device copy) serve this step only
   if (labels_capacity.extent(0) < seeds) {
     labels_capacity =
         Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("step.labels"), seeds + seeds / 4);

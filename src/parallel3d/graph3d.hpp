@@ -162,6 +162,10 @@ struct GraphBatch {
   LayerGraph input;                                     ///< the input block's rows (no adjacency)
   std::vector<LayerGraph> layers;                       ///< one per graph layer
   std::vector<std::unique_ptr<AdjacencyBlock>> blocks;  ///< blocks the views point into, owned here
+  /// The input block's data when it is the step's own copy, which the model may overwrite (null: it may
+  /// not, e.g. the full graph's features). An input dropout then masks it in place instead of copying it:
+  /// a mini-batch or sampled step held its input rows once more for that copy.
+  const float* scratch_input = nullptr;
 };
 
 /// The full graph: every layer's static block; with `with_self` also each layer's self block.
