@@ -13,12 +13,18 @@ RemoteFeatures::RemoteFeatures(const Communicator& comm, const PartitionedGraph&
                                SimulatedNetwork network)
     : comm_(comm), graph_(graph), network_(network) {}
 
-std::vector<float> RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats) const {
+template <class Put>
+void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, Put&& put) const {
   Stopwatch watch;
   const int ranks = comm_.size();
   const size_t f = size_t(graph_.num_features);
   std::vector<std::vector<int64_t>> ask(static_cast<size_t>(ranks));
-  for (int64_t v : want) ask[size_t(graph_.owner(v))].push_back(v);
+  std::vector<std::vector<size_t>> asked_for(static_cast<size_t>(ranks));  // the index in `want` of each ask
+  for (size_t i = 0; i < want.size(); ++i) {
+    const int owner = graph_.owner(want[i]);
+    ask[size_t(owner)].push_back(want[i]);
+    asked_for[size_t(owner)].push_back(i);
+  }
   std::vector<int64_t> asked_counts;
   const std::vector<int64_t> asked =
       exchange_buckets_on(comm_, ask, "feature requests", network_, &asked_counts);
@@ -35,19 +41,14 @@ std::vector<float> RemoteFeatures::fetch(const std::vector<int64_t>& want, Fetch
   for (int64_t& c : reply_counts) c *= int64_t(f);
   const std::vector<float> got =
       exchange_grouped_on(comm_, std::move(reply), reply_counts, "feature replies", network_);
-  // Replies arrive grouped by owner, in request order; put them back in `want` order.
-  std::vector<size_t> at(size_t(ranks + 1), 0);
-  for (int r = 0; r < ranks; ++r) at[size_t(r + 1)] = at[size_t(r)] + ask[size_t(r)].size();
-  std::vector<float> rows(want.size() * f);
-  for (size_t i = 0; i < want.size(); ++i) {
-    const size_t from = at[size_t(graph_.owner(want[i]))]++;
-    std::copy(got.begin() + std::ptrdiff_t(from * f), got.begin() + std::ptrdiff_t((from + 1) * f),
-              rows.begin() + std::ptrdiff_t(i * f));
-  }
+  // Replies arrive grouped by owner, in request order: each goes straight where the caller wants it (a
+  // reordered copy of them all was one more buffer the size of the misses).
+  size_t k = 0;
+  for (int r = 0; r < ranks; ++r)
+    for (size_t i : asked_for[size_t(r)]) put(i, got.data() + (k++) * f);
   stats.fetched_rows += int64_t(want.size());
   stats.fetched_bytes += int64_t(got.size() * sizeof(float));
   stats.seconds += watch.seconds();
-  return rows;
 }
 
 void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_bytes) const {
@@ -60,7 +61,12 @@ void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_
     const int64_t lo = std::min(int64_t(nodes.size()), round * per_rank);
     const int64_t hi = std::min(int64_t(nodes.size()), lo + per_rank);
     const std::vector<int64_t> piece(nodes.begin() + lo, nodes.begin() + hi);
-    cache.install_initial(fetch(piece, stats), lo);
+    std::vector<float> rows(piece.size() * size_t(graph_.num_features));
+    fetch(piece, stats, [&](size_t i, const float* row) {
+      std::copy(row, row + graph_.num_features,
+                rows.begin() + std::ptrdiff_t(i * size_t(graph_.num_features)));
+    });
+    cache.install_initial(rows, lo);
   }
 }
 
@@ -73,7 +79,7 @@ std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, Fea
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (graph_.owns(nodes[i])) {
       const float* row = graph_.features.data() + size_t(nodes[i] - graph_.first) * f;
-      std::copy(row, row + f, rows.begin() + std::ptrdiff_t(i * f));
+      std::copy(row, row + f, rows.data() + i * f);
     } else {
       remote.push_back(nodes[i]);
       remote_at.push_back(i);
@@ -87,8 +93,7 @@ std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, Fea
     const std::vector<int64_t> slots = cache->lookup(remote);
     for (size_t k = 0; k < remote.size(); ++k) {
       if (slots[k] >= 0) {
-        std::copy(cache->row(slots[k]), cache->row(slots[k]) + f,
-                  rows.begin() + std::ptrdiff_t(remote_at[k] * f));
+        std::copy(cache->row(slots[k]), cache->row(slots[k]) + f, rows.data() + remote_at[k] * f);
         ++stats.hits;
       } else {
         missed.push_back(remote[k]);
@@ -101,20 +106,21 @@ std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, Fea
     missed_at = remote_at;
   }
   const std::vector<int64_t> want = cache ? FeatureCache::request(missed, plan) : missed;
-  const std::vector<float> got = fetch(want, stats);
-  for (size_t k = 0; k < missed.size(); ++k)  // request() lists the misses first, in order
-    std::copy(got.begin() + std::ptrdiff_t(k * f), got.begin() + std::ptrdiff_t((k + 1) * f),
-              rows.begin() + std::ptrdiff_t(missed_at[k] * f));
+  // Where each fetched row goes: a miss into `rows` (request() lists the misses first, in order), a node of
+  // the eviction plan into the refill (a node can be both).
+  std::vector<int64_t> refill_at(want.size(), -1);
+  if (!plan.nodes.empty()) {
+    std::unordered_map<int64_t, size_t> position;
+    for (size_t k = 0; k < want.size(); ++k) position.emplace(want[k], k);
+    for (size_t k = 0; k < plan.nodes.size(); ++k) refill_at[position.at(plan.nodes[k])] = int64_t(k);
+  }
+  std::vector<float> refill(plan.nodes.size() * f);
+  fetch(want, stats, [&](size_t i, const float* row) {
+    if (i < missed.size()) std::copy(row, row + f, rows.data() + missed_at[i] * f);
+    if (refill_at[i] >= 0) std::copy(row, row + f, refill.begin() + std::ptrdiff_t(size_t(refill_at[i]) * f));
+  });
   if (cache) {
     if (!plan.nodes.empty()) {
-      std::unordered_map<int64_t, size_t> position;
-      for (size_t k = 0; k < want.size(); ++k) position.emplace(want[k], k);
-      std::vector<float> refill(plan.nodes.size() * f);
-      for (size_t k = 0; k < plan.nodes.size(); ++k) {
-        const size_t p = position.at(plan.nodes[k]);
-        std::copy(got.begin() + std::ptrdiff_t(p * f), got.begin() + std::ptrdiff_t((p + 1) * f),
-                  refill.begin() + std::ptrdiff_t(k * f));
-      }
       cache->install(plan, refill);
       stats.evictions += int64_t(plan.nodes.size());
     }

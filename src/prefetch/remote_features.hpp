@@ -45,8 +45,9 @@ class RemoteFeatures {
                             FetchStats& stats) const;
 
  private:
-  /// Rows of `want` (remote nodes, any order, each once) from their owners.
-  std::vector<float> fetch(const std::vector<int64_t>& want, FetchStats& stats) const;
+  /// Rows of `want` (remote nodes, any order, each once) from their owners: put(i, row) for each i.
+  template <class Put>
+  void fetch(const std::vector<int64_t>& want, FetchStats& stats, Put&& put) const;
   const Communicator& comm_;
   const PartitionedGraph& graph_;
   SimulatedNetwork network_;
