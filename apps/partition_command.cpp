@@ -23,7 +23,8 @@ void add_partition_command(CLI::App& app, Command& selected) {
       "partition", "Partition a graph file for --mode sampled (one part per rank), stored in the file");
   cmd->add_option("--data", a->data, "Tessera .h5 graph file (the partition is added to it)")->required();
   cmd->add_option("--parts", a->parts, "Number of parts (the rank count of the training job)")->required();
-  cmd->add_option("--method", a->method, "metis (k-way, balanced by nodes and training nodes) or random")
+  cmd->add_option("--method", a->method,
+                  "metis (k-way, balanced by nodes, training nodes and edges) or random")
       ->capture_default_str();
   cmd->add_option("--name", a->name, "Stored as /partition/NAME (default: METHOD-PARTS)");
   cmd->add_option("--seed", a->seed, "random: the permutation's seed")->capture_default_str();
@@ -53,11 +54,11 @@ void add_partition_command(CLI::App& app, Command& selected) {
       std::snprintf(
           line, sizeof(line),
           "wrote /partition/%s to %s: %lld parts (%s), edge cut %lld of %lld edges (%.1f%%), node balance "
-          "%.3f, training-node balance %.3f (%.1f s)",
+          "%.3f, training-node balance %.3f, edge balance %.3f (%.1f s)",
           name.c_str(), a->data.c_str(), (long long)report.parts, a->method.c_str(),
           (long long)report.cut_edges, (long long)report.edges,
           report.edges > 0 ? 100.0 * double(report.cut_edges) / double(report.edges) : 0.0,
-          report.node_balance, report.train_balance, watch.seconds());
+          report.node_balance, report.train_balance, report.edge_balance, watch.seconds());
       log_line(line);
       return 0;
     };

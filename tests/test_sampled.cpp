@@ -114,9 +114,30 @@ TEST(Partition, MetisBalancesAndCutsLessThanRandom) {
                             r = evaluate_partition(path, random, parts);
       EXPECT_LE(m.node_balance, 1.10) << parts;
       EXPECT_LE(m.train_balance, 1.25) << parts;  // 30 training nodes: one node is 3-4% of a part
+      EXPECT_LE(m.edge_balance, 1.10) << parts;
       EXPECT_LE(r.node_balance, 1.0 + double(parts) / 301.0) << parts;
       EXPECT_LT(m.cut_edges, r.cut_edges) << parts;
       for (int32_t p : metis) ASSERT_TRUE(p >= 0 && p < parts);
+    }
+  });
+}
+
+// On an R-MAT graph the hubs' edges must be spread too: a part's rank holds its nodes' neighbour lists.
+TEST(Partition, MetisBalancesEdgesOfASkewedGraph) {
+  SynthOptions o;
+  o.kind = SynthKind::Rmat;
+  o.num_nodes = 4096;
+  o.num_edges = 32768;
+  o.num_features = 2;
+  o.seed = 3;
+  const std::string path = fixtures::synthetic_file("rmat-metis.h5", o);  // collective
+  world().run_on(0, [&] {
+    for (int64_t parts : {4, 8}) {
+      const PartitionReport m =
+          evaluate_partition(path, compute_partition(path, parts, PartitionMethod::Metis, 1), parts);
+      EXPECT_LE(m.node_balance, 1.10) << parts;
+      EXPECT_LE(m.train_balance, 1.10) << parts;
+      EXPECT_LE(m.edge_balance, 1.10) << parts;
     }
   });
 }

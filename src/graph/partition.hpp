@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Graph partitions for partition-parallel training (DESIGN §6): one part per rank, computed once by
-// `tessera partition` (METIS k-way, balanced by nodes and by training nodes, or a random balanced split) and
-// stored in the graph file as /partition/<name> (int32 part per node, attributes parts, method, edge_cut).
-// At load nodes are renumbered by (part, file id), so part r owns the contiguous new ids
+// `tessera partition` (METIS k-way, balanced by nodes, training nodes and edges, or a random balanced split)
+// and stored in the graph file as /partition/<name> (int32 part per node, attributes parts, method,
+// edge_cut). At load nodes are renumbered by (part, file id), so part r owns the contiguous new ids
 // [begin[r], begin[r + 1]) and an owner lookup is a binary search.
 #pragma once
 
@@ -16,7 +16,7 @@ namespace tessera {
 
 /// How nodes are assigned to parts.
 enum class PartitionMethod {
-  Metis,  ///< METIS k-way, balanced by nodes and training nodes
+  Metis,  ///< METIS k-way, balanced by nodes, training nodes and in-edges
   Random  ///< a seeded random permutation cut into equal pieces
 };
 /// "metis" or "random".
@@ -29,12 +29,13 @@ struct PartitionReport {
   int64_t edges = 0;         ///< all stored edges
   double node_balance = 0;   ///< largest part's nodes / mean
   double train_balance = 0;  ///< largest part's training nodes / mean (0 without a train split)
+  double edge_balance = 0;   ///< largest part's stored in-edges / mean (0 without edges)
 };
 
-/// Part of every node: METIS on the symmetrized graph without self loops (two balance constraints when
-/// the file has a train split), or a seeded random permutation cut into equal pieces. Serial; reads the
-/// whole graph. Throws Error naming the file on impossible requests (parts < 1 or > nodes, a graph too
-/// large for METIS's 32-bit indices).
+/// Part of every node: METIS on the symmetrized graph without self loops (balance constraints on nodes,
+/// training nodes when the file has a train split, and stored in-edges), or a seeded random permutation cut
+/// into equal pieces. Serial; reads the whole graph. Throws Error naming the file on impossible requests
+/// (parts < 1 or > nodes, a graph too large for METIS's 32-bit indices).
 std::vector<int32_t> compute_partition(const std::string& path, int64_t parts, PartitionMethod method,
                                        uint64_t seed);
 
