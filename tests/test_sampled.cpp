@@ -85,6 +85,17 @@ std::vector<int64_t> new_ids(const PartitionedGraph& g) {
   return new_of_file;
 }
 
+// An R-MAT graph file (8 undirected edges drawn per node; its hubs are its lowest ids). Collective.
+std::string rmat_file(const std::string& name, int64_t nodes, int64_t features, uint64_t seed) {
+  SynthOptions o;
+  o.kind = SynthKind::Rmat;
+  o.num_nodes = nodes;
+  o.num_edges = 8 * nodes;
+  o.num_features = features;
+  o.seed = seed;
+  return fixtures::synthetic_file(name, o);
+}
+
 TrainOptions sampled_options(const std::string& partition) {
   TrainOptions o;
   o.data = fixtures::small_csbm_file();
@@ -124,13 +135,7 @@ TEST(Partition, MetisBalancesAndCutsLessThanRandom) {
 
 // On an R-MAT graph the hubs' edges must be spread too: a part's rank holds its nodes' neighbour lists.
 TEST(Partition, MetisBalancesEdgesOfASkewedGraph) {
-  SynthOptions o;
-  o.kind = SynthKind::Rmat;
-  o.num_nodes = 4096;
-  o.num_edges = 32768;
-  o.num_features = 2;
-  o.seed = 3;
-  const std::string path = fixtures::synthetic_file("rmat-metis.h5", o);  // collective
+  const std::string path = rmat_file("rmat-metis.h5", 4096, 2, 3);  // collective
   world().run_on(0, [&] {
     for (int64_t parts : {4, 8}) {
       const PartitionReport m =
@@ -235,13 +240,7 @@ TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
 // lists — within one row's worth of an even share, where equal row counts gave rank 0 of 8 many times the
 // mean rank's edges.
 TEST(Loader, BlockOwnsContiguousFileRowsOfAboutEqualBytes) {
-  SynthOptions o;
-  o.kind = SynthKind::Rmat;
-  o.num_nodes = 512;
-  o.num_edges = 4096;
-  o.num_features = 6;
-  o.seed = 5;
-  const std::string path = fixtures::synthetic_file("rmat-block.h5", o);
+  const std::string path = rmat_file("rmat-block.h5", 512, 6, 5);
   const PartitionedGraph g = load_partitioned(world(), path, "block");
   const WholeGraph w = read_whole(path);
   const int p = world().size();
