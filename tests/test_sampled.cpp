@@ -201,9 +201,9 @@ TEST(Partition, BadInputsNameTheFileOnEveryRank) {
   });
 }
 
-TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
-  const std::string& path = fixtures::small_csbm_file();
-  const PartitionedGraph g = load_partitioned(world(), path, partitioned_file());
+// Every owned row is the file's row renumbered (neighbours, label, features); the halo and the degrees are
+// the whole graph's; the training split arrived whole, at its owners.
+void expect_rows_of_file(const PartitionedGraph& g, const std::string& path) {
   const WholeGraph w = read_whole(path);
   const std::vector<int64_t> new_of_file = new_ids(g);
   for (int64_t v : new_of_file) ASSERT_GE(v, 0);  // a permutation
@@ -233,6 +233,52 @@ TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
   EXPECT_EQ(all_reduce_value(world(), int64_t(g.train.size()), ReduceOp::Sum, "test"),
             int64_t(w.train.size()));
   for (int64_t v : g.train) EXPECT_TRUE(g.owns(v));
+}
+
+TEST(Loader, OwnedRowsAreTheFilesRowsRenumbered) {
+  const std::string& path = fixtures::small_csbm_file();
+  expect_rows_of_file(load_partitioned(world(), path, partitioned_file()), path);
+}
+
+// A star whose hub (node 0) holds every edge weighs more than two ranks' shares of 8, so a rank reads no
+// rows at all: a stored partition still loads every row, and "block" still gives every rank a node.
+TEST(Loader, ARankThatReadsNoRowsStillLoads) {
+  const Communicator& comm = world();
+  const int64_t n = 64;
+  GraphMeta meta;
+  meta.num_nodes = n, meta.num_edges = n - 1, meta.num_features = 1, meta.num_classes = 2;
+  const std::string path = fixtures::scratch_dir() + "/star.h5";
+  {
+    GraphFileWriter writer(comm, path, meta, {{"train", n}});
+    std::vector<int64_t> indptr(size_t(n + 1), n - 1), indices, labels, train;
+    indptr[0] = 0;
+    std::vector<float> x;
+    for (int64_t v = 0; v < n; ++v) {
+      if (v > 0) indices.push_back(v);
+      x.push_back(float(v)), labels.push_back(v % 2), train.push_back(v);
+    }
+    const bool mine = comm.rank() == 0;  // rank 0 writes it all
+    writer.write_indptr(0, mine ? n + 1 : 0, indptr.data());
+    writer.write_indices(0, mine ? n - 1 : 0, indices.data());
+    writer.write_features(0, mine ? n : 0, x.data());
+    writer.write_labels(0, mine ? n : 0, labels.data());
+    writer.write_split("train", 0, mine ? n : 0, train.data());
+    writer.commit();
+  }
+  const std::string name = "random-" + std::to_string(comm.size());
+  comm.run_on(0, [&] {
+    const std::vector<int32_t> part = compute_partition(path, comm.size(), PartitionMethod::Random, 2);
+    write_partition(path, name, part, comm.size(), PartitionMethod::Random,
+                    evaluate_partition(path, part, comm.size()));
+  });
+  const std::vector<int64_t> reads = balanced_row_begins(GraphFileReader(comm, path), comm);
+  bool empty_read = false;
+  for (int r = 0; r < comm.size(); ++r) empty_read = empty_read || reads[size_t(r)] == reads[size_t(r + 1)];
+  EXPECT_EQ(empty_read, comm.size() == 8);  // the case this test is for, on 8 ranks
+  expect_rows_of_file(load_partitioned(comm, path, name), path);
+  const PartitionedGraph block = load_partitioned(comm, path, "block");
+  expect_rows_of_file(block, path);
+  EXPECT_GE(block.count, 1);
 }
 
 // "block" on an R-MAT graph, whose hubs are its lowest ids: every rank owns a non-empty range of file rows
