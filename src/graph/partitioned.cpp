@@ -214,8 +214,8 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
   // go before its features are packed, the features before theirs are exchanged, and each send buffer as it
   // is sent, so the load peaks at about two copies of the rank's features, not four.
   const int64_t begin = read_begins[size_t(comm.rank())], end = read_begins[size_t(comm.rank()) + 1];
-  GraphSlice slice = reader.read_rows(begin, end - begin);           // every value checked as it is read
-  read_split_marks(reader, comm, block_begins(g.num_nodes, ranks));  // ids checked before owned_split
+  GraphSlice slice = reader.read_rows(begin, end - begin);  // every value checked as it is read
+  read_split_marks(reader, comm, read_begins);  // ids checked before owned_split, for the rows read
   const SliceIds new_id(slice, numbering.get());
   const std::vector<int> dest = row_owners(g, new_id, begin, end - begin);
   std::vector<int64_t> record_counts(size_t(ranks), 0), feature_counts(size_t(ranks), 0);

@@ -46,9 +46,9 @@ struct PartitionedGraph {
 
 /// Collective. partition: a name under /partition/ (one part per rank), or "block" for contiguous
 /// ranges of file ids (no renumbering), cut so each rank holds about the same bytes of features and
-/// neighbour lists (balanced_row_begins; at least one node each). Throws CollectiveError naming the file on a missing or
-/// mismatched partition, on any value validate_graph would refuse (checked as the rows are read) and on
-/// files the trainer cannot use (no train split, no labels).
+/// neighbour lists (balanced_row_begins; at least one node each). Throws CollectiveError naming the file
+/// on a missing or mismatched partition, on any value validate_graph would refuse (checked as the rows are
+/// read) and on files the trainer cannot use (no train split, no labels).
 PartitionedGraph load_partitioned(const Communicator& comm, const std::string& path,
                                   const std::string& partition);
 
