@@ -2,6 +2,9 @@
 // Kernels against the dense double reference: exact on small inputs, then random ones, in float and double,
 // on every kernel path this build has (host and team everywhere: the team path is what device builds run).
 #include <gtest/gtest.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include <cmath>
 #include <limits>
@@ -15,6 +18,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/kernel_path.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/kernels/spmm.hpp"
 
@@ -358,6 +362,64 @@ TEST(HostGemm, EveryLibraryMatchesDense) {
         }
   }
 }
+
+#if defined(_OPENMP)
+namespace {
+// Sets OpenMP's thread count for the GEMMs the test calls (Kokkos' own pool keeps its size).
+struct OmpThreadsScope {
+  explicit OmpThreadsScope(int threads) : before(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~OmpThreadsScope() { omp_set_num_threads(before); }
+  int before;
+};
+}  // namespace
+
+// oneDNN builds cut tall products over the threads themselves: C's rows in chunks (NN, NT), a long
+// reduction (TN, a weight gradient) in chunks whose partial products are summed in chunk order. Shapes just
+// past the cuts (2048-row chunks; 8192-row reduction chunks, at least two per thread) against the dense
+// reference for beta 0 over NaN and beta != 0, and the same bits on 2 and 3 threads.
+TEST(HostGemm, ThreadSplitProductsMatchDenseAndDoNotDependOnTheThreadCount) {
+  if (!onednn_gemm_available() || !kernel_path_available(KernelPath::Host, KernelKind::Gemm))
+    GTEST_SKIP() << "no oneDNN in this build";
+  const HostGemmScope scope(HostGemmLibrary::OneDnn);
+  std::mt19937_64 gen(33);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    Trans ta, tb;
+    int64_t m, n, k;
+  };
+  for (const Case& c :
+       {Case{Trans::No, Trans::No, 2 * 2048 + 37, 19, 23}, Case{Trans::No, Trans::Yes, 4133, 9, 40},
+        Case{Trans::Yes, Trans::No, 7, 5, 6 * 8192 + 123}}) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
+    const Dense a = c.ta == Trans::No ? random_dense(c.m, c.k, gen) : random_dense(c.k, c.m, gen);
+    const Dense b = c.tb == Trans::No ? random_dense(c.k, c.n, gen) : random_dense(c.n, c.k, gen);
+    const Dense c0 = random_dense(c.m, c.n, gen);
+    const Dense ab = matmul(c.ta == Trans::No ? a : transpose(a), c.tb == Trans::No ? b : transpose(b));
+    Dense expected = ab;
+    for (size_t q = 0; q < expected.a.size(); ++q) expected.a[q] = 1.5 * ab.a[q] - 0.5 * c0.a[q];
+    std::vector<std::vector<double>> bits;
+    for (int threads : {3, 2}) {
+      const OmpThreadsScope omp(threads);
+      if (c.ta == Trans::Yes) {
+        EXPECT_GT(host_gemm_scratch_bytes(c.m, c.n, c.k), 0.0);
+      }
+      Matrix<float> out = to_view<float>(c0);
+      gemm<float>(c.ta, c.tb, 1.5f, to_view<float>(a), to_view<float>(b), -0.5f, out, KernelPath::Host);
+      EXPECT_LT(relative_error(from_view(out), expected), 2e-5) << threads << " threads";
+      Kokkos::deep_copy(out, nan);
+      gemm<float>(c.ta, c.tb, 1.0f, to_view<float>(a), to_view<float>(b), 0.0f, out, KernelPath::Host);
+      EXPECT_LT(relative_error(from_view(out), ab), 2e-5) << threads << " threads, beta 0";
+      bits.push_back(from_view(out).a);
+    }
+    EXPECT_EQ(bits[0], bits[1]);
+  }
+  // A reduction of fewer than two chunks per thread is the library's, with nothing kept; a weight
+  // gradient over 169343 rows keeps its 21 chunks' products.
+  const OmpThreadsScope omp(2);
+  EXPECT_EQ(host_gemm_scratch_bytes(256, 256, 3 * 8192), 0.0);
+  EXPECT_EQ(host_gemm_scratch_bytes(256, 256, 169343), 21.0 * 256 * 256 * 4);
+}
+#endif
 
 // The epilogue's ReLU is max(v, floor), written so it compiles without a branch on the sign; it must still
 // pass NaN and -0 through and leave -inf alone without ReLU, on every path, with and without dropout.

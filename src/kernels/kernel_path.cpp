@@ -29,9 +29,10 @@ GemmDtype host_gemm_dtype = GemmDtype::F32;
 HostGemmLibrary chosen_host_gemm = HostGemmLibrary::Auto;
 
 void require_bf16_gemm() {
-  require(impl::bf16_gemm_runs(),
-          "--gemm-dtype bf16 needs oneDNN (libdnnl-dev; scripts/setup.sh installs it) and a CPU with AVX-512; "
-          "this build or CPU has neither");
+  require(
+      impl::bf16_gemm_runs(),
+      "--gemm-dtype bf16 needs oneDNN (libdnnl-dev; scripts/setup.sh installs it) and a CPU with AVX-512; "
+      "this build or CPU has neither");
 }
 
 const char* kind_name(KernelKind kind) {
@@ -134,6 +135,12 @@ void set_host_gemm_library(HostGemmLibrary library) {
 
 double host_gemm_resident_bytes() {
   return kHostMemory && host_gemm_library() == HostGemmLibrary::OneDnn ? 4.0 * (1 << 20) : 0.0;
+}
+
+double host_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k) {
+  const bool split =
+      kHostMemory && host_gemm_library() == HostGemmLibrary::OneDnn && gemm_dtype() == GemmDtype::F32;
+  return split ? double(impl::onednn_reduction_scratch_bytes({m, n, k})) : 0.0;
 }
 
 HostGemmLibrary host_gemm_library() {

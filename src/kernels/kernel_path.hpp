@@ -10,6 +10,8 @@
 // Auto is Vendor where the build has it, else Team on device builds and Host on host builds.
 #pragma once
 
+#include <cstdint>
+
 namespace tessera {
 
 /// A kernel implementation; an argument of every kernel (never an environment variable).
@@ -42,7 +44,8 @@ bool vendor_tf32_allowed();
 /// The arithmetic of float GEMMs on the host path: fp32 (the default), or bf16 inputs with fp32 sums.
 enum class GemmDtype {
   F32,  ///< BLAS in fp32
-  Bf16  ///< oneDNN: both operands rounded to bf16 (nearest even), products summed in fp32 (AMX / AVX-512 BF16)
+  Bf16  ///< oneDNN: both operands rounded to bf16 (nearest even), products summed in fp32 (AMX / AVX-512
+        ///< BF16)
 };
 
 /// "f32" or "bf16".
@@ -80,6 +83,10 @@ HostGemmLibrary host_gemm_library();
 /// buffers), beyond what MachineProfile::process_bytes counts: 4 MiB for oneDNN 2.6 (a 1000-node graph's
 /// run peaked at 35.0 MiB with OpenBLAS and 38.7 MiB with oneDNN here), 0 for BLAS and device builds.
 double host_gemm_resident_bytes();
+/// Bytes the host path keeps once it has run C = A^T B with C m x n and k rows reduced (a weight gradient):
+/// oneDNN builds cut a long reduction into chunks whose partial products they keep (at most 8 MiB); 0
+/// where it is left to the library. The largest over a run's shapes stays resident.
+double host_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k);
 
 /// Auto becomes the path this build prefers for `kind` (Vendor becomes Team for element-wise kernels); an
 /// explicit path is returned unchanged when it is available and throws Error naming it otherwise.

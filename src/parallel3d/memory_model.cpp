@@ -121,9 +121,10 @@ double labels_exchange_bytes(const ProblemSize& p, const Layout3D& layout, doubl
 }
 
 struct LayerFloats {
-  double kept = 0;        // held from forward to backward and between steps
-  double scratch = 0;     // the largest call's temporaries (the model's shared scratch)
-  double input_grad = 0;  // the input gradient (in the one buffer every layer's shares)
+  double kept = 0;                // held from forward to backward and between steps
+  double scratch = 0;             // the largest call's temporaries (the model's shared scratch)
+  double input_grad = 0;          // the input gradient (in the one buffer every layer's shares)
+  double gemm_scratch_bytes = 0;  // what the host GEMM keeps after the weight gradient (kernel_path.hpp)
 };
 
 // GraphMultiply's buffers: its own (out, agg), its weights with their gradients, Adam moments and the
@@ -151,6 +152,9 @@ LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
     if (l > 0) f.scratch = k * rows_c * in_b;  // g_agg
   }
   if (l > 0) f.input_grad = rows_a * in_b;
+  // The weight gradient reduces over the rows of agg (rows_c) or, transforming first, of h (rows_a).
+  f.gemm_scratch_bytes = host_gemm_scratch_bytes(int64_t(in_b), int64_t(first ? out_full : out_local),
+                                                 int64_t(first ? rows_a : rows_c));
   if (p.norm && l + 1 < layout.layers()) f.kept += rows_c * out_local;
   if (k > 1) f.kept += 3.0 * rows_c;  // the self block (CsrSpmm of the identity) and its transpose
   return f;
@@ -191,12 +195,13 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   e.graph = kept;
   // The input dropout's copy of the feature block, the layers and their shared workspace.
   double training = p.input_dropout ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
-  double scratch = 0, input_grad = 0;
+  double scratch = 0, input_grad = 0, gemm_scratch = 0;
   for (int l = 0; l < layout.layers(); ++l) {
     const LayerFloats f = layer_floats(p, layout, l);
     training += 4 * f.kept;
     scratch = std::max(scratch, 4 * f.scratch);
     input_grad = std::max(input_grad, 4 * f.input_grad);
+    gemm_scratch = std::max(gemm_scratch, f.gemm_scratch_bytes);
   }
   // The logits' gradient is written into the input-gradient buffer (Sequential::logits_gradient_buffer).
   const int last = layout.layers() - 1;
@@ -204,7 +209,8 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
       std::max(input_grad, 4 * np / s.extent(roles_for_layer(last).c) * double(layout.padded_dim(last + 1)) /
                                s.extent(roles_for_layer(last).a));
   training += scratch + input_grad;
-  training += host_gemm_resident_bytes();  // the GEMM library's own memory, from the first GEMM on
+  training +=
+      host_gemm_resident_bytes() + gemm_scratch;  // the GEMM library's own memory, from the first GEMM on
   e.training = training;
   e.peak = std::max(e.load_peak, e.process + e.graph + e.training);
   return e;

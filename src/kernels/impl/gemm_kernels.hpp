@@ -32,6 +32,8 @@ void gemm_team(Trans ta, Trans tb, const GemmShape& s, Scalar alpha, const Matri
 /// them), for the host path under HostGemmLibrary::OneDnn (gemm_onednn.cpp; throws in builds without oneDNN).
 void gemm_onednn_f32(Trans ta, Trans tb, const GemmShape& s, float alpha, const float* a, int64_t lda,
                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+/// Bytes of partial products gemm_onednn_f32 keeps after C = A^T B of shape s (0: no split, or no oneDNN).
+int64_t onednn_reduction_scratch_bytes(const GemmShape& s);
 /// Whether the build has oneDNN (the fp32 sgemm runs on any CPU oneDNN supports; bf16 needs more).
 bool onednn_built();
 
