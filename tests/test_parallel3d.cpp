@@ -11,8 +11,10 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 
+#include "reference/dense.hpp"
 #include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -20,10 +22,12 @@
 #include "tessera/graph/hdf5_io.hpp"
 #include "tessera/graph/ogb.hpp"
 #include "tessera/graph/synth.hpp"
+#include "tessera/kernels/loss.hpp"
 #include "tessera/models/conv.hpp"
 #include "tessera/models/full_graph.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/parallel3d/balance.hpp"
+#include "tessera/parallel3d/loss3d.hpp"
 
 using namespace tessera;
 
@@ -133,6 +137,56 @@ TEST(Layout3D, RolesRotateAndBlocksPadEvenly) {
 
 // GCN and GraphSAGE (whose root term moves each node's row between the layer's input and output layouts
 // inside the layer's collectives) on every factorization, permuted or not.
+// A rank holding every class of its rows computes the loss in one pass per row (host builds), keeping up
+// to 64 exponentials per row and recomputing past that: against the dense double reference with 6 classes
+// in 8 columns (padding), 64 and 70 classes, unselected and unlabelled rows, and with the same gradient
+// bits as the one-process kernel (masked_softmax_cross_entropy), which forms each entry the same way.
+TEST(Loss3D, OneRankLossMatchesDenseAndTheKernelsBits) {
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  std::mt19937_64 gen(8);
+  for (const auto& [classes, cols] : std::vector<std::pair<int64_t, int64_t>>{{6, 8}, {64, 64}, {70, 70}}) {
+    SCOPED_TRACE(std::to_string(classes) + " classes in " + std::to_string(cols) + " columns");
+    const int64_t rows = 37;
+    const reference::Dense logits = reference::random_dense(rows, classes, gen, 6.0);
+    reference::Dense padded(rows, cols);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) padded(i, j) = j < classes ? logits(i, j) : 100.0 * double(j);
+    std::vector<int64_t> labels(rows);
+    std::vector<uint8_t> mask(rows);
+    HostVector<int64_t> hl("labels", rows);
+    HostVector<uint8_t> hm("mask", rows);
+    int64_t count = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      labels[size_t(i)] = i % 5 == 0 ? -1 : i % 7 == 1 ? classes - 1 : int64_t(gen() % uint64_t(classes));
+      mask[size_t(i)] = i % 4 != 3;
+      hl(i) = labels[size_t(i)], hm(i) = mask[size_t(i)];
+      count += mask[size_t(i)] && labels[size_t(i)] >= 0;
+    }
+    const auto dl = Kokkos::create_mirror_view_and_copy(DeviceSpace(), hl);
+    const auto dm = Kokkos::create_mirror_view_and_copy(DeviceSpace(), hm);
+    reference::Dense expected;
+    const double mean = reference::softmax_cross_entropy(logits, labels, mask, &expected);
+    const float scale = 1.0f / float(count);
+    Matrix<float> grad("grad", size_t(rows), size_t(cols));
+    Kokkos::deep_copy(grad, 5.0f);  // written everywhere, padding and unselected rows included
+    const auto [sum, n] = softmax_cross_entropy_3d(LogitsLayout{&self, &self, 0, classes},
+                                                   reference::to_view<float>(padded), dl, dm, scale, grad);
+    EXPECT_EQ(n, count);
+    EXPECT_NEAR(sum / double(n), mean, 1e-6);
+    const reference::Dense got = reference::from_view(grad);
+    double worst = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        worst = std::max(worst, std::abs(got(i, j) - (j < classes ? expected(i, j) : 0.0)));
+    EXPECT_LT(worst, 1e-6);
+    Matrix<float> kernel_grad("kernel_grad", size_t(rows), size_t(classes));
+    masked_softmax_cross_entropy<float>(reference::to_view<float>(logits), dl, dm, scale, kernel_grad);
+    const reference::Dense kernel = reference::from_view(kernel_grad);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < classes; ++j) ASSERT_EQ(got(i, j), kernel(i, j)) << i << ", " << j;
+  }
+}
+
 TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {
   const Communicator world = Communicator::world();
   const Communicator self(MPI_COMM_SELF, false, nullptr);

@@ -72,6 +72,55 @@ void write_logits_gradient(const Matrix<const float>& x, const Vector<const floa
   }
 }
 
+// One host pass per row where a rank holds every class of its rows: the maximum, the exponentials (kept
+// for the gradient where the row has at most kKeptExps classes, recomputed past that), the loss and the
+// gradient, with the row in cache. The same operations in the same order as the three passes above, so
+// the same bits; the loss is summed over the same range of rows.
+constexpr int64_t kKeptExps = 64;
+
+std::pair<double, int64_t> one_pass_host_loss(const Matrix<const float>& x,
+                                              const Vector<const int64_t>& labels,
+                                              const Vector<const uint8_t>& mask, int64_t local, float scale,
+                                              const Matrix<float>& grad) {
+  const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
+  const bool want_grad = grad.extent(0) > 0;
+  double loss = 0;
+  int64_t count = 0;
+  Kokkos::parallel_reduce(
+      "tessera::loss_one_pass", Kokkos::RangePolicy<Exec>(0, rows),
+      KOKKOS_LAMBDA(int64_t i, double& sum, int64_t& n) {
+        const bool selected = mask(i) != 0 && labels(i) >= 0;
+        if (!selected) {
+          if (want_grad)
+            for (int64_t j = 0; j < cols; ++j)
+              grad(i, j) = logit_gradient(x(i, j), 0.0f, 1.0, false, false, false, scale);
+          return;
+        }
+        float top = -HUGE_VALF;
+        for (int64_t j = 0; j < local; ++j) top = x(i, j) > top ? x(i, j) : top;
+        double exps[kKeptExps];
+        double s = 0;
+        for (int64_t j = 0; j < local; ++j) {
+          const double e = ::exp(double(x(i, j) - top));
+          if (j < kKeptExps) exps[j] = e;
+          s += e;
+        }
+        const int64_t y = labels(i);
+        sum += ::log(s) - (y < local ? double(x(i, y) - top) : 0.0);
+        n += 1;
+        if (!want_grad) return;
+        for (int64_t j = 0; j < cols; ++j) {
+          if (j >= local || j >= kKeptExps) {
+            grad(i, j) = logit_gradient(x(i, j), top, s, true, j < local, j == y, scale);
+            continue;
+          }
+          grad(i, j) = scale * float(exps[j] / s - (j == y ? 1.0 : 0.0));
+        }
+      },
+      loss, count);
+  return {loss, count};
+}
+
 }  // namespace
 
 std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, const Matrix<const float>& x,
@@ -81,6 +130,12 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
   const int64_t col_begin = layout.col_begin, classes = layout.classes_total;
   const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
   const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
+  if (std::is_same<DeviceSpace, HostSpace>::value && layout.classes->size() == 1) {
+    const auto [loss, count] = one_pass_host_loss(x, labels, mask, local, grad_scale, grad);
+    double totals[2] = {loss, double(count)};
+    if (layout.rows->size() > 1) all_reduce(*layout.rows, totals, 2, ReduceOp::Sum, "loss allreduce c");
+    return {totals[0], int64_t(totals[1])};
+  }
   const Vector<float> top = row_max(layout, x, labels, mask);
   // Sum of exponentials and the label's logit, both summed over a (only one rank holds the label column).
   // Rows outside the mask (the same rows on every rank of a) cost nothing: their gradient is zero.
