@@ -10,7 +10,9 @@
 # (OpenBLAS), the library before; where oneDNN has a bf16 matmul on this CPU, also Tessera with --gemm-dtype
 # bf16 against the same floor with `bench gemm --gemm-dtype bf16`'s rate (operand rounding included).
 # Then the step's eight GEMMs each at the best rate either library reaches on its own shape (the narrow and
-# transposed shapes run below the square rate the floor takes), and the floor with those GEMM times.
+# transposed shapes run below the square rate the floor takes), and the floor with those GEMM times; then
+# also with the SpMM reading a row of X per nonzero at the measured bandwidth (a gathering SpMM on a graph
+# whose X does not stay in cache cannot read X only once): what the libraries and the memory allow.
 #   scripts/bench_fullgraph.sh [THREADS]        (default 2; installs PyTorch through setup.sh --with-bench)
 # ROUNDS=R (default 1) runs Tessera's runs and the floor's measurements R times, alternated, and reports the
 # median of the rounds' steps and of their ratios to their own round's floor (a shared machine moves by 20%
@@ -76,7 +78,7 @@ fi
 
 PYTHONPATH="$root/scripts" python3 - "$work" "$rounds" "$torch_line" "$bf16_gemm" "${#libraries[@]}" "$dims" <<'PY'
 import json, re, statistics, sys
-from epoch_floor import describe, phase_table, shape_floor, step_floor, rates
+from epoch_floor import describe, phase_table, shape_floor, spmm_gathered_bytes, step_floor, rates
 work, rounds, torch_line, bf16_gemm, libraries, dims = sys.argv[1:]
 rounds, two_libraries = int(rounds), int(libraries) > 1
 dims = [int(d) for d in dims.split(",")]
@@ -139,6 +141,9 @@ print("\n".join(shape_rows))
 shaped = shape_gemm + spmm_bytes / bandwidth
 print(f"floor with those GEMM times: {shaped:.4f} s; Tessera's step (round {middle}) {steps[middle - 1] / shaped:.2f}x it, "
       f"its GEMM phase {median_phases(f'{work}/metrics-{middle}.jsonl')[0] / shape_gemm:.2f}x their sum")
+reachable = shape_gemm + spmm_gathered_bytes(n, nnz, dims) / bandwidth
+print(f"and with a row of X read per nonzero: {reachable:.4f} s; Tessera's step (round {middle}) "
+      f"{steps[middle - 1] / reachable:.2f}x it (the rest: loss and element-wise passes, in no floor)")
 if bf16_gemm:
     bf16 = median_step(f"{work}/metrics-bf16.jsonl")
     floor16, text16 = describe(n, nnz, dims, bf16_gemm, stream_line)
