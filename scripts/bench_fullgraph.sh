@@ -12,7 +12,8 @@
 # Then the step's eight GEMMs each at the best rate either library reaches on its own shape (the narrow and
 # transposed shapes run below the square rate the floor takes), and the floor with those GEMM times; then
 # also with the SpMM reading a row of X per nonzero at the measured bandwidth (a gathering SpMM on a graph
-# whose X does not stay in cache cannot read X only once): what the libraries and the memory allow.
+# whose X does not stay in cache cannot read X only once): what the libraries and the memory allow. Each
+# round's step is also given against its floor with that SpMM term (the "gather floor").
 #   scripts/bench_fullgraph.sh [THREADS]        (default 2; installs PyTorch through setup.sh --with-bench)
 # ROUNDS=R (default 1) runs Tessera's runs and the floor's measurements R times, alternated, and reports the
 # median of the rounds' steps and of their ratios to their own round's floor (a shared machine moves by 20%
@@ -101,13 +102,18 @@ def median_phases(path):
 def ceilings(r):
     return " ; ".join(open(f"{work}/gemm-{r}.txt").read().split("\n")).strip(" ;"), open(f"{work}/stream-{r}.txt").read()
 
-steps, blas_steps, floors = [], [], []
+steps, blas_steps, floors, gather_floors = [], [], [], []
 for r in range(1, rounds + 1):
     gemm_line, stream_line = ceilings(r)
     floor, _ = describe(n, nnz, dims, gemm_line, stream_line)
     steps.append(median_step(f"{work}/metrics-{r}.jsonl"))
     floors.append(floor)
-    line = f"round {r}: floor {floor:.4f} s, Tessera {steps[-1]:.3f} s = {steps[-1] / floor:.2f}x"
+    # The same floor with the SpMM reading a row of X per nonzero (X does not stay in cache here).
+    rate, bandwidth = rates(gemm_line, stream_line)
+    _, flops, _ = step_floor(n, nnz, dims, rate, bandwidth)
+    gather_floors.append(flops / rate + spmm_gathered_bytes(n, nnz, dims) / bandwidth)
+    line = (f"round {r}: floor {floor:.4f} s, Tessera {steps[-1]:.3f} s = {steps[-1] / floor:.2f}x "
+            f"({steps[-1] / gather_floors[-1]:.2f}x with the SpMM's gathers, {gather_floors[-1]:.4f} s)")
     if two_libraries:
         blas_steps.append(median_step(f"{work}/metrics-blas-{r}.jsonl"))
         line += f"; BLAS GEMMs {blas_steps[-1]:.3f} s = {blas_steps[-1] / floor:.2f}x ({blas_steps[-1] / steps[-1]:.2f}x the default)"
@@ -122,6 +128,8 @@ print(f"Tessera median epoch   {tessera:.3f} s   -> {torch / tessera:.2f}x faste
 print(f"machine floor          {text}   (round {middle})")
 print(f"Tessera / floor        {statistics.median(s / f for s, f in zip(steps, floors)):.2f}x "
       f"(median over {rounds} round(s) of each round's step / its floor)")
+print(f"Tessera / gather floor {statistics.median(s / f for s, f in zip(steps, gather_floors)):.2f}x "
+      f"(the same with the floor's SpMM reading a row of X per nonzero)")
 print("\n".join([f"Tessera's step by phase (round {middle}, medians of epochs 2-9):"] +
                 phase_table(n, nnz, dims, gemm_line, stream_line, median_phases(f"{work}/metrics-{middle}.jsonl"),
                             steps[middle - 1])))
