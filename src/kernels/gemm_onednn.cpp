@@ -23,6 +23,11 @@
 #include "impl/gemm_kernels.hpp"
 #include "tessera/core/error.hpp"
 
+// Tessera splits tall products over the threads itself where oneDNN runs on OpenMP (gemm_onednn_f32).
+#if defined(_OPENMP) && DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#define TESSERA_GEMM_THREAD_SPLIT 1
+#endif
+
 namespace tessera::impl {
 
 namespace {
@@ -110,7 +115,7 @@ void sgemm(Trans ta, Trans tb, const GemmShape& s, float alpha, const float* a, 
           int(status), ")");
 }
 
-#if defined(_OPENMP) && DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#if defined(TESSERA_GEMM_THREAD_SPLIT)
 // Tall products (a layer's hundreds of thousands of node rows) are split over the threads here rather than
 // inside oneDNN: C's rows in chunks, or a long reduction (a weight gradient A^T B) in chunks of it, each
 // chunk one sgemm, which oneDNN runs single-threaded inside a parallel region. The chunks are taken
@@ -126,21 +131,29 @@ bool split_over_threads() {
   return omp_get_max_threads() > 1 && !omp_in_parallel();
 }
 
-void rows_in_chunks(Trans tb, const GemmShape& s, float alpha, const float* a, int64_t lda, const float* b,
-                    int64_t ldb, float beta, float* c, int64_t ldc) {
-  const int64_t chunks = (s.m + kRowChunk - 1) / kRowChunk;
+// chunk(q) for q in [0, chunks), taken dynamically by the threads; an exception in any chunk is rethrown
+// here, after the parallel region (it must not leave it).
+template <class Chunk>
+void for_each_chunk(int64_t chunks, const Chunk& chunk) {
   std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t q = 0; q < chunks; ++q) {
-    const int64_t row = q * kRowChunk, rows = std::min(kRowChunk, s.m - row);
     try {
-      sgemm(Trans::No, tb, {rows, s.n, s.k}, alpha, a + row * lda, lda, b, ldb, beta, c + row * ldc, ldc);
+      chunk(q);
     } catch (...) {
 #pragma omp critical(tessera_gemm_error)
       error = std::current_exception();
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+void rows_in_chunks(Trans tb, const GemmShape& s, float alpha, const float* a, int64_t lda, const float* b,
+                    int64_t ldb, float beta, float* c, int64_t ldc) {
+  for_each_chunk((s.m + kRowChunk - 1) / kRowChunk, [&](int64_t q) {
+    const int64_t row = q * kRowChunk, rows = std::min(kRowChunk, s.m - row);
+    sgemm(Trans::No, tb, {rows, s.n, s.k}, alpha, a + row * lda, lda, b, ldb, beta, c + row * ldc, ldc);
+  });
 }
 
 // How many chunks a long reduction of this shape is cut into; 0: leave it to the library.
@@ -163,19 +176,11 @@ void reduction_in_chunks(int64_t chunks, const GemmShape& s, float alpha, const 
   std::vector<float>& partials = partial_products();
   if (int64_t(partials.size()) < chunks * block) partials.resize(size_t(chunks * block));
   float* p = partials.data();
-  std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t q = 0; q < chunks; ++q) {
+  for_each_chunk(chunks, [&](int64_t q) {
     const int64_t first = std::min(q * length, s.k), count = std::min(length, s.k - first);
-    try {
-      sgemm(Trans::Yes, Trans::No, {s.m, s.n, count}, alpha, a + first * lda, lda, b + first * ldb, ldb, 0.0f,
-            p + q * block, s.n);
-    } catch (...) {
-#pragma omp critical(tessera_gemm_error)
-      error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+    sgemm(Trans::Yes, Trans::No, {s.m, s.n, count}, alpha, a + first * lda, lda, b + first * ldb, ldb, 0.0f,
+          p + q * block, s.n);
+  });
 #pragma omp parallel for
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {
@@ -189,7 +194,7 @@ void reduction_in_chunks(int64_t chunks, const GemmShape& s, float alpha, const 
 }  // namespace
 
 int64_t onednn_reduction_scratch_bytes(const GemmShape& s) {
-#if defined(_OPENMP) && DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#if defined(TESSERA_GEMM_THREAD_SPLIT)
   if (omp_get_max_threads() > 1) return reduction_chunks(s) * s.m * s.n * int64_t(sizeof(float));
 #endif
   (void)s;
@@ -198,7 +203,7 @@ int64_t onednn_reduction_scratch_bytes(const GemmShape& s) {
 
 void gemm_onednn_f32(Trans ta, Trans tb, const GemmShape& s, float alpha, const float* a, int64_t lda,
                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-#if defined(_OPENMP) && DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#if defined(TESSERA_GEMM_THREAD_SPLIT)
   if (split_over_threads()) {
     if (ta == Trans::No && s.m >= 2 * kRowChunk)
       return rows_in_chunks(tb, s, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -72,6 +72,13 @@ void write_logits_gradient(const Matrix<const float>& x, const Vector<const floa
   }
 }
 
+// The loss and its row count summed over the ranks holding other rows (entered by all of them alike).
+std::pair<double, int64_t> summed_over_rows(const LogitsLayout& layout, double loss, int64_t count) {
+  double totals[2] = {loss, double(count)};
+  if (layout.rows->size() > 1) all_reduce(*layout.rows, totals, 2, ReduceOp::Sum, "loss allreduce c");
+  return {totals[0], int64_t(totals[1])};
+}
+
 // One host pass per row where a rank holds every class of its rows: the maximum, the exponentials (kept
 // for the gradient where the row has at most kKeptExps classes, recomputed past that), the loss and the
 // gradient, with the row in cache. The same operations in the same order as the three passes above, so
@@ -132,9 +139,7 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
   const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
   if (std::is_same<DeviceSpace, HostSpace>::value && layout.classes->size() == 1) {
     const auto [loss, count] = one_pass_host_loss(x, labels, mask, local, grad_scale, grad);
-    double totals[2] = {loss, double(count)};
-    if (layout.rows->size() > 1) all_reduce(*layout.rows, totals, 2, ReduceOp::Sum, "loss allreduce c");
-    return {totals[0], int64_t(totals[1])};
+    return summed_over_rows(layout, loss, count);
   }
   const Vector<float> top = row_max(layout, x, labels, mask);
   // Sum of exponentials and the label's logit, both summed over a (only one rank holds the label column).
@@ -167,9 +172,7 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
         n += 1;
       },
       loss, count);
-  double totals[2] = {loss, double(count)};
-  if (layout.rows->size() > 1) all_reduce(*layout.rows, totals, 2, ReduceOp::Sum, "loss allreduce c");
-  return {totals[0], int64_t(totals[1])};
+  return summed_over_rows(layout, loss, count);
 }
 
 // On the device, in two all-reduces over a (so NCCL can carry them): the row maxima, then the lowest
