@@ -173,6 +173,7 @@ H5Handle h5_create_dataset(hid_t file, const std::string& name, hid_t type, cons
     H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data());
   }
   H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
+  H5Pset_obj_track_times(dcpl.get(), 0);  // no timestamps: the same data makes the same bytes
   H5Handle dataset(H5Dcreate2(file, name.c_str(), type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
   require(dataset.valid(), file_name_of(file), ": cannot create dataset ", name);
   return dataset;

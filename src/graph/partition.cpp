@@ -2,6 +2,10 @@
 #include "tessera/graph/partition.hpp"
 
 #include <metis.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <limits>
@@ -186,6 +190,53 @@ void write_partition(const std::string& path, const std::string& name, const std
       path, ": cannot rename ", temp_name, " to ", final_name);
 }
 
+namespace {
+
+constexpr const char* kPartitionFormat = "tessera-partition";
+
+bool is_partition_file(const std::string& path) {
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  prepare_hdf5();
+  const H5Handle file = h5_open_file(self, path, false);
+  std::string format;
+  return file.valid() && h5_read_attr(file.get(), "format", format) && format == kPartitionFormat;
+}
+
+}  // namespace
+
+void create_partition_file(const std::string& path, const std::string& graph_path, int64_t num_nodes,
+                           const std::string& graph_fingerprint) {
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  prepare_hdf5();
+  const H5Handle file = h5_create_file(self, path);
+  h5_write_attr(file.get(), "format", std::string(kPartitionFormat));
+  h5_write_attr(file.get(), "graph", graph_path);
+  h5_write_attr(file.get(), "num_nodes", num_nodes);
+  h5_write_attr(file.get(), "graph_fingerprint", graph_fingerprint);
+}
+
+void check_partition_file(const Communicator& comm, const std::string& path, int64_t num_nodes,
+                          const std::string& graph_fingerprint) {
+  comm.run_on(0, [&] {
+    const Communicator self(MPI_COMM_SELF, false, nullptr);
+    prepare_hdf5();
+    require(access(path.c_str(), R_OK) == 0, path, ": --partition-file cannot be read (",
+            std::strerror(errno), ")");
+    const H5Handle file = h5_open_file(self, path, false);
+    std::string format, fingerprint, graph;
+    int64_t nodes = 0;
+    require(file.valid() && h5_read_attr(file.get(), "format", format) && format == kPartitionFormat, path,
+            ": not a partition file (make one with tessera partition --output)");
+    require(h5_read_attr(file.get(), "num_nodes", nodes) &&
+                h5_read_attr(file.get(), "graph_fingerprint", fingerprint),
+            path, ": partition file attributes are missing (corrupt file?)");
+    h5_read_attr(file.get(), "graph", graph);
+    require(nodes == num_nodes && fingerprint == graph_fingerprint, path, ": made for another graph (", graph,
+            ", ", nodes, " nodes, fingerprint ", fingerprint, "), not this one (", num_nodes,
+            " nodes, fingerprint ", graph_fingerprint, ")");
+  });
+}
+
 std::vector<int32_t> read_partition(const Communicator& comm, const std::string& path,
                                     const std::string& name, int64_t expected_parts, int64_t first,
                                     int64_t count) {
@@ -195,11 +246,12 @@ std::vector<int32_t> read_partition(const Communicator& comm, const std::string&
     const Communicator self(MPI_COMM_SELF, false, nullptr);
     prepare_hdf5();
     int64_t n = 0;
-    {
+    if (!is_partition_file(path)) {
       const GraphFileReader reader(self, path);
       n = reader.meta().num_nodes;
     }
     const H5Handle file = h5_open_file(self, path, false);
+    if (n == 0) require(h5_read_attr(file.get(), "num_nodes", n), path, ": no 'num_nodes' attribute");
     const std::string dataset = "/partition/" + name;
     require(h5_exists(file.get(), "/partition") && h5_exists(file.get(), dataset), path, ": no partition '",
             name, "' (run: tessera partition --data ", path, " --parts ", expected_parts, " --name ", name,

@@ -48,9 +48,20 @@ PartitionReport evaluate_partition(const std::string& path, const std::vector<in
 void write_partition(const std::string& path, const std::string& name, const std::vector<int32_t>& part,
                      int64_t parts, PartitionMethod method, const PartitionReport& report);
 
-/// Collective: the parts of nodes [first, first + count) (count < 0: every node) from /partition/NAME;
-/// CollectiveError naming the file when it is missing, has another length, another part count than
-/// `expected_parts`, or part ids out of range.
+/// Creates `path` (replacing it) as a partition file of its own for the graph `graph_path`: root attributes
+/// format "tessera-partition", graph, num_nodes and graph_fingerprint (graph_identity); write_partition then
+/// adds /partition/NAME to it. A graph shared read-only is never written this way. Serial.
+void create_partition_file(const std::string& path, const std::string& graph_path, int64_t num_nodes,
+                           const std::string& graph_fingerprint);
+
+/// Collective: throws CollectiveError naming `path` unless it is a partition file (create_partition_file)
+/// made for a graph of `num_nodes` nodes with this fingerprint.
+void check_partition_file(const Communicator& comm, const std::string& path, int64_t num_nodes,
+                          const std::string& graph_fingerprint);
+
+/// Collective: the parts of nodes [first, first + count) (count < 0: every node) from /partition/NAME of
+/// `path`, a graph file or a partition file; CollectiveError naming the file when it is missing, has another
+/// length, another part count than `expected_parts`, or part ids out of range.
 std::vector<int32_t> read_partition(const Communicator& comm, const std::string& path,
                                     const std::string& name, int64_t expected_parts, int64_t first = 0,
                                     int64_t count = -1);

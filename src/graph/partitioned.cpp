@@ -175,7 +175,7 @@ std::vector<int64_t> owned_split(const Communicator& comm, const GraphFileReader
 }  // namespace
 
 PartitionedGraph load_partitioned(const Communicator& comm, const std::string& path,
-                                  const std::string& partition) {
+                                  const std::string& partition, const std::string& partition_file) {
   const GraphFileReader reader(comm, path);
   const GraphMeta& meta = reader.meta();
   comm.check(reader.has_split("train"), path + ": no split named 'train' (the trainer needs /split/train)");
@@ -203,7 +203,8 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
                                         g.num_nodes - (ranks - r));
     g.owner_begin = read_begins;
   } else {
-    numbering = std::make_unique<BlockRenumbering>(comm, path, partition, g.num_nodes, read_begins);
+    numbering = std::make_unique<BlockRenumbering>(comm, partition_file.empty() ? path : partition_file,
+                                                   partition, g.num_nodes, read_begins);
     g.owner_begin = numbering->begin();
   }
   g.first = g.owner_begin[size_t(comm.rank())];

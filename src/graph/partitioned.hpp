@@ -48,8 +48,10 @@ struct PartitionedGraph {
 /// ranges of file ids (no renumbering), cut so each rank holds about the same bytes of features and
 /// neighbour lists (balanced_row_begins; at least one node each). Throws CollectiveError naming the file
 /// on a missing or mismatched partition, on any value validate_graph would refuse (checked as the rows are
-/// read) and on files the trainer cannot use (no train split, no labels).
+/// read) and on files the trainer cannot use (no train split, no labels). `partition_file`: where
+/// /partition/NAME is read from (a file of tessera partition --output, checked by the caller with
+/// check_partition_file); empty: the graph file itself.
 PartitionedGraph load_partitioned(const Communicator& comm, const std::string& path,
-                                  const std::string& partition);
+                                  const std::string& partition, const std::string& partition_file = "");
 
 }  // namespace tessera
