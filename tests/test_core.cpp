@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <Kokkos_Core.hpp>
+
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <random>
 #include <set>
 #include <thread>
@@ -19,7 +24,9 @@
 #include "tessera/core/huge_pages.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/memory.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/core/random.hpp"
+#include "tessera/core/stop_signals.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
 
@@ -308,4 +315,78 @@ TEST(PageBuffer, ZeroedMovableAndReturned) {
   b.reset();
   EXPECT_EQ(b.data(), nullptr);
   EXPECT_GT(written - resident(), 48.0 * 1048576);
+}
+
+namespace {
+
+std::string plan_error(const PathPlan& plan) {
+  try {
+    plan.check_and_prepare();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(Paths, OutputsNeverNameAnInputAnotherOutputOrADirectory) {
+  char pattern[] = "/tmp/tessera-paths-XXXXXX";
+  const std::string dir = mkdtemp(pattern);
+  const std::string graph = dir + "/g.h5";
+  std::ofstream(graph) << "graph";
+  ASSERT_EQ(symlink(graph.c_str(), (dir + "/alias.h5").c_str()), 0);
+  ASSERT_EQ(link(graph.c_str(), (dir + "/hard.h5").c_str()), 0);
+  const auto with_output = [&](const std::string& path, const std::string& option) {
+    PathPlan plan;
+    plan.input(graph, "--data");
+    plan.output_file(path, option);
+    return plan_error(plan);
+  };
+  // The same file by its name, through "..", a symbolic link and a hard link.
+  EXPECT_EQ(with_output(graph, "--metrics"),
+            graph + ": --metrics names the input of --data; it would be overwritten (choose another path)");
+  EXPECT_NE(with_output(dir + "/../" + dir.substr(5) + "/g.h5", "--metrics").find("names the input"),
+            std::string::npos);
+  EXPECT_NE(with_output(dir + "/alias.h5", "--save-embeddings").find("names the input of --data"),
+            std::string::npos);
+  EXPECT_NE(with_output(dir + "/hard.h5", "--save-embeddings").find("names the input of --data"),
+            std::string::npos);
+  EXPECT_EQ(with_output(dir, "--save-predictions"),
+            dir + ": --save-predictions names a directory; give a file name");
+  EXPECT_NE(with_output(dir + "/absent/p.txt", "--metrics").find("cannot write --metrics (No such file"),
+            std::string::npos);
+  EXPECT_EQ(with_output(dir + "/p.txt", "--save-predictions"), "no error");
+  EXPECT_NE(access((dir + "/p.txt").c_str(), F_OK), 0) << "the probe leaves nothing behind";
+  PathPlan two;
+  two.output_file(dir + "/out", "--save-predictions");
+  two.output_file(dir + "/./out", "--save-embeddings");
+  EXPECT_EQ(
+      plan_error(two),
+      dir + "/./out: given to both --save-predictions and --save-embeddings; each output needs its own path");
+  // A checkpoint directory is created (parents too), and a file in its place refused.
+  PathPlan created;
+  created.output_directory(dir + "/ck/a/b", "--checkpoint");
+  created.output_file(dir + "/ck/a/b/checkpoint.h5", "--checkpoint");
+  EXPECT_EQ(plan_error(created), "no error");
+  struct stat st {};
+  EXPECT_TRUE(stat((dir + "/ck/a/b").c_str(), &st) == 0 && S_ISDIR(st.st_mode));
+  PathPlan file_as_dir;
+  file_as_dir.output_directory(graph, "--checkpoint");
+  EXPECT_EQ(plan_error(file_as_dir), graph + ": --checkpoint names a file, not a directory");
+  EXPECT_EQ(resolved_path(dir + "/not-yet"),
+            dir.substr(0, 4) == "/tmp" ? resolved_path(dir) + "/not-yet" : "");
+  EXPECT_EQ(resolved_path(dir + "/absent/x"), "");
+  std::string command = "rm -rf " + dir;
+  EXPECT_EQ(std::system(command.c_str()), 0);
+}
+
+TEST(StopSignals, ClearForgetsASignalForTheNextRun) {
+  {
+    const StopSignalWatch watch;
+    std::raise(SIGUSR1);
+    EXPECT_EQ(StopSignalWatch::received(), SIGUSR1);
+    StopSignalWatch::clear();
+    EXPECT_EQ(StopSignalWatch::received(), 0);
+  }
 }

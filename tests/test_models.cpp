@@ -9,6 +9,8 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "reference/layers.hpp"
@@ -20,6 +22,7 @@
 #include "tessera/kernels/kernel_path.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/models/activation.hpp"
+#include "tessera/models/checkpoint.hpp"
 #include "tessera/models/conv.hpp"
 #include "tessera/models/full_graph.hpp"
 #include "tessera/models/hooks.hpp"
@@ -761,6 +764,100 @@ TEST(Trainer, StopSignalEndsTheRunAtTheEpochEnd) {
   EXPECT_STREQ(stop_signal_name(SIGUSR1), "SIGUSR1");
 }
 
+// A run stopped by a signal consumes it: a second run in the same process trains every epoch.
+TEST(Trainer, ASecondRunIsNotStoppedByTheFirstRunsSignal) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  const Graph3D g = forty_node_graph(grid);
+  Sequential model(grid, 6, RunOptions{}, 1);
+  model.add<GcnConv>(5);
+  model.add<GcnConv>(3);
+  FullGraphSource source(g, grid, world, model.needs_self_blocks());
+  StopSignalWatch::clear();
+  TrainerOptions options;
+  options.epochs = 6;
+  options.stop_on_signal = true;
+  Trainer first(model, source, world, options);
+  RaiseAtEpoch raise;
+  raise.epoch = 2, raise.signal = SIGTERM;
+  first.add_hook(raise);
+  EXPECT_EQ(first.run().stop_signal, SIGTERM);
+  Trainer second(model, source, world, options);
+  const TrainResult r = second.run();
+  EXPECT_EQ(r.stop_signal, 0);
+  EXPECT_EQ(r.history.size(), 6u);
+}
+
+TEST(Checkpoint, RunDifferencesNameEachKeyWithBothValues) {
+  const nlohmann::json saved = {{"lr", 0.01}, {"mode", "full"}, {"graph_fingerprint", "ab"}};
+  const nlohmann::json now = {{"lr", 0.1}, {"mode", "full"}, {"dropout", 0.5}};
+  const std::vector<std::string> d = run_differences(saved, now);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0], "dropout 0.5 (checkpoint: (none))");
+  EXPECT_EQ(d[1], "graph_fingerprint (none) (checkpoint: ab)");
+  EXPECT_EQ(d[2], "lr 0.1 (checkpoint: 0.01)");
+  EXPECT_TRUE(run_differences(now, now).empty());
+}
+
+// Resumed from any epoch, a run is the same run: the best-validation parameters come back from the
+// checkpoint (node outputs byte-identical), and so do the evaluations since the best (early stopping).
+TEST(Trainer, ResumedRunWritesTheStraightRunsOutputsAndStopsAtTheSameEpoch) {
+  const Communicator world = Communicator::world();
+  const std::string dir = scratch_dir() + "/same-run";
+  const auto outputs = [&](const std::string& tag, int64_t epochs, bool resume) {
+    TrainOptions o = small_run(epochs);
+    o.optimizer.lr = 0.05f;
+    o.patience = 4;
+    o.checkpoint_dir = dir + "/ck-" + tag;
+    o.resume = resume;
+    o.predictions_path = dir + "/p-" + tag + ".txt";
+    o.embeddings_path = dir + "/e-" + tag + ".h5";
+    return run_training(o, world);
+  };
+  const TrainResult straight = outputs("a", 200, false);
+  ASSERT_LT(straight.epochs_done, 200) << "the patience must end the straight run early";
+  ASSERT_LT(straight.best_epoch, straight.epochs_done);
+  for (int64_t stop : {straight.best_epoch, straight.epochs_done - 1}) {
+    const std::string tag = "b" + std::to_string(stop);
+    outputs(tag, stop, false);
+    const TrainResult resumed = outputs(tag, 200, true);
+    EXPECT_EQ(resumed.epochs_done, straight.epochs_done) << "stopped at " << stop;
+    EXPECT_EQ(resumed.best_epoch, straight.best_epoch);
+    EXPECT_EQ(resumed.test_at_best, straight.test_at_best);
+    for (const char* kind : {"/p-", "/e-"}) {
+      const std::string ext = kind[1] == 'p' ? ".txt" : ".h5";
+      std::ifstream a(dir + kind + "a" + ext, std::ios::binary), b(dir + kind + tag + ext, std::ios::binary);
+      const std::string bytes_a((std::istreambuf_iterator<char>(a)), {}),
+          bytes_b((std::istreambuf_iterator<char>(b)), {});
+      EXPECT_FALSE(bytes_a.empty());
+      EXPECT_TRUE(bytes_a == bytes_b) << kind << " differs after a stop at epoch " << stop;
+    }
+  }
+}
+
+TEST(Trainer, ResumeWithOtherSettingsIsRefusedUnlessForced) {
+  const Communicator world = Communicator::world();
+  TrainOptions o = small_run(3);
+  o.checkpoint_dir = scratch_dir() + "/settings";
+  run_training(o, world);
+  TrainOptions other = o;
+  other.epochs = 5;
+  other.resume = true;
+  other.optimizer.lr = 0.05f;
+  std::string message;
+  try {
+    run_training(other, world);
+  } catch (const CollectiveError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(
+      message.find("this run differs from the one that wrote the checkpoint: lr 0.05 (checkpoint: 0.01)"),
+      std::string::npos)
+      << message;
+  other.resume_force = true;
+  EXPECT_EQ(run_training(other, world).epochs_done, 5);
+}
+
 TEST(Trainer, WritesMetricsAndPredictions) {
   TrainOptions o = small_run(5);
   o.metrics_path = scratch_dir() + "/metrics.jsonl";
@@ -828,7 +925,7 @@ TEST(Trainer, BadCheckpointsAndSettingsAreClearErrors) {
   EXPECT_NE(message(resume).find("cannot open the checkpoint"), std::string::npos) << message(resume);
   TrainOptions none = small_run(3);
   none.model.layers = 0;
-  EXPECT_EQ(message(none), "--layers must be at least 1, not 0");
+  EXPECT_EQ(message(none), "--layers must be in [1, 256], not 0");
   TrainOptions missing = small_run(3);
   missing.data = dir + "/nothing.h5";
   EXPECT_NE(message(missing).find("cannot read"), std::string::npos);

@@ -9,13 +9,15 @@
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
 #include "tessera/graph/hdf5_io.hpp"
 
 namespace tessera {
 namespace {
 
 constexpr const char* kFormat = "tessera-checkpoint";
-constexpr int64_t kVersion = 2;  // 2: global 2D layout
+// 2: global 2D layout; 3: best-validation arrays, evaluations since the best, the run's identity.
+constexpr int64_t kVersion = 3;
 
 // The in-bounds part of a local block: rows [row_begin, row_begin + rows) x cols [...], clipped.
 struct Clip {
@@ -62,10 +64,54 @@ void for_each_array(const CheckpointState& s, const Fn& fn) {
     fn("/buffer/" + b.name, *b.value, int64_t(1), int64_t(b.value->extent(0)), b.placement);
 }
 
+// The best-validation arrays, parallel to the parameters then the buffers (CheckpointState::best).
+template <class Fn>
+void for_each_best_array(const CheckpointState& s, const Fn& fn) {
+  size_t k = 0;
+  for (const ParameterRef& ref : s.params) {
+    const Parameter& p = *ref.param;
+    fn("/best/param/" + p.name, (*s.best)[k++], p.rows, p.cols, ref.placement);
+  }
+  for (const BufferRef& b : s.buffers)
+    fn("/best/buffer/" + b.name, (*s.best)[k++], int64_t(1), int64_t(b.value->extent(0)), b.placement);
+}
+
+// Allocates the best-validation arrays to the shapes of the state's local blocks.
+void allocate_best(const CheckpointState& s) {
+  s.best->clear();
+  for (const ParameterRef& p : s.params)
+    s.best->emplace_back("best." + p.param->name, p.param->value.extent(0));
+  for (const BufferRef& b : s.buffers) s.best->emplace_back("best." + b.name, b.value->extent(0));
+}
+
+std::string value_text(const nlohmann::json& v) {
+  if (v.is_null()) return "(none)";
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
 }  // namespace
 
 CheckpointState checkpoint_state(Model& model, Adam& optimizer, uint64_t seed) {
-  return CheckpointState{model.describe(), seed, model.parameters(), &optimizer, model.buffers()};
+  CheckpointState state;
+  state.model = model.describe();
+  state.seed = seed;
+  state.params = model.parameters();
+  state.optimizer = &optimizer;
+  state.buffers = model.buffers();
+  return state;
+}
+
+std::vector<std::string> run_differences(const nlohmann::json& saved, const nlohmann::json& now) {
+  std::vector<std::string> out;
+  nlohmann::json keys = nlohmann::json::object();
+  for (const auto& [k, v] : saved.items()) keys[k] = true;
+  for (const auto& [k, v] : now.items()) keys[k] = true;
+  for (const auto& [k, unused] : keys.items()) {
+    const nlohmann::json a = saved.contains(k) ? saved[k] : nlohmann::json(),
+                         b = now.contains(k) ? now[k] : nlohmann::json();
+    if (a != b) out.push_back(k + " " + value_text(b) + " (checkpoint: " + value_text(a) + ")");
+  }
+  return out;
 }
 
 void save_checkpoint(const std::string& path, const CheckpointState& state, const TrainingProgress& progress,
@@ -91,8 +137,13 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
     h5_write_attr(root, "best_epoch", progress.best_epoch);
     h5_write_attr(root, "best_valid", progress.best_valid);
     h5_write_attr(root, "test_at_best", progress.test_at_best);
-    for_each_array(state, [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
-                              const BlockPlacement& b) { write_block(root, name, v, rows, cols, b); });
+    h5_write_attr(root, "evaluations_since_best", progress.evaluations_since_best);
+    h5_write_attr(root, "run", state.run.dump());
+    const auto write = [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
+                           const BlockPlacement& b) { write_block(root, name, v, rows, cols, b); };
+    for_each_array(state, write);
+    // Every rank holds a best state or none (it is set on the same epoch everywhere).
+    if (state.best != nullptr && !state.best->empty()) for_each_best_array(state, write);
     // Closed here and checked: the close flushes, and a flush that failed (a full disk) must not be renamed
     // over the previous checkpoint.
     const hid_t id = file.get();
@@ -112,8 +163,42 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
   });
 }
 
-TrainingProgress load_checkpoint(const std::string& path, const CheckpointState& state,
-                                 const Communicator& comm) {
+namespace {
+
+// The checkpoint's run identity (an object), checked collectively.
+nlohmann::json saved_run(const Communicator& comm, const std::string& path, hid_t root, H5Handle& file) {
+  std::string text, problem;
+  nlohmann::json saved;
+  if (!h5_read_attr(root, "run", text))
+    problem = path + ": checkpoint attribute 'run' is missing (corrupt file?)";
+  else
+    saved = nlohmann::json::parse(text, nullptr, false);
+  if (problem.empty() && !saved.is_object())
+    problem = path + ": checkpoint attribute 'run' is not a JSON object (corrupt file?)";
+  h5_check(comm, problem.empty(), problem, {&file});
+  return saved;
+}
+
+std::string differences_message(const std::string& path, const std::vector<std::string>& differences) {
+  std::string list;
+  for (const std::string& d : differences) list += (list.empty() ? "" : "; ") + d;
+  return path + ": this run differs from the one that wrote the checkpoint: " + list +
+         ". Resume with the same settings and graph, or add --resume-force to continue anyway";
+}
+
+// The checkpoint's run against this one: refused with every difference unless the caller accepts them.
+void check_run(const Communicator& comm, const std::string& path, hid_t root, const CheckpointState& state,
+               H5Handle& file) {
+  const std::vector<std::string> differences = run_differences(saved_run(comm, path, root, file), state.run);
+  if (differences.empty()) return;
+  if (!state.accept_run_differences) h5_check(comm, false, differences_message(path, differences), {&file});
+  std::string list;
+  for (const std::string& d : differences) list += (list.empty() ? "" : "; ") + d;
+  log_line("resuming " + path + " although this run differs from the checkpoint's (--resume-force): " + list);
+}
+
+// Collective: the checkpoint file opened after checking it is there and looks like HDF5.
+H5Handle open_checkpoint(const std::string& path, const Communicator& comm) {
   prepare_hdf5();
   comm.run_on(0, [&] {
     require_os(access(path.c_str(), R_OK) == 0, path, ": no checkpoint to resume from");
@@ -126,6 +211,14 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
   });
   H5Handle file = h5_open_file(comm, path, false);
   comm.check(file.valid(), path + ": cannot open the checkpoint (not HDF5, corrupt or truncated)");
+  return file;
+}
+
+}  // namespace
+
+TrainingProgress load_checkpoint(const std::string& path, const CheckpointState& state,
+                                 const Communicator& comm) {
+  H5Handle file = open_checkpoint(path, comm);
   const hid_t root = file.get();
   std::string format, described, problem;
   int64_t version = 0, seed = 0, steps = 0;
@@ -146,33 +239,59 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
            !h5_read_attr(root, "optimizer_steps", steps) ||
            !h5_read_attr(root, "best_epoch", progress.best_epoch) ||
            !h5_read_attr(root, "best_valid", progress.best_valid) ||
-           !h5_read_attr(root, "test_at_best", progress.test_at_best))
+           !h5_read_attr(root, "test_at_best", progress.test_at_best) ||
+           !h5_read_attr(root, "evaluations_since_best", progress.evaluations_since_best))
     problem = path + ": checkpoint attributes are missing (corrupt file?)";
-  else if (progress.epochs_done < 0 || steps < 0 ||
+  else if (progress.epochs_done < 0 || steps < 0 || progress.evaluations_since_best < 0 ||
            (progress.best_epoch != -1 &&
             (progress.best_epoch < 1 || progress.best_epoch > progress.epochs_done)))
     problem = path + ": checkpoint records " + std::to_string(progress.epochs_done) + " epochs done, " +
               std::to_string(steps) + " optimizer steps and best epoch " +
               std::to_string(progress.best_epoch) + " (corrupt file?)";
   h5_check(comm, problem.empty(), problem, {&file});
-  for_each_array(
-      state, [&](const std::string& name, const Vector<float>&, int64_t, int64_t, const BlockPlacement& b) {
-        if (!problem.empty()) return;
-        if (!h5_exists(root, name)) {
-          problem = path + ": dataset " + name + " is missing";
-          return;
-        }
-        H5Handle dataset(H5Dopen2(root, name.c_str(), H5P_DEFAULT));
-        if (!dataset.valid() || h5_shape(dataset.get()) != std::vector<int64_t>{b.rows, b.cols} ||
-            h5_type_class(dataset.get()) != H5T_FLOAT)
-          problem = path + ": dataset " + name + " is not a " + std::to_string(b.rows) + " x " +
-                    std::to_string(b.cols) + " float array, as this model's";
-      });
+  const auto check_shape = [&](const std::string& name, const Vector<float>&, int64_t, int64_t,
+                               const BlockPlacement& b) {
+    if (!problem.empty()) return;
+    if (!h5_exists(root, name)) {
+      problem = path + ": dataset " + name + " is missing";
+      return;
+    }
+    H5Handle dataset(H5Dopen2(root, name.c_str(), H5P_DEFAULT));
+    if (!dataset.valid() || h5_shape(dataset.get()) != std::vector<int64_t>{b.rows, b.cols} ||
+        h5_type_class(dataset.get()) != H5T_FLOAT)
+      problem = path + ": dataset " + name + " is not a " + std::to_string(b.rows) + " x " +
+                std::to_string(b.cols) + " float array, as this model's";
+  };
+  for_each_array(state, check_shape);
   h5_check(comm, problem.empty(), problem, {&file});
+  check_run(comm, path, root, state, file);
+  const bool has_best = h5_exists(root, "/best");
+  if (has_best && state.best != nullptr) {
+    allocate_best(state);
+    for_each_best_array(state, check_shape);
+    h5_check(comm, problem.empty(), problem, {&file});
+  }
   state.optimizer->set_steps(steps);
-  for_each_array(state, [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
-                            const BlockPlacement& b) { read_block(root, path, name, v, rows, cols, b); });
+  const auto read = [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
+                        const BlockPlacement& b) { read_block(root, path, name, v, rows, cols, b); };
+  for_each_array(state, read);
+  if (has_best && state.best != nullptr) for_each_best_array(state, read);
   return progress;
+}
+
+void check_checkpoint_run(const std::string& path, const nlohmann::json& run, const Communicator& comm) {
+  H5Handle file = open_checkpoint(path, comm);
+  std::string format, problem;
+  int64_t version = 0;
+  if (!h5_read_attr(file.get(), "format", format) || format != kFormat)
+    problem = path + ": not a Tessera checkpoint";
+  else if (!h5_read_attr(file.get(), "version", version) || version != kVersion)
+    problem = path + ": checkpoint version " + std::to_string(version) + ", this Tessera reads version " +
+              std::to_string(kVersion);
+  h5_check(comm, problem.empty(), problem, {&file});
+  const std::vector<std::string> differences = run_differences(saved_run(comm, path, file.get(), file), run);
+  h5_check(comm, differences.empty(), differences.empty() ? "" : differences_message(path, differences),
+           {&file});
 }
 
 }  // namespace tessera

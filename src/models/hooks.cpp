@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include <unistd.h>
 
@@ -36,13 +37,46 @@ bool ConsoleReport::on_epoch(Trainer&, const EpochRecord& r) {
   return true;
 }
 
-void MetricsFile::on_start(Trainer& trainer) {
-  int error = 0;
-  if (trainer.world().rank() == 0) {
-    out_.open(path_, trainer.progress().epochs_done > 0 ? std::ios::app : std::ios::trunc);
-    error = out_ ? 0 : errno;
+namespace {
+
+// Rank 0: keeps the records of epochs up to `epochs_done` (records without an epoch too), through a
+// temporary and a rename; a missing file stays missing.
+void cut_metrics_back(const std::string& path, int64_t epochs_done) {
+  std::ifstream in(path);
+  if (!in) return;
+  const std::string temp = path + ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    require_os(bool(out), path, ": cannot rewrite metrics");
+    std::string line;
+    while (std::getline(in, line)) {
+      const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+      if (record.is_object() && record.contains("epoch") && record["epoch"].is_number_integer() &&
+          record["epoch"].get<int64_t>() > epochs_done)
+        continue;
+      out << line << '\n';
+    }
+    out.flush();
+    if (!out) {
+      std::remove(temp.c_str());
+      require_os(false, path, ": cannot rewrite metrics");
+    }
   }
-  trainer.world().check(error == 0, path_ + ": cannot write metrics (" + std::strerror(error) + ")");
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    require_os(false, path, ": cannot rewrite metrics");
+  }
+}
+
+}  // namespace
+
+void MetricsFile::on_start(Trainer& trainer) {
+  const int64_t done = trainer.progress().epochs_done;
+  trainer.world().run_on(0, [&] {
+    if (done > 0) cut_metrics_back(path_, done);
+    out_.open(path_, done > 0 ? std::ios::app : std::ios::trunc);
+    require_os(bool(out_), path_, ": cannot write metrics");
+  });
 }
 
 void MetricsFile::on_step(Trainer&, const StepRecord& s) {
@@ -70,75 +104,52 @@ bool MetricsFile::on_epoch(Trainer&, const EpochRecord& r) {
   return true;
 }
 
+CheckpointState Checkpointer::state(Trainer& trainer) const {
+  CheckpointState s = checkpoint_state(trainer.model(), trainer.optimizer(), trainer.options().seed);
+  s.best = &trainer.best_state();
+  s.run = options_.run;
+  s.accept_run_differences = options_.accept_run_differences;
+  return s;
+}
+
 void Checkpointer::on_start(Trainer& trainer) {
-  const std::string path = path_in(dir_);
+  const std::string path = path_in(options_.dir);
   check_writable(trainer.world(), path, "checkpoints");
-  if (!resume_) return;
-  trainer.progress() = load_checkpoint(
-      path, checkpoint_state(trainer.model(), trainer.optimizer(), trainer.options().seed), trainer.world());
+  if (!options_.resume) return;
+  trainer.progress() = load_checkpoint(path, state(trainer), trainer.world());
   log_line("resumed from " + path + " after epoch " + std::to_string(trainer.progress().epochs_done));
   saved_at_ =
       trainer.progress().epochs_done;  // on disk already: a run with nothing left to do rewrites nothing
 }
 
 void Checkpointer::save(Trainer& trainer) {
-  save_checkpoint(path_in(dir_),
-                  checkpoint_state(trainer.model(), trainer.optimizer(), trainer.options().seed),
-                  trainer.progress(), trainer.world());
+  save_checkpoint(path_in(options_.dir), state(trainer), trainer.progress(), trainer.world());
   saved_at_ = trainer.progress().epochs_done;
 }
 
 bool Checkpointer::on_epoch(Trainer& trainer, const EpochRecord& r) {
-  if (every_ > 0 && r.epoch % every_ == 0) save(trainer);
+  if (options_.every > 0 && r.epoch % options_.every == 0) save(trainer);
   return true;
 }
 
 void Checkpointer::on_finish(Trainer& trainer) {
-  // A run stopped by a signal is saved whatever --checkpoint-every says: it is meant to be resumed.
-  if ((every_ == 0 || trainer.stop_signal() != 0) && saved_at_ != trainer.progress().epochs_done)
-    save(trainer);
+  // Whatever --checkpoint-every says, the end of a run is saved: a signal's stop is meant to be resumed,
+  // and a finished run can be extended or predicted from.
+  if (saved_at_ != trainer.progress().epochs_done) save(trainer);
 }
 
 bool EarlyStopping::on_epoch(Trainer& trainer, const EpochRecord& r) {
-  if (!r.evaluated) return true;
-  since_best_ = r.best ? 0 : since_best_ + 1;
-  if (since_best_ < patience_) return true;
+  const TrainingProgress& p = trainer.progress();
+  if (!r.evaluated || p.evaluations_since_best < patience_) return true;
   log_line("early stop after epoch " + std::to_string(r.epoch) + ": no better validation accuracy in " +
-           std::to_string(patience_) + " evaluations (best " + std::to_string(trainer.progress().best_valid) +
-           " at epoch " + std::to_string(trainer.progress().best_epoch) + ")");
+           std::to_string(patience_) + " evaluations (best " + std::to_string(p.best_valid) + " at epoch " +
+           std::to_string(p.best_epoch) + ")");
   return false;
-}
-
-std::vector<Vector<float>> NodeOutputs::snapshot(Trainer& trainer) const {
-  std::vector<Vector<float>> values;
-  for (const ParameterRef& p : trainer.model().parameters()) {
-    values.emplace_back("best." + p.param->name, p.param->value.extent(0));
-    Kokkos::deep_copy(values.back(), p.param->value);
-  }
-  for (const BufferRef& b : trainer.model().buffers()) {
-    values.emplace_back("best." + b.name, b.value->extent(0));
-    Kokkos::deep_copy(values.back(), *b.value);
-  }
-  return values;
-}
-
-void NodeOutputs::restore(Trainer& trainer, const std::vector<Vector<float>>& values) const {
-  size_t k = 0;
-  for (const ParameterRef& p : trainer.model().parameters()) Kokkos::deep_copy(p.param->value, values[k++]);
-  for (const BufferRef& b : trainer.model().buffers()) Kokkos::deep_copy(*b.value, values[k++]);
 }
 
 void NodeOutputs::on_start(Trainer& trainer) {
   if (!paths_.predictions.empty()) check_writable(trainer.world(), paths_.predictions, "predictions");
   if (!paths_.embeddings.empty()) check_writable(trainer.world(), paths_.embeddings, "embeddings");
-}
-
-bool NodeOutputs::on_epoch(Trainer& trainer, const EpochRecord& r) {
-  if (r.best) {
-    best_ = snapshot(trainer);
-    best_epoch_ = r.epoch;
-  }
-  return true;
 }
 
 void NodeOutputs::on_finish(Trainer& trainer) {
@@ -147,15 +158,10 @@ void NodeOutputs::on_finish(Trainer& trainer) {
     log_line("stopped early: predictions and embeddings are written when the resumed run finishes");
     return;
   }
-  const int64_t epoch = best_epoch_ >= 0 ? best_epoch_ : trainer.progress().epochs_done;
-  if (best_epoch_ < 0) log_line("no evaluation in this run: node outputs come from the final model");
-  std::vector<Vector<float>> final_state;
-  if (best_epoch_ >= 0) {
-    final_state = snapshot(trainer);
-    restore(trainer, best_);
-  }
-  trainer.source().write_outputs(trainer.model(), epoch - 1, paths_);
-  if (best_epoch_ >= 0) restore(trainer, final_state);
+  const bool best = !trainer.best_state().empty();
+  const int64_t epoch = best ? trainer.progress().best_epoch : trainer.progress().epochs_done;
+  if (!best) log_line("no evaluation in this run: node outputs come from the final model");
+  trainer.with_best_state([&] { trainer.source().write_outputs(trainer.model(), epoch - 1, paths_); });
   std::string what;
   if (!paths_.predictions.empty()) what += "predictions to " + paths_.predictions;
   if (!paths_.embeddings.empty()) what += (what.empty() ? "" : ", ") + ("embeddings to " + paths_.embeddings);

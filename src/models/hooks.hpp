@@ -21,7 +21,9 @@ class ConsoleReport : public TrainerHook {
   bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
 };
 
-/// JSON lines on rank 0: one per epoch (and per step for modes that report steps). Appends after a resume.
+/// JSON lines on rank 0: one per epoch (and per step for modes that report steps). After a resume the file
+/// is first cut back to the checkpoint's epoch (through a temporary and a rename), then appended, so it
+/// holds each epoch once.
 class MetricsFile : public TrainerHook {
  public:
   /// Collective checks happen in on_start (an unwritable path fails on every rank). `first` (an object, e.g.
@@ -38,30 +40,39 @@ class MetricsFile : public TrainerHook {
   std::ofstream out_;
 };
 
-/// DIR/checkpoint.h5 (parallel HDF5, global layout, written atomically) every `every` epochs, or at the end
-/// when `every` is 0, and always when a signal stops the run (TrainerOptions::stop_on_signal); with
-/// `resume`, loads it before the first epoch (the run continues from it).
+/// What a Checkpointer does.
+struct CheckpointOptions {
+  std::string dir;      ///< checkpoints go to DIR/checkpoint.h5
+  int64_t every = 0;    ///< also every K epochs (0: only at the end); the end of a run always saves
+  bool resume = false;  ///< load DIR/checkpoint.h5 before the first epoch
+  /// The run's identity (CheckpointState::run): saved, and compared on resume.
+  nlohmann::json run = nlohmann::json::object();
+  bool accept_run_differences = false;  ///< resume although `run` differs (said in the log)
+};
+
+/// DIR/checkpoint.h5 (parallel HDF5, global layout, written atomically) every `every` epochs and at the end
+/// of the run (a stop by a signal or a hook too); with `resume`, loads it before the first epoch (the run
+/// continues from it, best-validation state and patience included).
 class Checkpointer : public TrainerHook {
  public:
   /// The checkpoint's path in a directory.
   static std::string path_in(const std::string& dir) { return dir + "/checkpoint.h5"; }
-  /// Checkpoints into `dir` every `every` epochs (0: at the end); `resume` loads DIR's checkpoint first.
-  Checkpointer(std::string dir, int64_t every, bool resume)
-      : dir_(std::move(dir)), every_(every), resume_(resume) {}
+  /// Checkpoints as `options` say (see CheckpointOptions).
+  explicit Checkpointer(CheckpointOptions options) : options_(std::move(options)) {}
   /// Checks that DIR can take a checkpoint (before any epoch runs), then resumes when asked.
   void on_start(Trainer& trainer) override;
   bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
   void on_finish(Trainer& trainer) override;
 
  private:
+  CheckpointState state(Trainer& trainer) const;
   void save(Trainer& trainer);
-  std::string dir_;
-  int64_t every_;
-  bool resume_;
+  CheckpointOptions options_;
   int64_t saved_at_ = -1;
 };
 
-/// Stops after `patience` evaluations in a row without a new best validation accuracy.
+/// Stops after `patience` evaluations in a row without a new best validation accuracy (counted by the
+/// trainer, so a resumed run keeps counting where the checkpoint left off).
 class EarlyStopping : public TrainerHook {
  public:
   /// patience >= 1.
@@ -69,26 +80,21 @@ class EarlyStopping : public TrainerHook {
   bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
 
  private:
-  int64_t patience_, since_best_ = 0;
+  int64_t patience_;
 };
 
-/// Keeps a copy of the model at its best-validation epoch and writes every node's prediction and
-/// embedding from it when training ends (from the final model if this run saw no evaluation).
+/// Writes every node's prediction and embedding when training ends, from the trainer's best-validation
+/// state (restored from the checkpoint after a resume), or from the final model if no evaluation set one.
 class NodeOutputs : public TrainerHook {
  public:
   /// Writes to the non-empty paths of `paths`.
   explicit NodeOutputs(NodeOutputPaths paths) : paths_(std::move(paths)) {}
   /// Checks that the paths can be written (before any epoch runs).
   void on_start(Trainer& trainer) override;
-  bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
   void on_finish(Trainer& trainer) override;
 
  private:
-  std::vector<Vector<float>> snapshot(Trainer& trainer) const;
-  void restore(Trainer& trainer, const std::vector<Vector<float>>& values) const;
   NodeOutputPaths paths_;
-  std::vector<Vector<float>> best_;
-  int64_t best_epoch_ = -1;
 };
 
 /// Collective: throws CollectiveError "<path>: cannot write <what> (<reason>)" on every rank unless rank 0

@@ -24,9 +24,16 @@ std::string ModelConfig::describe() const {
   return s.str();
 }
 
+namespace {
+// Bounds that keep every size product far from overflow; no model comes near them.
+constexpr int kMaxLayers = 256;
+constexpr int64_t kMaxWidth = int64_t(1) << 24;
+}  // namespace
+
 void ModelConfig::validate() const {
-  require(layers >= 1, "--layers must be at least 1, not ", layers);
-  require(hidden >= 1 || layers == 1, "--hidden must be at least 1, not ", hidden);
+  require(layers >= 1 && layers <= kMaxLayers, "--layers must be in [1, ", kMaxLayers, "], not ", layers);
+  require((hidden >= 1 || layers == 1) && hidden <= kMaxWidth, "--hidden must be in [1, ", kMaxWidth,
+          "], not ", hidden);
   require(in >= 1 && out >= 1, "the model needs at least one input feature and one class (in ", in, ", out ",
           out, ")");
   require(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), not ", dropout);

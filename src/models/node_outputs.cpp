@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "tessera/comm/collectives.hpp"
@@ -24,7 +25,11 @@ std::string temporary_name(const Communicator& comm, const std::string& path) {
 
 void commit(const Communicator& comm, const std::string& temp, const std::string& path) {
   comm.run_on(0, [&] {
-    require_os(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename the output");
+    if (std::rename(temp.c_str(), path.c_str()) == 0) return;
+    const int code = errno;
+    std::remove(temp.c_str());
+    errno = code;
+    require_os(false, path, ": cannot rename the output");
   });
 }
 
@@ -68,7 +73,12 @@ void write_predictions(const Communicator& comm, const std::string& path, int64_
     if (wrote == MPI_SUCCESS) wrote = result;
   }
   MPI_File_close(&file);
-  comm.check(wrote == MPI_SUCCESS, path + ": writing predictions failed (disk full?)");
+  const std::string problem =
+      comm.first_problem(wrote == MPI_SUCCESS, path + ": writing predictions failed (disk full?)");
+  if (!problem.empty()) {
+    if (comm.rank() == 0) std::remove(temp.c_str());
+    throw CollectiveError(problem);
+  }
   commit(comm, temp, path);
 }
 
@@ -100,7 +110,7 @@ void write_embeddings(const Communicator& comm, const std::string& path, int64_t
     require_os(probe != nullptr, path, ": cannot write embeddings");
     std::fclose(probe);
   });
-  {
+  try {
     H5Handle file = h5_create_file(comm, temp);
     h5_write_attr(file.get(), "format", std::string("tessera-embeddings"));
     h5_write_attr(file.get(), "model", model);
@@ -108,6 +118,9 @@ void write_embeddings(const Communicator& comm, const std::string& path, int64_t
     H5Handle data =
         h5_create_dataset(file.get(), "/embeddings", H5T_IEEE_F32LE, {num_nodes, width}, 0, false);
     h5_write_rows(data.get(), H5T_NATIVE_FLOAT, begin, end - begin, table.data());
+  } catch (...) {
+    if (comm.rank() == 0) std::remove(temp.c_str());
+    throw;
   }
   commit(comm, temp, path);
 }

@@ -63,7 +63,8 @@ Matrix<float> FeatureNorm::output(const Matrix<const float>& in, const GraphBatc
           " norm: the input block is ", in.extent(0), "x", in.extent(1), ", expected ", at_.local_cols,
           " columns");
   const int64_t rows = int64_t(in.extent(0));
-  if (int64_t(out_capacity_.extent(0)) < rows)
+  // The width too: a rank with no rows in its first batch must still hand on a 0 x width block.
+  if (int64_t(out_capacity_.extent(0)) < rows || int64_t(out_capacity_.extent(1)) != at_.local_cols)
     out_capacity_ = Matrix<float>("norm.out", size_t(grown_capacity(int64_t(out_capacity_.extent(0)), rows)),
                                   size_t(at_.local_cols));
   z_ = Kokkos::subview(in, std::make_pair(int64_t(0), rows_.valid_rows), Kokkos::ALL());

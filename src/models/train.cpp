@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/train.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/memory.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/core/runtime.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
+#include "tessera/graph/fingerprint.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/normalize.hpp"
+#include "tessera/graph/partition.hpp"
 #include "tessera/models/full_graph.hpp"
 #include "tessera/models/hooks.hpp"
 #include "tessera/parallel3d/perf_model.hpp"
@@ -24,6 +29,9 @@ namespace {
 // Row chunks per sparse product under --overlap: enough to hide a chunk's all-reduce behind the next
 // chunk's SpMM, few enough that each message stays large.
 constexpr int kOverlapChunks = 4;
+// Bounds that keep counts times ranks far from overflow.
+constexpr int64_t kMaxBatch = int64_t(1) << 30;
+constexpr int64_t kMaxEpochs = int64_t(1) << 40;
 
 }  // namespace
 
@@ -43,12 +51,30 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     require(o.patience == 0 || o.eval_every > 0,
             "--patience needs evaluations (--eval-every 0 turns them off)");
     require(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
+    require(!o.resume_force || o.resume, "--resume-force goes with --resume");
+    require(o.partition_file.empty() || o.mode == TrainMode::Sampled,
+            "--partition-file is for --mode sampled");
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
       resolve_kernel_path(o.kernels, kind);  // a path this build lacks is refused before anything loads
     check_gemm_dtype(o.gemm_dtype, o.kernels);
     check_host_gemm_library(o.host_gemm);
     require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
             "--checkpoint-every needs --checkpoint DIR");
+    require(o.minibatch.steps_per_epoch >= 0, "--steps-per-epoch must be at least 1, not ",
+            o.minibatch.steps_per_epoch);
+    require(o.minibatch.batch_size >= 0 && o.minibatch.batch_size <= kMaxBatch,
+            "--batch-size must be in [1, ", kMaxBatch, "], not ", o.minibatch.batch_size);
+    const SampledOptions& s = o.sampled;
+    require(s.batch_size >= 1 && s.batch_size <= kMaxBatch, "--batch-size must be in [1, ", kMaxBatch,
+            "] seeds per rank, not ", s.batch_size);
+    require(s.steps_per_epoch >= 0, "--steps-per-epoch must be at least 1, not ", s.steps_per_epoch);
+    require(std::isfinite(s.agent_timeout_s) && s.agent_timeout_s > 0 && s.agent_timeout_s <= 86400,
+            "--prefetch-agent-timeout must be in (0, 86400] seconds, not ", s.agent_timeout_s);
+    require(s.interval >= 1 && s.interval <= kMaxBatch, "--prefetch-interval must be in [1, ", kMaxBatch,
+            "], not ", s.interval);
+    require(o.eval_every <= kMaxEpochs && o.checkpoint_every <= kMaxEpochs && o.patience <= kMaxEpochs &&
+                o.epochs <= kMaxEpochs,
+            "--epochs, --eval-every, --checkpoint-every and --patience must be at most ", kMaxEpochs);
     if (o.grid)
       require(o.grid->d >= 1 && o.grid->x >= 1 && o.grid->y >= 1 && o.grid->z >= 1, "grid '", o.grid->str(),
               "': every axis must be at least 1");
@@ -181,15 +207,35 @@ RunOptions run_options(const TrainOptions& o) {
   return RunOptions{o.kernels, o.overlap ? kOverlapChunks : 0, o.comm_dtype, o.recompute_aggregation};
 }
 
+// What run_training learned of the graph before the load: its identity, for checkpoints and the split check.
+struct RunContext {
+  GraphIdentity graph;
+  nlohmann::json run;         // the run identity a checkpoint stores
+  bool best_is_last = false;  // no validation nodes
+};
+
 // The hooks the options ask for, then the loop.
 TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o, const Communicator& world,
-                       nlohmann::json load = nullptr) {
-  Trainer trainer(
-      model, source, world,
-      TrainerOptions{o.optimizer, o.epochs, o.eval_every, o.model.seed, o.keep_last_step, o.stop_on_signal});
+                       const RunContext& context, nlohmann::json load = nullptr) {
+  TrainerOptions loop;
+  loop.optimizer = o.optimizer;
+  loop.epochs = o.epochs;
+  loop.eval_every = o.eval_every;
+  loop.seed = o.model.seed;
+  loop.keep_last_step = o.keep_last_step;
+  loop.stop_on_signal = o.stop_on_signal;
+  loop.best_is_last = context.best_is_last;
+  Trainer trainer(model, source, world, loop);
   // The checkpointer first: a resume sets the progress the others start from.
-  if (!o.checkpoint_dir.empty())
-    trainer.add_hook(std::make_unique<Checkpointer>(o.checkpoint_dir, o.checkpoint_every, o.resume));
+  if (!o.checkpoint_dir.empty()) {
+    CheckpointOptions c;
+    c.dir = o.checkpoint_dir;
+    c.every = o.checkpoint_every;
+    c.resume = o.resume;
+    c.run = context.run;
+    c.accept_run_differences = o.resume_force;
+    trainer.add_hook(std::make_unique<Checkpointer>(std::move(c)));
+  }
   if (!o.quiet) trainer.add_hook(std::make_unique<ConsoleReport>());
   if (!o.metrics_path.empty())
     trainer.add_hook(std::make_unique<MetricsFile>(o.metrics_path, std::move(load)));
@@ -250,7 +296,7 @@ const char* carrier_name(const ProcessGrid& grid) {
   return grid.uses_nccl() ? "nccl" : mpi_host_staging() ? "mpi on host copies" : "mpi";
 }
 
-TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
+TrainResult run_on_grid(const TrainOptions& o, const Communicator& world, const RunContext& context) {
   Stopwatch load_watch;
   const GraphFileReader reader(world, o.data);
   // The loader checks every value as it reads it (read_graph_rows): an id out of range is a message, not a
@@ -317,17 +363,19 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world) {
       source->describe().c_str());
   log_line(line);
   if (!o.quiet) log_line(describe_load_phases(graph.load_phases));
-  TrainResult result = train_with(*model, *source, o, world, load_phases_json(graph.load_phases));
+  TrainResult result = train_with(*model, *source, o, world, context, load_phases_json(graph.load_phases));
   result.peak_bytes = largest_peak(world);
   return result;
 }
 
-TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
+TrainResult run_sampled(const TrainOptions& o, const Communicator& world, const RunContext& context) {
   Stopwatch load_watch;
   const std::string partition = !o.partition.empty() ? o.partition
                                 : world.size() == 1  ? "block"
                                                      : "metis-" + std::to_string(world.size());
-  PartitionedGraph graph = load_partitioned(world, o.data, partition);
+  if (!o.partition_file.empty())
+    check_partition_file(world, o.partition_file, context.graph.meta.num_nodes, context.graph.fingerprint);
+  PartitionedGraph graph = load_partitioned(world, o.data, partition, o.partition_file);
   if (o.normalize_features)
     normalize_feature_rows(
         HostMatrix<float>(graph.features.data(), size_t(graph.count), size_t(graph.num_features)));
@@ -345,7 +393,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world) {
   log_line("loaded " + o.data + " (partition " + partition + ") in " +
            std::to_string(load_watch.seconds()).substr(0, 5) + " s (" + peak + "); model " +
            config.describe() + "; " + source.describe());
-  TrainResult result = train_with(*model, source, o, world);
+  TrainResult result = train_with(*model, source, o, world, context);
   const PrefetchTotals& t = source.totals();
   result.remote_rows = t.remote_rows;
   result.cache_hits = t.cache_hits;
@@ -381,8 +429,103 @@ const char* train_mode_name(TrainMode mode) {
   return mode == TrainMode::Minibatch ? "minibatch" : mode == TrainMode::Sampled ? "sampled" : "full";
 }
 
+void check_paths(const TrainOptions& o, const Communicator& world) {
+  PathPlan plan;
+  plan.input(o.data, "--data");
+  plan.input(o.partition_file, "--partition-file");
+  plan.input(o.machine_file, "--machine-file");
+  if (!o.checkpoint_dir.empty()) {
+    plan.output_directory(o.checkpoint_dir, "--checkpoint");
+    const std::string checkpoint = Checkpointer::path_in(o.checkpoint_dir);
+    // Resumed from, it is rewritten by design; no other output may name it either way.
+    if (o.resume)
+      plan.input(checkpoint, "--checkpoint (the checkpoint resumed from)");
+    else
+      plan.output_file(checkpoint, "--checkpoint (DIR/checkpoint.h5)");
+  }
+  plan.output_file(o.metrics_path, "--metrics");
+  plan.output_file(o.predictions_path, "--save-predictions");
+  plan.output_file(o.embeddings_path, "--save-embeddings");
+  world.run_on(0, [&] { plan.check_and_prepare(); });
+}
+
+namespace {
+// A float option as the decimal it was given as (0.1, not 0.10000000149011612).
+double decimal(float value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.7g", double(value));
+  return std::strtod(text, nullptr);
+}
+}  // namespace
+
+nlohmann::json run_identity(const TrainOptions& o, int world_size) {
+  const AdamSettings& a = o.optimizer;
+  nlohmann::json j = {{"mode", train_mode_name(o.mode)},
+                      {"optimizer", a.kind == OptimizerKind::AdamW ? "adamw" : "adam"},
+                      {"lr", decimal(a.lr)},
+                      {"beta1", decimal(a.beta1)},
+                      {"beta2", decimal(a.beta2)},
+                      {"eps", decimal(a.eps)},
+                      {"weight_decay", decimal(a.weight_decay)},
+                      {"dropout", decimal(o.model.dropout)},
+                      {"input_dropout", decimal(o.model.input_dropout)},
+                      {"normalize_features", o.normalize_features},
+                      {"eval_every", o.eval_every},
+                      {"patience", o.patience},
+                      {"comm_dtype", o.comm_dtype == CommDtype::Bf16 ? "bf16" : "f32"},
+                      {"gemm_dtype", o.gemm_dtype == GemmDtype::Bf16 ? "bf16" : "f32"}};
+  // Full-graph runs resume on any grid (the same model up to float round-off); the data-parallel split of
+  // mini-batch and sampled runs decides which samples each step trains on.
+  if (o.mode == TrainMode::Minibatch) {
+    j["replicas"] = o.grid ? o.grid->d : 1;
+    j["batch_size"] = o.minibatch.batch_size;
+    j["batch_fraction"] = o.minibatch.batch_fraction;
+    j["steps_per_epoch"] = o.minibatch.steps_per_epoch;
+  }
+  if (o.mode == TrainMode::Sampled) {
+    j["ranks"] = world_size;
+    j["batch_size"] = o.sampled.batch_size;
+    j["fanouts"] = o.sampled.fanouts;
+    j["steps_per_epoch"] = o.sampled.steps_per_epoch;
+    j["partition"] = o.partition;
+  }
+  return j;
+}
+
+namespace {
+
+// Before the load: the graph's identity, and what an empty validation split means for the run.
+RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
+  RunContext context;
+  context.graph = graph_identity(world, o.data);
+  const auto valid = context.graph.splits.find("valid");
+  const bool has_valid = valid != context.graph.splits.end() && valid->second > 0;
+  world.check(has_valid || o.patience == 0, o.data + ": no validation nodes (split 'valid' is " +
+                                                (valid == context.graph.splits.end() ? "missing" : "empty") +
+                                                "), so --patience cannot work; train with --patience 0");
+  context.run = run_identity(o, world.size());
+  context.run["graph_fingerprint"] = context.graph.fingerprint;
+  context.run["graph_nodes"] = context.graph.meta.num_nodes;
+  context.run["graph_edges"] = context.graph.meta.num_edges;
+  // Refused before the load; with --resume-force the checkpointer lists the differences as it resumes.
+  if (o.resume && !o.resume_force)
+    check_checkpoint_run(Checkpointer::path_in(o.checkpoint_dir), context.run, world);
+  if (!has_valid && o.eval_every > 0) {
+    context.best_is_last = true;
+    if (!o.quiet)
+      log_line(o.data +
+               " has no validation nodes: the best-validation record (and node outputs) is the "
+               "last evaluated epoch");
+  }
+  return context;
+}
+
+}  // namespace
+
 TrainResult run_training(const TrainOptions& options, const Communicator& world) {
   check_options(options, world);
+  check_paths(options, world);
+  const RunContext context = prepare_run(options, world);
   set_vendor_tf32(options.allow_tf32);
   set_gemm_dtype(options.gemm_dtype);
   set_host_gemm_library(options.host_gemm);
@@ -390,7 +533,8 @@ TrainResult run_training(const TrainOptions& options, const Communicator& world)
     log_line("gemm: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN)");
   // Before the load, which can be long: a wrong thread count is the first thing to see.
   if (thread_choice().known && !options.quiet) log_line(thread_choice().describe());
-  return options.mode == TrainMode::Sampled ? run_sampled(options, world) : run_on_grid(options, world);
+  return options.mode == TrainMode::Sampled ? run_sampled(options, world, context)
+                                            : run_on_grid(options, world, context);
 }
 
 }  // namespace tessera

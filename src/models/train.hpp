@@ -52,14 +52,16 @@ struct TrainOptions {
   bool allow_tf32 = false;                    ///< vendor GEMMs may use TF32 tensor cores (set_vendor_tf32)
   CommBackend comm = CommBackend::Auto;       ///< what carries device collectives (device_collectives.hpp)
   bool normalize_features = false;            ///< divide each feature row by its sum
-  ModelConfig model;             ///< in / out are taken from the data; model.seed keys everything
-  AdamSettings optimizer;        ///< Adam's settings
-  int64_t epochs = 200;          ///< epochs to train (counting a resumed run's)
-  int64_t eval_every = 1;        ///< evaluate every K epochs and after the last; 0: never
-  bool keep_last_step = false;   ///< see TrainerOptions
-  bool stop_on_signal = false;   ///< see TrainerOptions
-  MinibatchOptions minibatch;    ///< minibatch mode
-  std::string partition;         ///< sampled: /partition/NAME; empty: metis-RANKS (block on one rank)
+  ModelConfig model;            ///< in / out are taken from the data; model.seed keys everything
+  AdamSettings optimizer;       ///< Adam's settings
+  int64_t epochs = 200;         ///< epochs to train (counting a resumed run's)
+  int64_t eval_every = 1;       ///< evaluate every K epochs and after the last; 0: never
+  bool keep_last_step = false;  ///< see TrainerOptions
+  bool stop_on_signal = false;  ///< see TrainerOptions
+  MinibatchOptions minibatch;   ///< minibatch mode
+  std::string partition;        ///< sampled: /partition/NAME; empty: metis-RANKS (block on one rank)
+  /// sampled: read the partition from this file (tessera partition --output) instead of the graph file.
+  std::string partition_file;
   SampledOptions sampled;        ///< sampled mode
   std::string metrics_path;      ///< JSON lines per epoch (and per step in sampled mode)
   std::string predictions_path;  ///< best-validation predicted class of every node, one per line
@@ -67,8 +69,11 @@ struct TrainOptions {
   std::string checkpoint_dir;    ///< DIR/checkpoint.h5
   int64_t checkpoint_every = 0;  ///< every K epochs; 0: at the end
   bool resume = false;           ///< continue from DIR/checkpoint.h5
-  int64_t patience = 0;          ///< stop after K evaluations without a better validation accuracy; 0: never
-  bool quiet = false;            ///< no per-epoch console lines
+  /// Resume although the checkpoint was written with other result-changing options or another graph (the
+  /// differences are said in the log); without it they are refused.
+  bool resume_force = false;
+  int64_t patience = 0;  ///< stop after K evaluations without a better validation accuracy; 0: never
+  bool quiet = false;    ///< no per-epoch console lines
   /// Full / minibatch: bytes of one round of the load's exchanges (Graph3DOptions::exchange_budget).
   int64_t exchange_budget = kDefaultExchangeBudget;
 };
@@ -80,6 +85,15 @@ TrainResult run_training(const TrainOptions& options, const Communicator& world)
 /// Collective: the checks run_training makes on the options before it reads anything (ranges, the grid's
 /// form for the mode, kernels this build has); throws CollectiveError on every rank with the first problem.
 void check_options(const TrainOptions& options, const Communicator& world);
+
+/// Collective, before anything is loaded: every output path (metrics, predictions, embeddings, the
+/// checkpoint) checked against the inputs (graph, partition file, the checkpoint resumed from) and each other
+/// (PathPlan), the checkpoint directory created; throws CollectiveError with the first problem.
+void check_paths(const TrainOptions& options, const Communicator& world);
+
+/// The options that change a run's result, as a flat object (the run identity a checkpoint stores; the
+/// graph's is added by the caller). Epochs, outputs and pure performance settings are left out.
+nlohmann::json run_identity(const TrainOptions& options, int world_size);
 
 /// What the performance model needs of a graph file's sizes and a model (plan_grids, predict_memory).
 ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation = false,

@@ -26,12 +26,38 @@ void scale_vector(const Vector<float>& v, float factor) {
       KOKKOS_LAMBDA(int64_t k) { v(k) *= factor; });
 }
 
-bool record_if_best(TrainingProgress& progress, const EpochRecord& r) {
-  if (!r.evaluated || r.valid_acc <= progress.best_valid) return false;
+// Ties keep the earlier epoch, unless the graph has no validation nodes (best_is_last): then the latest.
+bool record_if_best(TrainingProgress& progress, const EpochRecord& r, bool best_is_last) {
+  if (!r.evaluated) return false;
+  if (r.valid_acc <= progress.best_valid && !best_is_last) {
+    ++progress.evaluations_since_best;
+    return false;
+  }
   progress.best_valid = r.valid_acc;
   progress.best_epoch = r.epoch;
   progress.test_at_best = r.test_acc;
+  progress.evaluations_since_best = 0;
   return true;
+}
+
+// The model's parameter values then buffers, copied (the best-validation state).
+void snapshot_state(Model& model, std::vector<Vector<float>>& into) {
+  const std::vector<ParameterRef> params = model.parameters();
+  const std::vector<BufferRef> buffers = model.buffers();
+  if (into.size() != params.size() + buffers.size()) {
+    into.clear();
+    for (const ParameterRef& p : params) into.emplace_back("best." + p.param->name, p.param->value.extent(0));
+    for (const BufferRef& b : buffers) into.emplace_back("best." + b.name, b.value->extent(0));
+  }
+  size_t k = 0;
+  for (const ParameterRef& p : params) Kokkos::deep_copy(into[k++], p.param->value);
+  for (const BufferRef& b : buffers) Kokkos::deep_copy(into[k++], *b.value);
+}
+
+void restore_state(Model& model, const std::vector<Vector<float>>& values) {
+  size_t k = 0;
+  for (const ParameterRef& p : model.parameters()) Kokkos::deep_copy(p.param->value, values[k++]);
+  for (const BufferRef& b : model.buffers()) Kokkos::deep_copy(*b.value, values[k++]);
 }
 
 }  // namespace
@@ -197,7 +223,8 @@ TrainResult Trainer::run() {
     if (r.evaluated) {
       const Accuracy a = source_.evaluate(model_, epoch);
       r.train_acc = a.train, r.valid_acc = a.valid, r.test_acc = a.test;
-      r.best = record_if_best(progress_, r);
+      r.best = record_if_best(progress_, r, options_.best_is_last);
+      if (r.best) snapshot_state(model_, best_);
     }
     r.eval_s = eval_watch.seconds();
     r.seconds = epoch_watch.seconds();
@@ -224,8 +251,28 @@ TrainResult Trainer::run() {
   result.best_valid = progress_.best_valid;
   result.test_at_best = progress_.test_at_best;
   result.stop_signal = stop_signal_;
+  result.epochs_done = progress_.epochs_done;
   result.final_weights = gather_global(model_.parameters(), world_, false);
+  // Consumed: a later run in this process starts without it.
+  if (options_.stop_on_signal) StopSignalWatch::clear();
   return result;
+}
+
+void Trainer::with_best_state(const std::function<void()>& fn) {
+  if (best_.empty()) {
+    fn();
+    return;
+  }
+  std::vector<Vector<float>> final_state;
+  snapshot_state(model_, final_state);
+  restore_state(model_, best_);
+  try {
+    fn();
+  } catch (...) {
+    restore_state(model_, final_state);
+    throw;
+  }
+  restore_state(model_, final_state);
 }
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,6 +28,9 @@ struct TrainerOptions {
   /// Catch SIGTERM and SIGUSR1 during run() (StopSignalWatch): a signal on any rank stops every rank at
   /// the end of the epoch (a Checkpointer then saves it) and sets TrainResult::stop_signal.
   bool stop_on_signal = false;
+  /// The graph has no validation nodes: every evaluation counts as the best so far, so the best-validation
+  /// record (and what node outputs are written from) is the last evaluated epoch.
+  bool best_is_last = false;
 };
 
 /// One epoch, as hooks and reports see it.
@@ -73,6 +77,7 @@ struct TrainResult {
   int64_t fetched_bytes = 0;  ///< their bytes
   int64_t evictions = 0;      ///< cache slots replaced
   int stop_signal = 0;        ///< the signal that stopped the run early (stop_on_signal), else 0
+  int64_t epochs_done = 0;    ///< epochs done over the whole run (a resumed run's earlier epochs too)
   int64_t peak_bytes = 0;     ///< largest peak resident memory over the ranks at the end (run_training)
 };
 
@@ -124,6 +129,12 @@ class Trainer {
   TrainingProgress& progress() { return progress_; }
   /// The signal every rank agreed to stop on (stop_on_signal), 0 while none; hooks read it in on_finish.
   int stop_signal() const { return stop_signal_; }
+  /// The parameter values then buffers of the best-validation epoch (local blocks, in parameters() then
+  /// buffers() order); empty until an evaluation set one. Checkpoints save and restore it.
+  std::vector<Vector<float>>& best_state() { return best_; }
+  /// Collective where `fn` is: runs `fn` with the best-validation state in the model (the final state if
+  /// there is none), then puts the final state back.
+  void with_best_state(const std::function<void()>& fn);
 
  private:
   void train_step(int64_t epoch, int64_t step, EpochRecord& record, TrainResult& result);
@@ -139,6 +150,7 @@ class Trainer {
   Adam optimizer_;
   TrainingProgress progress_;
   std::vector<TrainerHook*> hooks_;
+  std::vector<Vector<float>> best_;
   std::vector<std::unique_ptr<TrainerHook>> owned_hooks_;
   Matrix<float> grad_capacity_;
   Vector<float> flat_grads_;
