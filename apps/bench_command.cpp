@@ -7,6 +7,7 @@
 //           (NT, input gradient; B stored n x k) and A^T G (TN, weight gradient: k x n, m reduced)
 //   stream: GB/s of the triad a = b + s c (12 bytes per element), the memory-bandwidth ceiling
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -25,6 +26,22 @@
 #include "tessera/parallel3d/perf_model.hpp"
 
 namespace tessera::app {
+
+namespace {
+// A CLI11 check that also refuses NaN (CLI::Range lets it through: every comparison with NaN is false).
+CLI::Validator finite_in(double low, double high) {
+  return CLI::Validator(
+      [low, high](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < low || v > high)
+          return "must be a number in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) +
+                 "], not '" + text + "'";
+        return std::string();
+      },
+      "NUMBER");
+}
+}  // namespace
 namespace {
 
 template <class Fn>
@@ -79,7 +96,9 @@ void add_bench_command(CLI::App& app, Command& selected) {
   auto cm = std::make_shared<CommArgs>();
   CLI::App* comm_cmd =
       bench->add_subcommand("comm", "All-reduce latency and bandwidth over all ranks (run with mpiexec)");
-  comm_cmd->add_option("--repeat", cm->repeat, "Timed runs per size")->capture_default_str();
+  comm_cmd->add_option("--repeat", cm->repeat, "Timed runs per size")
+      ->capture_default_str()
+      ->check(finite_in(1, 1e6));
   comm_cmd->add_option("--write", cm->write, "Update this machine file with the fitted alpha and beta");
   comm_cmd->add_option("--base", cm->base, "Profile to start the machine file from when it does not exist")
       ->capture_default_str();
@@ -134,10 +153,16 @@ void add_bench_command(CLI::App& app, Command& selected) {
   auto s = std::make_shared<SpmmArgs>();
   CLI::App* spmm = bench->add_subcommand("spmm", "CSR x dense: effective GB/s and GFLOP/s");
   spmm->add_option("--data", s->data, "Use this graph file's GCN-normalized adjacency");
-  spmm->add_option("--nodes", s->nodes, "Random graph: nodes")->capture_default_str();
-  spmm->add_option("--degree", s->degree, "Random graph: nonzeros per row")->capture_default_str();
+  spmm->add_option("--nodes", s->nodes, "Random graph: nodes")
+      ->capture_default_str()
+      ->check(finite_in(1, 1e10));
+  spmm->add_option("--degree", s->degree, "Random graph: nonzeros per row")
+      ->capture_default_str()
+      ->check(finite_in(1e-6, 1e6));
   spmm->add_option("--widths", s->widths, "Dense widths, comma-separated")->capture_default_str();
-  spmm->add_option("--repeat", s->repeat, "Timed runs per width")->capture_default_str();
+  spmm->add_option("--repeat", s->repeat, "Timed runs per width")
+      ->capture_default_str()
+      ->check(finite_in(1, 1e6));
   spmm->add_option("--kernels", s->kernels, "auto, host, team or vendor")->capture_default_str();
   spmm->add_flag("--fit", s->fit, "Also time block shapes of 3D grids and fit the model's SpMM coefficients");
   spmm->add_option("--write", s->write,
@@ -208,10 +233,14 @@ void add_bench_command(CLI::App& app, Command& selected) {
   };
   auto g = std::make_shared<GemmArgs>();
   CLI::App* gemm_cmd = bench->add_subcommand("gemm", "Dense C = A B: GFLOP/s");
-  gemm_cmd->add_option("--m", g->m, "Rows of A and C")->capture_default_str();
-  gemm_cmd->add_option("--n", g->n, "Columns of B and C")->capture_default_str();
-  gemm_cmd->add_option("--k", g->k, "Columns of A, rows of B")->capture_default_str();
-  gemm_cmd->add_option("--repeat", g->repeat, "Timed runs")->capture_default_str();
+  gemm_cmd->add_option("--m", g->m, "Rows of A and C")->capture_default_str()->check(finite_in(1, 1 << 24));
+  gemm_cmd->add_option("--n", g->n, "Columns of B and C")
+      ->capture_default_str()
+      ->check(finite_in(1, 1 << 24));
+  gemm_cmd->add_option("--k", g->k, "Columns of A, rows of B")
+      ->capture_default_str()
+      ->check(finite_in(1, 1 << 24));
+  gemm_cmd->add_option("--repeat", g->repeat, "Timed runs")->capture_default_str()->check(finite_in(1, 1e6));
   gemm_cmd->add_option("--kernels", g->kernels, "auto, host, team or vendor")->capture_default_str();
   gemm_cmd->add_option("--gemm-dtype", g->dtype, "f32, or bf16 (host path: operands rounded, fp32 sums)")
       ->capture_default_str();
@@ -261,8 +290,12 @@ void add_bench_command(CLI::App& app, Command& selected) {
   auto elements = std::make_shared<int64_t>(int64_t(1) << 25);
   auto stream_repeat = std::make_shared<int>(10);
   CLI::App* stream = bench->add_subcommand("stream", "Memory bandwidth: triad a = b + s c");
-  stream->add_option("--elements", *elements, "Floats per array")->capture_default_str();
-  stream->add_option("--repeat", *stream_repeat, "Timed runs")->capture_default_str();
+  stream->add_option("--elements", *elements, "Floats per array")
+      ->capture_default_str()
+      ->check(finite_in(1, 1e11));
+  stream->add_option("--repeat", *stream_repeat, "Timed runs")
+      ->capture_default_str()
+      ->check(finite_in(1, 1e6));
   stream->callback([&selected, elements, stream_repeat] {
     selected = [elements, stream_repeat](const Communicator& world) {
       world.check(world.size() == 1, "tessera bench stream measures one process: run it with mpiexec -n 1");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/huge_pages.hpp"
 #include "tessera/core/runtime.hpp"
@@ -59,6 +60,14 @@ int main(int argc, char** argv) {
   // every other mode; the sampled source checks the level it got.
   return tessera::run_main(argc, argv, MPI_THREAD_MULTIPLE, [](int argc, char** argv) {
     const tessera::Communicator world = tessera::Communicator::world();
+    // Read by the first chunked exchange, deep inside a run: a bad value is refused here, by every rank.
+    std::string environment;
+    try {
+      (void)tessera::mpi_chunk_bytes();
+    } catch (const std::exception& e) {
+      environment = e.what();
+    }
+    world.check(environment.empty(), environment);
     CLI::App app("Tessera: distributed graph neural network training", "tessera");
     app.require_subcommand(1);
     app.set_config("--config", "", "TOML file of `tessera train` options (see tessera train --help)")
@@ -74,6 +83,10 @@ int main(int argc, char** argv) {
     tessera::app::add_partition_command(app, selected);
     std::string config;
     std::vector<std::string> args = config_first(argc, argv, config);
+    // Without a value CLI11 would read no file at all and train on the defaults.
+    if (args.size() > 2 && args[1] == "--config")
+      world.check(!config.empty() && config.rfind("--", 0) != 0,
+                  "--config needs a TOML file name (tessera train --config run.toml)");
     args.erase(args.begin());                // the program's name
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse
     try {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -14,6 +15,8 @@ namespace tessera::app {
 GridShape parse_grid(const std::string& text) {
   std::vector<int> parts;
   std::string part;
+  require(!text.empty() && text.back() != 'x', "grid '", text,
+          "': expected XxYxZ or DxXxYxZ with a number after every 'x', e.g. 2x2x2");
   std::istringstream in(text);
   while (std::getline(in, part, 'x')) {
     size_t used = 0;
@@ -49,6 +52,7 @@ void parse_minibatch_size(const std::string& text, MinibatchOptions& options) {
     options.batch_size = 0;
     options.batch_fraction = value;
   } else {
+    require(value <= double(int64_t(1) << 30), "--batch-size: at most 2^30 vertices, not ", text);
     options.batch_size = int64_t(value);
     options.batch_fraction = 0;
   }
@@ -56,9 +60,10 @@ void parse_minibatch_size(const std::string& text, MinibatchOptions& options) {
 
 int64_t parse_seed_count(const std::string& text) {
   char* end = nullptr;
+  errno = 0;
   const long long b = std::strtoll(text.c_str(), &end, 10);
-  require(!text.empty() && *end == '\0' && b >= 1,
-          "--batch-size: --mode sampled takes a count of seeds per rank, not '", text, "'");
+  require(!text.empty() && *end == '\0' && b >= 1 && errno != ERANGE && b <= (1ll << 30),
+          "--batch-size: --mode sampled takes a count of seeds per rank from 1 to 2^30, not '", text, "'");
   return b;
 }
 

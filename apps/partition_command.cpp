@@ -1,27 +1,57 @@
 // SPDX-License-Identifier: BSD-3-Clause
+#include <unistd.h>
 #include <cstdio>
+
 #include <memory>
 
 #include "commands.hpp"
 #include "options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/core/timer.hpp"
+#include "tessera/graph/fingerprint.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/partition.hpp"
 
 namespace tessera::app {
 
+namespace {
+
+struct Args {
+  std::string data, method = "metis", name, output;
+  int64_t parts = 0;
+  uint64_t seed = 1;
+};
+
+// Rank 0: a partition file of its own, written under a temporary name and renamed (removed on failure).
+void write_partition_file(const Args& a, const GraphIdentity& identity, const std::string& name,
+                          const std::vector<int32_t>& part, PartitionMethod method,
+                          const PartitionReport& report) {
+  const std::string temp = a.output + ".tmp-" + std::to_string(getpid());
+  try {
+    create_partition_file(temp, a.data, identity.meta.num_nodes, identity.fingerprint);
+    write_partition(temp, name, part, a.parts, method, report);
+    require_os(std::rename(temp.c_str(), a.output.c_str()) == 0, a.output,
+               ": cannot rename the partition file");
+  } catch (...) {
+    std::remove(temp.c_str());
+    throw;
+  }
+}
+
+}  // namespace
+
 void add_partition_command(CLI::App& app, Command& selected) {
-  struct Args {
-    std::string data, method = "metis", name;
-    int64_t parts = 0;
-    uint64_t seed = 1;
-  };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
       "partition", "Partition a graph file for --mode sampled (one part per rank), stored in the file");
-  cmd->add_option("--data", a->data, "Tessera .h5 graph file (the partition is added to it)")->required();
+  cmd->add_option("--data", a->data,
+                  "Tessera .h5 graph file (the partition is added to it, unless --output names a file)")
+      ->required();
+  cmd->add_option("-o,--output", a->output,
+                  "Write the partition to this file of its own (read by tessera train --partition-file) and "
+                  "leave --data unchanged: for a graph shared read-only");
   cmd->add_option("--parts", a->parts, "Number of parts (the rank count of the training job)")->required();
   cmd->add_option("--method", a->method,
                   "metis (k-way, balanced by nodes, training nodes and edges) or random")
@@ -39,6 +69,11 @@ void add_partition_command(CLI::App& app, Command& selected) {
       }
       world.check(invalid.empty(), invalid);
       const std::string name = a->name.empty() ? a->method + "-" + std::to_string(a->parts) : a->name;
+      PathPlan paths;
+      paths.input(a->data, "--data");
+      paths.output_file(a->output, "--output");
+      world.run_on(0, [&] { paths.check_and_prepare(); });
+      const GraphIdentity identity = graph_identity(world, a->data);
       Stopwatch watch;
       // Every value checked by all ranks before rank 0's serial METIS reads them (a node id out of range
       // would otherwise index past its arrays).
@@ -48,15 +83,18 @@ void add_partition_command(CLI::App& app, Command& selected) {
       world.run_on(0, [&] {
         const std::vector<int32_t> part = compute_partition(a->data, a->parts, method, a->seed);
         report = evaluate_partition(a->data, part, a->parts);
-        write_partition(a->data, name, part, a->parts, method, report);
+        if (a->output.empty())
+          write_partition(a->data, name, part, a->parts, method, report);
+        else
+          write_partition_file(*a, identity, name, part, method, report);
       });
       char line[512];
       std::snprintf(
           line, sizeof(line),
           "wrote /partition/%s to %s: %lld parts (%s), edge cut %lld of %lld edges (%.1f%%), node balance "
           "%.3f, training-node balance %.3f, edge balance %.3f (%.1f s)",
-          name.c_str(), a->data.c_str(), (long long)report.parts, a->method.c_str(),
-          (long long)report.cut_edges, (long long)report.edges,
+          name.c_str(), (a->output.empty() ? a->data : a->output).c_str(), (long long)report.parts,
+          a->method.c_str(), (long long)report.cut_edges, (long long)report.edges,
           report.edges > 0 ? 100.0 * double(report.cut_edges) / double(report.edges) : 0.0,
           report.node_balance, report.train_balance, report.edge_balance, watch.seconds());
       log_line(line);

@@ -43,7 +43,11 @@ void add_plan_command(CLI::App& app, Command& selected) {
       std::string problem;
       int64_t load_budget = kDefaultExchangeBudget;
       try {
-        require(a->layers >= 1, "--layers must be at least 1, not ", a->layers);
+        ModelConfig check;
+        check.in = check.out = 1;
+        check.layers = a->layers;
+        check.hidden = a->hidden;
+        check.validate();  // the bounds train uses
         if (!a->load_budget.empty()) load_budget = parse_byte_size(a->load_budget, "--load-budget");
         machine = machine_from_options(a->machine, a->machine_file);
       } catch (const Error& e) {

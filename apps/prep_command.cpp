@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <memory>
 
 #include "commands.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/graph/ogb.hpp"
 #include "tessera/graph/synth.hpp"
@@ -17,6 +21,34 @@ void print_written(const std::string& path, const GraphMeta& meta, double second
                 path.c_str(), (long long)meta.num_nodes, (long long)meta.num_edges,
                 (long long)meta.num_features, (long long)meta.num_classes, seconds);
   log_line(line);
+}
+
+// The files a conversion reads (every file under DIR/raw and DIR/split, two levels down), so the output
+// can be checked against them.
+void add_dataset_inputs(PathPlan& plan, const std::string& dir) {
+  const auto add_files = [&](const std::string& folder, int depth, const auto& self) -> void {
+    DIR* d = opendir(folder.c_str());
+    if (d == nullptr) return;
+    while (const dirent* e = readdir(d)) {
+      const std::string name = e->d_name, path = folder + "/" + name;
+      if (name == "." || name == "..") continue;
+      struct stat st {};
+      if (stat(path.c_str(), &st) != 0) continue;
+      if (S_ISDIR(st.st_mode) && depth > 0) self(path, depth - 1, self);
+      if (S_ISREG(st.st_mode)) plan.input(path, "the dataset " + dir);
+    }
+    closedir(d);
+  };
+  add_files(dir + "/raw", 0, add_files);
+  add_files(dir + "/split", 1, add_files);
+}
+
+// Collective: the output checked against the inputs and refused if it is a directory (PathPlan).
+void check_prep_paths(const Communicator& world, const std::string& dataset, const std::string& output) {
+  PathPlan plan;
+  if (!dataset.empty()) add_dataset_inputs(plan, dataset);
+  plan.output_file(output, "--output");
+  world.run_on(0, [&] { plan.check_and_prepare(); });
 }
 
 }  // namespace
@@ -40,6 +72,7 @@ void add_prep_command(CLI::App& app, Command& selected) {
       ->check(CLI::PositiveNumber);
   ogb_cmd->callback([&selected, ogb, ogb_budget_gib] {
     selected = [ogb, ogb_budget_gib](const Communicator& world) {
+      check_prep_paths(world, ogb->dataset_dir, ogb->output);
       ogb->edge_memory_bytes = int64_t(*ogb_budget_gib * double(int64_t(1) << 30));
       Stopwatch watch;
       GraphMeta meta;
@@ -75,6 +108,7 @@ void add_prep_command(CLI::App& app, Command& selected) {
   synth_cmd->add_option("-o,--output", *synth_out, "Output .h5 file")->required();
   synth_cmd->callback([&selected, synth, synth_out, kind] {
     selected = [synth, synth_out, kind](const Communicator& world) {
+      check_prep_paths(world, "", *synth_out);
       synth->kind = *kind == "rmat" ? SynthKind::Rmat : SynthKind::Csbm;
       Stopwatch watch;
       const GraphMeta meta = generate_synthetic(*synth, *synth_out, world);

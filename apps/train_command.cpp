@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // `tessera train`: the command line (and a TOML file, `--config`) into TrainOptions, then run_training.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -98,6 +99,9 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
   cmd->add_option(
       "--partition", a.o.partition,
       "sampled: /partition/NAME from tessera partition (default metis-RANKS; block on one rank), or block");
+  cmd->add_option(
+      "--partition-file", a.o.partition_file,
+      "sampled: read the partition from this file (tessera partition --output) instead of --data");
   cmd->add_option("--fanouts", a.fanouts,
                   "sampled: neighbours per layer, input layer first (default 10 each)");
   cmd->add_option("--prefetch-policy", a.prefetch_policy,
@@ -131,6 +135,9 @@ void add_output_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--checkpoint", o.checkpoint_dir, "Directory for DIR/checkpoint.h5");
   cmd->add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every K epochs (0: at the end)");
   cmd->add_flag("--resume", o.resume, "Continue from DIR/checkpoint.h5");
+  cmd->add_flag("--resume-force", o.resume_force,
+                "With --resume: continue although the checkpoint was written with other result-changing "
+                "options or another graph (the differences are listed in the log)");
   cmd->add_option("--eval-every", o.eval_every, "Evaluate every K epochs (and after the last); 0 = never")
       ->capture_default_str();
   cmd->add_option("--patience", o.patience, "Stop after K evaluations without a better validation accuracy")
@@ -141,10 +148,75 @@ void add_output_options(CLI::App* cmd, Args& a) {
       ->configurable(false);
 }
 
+// Options that only one mode reads: given to another, they are refused, naming the mode they belong to.
+struct ModeOnly {
+  const char* name;
+  bool full, minibatch, sampled;
+};
+constexpr ModeOnly kModeOnly[] = {{"--batch-size", false, true, true},
+                                  {"--steps-per-epoch", false, true, true},
+                                  {"--no-sampler-thread", false, true, false},
+                                  {"--partition", false, false, true},
+                                  {"--partition-file", false, false, true},
+                                  {"--fanouts", false, false, true},
+                                  {"--prefetch-policy", false, false, true},
+                                  {"--prefetch-fraction", false, false, true},
+                                  {"--prefetch-alpha", false, false, true},
+                                  {"--prefetch-interval", false, false, true},
+                                  {"--prefetch-agent", false, false, true},
+                                  {"--prefetch-agent-timeout", false, false, true},
+                                  {"--no-prefetch-thread", false, false, true},
+                                  {"--simulate-network", false, false, true},
+                                  {"--grid", true, true, false},
+                                  {"--permute", true, true, false},
+                                  {"--load-budget", true, true, false},
+                                  {"--recompute-aggregation", true, true, false},
+                                  {"--memory-per-rank", true, false, false},
+                                  {"--machine", true, false, false},
+                                  {"--machine-file", true, false, false}};
+
+// Whether the user chose this option: --print-config writes every option with its default value (and
+// flags as false), so such a value from a configuration file is not a choice.
+bool chosen(const CLI::App* cmd, const char* name) {
+  const CLI::Option* option = cmd->get_option(name);
+  if (option->count() == 0) return false;
+  const std::string value = option->as<std::string>();
+  return value != option->get_default_str() && value != "false" && !value.empty();
+}
+
+void refuse_other_modes_options(const CLI::App* cmd, TrainMode mode) {
+  for (const ModeOnly& m : kModeOnly) {
+    const bool here = mode == TrainMode::Full        ? m.full
+                      : mode == TrainMode::Minibatch ? m.minibatch
+                                                     : m.sampled;
+    if (here || !chosen(cmd, m.name)) continue;
+    std::string modes;
+    for (const auto& [on, name] :
+         {std::pair{m.full, "full"}, {m.minibatch, "minibatch"}, {m.sampled, "sampled"}})
+      if (on) modes += (modes.empty() ? "" : " / ") + std::string(name);
+    fail(m.name, " is for --mode ", modes, ", not --mode ", train_mode_name(mode));
+  }
+}
+
+// Values whose defaults are sentinels: given, they must be in range (a negative one must not mean default).
+void check_given_values(const CLI::App* cmd, const Args& a) {
+  if (chosen(cmd, "--input-dropout"))
+    require(a.input_dropout >= 0 && a.input_dropout < 1, "--input-dropout must be in [0, 1), not ",
+            a.input_dropout);
+  if (chosen(cmd, "--steps-per-epoch"))
+    require(a.o.minibatch.steps_per_epoch >= 1, "--steps-per-epoch must be at least 1, not ",
+            a.o.minibatch.steps_per_epoch);
+}
+
 // The strings into the library's types; throws Error naming the flag.
-TrainOptions to_options(Args& a) {
+TrainOptions to_options(Args& a, const CLI::App* cmd) {
   TrainOptions o = a.o;
   o.mode = parse_mode(a.mode);
+  refuse_other_modes_options(cmd, o.mode);
+  check_given_values(cmd, a);
+  if (o.mode == TrainMode::Minibatch && !a.grid.empty() && a.grid != "auto")
+    require(std::count(a.grid.begin(), a.grid.end(), 'x') == 3, "--grid '", a.grid,
+            "': --mode minibatch takes 4 axes DxXxYxZ (replicas first), e.g. 2x1x1x2");
   ModelConfig& m = o.model;
   m.kind = parse_model_kind(a.model);
   m.norm = parse_norm(a.norm);
@@ -200,17 +272,17 @@ int report(const TrainResult& r, const TrainOptions& o) {
   double total = 0;
   for (const EpochRecord& e : r.history) total += e.seconds;
   const double mean = r.history.empty() ? 0.0 : 1e3 * total / double(r.history.size());
-  char line[320];
-  const double peak_mib = double(r.peak_bytes) / 1048576.0;
+  // Epochs over the whole run (a resumed run's too); the times are this job's.
+  char times[160];
+  std::snprintf(times, sizeof(times),
+                "(mean epoch %.1f ms over this job's %zu epochs; peak memory %.1f MiB per rank)", mean,
+                r.history.size(), double(r.peak_bytes) / 1048576.0);
+  char line[400];
   if (r.best_epoch < 0)  // --eval-every 0
-    std::snprintf(line, sizeof(line),
-                  "no evaluation (mean epoch %.1f ms over %zu epochs; peak memory %.1f MiB per rank)", mean,
-                  r.history.size(), peak_mib);
+    std::snprintf(line, sizeof(line), "no evaluation after %lld epochs %s", (long long)r.epochs_done, times);
   else
-    std::snprintf(line, sizeof(line),
-                  "best valid %.4f at epoch %lld: test %.4f (mean epoch %.1f ms over %zu epochs; peak memory "
-                  "%.1f MiB per rank)",
-                  r.best_valid, (long long)r.best_epoch, r.test_at_best, mean, r.history.size(), peak_mib);
+    std::snprintf(line, sizeof(line), "best valid %.4f at epoch %lld: test %.4f after %lld epochs %s",
+                  r.best_valid, (long long)r.best_epoch, r.test_at_best, (long long)r.epochs_done, times);
   log_line(line);
   return 0;
 }
@@ -233,7 +305,7 @@ void add_train_command(CLI::App& app, Command& selected) {
       std::string invalid;
       TrainOptions options;
       try {
-        options = to_options(*a);
+        options = to_options(*a, cmd);
       } catch (const std::exception& e) {
         invalid = e.what();
       }

@@ -145,11 +145,11 @@ run_recipe() {
     "$name,$data_kind,$mode,$grid,$ranks" >>"$csv" <<'PY' || failures=$((failures + 1))
 import json, re, sys
 path, summary, expect, kind, epochs_override, prefix = sys.argv[1:]
-m = re.match(r"best valid ([0-9.]+) at epoch (\d+): test ([0-9.]+) \(mean epoch ([0-9.]+) ms over (\d+) epochs; "
-             r"peak memory ([0-9.]+) MiB per rank\)", summary)
+m = re.match(r"best valid ([0-9.]+) at epoch (\d+): test ([0-9.]+) after (\d+) epochs \(mean epoch ([0-9.]+) ms over "
+             r"this job's \d+ epochs; peak memory ([0-9.]+) MiB per rank\)", summary)
 if not m:
     print(prefix + ",-" + "," * 10 + ",no summary line"); sys.exit(1)
-valid, best_epoch, test, epoch_ms, epochs, peak = m.groups()
+valid, best_epoch, test, epochs, epoch_ms, peak = m.groups()
 records = [json.loads(l) for l in open(path) if l.strip()]
 sent = [r.get("bytes_max_rank", 0) for r in records if r.get("kind") != "step"]
 sent = sent[1:] if len(sent) > 1 else sent

@@ -27,7 +27,8 @@ TEST(Options, Grids) {
   EXPECT_EQ(parse_grid("2x1x3x4").d, 2);
   EXPECT_EQ(parse_grid("2x1x3x4").size(), 24);
   EXPECT_EQ(parse_grid("1x2x2x2").str(), "2x2x2");
-  for (const char* bad : {"2x2", "2x0x2", "axbxc", "2x2x2x2x2", "2xx2x2", "-1x2x2", "2x2x2 "})
+  for (const char* bad :
+       {"2x2", "2x0x2", "axbxc", "2x2x2x2x2", "2xx2x2", "-1x2x2", "2x2x2 ", "2x2x2x", "", "x2x2"})
     EXPECT_THROW(parse_grid(bad), Error) << bad;
   EXPECT_EQ(message([] { parse_grid("0x2x1"); }), "grid '0x2x1': every axis must be at least 1");
 }
@@ -46,7 +47,7 @@ TEST(Options, BatchSizesAndFanouts) {
             "--batch-size: expected a count or a fraction of the nodes, got 'half'");
   EXPECT_EQ(parse_seed_count("32"), 32);
   EXPECT_EQ(message([] { parse_seed_count("0.5"); }),
-            "--batch-size: --mode sampled takes a count of seeds per rank, not '0.5'");
+            "--batch-size: --mode sampled takes a count of seeds per rank from 1 to 2^30, not '0.5'");
   EXPECT_EQ(parse_fanouts("15,10,-1"), (std::vector<int>{15, 10, -1}));
   for (const char* bad : {"", "5,", ",5", "0", "5,x", "-2", "1.5"})
     EXPECT_THROW(parse_fanouts(bad), Error) << bad;

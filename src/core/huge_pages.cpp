@@ -91,6 +91,13 @@ void restart_with_huge_page_malloc(char** argv) {
   const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (length <= 0 || size_t(length) >= sizeof(self) - 1) return;
   self[length] = '\0';
+  // Started through the dynamic loader (`ld-linux-x86-64.so.2 tessera ...`), /proc/self/exe is the loader,
+  // which would take argv[1] for the program: go on without the restart.
+  const char* base = std::strrchr(self, '/');
+  base = base ? base + 1 : self;
+  if (std::strncmp(base, "ld-", 3) == 0 || std::strncmp(base, "ld.so", 5) == 0 ||
+      std::strncmp(base, "ld64", 4) == 0)
+    return;
   if (setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1) != 0 || setenv("TESSERA_HUGE_PAGES", "1", 1) != 0)
     return;
   execv(self, argv);

@@ -133,15 +133,51 @@ std::vector<std::vector<int>> node_cpu_masks(const NodeComm& node, int& node_cpu
   return masks;
 }
 
+// Kokkos' OpenMP backend keeps a fixed table of 512 thread slots (OpenMPExec::MAX_THREAD_COUNT) and
+// crashes at initialization past it, e.g. one rank on a 768-CPU node.
+constexpr int kKokkosMaxThreads = 512;
+
+#if defined(KOKKOS_ENABLE_OPENMP)
+void warn_thread_cap(const char* source, long asked) {
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  if (world_rank == 0)
+    std::fprintf(stderr,
+                 "tessera: warning: %s asks for %ld threads per rank; Kokkos' OpenMP backend runs at "
+                 "most %d, so each rank runs %d\n",
+                 source, asked, kKokkosMaxThreads, kKokkosMaxThreads);
+}
+
+// A user's explicit count above Kokkos' limit is lowered to it where it is read, with a warning.
+void cap_explicit_threads(int argc, char** argv, const char* setting) {
+  static char capped_argument[] = "--kokkos-num-threads=512";
+  if (std::strcmp(setting, "--kokkos-threads") == 0) {
+    for (int i = 1; i < argc; ++i) {
+      const char* eq = std::strchr(argv[i], '=');
+      if (std::strncmp(argv[i], "--kokkos-", 9) != 0 || eq == nullptr) continue;
+      const long n = std::strtol(eq + 1, nullptr, 10);
+      if (n > kKokkosMaxThreads) warn_thread_cap("--kokkos-threads", n), argv[i] = capped_argument;
+    }
+    return;
+  }
+  const long n = std::strtol(std::getenv(setting), nullptr, 10);
+  if (n <= kKokkosMaxThreads) return;
+  warn_thread_cap(setting, n);
+  if (std::strcmp(setting, "KOKKOS_NUM_THREADS") == 0) setenv("KOKKOS_NUM_THREADS", "512", 1);
+  omp_set_num_threads(kKokkosMaxThreads);
+}
+#endif
+
 // Sets this rank's OpenMP threads unless the user chose; records where the count came from. Returns
 // whether Tessera checks the node's threads (OpenMP builds), so Kokkos' own warning can be silenced.
 bool choose_threads(int argc, char** argv, const std::vector<std::vector<int>>& masks, int node_rank,
                     ThreadChoice& choice) {
   const int cpus_per_task = slurm_cpus_per_task();
-  const int threads = default_thread_count(masks, node_rank, cpus_per_task);
+  const int threads = std::min(kKokkosMaxThreads, default_thread_count(masks, node_rank, cpus_per_task));
   const char* setting = explicit_thread_setting(argc, argv);
 #if defined(KOKKOS_ENABLE_OPENMP)
   if (setting) {
+    cap_explicit_threads(argc, argv, setting);
     choice.source = setting;
     return true;
   }

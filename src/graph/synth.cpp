@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/core/random.hpp"
+#include "tessera/core/threads.hpp"
 
 namespace tessera {
 namespace {
@@ -114,6 +117,29 @@ std::pair<int64_t, int64_t> synthetic_edge(const SynthOptions& o, int64_t e) {
   return o.kind == SynthKind::Rmat ? rmat_edge(o, e) : csbm_edge(o, e);
 }
 
+namespace {
+
+// Refused before any allocation when a rank's share (its rows' features, both directions of its edges as
+// pairs while they are sorted, labels and offsets) exceeds the memory the node has for it.
+void check_synthetic_memory(const SynthOptions& o, const Communicator& comm) {
+  const double p = double(comm.size());
+  const double rows = double(o.num_nodes) / p, edges = 2.0 * double(o.num_edges) / p;
+  const double need = rows * (4.0 * double(o.num_features) + 24.0) + edges * 32.0;
+  const AvailableMemory node = available_memory();
+  const int sharing = thread_choice().known ? std::max(1, thread_choice().node_ranks) : 1;
+  const double have = node.bytes < 0 ? -1.0 : double(node.bytes) / double(sharing);
+  char line[320];
+  std::snprintf(
+      line, sizeof(line),
+      "synthetic graph: about %.1f GiB per rank are needed for %lld nodes, %lld edges and %lld "
+      "features on %d ranks, more than the %.1f GiB each rank has; use more ranks or a smaller graph",
+      need / 1073741824.0, (long long)o.num_nodes, (long long)o.num_edges, (long long)o.num_features,
+      comm.size(), have / 1073741824.0);
+  comm.check(have < 0 || need <= have, line);
+}
+
+}  // namespace
+
 GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, const Communicator& comm) {
   comm.check(o.num_nodes >= 2, "synthetic graph: --nodes must be at least 2");
   comm.check(o.num_edges >= 1, "synthetic graph: --edges must be at least 1");
@@ -125,7 +151,11 @@ GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, c
   comm.check(o.intra_class >= 0 && o.intra_class <= 1, "synthetic graph: --intra-class must be in [0, 1]");
   comm.check(o.train_fraction >= 0 && o.valid_fraction >= 0 && o.train_fraction + o.valid_fraction <= 1,
              "synthetic graph: split fractions must be non-negative and sum to at most 1");
+  constexpr int64_t kMaxCount = int64_t(1) << 40, kMaxFeatures = int64_t(1) << 20;
+  comm.check(o.num_nodes <= kMaxCount && o.num_edges <= kMaxCount && o.num_features <= kMaxFeatures,
+             "synthetic graph: --nodes and --edges must be at most 2^40, --features at most 2^20");
   const int p = comm.size();
+  check_synthetic_memory(o, comm);
   const auto [begin, end] = block_range(o.num_nodes, comm.rank(), p);
   const int64_t rows = end - begin;
 

@@ -79,6 +79,15 @@ MachineProfile load_machine_file(const std::string& path) {
     m.process_bytes = j.value("process_bytes", m.process_bytes);
     m.mpi_bytes = j.value("mpi_bytes", m.mpi_bytes);
     m.gemm_rate = j.at("gemm_rate").get<double>();
+    const auto positive = [&](double v, const char* key) {
+      require(std::isfinite(v) && v > 0, path, ": ", key, " must be a positive number, not ", v);
+    };
+    require(m.ranks_per_node >= 1, path, ": ranks_per_node must be at least 1, not ", m.ranks_per_node);
+    require(std::isfinite(m.alpha_intra) && m.alpha_intra >= 0 && std::isfinite(m.alpha_inter) &&
+                m.alpha_inter >= 0,
+            path, ": alpha_intra and alpha_inter (latencies) must be finite and not negative");
+    positive(m.beta_intra, "beta_intra"), positive(m.beta_inter, "beta_inter");
+    positive(m.memory_bandwidth, "memory_bandwidth"), positive(m.gemm_rate, "gemm_rate");
     return m;
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": not a valid machine file (", e.what(), ")");

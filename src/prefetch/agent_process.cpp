@@ -18,8 +18,6 @@ extern char** environ;
 namespace tessera {
 
 AgentProcess::AgentProcess(const std::string& command) {
-  // A write to an agent that died must fail with EPIPE, not kill this process.
-  std::signal(SIGPIPE, SIG_IGN);
   int in[2], out[2];
   require_os(pipe2(in, O_CLOEXEC) == 0, "prefetch agent: cannot create a pipe");
   if (pipe2(out, O_CLOEXEC) != 0) {
@@ -47,6 +45,11 @@ AgentProcess::AgentProcess(const std::string& command) {
     errno = status;
     require_os(false, "prefetch agent: cannot start '", command, "'");
   }
+  // A write to an agent that died must fail with EPIPE, not kill this process; only while the agent lives.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, &previous_sigpipe_);
   to_child_ = in[1];
   from_child_ = out[0];
   // An agent that stops reading must not block us once the pipe is full: send() then reports failure.
@@ -61,6 +64,7 @@ AgentProcess::~AgentProcess() {
   if (to_child_ >= 0) close(to_child_);
   if (from_child_ >= 0) close(from_child_);
   if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  sigaction(SIGPIPE, &previous_sigpipe_, nullptr);
 }
 
 void AgentProcess::read_loop() {

@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include <csignal>
+
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -19,7 +21,7 @@ class AgentProcess {
  public:
   /// Starts `/bin/sh -c command`. Throws Error when it cannot be started.
   explicit AgentProcess(const std::string& command);
-  /// Kills the process group and reaps it.
+  /// Kills the process group and reaps it; SIGPIPE's disposition is back to what it was before.
   ~AgentProcess();
   AgentProcess(const AgentProcess&) = delete;
   AgentProcess& operator=(const AgentProcess&) = delete;
@@ -39,6 +41,7 @@ class AgentProcess {
   std::atomic<bool> stop_{false}, eof_{false};
   std::mutex mutex_;
   std::deque<std::string> lines_;
+  struct sigaction previous_sigpipe_ {};  // put back when the agent goes: SIGPIPE is the process's
 };
 
 }  // namespace tessera
