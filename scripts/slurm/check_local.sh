@@ -7,7 +7,9 @@
 # and stops the cluster. Exit 0 when all pass; 77 when Slurm is not installed (setup.sh --with-slurm).
 #
 #   scripts/slurm/check_local.sh [WORKDIR]     (default: a temporary directory, removed at the end)
-# Environment: TESSERA (default build/apps/tessera), SHARED_DIR (Cora's raw files: ../shared).
+# Environment: TESSERA (default build/apps/tessera; used here to make the graph, never handed to the jobs,
+# which find the binary as a user's would: from the directory sbatch is called in), SHARED_DIR (Cora's raw
+# files: ../shared).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 for tool in munged slurmctld slurmd sbatch srun scontrol; do
@@ -15,7 +17,9 @@ for tool in munged slurmctld slurmd sbatch srun scontrol; do
 done
 tessera=${TESSERA:-$root/build/apps/tessera}
 [ -x "$tessera" ] || { echo "check_local: $tessera: not built"; exit 1; }
-export TESSERA=$tessera
+[ "$tessera" -ef "$root/build/apps/tessera" ] ||
+  { echo "skipped: the jobs find build/apps/tessera under the repository, and TESSERA names another build"; exit 77; }
+unset TESSERA TESSERA_ROOT
 work=${1:-}
 if [ -z "$work" ]; then
   work=$(mktemp -d /tmp/tessera-slurm-XXXXXX)
@@ -51,7 +55,9 @@ wait_job() {  # wait_job ID SECONDS: until the job has ended
 }
 submit() {  # submit NAME SBATCH-ARGS... -- SCRIPT ARGS...: prints the job id
   local name=$1; shift
-  sbatch --parsable -J "$name" -o "$work/$name-%j.out" --chdir "$work" "$@"
+  # From the repository's root, as its README says: the job finds build/apps/tessera through the submit
+  # directory, and runs in $work.
+  (cd "$root" && sbatch --parsable -J "$name" -o "$work/$name-%j.out" --chdir "$work" "$@")
 }
 check_job() {  # check_job NAME ID: completed with exit 0 and a summary line
   local state out
@@ -72,8 +78,7 @@ check_job cpu-minibatch "$minibatch"
 check_job cpu-sampled "$sampled"
 
 # Checkpoint on signal: USR1 to the job's tasks stops them at an epoch end (exit 75); the same job
-# submitted again resumes from the checkpoint and finishes.
-export TESSERA_CHECKPOINT=$work/resume-checkpoint
+# submitted again (same graph and options, more epochs) resumes from the checkpoint and finishes.
 long=$(submit cpu-resume -n 2 "$slurm/cpu_full.sh" graph.h5 1x1x2 3000) || fail "sbatch (resume job)"
 for ((i = 0; i < 240; ++i)); do
   grep -qE "^epoch +3 " "$work/cpu-resume-$long.out" 2>/dev/null && break
@@ -92,7 +97,6 @@ out=$work/cpu-resume-$again.out
 [ "$state" = "COMPLETED 0" ] || { cat "$out"; fail "the resubmitted job ended '$state'"; }
 grep -q "resumed from .*checkpoint.h5 after epoch $epoch" "$out" || { cat "$out"; fail "no resume line"; }
 echo "ok: job $again resumed after epoch $epoch and finished"
-unset TESSERA_CHECKPOINT
 
 # GPU job scripts: their requests against site-shaped partitions (nothing runs).
 for script in perlmutter_full perlmutter_minibatch frontier_full frontier_minibatch; do

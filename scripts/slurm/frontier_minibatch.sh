@@ -16,19 +16,26 @@ set -euo pipefail
 data=${1:?usage: sbatch frontier_minibatch.sh DATA.h5 GRID [BATCH]}
 grid=${2:?usage: sbatch frontier_minibatch.sh DATA.h5 GRID [BATCH]}
 batch=${3:-0.1}
-module load PrgEnv-amd rocm craype-accel-amd-gfx90a cray-hdf5-parallel 2>/dev/null || true
-root=${TESSERA_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+# A module that does not load stops the job, naming it (a silent failure would run without its library).
+for module in PrgEnv-amd rocm craype-accel-amd-gfx90a cray-hdf5-parallel; do
+  module load "$module" || { echo "frontier_minibatch.sh: module load $module failed" >&2; exit 1; }
+done
+# The binary as in cpu_full.sh: $TESSERA, $TESSERA_ROOT/build-hip/apps/tessera, PATH, or the submit directory.
+tessera=${TESSERA:-${TESSERA_ROOT:+$TESSERA_ROOT/build-hip/apps/tessera}}
+tessera=${tessera:-$(command -v tessera || echo "${SLURM_SUBMIT_DIR:-.}/build-hip/apps/tessera")}
+[ -x "$tessera" ] || { echo "frontier_minibatch.sh: no tessera at $tessera; set TESSERA_ROOT or TESSERA, or put tessera on PATH" >&2; exit 1; }
 # One core stays free per rank for the sampler thread.
 export OMP_NUM_THREADS=$(( ${SLURM_CPUS_PER_TASK:-7} - 1 )) OMP_PROC_BIND=spread OMP_PLACES=threads
 export MPICH_GPU_SUPPORT_ENABLED=1
 export NCCL_NET_GDR_LEVEL=3 NCCL_CROSS_NIC=1 FI_CXI_ATS=0   # RCCL over Slingshot (when RCCL is used)
 # SIGUSR1 three minutes before the time limit (or `scancel --signal=USR1 JOB`): every rank stops at the end
 # of the epoch, checkpoints and exits 75; submitting the same job again resumes from the checkpoint.
-ckpt=${TESSERA_CHECKPOINT:-tessera-checkpoint-${SLURM_JOB_NAME:-job}}
-mkdir -p "$ckpt"
+# Keyed by the data file and the arguments: a job on another graph never resumes this one's checkpoint.
+key=$(printf '%s\n' "$(realpath "$data")" "$@" | sha1sum | cut -c1-10)
+ckpt=${TESSERA_CHECKPOINT:-tessera-checkpoint-$(basename "$data" .h5)-$key}
 resume=()
 [ -f "$ckpt/checkpoint.h5" ] && resume=(--resume)
-srun --gpus-per-task=1 --gpu-bind=closest "$root/build-hip/apps/tessera" train --data "$data" --mode minibatch \
+srun --gpus-per-task=1 --gpu-bind=closest "$tessera" train --data "$data" --mode minibatch \
   --grid "$grid" --batch-size "$batch" --comm-dtype bf16 --model gcn --layers 3 --hidden 256 --norm batch \
   --epochs 100 --eval-every 10 --metrics "tessera-${SLURM_JOB_ID}.jsonl" \
   --checkpoint "$ckpt" --checkpoint-every 10 "${resume[@]}"
