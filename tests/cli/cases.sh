@@ -65,10 +65,10 @@ case "$case_name" in
     expect_error "edge.csv.gz: 115 edges, but the dataset declares 120" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;
   bad_unwritable_output)
     fixture
-    expect_error "nodir/out.h5: cannot create output file \(No such file or directory\)" "nodir" -- \
+    expect_error "nodir/out.h5: cannot write --output \(No such file or directory\)" "nodir" -- \
       $MPIEXEC -n 2 "$TESSERA" prep ogb ds -o nodir/out.h5
     touch plainfile
-    expect_error "plainfile/out.h5: cannot create output file \(Not a directory\)" "plainfile/out.h5*" -- \
+    expect_error "plainfile/out.h5: cannot write --output \(Not a directory\)" "plainfile/out.h5*" -- \
       $MPIEXEC -n 2 "$TESSERA" prep synth --nodes 100 --edges 300 -o plainfile/out.h5 ;;
   bad_not_a_dataset)
     mkdir empty
@@ -142,7 +142,7 @@ case "$case_name" in
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.79) }' || { echo "FAILED: test accuracy $acc"; exit 1; } ;;
   bad_train_layers)
     good_h5
-    expect_error "--layers must be at least 1, not 0" "-" -- "$TESSERA" train --data g.h5 --layers 0
+    expect_error "--layers must be in \[1, 256\], not 0" "-" -- "$TESSERA" train --data g.h5 --layers 0
     expect_error "TESSERA_MPI_CHUNK_BYTES must be a positive number of bytes, not '4k'" "-" -- \
       env TESSERA_MPI_CHUNK_BYTES=4k $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 1 ;;
   bad_train_no_labels)
@@ -175,7 +175,7 @@ case "$case_name" in
   bad_train_minibatch)
     good_h5
     expect_error "--mode minibatch needs --batch-size" "-" -- "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1
-    expect_error "--batch-size needs --mode minibatch" "-" -- "$TESSERA" train --data g.h5 --batch-size 10
+    expect_error "--batch-size is for --mode minibatch / sampled, not --mode full" "-" -- "$TESSERA" train --data g.h5 --batch-size 10
     expect_error "--mode: expected full, minibatch or sampled, got 'mini'" "-" -- "$TESSERA" train --data g.h5 --mode mini
     expect_error "--batch-size: expected a count or a fraction of the nodes, got 'half'" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size half
@@ -209,9 +209,9 @@ case "$case_name" in
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size 10 --steps-per-epoch 4 \
       --lr 1e30 --epochs 2
     cmp ck/checkpoint.h5 epoch1.h5 || { echo "FAILED: the checkpoint changed"; exit 1; }
-    expect_error "nodir/p.txt: cannot write predictions \(No such file or directory\)" "nodir" -- \
+    expect_error "nodir/p.txt: cannot write --save-predictions \(No such file or directory\)" "nodir" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x2 --batch-size 10 --save-predictions nodir/p.txt
-    expect_error "nodir/e.h5: cannot write embeddings \(No such file or directory\)" "nodir" -- \
+    expect_error "nodir/e.h5: cannot write --save-embeddings \(No such file or directory\)" "nodir" -- \
       "$TESSERA" train --data g.h5 --save-embeddings nodir/e.h5 ;;
   bad_train_sampled)
     good_h5
@@ -234,9 +234,10 @@ case "$case_name" in
       "$TESSERA" train --data g.h5 --mode sampled --prefetch-fraction 2
     expect_error "--simulate-network: expected LAT_US,GBPS" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --simulate-network 25
-    expect_error "--batch-size: --mode sampled takes a count of seeds per rank, not '0.5'" "-" -- \
+    expect_error "--batch-size: --mode sampled takes a count of seeds per rank from 1 to 2\^30, not '0.5'" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --batch-size 0.5
-    expect_error "ck/checkpoint.h5: cannot write checkpoints \(No such file or directory\)" "-" -- \
+    touch ck
+    expect_error "ck: --checkpoint names a file, not a directory" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --checkpoint ck ;;
   train_cora_sampled)
     [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
@@ -323,7 +324,7 @@ PY
     "$TESSERA" train --config effective.toml >/dev/null || exit 1
     [ "$(wc -l < m.jsonl)" -eq 3 ] || { echo "FAILED: the printed configuration does not reproduce the run"; exit 1; }
     printf '[train]\ndata = "g.h5"\nepochs = 2\nquiet = true\n' > section.toml
-    "$TESSERA" train --config section.toml | grep -q "over 2 epochs" || { echo "FAILED: [train] section"; exit 1; }
+    "$TESSERA" train --config section.toml | grep -q "after 2 epochs" || { echo "FAILED: [train] section"; exit 1; }
     printf 'data = "g.h5"\nbogus = 3\n' > bad.toml
     expect_error "bad.toml: unknown option 'bogus'" "-" -- $MPIEXEC -n 2 "$TESSERA" train --config bad.toml
     expect_error "missing.toml: cannot read the configuration file" "-" -- "$TESSERA" train --config missing.toml ;;
@@ -771,6 +772,233 @@ PY
     cat out.txt
     [ "$(grep -c "^tessera: error: TESSERA_HUGE_PAGES must be 0 or 1, not 'yes'$" out.txt)" -eq 2 ] ||
       { echo "FAILED: one error line per rank"; exit 1; } ;;
+  safe_outputs)
+    # No output path names an input or another output, and none is an existing directory: each is refused
+    # before the load with one line, and every input is left as it was.
+    good_h5
+    mkdir ck && "$TESSERA" train --data g.h5 --epochs 2 --quiet --checkpoint ck >/dev/null || exit 1
+    cp g.h5 keep.h5 && cp ck/checkpoint.h5 keep-ck.h5
+    ln -s g.h5 link.h5 && ln g.h5 hard.h5
+    expect_error "^tessera: error: g.h5: --save-predictions names the input of --data; it would be overwritten" "-" -- \
+      "$TESSERA" train --data g.h5 --epochs 2 --save-predictions g.h5
+    expect_error "\./g.h5: --metrics names the input of --data" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --metrics ./g.h5
+    expect_error "link.h5: --save-embeddings names the input of --data" "-" -- "$TESSERA" train --data g.h5 --save-embeddings link.h5
+    expect_error "hard.h5: --save-embeddings names the input of --data" "-" -- "$TESSERA" train --data g.h5 --save-embeddings hard.h5
+    expect_error "ck/checkpoint.h5: --save-predictions names the input of --checkpoint \(the checkpoint resumed from\)" "-" -- \
+      "$TESSERA" train --data g.h5 --epochs 4 --checkpoint ck --resume --save-predictions ck/checkpoint.h5
+    expect_error "ck/checkpoint.h5: given to both --checkpoint \(DIR/checkpoint.h5\) and --save-predictions" "-" -- \
+      "$TESSERA" train --data g.h5 --checkpoint ck --save-predictions ck/checkpoint.h5
+    expect_error "same.out: given to both --save-predictions and --save-embeddings" "same.out*" -- \
+      "$TESSERA" train --data g.h5 --save-predictions same.out --save-embeddings same.out
+    expect_error "ck: --save-predictions names a directory; give a file name" "ck/*tmp*" -- \
+      "$TESSERA" train --data g.h5 --save-predictions ck
+    expect_error "nodir/m.jsonl: cannot write --metrics \(No such file or directory\)" "nodir" -- \
+      "$TESSERA" train --data g.h5 --metrics nodir/m.jsonl
+    expect_error "g.h5: --checkpoint names a file, not a directory" "-" -- "$TESSERA" train --data g.h5 --checkpoint g.h5
+    out=$("$TESSERA" train --data g.h5 --save-predictions g.h5 2>&1)
+    ! grep -q "^loaded" <<<"$out" || { echo "FAILED: the paths were checked after the load"; exit 1; }
+    cmp g.h5 keep.h5 && cmp ck/checkpoint.h5 keep-ck.h5 || { echo "FAILED: an input changed"; exit 1; }
+    # A checkpoint directory that does not exist is made, parents too.
+    "$TESSERA" train --data g.h5 --epochs 2 --quiet --checkpoint new/deep/ck >/dev/null && [ -f new/deep/ck/checkpoint.h5 ] ||
+      { echo "FAILED: the checkpoint directory was not made"; exit 1; }
+    # prep and partition: their outputs are checked the same way.
+    expect_error "ds/raw/edge.csv.gz: --output names the input of the dataset ds" "-" -- "$TESSERA" prep ogb ds -o ds/raw/edge.csv.gz
+    expect_error "ck: --output names a directory" "-" -- "$TESSERA" prep synth --nodes 100 --edges 300 -o ck
+    expect_error "g.h5: --output names the input of --data" "-" -- $MPIEXEC -n 2 "$TESSERA" partition --data g.h5 --parts 2 --output g.h5
+    # partition --output leaves the graph as it was; train reads the file with --partition-file, and refuses
+    # one made for another graph.
+    $MPIEXEC -n 2 "$TESSERA" partition --data g.h5 --parts 2 --output parts.h5 >/dev/null || { echo "FAILED: partition --output"; exit 1; }
+    cmp g.h5 keep.h5 || { echo "FAILED: partition --output wrote into the graph"; exit 1; }
+    $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2 --partition-file parts.h5 --epochs 2 \
+      --batch-size 4 --quiet | grep -q "^best valid" || { echo "FAILED: train --partition-file"; exit 1; }
+    "$TESSERA" prep synth --nodes 60 --edges 200 --classes 3 -o other.h5 >/dev/null || exit 1
+    expect_error "parts.h5: made for another graph \(.*g.h5, [0-9]+ nodes" "-" -- $MPIEXEC -n 2 "$TESSERA" train --data other.h5 \
+      --mode sampled --partition metis-2 --partition-file parts.h5 --epochs 1 --batch-size 4
+    expect_error "--partition-file is for --mode sampled, not --mode full" "-" -- "$TESSERA" train --data g.h5 --partition-file parts.h5
+    echo "ok: every output checked against the inputs and the other outputs" ;;
+  resume_same_run)
+    # In every mode, N epochs straight and "stopped by a signal, then resumed to N" write the same files:
+    # predictions and embeddings byte for byte, the metrics equal in every field that is not a time, a memory
+    # figure or a feature-cache counter (a resumed run starts with a cold cache), the summary line equal
+    # but for its times. A graph large enough that an epoch takes milliseconds: the signal must land while
+    # the run trains.
+    "$TESSERA" prep synth --nodes 4000 --edges 20000 --features 32 --classes 4 -o g.h5 >/dev/null || exit 1
+    mpi 2 "$TESSERA" partition --data g.h5 --parts 2 --output parts.h5 >/dev/null || exit 1
+    same_metrics() {  # A B: the records, without times, memory and cache counters, are equal
+      python3 - "$1" "$2" <<'PY'
+import json, re, sys
+skip = re.compile(r"(_s|_ms|seconds|phases|bytes|peak|cache|hit|fetch|evict|remote|time)")
+def load(path):
+    out = []
+    for line in open(path):
+        r = json.loads(line)
+        out.append({k: v for k, v in r.items() if not skip.search(k)})
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b:
+    diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    print("FAILED: metrics differ at record", diff, a[diff] if diff < len(a) else None, b[diff] if diff < len(b) else None)
+    sys.exit(1)
+print("metrics equal:", len(a), "records")
+PY
+    }
+    summary() { grep "^best valid" "$1" | sed 's/ (mean epoch.*//'; }
+    same_run() {  # NAME RANKS EPOCHS ARGS...
+      local name=$1 ranks=$2 epochs=$3 rc; shift 3
+      local outputs=(--save-predictions "p-$name.txt" --save-embeddings "e-$name.h5" --metrics "m-$name.jsonl")
+      mpi "$ranks" "$TESSERA" train --data g.h5 --epochs "$epochs" "${outputs[@]}" "$@" >straight.txt 2>&1 ||
+        { cat straight.txt; echo "FAILED: $name straight run"; exit 1; }
+      for f in "p-$name.txt" "e-$name.h5" "m-$name.jsonl"; do mv "$f" "straight-$f"; done
+      mpi "$ranks" "$TESSERA" train --data g.h5 --epochs "$epochs" --checkpoint "ck-$name" "${outputs[@]}" "$@" >run.txt 2>&1 &
+      local job=$!
+      wait_for_line run.txt "^epoch +1 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 1"; exit 1; }
+      local target
+      target=$(rank_pids "ck-$name" | tail -n 1)
+      wait_for_line run.txt "^epoch +2 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 2"; exit 1; }
+      kill -USR1 "$target"
+      wait $job; rc=$?
+      [ "$rc" -eq 75 ] || { cat run.txt; echo "FAILED: $name exit $rc, expected 75"; exit 1; }
+      [ ! -e "p-$name.txt" ] && [ ! -e "e-$name.h5" ] || { echo "FAILED: $name wrote outputs when stopped"; exit 1; }
+      mpi "$ranks" "$TESSERA" train --data g.h5 --epochs "$epochs" --checkpoint "ck-$name" --resume "${outputs[@]}" "$@" \
+        >resumed.txt 2>&1 || { cat resumed.txt; echo "FAILED: $name resume"; exit 1; }
+      cmp "straight-p-$name.txt" "p-$name.txt" || { echo "FAILED: $name predictions differ"; exit 1; }
+      cmp "straight-e-$name.h5" "e-$name.h5" || { echo "FAILED: $name embeddings differ"; exit 1; }
+      same_metrics "straight-m-$name.jsonl" "m-$name.jsonl" || exit 1
+      [ -n "$(summary straight.txt)" ] && [ "$(summary straight.txt)" = "$(summary resumed.txt)" ] ||
+        { summary straight.txt; summary resumed.txt; echo "FAILED: $name summary lines differ"; exit 1; }
+      echo "ok: $name: $(grep -oE 'after epoch [0-9]+' resumed.txt | head -n 1), then the same files as straight"
+    }
+    same_run full 1 400
+    same_run 3d 2 300 --grid 2x1x1
+    same_run minibatch 2 200 --mode minibatch --grid 2x1x1x1 --batch-size 400 --norm batch
+    same_run sampled 2 40 --mode sampled --model sage --batch-size 64 --partition metis-2 --partition-file parts.h5
+    # A job killed after its last checkpoint (every 5 epochs) leaves later epochs in the metrics; the resumed
+    # run cuts them back first, so each epoch is there once and the file equals the straight run's.
+    "$TESSERA" train --data g.h5 --epochs 400 --checkpoint ck-kill --checkpoint-every 5 --metrics m-kill.jsonl >run.txt 2>&1 &
+    job=$!
+    wait_for_line run.txt "^epoch +13 " 120 || { cat run.txt; echo "FAILED: never reached epoch 13"; exit 1; }
+    kill -KILL "$(rank_pids ck-kill | tail -n 1)"
+    wait $job
+    "$TESSERA" train --data g.h5 --epochs 400 --checkpoint ck-kill --resume --metrics m-kill.jsonl >/dev/null 2>&1 ||
+      { echo "FAILED: resume after the kill"; exit 1; }
+    same_metrics straight-m-full.jsonl m-kill.jsonl || exit 1
+    # --checkpoint-every larger than the run: the end is saved all the same.
+    "$TESSERA" train --data g.h5 --epochs 3 --checkpoint ck-every --checkpoint-every 10 --quiet >/dev/null &&
+      [ -f ck-every/checkpoint.h5 ] || { echo "FAILED: no checkpoint at the end"; exit 1; }
+    # Another setting or another graph is refused with the differences; --resume-force continues, saying so.
+    expect_error "ck-full/checkpoint.h5: this run differs from the one that wrote the checkpoint: lr 0.1 \(checkpoint: 0.01\)" "-" -- \
+      "$TESSERA" train --data g.h5 --epochs 401 --checkpoint ck-full --resume --lr 0.1
+    "$TESSERA" prep synth --nodes 4000 --edges 20000 --features 32 --classes 4 --seed 2 -o other.h5 >/dev/null || exit 1
+    expect_error "this run differs from the one that wrote the checkpoint: .*graph_fingerprint [0-9a-f]{16} \(checkpoint: [0-9a-f]{16}\)" "-" -- \
+      "$TESSERA" train --data other.h5 --epochs 401 --checkpoint ck-full --resume
+    out=$("$TESSERA" train --data g.h5 --epochs 401 --checkpoint ck-full --resume --lr 0.1 --resume-force 2>&1) ||
+      { echo "$out"; echo "FAILED: --resume-force"; exit 1; }
+    grep -q "although this run differs from the checkpoint's (--resume-force): lr 0.1 (checkpoint: 0.01)" <<<"$out" ||
+      { echo "$out"; echo "FAILED: --resume-force says nothing"; exit 1; } ;;
+  bad_options)
+    # Zero-row blocks, an empty validation split, options of another mode, ranges, environment and process
+    # traps: each a run that works or one line naming the problem.
+    good_h5
+    for norm in batch rms; do
+      mpi 4 "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x4 --batch-size 2 --norm "$norm" --layers 3 \
+        --epochs 1 --steps-per-epoch 3 --quiet >/dev/null 2>&1 || { echo "FAILED: --norm $norm with one-row blocks"; exit 1; }
+    done
+    "$TESSERA" prep synth --nodes 200 --edges 800 --classes 3 --train-fraction 0.02 -o few.h5 >/dev/null || exit 1
+    mpi 4 "$TESSERA" train --data few.h5 --mode sampled --partition block --norm batch --epochs 1 --batch-size 4 --quiet \
+      >/dev/null 2>&1 || { echo "FAILED: sampled --norm batch with ranks that hold no training node"; exit 1; }
+    "$TESSERA" prep synth --nodes 200 --edges 800 --classes 3 --valid-fraction 0 -o novalid.h5 >/dev/null || exit 1
+    expect_error "novalid.h5: no validation nodes \(split 'valid' is empty\), so --patience cannot work; train with --patience 0" "p.txt" -- \
+      "$TESSERA" train --data novalid.h5 --patience 3 --save-predictions p.txt
+    out=$("$TESSERA" train --data novalid.h5 --epochs 6 --save-predictions p.txt 2>&1) || { echo "$out"; exit 1; }
+    grep -q "no validation nodes: the best-validation record (and node outputs) is the last evaluated epoch" <<<"$out" &&
+      grep -q "wrote predictions to p.txt (epoch 6)" <<<"$out" || { echo "$out"; echo "FAILED: no validation split"; exit 1; }
+    expect_error "--config needs a TOML file name" "-" -- "$TESSERA" train --data g.h5 --config
+    expect_error "grid '2x2x2x': expected XxYxZ or DxXxYxZ with a number after every 'x'" "-" -- "$TESSERA" train --data g.h5 --grid 2x2x2x
+    expect_error "--steps-per-epoch must be at least 1, not -5" "-" -- \
+      "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1 --batch-size 10 --steps-per-epoch -5
+    expect_error "--input-dropout must be in \[0, 1\), not -0.7" "-" -- "$TESSERA" train --data g.h5 --input-dropout -0.7
+    expect_error "--batch-size: --mode sampled takes a count of seeds per rank from 1 to 2\^30" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --batch-size 9223372036854775807
+    expect_error "--batch-size: at most 2\^30 vertices" "-" -- "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1 --batch-size 99999999999
+    for option in "--fanouts 5,5" "--prefetch-fraction 0.3" "--partition block" "--steps-per-epoch 3" "--no-prefetch-thread"; do
+      expect_error "${option%% *} is for --mode (minibatch / )?sampled, not --mode full" "-" -- "$TESSERA" train --data g.h5 $option
+    done
+    expect_error "--grid is for --mode full / minibatch, not --mode sampled" "-" -- "$TESSERA" train --data g.h5 --mode sampled --grid 1x1x1
+    expect_error "--permute is for --mode full / minibatch, not --mode sampled" "-" -- "$TESSERA" train --data g.h5 --mode sampled --permute none
+    expect_error "--memory-per-rank is for --mode full, not --mode minibatch" "-" -- \
+      "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1 --batch-size 10 --memory-per-rank 1G
+    expect_error "--grid '1x1x2': --mode minibatch takes 4 axes DxXxYxZ" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x2 --batch-size 10
+    expect_error "--prefetch-agent-timeout must be in \(0, 86400\] seconds, not -1" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --prefetch-agent-timeout -1
+    expect_error "--hidden must be in \[1, 16777216\], not 99999999999" "-" -- "$TESSERA" train --data g.h5 --hidden 99999999999
+    expect_error "TESSERA_MPI_CHUNK_BYTES must be a positive number of bytes, not 'abc'" "-" -- \
+      env TESSERA_MPI_CHUNK_BYTES=abc $MPIEXEC -n 2 "$TESSERA" info g.h5
+    expect_error "synthetic graph: about [0-9.]+ GiB per rank are needed for 100000000000 nodes" "huge.h5*" -- \
+      "$TESSERA" prep synth --nodes 100000000000 -o huge.h5
+    expect_error "--repeat: must be a number in \[1, 1e\+06\], not '0'" "-" -- "$TESSERA" bench gemm --repeat 0
+    expect_error "--degree: must be a number in \[1e-06, 1e\+06\], not 'nan'" "-" -- "$TESSERA" bench spmm --degree nan
+    expect_error "--repeat: must be a number in \[1, 1e\+06\], not '0'" "-" -- "$TESSERA" bench stream --repeat 0
+    expect_error "--hidden must be in \[1, 16777216\], not -1" "-" -- "$TESSERA" plan --data g.h5 --ranks 8 --hidden -1
+    machine='"alpha_intra":1e-6,"beta_intra":1e10,"alpha_inter":1e-6,"memory_bandwidth":1e10,"gemm_rate":1e10'
+    echo "{\"ranks_per_node\":0,\"beta_inter\":1e9,$machine}" >m0.json
+    echo "{\"ranks_per_node\":4,\"beta_inter\":0,$machine}" >b0.json
+    expect_error "m0.json: ranks_per_node must be at least 1, not 0" "-" -- "$TESSERA" plan --data g.h5 --ranks 8 --machine-file m0.json
+    expect_error "b0.json: beta_inter must be a positive number, not 0" "-" -- "$TESSERA" plan --data g.h5 --ranks 8 --machine-file b0.json
+    # More threads than Kokkos' OpenMP backend has slots: capped with a warning, not a crash.
+    out=$(OMP_NUM_THREADS=768 "$TESSERA" info g.h5 2>&1) || { echo "$out"; echo "FAILED: OMP_NUM_THREADS=768"; exit 1; }
+    grep -q "OMP_NUM_THREADS asks for 768 threads per rank; Kokkos' OpenMP backend runs at most 512" <<<"$out" ||
+      { echo "$out"; echo "FAILED: no thread cap warning"; exit 1; }
+    # Started through the dynamic loader, the huge-page restart steps aside.
+    loader=$(readelf -l "$TESSERA" 2>/dev/null | sed -nE 's/.*interpreter: ([^]]+)\]/\1/p')
+    if [ -n "$loader" ] && [ -x "$loader" ]; then
+      "$loader" "$TESSERA" info g.h5 >/dev/null 2>&1 || { echo "FAILED: started through $loader"; exit 1; }
+    fi
+    echo "ok: every bad option is one line; the traps are gone" ;;
+  slurm_scripts_as_sbatch)
+    # The CPU job scripts as sbatch runs them, without Slurm: a copy in a spool directory, started in the job's
+    # directory with SLURM_* set, srun a stand-in that runs the program under mpiexec. They find the binary from
+    # the submit directory (never from their own path), key their checkpoints by data and options, refuse a
+    # checkpoint of another graph, and leave the graph file unchanged when they partition it.
+    mkdir -p spool bin submit/build/apps job
+    ln -s "$TESSERA" submit/build/apps/tessera
+    printf '%s\n' '#!/bin/bash' 'n=${SLURM_NTASKS:-1}' \
+      'while [ $# -gt 0 ]; do case "$1" in -n) n=$2; shift 2 ;; -*) shift ;; *) break ;; esac; done' \
+      "exec $MPIEXEC -n \"\$n\" \"\$@\"" >bin/srun
+    chmod +x bin/srun
+    job() {  # SCRIPT NTASKS SUBMIT_DIR ARGS...: the job's output on stdout, its exit status
+      local script=$1 n=$2 submit=$3; shift 3
+      cp "$SOURCE_DIR/scripts/slurm/$script" spool/slurm_script
+      (cd job && env -u TESSERA -u TESSERA_ROOT PATH="$work/bin:$PATH" SLURM_SUBMIT_DIR="$submit" SLURM_NTASKS="$n" \
+        SLURM_JOB_ID=$((++job_id)) SLURM_JOB_NAME=$script bash ../spool/slurm_script "$@" 2>&1)
+    }
+    job_id=100
+    "$TESSERA" prep synth --nodes 300 --edges 1200 --classes 3 --seed 1 -o job/a.h5 >/dev/null &&
+      "$TESSERA" prep synth --nodes 300 --edges 1200 --classes 3 --seed 2 -o job/b.h5 >/dev/null || exit 1
+    out=$(job cpu_full.sh 2 "$work/submit" a.h5 2x1x1 4) && grep -q "^best valid" <<<"$out" ||
+      { echo "$out"; echo "FAILED: cpu_full.sh"; exit 1; }
+    out=$(job cpu_full.sh 2 "$work/spool" a.h5 2x1x1 4)
+    [ $? -ne 0 ] && grep -q "cpu_full.sh: no tessera at $work/spool/build/apps/tessera; set TESSERA_ROOT or TESSERA" <<<"$out" ||
+      { echo "$out"; echo "FAILED: a missing binary is not named"; exit 1; }
+    # The same job again resumes; the same job on another graph of the same shape starts afresh.
+    out=$(job cpu_full.sh 2 "$work/submit" a.h5 2x1x1 6) && grep -q "resumed from .*after epoch 4" <<<"$out" ||
+      { echo "$out"; echo "FAILED: the same job did not resume"; exit 1; }
+    out=$(job cpu_full.sh 2 "$work/submit" b.h5 2x1x1 6) && ! grep -q "resumed" <<<"$out" ||
+      { echo "$out"; echo "FAILED: another graph's job resumed"; exit 1; }
+    # Forced into a's checkpoint directory, b's job is refused by tessera itself.
+    ckpt=$(ls -d job/tessera-checkpoint-a-* | head -n 1)
+    out=$(TESSERA_CHECKPOINT=$work/$ckpt job cpu_full.sh 2 "$work/submit" b.h5 2x1x1 8)
+    [ $? -ne 0 ] && grep -q "this run differs from the one that wrote the checkpoint: graph_edges" <<<"$out" ||
+      { echo "$out"; echo "FAILED: a checkpoint of another graph was resumed"; exit 1; }
+    sum=$(md5sum <job/a.h5)
+    out=$(job cpu_sampled.sh 2 "$work/submit" a.h5 5,5 2) && grep -q "^best valid" <<<"$out" ||
+      { echo "$out"; echo "FAILED: cpu_sampled.sh"; exit 1; }
+    [ "$(md5sum <job/a.h5)" = "$sum" ] && ls job/tessera-partition-a-*-metis-2.h5 >/dev/null ||
+      { echo "FAILED: cpu_sampled.sh wrote into the graph, or no partition file beside the outputs"; exit 1; }
+    out=$(job cpu_minibatch.sh 2 "$work/submit" a.h5 2x1x1x1 0.5 2) && grep -q "^best valid" <<<"$out" ||
+      { echo "$out"; echo "FAILED: cpu_minibatch.sh"; exit 1; }
+    echo "ok: the CPU job scripts run as sbatch runs them" ;;
   slurm_jobs)
     # The CPU job scripts under a real one-node Slurm (sbatch, srun --mpi=pmix, scancel --signal, resume) and
     # the GPU job scripts through sbatch --test-only; skipped (77) where Slurm is not installed.
