@@ -1,7 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Finds everything Tessera links against. Shared by the build and by TesseraConfig.cmake (through
 # find_dependency), so a consumer sees the same targets the library was built with.
-find_package(Kokkos 3.4 REQUIRED)
+# Any Kokkos from 3.4 on: Kokkos installs its version file as SameMajorVersion, so asking for 3.4 would refuse
+# every 4.x and 5.x; the version is checked here instead. Tessera uses only the API 3.4, 4.x and 5.x share.
+find_package(Kokkos REQUIRED)
+if(Kokkos_VERSION VERSION_LESS 3.4)
+  message(FATAL_ERROR "Tessera needs Kokkos 3.4 or later; found ${Kokkos_VERSION} at ${Kokkos_DIR}")
+endif()
 find_package(MPI REQUIRED COMPONENTS C)
 set(HDF5_PREFER_PARALLEL TRUE)
 find_package(HDF5 REQUIRED COMPONENTS C)

@@ -5,7 +5,7 @@
 # that let mpiexec run as root with more ranks than cores), in alternating rounds:
 #   default      no OMP_NUM_THREADS: Tessera chooses (its first line says what)
 #   all-cores    OMP_NUM_THREADS=$(nproc): what every rank started before Tessera chose
-#   one          OMP_NUM_THREADS=1: the hand-tuned setting of scripts/mpi_env.sh
+#   one          OMP_NUM_THREADS=1: one thread per rank, set by hand
 #   no-yield     the default with Open MPI's idle yield forced off (mpiexec turns it on when oversubscribed)
 # and prints the median epoch time of each.
 #   [ROUNDS=3] scripts/bench_threads.sh [RANKS] [EPOCHS]
@@ -19,7 +19,8 @@ tessera=$root/build/apps/tessera
 work=$(mktemp -d /tmp/tessera-threads-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$tessera" prep ogb "$root/../shared/datasets/cora" -o "$work/cora.h5" --symmetrize >/dev/null
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=/dev/null
+source "$root/scripts/mpi_env.sh"
 unset OMP_NUM_THREADS OMPI_MCA_hwloc_base_binding_policy OMPI_MCA_mpi_yield_when_idle
 cpus=$(nproc)
 grid=$( [ "$ranks" -eq 8 ] && echo 2x2x2 || echo "1x1x$ranks")
@@ -27,7 +28,7 @@ grid=$( [ "$ranks" -eq 8 ] && echo 2x2x2 || echo "1x1x$ranks")
 run() {  # run NAME ENV... -> appends "NAME median-ms" to results
   local name=$1
   shift
-  env "$@" mpiexec --oversubscribe -n "$ranks" "$tessera" train --data "$work/cora.h5" --grid "$grid" --layers 3 \
+  env "$@" $TESSERA_LAUNCHER -n "$ranks" "$tessera" train --data "$work/cora.h5" --grid "$grid" --layers 3 \
     --hidden 64 --epochs "$epochs" --eval-every "$epochs" --metrics "$work/m.jsonl" >"$work/out.txt" 2>&1
   [ "$name" = default ] && [ ! -s "$work/first.txt" ] && head -n 1 "$work/out.txt" >"$work/first.txt"
   python3 - "$work/m.jsonl" "$name" >>"$work/results.txt" <<'PY'

@@ -17,7 +17,8 @@
 #     --out DIR          results folder (default results/DATE-TIME)
 #     --graphs DIR       where converted graph files are kept and reused (default results/graphs)
 #     --datasets DIR     the recipes folder (default datasets/ of this repository)
-# Environment: TESSERA (default build/apps/tessera), MPIEXEC (default "mpiexec --oversubscribe"; srun works).
+# Environment: TESSERA (default build/apps/tessera), MPIEXEC (default: srun in a Slurm allocation, else
+# mpiexec, with --oversubscribe under Open MPI; see scripts/mpi_env.sh).
 # Exit status: 0 when every run finished and met its expectation where one is judged, 1 otherwise.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,13 +53,13 @@ for name in "${names[@]}"; do
 done
 tessera=${TESSERA:-$root/build/apps/tessera}
 [ -x "$tessera" ] || die "$tessera: not built (run scripts/setup.sh, or set TESSERA)"
-read -ra mpiexec <<<"${MPIEXEC:-mpiexec --oversubscribe}"
 py=python3; $py -c 'import matplotlib' 2>/dev/null || py=/usr/bin/python3
 out=${out:-$root/results/$(date +%Y-%m-%d-%H%M%S)}
 graphs=${graphs:-$root/results/graphs}
 mkdir -p "$out/runs" "$out/plots" "$graphs" || die "cannot create $out or $graphs"
 # shellcheck source=/dev/null
 source "$root/scripts/mpi_env.sh"
+read -ra mpiexec <<<"${MPIEXEC:-$TESSERA_LAUNCHER}"
 mpi() { "${mpiexec[@]}" -n "$ranks" "$tessera" "$@"; }
 
 csv=$out/results.csv

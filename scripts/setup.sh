@@ -15,10 +15,16 @@
 #   --with-bench:   also PyTorch and h5py (Debian's python3-torch), for the baseline in scripts/bench_fullgraph.sh
 #   --with-fuzz:    also clang, libFuzzer and LLVM's OpenMP headers, for scripts/fuzz.sh
 #   --with-slurm:   also Slurm and munge (slurm-wlm), for scripts/slurm/check_local.sh (a one-node cluster)
+#   --no-packages:  never call apt (a cluster login node, no root, not Debian): look for every dependency
+#                   (CMAKE_PREFIX_PATH, CPATH, the usual prefixes, a Kokkos through Kokkos_ROOT) and name each
+#                   missing one with the module, Spack spec or variable that provides it. Taken by itself
+#                   when apt-get is absent or this user cannot use it.
+#   --check:        only that look (with or without --no-packages); exit 1 if anything is missing
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 backend=host cuda_arch=80 sanitize=OFF build_type=Release deps_only=0 with_bench=0 with_fuzz=0 with_slurm=0 jobs=$(nproc --all)
+no_packages=0 check_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -29,6 +35,8 @@ while [ $# -gt 0 ]; do
     --with-slurm) with_slurm=1; shift ;;
     --build-type) build_type=$2; shift 2 ;;
     --deps-only) deps_only=1; shift ;;
+    --no-packages) no_packages=1; shift ;;
+    --check) check_only=1; shift ;;
     -j) jobs=$2; shift 2 ;;
     -h|--help) sed -n '3,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -53,14 +61,30 @@ packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin l
 [ "$with_fuzz" -eq 1 ] && packages+=(clang libclang-rt-14-dev libomp-dev)
 [ "$with_slurm" -eq 1 ] && packages+=(slurm-wlm munge)
 [ "$backend" = hip ] && packages+=(hipcc librocsparse-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing ${missing[*]}"
-  $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+# Without apt (or without the right to use it) the packages step becomes a look for what they provide.
+if [ "$no_packages" -eq 0 ]; then
+  if ! command -v apt-get >/dev/null || ! command -v dpkg-query >/dev/null; then
+    say "no apt-get here: looking for the dependencies instead (--no-packages)"; no_packages=1
+  elif [ -n "$sudo" ] && ! sudo -n true 2>/dev/null; then
+    say "not root and no password-less sudo: looking for the dependencies instead (--no-packages)"; no_packages=1
+  fi
+fi
+if [ "$no_packages" -eq 1 ] || [ "$check_only" -eq 1 ]; then
+  # shellcheck source=/dev/null
+  source "$root/scripts/check_deps.sh"
+  export TESSERA_KOKKOS_PREFIX=$deps/kokkos-$kind  # one setup.sh built before counts
+  check_dependencies "$backend" "$((1 - no_packages))" || exit 1
+  [ "$check_only" -eq 1 ] && exit 0
+else
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "installing ${missing[*]}"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
 fi
 
 # ---- 2. Kokkos ----------------------------------------------------------------------------------
@@ -156,6 +180,12 @@ fi
 if [ -n "${Kokkos_ROOT:-}" ]; then
   kokkos_root=$Kokkos_ROOT
   say "using the Kokkos at Kokkos_ROOT=$kokkos_root"
+elif [ "$no_packages" -eq 1 ]; then
+  # Kokkos' sources come from Debian's trilinos source package, which needs apt.
+  kokkos_root=$deps/kokkos-$kind
+  [ -f "$kokkos_root/lib/cmake/Kokkos/KokkosConfig.cmake" ] || [ -f "$kokkos_root/lib64/cmake/Kokkos/KokkosConfig.cmake" ] || {
+    echo "setup: no Kokkos: set Kokkos_ROOT to an installed Kokkos 3.4 or later (module load kokkos, or spack install kokkos)" >&2
+    exit 1; }
 else
   kokkos_root=$(build_kokkos "$kind")
 fi

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Sets up (scripts/setup.sh), runs the whole test suite with ctest, then builds the CUDA variant
-# (compile and link only: it needs a GPU to run). The last line printed is ctest's summary.
+# Sets up the dependencies (scripts/setup.sh --deps-only), builds Tessera with plain CMake through a preset
+# (CMakePresets.json: the prefixes setup.sh made, nothing else of setup.sh), runs the whole test suite with
+# ctest, then builds the CUDA variant (compile and link only: it needs a GPU to run). The last line printed
+# is ctest's summary.
 #
 #   scripts/test.sh              host build in build/, all tests, then the CUDA build in build-cuda/
 #   scripts/test.sh --sanitize   AddressSanitizer + UBSan build in build-asan/, all tests (no CUDA build)
@@ -21,13 +23,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if [ "$sanitize" -eq 1 ]; then
-  bash "$root/scripts/setup.sh" --sanitize --build-type RelWithDebInfo
-  build=$root/build-asan
-else
-  bash "$root/scripts/setup.sh"
-  build=$root/build
-fi
+bash "$root/scripts/setup.sh" --deps-only
+preset=host build=$root/build
+[ "$sanitize" -eq 1 ] && preset=asan build=$root/build-asan
+(cd "$root" && cmake --preset "$preset" >/dev/null && cmake --build --preset "$preset" -j "$(nproc --all)")
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

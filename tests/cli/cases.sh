@@ -999,6 +999,30 @@ PY
     out=$(job cpu_minibatch.sh 2 "$work/submit" a.h5 2x1x1x1 0.5 2) && grep -q "^best valid" <<<"$out" ||
       { echo "$out"; echo "FAILED: cpu_minibatch.sh"; exit 1; }
     echo "ok: the CPU job scripts run as sbatch runs them" ;;
+  setup_without_packages)
+    # setup.sh --no-packages never calls apt, dpkg or sudo (stand-ins that record a call are first on PATH):
+    # with nothing to be found it names every missing dependency and what provides it, and exits 1 having
+    # built nothing; on this machine it finds each.
+    mkdir stubs
+    for tool in apt-get apt-cache dpkg-query sudo; do
+      printf '#!/bin/sh\necho "$0 $*" >>%s/called.log\nexit 1\n' "$work" >"stubs/$tool" && chmod +x "stubs/$tool"
+    done
+    out=$(env -u CMAKE_PREFIX_PATH -u CPATH -u CPLUS_INCLUDE_PATH -u Kokkos_ROOT TESSERA_DEPS_PREFIXES=/nonexistent \
+      PATH="$work/stubs:$PATH" bash "$SOURCE_DIR/scripts/setup.sh" --no-packages --check --backend hip 2>&1)
+    rc=$?
+    echo "$out"
+    [ "$rc" -eq 1 ] || { echo "FAILED: exit $rc with dependencies missing"; exit 1; }
+    for want in "MISSING parallel HDF5 >= 1.10 - module load cray-hdf5-parallel, spack install hdf5+mpi" "MISSING METIS 5" \
+                "MISSING zlib" "MISSING nlohmann_json" "MISSING CLI11" "MISSING CBLAS - module load cray-libsci" "MISSING GoogleTest" \
+                "MISSING Kokkos >= 3.4 (hip) - module load kokkos, or spack install kokkos@4 +rocm amdgpu_target=gfx90a" \
+                "MISSING rocSPARSE" "nothing was built"; do
+      grep -qF "$want" <<<"$out" || { echo "FAILED: no '$want'"; exit 1; }
+    done
+    out=$(PATH="$work/stubs:$PATH" bash "$SOURCE_DIR/scripts/setup.sh" --no-packages --check 2>&1) ||
+      { echo "$out"; echo "FAILED: the dependencies of this machine were not all found"; exit 1; }
+    grep -q "found Kokkos >= 3.4" <<<"$out" || { echo "$out"; echo "FAILED: no Kokkos"; exit 1; }
+    [ ! -s called.log ] || { cat called.log; echo "FAILED: setup.sh --no-packages called a package tool"; exit 1; }
+    echo "ok: no package tool called; every missing dependency named" ;;
   slurm_jobs)
     # The CPU job scripts under a real one-node Slurm (sbatch, srun --mpi=pmix, scancel --signal, resume) and
     # the GPU job scripts through sbatch --test-only; skipped (77) where Slurm is not installed.
