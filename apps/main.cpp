@@ -12,6 +12,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/huge_pages.hpp"
 #include "tessera/core/runtime.hpp"
+#include "usage.hpp"
 
 namespace {
 
@@ -29,13 +30,15 @@ class TrainConfig : public CLI::ConfigTOML {
 };
 
 // `tessera train --config F ...` becomes `tessera --config F train ...`: where CLI11 reads the file.
-std::vector<std::string> config_first(int argc, char** argv, std::string& config) {
+// `missing`: --config came without a file name (CLI11 would then read no file and train on the defaults).
+std::vector<std::string> config_first(int argc, char** argv, std::string& config, bool& missing) {
   std::vector<std::string> args(argv, argv + argc);
   if (args.size() < 2 || args[1] != "train") return args;
   for (size_t k = 2; k < args.size(); ++k) {
     const bool joined = args[k].rfind("--config=", 0) == 0;
     if (args[k] != "--config" && !joined) continue;
     config = joined ? args[k].substr(9) : (k + 1 < args.size() ? args[k + 1] : "");
+    missing = config.empty() || config.rfind("--", 0) == 0;
     args.erase(args.begin() + long(k), args.begin() + long(joined || k + 1 == args.size() ? k + 1 : k + 2));
     args.insert(args.begin() + 1, {"--config", config});
     break;
@@ -70,6 +73,8 @@ int main(int argc, char** argv) {
     world.check(environment.empty(), environment);
     CLI::App app("Tessera: distributed graph neural network training", "tessera");
     app.require_subcommand(1);
+    app.set_version_flag("--version", tessera::app::version_text(),
+                         "Print the version, Kokkos, MPI, HDF5 and vendor libraries");
     app.set_config("--config", "", "TOML file of `tessera train` options (see tessera train --help)")
         ->configurable(false);
     app.config_formatter(std::make_shared<TrainConfig>());
@@ -82,12 +87,13 @@ int main(int argc, char** argv) {
     tessera::app::add_plan_command(app, selected);
     tessera::app::add_partition_command(app, selected);
     std::string config;
-    std::vector<std::string> args = config_first(argc, argv, config);
-    // Without a value CLI11 would read no file at all and train on the defaults.
-    if (args.size() > 2 && args[1] == "--config")
-      world.check(!config.empty() && config.rfind("--", 0) != 0,
-                  "--config needs a TOML file name (tessera train --config run.toml)");
-    args.erase(args.begin());                // the program's name
+    bool config_missing = false;
+    std::vector<std::string> args = config_first(argc, argv, config, config_missing);
+    world.check(!config_missing, "--config needs a TOML file name (tessera train --config run.toml)");
+    args.erase(args.begin());  // the program's name
+    // A misspelt subcommand or option is named with its closest valid spelling before CLI11 parses.
+    const std::string unknown = tessera::app::unknown_word_message(app, args);
+    world.check(unknown.empty(), unknown);
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse
     try {
       app.parse(args);

@@ -148,6 +148,63 @@ void add_output_options(CLI::App* cmd, Args& a) {
       ->configurable(false);
 }
 
+// `tessera train --help` in groups, in this order.
+constexpr std::pair<const char*, const char*> kHelpGroups[] = {
+    {"--data", "Data"},
+    {"--normalize-features", "Data"},
+    {"--model", "Model"},
+    {"--layers", "Model"},
+    {"--hidden", "Model"},
+    {"--dropout", "Model"},
+    {"--input-dropout", "Model"},
+    {"--norm", "Model"},
+    {"--no-fuse", "Model"},
+    {"--seed", "Model"},
+    {"--optimizer", "Optimizer"},
+    {"--lr", "Optimizer"},
+    {"--weight-decay", "Optimizer"},
+    {"--epochs", "Optimizer"},
+    {"--eval-every", "Optimizer"},
+    {"--patience", "Optimizer"},
+    {"--mode", "Parallelism"},
+    {"--grid", "Parallelism"},
+    {"--machine", "Parallelism"},
+    {"--machine-file", "Parallelism"},
+    {"--memory-per-rank", "Parallelism"},
+    {"--permute", "Parallelism"},
+    {"--comm", "Parallelism"},
+    {"--comm-dtype", "Parallelism"},
+    {"--batch-size", "Mini-batch and sampled"},
+    {"--steps-per-epoch", "Mini-batch and sampled"},
+    {"--no-sampler-thread", "Mini-batch and sampled"},
+    {"--partition", "Sampled / prefetch"},
+    {"--partition-file", "Sampled / prefetch"},
+    {"--fanouts", "Sampled / prefetch"},
+    {"--prefetch-policy", "Sampled / prefetch"},
+    {"--prefetch-fraction", "Sampled / prefetch"},
+    {"--prefetch-alpha", "Sampled / prefetch"},
+    {"--prefetch-interval", "Sampled / prefetch"},
+    {"--prefetch-agent", "Sampled / prefetch"},
+    {"--prefetch-agent-timeout", "Sampled / prefetch"},
+    {"--no-prefetch-thread", "Sampled / prefetch"},
+    {"--metrics", "Output"},
+    {"--save-predictions", "Output"},
+    {"--save-embeddings", "Output"},
+    {"--checkpoint", "Output"},
+    {"--checkpoint-every", "Output"},
+    {"--resume", "Output"},
+    {"--resume-force", "Output"},
+    {"--quiet", "Output"},
+    {"--overlap", "Performance"},
+    {"--recompute-aggregation", "Performance"},
+    {"--load-budget", "Performance"},
+    {"--kernels", "Performance"},
+    {"--gemm-dtype", "Performance"},
+    {"--host-gemm", "Performance"},
+    {"--allow-tf32", "Performance"},
+    {"--print-config", "Diagnostics"},
+    {"--simulate-network", "Diagnostics"}};
+
 // Options that only one mode reads: given to another, they are refused, naming the mode they belong to.
 struct ModeOnly {
   const char* name;
@@ -297,6 +354,7 @@ void add_train_command(CLI::App& app, Command& selected) {
   add_grid_options(cmd, *a);
   add_sampled_options(cmd, *a);
   add_output_options(cmd, *a);
+  for (const auto& [name, group] : kHelpGroups) cmd->get_option(name)->group(group);
   cmd->footer(
       "Options can also come from a TOML file: tessera train --config run.toml (keys are the long option "
       "names without dashes; the command line overrides the file; --print-config writes one).");

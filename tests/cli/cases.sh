@@ -1023,6 +1023,27 @@ PY
     grep -q "found Kokkos >= 3.4" <<<"$out" || { echo "$out"; echo "FAILED: no Kokkos"; exit 1; }
     [ ! -s called.log ] || { cat called.log; echo "FAILED: setup.sh --no-packages called a package tool"; exit 1; }
     echo "ok: no package tool called; every missing dependency named" ;;
+  help_and_version)
+    # --version says what the build is; a misspelt subcommand or option is named with its closest spelling
+    # and the --help of the subcommand it was given to; train --help is in groups.
+    out=$("$TESSERA" --version) || { echo "FAILED: --version exit"; exit 1; }
+    echo "$out"
+    for want in "tessera 0.1.0 (git " "Kokkos " "backends:" "MPI: " "HDF5 " "vendor libraries:"; do
+      grep -qF "$want" <<<"$out" || { echo "FAILED: --version lacks '$want'"; exit 1; }
+    done
+    expect_error "unknown subcommand 'trian'; did you mean 'train'\? \(see tessera --help\)" "-" -- "$TESSERA" trian
+    expect_error "unknown subcommand 'version'; did you mean '--version'\?" "-" -- $MPIEXEC -n 2 "$TESSERA" version
+    expect_error "train: unknown option '--hiden'; did you mean '--hidden'\? \(see tessera train --help\)" "-" -- \
+      "$TESSERA" train --data g.h5 --hiden 32
+    expect_error "synth: unknown option '--node'; did you mean '--nodes'\? \(see tessera prep synth --help\)" "-" -- \
+      "$TESSERA" prep synth --node 10 -o x.h5
+    expect_error "unknown subcommand 'synh'; did you mean 'synth'\? \(see tessera prep --help\)" "-" -- "$TESSERA" prep synh
+    expect_error "train: unknown option '--zzzzzzzz' \(see tessera train --help\)" "-" -- "$TESSERA" train --data g.h5 --zzzzzzzz
+    out=$("$TESSERA" train --help) || exit 1
+    for group in Data Model Optimizer Parallelism "Mini-batch and sampled" "Sampled / prefetch" Output Performance Diagnostics; do
+      grep -qx "$group:" <<<"$out" || { echo "FAILED: train --help has no group '$group'"; exit 1; }
+    done
+    echo "ok: --version, suggestions, help groups" ;;
   slurm_jobs)
     # The CPU job scripts under a real one-node Slurm (sbatch, srun --mpi=pmix, scancel --signal, resume) and
     # the GPU job scripts through sbatch --test-only; skipped (77) where Slurm is not installed.
