@@ -13,9 +13,12 @@ void add_info_command(CLI::App& app, Command& selected) {
   auto path = std::make_shared<std::string>();
   CLI::App* info =
       app.add_subcommand("info", "Print a graph file's sizes and statistics, and validate every value");
-  info->add_option("file", *path, "Tessera .h5 graph file")->required();
+  // --data as train, plan and partition take it; the positional file as before.
+  CLI::Option* data = info->add_option("--data", *path, "Tessera .h5 graph file");
+  info->add_option("file", *path, "Tessera .h5 graph file (the same as --data)")->excludes(data);
   info->callback([&selected, path] {
     selected = [path](const Communicator& world) {
+      world.check(!path->empty(), "info needs a graph file: tessera info --data FILE (or tessera info FILE)");
       Stopwatch watch;
       const GraphFileReader reader(world, *path);
       const GraphSummary s = validate_graph(reader, world);

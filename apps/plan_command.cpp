@@ -20,8 +20,8 @@ MachineProfile machine_from_options(const std::string& machine, const std::strin
 void add_plan_command(CLI::App& app, Command& selected) {
   struct Args {
     std::string data, machine = "local", machine_file;
-    int ranks = 0, layers = 3;
-    int64_t hidden = 256;
+    int ranks = 0, layers = 2;  // train's defaults
+    int64_t hidden = 16;
     bool recompute_aggregation = false;
     std::string load_budget;
   };

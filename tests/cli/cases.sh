@@ -1043,7 +1043,13 @@ PY
     for group in Data Model Optimizer Parallelism "Mini-batch and sampled" "Sampled / prefetch" Output Performance Diagnostics; do
       grep -qx "$group:" <<<"$out" || { echo "FAILED: train --help has no group '$group'"; exit 1; }
     done
-    echo "ok: --version, suggestions, help groups" ;;
+    # info takes --data as train, plan and partition do (its positional file still works); plan's model
+    # defaults are train's.
+    "$TESSERA" prep synth --nodes 100 --edges 300 -o g.h5 >/dev/null || exit 1
+    "$TESSERA" info --data g.h5 | grep -q "valid:     yes" && "$TESSERA" info g.h5 | grep -q "valid:     yes" ||
+      { echo "FAILED: info --data"; exit 1; }
+    "$TESSERA" plan --data g.h5 --ranks 2 | grep -q ", 2 layers, hidden 16, 2 ranks" || { echo "FAILED: plan defaults"; exit 1; }
+    echo "ok: --version, suggestions, help groups, info --data, plan's defaults" ;;
   slurm_jobs)
     # The CPU job scripts under a real one-node Slurm (sbatch, srun --mpi=pmix, scancel --signal, resume) and
     # the GPU job scripts through sbatch --test-only; skipped (77) where Slurm is not installed.
