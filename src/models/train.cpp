@@ -172,14 +172,7 @@ GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const Memor
                                                     " ranks but the job has " + std::to_string(world.size()));
     return *o.grid;
   }
-  if (!o.auto_grid) {
-    world.check(world.size() == 1,
-                "training on " + std::to_string(world.size()) +
-                    " ranks needs --grid XxYxZ or --grid auto (a factorization of the rank count, "
-                    "e.g. 1x1x" +
-                    std::to_string(world.size()) + ")");
-    return GridShape{};
-  }
+  if (!o.auto_grid) return GridShape{};  // one rank (run_training makes several ranks without --grid auto)
   std::string problem;
   GridCost best;
   try {
@@ -522,7 +515,13 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
 
 }  // namespace
 
-TrainResult run_training(const TrainOptions& options, const Communicator& world) {
+TrainResult run_training(const TrainOptions& given, const Communicator& world) {
+  TrainOptions options = given;
+  // Several ranks and no grid: the performance model picks one, as --grid auto would (said in the log).
+  if (options.mode == TrainMode::Full && !options.grid && !options.auto_grid && world.size() > 1) {
+    options.auto_grid = true;
+    log_line("no --grid on " + std::to_string(world.size()) + " ranks: picking one as --grid auto");
+  }
   check_options(options, world);
   check_paths(options, world);
   const RunContext context = prepare_run(options, world);

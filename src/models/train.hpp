@@ -78,8 +78,8 @@ struct TrainOptions {
   int64_t exchange_budget = kDefaultExchangeBudget;
 };
 
-/// Collective over `world`: the run the options describe. Throws CollectiveError (or Error) on bad input,
-/// naming the file or the option.
+/// Collective over `world`: the run the options describe (full mode on several ranks without a grid: the
+/// grid --grid auto would pick). Throws CollectiveError (or Error) on bad input, naming the file or option.
 TrainResult run_training(const TrainOptions& options, const Communicator& world);
 
 /// Collective: the checks run_training makes on the options before it reads anything (ranges, the grid's

@@ -164,7 +164,9 @@ case "$case_name" in
     expect_error "ck/checkpoint.h5: no checkpoint to resume from" "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume ;;
   bad_train_multirank)
     good_h5
-    expect_error "training on 2 ranks needs --grid XxYxZ" "-" -- $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2
+    out=$($MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 2>&1) || { echo "$out"; echo "FAILED: 2 ranks without --grid"; exit 1; }
+    grep -q "no --grid on 2 ranks: picking one as --grid auto" <<<"$out" && grep -qE "^grid auto: [0-9]+x[0-9]+x[0-9]+" <<<"$out" ||
+      { echo "$out"; echo "FAILED: no grid picked"; exit 1; }
     expect_error "grid 2x2x1 has 4 ranks but the job has 2" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 --grid 2x2x1
     expect_error "grid '0x2x1': every axis must be at least 1" "-" -- \
