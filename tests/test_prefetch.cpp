@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <set>
 
 #include "tessera/comm/simulated_network.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/prefetch/agent_process.hpp"
 #include "tessera/prefetch/controller.hpp"
 #include "tessera/prefetch/feature_cache.hpp"
 
@@ -214,4 +216,23 @@ TEST(SimulatedNetwork, PricesMessages) {
   // Rank 1 sends 50 MB to rank 0 and 0 to rank 2, receives 25 MB from rank 2; its own bucket is free.
   EXPECT_NEAR(n.exchange_seconds({50000000, 999, 0}, {0, 999, 25000000}, 1), 2 * 2e-6 + 50e6 / 25e9, 1e-12);
   EXPECT_NEAR(n.all_reduce_seconds(1000000, 4), 6 * 2e-6 + 1.5 * 1e6 / 25e9, 1e-12);
+}
+
+// An agent ignores SIGPIPE only while it lives (a write to a dead agent must fail, not kill the process);
+// afterwards the process's own disposition is back.
+TEST(AgentProcess, PutsSigpipeBackWhenItGoes) {
+  // The default action first (a launcher may have set SIGPIPE ignored, which would make this vacuous).
+  struct sigaction before {
+  }, during{}, after{}, launcher{};
+  before.sa_handler = SIG_DFL;
+  sigemptyset(&before.sa_mask);
+  sigaction(SIGPIPE, &before, &launcher);
+  {
+    AgentProcess agent("cat");
+    sigaction(SIGPIPE, nullptr, &during);
+    EXPECT_EQ(during.sa_handler, SIG_IGN);
+    EXPECT_TRUE(agent.send("hello"));
+  }
+  sigaction(SIGPIPE, &launcher, &after);
+  EXPECT_EQ(after.sa_handler, SIG_DFL);
 }
