@@ -4,6 +4,7 @@
 // on every kernel path; a whole model's gradient against dense back-propagation written here; and the
 // trainer's determinism, resume, outputs, hooks and errors.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -767,6 +768,50 @@ TEST(Trainer, StopSignalEndsTheRunAtTheEpochEnd) {
   sigaction(SIGUSR1, &previous, nullptr);
   StopSignalWatch::clear();
   EXPECT_STREQ(stop_signal_name(SIGUSR1), "SIGUSR1");
+}
+
+namespace {
+// Reads the epochs a checkpoint on disk records, while a later hook sees the epoch.
+struct CheckpointOnDisk : TrainerHook {
+  std::string path;
+  std::vector<int64_t> seen;  // the checkpoint's epochs_done at each epoch's on_epoch (-1: none yet)
+  bool on_epoch(Trainer&, const EpochRecord&) override {
+    int64_t done = -1;
+    H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    if (file.valid()) h5_read_attr(file.get(), "epochs_done", done);
+    seen.push_back(done);
+    return true;
+  }
+};
+}  // namespace
+
+// A checkpoint is saved after every hook has seen the epoch: a job killed between a hook's record of epoch
+// 10 (a metrics line) and the checkpoint of epoch 10 resumes from 5 and records 6-10 again, never loses 10.
+TEST(Trainer, CheckpointIsSavedAfterEveryHookSawTheEpoch) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  const Graph3D g = forty_node_graph(grid);
+  Sequential model(grid, 6, RunOptions{}, 1);
+  model.add<GcnConv>(5);
+  model.add<GcnConv>(3);
+  FullGraphSource source(g, grid, world, model.needs_self_blocks());
+  TrainerOptions options;
+  options.epochs = 11;
+  Trainer trainer(model, source, world, options);
+  CheckpointOptions c;
+  c.dir = scratch_dir() + "/order";
+  c.every = 5;
+  mkdir(c.dir.c_str(), 0755);
+  trainer.add_hook(std::make_unique<Checkpointer>(c));
+  CheckpointOnDisk later;
+  later.path = Checkpointer::path_in(c.dir);
+  trainer.add_hook(later);
+  trainer.run();
+  ASSERT_EQ(later.seen.size(), 11u);
+  EXPECT_EQ(later.seen[4], -1) << "epoch 5's checkpoint was saved before a later hook saw epoch 5";
+  EXPECT_EQ(later.seen[5], 5);
+  EXPECT_EQ(later.seen[9], 5) << "epoch 10's checkpoint was saved before a later hook saw epoch 10";
+  EXPECT_EQ(later.seen[10], 10);
 }
 
 TEST(Checkpoint, RunDifferencesNameEachKeyWithBothValues) {

@@ -127,9 +127,8 @@ void Checkpointer::save(Trainer& trainer) {
   saved_at_ = trainer.progress().epochs_done;
 }
 
-bool Checkpointer::on_epoch(Trainer& trainer, const EpochRecord& r) {
+void Checkpointer::after_epoch(Trainer& trainer, const EpochRecord& r) {
   if (options_.every > 0 && r.epoch % options_.every == 0) save(trainer);
-  return true;
 }
 
 void Checkpointer::on_finish(Trainer& trainer) {

@@ -61,7 +61,8 @@ class Checkpointer : public TrainerHook {
   explicit Checkpointer(CheckpointOptions options) : options_(std::move(options)) {}
   /// Checks that DIR can take a checkpoint (before any epoch runs), then resumes when asked.
   void on_start(Trainer& trainer) override;
-  bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
+  /// Saves every `every` epochs, after the other hooks recorded the epoch.
+  void after_epoch(Trainer& trainer, const EpochRecord& epoch) override;
   void on_finish(Trainer& trainer) override;
 
  private:

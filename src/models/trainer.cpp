@@ -239,6 +239,7 @@ TrainResult Trainer::run() {
     progress_.epochs_done = r.epoch;
     result.history.push_back(r);
     for (TrainerHook* h : hooks_) go = h->on_epoch(*this, r) && go;
+    for (TrainerHook* h : hooks_) h->after_epoch(*this, r);
     // A stop is agreed by every rank (hooks decide from collective values, but a hang is never an option),
     // and so is a signal, which usually reaches one rank or reaches them at different times.
     int stop[2] = {go ? 0 : 1, options_.stop_on_signal ? StopSignalWatch::received() : 0};
