@@ -852,17 +852,17 @@ PY
       mpi "$ranks" "$TESSERA" train --data g.h5 --epochs "$epochs" "${outputs[@]}" "$@" >straight.txt 2>&1 ||
         { cat straight.txt; echo "FAILED: $name straight run"; exit 1; }
       for f in "p-$name.txt" "e-$name.h5" "m-$name.jsonl"; do mv "$f" "straight-$f"; done
-      mpi "$ranks" "$TESSERA" train --data g.h5 --epochs "$epochs" --checkpoint "ck-$name" "${outputs[@]}" "$@" >run.txt 2>&1 &
+      # The checkpoint directory names this run's processes (with $$: no other test's); the signal goes
+      # as soon as they are found (the watch is up before the load), leaving hundreds of epochs to land in.
+      local ck="ck-$name-$$"
+      mpi "$ranks" "$TESSERA" train --data g.h5 --epochs "$epochs" --checkpoint "$ck" "${outputs[@]}" "$@" >run.txt 2>&1 &
       local job=$!
       wait_for_line run.txt "^epoch +1 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 1"; exit 1; }
-      local target
-      target=$(rank_pids "ck-$name" | tail -n 1)
-      wait_for_line run.txt "^epoch +2 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 2"; exit 1; }
-      kill -USR1 "$target"
+      kill -USR1 "$(rank_pids "$ck" | tail -n 1)"
       wait $job; rc=$?
       [ "$rc" -eq 75 ] || { cat run.txt; echo "FAILED: $name exit $rc, expected 75"; exit 1; }
       [ ! -e "p-$name.txt" ] && [ ! -e "e-$name.h5" ] || { echo "FAILED: $name wrote outputs when stopped"; exit 1; }
-      mpi "$ranks" "$TESSERA" train --data g.h5 --epochs "$epochs" --checkpoint "ck-$name" --resume "${outputs[@]}" "$@" \
+      mpi "$ranks" "$TESSERA" train --data g.h5 --epochs "$epochs" --checkpoint "$ck" --resume "${outputs[@]}" "$@" \
         >resumed.txt 2>&1 || { cat resumed.txt; echo "FAILED: $name resume"; exit 1; }
       cmp "straight-p-$name.txt" "p-$name.txt" || { echo "FAILED: $name predictions differ"; exit 1; }
       cmp "straight-e-$name.h5" "e-$name.h5" || { echo "FAILED: $name embeddings differ"; exit 1; }
@@ -871,30 +871,31 @@ PY
         { summary straight.txt; summary resumed.txt; echo "FAILED: $name summary lines differ"; exit 1; }
       echo "ok: $name: $(grep -oE 'after epoch [0-9]+' resumed.txt | head -n 1), then the same files as straight"
     }
-    same_run full 1 400
-    same_run 3d 2 300 --grid 2x1x1
-    same_run minibatch 2 200 --mode minibatch --grid 2x1x1x1 --batch-size 400 --norm batch
-    same_run sampled 2 40 --mode sampled --model sage --batch-size 64 --partition metis-2 --partition-file parts.h5
+    same_run full 1 600
+    same_run 3d 2 400 --grid 2x1x1
+    same_run minibatch 2 300 --mode minibatch --grid 2x1x1x1 --batch-size 400 --norm batch
+    same_run sampled 2 60 --mode sampled --model sage --batch-size 64 --partition metis-2 --partition-file parts.h5
     # A job killed after its last checkpoint (every 5 epochs) leaves later epochs in the metrics; the resumed
     # run cuts them back first, so each epoch is there once and the file equals the straight run's.
-    "$TESSERA" train --data g.h5 --epochs 400 --checkpoint ck-kill --checkpoint-every 5 --metrics m-kill.jsonl >run.txt 2>&1 &
+    "$TESSERA" train --data g.h5 --epochs 600 --checkpoint "ck-kill-$$" --checkpoint-every 5 --metrics m-kill.jsonl >run.txt 2>&1 &
     job=$!
     wait_for_line run.txt "^epoch +13 " 120 || { cat run.txt; echo "FAILED: never reached epoch 13"; exit 1; }
-    kill -KILL "$(rank_pids ck-kill | tail -n 1)"
+    kill -KILL "$(rank_pids "ck-kill-$$" | tail -n 1)"
     wait $job
-    "$TESSERA" train --data g.h5 --epochs 400 --checkpoint ck-kill --resume --metrics m-kill.jsonl >/dev/null 2>&1 ||
+    grep -q "^epoch  600 " run.txt && { echo "FAILED: the run ended before the kill"; exit 1; }
+    "$TESSERA" train --data g.h5 --epochs 600 --checkpoint "ck-kill-$$" --resume --metrics m-kill.jsonl >/dev/null 2>&1 ||
       { echo "FAILED: resume after the kill"; exit 1; }
     same_metrics straight-m-full.jsonl m-kill.jsonl || exit 1
     # --checkpoint-every larger than the run: the end is saved all the same.
     "$TESSERA" train --data g.h5 --epochs 3 --checkpoint ck-every --checkpoint-every 10 --quiet >/dev/null &&
       [ -f ck-every/checkpoint.h5 ] || { echo "FAILED: no checkpoint at the end"; exit 1; }
     # Another setting or another graph is refused with the differences; --resume-force continues, saying so.
-    expect_error "ck-full/checkpoint.h5: this run differs from the one that wrote the checkpoint: lr 0.1 \(checkpoint: 0.01\)" "-" -- \
-      "$TESSERA" train --data g.h5 --epochs 401 --checkpoint ck-full --resume --lr 0.1
+    expect_error "ck-full-$$/checkpoint.h5: this run differs from the one that wrote the checkpoint: lr 0.1 \(checkpoint: 0.01\)" "-" -- \
+      "$TESSERA" train --data g.h5 --epochs 601 --checkpoint "ck-full-$$" --resume --lr 0.1
     "$TESSERA" prep synth --nodes 4000 --edges 20000 --features 32 --classes 4 --seed 2 -o other.h5 >/dev/null || exit 1
     expect_error "this run differs from the one that wrote the checkpoint: .*graph_fingerprint [0-9a-f]{16} \(checkpoint: [0-9a-f]{16}\)" "-" -- \
-      "$TESSERA" train --data other.h5 --epochs 401 --checkpoint ck-full --resume
-    out=$("$TESSERA" train --data g.h5 --epochs 401 --checkpoint ck-full --resume --lr 0.1 --resume-force 2>&1) ||
+      "$TESSERA" train --data other.h5 --epochs 601 --checkpoint "ck-full-$$" --resume
+    out=$("$TESSERA" train --data g.h5 --epochs 601 --checkpoint "ck-full-$$" --resume --lr 0.1 --resume-force 2>&1) ||
       { echo "$out"; echo "FAILED: --resume-force"; exit 1; }
     grep -q "although this run differs from the checkpoint's (--resume-force): lr 0.1 (checkpoint: 0.01)" <<<"$out" ||
       { echo "$out"; echo "FAILED: --resume-force says nothing"; exit 1; } ;;
