@@ -287,17 +287,11 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   o.kernels = parse_kernel_path(a.kernels);
   o.comm = parse_comm_backend(a.comm);
   if (!a.memory_per_rank.empty()) o.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");
-  if (!a.load_budget.empty()) {
-    require(o.mode != TrainMode::Sampled,
-            "--load-budget is for --mode full / minibatch (the sampled mode's loader builds no 3D blocks)");
-    o.exchange_budget = parse_byte_size(a.load_budget, "--load-budget");
-  }
+  if (!a.load_budget.empty()) o.exchange_budget = parse_byte_size(a.load_budget, "--load-budget");
   if (a.grid == "auto")
     o.auto_grid = true;
   else if (!a.grid.empty())
     o.grid = parse_grid(a.grid);
-  require(o.mode != TrainMode::Full || a.batch_size.empty(),
-          "--batch-size needs --mode minibatch or sampled");
   if (o.mode == TrainMode::Minibatch) {
     require(!a.batch_size.empty(), "--mode minibatch needs --batch-size");
     parse_minibatch_size(a.batch_size, o.minibatch);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "reference/layers.hpp"
@@ -725,20 +726,31 @@ struct RaiseAtEpoch : TrainerHook {
 };
 }  // namespace
 
+namespace {
+// A two-layer GCN (6 -> 5 -> 3) on forty_node_graph with its full-graph source, for the trainer's tests.
+struct FortyNodeGcn {
+  explicit FortyNodeGcn(const Communicator& world)
+      : grid(world, GridShape{}), graph(forty_node_graph(grid)), model(grid, 6, RunOptions{}, 1) {
+    model.add<GcnConv>(5);
+    model.add<GcnConv>(3);
+    source.emplace(graph, grid, world, model.needs_self_blocks());
+  }
+  ProcessGrid grid;
+  Graph3D graph;
+  Sequential model;
+  std::optional<FullGraphSource> source;
+};
+}  // namespace
+
 // A signal stops the loop at the end of that epoch (stop_on_signal), the result names it, and the handler
 // it replaced is back afterwards; without stop_on_signal the trainer installs nothing.
 TEST(Trainer, StopSignalEndsTheRunAtTheEpochEnd) {
   const Communicator world = Communicator::world();
-  const ProcessGrid grid(world, GridShape{});
-  const Graph3D g = forty_node_graph(grid);
-  Sequential model(grid, 6, RunOptions{}, 1);
-  model.add<GcnConv>(5);
-  model.add<GcnConv>(3);
-  FullGraphSource source(g, grid, world, model.needs_self_blocks());
+  FortyNodeGcn gcn(world);
   StopSignalWatch::clear();
   {
     TrainerOptions options{AdamSettings{}, 20, 1, 1, false, true};
-    Trainer trainer(model, source, world, options);
+    Trainer trainer(gcn.model, *gcn.source, world, options);
     RaiseAtEpoch raise;
     raise.epoch = 3, raise.signal = SIGUSR1;
     trainer.add_hook(raise);
@@ -747,7 +759,7 @@ TEST(Trainer, StopSignalEndsTheRunAtTheEpochEnd) {
     EXPECT_EQ(r.history.size(), 3u);
     EXPECT_EQ(trainer.stop_signal(), SIGUSR1);
     // The run consumed the signal: a second run in the same process trains every epoch.
-    Trainer again(model, source, world, options);
+    Trainer again(gcn.model, *gcn.source, world, options);
     const TrainResult all = again.run();
     EXPECT_EQ(all.stop_signal, 0);
     EXPECT_EQ(all.history.size(), 20u);
@@ -789,15 +801,10 @@ struct CheckpointOnDisk : TrainerHook {
 // 10 (a metrics line) and the checkpoint of epoch 10 resumes from 5 and records 6-10 again, never loses 10.
 TEST(Trainer, CheckpointIsSavedAfterEveryHookSawTheEpoch) {
   const Communicator world = Communicator::world();
-  const ProcessGrid grid(world, GridShape{});
-  const Graph3D g = forty_node_graph(grid);
-  Sequential model(grid, 6, RunOptions{}, 1);
-  model.add<GcnConv>(5);
-  model.add<GcnConv>(3);
-  FullGraphSource source(g, grid, world, model.needs_self_blocks());
+  FortyNodeGcn gcn(world);
   TrainerOptions options;
   options.epochs = 11;
-  Trainer trainer(model, source, world, options);
+  Trainer trainer(gcn.model, *gcn.source, world, options);
   CheckpointOptions c;
   c.dir = scratch_dir() + "/order";
   c.every = 5;

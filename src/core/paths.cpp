@@ -41,16 +41,15 @@ void make_directories(const std::string& path, const std::string& option) {
   }
 }
 
-// rank 0 can create a file in the output's directory (probed with a temporary, removed again).
-void probe_writable(const std::string& path, const std::string& option) {
+}  // namespace
+
+void probe_writable(const std::string& path, const std::string& what) {
   const std::string probe = path + ".tmp-" + std::to_string(getpid());
   std::FILE* f = std::fopen(probe.c_str(), "wb");
-  require_os(f != nullptr, path, ": cannot write ", option);
+  require_os(f != nullptr, path, ": cannot write ", what);
   std::fclose(f);
   std::remove(probe.c_str());
 }
-
-}  // namespace
 
 std::string resolved_path(const std::string& path) {
   if (path.empty()) return {};

@@ -14,6 +14,10 @@ namespace tessera {
 /// exist, its directory resolved and the last name appended. Empty when the directory does not exist.
 std::string resolved_path(const std::string& path);
 
+/// Throws Error "<path>: cannot write <what> (<reason>)" unless a file can be created beside `path` (probed
+/// with a temporary that is removed again). Local.
+void probe_writable(const std::string& path, const std::string& what);
+
 /// A run's files: inputs, file outputs, directory outputs. Each is named by the option that gave it.
 class PathPlan {
  public:

@@ -76,14 +76,6 @@ void for_each_best_array(const CheckpointState& s, const Fn& fn) {
     fn("/best/buffer/" + b.name, (*s.best)[k++], int64_t(1), int64_t(b.value->extent(0)), b.placement);
 }
 
-// Allocates the best-validation arrays to the shapes of the state's local blocks.
-void allocate_best(const CheckpointState& s) {
-  s.best->clear();
-  for (const ParameterRef& p : s.params)
-    s.best->emplace_back("best." + p.param->name, p.param->value.extent(0));
-  for (const BufferRef& b : s.buffers) s.best->emplace_back("best." + b.name, b.value->extent(0));
-}
-
 std::string value_text(const nlohmann::json& v) {
   if (v.is_null()) return "(none)";
   return v.is_string() ? v.get<std::string>() : v.dump();
@@ -99,6 +91,14 @@ CheckpointState checkpoint_state(Model& model, Adam& optimizer, uint64_t seed) {
   state.optimizer = &optimizer;
   state.buffers = model.buffers();
   return state;
+}
+
+std::vector<Vector<float>> arrays_like(const std::vector<ParameterRef>& params,
+                                       const std::vector<BufferRef>& buffers) {
+  std::vector<Vector<float>> arrays;
+  for (const ParameterRef& p : params) arrays.emplace_back("best." + p.param->name, p.param->value.extent(0));
+  for (const BufferRef& b : buffers) arrays.emplace_back("best." + b.name, b.value->extent(0));
+  return arrays;
 }
 
 std::vector<std::string> run_differences(const nlohmann::json& saved, const nlohmann::json& now) {
@@ -197,7 +197,8 @@ void check_run(const Communicator& comm, const std::string& path, hid_t root, co
   log_line("resuming " + path + " although this run differs from the checkpoint's (--resume-force): " + list);
 }
 
-// Collective: the checkpoint file opened after checking it is there and looks like HDF5.
+// Collective: the checkpoint file opened after checking it is there and looks like HDF5, and its format and
+// version checked.
 H5Handle open_checkpoint(const std::string& path, const Communicator& comm) {
   prepare_hdf5();
   comm.run_on(0, [&] {
@@ -211,6 +212,14 @@ H5Handle open_checkpoint(const std::string& path, const Communicator& comm) {
   });
   H5Handle file = h5_open_file(comm, path, false);
   comm.check(file.valid(), path + ": cannot open the checkpoint (not HDF5, corrupt or truncated)");
+  std::string format, problem;
+  int64_t version = 0;
+  if (!h5_read_attr(file.get(), "format", format) || format != kFormat)
+    problem = path + ": not a Tessera checkpoint";
+  else if (!h5_read_attr(file.get(), "version", version) || version != kVersion)
+    problem = path + ": checkpoint version " + std::to_string(version) + ", this Tessera reads version " +
+              std::to_string(kVersion);
+  h5_check(comm, problem.empty(), problem, {&file});
   return file;
 }
 
@@ -220,15 +229,10 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
                                  const Communicator& comm) {
   H5Handle file = open_checkpoint(path, comm);
   const hid_t root = file.get();
-  std::string format, described, problem;
-  int64_t version = 0, seed = 0, steps = 0;
+  std::string described, problem;
+  int64_t seed = 0, steps = 0;
   TrainingProgress progress;
-  if (!h5_read_attr(root, "format", format) || format != kFormat)
-    problem = path + ": not a Tessera checkpoint";
-  else if (!h5_read_attr(root, "version", version) || version != kVersion)
-    problem = path + ": checkpoint version " + std::to_string(version) + ", this Tessera reads version " +
-              std::to_string(kVersion);
-  else if (!h5_read_attr(root, "model", described))
+  if (!h5_read_attr(root, "model", described))
     problem = path + ": checkpoint attribute 'model' is missing (corrupt file?)";
   else if (described != state.model)
     problem = path + ": written for model " + described + ", but this run builds " + state.model;
@@ -267,7 +271,7 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
   check_run(comm, path, root, state, file);
   const bool has_best = h5_exists(root, "/best");
   if (has_best && state.best != nullptr) {
-    allocate_best(state);
+    *state.best = arrays_like(state.params, state.buffers);
     for_each_best_array(state, check_shape);
     h5_check(comm, problem.empty(), problem, {&file});
   }
@@ -281,14 +285,6 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
 
 void check_checkpoint_run(const std::string& path, const nlohmann::json& run, const Communicator& comm) {
   H5Handle file = open_checkpoint(path, comm);
-  std::string format, problem;
-  int64_t version = 0;
-  if (!h5_read_attr(file.get(), "format", format) || format != kFormat)
-    problem = path + ": not a Tessera checkpoint";
-  else if (!h5_read_attr(file.get(), "version", version) || version != kVersion)
-    problem = path + ": checkpoint version " + std::to_string(version) + ", this Tessera reads version " +
-              std::to_string(kVersion);
-  h5_check(comm, problem.empty(), problem, {&file});
   const std::vector<std::string> differences = run_differences(saved_run(comm, path, file.get(), file), run);
   h5_check(comm, differences.empty(), differences.empty() ? "" : differences_message(path, differences),
            {&file});

@@ -48,6 +48,10 @@ struct CheckpointState {
 /// The state of a model and its optimizer.
 CheckpointState checkpoint_state(Model& model, Adam& optimizer, uint64_t seed);
 
+/// Arrays shaped like the parameters' local values then the buffers: what CheckpointState::best holds.
+std::vector<Vector<float>> arrays_like(const std::vector<ParameterRef>& params,
+                                       const std::vector<BufferRef>& buffers);
+
 /// "lr 0.1 (checkpoint: 0.01)" for every key whose value differs between `saved` and `now` (a key one of
 /// them lacks counts as differing), in key order.
 std::vector<std::string> run_differences(const nlohmann::json& saved, const nlohmann::json& now);

@@ -10,17 +10,12 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/paths.hpp"
 
 namespace tessera {
 
 void check_writable(const Communicator& comm, const std::string& path, const std::string& what) {
-  comm.run_on(0, [&] {
-    const std::string probe = path + ".tmp-" + std::to_string(getpid());
-    std::FILE* f = std::fopen(probe.c_str(), "wb");
-    require_os(f != nullptr, path, ": cannot write ", what);
-    std::fclose(f);
-    std::remove(probe.c_str());
-  });
+  comm.run_on(0, [&] { probe_writable(path, what); });
 }
 
 bool ConsoleReport::on_epoch(Trainer&, const EpochRecord& r) {

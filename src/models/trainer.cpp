@@ -44,11 +44,7 @@ bool record_if_best(TrainingProgress& progress, const EpochRecord& r, bool best_
 void snapshot_state(Model& model, std::vector<Vector<float>>& into) {
   const std::vector<ParameterRef> params = model.parameters();
   const std::vector<BufferRef> buffers = model.buffers();
-  if (into.size() != params.size() + buffers.size()) {
-    into.clear();
-    for (const ParameterRef& p : params) into.emplace_back("best." + p.param->name, p.param->value.extent(0));
-    for (const BufferRef& b : buffers) into.emplace_back("best." + b.name, b.value->extent(0));
-  }
+  if (into.size() != params.size() + buffers.size()) into = arrays_like(params, buffers);
   size_t k = 0;
   for (const ParameterRef& p : params) Kokkos::deep_copy(into[k++], p.param->value);
   for (const BufferRef& b : buffers) Kokkos::deep_copy(into[k++], *b.value);
