@@ -818,6 +818,10 @@ PY
     expect_error "parts.h5: made for another graph \(.*g.h5, [0-9]+ nodes" "-" -- $MPIEXEC -n 2 "$TESSERA" train --data other.h5 \
       --mode sampled --partition metis-2 --partition-file parts.h5 --epochs 1 --batch-size 4
     expect_error "--partition-file is for --mode sampled, not --mode full" "-" -- "$TESSERA" train --data g.h5 --partition-file parts.h5
+    expect_error "g.h5: not a partition file \(make one with tessera partition --output\)" "-" -- $MPIEXEC -n 2 "$TESSERA" train \
+      --data g.h5 --mode sampled --partition metis-2 --partition-file g.h5 --epochs 1
+    expect_error "absent.h5: --partition-file cannot be read \(No such file or directory\)" "-" -- $MPIEXEC -n 2 "$TESSERA" train \
+      --data g.h5 --mode sampled --partition metis-2 --partition-file absent.h5 --epochs 1
     echo "ok: every output checked against the inputs and the other outputs" ;;
   resume_same_run)
     # In every mode, N epochs straight and "stopped by a signal, then resumed to N" write the same files:
@@ -895,6 +899,7 @@ PY
     "$TESSERA" prep synth --nodes 4000 --edges 20000 --features 32 --classes 4 --seed 2 -o other.h5 >/dev/null || exit 1
     expect_error "this run differs from the one that wrote the checkpoint: .*graph_fingerprint [0-9a-f]{16} \(checkpoint: [0-9a-f]{16}\)" "-" -- \
       "$TESSERA" train --data other.h5 --epochs 601 --checkpoint "ck-full-$$" --resume
+    expect_error "--resume-force goes with --resume" "-" -- "$TESSERA" train --data g.h5 --resume-force
     out=$("$TESSERA" train --data g.h5 --epochs 601 --checkpoint "ck-full-$$" --resume --lr 0.1 --resume-force 2>&1) ||
       { echo "$out"; echo "FAILED: --resume-force"; exit 1; }
     grep -q "although this run differs from the checkpoint's (--resume-force): lr 0.1 (checkpoint: 0.01)" <<<"$out" ||
