@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Benchmark (not a test): what the prefetch cache saves in partition-parallel sampled training (DESIGN §6).
+# Benchmark (not a test): what the prefetch cache saves in partition-parallel sampled training (docs/architecture.md §6).
 # An R-MAT graph of NODES nodes (default 2^20, 128 features), METIS-partitioned over RANKS ranks (default 8);
 # a 3-layer GCN (hidden 64, fanouts 15,10,5, 128 seeds per rank per step), EPOCHS epochs of STEPS steps.
 # For each controller (none, static, periodic, adaptive): remote rows and fetched rows / bytes per epoch, the

@@ -92,7 +92,7 @@ TEST(CoraAccuracy, GraphSage) {
   EXPECT_GE(mean_test_accuracy(ModelKind::Sage), 0.79);
 }
 
-// DESIGN §5: mini-batch training (uniform vertex samples of half the graph, 1x1x1x1 grid) within 2 points
+// docs/architecture.md §5: mini-batch training (uniform vertex samples of half the graph, 1x1x1x1 grid) within 2 points
 // of full-graph training on Cora, same hyperparameters, 5 seeds.
 TEST(MinibatchAccuracy, CoraWithinTwoPointsOfFullGraph) {
   if (cora_file().empty()) GTEST_SKIP() << "skipped: " TESSERA_SHARED_DIR "/datasets/cora is absent";

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Mini-batch training on the 4D grid (DESIGN §5). Runs under mpiexec with 1, 2, 4 and 8 ranks, on every
+// Mini-batch training on the 4D grid (docs/architecture.md §5). Runs under mpiexec with 1, 2, 4 and 8 ranks, on every
 // factorization DxXxYxZ with D in {1, 2}: sampling sends nothing, the ranks' blocks together are exactly
 // the scaled induced subgraph of a serial reference, the sampled aggregation is unbiased, and one training
 // step's gradients equal a dense double-precision computation averaged over the replicas' samples.

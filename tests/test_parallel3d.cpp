@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// 3D full-graph training (DESIGN §4). Runs under mpiexec with 1, 2, 4 and 8 ranks: every factorization of
+// 3D full-graph training (docs/architecture.md §4). Runs under mpiexec with 1, 2, 4 and 8 ranks: every factorization of
 // the rank count must reproduce the one-rank run (the same layers on each rank alone, whose schedule has no
 // communication; the layers themselves are checked against a dense double reference in test_models), and
 // every collective must move exactly the bytes the schedule says.
@@ -270,7 +270,7 @@ TEST(Train3D, RecomputedAggregationChangesNoBit) {
 
 namespace {
 
-// The schedule of DESIGN §4 for one graph layer, computed from the layout alone (no collective over an
+// The schedule of docs/architecture.md §4 for one graph layer, computed from the layout alone (no collective over an
 // axis of size 1), added to `expected`. With bf16 the activations and their gradients take 2 bytes an
 // element; weight gradients stay fp32. `terms` is 2 for GraphSAGE (its self term doubles the sparse side).
 // Returns whether the layer runs transform-first.

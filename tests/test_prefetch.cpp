@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The feature cache's rules (DESIGN §6) on tiny hand-made cases: initial fill by degree, decay, restore on
+// The feature cache's rules (docs/architecture.md §6) on tiny hand-made cases: initial fill by degree, decay, restore on
 // hit, miss counting, the eviction threshold, replacement by the most-missed, capacity never exceeded, no
 // node cached twice, refills in the same request as the misses; and the built-in controllers' decisions.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Partition-parallel sampled training (DESIGN §6) on 1, 2, 4 and 8 ranks: partitions, the renumbered
+// Partition-parallel sampled training (docs/architecture.md §6) on 1, 2, 4 and 8 ranks: partitions, the renumbered
 // distributed load, owner-side neighbour sampling against a whole-graph serial sampler, one step's
 // gradients against a dense double-precision reference, the cache changing no bit of training, and the
 // external controller surviving agents that answer, hang, crash or print garbage.

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Mini-batch training on a 4D grid (DESIGN §5) on Frontier nodes (8 MI250X GCDs per node): one rank per GCD.
+# Mini-batch training on a 4D grid (docs/architecture.md §5) on Frontier nodes (8 MI250X GCDs per node): one rank per GCD.
 #   sbatch -A ACCOUNT -N 4 scripts/slurm/frontier_minibatch.sh DATA.h5 GRID [BATCH]
 # GRID is DxXxYxZ with D x X x Y x Z = ranks, e.g. 4x2x2x2 on 32 GCDs (each 3D replica on one node). Needs a
 # HIP build (scripts/setup.sh --backend hip; Kokkos_ROOT may name the site's HIP Kokkos): SpMM through

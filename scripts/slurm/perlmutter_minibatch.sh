@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Mini-batch training on a 4D grid (DESIGN §5) on Perlmutter GPU nodes (4 A100 per node): one rank per GPU.
+# Mini-batch training on a 4D grid (docs/architecture.md §5) on Perlmutter GPU nodes (4 A100 per node): one rank per GPU.
 #   sbatch -A ACCOUNT -N 4 scripts/slurm/perlmutter_minibatch.sh DATA.h5 GRID [BATCH]
 # GRID is DxXxYxZ with D x X x Y x Z = ranks, e.g. 4x1x2x2 on 16 GPUs: four data-parallel replicas, each a
 # 1x2x2 3D grid whose inner axes stay inside a node. BATCH: vertices per sample, a count or a fraction

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The shape of the 4D process grid D x X x Y x Z (DESIGN §4-5) and a rank's coordinates in it: plain values,
+// The shape of the 4D process grid D x X x Y x Z (docs/architecture.md §4-5) and a rank's coordinates in it: plain values,
 // no MPI, for code that needs only the shape (layouts, the performance model). ProcessGrid builds the
 // communicators of a shape.
 #pragma once

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The 4D process grid D x X x Y x Z of DESIGN §4-5: D data-parallel replicas of a 3D grid.
+// The 4D process grid D x X x Y x Z of docs/architecture.md §4-5: D data-parallel replicas of a 3D grid.
 // rank = ((d*Gz + z)*Gx + x)*Gy + y, Y innermost so Y groups sit inside a node. Each rank owns one
 // communicator per axis (the ranks that differ from it only along that axis, ordered by that coordinate)
 // and one for its 3D replica.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// All-reduce of fp32 data with bf16 on the wire (DESIGN §5, --comm-dtype bf16): half the bytes of an fp32
+// All-reduce of fp32 data with bf16 on the wire (docs/architecture.md §5, --comm-dtype bf16): half the bytes of an fp32
 // all-reduce, with every addition done in fp32. A reduce-scatter by all-to-all of bf16 chunks, each rank
 // adding its chunk in fp32 in rank order and rounding the sum once, then an all-gather of the rounded
 // sums — so every rank ends with bit-identical values, which replicas of a block must, whatever the

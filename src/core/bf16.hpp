@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // bfloat16 as a transport format: the upper 16 bits of an IEEE float, rounded to nearest even. Used where
-// DESIGN §5 sends activations and their gradients in half the bytes and sums them in fp32 on arrival.
+// docs/architecture.md §5 sends activations and their gradients in half the bytes and sums them in fp32 on arrival.
 #pragma once
 
 #include <Kokkos_Core.hpp>

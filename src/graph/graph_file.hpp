@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The Tessera graph file (HDF5, schema version 1, DESIGN §3): CSR by destination, float32 features,
+// The Tessera graph file (HDF5, schema version 1, docs/architecture.md §3): CSR by destination, float32 features,
 // int64 labels (-1 = unlabeled), OGB-named splits. Written collectively to a temporary name and renamed
 // on commit, so a failed write never leaves a file behind; read collectively, each rank its own rows.
 #pragma once

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Graph partitions for partition-parallel training (DESIGN §6): one part per rank, computed once by
+// Graph partitions for partition-parallel training (docs/architecture.md §6): one part per rank, computed once by
 // `tessera partition` (METIS k-way, balanced by nodes, training nodes and edges, or a random balanced split)
 // and stored in the graph file as /partition/<name> (int32 part per node, attributes parts, method,
 // edge_cut). At load nodes are renumbered by (part, file id), so part r owns the contiguous new ids

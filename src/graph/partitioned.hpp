@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// A graph distributed by a partition (DESIGN §6): each rank owns a contiguous range of renumbered node ids
+// A graph distributed by a partition (docs/architecture.md §6): each rank owns a contiguous range of renumbered node ids
 // and holds their in-edges, features, labels and split membership, and the in-degree of its halo (the
 // non-owned in-neighbours of its nodes: GCN weights of sampled neighbours, the cache's initial fill), asked
 // of their owners at load; no array of every node. Loaded collectively: each rank reads a 1/P block of the

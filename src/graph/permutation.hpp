@@ -2,14 +2,14 @@
 // Random permutations of [0, n) that need no table: p(i) and its inverse are evaluated in O(1) from the
 // seed (a 4-round Feistel network over the smallest even bit width covering n, with cycle-walking back into
 // [0, n)). Every rank computes the same p without communication or O(n) memory, which is what the double
-// permutation of the 3D layout needs (DESIGN §4).
+// permutation of the 3D layout needs (docs/architecture.md §4).
 #pragma once
 
 #include <cstdint>
 
 namespace tessera {
 
-/// The 3D layout's permutations of the nodes (DESIGN §4).
+/// The 3D layout's permutations of the nodes (docs/architecture.md §4).
 enum class PermuteMode {
   None,    ///< the file's order
   Single,  ///< one permutation for rows and columns

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Where a Trainer's steps come from (DESIGN §9). A batch source knows its mode's data and how it is split:
-// the full graph (one step per epoch), uniform vertex mini-batches on the 4D grid (DESIGN §5), or
-// partition-parallel neighbour samples with the prefetch cache (DESIGN §6). It gives each step's batch,
+// Where a Trainer's steps come from (docs/architecture.md §9). A batch source knows its mode's data and how it is split:
+// the full graph (one step per epoch), uniform vertex mini-batches on the 4D grid (docs/architecture.md §5), or
+// partition-parallel neighbour samples with the prefetch cache (docs/architecture.md §6). It gives each step's batch,
 // says how this replica's loss counts in the mean the gradients follow, evaluates, and writes per-node
 // outputs; the Trainer's epoch loop is the same for all of them.
 #pragma once

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The full graph as a batch source (DESIGN §4): one step per epoch over every node of a Graph3D, on one
+// The full graph as a batch source (docs/architecture.md §4): one step per epoch over every node of a Graph3D, on one
 // rank (the 1x1x1 grid) or any 3D grid. Its evaluation and per-node outputs (a full-graph forward) serve
 // the mini-batch mode too.
 #pragma once

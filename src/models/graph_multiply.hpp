@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The distributed product of one graph layer on the 3D grid (DESIGN §4, pmm.hpp): out = sum_t Op_t H W_t
+// The distributed product of one graph layer on the 3D grid (docs/architecture.md §4, pmm.hpp): out = sum_t Op_t H W_t
 // over its terms — Aggregate (the graph's normalized adjacency) and Self (a node's own row: GraphSAGE's root
 // weight, a Linear layer). It takes the next graph layer of its slot, owns its weights ({value, placement},
 // initialized from global coordinates, so any grid starts from the same matrices) and its workspace, and

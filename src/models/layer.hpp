@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The layer API (DESIGN §9). A layer runs on the 3D grid (one rank is the 1x1x1 grid): it receives the
+// The layer API (docs/architecture.md §9). A layer runs on the 3D grid (one rank is the 1x1x1 grid): it receives the
 // activations as a block (rows split over one axis, columns over another), returns its output block and,
 // backward, the gradient of its input. A graph layer calls GraphMultiply (graph_multiply.hpp) for its
 // distributed A·H·W and writes only its local epilogue; element-wise layers work on the block they get.

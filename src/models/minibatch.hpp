@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Mini-batches on the 4D grid (DESIGN §5, ScaleGNN): every rank of 3D replica d draws the same uniform
+// Mini-batches on the 4D grid (docs/architecture.md §5, ScaleGNN): every rank of 3D replica d draws the same uniform
 // sample S of B vertices for (seed, epoch, step, d) and cuts, from the static blocks it already holds, the
 // rows and columns of each layer that belong to S, scaling off-diagonal entries by 1 / p with
 // p = (B - 1) / (N - 1). No message is sent. build() is plain host code (the sampler thread runs it);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Partition-parallel neighbour-sampled training (DESIGN §6, DistDGL / MassiveGNN / Rudder) as a batch
+// Partition-parallel neighbour-sampled training (docs/architecture.md §6, DistDGL / MassiveGNN / Rudder) as a batch
 // source: one model replica per rank (the grid P x 1 x 1 x 1) on its partition's training nodes; per step
 // the rank samples message-flow blocks (remote frontier nodes sampled by their owners), fetches the input
 // rows it does not own through the feature cache in one all-to-all, and the Trainer sums the gradients

@@ -21,16 +21,16 @@ struct GraphMeta;  // graph/graph_file.hpp
 
 /// How the graph is split over the ranks.
 enum class TrainMode {
-  Full,       ///< the full graph on one rank or a 3D grid (DESIGN §4)
-  Minibatch,  ///< uniform vertex mini-batches on a 4D grid (DESIGN §5)
-  Sampled     ///< partition-parallel neighbour samples with the prefetch cache (DESIGN §6)
+  Full,       ///< the full graph on one rank or a 3D grid (docs/architecture.md §4)
+  Minibatch,  ///< uniform vertex mini-batches on a 4D grid (docs/architecture.md §5)
+  Sampled     ///< partition-parallel neighbour samples with the prefetch cache (docs/architecture.md §6)
 };
 /// "full", "minibatch" or "sampled".
 const char* train_mode_name(TrainMode mode);
 
 /// Everything a run needs, typed (the command line's strings are parsed in apps/).
 struct TrainOptions {
-  std::string data;                  ///< the graph file (DESIGN §3)
+  std::string data;                  ///< the graph file (docs/architecture.md §3)
   TrainMode mode = TrainMode::Full;  ///< how the graph is split
   /// Full: the 3D grid XxYxZ (none: one rank, 1x1x1); minibatch: DxXxYxZ. Sampled runs Px1x1x1.
   std::optional<GridShape> grid;

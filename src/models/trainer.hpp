@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The one training loop (DESIGN §9): epochs of steps from a BatchSource — forward, masked cross-entropy
+// The one training loop (docs/architecture.md §9): epochs of steps from a BatchSource — forward, masked cross-entropy
 // over the grid, backward, gradients summed over the data-parallel replicas, Adam — then evaluation and
 // the best-validation record. Everything else a run does is a hook: the console line, the metrics file,
 // checkpoints and resume, early stopping, per-node outputs (hooks.hpp), or an application's own.

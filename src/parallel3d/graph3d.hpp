@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// A graph on a 3D process grid (DESIGN §4): the normalized, permuted adjacency in the block layout of each
+// A graph on a 3D process grid (docs/architecture.md §4): the normalized, permuted adjacency in the block layout of each
 // graph layer, the input features, and labels and split masks in the last layer's output order. Built
 // collectively from rows an application holds in memory (GraphRows: any contiguous block of rows per rank)
 // or read from a graph file, in phases — degrees, adjacency, features, labels — each one all-to-all of
@@ -147,7 +147,7 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
 AdjacencyBlock self_block(const NodeLayout& layout, const GridCoords& coords, int layer);
 
 /// What one graph layer runs on: the full graph's static block, or a block cut from it for a mini-batch
-/// (DESIGN §5), whose sizes differ per block but agree within every reduction.
+/// (docs/architecture.md §5), whose sizes differ per block but agree within every reduction.
 struct LayerGraph {
   const AdjacencyBlock* adjacency = nullptr;  ///< the normalized adjacency block (null for the input rows)
   const AdjacencyBlock* self = nullptr;       ///< the self block (self_block), when a layer asked for it

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The 3D data layout of DESIGN §4 (Plexus): which grid axis plays outer (a), inner (b) and depth (c) at
+// The 3D data layout of docs/architecture.md §4 (Plexus): which grid axis plays outer (a), inner (b) and depth (c) at
 // each graph layer, the padded sizes that make every block equal, and the block each rank holds.
 //   H_l (input)   rows by a, cols by b, replicated over c
 //   A_l           rows by c, cols by a, replicated over b

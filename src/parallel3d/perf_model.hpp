@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Performance model of one full-graph training epoch on a 3D grid (DESIGN §4), used by `tessera plan` and
+// Performance model of one full-graph training epoch on a 3D grid (docs/architecture.md §4), used by `tessera plan` and
 // `--grid auto`: communication (ring all-reduce, 2(p-1)/p * bytes / beta + 2(p-1) * alpha, with alpha and
 // beta depending on whether the group fits in a node: Y groups are innermost), SpMM (Plexus eq. 4.4,
 // c0 sqrt(f) + c1 sqrt(f) (N/Ga)/(D/Gb) + c2 sqrt(f) (N/Gc)/(D/Gb) with f = nnz D / G, coefficients fitted

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The communication schedule of one layer's A * H * W on the 3D grid (DESIGN §4, Plexus):
+// The communication schedule of one layer's A * H * W on the 3D grid (docs/architecture.md §4, Plexus):
 //   forward   AGG = A_loc H      -> all-reduce over a      OUT = AGG W      -> all-reduce over b
 //   backward  gW = AGG^T gOUT    -> all-reduce over c      gAGG = gOUT W^T  -> all-reduce over a
 //             gH = A_loc^T gAGG  -> all-reduce over c      (layer 0 skips gAGG and gH)

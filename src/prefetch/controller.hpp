@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Prefetch controllers (DESIGN §6, Rudder): who decides when the feature cache evicts.
+// Prefetch controllers (docs/architecture.md §6, Rudder): who decides when the feature cache evicts.
 //   none      no cache: every remote row is fetched every step
 //   static    the initial fill only, never evicts
 //   periodic  evicts every Delta steps (MassiveGNN)

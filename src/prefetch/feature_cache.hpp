@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The remote-feature cache of partition-parallel sampled training (DESIGN §6, MassiveGNN): a fixed number
+// The remote-feature cache of partition-parallel sampled training (docs/architecture.md §6, MassiveGNN): a fixed number
 // of slots holding feature rows of halo nodes (non-owned 1-hop neighbours of owned nodes), filled at start
 // with the highest-degree halo nodes, scored so that rows nobody asks for fade, and refreshed every few
 // steps with the halo nodes that missed most. The cache decides which rows to hold and to request; moving
@@ -17,7 +17,7 @@
 
 namespace tessera {
 
-/// The cache's settings (DESIGN §6).
+/// The cache's settings (docs/architecture.md §6).
 struct FeatureCacheOptions {
   double fraction = 0.25;  ///< capacity = floor(fraction * |halo|) slots
   double alpha = 0.05;     ///< per-step score decay: scores are multiplied by (1 - alpha)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Feature rows of a step's input nodes on a partitioned graph: owned rows are copied, cached halo rows are
 // read from the FeatureCache, and everything else — the misses, plus on an eviction step the cache's
-// refill — travels in one all-to-all request / reply pair to the owners (DESIGN §6).
+// refill — travels in one all-to-all request / reply pair to the owners (docs/architecture.md §6).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Cutting a sampled subgraph out of a static sparse block, on the host, with no communication (DESIGN §5):
+// Cutting a sampled subgraph out of a static sparse block, on the host, with no communication (docs/architecture.md §5):
 // the rows and columns whose vertices are in the sample are kept, renumbered in their local order, and
 // off-diagonal entries (row vertex != column vertex) are divided by the pair inclusion probability p, so
 // the sampled aggregation is an unbiased estimate of the full one. Plain C++ containers only: it runs on

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Neighbour sampling for partition-parallel training (DESIGN §6, GraphSAGE / DistDGL): from a step's seed
+// Neighbour sampling for partition-parallel training (docs/architecture.md §6, GraphSAGE / DistDGL): from a step's seed
 // nodes, each layer (output side first) keeps at most `fanout` distinct in-neighbours of every frontier
 // node, and the sampled nodes become the next frontier. A node's sample is a pure function of (seed, epoch,
 // step, layer, node), so the rank that owns the node draws exactly what a rank holding the whole graph

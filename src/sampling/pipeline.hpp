@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The mini-batch pipeline (DESIGN §5): a sampler thread builds step t+1's batch while step t trains. One
+// The mini-batch pipeline (docs/architecture.md §5): a sampler thread builds step t+1's batch while step t trains. One
 // batch in flight at a time; the trainer asks for the next batch right after taking the current one. The
 // builder must not touch Kokkos or MPI (plain host containers): it runs beside the main thread's kernels
 // and needs no MPI_THREAD_MULTIPLE. Exceptions thrown by the builder reappear in take().

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Communication-free uniform vertex sampling (DESIGN §5, ScaleGNN): every rank that asks with the same key
+// Communication-free uniform vertex sampling (docs/architecture.md §5, ScaleGNN): every rank that asks with the same key
 // (seed, epoch, step, replica) gets the same sorted sample, so the ranks of a 3D replica agree on the
 // mini-batch without a message, and different replicas (data-parallel axis) draw different ones.
 #pragma once
