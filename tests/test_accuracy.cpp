@@ -120,7 +120,7 @@ TEST(MinibatchAccuracy, CoraSageWithinTwoPointsOfOneRank) {
 }
 
 // ... and within 1 point on a generated contextual SBM (4,000 nodes, 8 classes). Sampling regularizes on
-// its own: the mini-batch runs use no dropout (with 0.5 they trail by about 1.2 points; see README).
+// its own: the mini-batch runs use no dropout (with 0.5 they trail by about 1.2 points; see docs/guide/minibatch.md).
 TEST(MinibatchAccuracy, CsbmWithinOnePointOfFullGraph) {
   char scratch[] = "/tmp/tessera-accuracy-XXXXXX";
   const std::string path = std::string(mkdtemp(scratch)) + "/csbm.h5";

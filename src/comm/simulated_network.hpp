@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // --simulate-network LAT_US,GBPS, for benchmarks only: after each exchange a rank sleeps as long as its
 // messages would take on a network of that latency and bandwidth, so one shared-memory machine can show
-// what fewer remote bytes save on a real interconnect. The model (documented in the README): an exchange
+// what fewer remote bytes save on a real interconnect. The model (documented in docs/guide/sampled.md): an exchange
 // costs latency per peer it talks to plus max(bytes sent, bytes received) / bandwidth; a ring all-reduce
 // of B bytes on P ranks costs 2(P-1) latencies plus 2(P-1)/P * B / bandwidth. Off by default.
 #pragma once

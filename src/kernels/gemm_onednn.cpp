@@ -3,7 +3,7 @@
 // oneDNN's sgemm, row-major like CBLAS; on the 2-core AMD EPYC (Zen 3, AVX2) development machine it ran the
 // narrow shapes of a GNN layer (169343 x 40 x 256, 169343 x 256 x 40, 256 x 40 x 169343) 1.4-2.5x faster
 // than OpenBLAS 0.3.21, 169343 x 256 x 128 about 1.4x faster and the long-reduction weight gradients within
-// 5% (OpenBLAS slightly ahead there; scripts/bench_fullgraph.sh's shapes, the README's Benchmarks). Under
+// 5% (OpenBLAS slightly ahead there; scripts/bench_fullgraph.sh's shapes, docs/BENCHMARKS.md). Under
 // GemmDtype::Bf16: both operands rounded to bf16 (nearest even, in their fp32 layout), then oneDNN's matmul
 // with fp32 accumulation and an fp32 result. On CPUs with AMX it runs on the tile unit (about 3.5x BLAS's
 // fp32 rate on the Intel machine this was measured on); oneDNN picks the kernel. Its fpmath_mode::bf16 on
@@ -122,7 +122,7 @@ void sgemm(Trans ta, Trans tb, const GemmShape& s, float alpha, const float* a, 
 // dynamically, so a core slowed by a neighbour does not hold the other at each of the library's internal
 // barriers. Each row of C is one chunk's, and a reduction's chunks write partial products summed in chunk
 // order: the bits depend on neither the thread count nor the schedule. On the 2-core Zen 3 (two threads),
-// four alternated runs of the README's arxiv-shaped GCN step (169343 rows): its GEMMs 0.72-0.74 s against
+// four alternated runs of the arxiv-shaped GCN step of docs/BENCHMARKS.md (169343 rows): its GEMMs 0.72-0.74 s against
 // 0.74-0.84 s with oneDNN's own threading, shorter in every run.
 constexpr int64_t kRowChunk = 2048, kReductionChunk = 8192;
 constexpr int64_t kPartialFloats = int64_t(2) << 20;  // at most 8 MiB of partial products, kept

@@ -65,7 +65,7 @@ void check_gemm_dtype(GemmDtype dtype, KernelPath path);
 enum class HostGemmLibrary {
   Auto,   ///< oneDNN where the build has it, else BLAS
   Blas,   ///< CBLAS (OpenBLAS's OpenMP build on Debian)
-  OneDnn  ///< oneDNN's sgemm: faster than OpenBLAS on a GNN layer's narrow shapes (README, Benchmarks)
+  OneDnn  ///< oneDNN's sgemm: faster than OpenBLAS on a GNN layer's narrow shapes (docs/BENCHMARKS.md)
 };
 
 /// "auto", "blas" or "onednn".

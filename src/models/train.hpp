@@ -2,7 +2,7 @@
 // `tessera train` as a library call: typed options for every mode, and run_training, which loads the graph
 // for the mode, builds the model (model.hpp), the batch source and the hooks the options ask for, and runs
 // the Trainer. Applications that want their own model, graph or hooks assemble the same pieces themselves
-// (README, "Library").
+// (docs/library.md).
 #pragma once
 
 #include <optional>

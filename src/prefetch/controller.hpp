@@ -8,7 +8,7 @@
 //             4 Delta steps apart
 //   external  sends every window's observations as one JSON line to a program (--prefetch-agent CMD) and
 //             applies its answers when they arrive; on a timeout, a crash or a malformed answer it falls back
-//             to periodic for the rest of the run and says so (protocol: README, "Prefetch agents")
+//             to periodic for the rest of the run and says so (protocol: docs/guide/sampled.md, "Prefetch agents")
 // Controllers are per rank and per cache: their decisions change which rows travel in a step's one
 // request, never how many collectives run, so ranks may decide differently without any risk of a hang.
 #pragma once
