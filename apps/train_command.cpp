@@ -11,6 +11,7 @@
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/models/hooks.hpp"
 #include "tessera/models/train.hpp"
+#include "usage.hpp"
 
 namespace tessera::app {
 
@@ -21,7 +22,8 @@ struct Args {
   TrainOptions o;
   std::string mode = "full", grid, model = "gcn", norm = "none", optimizer = "adam", permute = "double";
   std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
-              batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget;
+              batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
+              memory_policy = "auto";
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
 };
@@ -58,6 +60,11 @@ void add_grid_options(CLI::App* cmd, Args& a) {
                   "full: memory each rank may use (e.g. 4G); a grid predicted to need more is refused before "
                   "the load, and --grid auto picks among those that fit; 0: no check (default: the node's "
                   "available memory shared by its ranks)");
+  cmd->add_option(
+         "--memory-policy", a.memory_policy,
+         "full: a run predicted not to fit: auto (recompute the aggregation where that fits, said in "
+         "the log) or refuse (list every way out with its prediction)")
+      ->capture_default_str();
   cmd->add_option(
       "--load-budget", a.load_budget,
       "full / minibatch: bytes of one round of the load's exchanges per rank (e.g. 64M); a rank "
@@ -143,6 +150,12 @@ void add_output_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--patience", o.patience, "Stop after K evaluations without a better validation accuracy")
       ->capture_default_str();
   cmd->add_flag("--quiet", o.quiet, "Print only the summary");
+  cmd->add_flag("--verbose", o.console.verbose,
+                "After every epoch also its per-phase times over the ranks (where a replica has several), "
+                "sampling and cache lines; every load phase as it ends and the load's summary");
+  cmd->add_option("--details-every", o.console.details_every,
+                  "The per-epoch detail lines of --verbose after every K-th epoch only (0: never)")
+      ->capture_default_str();
   cmd->add_flag("--print-config", a.print_config,
                 "Print the effective configuration (TOML for --config) and exit")
       ->configurable(false);
@@ -171,6 +184,7 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--machine", "Parallelism"},
     {"--machine-file", "Parallelism"},
     {"--memory-per-rank", "Parallelism"},
+    {"--memory-policy", "Parallelism"},
     {"--permute", "Parallelism"},
     {"--comm", "Parallelism"},
     {"--comm-dtype", "Parallelism"},
@@ -195,6 +209,8 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--resume", "Output"},
     {"--resume-force", "Output"},
     {"--quiet", "Output"},
+    {"--verbose", "Output"},
+    {"--details-every", "Output"},
     {"--overlap", "Performance"},
     {"--recompute-aggregation", "Performance"},
     {"--load-budget", "Performance"},
@@ -229,6 +245,7 @@ constexpr ModeOnly kModeOnly[] = {{"--batch-size", false, true, true},
                                   {"--load-budget", true, true, false},
                                   {"--recompute-aggregation", true, true, false},
                                   {"--memory-per-rank", true, false, false},
+                                  {"--memory-policy", true, false, false},
                                   {"--machine", true, false, false},
                                   {"--machine-file", true, false, false}};
 
@@ -286,6 +303,9 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   o.host_gemm = parse_host_gemm(a.host_gemm);
   o.kernels = parse_kernel_path(a.kernels);
   o.comm = parse_comm_backend(a.comm);
+  require(a.memory_policy == "auto" || a.memory_policy == "refuse",
+          "--memory-policy must be auto or refuse, not '", a.memory_policy, "'");
+  o.memory_policy = a.memory_policy == "auto" ? MemoryPolicy::Auto : MemoryPolicy::Refuse;
   if (!a.memory_per_rank.empty()) o.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");
   if (!a.load_budget.empty()) o.exchange_budget = parse_byte_size(a.load_budget, "--load-budget");
   if (a.grid == "auto")
@@ -320,14 +340,18 @@ int report(const TrainResult& r, const TrainOptions& o) {
              " (exit " + std::to_string(kStoppedBySignal) + ")");
     return kStoppedBySignal;
   }
+  // The first epoch carries one-time costs (first touches, plans, caches): left out of the mean when there
+  // are others, and the summary says so.
+  const size_t first = r.history.size() > 1 ? 1 : 0;
   double total = 0;
-  for (const EpochRecord& e : r.history) total += e.seconds;
-  const double mean = r.history.empty() ? 0.0 : 1e3 * total / double(r.history.size());
+  for (size_t k = first; k < r.history.size(); ++k) total += r.history[k].seconds;
+  const size_t counted = r.history.size() - first;
+  const double mean = counted == 0 ? 0.0 : 1e3 * total / double(counted);
   // Epochs over the whole run (a resumed run's too); the times are this job's.
-  char times[160];
+  char times[200];
   std::snprintf(times, sizeof(times),
-                "(mean epoch %.1f ms over this job's %zu epochs; peak memory %.1f MiB per rank)", mean,
-                r.history.size(), double(r.peak_bytes) / 1048576.0);
+                "(mean epoch %.1f ms over this job's %zu epochs%s; peak memory %.1f MiB per rank)", mean,
+                counted, first ? " after its first" : "", double(r.peak_bytes) / 1048576.0);
   char line[400];
   if (r.best_epoch < 0)  // --eval-every 0
     std::snprintf(line, sizeof(line), "no evaluation after %lld epochs %s", (long long)r.epochs_done, times);
@@ -369,6 +393,8 @@ void add_train_command(CLI::App& app, Command& selected) {
         return 0;
       }
       set_progress_enabled(!options.quiet);
+      options.metrics_header["version"] = version_short();
+      options.metrics_header["config"] = cmd->config_to_str(true, true);
       // SIGTERM/SIGUSR1 from here on (during the load too) stop the run at an epoch end with a checkpoint.
       const StopSignalWatch watch;
       options.stop_on_signal = true;

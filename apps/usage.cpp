@@ -94,8 +94,12 @@ std::string unknown_word_message(const CLI::App& app, const std::vector<std::str
   return "";
 }
 
+std::string version_short() {
+  return TESSERA_VERSION " (git " TESSERA_GIT_COMMIT ")";
+}
+
 std::string version_text() {
-  std::string text = "tessera " TESSERA_VERSION " (git " TESSERA_GIT_COMMIT ")\n";
+  std::string text = "tessera " + version_short() + "\n";
   text += "Kokkos " + std::to_string(KOKKOS_VERSION / 10000) + "." +
           std::to_string(KOKKOS_VERSION / 100 % 100) + "." + std::to_string(KOKKOS_VERSION % 100) +
           ", backends:";

@@ -17,6 +17,9 @@ std::string unknown_word_message(const CLI::App& app, const std::vector<std::str
 /// The closest of `candidates` to `word` (edit distance at most a third of its length, at least 2), or "".
 std::string closest_spelling(const std::string& word, const std::vector<std::string>& candidates);
 
+/// "0.x.y (git abcdef012345)": Tessera's version and the commit it was configured at.
+std::string version_short();
+
 /// `tessera --version`: Tessera's version and git commit, Kokkos' version and backends, MPI, HDF5 and the
 /// vendor libraries this build uses.
 std::string version_text();

@@ -88,7 +88,7 @@ n = int(re.search(r"nodes (\d+)", torch_line).group(1))
 torch = float(re.search(r"epoch_median_s ([0-9.]+)", torch_line).group(1))
 
 def rows(path):
-    return [json.loads(l) for l in open(path)]
+    return [r for r in map(json.loads, open(path)) if r.get("kind") == "epoch"]
 
 def median_step(path):
     # Training step (forward, loss, backward, Adam) of epochs 2..10: what the PyTorch script times.

@@ -31,7 +31,7 @@ train() {  # train GRID RANKS THREADS EXTRA... -> median seconds of epochs 2.. a
     --epochs "$epochs" --eval-every "$epochs" --quiet ${grid:+--grid "$grid"} --metrics "$work/m.jsonl" "$@" >/dev/null
   python3 - "$work/m.jsonl" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "epoch"]
 steps = [r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows[1:]]
 print(f"{statistics.median(steps):.4f} {rows[-1].get('bytes_max_rank', 0)}")
 PY

@@ -32,7 +32,7 @@ for log2 in "${sizes[@]}"; do
     [ -n "$g" ] || { echo "bench_load.sh: no grid for $p ranks (1 2 4 8)" >&2; exit 2; }
     log=$scratch/load-$log2-$p.log
     mpiexec -n "$p" "$tessera" train --data "$file" --grid "$g" --layers 2 --hidden 16 --epochs 1 \
-      --memory-per-rank 0 >"$log"
+      --memory-per-rank 0 --verbose >"$log"
     python3 - "$log" "$nodes" "$edges" "$p" "$g" >>"$table" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()

@@ -46,7 +46,7 @@ python3 - "$work" "$target" <<'PY'
 import json, statistics, sys
 work, target = sys.argv[1], float(sys.argv[2])
 def load(name):
-    return [json.loads(l) for l in open(f"{work}/{name}.jsonl")]
+    return [r for r in map(json.loads, open(f"{work}/{name}.jsonl")) if r.get("kind") == "epoch"]
 full = load("full")
 goal = target * max(r["valid_acc"] for r in full)
 rows = [("full graph", "full"), ("mini-batch B = 0.10 N", "mb-0.1"), ("mini-batch B = 0.25 N", "mb-0.25"),

@@ -42,7 +42,7 @@ import json, sys
 work, networks = sys.argv[1], sys.argv[2].split()
 def epochs(policy, net):
     lines = [json.loads(l) for l in open(f"{work}/{policy}-{net}.jsonl")]
-    return [l for l in lines if l.get("kind") != "step"][1:] or [l for l in lines if l.get("kind") != "step"]
+    return [l for l in lines if l.get("kind") == "epoch"][1:] or [l for l in lines if l.get("kind") == "epoch"]
 def mean(rows, key):
     return sum(r[key] for r in rows) / len(rows)
 print(f"\n{'policy':9} {'network':8} {'epoch s':>8} {'vs none':>8} {'remote rows':>12} {'hit rate':>8} "

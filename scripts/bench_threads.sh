@@ -33,7 +33,7 @@ run() {  # run NAME ENV... -> appends "NAME median-ms" to results
   [ "$name" = default ] && [ ! -s "$work/first.txt" ] && head -n 1 "$work/out.txt" >"$work/first.txt"
   python3 - "$work/m.jsonl" "$name" >>"$work/results.txt" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])][1:]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "epoch"][1:]
 print(sys.argv[2], 1e3 * statistics.median(r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows))
 PY
 }

@@ -898,11 +898,20 @@ TEST(Trainer, WritesMetricsAndPredictions) {
   run_training(o, Communicator::world());
   std::ifstream metrics(o.metrics_path), predictions(o.predictions_path);
   std::string line;
+  ASSERT_TRUE(std::getline(metrics, line));
+  const nlohmann::json header = nlohmann::json::parse(line);
+  EXPECT_EQ(header["kind"], "header");
+  EXPECT_EQ(header["mode"], "full");
+  EXPECT_EQ(header["ranks"], Communicator::world().size());
+  EXPECT_EQ(header["dataset"]["nodes"], 600);
   int lines = 0;
   while (std::getline(metrics, line)) {
     ++lines;
-    EXPECT_NE(line.find("\"epoch\":" + std::to_string(lines)), std::string::npos) << line;
-    EXPECT_NE(line.find("\"valid_acc\""), std::string::npos);
+    const nlohmann::json r = nlohmann::json::parse(line);
+    EXPECT_EQ(r["kind"], "epoch");
+    EXPECT_EQ(r["mode"], "full");
+    EXPECT_EQ(r["epoch"], lines);
+    EXPECT_TRUE(r.contains("valid_acc") && r.contains("valid_loss") && r.contains("throughput")) << line;
   }
   EXPECT_EQ(lines, 5);
   int nodes = 0;

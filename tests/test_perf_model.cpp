@@ -184,3 +184,37 @@ TEST(PerfModel, MachineFilesRoundTripAndBadOnesAreErrors) {
   }
   EXPECT_THROW(builtin_machine("summit"), Error);
 }
+
+// Every way out a refused run is told of fits by the model's own prediction for that change, on its grid
+// and ranks, and the list holds each kind the model can predict: another grid of as many ranks, recomputing
+// the aggregation, and the fewest more ranks (checked here by trying every smaller doubling).
+TEST(PerfModel, MemoryWaysOutEachFitAsPredicted) {
+  const MachineProfile machine = builtin_machine("perlmutter");
+  const ProblemSize problem = arxiv_like(3);
+  const GridShape shape{1, 1, 1, 8};  // all ranks on one axis: a poor grid for memory
+  ProblemSize recompute = problem;
+  recompute.recompute = true;
+  const double here = predict_memory(problem, shape, machine).peak;
+  const double here_recomputed = predict_memory(recompute, shape, machine).peak;
+  ASSERT_LT(here_recomputed, here);
+  const double budget = 0.5 * (here + here_recomputed);  // recomputing on this grid fits, as it is does not
+  const std::vector<MemoryWayOut> ways = memory_ways_out(problem, shape, machine, budget);
+  bool recomputes = false, more_ranks = false;
+  for (const MemoryWayOut& w : ways) {
+    const double predicted = predict_memory(w.recompute ? recompute : problem, w.shape, machine).peak;
+    EXPECT_DOUBLE_EQ(w.peak_bytes, predicted) << w.change;
+    EXPECT_LE(w.peak_bytes, budget) << w.change;
+    EXPECT_EQ(w.shape.size(), w.ranks) << w.change;
+    if (w.change == "--recompute-aggregation") recomputes = w.shape == shape && w.ranks == 8;
+    if (w.ranks > 8) {
+      more_ranks = true;
+      for (int fewer = 16; fewer < w.ranks; fewer *= 2)
+        for (const GridCost& c : plan_grids(problem, fewer, machine))
+          EXPECT_GT(c.memory_bytes, budget) << fewer;
+    }
+  }
+  EXPECT_TRUE(recomputes);
+  EXPECT_TRUE(more_ranks);
+  // Nothing fits in nothing.
+  EXPECT_TRUE(memory_ways_out(problem, shape, machine, 1.0).empty());
+}

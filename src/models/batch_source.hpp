@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Where a Trainer's steps come from (docs/architecture.md §9). A batch source knows its mode's data and how it is split:
-// the full graph (one step per epoch), uniform vertex mini-batches on the 4D grid (docs/architecture.md §5), or
-// partition-parallel neighbour samples with the prefetch cache (docs/architecture.md §6). It gives each step's batch,
-// says how this replica's loss counts in the mean the gradients follow, evaluates, and writes per-node
-// outputs; the Trainer's epoch loop is the same for all of them.
+// Where a Trainer's steps come from (docs/architecture.md §9). A batch source knows its mode's data and how
+// it is split: the full graph (one step per epoch), uniform vertex mini-batches on the 4D grid
+// (docs/architecture.md §5), or partition-parallel neighbour samples with the prefetch cache
+// (docs/architecture.md §6). It gives each step's batch, says how this replica's loss counts in the mean the
+// gradients follow, evaluates, and writes per-node outputs; the Trainer's epoch loop is the same for all of
+// them.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,16 @@ struct Batch {
 
 /// Accuracies of one evaluation.
 struct Accuracy {
-  double train = 0;  ///< on the training nodes
-  double valid = 0;  ///< on the validation nodes
-  double test = 0;   ///< on the test nodes
+  double train = 0;       ///< on the training nodes
+  double valid = 0;       ///< on the validation nodes
+  double test = 0;        ///< on the test nodes
+  double valid_loss = 0;  ///< mean cross-entropy on the validation nodes (0 without any)
+};
+
+/// What one epoch processes, for its throughput: a count and what it counts.
+struct EpochWork {
+  double count = 0;  ///< per epoch (0: not known)
+  std::string unit;  ///< "edges" (the adjacency's nonzeros, full graph) or "seeds" (sampled vertices)
 };
 
 /// Where per-node outputs go (empty: not written).
@@ -44,6 +52,10 @@ class BatchSource {
   virtual ~BatchSource() = default;
   /// One line about the data for the log.
   virtual std::string describe() const = 0;
+  /// The mode's name in metrics records ("full", "minibatch", "sampled"; "custom" for an application's).
+  virtual std::string mode() const { return "custom"; }
+  /// What an epoch processes over every rank (the console's and metrics' throughput).
+  virtual EpochWork epoch_work() const { return {}; }
   /// Steps in an epoch.
   virtual int64_t steps_per_epoch() const = 0;
   /// Nodes of the graph.

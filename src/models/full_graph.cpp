@@ -2,6 +2,7 @@
 #include "tessera/models/full_graph.hpp"
 
 #include "tessera/models/node_outputs.hpp"
+#include "tessera/parallel3d/layout.hpp"
 
 namespace tessera {
 
@@ -23,7 +24,11 @@ Accuracy evaluate_full_graph(Model& model, const Graph3D& graph, const GraphBatc
     const auto [hits, n] = count_matches_3d(layout, pred, graph.labels, mask);
     return n > 0 ? double(hits) / double(n) : 0.0;
   };
-  return Accuracy{accuracy(graph.train), accuracy(graph.valid), accuracy(graph.test)};
+  Accuracy a{accuracy(graph.train), accuracy(graph.valid), accuracy(graph.test)};
+  const auto [loss, count] =
+      softmax_cross_entropy_3d(layout, logits, graph.labels, graph.valid, 1.0f, Matrix<float>());
+  a.valid_loss = count > 0 ? loss / double(count) : 0.0;
+  return a;
 }
 
 void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBatch& batch, int64_t epoch,
@@ -66,6 +71,9 @@ FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, 
                                  bool self_blocks)
     : graph_(graph), grid_(grid), world_(world), views_(full_graph_batch(graph, self_blocks)) {
   batch_ = Batch{&views_, graph.features, graph.labels, graph.train};
+  // Ranks that differ only in layer 0's b axis hold copies of one block: the replica has size / |b| blocks.
+  const int copies = grid.axis(roles_for_layer(0).b).size();
+  edges_ = graph.mean_nnz * double(grid.replica().size() / copies);
 }
 
 std::string FullGraphSource::describe() const {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The full graph as a batch source (docs/architecture.md §4): one step per epoch over every node of a Graph3D, on one
-// rank (the 1x1x1 grid) or any 3D grid. Its evaluation and per-node outputs (a full-graph forward) serve
-// the mini-batch mode too.
+// The full graph as a batch source (docs/architecture.md §4): one step per epoch over every node of a
+// Graph3D, on one rank (the 1x1x1 grid) or any 3D grid. Its evaluation and per-node outputs (a full-graph
+// forward) serve the mini-batch mode too.
 #pragma once
 
 #include "tessera/models/batch_source.hpp"
@@ -23,6 +23,9 @@ class FullGraphSource : public BatchSource {
   FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world, bool self_blocks);
 
   std::string describe() const override;
+  std::string mode() const override { return "full"; }
+  /// The adjacency's nonzeros: every edge (and self loop) once per epoch.
+  EpochWork epoch_work() const override { return {edges_, "edges"}; }
   int64_t steps_per_epoch() const override { return 1; }
   int64_t num_nodes() const override { return graph_.layout.num_nodes(); }
   const Batch& batch(int64_t epoch, int64_t step) override;
@@ -38,6 +41,7 @@ class FullGraphSource : public BatchSource {
   const Communicator& world_;
   GraphBatch views_;
   Batch batch_;
+  double edges_ = 0;
 };
 
 }  // namespace tessera

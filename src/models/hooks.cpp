@@ -18,17 +18,26 @@ void check_writable(const Communicator& comm, const std::string& path, const std
   comm.run_on(0, [&] { probe_writable(path, what); });
 }
 
+double epoch_throughput(const EpochRecord& r) {
+  const double training_s = r.seconds - r.eval_s;
+  return r.work.count > 0 && training_s > 0 ? r.work.count / training_s : 0.0;
+}
+
 bool ConsoleReport::on_epoch(Trainer&, const EpochRecord& r) {
-  char line[256];
+  char line[320];
+  int at = std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f", (long long)r.epoch, r.loss);
   if (r.evaluated)
-    std::snprintf(line, sizeof(line),
-                  "epoch %4lld  loss %.4f  train %.4f  valid %.4f  test %.4f  time %.1f ms",
-                  (long long)r.epoch, r.loss, r.train_acc, r.valid_acc, r.test_acc, 1e3 * r.seconds);
-  else
-    std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f  time %.1f ms", (long long)r.epoch, r.loss,
-                  1e3 * r.seconds);
+    at += std::snprintf(line + at, sizeof(line) - size_t(at),
+                        "  train %.4f  valid %.4f  test %.4f  valid loss %.4f", r.train_acc, r.valid_acc,
+                        r.test_acc, r.valid_loss);
+  at += std::snprintf(line + at, sizeof(line) - size_t(at), "  %.1f ms", 1e3 * r.seconds);
+  if (const double rate = epoch_throughput(r); rate > 0)
+    std::snprintf(line + at, sizeof(line) - size_t(at), "  %.3g %s/s", rate, r.work.unit.c_str());
   log_line(line);
-  for (const std::string& extra : r.lines) log_line(extra);
+  const bool details =
+      options_.verbose || (options_.details_every > 0 && r.epoch % options_.details_every == 0);
+  if (details)
+    for (const std::string& extra : r.lines) log_line(extra);
   return true;
 }
 
@@ -67,30 +76,46 @@ void cut_metrics_back(const std::string& path, int64_t epochs_done) {
 
 void MetricsFile::on_start(Trainer& trainer) {
   const int64_t done = trainer.progress().epochs_done;
+  mode_ = trainer.source().mode();
   trainer.world().run_on(0, [&] {
     if (done > 0) cut_metrics_back(path_, done);
     out_.open(path_, done > 0 ? std::ios::app : std::ios::trunc);
     require_os(bool(out_), path_, ": cannot write metrics");
+    if (out_.tellp() > 0) return;  // a resumed run's file keeps the header of its first job
+    nlohmann::json j = {{"kind", "header"}, {"mode", mode_}};
+    if (header_.is_object()) j.update(header_);
+    out_ << j.dump() << '\n' << std::flush;
   });
 }
 
 void MetricsFile::on_step(Trainer&, const StepRecord& s) {
   if (!out_.is_open()) return;
-  nlohmann::json j = {{"kind", "step"}, {"epoch", s.epoch}, {"step", s.step}, {"loss", s.loss}};
+  nlohmann::json j = {
+      {"kind", "step"}, {"mode", mode_}, {"epoch", s.epoch}, {"step", s.step}, {"loss", s.loss}};
   j.update(s.metrics);
   out_ << j.dump() << '\n';
 }
 
 bool MetricsFile::on_epoch(Trainer&, const EpochRecord& r) {
   if (!out_.is_open()) return true;
-  nlohmann::json j = {{"epoch", r.epoch},           {"loss", r.loss},
-                      {"epoch_s", r.seconds},       {"forward_s", r.forward_s},
-                      {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s},
+  nlohmann::json j = {{"kind", "epoch"},
+                      {"mode", mode_},
+                      {"epoch", r.epoch},
+                      {"loss", r.loss},
+                      {"epoch_s", r.seconds},
+                      {"forward_s", r.forward_s},
+                      {"backward_s", r.backward_s},
+                      {"optimizer_s", r.optimizer_s},
                       {"eval_s", r.eval_s}};
   if (r.evaluated) {
     j["train_acc"] = r.train_acc;
     j["valid_acc"] = r.valid_acc;
     j["test_acc"] = r.test_acc;
+    j["valid_loss"] = r.valid_loss;
+  }
+  if (const double rate = epoch_throughput(r); rate > 0) {
+    j["throughput"] = rate;
+    j["throughput_unit"] = r.work.unit + "/s";
   }
   j.update(r.metrics);
   if (first_.is_object()) j.update(first_);

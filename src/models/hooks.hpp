@@ -15,21 +15,38 @@
 
 namespace tessera {
 
-/// One line per epoch on rank 0: loss, accuracies, time; then the mode's extra lines.
-class ConsoleReport : public TrainerHook {
- public:
-  bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
+/// What a ConsoleReport prints besides the one line per epoch.
+struct ConsoleOptions {
+  bool verbose = false;       ///< the mode's extra lines (phases, sampling, cache) after every epoch
+  int64_t details_every = 0;  ///< ... or after every K-th epoch (0: only with verbose)
 };
 
-/// JSON lines on rank 0: one per epoch (and per step for modes that report steps). After a resume the file
-/// is first cut back to the checkpoint's epoch (through a temporary and a rename), then appended, so it
-/// holds each epoch once.
+/// One line per epoch on rank 0: loss, accuracies, validation loss, time and throughput; the mode's extra
+/// lines (per-phase times over the ranks, sampling, cache) as ConsoleOptions say.
+class ConsoleReport : public TrainerHook {
+ public:
+  /// Prints as `options` say.
+  explicit ConsoleReport(ConsoleOptions options = {}) : options_(options) {}
+  bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
+
+ private:
+  ConsoleOptions options_;
+};
+
+/// Training throughput of an epoch: its work per second of its steps (evaluation left out); 0 if unknown.
+double epoch_throughput(const EpochRecord& epoch);
+
+/// JSON lines on rank 0: a header record, then one per epoch (and per step for modes that report steps);
+/// every record has "kind" ("header", "epoch", "step") and "mode" (BatchSource::mode). After a resume the
+/// file is first cut back to the checkpoint's epoch (through a temporary and a rename), then appended, so it
+/// holds each epoch once and keeps the header of the run's first job.
 class MetricsFile : public TrainerHook {
  public:
   /// Collective checks happen in on_start (an unwritable path fails on every rank). `first` (an object, e.g.
-  /// the load's phases) is merged into this run's first epoch record.
-  explicit MetricsFile(std::string path, nlohmann::json first = nullptr)
-      : path_(std::move(path)), first_(std::move(first)) {}
+  /// the load's phases) is merged into this run's first epoch record; `header` (an object: configuration,
+  /// grid, dataset, ...) into the header record, written when the file starts.
+  explicit MetricsFile(std::string path, nlohmann::json first = nullptr, nlohmann::json header = nullptr)
+      : path_(std::move(path)), first_(std::move(first)), header_(std::move(header)) {}
   void on_start(Trainer& trainer) override;
   void on_step(Trainer& trainer, const StepRecord& step) override;
   bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
@@ -37,6 +54,8 @@ class MetricsFile : public TrainerHook {
  private:
   std::string path_;
   nlohmann::json first_;
+  nlohmann::json header_;
+  std::string mode_;
   std::ofstream out_;
 };
 

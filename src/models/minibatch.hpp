@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Mini-batches on the 4D grid (docs/architecture.md §5, ScaleGNN): every rank of 3D replica d draws the same uniform
-// sample S of B vertices for (seed, epoch, step, d) and cuts, from the static blocks it already holds, the
-// rows and columns of each layer that belong to S, scaling off-diagonal entries by 1 / p with
-// p = (B - 1) / (N - 1). No message is sent. build() is plain host code (the sampler thread runs it);
-// upload() turns its result into device blocks and graph views on the main thread. MinibatchSource is the
-// Trainer's batch source for this mode: weight gradients summed over D with each replica's loss a mean
-// over its own sample (so they average over D), a full-graph forward for evaluation.
+// Mini-batches on the 4D grid (docs/architecture.md §5, ScaleGNN): every rank of 3D replica d draws the same
+// uniform sample S of B vertices for (seed, epoch, step, d) and cuts, from the static blocks it already
+// holds, the rows and columns of each layer that belong to S, scaling off-diagonal entries by 1 / p with p =
+// (B - 1) / (N - 1). No message is sent. build() is plain host code (the sampler thread runs it); upload()
+// turns its result into device blocks and graph views on the main thread. MinibatchSource is the Trainer's
+// batch source for this mode: weight gradients summed over D with each replica's loss a mean over its own
+// sample (so they average over D), a full-graph forward for evaluation.
 #pragma once
 
 #include <memory>
@@ -86,6 +86,11 @@ class MinibatchSource : public BatchSource {
                   const MinibatchOptions& options, bool self_blocks, uint64_t seed);
 
   std::string describe() const override;
+  std::string mode() const override { return "minibatch"; }
+  /// The sampled vertices of every replica's steps.
+  EpochWork epoch_work() const override {
+    return {double(batch_size()) * double(grid_.axis(Axis::D).size()) * double(steps_), "seeds"};
+  }
   int64_t steps_per_epoch() const override { return steps_; }
   int64_t num_nodes() const override { return graph_.layout.num_nodes(); }
   const Batch& batch(int64_t epoch, int64_t step) override;

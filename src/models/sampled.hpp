@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Partition-parallel neighbour-sampled training (docs/architecture.md §6, DistDGL / MassiveGNN / Rudder) as a batch
-// source: one model replica per rank (the grid P x 1 x 1 x 1) on its partition's training nodes; per step
-// the rank samples message-flow blocks (remote frontier nodes sampled by their owners), fetches the input
-// rows it does not own through the feature cache in one all-to-all, and the Trainer sums the gradients
+// Partition-parallel neighbour-sampled training (docs/architecture.md §6, DistDGL / MassiveGNN / Rudder) as a
+// batch source: one model replica per rank (the grid P x 1 x 1 x 1) on its partition's training nodes; per
+// step the rank samples message-flow blocks (remote frontier nodes sampled by their owners), fetches the
+// input rows it does not own through the feature cache in one all-to-all, and the Trainer sums the gradients
 // over ranks, each rank's loss weighted so the mean is over every rank's seeds. A worker thread prepares
 // step t + 1 (sampling, cache lookup, fetch, eviction) on its own communicator while step t computes; it
 // touches only plain host memory, and the main thread uploads what it prepared.
@@ -74,6 +74,9 @@ class SampledSource : public BatchSource {
   ~SampledSource() override;
 
   std::string describe() const override;
+  std::string mode() const override { return "sampled"; }
+  /// The training seeds of every rank's steps so far this epoch (asked after the steps).
+  EpochWork epoch_work() const override;
   int64_t steps_per_epoch() const override { return steps_; }
   int64_t num_nodes() const override { return graph_.num_nodes; }
   const Batch& batch(int64_t epoch, int64_t step) override;

@@ -109,7 +109,8 @@ struct SampledSource::State {
   PreparedStep prepare_training(int64_t epoch, int64_t step);
   void upload(const PreparedStep& p);
   Matrix<const float> upload_features(const PreparedStep& p, size_t rows, size_t width);
-  int64_t correct_on(Model& model, const PreparedStep& p, int64_t epoch);
+  /// Correct predictions on the step's seeds and their summed cross-entropy.
+  std::pair<int64_t, double> correct_on(Model& model, const PreparedStep& p, int64_t epoch);
 };
 
 PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const RemoteFeatures& f,
@@ -201,12 +202,15 @@ Matrix<const float> SampledSource::State::upload_features(const PreparedStep& p,
 }
 
 // Correct predictions of an evaluation forward on a prepared step's seeds (this rank's).
-int64_t SampledSource::State::correct_on(Model& model, const PreparedStep& p, int64_t epoch) {
+std::pair<int64_t, double> SampledSource::State::correct_on(Model& model, const PreparedStep& p,
+                                                            int64_t epoch) {
   upload(p);
   const Matrix<const float> logits = model.forward(batch.input, views, PassInfo{false, seed, epoch});
   const ActivationLayout& out = model.output_layout();
   const LogitsLayout layout{&grid.axis(out.rows_axis), &grid.axis(out.cols_axis), out.col_begin, out.width};
-  return count_correct_3d(layout, logits, batch.labels, batch.mask).first;
+  const double loss =
+      softmax_cross_entropy_3d(layout, logits, batch.labels, batch.mask, 1.0f, Matrix<float>()).first;
+  return {count_correct_3d(layout, logits, batch.labels, batch.mask).first, loss};
 }
 
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
@@ -371,16 +375,21 @@ nlohmann::json SampledSource::epoch_metrics(std::vector<std::string>& lines) {
   return j;
 }
 
+EpochWork SampledSource::epoch_work() const {
+  return {s_->epoch_sums[kSeeds], "seeds"};
+}
+
 Accuracy SampledSource::evaluate(Model& model, int64_t epoch) {
   State& s = *s_;
   Accuracy a;
   // "Train" accuracy: the epoch's training steps' own seeds, with dropout (read before epoch_metrics resets).
   a.train = s.epoch_sums[kSeeds] > 0 ? s.epoch_sums[kCorrect] / s.epoch_sums[kSeeds] : 0.0;
-  auto on = [&](const std::vector<int64_t>& nodes) {
+  // Accuracy on `nodes` (and their summed cross-entropy to `loss`, where not null).
+  auto on = [&](const std::vector<int64_t>& nodes, double* loss) {
     const int64_t batch = s.o.batch_size;
     const int64_t rounds =
         all_reduce_value(world_, (int64_t(nodes.size()) + batch - 1) / batch, ReduceOp::Max, "eval");
-    int64_t counts[2] = {0, 0};  // correct, labeled
+    double counts[3] = {0, 0, 0};  // correct, labeled, summed loss
     for (int64_t r = 0; r < rounds; ++r) {
       const int64_t begin = std::min<int64_t>(int64_t(nodes.size()), r * batch);
       const int64_t end = std::min<int64_t>(int64_t(nodes.size()), begin + batch);
@@ -389,14 +398,17 @@ Accuracy SampledSource::evaluate(Model& model, int64_t epoch) {
       const PreparedStep p =
           s.prepare(*s.eval_sampler, *s.eval_fetch, chunk, kEvalKeyOffset + epoch, r, false);
       if (chunk.empty()) continue;  // the model on one rank runs no collective
-      counts[0] += s.correct_on(model, p, epoch);
+      const auto [correct, summed_loss] = s.correct_on(model, p, epoch);
+      counts[0] += double(correct);
+      counts[2] += summed_loss;
       for (int64_t y : p.labels) counts[1] += y >= 0;
     }
-    all_reduce(world_, counts, 2, ReduceOp::Sum, "eval");
-    return counts[1] > 0 ? double(counts[0]) / double(counts[1]) : 0.0;
+    all_reduce(world_, counts, 3, ReduceOp::Sum, "eval");
+    if (loss) *loss = counts[1] > 0 ? counts[2] / counts[1] : 0.0;
+    return counts[1] > 0 ? counts[0] / counts[1] : 0.0;
   };
-  a.valid = on(graph_.valid);
-  a.test = on(graph_.test);
+  a.valid = on(graph_.valid, &a.valid_loss);
+  a.test = on(graph_.test, nullptr);
   return a;
 }
 

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/train.hpp"
 
+#include "grid_choice.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+
+#include <unistd.h>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -45,6 +49,8 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     o.optimizer.validate();
     require(o.epochs >= 1, "--epochs must be at least 1, not ", o.epochs);
     require(o.eval_every >= 0, "--eval-every must not be negative, not ", o.eval_every);
+    require(o.console.details_every >= 0, "--details-every must not be negative, not ",
+            o.console.details_every);
     require(o.checkpoint_every >= 0, "--checkpoint-every must not be negative");
     require(o.exchange_budget >= 0, "--load-budget must not be negative");
     require(o.patience >= 0, "--patience must not be negative, not ", o.patience);
@@ -98,104 +104,6 @@ void check_options(const TrainOptions& o, const Communicator& world) {
 
 namespace {
 
-// Bytes each rank may use, the same on every rank (the smallest), so every rank takes the same decision.
-struct MemoryBudget {
-  int64_t bytes = 0;   // 0: no check
-  std::string source;  // where the number came from
-};
-
-MemoryBudget memory_budget(const TrainOptions& o, const Communicator& world) {
-  if (o.memory_per_rank >= 0) return {o.memory_per_rank, "--memory-per-rank"};
-  const AvailableMemory node = available_memory();
-  const int sharing = thread_choice().known ? std::max(1, thread_choice().node_ranks) : 1;
-  const int64_t unknown = std::numeric_limits<int64_t>::max();
-  const int64_t least =
-      all_reduce_value(world, node.bytes < 0 ? unknown : node.bytes / sharing, ReduceOp::Min, "memory");
-  if (least == unknown) return {0, "no /proc/meminfo"};
-  return {least, node.source + " at start / " + std::to_string(sharing) + " ranks on the node"};
-}
-
-std::string gib(double bytes) {
-  char text[32];
-  if (bytes < double(int64_t(1) << 30))
-    std::snprintf(text, sizeof(text), "%.0f MiB", bytes / double(1 << 20));
-  else
-    std::snprintf(text, sizeof(text), "%.2f GiB", bytes / double(int64_t(1) << 30));
-  return text;
-}
-
-MachineProfile machine_of(const TrainOptions& o) {
-  return o.machine_file.empty() ? builtin_machine(o.machine) : load_machine_file(o.machine_file);
-}
-
-// Before the load: the predicted peak per rank on `shape`, refused when above the budget, with the grids
-// of the same rank count that fit.
-void check_memory(const ProblemSize& size, const GridShape& shape, const MachineProfile& machine,
-                  const MemoryBudget& budget, const TrainOptions& o, const Communicator& world) {
-  const MemoryEstimate e = predict_memory(size, shape, machine);
-  if (!o.quiet)
-    log_line("memory per rank on grid " + shape.str() + ": predicted peak " + gib(e.peak) + " (load " +
-             gib(e.load_peak) + ", graph " + gib(e.graph) + ", training " + gib(e.training) + "); " +
-             (budget.bytes > 0 ? gib(double(budget.bytes)) + " available (" + budget.source + ")"
-                               : "not checked (" + budget.source + ")"));
-  if (budget.bytes <= 0 || e.peak <= double(budget.bytes)) return;
-  std::string fits;
-  for (const GridCost& c : plan_grids(size, shape.size(), machine))
-    if (c.memory_bytes <= double(budget.bytes))
-      fits += (fits.empty() ? "" : ", ") + c.shape.str() + " (" + gib(c.memory_bytes) + ")";
-  world.check(false, "grid " + shape.str() + " needs about " + gib(e.peak) +
-                         " per rank (predicted peak; load " + gib(e.load_peak) + "), more than the " +
-                         gib(double(budget.bytes)) + " each rank has (" + budget.source + "); grids of " +
-                         std::to_string(shape.size()) + " ranks that fit: " + (fits.empty() ? "none" : fits) +
-                         ". Use more ranks (or nodes), or --memory-per-rank 0 to run anyway");
-}
-
-// The permutation the load uses: on one rank without a grid, the file's order (a permutation balances
-// blocks that do not exist).
-PermuteMode load_permutation(const TrainOptions& o) {
-  const bool one_rank = o.mode == TrainMode::Full && !o.grid && !o.auto_grid;
-  return one_rank ? PermuteMode::None : o.permute;
-}
-
-// The run's problem as the memory model prices it: sizes, the load's budget and its permutation.
-ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
-  ProblemSize size = problem_size(meta, o.model, o.recompute_aggregation, o.exchange_budget);
-  size.one_order = load_permutation(o) != PermuteMode::Double;
-  return size;
-}
-
-GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const MemoryBudget& budget,
-                       const Communicator& world) {
-  if (o.grid) {
-    world.check(o.grid->size() == world.size(), "--grid " + o.grid->str() + " has " +
-                                                    std::to_string(o.grid->size()) +
-                                                    " ranks but the job has " + std::to_string(world.size()));
-    return *o.grid;
-  }
-  if (!o.auto_grid) return GridShape{};  // one rank (run_training makes several ranks without --grid auto)
-  std::string problem;
-  GridCost best;
-  try {
-    const MachineProfile machine = machine_of(o);
-    const std::vector<GridCost> grids = plan_grids(run_problem(o, meta), world.size(), machine);
-    best = grids.front();
-    // The fastest grid that fits; none fits: the fastest, which check_memory then refuses with the numbers.
-    for (const GridCost& c : grids)
-      if (budget.bytes <= 0 || c.memory_bytes <= double(budget.bytes)) {
-        best = c;
-        break;
-      }
-    char line[256];
-    std::snprintf(line, sizeof(line), "grid auto: %s (predicted %.4f s per epoch on machine %s)",
-                  best.shape.str().c_str(), best.total_s, machine.name.c_str());
-    log_line(line);
-  } catch (const Error& e) {
-    problem = e.what();
-  }
-  world.check(problem.empty(), problem);
-  return best.shape;
-}
-
 RunOptions run_options(const TrainOptions& o) {
   return RunOptions{o.kernels, o.overlap ? kOverlapChunks : 0, o.comm_dtype, o.recompute_aggregation};
 }
@@ -206,6 +114,27 @@ struct RunContext {
   nlohmann::json run;         // the run identity a checkpoint stores
   bool best_is_last = false;  // no validation nodes
 };
+
+// The metrics file's header: what ran where, on which data (rank 0's host and threads).
+nlohmann::json metrics_header(const TrainOptions& o, const Communicator& world, const Model& model,
+                              const RunContext& context) {
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  const GraphMeta& g = context.graph.meta;
+  nlohmann::json j = {{"grid", model.grid().shape().str()},
+                      {"ranks", world.size()},
+                      {"threads", thread_choice().threads},
+                      {"host", host},
+                      {"dataset",
+                       {{"name", g.name},
+                        {"path", o.data},
+                        {"nodes", g.num_nodes},
+                        {"edges", g.num_edges},
+                        {"features", g.num_features},
+                        {"classes", g.num_classes}}}};
+  if (o.metrics_header.is_object()) j.update(o.metrics_header);
+  return j;
+}
 
 // The hooks the options ask for, then the loop.
 TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o, const Communicator& world,
@@ -229,9 +158,10 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
     c.accept_run_differences = o.resume_force;
     trainer.add_hook(std::make_unique<Checkpointer>(std::move(c)));
   }
-  if (!o.quiet) trainer.add_hook(std::make_unique<ConsoleReport>());
+  if (!o.quiet) trainer.add_hook(std::make_unique<ConsoleReport>(o.console));
   if (!o.metrics_path.empty())
-    trainer.add_hook(std::make_unique<MetricsFile>(o.metrics_path, std::move(load)));
+    trainer.add_hook(std::make_unique<MetricsFile>(o.metrics_path, std::move(load),
+                                                   metrics_header(o, world, model, context)));
   if (o.patience > 0) trainer.add_hook(std::make_unique<EarlyStopping>(o.patience));
   if (!o.predictions_path.empty() || !o.embeddings_path.empty())
     trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{o.predictions_path, o.embeddings_path}));
@@ -289,7 +219,7 @@ const char* carrier_name(const ProcessGrid& grid) {
   return grid.uses_nccl() ? "nccl" : mpi_host_staging() ? "mpi on host copies" : "mpi";
 }
 
-TrainResult run_on_grid(const TrainOptions& o, const Communicator& world, const RunContext& context) {
+TrainResult run_on_grid(TrainOptions o, const Communicator& world, const RunContext& context) {
   Stopwatch load_watch;
   const GraphFileReader reader(world, o.data);
   // The loader checks every value as it reads it (read_graph_rows): an id out of range is a message, not a
@@ -297,28 +227,17 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world, const 
   const int phase_count = 4 + std::min(o.model.layers, 6);
   int phases_done = 0;
   const auto progress = [&](const LoadPhase& p) {
-    if (o.quiet) return;
+    ++phases_done;
+    if (o.quiet || (!o.console.verbose && p.seconds < 1.0)) return;  // a slow phase is worth a line
     char line[192];
     std::snprintf(line, sizeof(line), "load: %s done, phase %d of %d, %.2f s%s (rank 0, %.0f MiB peak)",
-                  p.name.c_str(), ++phases_done, phase_count, p.seconds,
+                  p.name.c_str(), phases_done, phase_count, p.seconds,
                   p.rounds > 1 ? (" in " + std::to_string(p.rounds) + " rounds").c_str() : "",
                   double(peak_rss_bytes()) / 1048576.0);
     log_line(line);
   };
   GridShape shape = o.grid ? *o.grid : GridShape{};
-  if (o.mode == TrainMode::Full) {
-    const MemoryBudget budget = memory_budget(o, world);
-    shape = resolve_grid(o, reader.meta(), budget, world);
-    std::string problem;
-    MachineProfile machine;
-    try {
-      machine = machine_of(o);
-    } catch (const Error& e) {
-      problem = e.what();
-    }
-    world.check(problem.empty(), problem);
-    check_memory(run_problem(o, reader.meta()), shape, machine, budget, o, world);
-  }
+  if (o.mode == TrainMode::Full) shape = choose_full_grid(o, reader.meta(), world);
   if (o.mode == TrainMode::Minibatch)
     world.check(shape.size() == world.size(), "--grid " + shape.str() + " has " +
                                                   std::to_string(shape.size()) + " ranks but the job has " +
@@ -355,7 +274,7 @@ TrainResult run_on_grid(const TrainOptions& o, const Communicator& world, const 
       graph.mean_nnz > 0 ? graph.max_nnz / graph.mean_nnz : 1.0, config.describe().c_str(),
       source->describe().c_str());
   log_line(line);
-  if (!o.quiet) log_line(describe_load_phases(graph.load_phases));
+  if (!o.quiet && o.console.verbose) log_line(describe_load_phases(graph.load_phases));
   TrainResult result = train_with(*model, *source, o, world, context, load_phases_json(graph.load_phases));
   result.peak_bytes = largest_peak(world);
   return result;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/comm/device_collectives.hpp"
+#include "tessera/models/hooks.hpp"
 #include "tessera/models/minibatch.hpp"
 #include "tessera/models/model.hpp"
 #include "tessera/models/sampled.hpp"
@@ -28,6 +29,12 @@ enum class TrainMode {
 /// "full", "minibatch" or "sampled".
 const char* train_mode_name(TrainMode mode);
 
+/// What a full-graph run the memory model predicts not to fit does.
+enum class MemoryPolicy {
+  Auto,   ///< recompute the aggregation in backward where that fits (said in the log), else refuse
+  Refuse  ///< refuse, listing every way out the model predicts
+};
+
 /// Everything a run needs, typed (the command line's strings are parsed in apps/).
 struct TrainOptions {
   std::string data;                  ///< the graph file (docs/architecture.md §3)
@@ -41,6 +48,7 @@ struct TrainOptions {
   /// predicted peak exceeds it (and --grid auto picks among the grids that fit). -1: the memory available on
   /// the node when the run starts, shared by the node's ranks; 0: no check.
   int64_t memory_per_rank = -1;
+  MemoryPolicy memory_policy = MemoryPolicy::Auto;  ///< full mode: a run predicted not to fit
   /// The library of host-path fp32 GEMMs (set_host_gemm_library; Auto: oneDNN where the build has it).
   HostGemmLibrary host_gemm = HostGemmLibrary::Auto;
   PermuteMode permute = PermuteMode::Double;  ///< full / minibatch on a grid (one rank: file order)
@@ -74,6 +82,12 @@ struct TrainOptions {
   bool resume_force = false;
   int64_t patience = 0;  ///< stop after K evaluations without a better validation accuracy; 0: never
   bool quiet = false;    ///< no per-epoch console lines
+  /// The console: the mode's extra lines per epoch; with verbose also every load phase as it ends (by
+  /// default only phases of a second or more) and the load's phase summary.
+  ConsoleOptions console;
+  /// Merged into the metrics file's header record (run_training adds the grid, ranks, threads, dataset and
+  /// host); `tessera train` adds its version and configuration.
+  nlohmann::json metrics_header = nlohmann::json::object();
   /// Full / minibatch: bytes of one round of the load's exchanges (Graph3DOptions::exchange_budget).
   int64_t exchange_budget = kDefaultExchangeBudget;
 };

@@ -213,12 +213,13 @@ TrainResult Trainer::run() {
         steps.set(step + 1);
       }
     }
+    r.work = source_.epoch_work();
     Stopwatch eval_watch;
     r.evaluated =
         options_.eval_every > 0 && ((epoch + 1) % options_.eval_every == 0 || epoch + 1 == options_.epochs);
     if (r.evaluated) {
       const Accuracy a = source_.evaluate(model_, epoch);
-      r.train_acc = a.train, r.valid_acc = a.valid, r.test_acc = a.test;
+      r.train_acc = a.train, r.valid_acc = a.valid, r.test_acc = a.test, r.valid_loss = a.valid_loss;
       r.best = record_if_best(progress_, r, options_.best_is_last);
       if (r.best) snapshot_state(model_, best_);
     }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The one training loop (docs/architecture.md §9): epochs of steps from a BatchSource — forward, masked cross-entropy
-// over the grid, backward, gradients summed over the data-parallel replicas, Adam — then evaluation and
-// the best-validation record. Everything else a run does is a hook: the console line, the metrics file,
-// checkpoints and resume, early stopping, per-node outputs (hooks.hpp), or an application's own.
+// The one training loop (docs/architecture.md §9): epochs of steps from a BatchSource — forward, masked
+// cross-entropy over the grid, backward, gradients summed over the data-parallel replicas, Adam — then
+// evaluation and the best-validation record. Everything else a run does is a hook: the console line, the
+// metrics file, checkpoints and resume, early stopping, per-node outputs (hooks.hpp), or an application's
+// own.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +43,9 @@ struct EpochRecord {
   double train_acc = 0;                               ///< accuracy on the training nodes
   double valid_acc = 0;                               ///< on the validation nodes
   double test_acc = 0;                                ///< on the test nodes
+  double valid_loss = 0;                              ///< mean cross-entropy on the validation nodes
   double seconds = 0;                                 ///< the whole epoch
+  EpochWork work;                                     ///< what the epoch processed (BatchSource::epoch_work)
   double forward_s = 0;                               ///< forward and loss
   double backward_s = 0;                              ///< backward and the gradient sums over replicas
   double optimizer_s = 0;                             ///< Adam

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Performance model of one full-graph training epoch on a 3D grid (docs/architecture.md §4), used by `tessera plan` and
+// Performance model of one full-graph training epoch on a 3D grid (docs/architecture.md §4), used by `tessera
+// plan` and
 // `--grid auto`: communication (ring all-reduce, 2(p-1)/p * bytes / beta + 2(p-1) * alpha, with alpha and
 // beta depending on whether the group fits in a node: Y groups are innermost), SpMM (Plexus eq. 4.4,
 // c0 sqrt(f) + c1 sqrt(f) (N/Ga)/(D/Gb) + c2 sqrt(f) (N/Gc)/(D/Gb) with f = nnz D / G, coefficients fitted
@@ -100,6 +101,23 @@ struct GridCost {
 GridCost predict_epoch(const ProblemSize& problem, const GridShape& shape, const MachineProfile& machine);
 /// Every factorization of `ranks` into X x Y x Z, fastest first.
 std::vector<GridCost> plan_grids(const ProblemSize& problem, int ranks, const MachineProfile& machine);
+
+/// One change the memory model predicts lets a run fit its memory, with the prediction.
+struct MemoryWayOut {
+  std::string change;      ///< as the user would type it, e.g. "--recompute-aggregation", "--grid 1x2x4"
+  GridShape shape;         ///< the grid it runs on
+  int ranks = 0;           ///< its ranks
+  bool recompute = false;  ///< with the aggregation recomputed in backward
+  double peak_bytes = 0;   ///< its predicted peak per rank
+};
+
+/// Every way out the memory model predicts for `problem` on `shape` when it needs more than `budget_bytes`
+/// per rank, in this order: the other grids of as many ranks that fit (fastest first, at most three);
+/// recomputing the aggregation (on this grid, else on the fastest grid of as many ranks where that fits);
+/// the fewest more ranks (doubling, up to 64 times as many) with the fastest grid that fits. Empty when
+/// nothing is predicted to fit.
+std::vector<MemoryWayOut> memory_ways_out(const ProblemSize& problem, const GridShape& shape,
+                                          const MachineProfile& machine, double budget_bytes);
 
 /// alpha and beta of the all-reduce model from (bytes, seconds) measured on p ranks, sizes ascending: beta
 /// from the slope between the two largest messages (bandwidth-bound), alpha from the smallest

@@ -137,7 +137,7 @@ case "$case_name" in
       --epochs 200 --normalize-features --metrics m.jsonl --save-predictions pred.txt --checkpoint . --checkpoint-every 50) || exit 1
     echo "$out" | tail -n 3
     [ "$(grep -c '^epoch' <<<"$out")" -eq 200 ] || { echo "FAILED: expected 200 epoch lines"; exit 1; }
-    [ "$(wc -l < m.jsonl)" -eq 200 ] && [ "$(wc -l < pred.txt)" -eq 2708 ] && [ -f checkpoint.h5 ] || { echo "FAILED: outputs"; exit 1; }
+    [ "$(grep -c "\"kind\":\"epoch\"" m.jsonl)" -eq 200 ] && [ "$(head -n 1 m.jsonl | grep -c "\"kind\":\"header\"")" -eq 1 ] && [ "$(wc -l < pred.txt)" -eq 2708 ] && [ -f checkpoint.h5 ] || { echo "FAILED: outputs"; exit 1; }
     acc=$(grep -o 'test 0\.[0-9]*' <<<"$(tail -n 1 <<<"$out")" | cut -d' ' -f2)
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.79) }' || { echo "FAILED: test accuracy $acc"; exit 1; } ;;
   bad_train_layers)
@@ -250,7 +250,7 @@ case "$case_name" in
       { echo "FAILED: partition report"; exit 1; }
     out=$(mpi 4 "$TESSERA" train --data cora.h5 --mode sampled --model sage --fanouts 10,10 --batch-size 32 \
       --epochs 30 --normalize-features --eval-every 10 --prefetch-policy adaptive --prefetch-interval 4 \
-      --metrics m.jsonl) || exit 1
+      --metrics m.jsonl --details-every 10) || exit 1
     echo "$out"
     grep -q "partition metis-4" <<<"$out" || { echo "FAILED: no partition in the load line"; exit 1; }
     grep -q "cache hit rate" <<<"$out" || { echo "FAILED: no cache report"; exit 1; }
@@ -267,7 +267,7 @@ case "$case_name" in
     [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
     "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
     out=$($MPIEXEC -n 4 "$TESSERA" train --data cora.h5 --epochs 60 --normalize-features --mode minibatch \
-      --grid 2x1x1x2 --batch-size 0.5 --comm-dtype bf16 --norm batch --eval-every 20 --metrics m.jsonl) || exit 1
+      --grid 2x1x1x2 --batch-size 0.5 --comm-dtype bf16 --norm batch --eval-every 20 --metrics m.jsonl --verbose) || exit 1
     echo "$out"
     grep -q "mini-batches of 1354 of 2708 vertices" <<<"$out" || { echo "FAILED: batch size line"; exit 1; }
     grep -q "trainer waited" <<<"$out" || { echo "FAILED: no sampling report"; exit 1; }
@@ -281,7 +281,7 @@ case "$case_name" in
       <<<"$out" || { echo "FAILED: no load phases line"; exit 1; }
     python3 - m.jsonl <<'PY' || { echo "FAILED: load phases in the metrics"; exit 1; }
 import json, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "epoch"]
 phases = rows[0]["load_phases"]
 assert [p["phase"] for p in phases] == ["read", "labels", "degrees", "adjacency 0", "adjacency 1", "features"], phases
 peaks = [p["peak_bytes"] for p in phases]
@@ -316,7 +316,7 @@ PY
     printf 'data = "g.h5"\nhidden = 8\nepochs = 3\nquiet = true\nmetrics = "m.jsonl"\nmodel = "sage"\n' > run.toml
     out=$("$TESSERA" train --config run.toml --epochs 5) || exit 1
     echo "$out"
-    [ "$(wc -l < m.jsonl)" -eq 5 ] || { echo "FAILED: the command line's --epochs 5 should win over the file's 3"; exit 1; }
+    [ "$(grep -c "\"kind\":\"epoch\"" m.jsonl)" -eq 5 ] || { echo "FAILED: the command line's --epochs 5 should win over the file's 3"; exit 1; }
     "$TESSERA" train --config run.toml --print-config > effective.toml || exit 1
     cat effective.toml
     for want in 'data="g.h5"' 'hidden=8' 'epochs=3' 'model="sage"' 'lr=0.01'; do
@@ -324,7 +324,7 @@ PY
     done
     rm m.jsonl
     "$TESSERA" train --config effective.toml >/dev/null || exit 1
-    [ "$(wc -l < m.jsonl)" -eq 3 ] || { echo "FAILED: the printed configuration does not reproduce the run"; exit 1; }
+    [ "$(grep -c "\"kind\":\"epoch\"" m.jsonl)" -eq 3 ] || { echo "FAILED: the printed configuration does not reproduce the run"; exit 1; }
     printf '[train]\ndata = "g.h5"\nepochs = 2\nquiet = true\n' > section.toml
     "$TESSERA" train --config section.toml | grep -q "after 2 epochs" || { echo "FAILED: [train] section"; exit 1; }
     printf 'data = "g.h5"\nbogus = 3\n' > bad.toml
@@ -552,7 +552,7 @@ for name, want, got in (("load", mib(pred[3], pred[4]), float(load[1])), ("peak"
 PY
     for grid in 1x1x1 2x1x1 1x2x2 2x2x2 1x1x8; do
       ranks=$(( $(tr x '*' <<<"$grid") ))
-      out=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1) || { echo "$out"; exit 1; }
+      out=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1 --verbose) || { echo "$out"; exit 1; }
       python3 check.py "$grid" <<<"$out" || exit 1
       # Progress: one line per load phase as it ends (6 for two layers), all before the load line.
       [ "$(grep -cE '^load: [a-z0-9 ]+ done, phase [1-6] of 6, ' <<<"$out")" -eq 6 ] &&
@@ -564,6 +564,7 @@ PY
     python3 check.py "2x2x2, 3 layers" <<<"$out" || exit 1
     # --recompute-aggregation: the layers keep no A H; predicted and measured lower, the run the same.
     peak_kept=$(sed -n 's/.*epochs; peak memory \([0-9.]*\) MiB per rank)$/\1/p' <<<"$out")
+    kept_out=$out
     last_kept=$(grep -E "^epoch +1 " <<<"$out" | cut -c1-40)
     out=$(mpi 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --recompute-aggregation) ||
       { echo "$out"; exit 1; }
@@ -574,13 +575,26 @@ PY
       { echo "$out"; echo "FAILED: recompute changed the loss or saved no memory ($peak_kept -> $peak_recomputed MiB)"; exit 1; }
     expect_error "tessera: error: --recompute-aggregation is for --mode full / minibatch" "-" -- \
       "$TESSERA" train --data r.h5 --mode sampled --recompute-aggregation
+    # A budget between the two predictions: refused, the message names --recompute-aggregation with its
+    # prediction (and more ranks); under the default --memory-policy auto the run recomputes and trains.
+    predicted() { sed -nE 's/^memory per rank on grid 2x2x2: predicted peak ([0-9]+) MiB.*/\1/p' <<<"$1"; }
+    kept=$(predicted "$kept_out") recomputed=$(predicted "$out")
+    [ -n "$kept" ] && [ -n "$recomputed" ] && [ "$recomputed" -lt "$kept" ] || { echo "FAILED: predictions '$kept' '$recomputed'"; exit 1; }
+    budget=$(( (kept + recomputed) / 2 ))M
+    expect_error "tessera: error: grid 2x2x2 needs about $kept MiB .* Predicted to fit: .*--recompute-aggregation \($recomputed MiB\); .*[0-9]+ ranks with --grid [0-9x]+ \([0-9]+ MiB\); or --memory-per-rank 0 to run anyway" "-" -- \
+      $MPIEXEC -n 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --memory-per-rank "$budget" --memory-policy refuse
+    out=$(mpi 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --memory-per-rank "$budget") || { echo "$out"; exit 1; }
+    grep -q "^memory policy auto: --recompute-aggregation on grid 2x2x2 (predicted peak $recomputed MiB" <<<"$out" &&
+      [ "$(grep -E "^epoch +1 " <<<"$out" | cut -c1-40)" = "$last_kept" ] || { echo "$out"; echo "FAILED: --memory-policy auto"; exit 1; }
+    expect_error "tessera: error: --memory-policy must be auto or refuse, not 'never'" "-" -- \
+      "$TESSERA" train --data r.h5 --memory-policy never
     # --load-budget: the load's exchanges in rounds of 1 MiB per rank; predicted as measured, the same run.
     # (This graph is too small for the rounds to lower the peak measurably: scripts/bench_load.sh shows it.)
     for grid in 1x1x1 2x2x2; do
       ranks=$(( $(tr x '*' <<<"$grid") ))
       whole=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1 --load-budget 0) ||
         { echo "$whole"; exit 1; }
-      out=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1 --load-budget 1M) ||
+      out=$(mpi "$ranks" "$TESSERA" train --data r.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1 --load-budget 1M --verbose) ||
         { echo "$out"; exit 1; }
       python3 check.py "$grid, --load-budget 1M" <<<"$out" || exit 1
       grep -qE "^load phases.* adjacency 0 [0-9.]+ s [0-9]+ MiB in [0-9]+ rounds;" <<<"$out" &&
@@ -701,19 +715,27 @@ PY
     grep -qF "| tiny-wrong | real | info | - | 2 | - |" r2/SUMMARY.md && grep -qF "info mismatch: expected 'nodes:     51'" r2/SUMMARY.md ||
       { echo "FAILED: no count mismatch row"; exit 1; }
     grep -qF "absent: no" r2/SUMMARY.md || { echo "FAILED: no absent row"; exit 1; }
+    # A dataset named but absent fails the suite, unless asked to skip it.
+    out=$(suite --datasets recipes --data-root "$work" --out r4 absent-one 2>&1) && { echo "$out"; echo "FAILED: an absent dataset passed"; exit 1; }
+    grep -q "^ogb_suite: absent-one: failed: absent: no .* (--skip-missing skips an absent dataset)$" <<<"$out" ||
+      { echo "$out"; echo "FAILED: absent message"; exit 1; }
+    out=$(suite --datasets recipes --data-root "$work" --out r5 --skip-missing absent-one 2>&1) || { echo "$out"; echo "FAILED: --skip-missing"; exit 1; }
+    grep -q "^ogb_suite: absent-one: skipped: absent: no " <<<"$out" || { echo "$out"; echo "FAILED: skipped message"; exit 1; }
     # A synthetic stand-in is labelled so and never judged.
     suite --synthetic --epochs 2 --modes full,minibatch --out r3 cora || { echo "FAILED: synthetic run"; exit 1; }
     grep -q "SYNTHETIC STAND-INS" r3/SUMMARY.md && grep -Eq '^\| cora \| synthetic \| minibatch \| 2x1x1x1 \| 2 \| 2 \| [0-9.]+ \| ref [0-9.]+ ± [0-9.]+ \| - \|' r3/SUMMARY.md ||
       { echo "FAILED: synthetic rows"; cat r3/SUMMARY.md; exit 1; }
     [ "$(wc -l < r3/results.csv)" -eq 3 ] || { echo "FAILED: results.csv rows"; exit 1; }
     $py - r1/plots/cora r2/plots/tiny r3/plots/cora <<'PY' || { echo "FAILED: plots"; exit 1; }
-import os, struct, sys
-want = {"loss.png", "accuracy.png", "epoch_time.png", "bytes.png"}
+import json, os, struct, sys
+want = {"loss.png", "accuracy.png", "epoch_time.png", "breakdown.png", "imbalance.png", "bytes.png", "plots.json"}
 for folder, sampled in zip(sys.argv[1:], (True, True, False)):
     names = set(os.listdir(folder))
     expected = want | ({"cache_hit_rate.png"} if sampled else set())
     assert names == expected, (folder, sorted(names))
-    for name in names:
+    series = json.load(open(os.path.join(folder, "plots.json")))
+    assert set(series) == expected - {"plots.json"}, series
+    for name in names - {"plots.json"}:
         data = open(os.path.join(folder, name), "rb").read()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", name
         width, height = struct.unpack(">II", data[16:24])
@@ -834,7 +856,7 @@ PY
     same_metrics() {  # A B: the records, without times, memory and cache counters, are equal
       python3 - "$1" "$2" <<'PY'
 import json, re, sys
-skip = re.compile(r"(_s|_ms|seconds|phases|bytes|peak|cache|hit|fetch|evict|remote|time)")
+skip = re.compile(r"(_s|_ms|seconds|phases|bytes|peak|cache|hit|fetch|evict|remote|time|throughput|config)")
 def load(path):
     out = []
     for line in open(path):
@@ -1062,5 +1084,90 @@ PY
     # The CPU job scripts under a real one-node Slurm (sbatch, srun --mpi=pmix, scancel --signal, resume) and
     # the GPU job scripts through sbatch --test-only; skipped (77) where Slurm is not installed.
     bash "$SOURCE_DIR/scripts/slurm/check_local.sh" "$work/slurm" ;;
+  console_and_metrics)
+    # One line per epoch (loss, accuracies, validation loss, time, throughput), detail lines only when asked,
+    # a short preamble; the metrics file opens with a header and every record names its kind and mode.
+    [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
+    "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
+    line='^epoch +[0-9]+  loss [0-9.]+  train [0-9.]+  valid [0-9.]+  test [0-9.]+  valid loss [0-9.]+  [0-9.]+ ms  [0-9.e+]+ (edges|seeds)/s$'
+    one=$("$TESSERA" train --data cora.h5 --epochs 3 --metrics m1.jsonl) || { echo "$one"; exit 1; }
+    four=$(mpi 4 "$TESSERA" train --data cora.h5 --epochs 3 --grid 1x2x2 --metrics m4.jsonl) || { echo "$four"; exit 1; }
+    echo "$four"
+    for out in "$one" "$four"; do
+      [ "$(grep -cE "$line" <<<"$out")" -eq 3 ] && [ "$(grep -c '^epoch' <<<"$out")" -eq 3 ] &&
+        [ "$(sed -n '/^epoch/,$p' <<<"$out" | grep -cvE "$line")" -eq 1 ] &&
+        [ "$(sed '/^epoch/,$d' <<<"$out" | wc -l)" -le 4 ] &&
+        grep -qE "^best valid .* over this job's 2 epochs after its first; peak memory" <<<"$out" ||
+        { echo "$out"; echo "FAILED: console lines"; exit 1; }
+    done
+    verbose=$(mpi 4 "$TESSERA" train --data cora.h5 --epochs 3 --grid 1x2x2 --verbose) || exit 1
+    every=$(mpi 4 "$TESSERA" train --data cora.h5 --epochs 3 --grid 1x2x2 --details-every 2) || exit 1
+    [ "$(grep -c 'phases max/mean ms' <<<"$verbose")" -eq 3 ] && grep -q '^load phases' <<<"$verbose" &&
+      [ "$(grep -c 'phases max/mean ms' <<<"$every")" -eq 1 ] &&
+      [ "$(grep -A1 '^epoch    2' <<<"$every" | tail -1 | grep -c 'phases max/mean')" -eq 1 ] ||
+      { echo "$verbose"; echo "$every"; echo "FAILED: --verbose / --details-every"; exit 1; }
+    mpi 2 "$TESSERA" train --data cora.h5 --epochs 2 --mode minibatch --grid 2x1x1x1 --batch-size 0.5 \
+      --metrics mb.jsonl --quiet >/dev/null || exit 1
+    mpi 2 "$TESSERA" train --data cora.h5 --epochs 2 --mode sampled --partition block --batch-size 100 \
+      --metrics s.jsonl --quiet >/dev/null || exit 1
+    python3 - <<'PY' || exit 1
+import json
+def load(path):
+    return [json.loads(line) for line in open(path)]
+one, four, mb, s = load("m1.jsonl"), load("m4.jsonl"), load("mb.jsonl"), load("s.jsonl")
+for records, mode, ranks, grid in ((one, "full", 1, "1x1x1"), (four, "full", 4, "1x2x2"),
+                                   (mb, "minibatch", 2, "2x1x1x1"), (s, "sampled", 2, "2x1x1x1")):
+    h = records[0]
+    assert h["kind"] == "header" and h["mode"] == mode and h["ranks"] == ranks and h["grid"] == grid, h
+    assert h["dataset"]["nodes"] == 2708 and h["dataset"]["edges"] == 10556 and h["dataset"]["classes"] == 7, h
+    assert h["version"].startswith("0.") and h["host"] and h["threads"] >= 1, h
+    assert ("epochs=2" in h["config"]) or ("epochs=3" in h["config"]), h["config"]
+    assert all(r["mode"] == mode and r["kind"] in ("epoch", "step") for r in records[1:]), mode
+    epochs = [r for r in records if r["kind"] == "epoch"]
+    assert len(epochs) == (3 if mode == "full" else 2), (mode, len(epochs))
+    # Throughput: the adjacency's nonzeros (edges and a self loop per node), the sampled vertices of every
+    # replica's step, or the training seeds, over the epoch's steps (evaluation left out).
+    work = {"full": 10556 + 2708, "minibatch": 2 * 1354, "sampled": 140}[mode]
+    unit = "edges/s" if mode == "full" else "seeds/s"
+    for r in epochs:
+        assert r["throughput_unit"] == unit, r
+        done = r["throughput"] * (r["epoch_s"] - r["eval_s"])
+        assert abs(done / work - 1) < 1e-6, (mode, done, work)
+        assert r["valid_loss"] > 0, r
+# Every key a run writes is documented in the metrics reference.
+import os, re
+documented = set(re.findall(r"`([a-z_]+)`", open(os.path.join(os.environ["SOURCE_DIR"], "docs/reference/metrics.md")).read()))
+written = {k for records in (one, four, mb, s) for r in records for k in r}
+assert written <= documented, sorted(written - documented)
+# The validation loss is the grid's, not a rank's: 1 and 4 ranks agree.
+for a, b in zip(one[1:], four[1:]):
+    assert abs(a["valid_loss"] - b["valid_loss"]) < 1e-4, (a["valid_loss"], b["valid_loss"])
+print("ok: headers, kinds, modes, throughput and validation loss")
+PY
+    expect_error "tessera: error: --details-every must not be negative, not -1" "-" -- \
+      "$TESSERA" train --data cora.h5 --details-every -1
+    # Plots of runs on 1 and 4 ranks: a strong-scaling plot of one series, the others one series per run;
+    # under a Python without matplotlib the script runs itself under Debian's, which has it.
+    /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { echo "skipped: no python3-matplotlib (scripts/setup.sh installs it)"; exit 77; }
+    /usr/bin/python3 -m venv --without-pip nomat || exit 1
+    nomat/bin/python3 -c 'import matplotlib' 2>/dev/null && { echo "FAILED: the venv has matplotlib"; exit 1; }
+    nomat/bin/python3 "$SOURCE_DIR/scripts/plot_metrics.py" m1.jsonl m4.jsonl mb.jsonl s.jsonl -o plots || exit 1
+    /usr/bin/python3 - plots <<'PY' || { echo "FAILED: plots"; exit 1; }
+import json, os, struct, sys
+series = json.load(open(os.path.join(sys.argv[1], "plots.json")))
+runs = ["m1", "m4", "mb", "s"]
+want = {name: runs for name in ("loss.png", "accuracy.png", "epoch_time.png", "breakdown.png", "imbalance.png",
+                                "bytes.png")}
+want["scaling.png"] = ["cora full"]
+want["cache_hit_rate.png"] = ["s"]
+assert series == want, series
+for name in want:
+    data = open(os.path.join(sys.argv[1], name), "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", name
+    width, height = struct.unpack(">II", data[16:24])
+    assert width >= 200 and height >= 200 and len(data) > 5000, (name, width, height, len(data))
+print("plots ok")
+PY
+    ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
