@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""Checks the documentation against the repository and the built program.
+
+  check_docs.py links ROOT              every relative link and anchor in the Markdown pages resolves, and no
+                                        page or source points outside the repository (../shared)
+  check_docs.py reference ROOT TESSERA  docs/reference/cli.md and config.md are what scripts/gen_reference.sh
+                                        writes now, and name every option of every subcommand
+  check_docs.py tutorials ROOT TESSERA DATA
+                                        every shell block marked <!-- runnable --> in docs/tutorials/ runs, in
+                                        order, one bash session per page, in an empty folder, and exits 0
+Exit 0: passed; 1: failed (each problem on a line); 77: skipped (what is missing is said).
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^(\s*)```")
+
+
+def pages(root):
+    found = [os.path.join(root, "README.md"), os.path.join(root, "CHANGELOG.md")]
+    for top in ("docs", "datasets", "examples", "python"):
+        for folder, _, files in os.walk(os.path.join(root, top)):
+            found += [os.path.join(folder, f) for f in files if f.endswith(".md")]
+    return sorted(p for p in found if os.path.isfile(p))
+
+
+def prose(text):
+    """The page without its fenced code blocks (links there are examples, not links)."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            inside = not inside
+            continue
+        if not inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"`", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path):
+    with open(path) as f:
+        return {slug(m.group(2)) for m in re.finditer(r"^(#+)\s+(.*)$", prose(f.read()), re.M)}
+
+
+def check_links(root):
+    problems = []
+    for page in pages(root):
+        with open(page) as f:
+            text = prose(f.read())
+        for target in LINK.findall(text):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            resolved = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+            where = os.path.relpath(page, root)
+            if not resolved.startswith(root + os.sep) and resolved != root:
+                problems.append(f"{where}: link '{target}' leaves the repository")
+            elif not os.path.exists(resolved):
+                problems.append(f"{where}: link '{target}': {os.path.relpath(resolved, root)} does not exist")
+            elif anchor and resolved.endswith(".md") and anchor not in anchors(resolved):
+                problems.append(f"{where}: link '{target}': no heading '#{anchor}' in {os.path.relpath(resolved, root)}")
+    # The repository is self-contained: no page, source or header names the design brief beside it.
+    for top in ("README.md", "docs", "src", "apps", "python", "examples", "datasets"):
+        start = os.path.join(root, top)
+        files = [start] if os.path.isfile(start) else [os.path.join(d, f) for d, _, fs in os.walk(start) for f in fs]
+        for path in files:
+            try:
+                text = open(path, encoding="utf-8").read()
+            except (UnicodeDecodeError, OSError):
+                continue
+            if "../shared" in text or "shared/DESIGN" in text:
+                problems.append(f"{os.path.relpath(path, root)}: points at ../shared")
+    return problems, f"{len(pages(root))} pages"
+
+
+def check_reference(root, tessera):
+    problems = []
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, TESSERA=tessera)
+        subprocess.run(["bash", os.path.join(root, "scripts/gen_reference.sh"), out], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+        for name in ("cli.md", "config.md"):
+            committed = os.path.join(root, "docs/reference", name)
+            if not os.path.exists(committed) or open(committed).read() != open(os.path.join(out, name)).read():
+                problems.append(f"docs/reference/{name} is stale: run scripts/gen_reference.sh and commit it")
+    cli = open(os.path.join(root, "docs/reference/cli.md")).read()
+    commands = [[], ["prep"], ["prep", "ogb"], ["prep", "synth"], ["info"], ["train"], ["plan"], ["partition"],
+                ["bench", "comm"], ["bench", "spmm"], ["bench", "gemm"], ["bench", "stream"]]
+    options = 0
+    for command in commands:
+        text = subprocess.run([tessera] + command + ["--help"], capture_output=True, text=True, check=True).stdout
+        for option in sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))):
+            options += 1
+            if option not in cli:
+                problems.append(f"tessera {' '.join(command)} {option}: not in docs/reference/cli.md")
+    return problems, f"{options} options"
+
+
+def runnable_blocks(page):
+    blocks, current, marked = [], None, False
+    for line in open(page):
+        if current is None:
+            if line.strip() == "<!-- runnable -->":
+                marked = True
+            elif FENCE.match(line):
+                current = [] if marked else None
+                marked = False
+                if current is None:  # an unmarked block: skip to its end
+                    current = False
+            elif line.strip():
+                marked = False
+        elif FENCE.match(line):
+            if current is not False:
+                blocks.append("".join(current))
+            current = None
+        elif current is not False:
+            current.append(line)
+    return blocks
+
+
+def check_tutorials(root, tessera, data):
+    if not os.path.isdir(os.path.join(data, "cora")):
+        print(f"skipped: {data}/cora is absent (the tutorials run on Cora)")
+        sys.exit(77)
+    problems, ran = [], 0
+    folder = os.path.join(root, "docs/tutorials")
+    for name in sorted(os.listdir(folder)):
+        blocks = runnable_blocks(os.path.join(folder, name))
+        if not blocks:
+            continue
+        script = "set -euo pipefail\n" + "\n".join(blocks)
+        # Debian's python3 (with NumPy and matplotlib) before another python3 that may come first on PATH.
+        env = dict(os.environ, DATA=data, TESSERA_ROOT=root,
+                   PATH=os.pathsep.join([os.path.dirname(tessera), "/usr/bin", os.environ["PATH"]]))
+        with tempfile.TemporaryDirectory() as work:
+            result = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True,
+                                    timeout=600)
+        ran += len(blocks)
+        if result.returncode != 0:
+            tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+            problems.append(f"docs/tutorials/{name}: runnable blocks exit {result.returncode}:\n{tail}")
+        else:
+            print(f"docs/tutorials/{name}: {len(blocks)} runnable blocks ran")
+    if ran == 0:
+        problems.append("docs/tutorials: no block marked <!-- runnable -->")
+    return problems, f"{ran} runnable blocks"
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    what, root = sys.argv[1], os.path.realpath(sys.argv[2])
+    if what == "links":
+        problems, done = check_links(root)
+    elif what == "reference":
+        problems, done = check_reference(root, sys.argv[3])
+    elif what == "tutorials":
+        problems, done = check_tutorials(root, sys.argv[3], sys.argv[4])
+    else:
+        raise SystemExit(__doc__)
+    for p in problems:
+        print("FAILED:", p)
+    print(f"check_docs {what}: {done}, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
