@@ -24,15 +24,20 @@ double epoch_throughput(const EpochRecord& r) {
 }
 
 bool ConsoleReport::on_epoch(Trainer&, const EpochRecord& r) {
-  char line[320];
-  int at = std::snprintf(line, sizeof(line), "epoch %4lld  loss %.4f", (long long)r.epoch, r.loss);
-  if (r.evaluated)
-    at += std::snprintf(line + at, sizeof(line) - size_t(at),
-                        "  train %.4f  valid %.4f  test %.4f  valid loss %.4f", r.train_acc, r.valid_acc,
-                        r.test_acc, r.valid_loss);
-  at += std::snprintf(line + at, sizeof(line) - size_t(at), "  %.1f ms", 1e3 * r.seconds);
-  if (const double rate = epoch_throughput(r); rate > 0)
-    std::snprintf(line + at, sizeof(line) - size_t(at), "  %.3g %s/s", rate, r.work.unit.c_str());
+  char part[160];
+  std::snprintf(part, sizeof(part), "epoch %4lld  loss %.4f", (long long)r.epoch, r.loss);
+  std::string line = part;
+  if (r.evaluated) {
+    std::snprintf(part, sizeof(part), "  train %.4f  valid %.4f  test %.4f  valid loss %.4f", r.train_acc,
+                  r.valid_acc, r.test_acc, r.valid_loss);
+    line += part;
+  }
+  std::snprintf(part, sizeof(part), "  %.1f ms", 1e3 * r.seconds);
+  line += part;
+  if (const double rate = epoch_throughput(r); rate > 0) {
+    std::snprintf(part, sizeof(part), "  %.3g ", rate);
+    line += part + r.work.unit + "/s";
+  }
   log_line(line);
   const bool details =
       options_.verbose || (options_.details_every > 0 && r.epoch % options_.details_every == 0);
