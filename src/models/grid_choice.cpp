@@ -66,10 +66,12 @@ void check_memory(const ProblemSize& size, const GridShape& shape, const Machine
   std::string ways;
   for (const MemoryWayOut& w : memory_ways_out(size, shape, machine, double(budget.bytes)))
     ways += w.change + " (" + gib(w.peak_bytes) + "); ";
+  ways = ways.empty() ? "Nothing is predicted to fit, on these ranks or on up to 64 times as many; "
+                        "--memory-per-rank 0 runs anyway"
+                      : "Predicted to fit: " + ways + "or --memory-per-rank 0 to run anyway";
   world.check(false, "grid " + shape.str() + " needs about " + gib(e.peak) +
                          " per rank (predicted peak; load " + gib(e.load_peak) + "), more than the " +
-                         gib(double(budget.bytes)) + " each rank has (" + budget.source +
-                         "). Predicted to fit: " + ways + "or --memory-per-rank 0 to run anyway");
+                         gib(double(budget.bytes)) + " each rank has (" + budget.source + "). " + ways);
 }
 
 // The permutation the load uses: on one rank without a grid, the file's order (a permutation balances

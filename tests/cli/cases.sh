@@ -586,6 +586,8 @@ PY
     out=$(mpi 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --memory-per-rank "$budget") || { echo "$out"; exit 1; }
     grep -q "^memory policy auto: --recompute-aggregation on grid 2x2x2 (predicted peak $recomputed MiB" <<<"$out" &&
       [ "$(grep -E "^epoch +1 " <<<"$out" | cut -c1-40)" = "$last_kept" ] || { echo "$out"; echo "FAILED: --memory-policy auto"; exit 1; }
+    expect_error "tessera: error: grid 2x2x2 needs about [0-9]+ MiB .*\(--memory-per-rank\)\. Nothing is predicted to fit, on these ranks or on up to 64 times as many; --memory-per-rank 0 runs anyway$" "-" -- \
+      $MPIEXEC -n 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --memory-per-rank 1
     expect_error "tessera: error: --memory-policy must be auto or refuse, not 'never'" "-" -- \
       "$TESSERA" train --data r.h5 --memory-policy never
     # --load-budget: the load's exchanges in rounds of 1 MiB per rank; predicted as measured, the same run.
