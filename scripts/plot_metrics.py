@@ -114,19 +114,25 @@ def accuracy_plot(plt, runs, path, title, written):
     save(plt, fig, path, series, written)
 
 
+def bar_chart(plt, labels, values, ylabel, title, path, written, **bar_options):
+    """One bar per run."""
+    fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(labels) + 2), 4.2))
+    ax.bar(range(len(values)), values, color="#4878a8", **bar_options)
+    ax.set_xticks(range(len(values)))
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    ax.set(ylabel=ylabel, title=title)
+    ax.grid(axis="y", alpha=0.3)
+    save(plt, fig, path, labels, written)
+
+
 def epoch_time_plot(plt, runs, path, title, written):
     labels = [run["label"] for run in runs]
     times = [steady([r["epoch_s"] for r in run["epochs"]]) for run in runs]
     means = [mean(t) for t in times]
     below = [m - min(t) for m, t in zip(means, times)]
     above = [max(t) - m for m, t in zip(means, times)]
-    fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(labels) + 2), 4.2))
-    ax.bar(range(len(means)), means, yerr=[below, above], capsize=4, color="#4878a8")
-    ax.set_xticks(range(len(means)))
-    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
-    ax.set(ylabel="seconds per epoch (after the first; min-max)", title=f"{title}: epoch time")
-    ax.grid(axis="y", alpha=0.3)
-    save(plt, fig, path, labels, written)
+    bar_chart(plt, labels, means, "seconds per epoch (after the first; min-max)", f"{title}: epoch time", path,
+              written, yerr=[below, above], capsize=4)
 
 
 def breakdown(run):
@@ -184,13 +190,7 @@ def imbalance_plot(plt, runs, path, title, written):
 def bytes_plot(plt, runs, path, title, written):
     labels = [run["label"] for run in runs]
     sent = [mean(steady([r.get("bytes_max_rank", 0) for r in run["epochs"]])) / 2**20 for run in runs]
-    fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(labels) + 2), 4.2))
-    ax.bar(range(len(sent)), sent, color="#4878a8")
-    ax.set_xticks(range(len(sent)))
-    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
-    ax.set(ylabel="MiB sent by the busiest rank per epoch", title=f"{title}: bytes")
-    ax.grid(axis="y", alpha=0.3)
-    save(plt, fig, path, labels, written)
+    bar_chart(plt, labels, sent, "MiB sent by the busiest rank per epoch", f"{title}: bytes", path, written)
 
 
 def scaling_groups(runs):

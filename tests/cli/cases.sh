@@ -1170,6 +1170,13 @@ for name in want:
     assert width >= 200 and height >= 200 and len(data) > 5000, (name, width, height, len(data))
 print("plots ok")
 PY
+    # Bad inputs: one line naming the file and the problem, exit 1, nothing plotted.
+    printf '{"kind":"header"}\nnot json\n' > bad.jsonl
+    out=$(/usr/bin/python3 "$SOURCE_DIR/scripts/plot_metrics.py" bad.jsonl -o badplots 2>&1; echo "exit $?")
+    [ "$out" = "$(printf 'plot_metrics: bad.jsonl: line 2: not JSON (Expecting value)\nexit 1')" ] && [ ! -e badplots ] ||
+      { echo "$out"; echo "FAILED: bad.jsonl"; exit 1; }
+    out=$(/usr/bin/python3 "$SOURCE_DIR/scripts/plot_metrics.py" missing.jsonl -o badplots 2>&1; echo "exit $?")
+    [ "$out" = "$(printf 'plot_metrics: missing.jsonl: no such file\nexit 1')" ] || { echo "$out"; echo "FAILED: missing file"; exit 1; }
     ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
