@@ -24,6 +24,9 @@ void add_info_command(CLI::App& app, Command& selected);
 /// `tessera partition --data F --parts K --method metis|random`
 void add_partition_command(CLI::App& app, Command& selected);
 
+/// `tessera predict --checkpoint DIR --data F --output OUT.h5 ...`
+void add_predict_command(CLI::App& app, Command& selected);
+
 /// `tessera plan --data F --ranks G ...`
 void add_plan_command(CLI::App& app, Command& selected);
 

@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
     tessera::app::add_prep_command(app, selected);
     tessera::app::add_info_command(app, selected);
     tessera::app::add_train_command(app, selected);
+    tessera::app::add_predict_command(app, selected);
     tessera::app::add_bench_command(app, selected);
     tessera::app::add_plan_command(app, selected);
     tessera::app::add_partition_command(app, selected);

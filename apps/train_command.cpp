@@ -23,7 +23,7 @@ struct Args {
   std::string mode = "full", grid, model = "gcn", norm = "none", optimizer = "adam", permute = "double";
   std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
-              memory_policy = "auto";
+              memory_policy = "auto", eval = "sampled", final_eval = "exact";
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
 };
@@ -127,6 +127,14 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
                   "sampled, external: seconds to wait for an answer before falling back to periodic")
       ->capture_default_str();
   cmd->add_flag("--no-prefetch-thread", a.no_prefetch_thread, "sampled: prepare each step when it is needed");
+  cmd->add_option("--eval", a.eval,
+                  "sampled: each evaluation on sampled neighbourhoods (sampled) or exact, layer-wise over "
+                  "every neighbour (exact: one pass over every node per evaluation)")
+      ->capture_default_str();
+  cmd->add_option("--final-eval", a.final_eval,
+                  "sampled: exact (the best parameters evaluated layer-wise at the end, and node outputs "
+                  "exact, where the memory allows) or sampled (neither)")
+      ->capture_default_str();
   cmd->add_option("--simulate-network", a.network,
                   "sampled, BENCHMARKS ONLY: LAT_US,GBPS - also wait as long as each exchange would take");
 }
@@ -201,6 +209,8 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--prefetch-agent", "Sampled / prefetch"},
     {"--prefetch-agent-timeout", "Sampled / prefetch"},
     {"--no-prefetch-thread", "Sampled / prefetch"},
+    {"--eval", "Sampled / prefetch"},
+    {"--final-eval", "Sampled / prefetch"},
     {"--metrics", "Output"},
     {"--save-predictions", "Output"},
     {"--save-embeddings", "Output"},
@@ -324,6 +334,11 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   s.policy = parse_prefetch_policy(a.prefetch_policy);
   s.thread = !a.no_prefetch_thread;
   s.network = parse_network(a.network);
+  require(a.eval == "sampled" || a.eval == "exact", "--eval must be sampled or exact, not '", a.eval, "'");
+  require(a.final_eval == "exact" || a.final_eval == "sampled",
+          "--final-eval must be exact or sampled, not '", a.final_eval, "'");
+  s.exact_eval = a.eval == "exact";
+  s.exact_final = a.final_eval == "exact";
   return o;
 }
 

@@ -225,36 +225,37 @@ H5Handle open_checkpoint(const std::string& path, const Communicator& comm) {
 
 }  // namespace
 
-TrainingProgress load_checkpoint(const std::string& path, const CheckpointState& state,
-                                 const Communicator& comm) {
-  H5Handle file = open_checkpoint(path, comm);
+namespace {
+
+// The root attributes a load reads, checked for consistency; `problem` names the first missing or bad one.
+std::string read_attributes(const std::string& path, hid_t root, CheckpointInfo& info, int64_t& steps) {
+  int64_t seed = 0;
+  TrainingProgress& progress = info.progress;
+  if (!h5_read_attr(root, "model", info.model))
+    return path + ": checkpoint attribute 'model' is missing (corrupt file?)";
+  if (!h5_read_attr(root, "seed", seed) || !h5_read_attr(root, "epochs_done", progress.epochs_done) ||
+      !h5_read_attr(root, "optimizer_steps", steps) ||
+      !h5_read_attr(root, "best_epoch", progress.best_epoch) ||
+      !h5_read_attr(root, "best_valid", progress.best_valid) ||
+      !h5_read_attr(root, "test_at_best", progress.test_at_best) ||
+      !h5_read_attr(root, "evaluations_since_best", progress.evaluations_since_best))
+    return path + ": checkpoint attributes are missing (corrupt file?)";
+  info.seed = uint64_t(seed);
+  if (progress.epochs_done < 0 || steps < 0 || progress.evaluations_since_best < 0 ||
+      (progress.best_epoch != -1 && (progress.best_epoch < 1 || progress.best_epoch > progress.epochs_done)))
+    return path + ": checkpoint records " + std::to_string(progress.epochs_done) + " epochs done, " +
+           std::to_string(steps) + " optimizer steps and best epoch " + std::to_string(progress.best_epoch) +
+           " (corrupt file?)";
+  info.has_best = h5_exists(root, "/best");
+  return "";
+}
+
+// Every array `for_each` lists is in the file as a float array of its global shape.
+template <class ForEach>
+void check_shapes(const Communicator& comm, const std::string& path, H5Handle& file, ForEach&& for_each) {
+  std::string problem;
   const hid_t root = file.get();
-  std::string described, problem;
-  int64_t seed = 0, steps = 0;
-  TrainingProgress progress;
-  if (!h5_read_attr(root, "model", described))
-    problem = path + ": checkpoint attribute 'model' is missing (corrupt file?)";
-  else if (described != state.model)
-    problem = path + ": written for model " + described + ", but this run builds " + state.model;
-  else if (!h5_read_attr(root, "seed", seed) || uint64_t(seed) != state.seed)
-    problem = path + ": written with --seed " + std::to_string(seed) + ", this run uses " +
-              std::to_string(state.seed);
-  else if (!h5_read_attr(root, "epochs_done", progress.epochs_done) ||
-           !h5_read_attr(root, "optimizer_steps", steps) ||
-           !h5_read_attr(root, "best_epoch", progress.best_epoch) ||
-           !h5_read_attr(root, "best_valid", progress.best_valid) ||
-           !h5_read_attr(root, "test_at_best", progress.test_at_best) ||
-           !h5_read_attr(root, "evaluations_since_best", progress.evaluations_since_best))
-    problem = path + ": checkpoint attributes are missing (corrupt file?)";
-  else if (progress.epochs_done < 0 || steps < 0 || progress.evaluations_since_best < 0 ||
-           (progress.best_epoch != -1 &&
-            (progress.best_epoch < 1 || progress.best_epoch > progress.epochs_done)))
-    problem = path + ": checkpoint records " + std::to_string(progress.epochs_done) + " epochs done, " +
-              std::to_string(steps) + " optimizer steps and best epoch " +
-              std::to_string(progress.best_epoch) + " (corrupt file?)";
-  h5_check(comm, problem.empty(), problem, {&file});
-  const auto check_shape = [&](const std::string& name, const Vector<float>&, int64_t, int64_t,
-                               const BlockPlacement& b) {
+  for_each([&](const std::string& name, const Vector<float>&, int64_t, int64_t, const BlockPlacement& b) {
     if (!problem.empty()) return;
     if (!h5_exists(root, name)) {
       problem = path + ": dataset " + name + " is missing";
@@ -265,15 +266,68 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
         h5_type_class(dataset.get()) != H5T_FLOAT)
       problem = path + ": dataset " + name + " is not a " + std::to_string(b.rows) + " x " +
                 std::to_string(b.cols) + " float array, as this model's";
-  };
-  for_each_array(state, check_shape);
+  });
   h5_check(comm, problem.empty(), problem, {&file});
+}
+
+}  // namespace
+
+CheckpointInfo read_checkpoint_info(const std::string& path, const Communicator& comm) {
+  H5Handle file = open_checkpoint(path, comm);
+  CheckpointInfo info;
+  int64_t steps = 0;
+  const std::string problem = read_attributes(path, file.get(), info, steps);
+  h5_check(comm, problem.empty(), problem, {&file});
+  info.run = saved_run(comm, path, file.get(), file);
+  return info;
+}
+
+void load_model_state(const std::string& path, Model& model, bool best, const Communicator& comm) {
+  H5Handle file = open_checkpoint(path, comm);
+  CheckpointInfo info;
+  int64_t steps = 0;
+  std::string problem = read_attributes(path, file.get(), info, steps);
+  if (problem.empty() && info.model != model.describe())
+    problem = path + ": written for model " + info.model + ", but this run builds " + model.describe();
+  if (problem.empty() && best && !info.has_best)
+    problem = path + ": the checkpoint holds no best-validation parameters (no evaluation ran)";
+  h5_check(comm, problem.empty(), problem, {&file});
+  const std::vector<ParameterRef> params = model.parameters();
+  const std::vector<BufferRef> buffers = model.buffers();
+  const std::string prefix = best ? "/best" : "";
+  const auto each = [&](const auto& fn) {
+    for (const ParameterRef& ref : params)
+      fn(prefix + "/param/" + ref.param->name, ref.param->value, ref.param->rows, ref.param->cols,
+         ref.placement);
+    for (const BufferRef& b : buffers)
+      fn(prefix + "/buffer/" + b.name, *b.value, int64_t(1), int64_t(b.value->extent(0)), b.placement);
+  };
+  check_shapes(comm, path, file, each);
+  const hid_t root = file.get();
+  each([&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
+           const BlockPlacement& b) { read_block(root, path, name, v, rows, cols, b); });
+}
+
+TrainingProgress load_checkpoint(const std::string& path, const CheckpointState& state,
+                                 const Communicator& comm) {
+  H5Handle file = open_checkpoint(path, comm);
+  const hid_t root = file.get();
+  CheckpointInfo info;
+  int64_t steps = 0;
+  std::string problem = read_attributes(path, root, info, steps);
+  TrainingProgress progress = info.progress;
+  if (problem.empty() && info.model != state.model)
+    problem = path + ": written for model " + info.model + ", but this run builds " + state.model;
+  else if (problem.empty() && info.seed != state.seed)
+    problem = path + ": written with --seed " + std::to_string(info.seed) + ", this run uses " +
+              std::to_string(state.seed);
+  h5_check(comm, problem.empty(), problem, {&file});
+  check_shapes(comm, path, file, [&](const auto& fn) { for_each_array(state, fn); });
   check_run(comm, path, root, state, file);
   const bool has_best = h5_exists(root, "/best");
   if (has_best && state.best != nullptr) {
     *state.best = arrays_like(state.params, state.buffers);
-    for_each_best_array(state, check_shape);
-    h5_check(comm, problem.empty(), problem, {&file});
+    check_shapes(comm, path, file, [&](const auto& fn) { for_each_best_array(state, fn); });
   }
   state.optimizer->set_steps(steps);
   const auto read = [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,

@@ -66,6 +66,24 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
 TrainingProgress load_checkpoint(const std::string& path, const CheckpointState& state,
                                  const Communicator& comm);
 
+/// What a checkpoint says of itself, for inference (tessera predict).
+struct CheckpointInfo {
+  std::string model;          ///< Model::describe() of the model that wrote it
+  uint64_t seed = 0;          ///< the run's seed
+  TrainingProgress progress;  ///< epochs done and the best-validation record
+  nlohmann::json run;         ///< the run identity (mode, options that change the result, graph fingerprint)
+  bool has_best = false;      ///< it holds the best-validation epoch's parameters
+};
+
+/// Collective: a checkpoint's attributes, checked as load_checkpoint checks them. Throws CollectiveError
+/// naming the file on a missing, foreign, other-version or corrupt file.
+CheckpointInfo read_checkpoint_info(const std::string& path, const Communicator& comm);
+
+/// Collective: the parameter values and buffers of the best-validation epoch (`best`; the checkpoint must
+/// hold them) or of the last epoch into `model`, which must be the model that wrote the checkpoint (its
+/// description and every array's shape are checked), on any grid. The optimizer's moments are not read.
+void load_model_state(const std::string& path, Model& model, bool best, const Communicator& comm);
+
 /// Collective, before a run loads anything: throws CollectiveError listing every difference between the
 /// checkpoint's run identity and `run` (and on a missing, foreign or other-version file).
 void check_checkpoint_run(const std::string& path, const nlohmann::json& run, const Communicator& comm);

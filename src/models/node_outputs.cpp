@@ -35,21 +35,10 @@ void commit(const Communicator& comm, const std::string& temp, const std::string
 
 }  // namespace
 
-void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,
-                       const NodeClasses& mine) {
+void write_text_in_rank_order(const Communicator& comm, const std::string& path, const std::string& text,
+                              const std::string& what) {
   const int p = comm.size();
-  std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
-  for (size_t k = 0; k < mine.nodes.size(); ++k) {
-    std::vector<int64_t>& bucket = buckets[size_t(block_owner(num_nodes, mine.nodes[k], p))];
-    bucket.insert(bucket.end(), {mine.nodes[k], mine.classes[k]});
-  }
-  const std::vector<int64_t> got = exchange_buckets(comm, buckets, "outputs");
-  const auto [begin, end] = block_range(num_nodes, comm.rank(), p);
-  std::vector<int64_t> classes(size_t(end - begin), -1);
-  for (size_t k = 0; k < got.size(); k += 2) classes[size_t(got[k] - begin)] = got[k + 1];
-  std::string text;
-  for (int64_t c : classes) text += std::to_string(c) + '\n';
-  // Each rank writes its lines at the offset the lower ranks' lines end at.
+  // Each rank writes its text at the offset the lower ranks' text ends at.
   const int64_t bytes = int64_t(text.size());
   std::vector<int64_t> sizes(static_cast<size_t>(p));
   all_gather(comm, &bytes, 1, sizes.data(), "outputs");
@@ -59,7 +48,7 @@ void write_predictions(const Communicator& comm, const std::string& path, int64_
   MPI_File file;
   const int opened =
       MPI_File_open(comm.get(), temp.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
-  comm.check(opened == MPI_SUCCESS, path + ": cannot write predictions");
+  comm.check(opened == MPI_SUCCESS, path + ": cannot write " + what);
   check_mpi(MPI_File_set_size(file, 0), "MPI_File_set_size");
   // In rounds of at most the MPI chunk limit, as many on every rank (the write is collective).
   const int64_t piece = mpi_chunk_bytes();
@@ -74,7 +63,7 @@ void write_predictions(const Communicator& comm, const std::string& path, int64_
   }
   MPI_File_close(&file);
   const std::string problem =
-      comm.first_problem(wrote == MPI_SUCCESS, path + ": writing predictions failed (disk full?)");
+      comm.first_problem(wrote == MPI_SUCCESS, path + ": writing " + what + " failed (disk full?)");
   if (!problem.empty()) {
     if (comm.rank() == 0) std::remove(temp.c_str());
     throw CollectiveError(problem);
@@ -82,8 +71,44 @@ void write_predictions(const Communicator& comm, const std::string& path, int64_
   commit(comm, temp, path);
 }
 
-void write_embeddings(const Communicator& comm, const std::string& path, int64_t num_nodes, int64_t width,
-                      const NodeRowBlock& mine, const std::string& model, int64_t epoch) {
+void write_hdf5_output(const Communicator& comm, const std::string& path, const std::string& what,
+                       const std::function<void(hid_t file)>& fill) {
+  prepare_hdf5();
+  const std::string temp = temporary_name(comm, path);
+  comm.run_on(0, [&] {
+    std::FILE* probe = std::fopen(temp.c_str(), "wb");
+    require_os(probe != nullptr, path, ": cannot write ", what);
+    std::fclose(probe);
+  });
+  try {
+    H5Handle file = h5_create_file(comm, temp);
+    fill(file.get());
+  } catch (...) {
+    if (comm.rank() == 0) std::remove(temp.c_str());
+    throw;
+  }
+  commit(comm, temp, path);
+}
+
+void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,
+                       const NodeClasses& mine) {
+  const int p = comm.size();
+  std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
+  for (size_t k = 0; k < mine.nodes.size(); ++k) {
+    std::vector<int64_t>& bucket = buckets[size_t(block_owner(num_nodes, mine.nodes[k], p))];
+    bucket.insert(bucket.end(), {mine.nodes[k], mine.classes[k]});
+  }
+  const std::vector<int64_t> got = exchange_buckets(comm, buckets, "outputs");
+  const auto [begin, end] = block_range(num_nodes, comm.rank(), p);
+  std::vector<int64_t> classes(size_t(end - begin), -1);
+  for (size_t k = 0; k < got.size(); k += 2) classes[size_t(got[k] - begin)] = got[k + 1];
+  std::string text;
+  for (int64_t c : classes) text += std::to_string(c) + '\n';
+  write_text_in_rank_order(comm, path, text, "predictions");
+}
+
+BlockRows assemble_block_rows(const Communicator& comm, int64_t num_nodes, int64_t width,
+                              const NodeRowBlock& mine) {
   const int p = comm.size();
   const int64_t real = std::max<int64_t>(0, std::min(mine.cols, width - mine.col_begin));  // padding dropped
   std::vector<std::vector<int64_t>> heads(static_cast<size_t>(p));
@@ -97,32 +122,31 @@ void write_embeddings(const Communicator& comm, const std::string& path, int64_t
   const std::vector<int64_t> got_heads = exchange_buckets(comm, heads, "outputs");
   const std::vector<float> got_rows = exchange_buckets(comm, rows, "outputs");
   const auto [begin, end] = block_range(num_nodes, comm.rank(), p);
-  std::vector<float> table(size_t((end - begin) * width), 0.0f);
+  BlockRows out;
+  out.begin = begin;
+  out.width = width;
+  out.values.assign(size_t((end - begin) * width), 0.0f);
+  out.present.assign(size_t(end - begin), 0);
   size_t at = 0;
   for (size_t k = 0; k < got_heads.size(); k += 3) {
-    float* row = table.data() + (got_heads[k] - begin) * width + got_heads[k + 1];
+    out.present[size_t(got_heads[k] - begin)] = 1;
+    float* row = out.values.data() + (got_heads[k] - begin) * width + got_heads[k + 1];
     for (int64_t j = 0; j < got_heads[k + 2]; ++j) row[j] = got_rows[at++];
   }
-  prepare_hdf5();
-  const std::string temp = temporary_name(comm, path);
-  comm.run_on(0, [&] {
-    std::FILE* probe = std::fopen(temp.c_str(), "wb");
-    require_os(probe != nullptr, path, ": cannot write embeddings");
-    std::fclose(probe);
+  return out;
+}
+
+void write_embeddings(const Communicator& comm, const std::string& path, int64_t num_nodes, int64_t width,
+                      const NodeRowBlock& mine, const std::string& model, int64_t epoch) {
+  const BlockRows table = assemble_block_rows(comm, num_nodes, width, mine);
+  const int64_t rows = int64_t(table.present.size());
+  write_hdf5_output(comm, path, "embeddings", [&](hid_t file) {
+    h5_write_attr(file, "format", std::string("tessera-embeddings"));
+    h5_write_attr(file, "model", model);
+    h5_write_attr(file, "epoch", epoch);
+    H5Handle data = h5_create_dataset(file, "/embeddings", H5T_IEEE_F32LE, {num_nodes, width}, 0, false);
+    h5_write_rows(data.get(), H5T_NATIVE_FLOAT, table.begin, rows, table.values.data());
   });
-  try {
-    H5Handle file = h5_create_file(comm, temp);
-    h5_write_attr(file.get(), "format", std::string("tessera-embeddings"));
-    h5_write_attr(file.get(), "model", model);
-    h5_write_attr(file.get(), "epoch", epoch);
-    H5Handle data =
-        h5_create_dataset(file.get(), "/embeddings", H5T_IEEE_F32LE, {num_nodes, width}, 0, false);
-    h5_write_rows(data.get(), H5T_NATIVE_FLOAT, begin, end - begin, table.data());
-  } catch (...) {
-    if (comm.rank() == 0) std::remove(temp.c_str());
-    throw;
-  }
-  commit(comm, temp, path);
 }
 
 }  // namespace tessera

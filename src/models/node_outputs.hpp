@@ -6,7 +6,10 @@
 // the embeddings), so no rank holds every node. Files are written under a temporary name and renamed.
 #pragma once
 
+#include <hdf5.h>
+
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,29 @@ struct NodeRowBlock {
   int64_t cols = 0;            ///< values per row here (columns past the table's width are dropped)
   std::vector<float> values;   ///< nodes.size() x cols, row-major
 };
+
+/// The rows of a table whose node ids fall in this rank's block of ids (block_range), whole.
+struct BlockRows {
+  int64_t begin = 0;             ///< the block's first node id
+  int64_t width = 0;             ///< columns
+  std::vector<float> values;     ///< every node of the block x width, row-major (zeros where none came)
+  std::vector<uint8_t> present;  ///< per node of the block: some rank sent its row
+};
+
+/// Collective: assembles the rows every rank holds (each (node, column) from one rank; a node's columns
+/// may come in pieces from several, as a 3D grid splits them) at the rank whose block holds the node.
+BlockRows assemble_block_rows(const Communicator& comm, int64_t num_nodes, int64_t width,
+                              const NodeRowBlock& mine);
+
+/// Collective: `path` gets every rank's `text` in rank order (MPI-IO, under a temporary name, renamed when
+/// complete); `what` names it in errors ("predictions").
+void write_text_in_rank_order(const Communicator& comm, const std::string& path, const std::string& text,
+                              const std::string& what);
+
+/// Collective: an HDF5 file made by `fill` (collective, given the open file) under a temporary name and
+/// renamed when complete; nothing is left behind when `fill` throws. `what` names it in errors.
+void write_hdf5_output(const Communicator& comm, const std::string& path, const std::string& what,
+                       const std::function<void(hid_t file)>& fill);
 
 /// Collective: `path` gets one line per node, its class (-1 for a node no rank sent).
 void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,

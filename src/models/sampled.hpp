@@ -49,7 +49,13 @@ struct SampledOptions {
   std::string agent;                                 ///< external controller command
   double agent_timeout_s = 5;  ///< external: wait per window's answer before falling back to periodic
   bool thread = true;          ///< prepare step t + 1 on a worker thread (needs MPI_THREAD_MULTIPLE)
-  SimulatedNetwork network;    ///< benchmarks only: also wait as long as each exchange would take
+  /// Every epoch's evaluation exact (layer-wise, every neighbour: layerwise.hpp) instead of on sampled
+  /// neighbourhoods of the validation and test nodes.
+  bool exact_eval = false;
+  /// Node outputs and a final evaluation of the best-validation parameters exact, where the memory allows
+  /// it (SampledSource::exact_fits); false: node outputs from sampled neighbourhoods, no final evaluation.
+  bool exact_final = true;
+  SimulatedNetwork network;  ///< benchmarks only: also wait as long as each exchange would take
 };
 
 /// What the feature cache saved over a run, summed over ranks.
@@ -89,6 +95,15 @@ class SampledSource : public BatchSource {
   nlohmann::json step_metrics() override;
   nlohmann::json epoch_metrics(std::vector<std::string>& lines) override;
 
+  /// Collective: whether an exact (layer-wise) pass fits in the memory each rank has (the node's available
+  /// memory shared by its ranks), agreed over the ranks; a refusal is said in the log once.
+  bool exact_fits(Model& model);
+  /// Collective: train, valid and test accuracy (and validation loss) of `model` on every owned node of
+  /// every rank, by exact layer-wise inference. The model must be a Sequential.
+  Accuracy evaluate_exact(Model& model);
+  /// Whether the options ask for exact node outputs and a final exact evaluation.
+  bool exact_final() const;
+
   /// Bytes of the gradients summed each step (the simulated network charges their all-reduce).
   void set_gradient_bytes(int64_t bytes) { gradient_bytes_ = bytes; }
   /// The cache's counters over the run.
@@ -96,9 +111,14 @@ class SampledSource : public BatchSource {
 
  private:
   struct State;
+  Accuracy evaluate_sampled(Model& model, int64_t epoch);
+  void write_sampled_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths);
+  void write_exact_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths);
   std::unique_ptr<State> s_;
   const PartitionedGraph& graph_;
   const Communicator& world_;
+  Normalization normalization_;
+  int exact_refused_ = -1;  // -1: not asked yet
   int64_t steps_ = 0, gradient_bytes_ = 0;
   PrefetchTotals totals_;
 };

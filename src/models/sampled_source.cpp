@@ -216,7 +216,7 @@ std::pair<int64_t, double> SampledSource::State::correct_on(Model& model, const 
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
                              const Communicator& world, const SampledOptions& options, int layers,
                              Normalization normalization, bool self_blocks, uint64_t seed)
-    : graph_(graph), world_(world) {
+    : graph_(graph), world_(world), normalization_(normalization) {
   SampledOptions o = options;
   if (o.fanouts.empty()) o.fanouts.assign(size_t(layers), 10);
   std::string invalid;
@@ -380,6 +380,18 @@ EpochWork SampledSource::epoch_work() const {
 }
 
 Accuracy SampledSource::evaluate(Model& model, int64_t epoch) {
+  if (!s_->o.exact_eval || !exact_fits(model)) return evaluate_sampled(model, epoch);
+  Accuracy a = evaluate_exact(model);
+  // "Train" stays the epoch's training steps' own accuracy, as in sampled evaluation.
+  a.train = s_->epoch_sums[kSeeds] > 0 ? s_->epoch_sums[kCorrect] / s_->epoch_sums[kSeeds] : 0.0;
+  return a;
+}
+
+bool SampledSource::exact_final() const {
+  return s_->o.exact_final;
+}
+
+Accuracy SampledSource::evaluate_sampled(Model& model, int64_t epoch) {
   State& s = *s_;
   Accuracy a;
   // "Train" accuracy: the epoch's training steps' own seeds, with dropout (read before epoch_metrics resets).
@@ -413,6 +425,13 @@ Accuracy SampledSource::evaluate(Model& model, int64_t epoch) {
 }
 
 void SampledSource::write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) {
+  if (s_->o.exact_final && exact_fits(model))
+    write_exact_outputs(model, epoch, paths);
+  else
+    write_sampled_outputs(model, epoch, paths);
+}
+
+void SampledSource::write_sampled_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) {
   State& s = *s_;
   NodeClasses classes;
   NodeRowBlock rows;

@@ -27,6 +27,8 @@ void Sequential::push(std::unique_ptr<Layer> layer) {
   if (slot_.graph_layers() > graph_layers_seen_) {
     embedding_layer_ = layers_.size();
     embeddings_layout_ = layout_before_;
+    if (graph_layers_seen_ > 0) stage_begin_.push_back(layers_.size());
+    stage_layouts_.push_back(layout_before_);
   }
   graph_layers_seen_ = slot_.graph_layers();
   layout_before_ = slot_.layout();
@@ -38,12 +40,41 @@ Matrix<const float> Sequential::forward(const Matrix<const float>& input, const 
   require(!layers_.empty(), "model: no layers");
   require(int64_t(batch.layers.size()) == graph_layers(), "model: ", graph_layers(),
           " graph layers, but the batch has ", batch.layers.size());
+  stage_inputs_.assign(size_t(graph_layers()) + 1, Matrix<const float>());
   Matrix<const float> h = input;
+  int stage = 0;
   for (size_t k = 0; k < layers_.size(); ++k) {
+    if (k == embedding_layer_) embeddings_ = h;
+    if (stage < graph_layers() && k == stage_begin_[size_t(stage)]) stage_inputs_[size_t(stage++)] = h;
+    h = layers_[k]->forward(h, batch, pass);
+  }
+  stage_inputs_.back() = h;
+  return h;
+}
+
+Matrix<const float> Sequential::forward_stage(int l, const Matrix<const float>& input,
+                                              const GraphBatch& batch, const PassInfo& pass) {
+  require(l >= 0 && l < graph_layers(), "model: no graph layer ", l, " (", graph_layers(), " in all)");
+  require(int64_t(batch.layers.size()) > l, "model: the batch has no view for graph layer ", l);
+  const size_t end = l + 1 < graph_layers() ? stage_begin_[size_t(l + 1)] : layers_.size();
+  Matrix<const float> h = input;
+  for (size_t k = stage_begin_[size_t(l)]; k < end; ++k) {
     if (k == embedding_layer_) embeddings_ = h;
     h = layers_[k]->forward(h, batch, pass);
   }
   return h;
+}
+
+Matrix<const float> Sequential::graph_layer_input(int l) const {
+  require(l >= 0 && size_t(l) < stage_inputs_.size(), "model: no representation after ", l,
+          " graph layers (run a forward first; ", graph_layers(), " graph layers)");
+  return stage_inputs_[size_t(l)];
+}
+
+const ActivationLayout& Sequential::graph_layer_input_layout(int l) const {
+  require(l >= 0 && l <= graph_layers(), "model: no representation after ", l, " graph layers (",
+          graph_layers(), " graph layers)");
+  return size_t(l) < stage_layouts_.size() ? stage_layouts_[size_t(l)] : slot_.layout();
 }
 
 void Sequential::backward(const Matrix<float>& grad_logits, const PassInfo& pass) {

@@ -84,6 +84,18 @@ class Sequential : public Model {
 
   Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
                               const PassInfo& pass) override;
+  /// Graph layer l's stage alone: the layers from the one that takes graph layer l (from the first layer
+  /// for l = 0) up to the one that takes graph layer l + 1 (to the end for the last). Its input is what
+  /// graph_layer_input(l) is after a whole forward; its output, graph_layer_input(l + 1) (the logits for
+  /// the last). `batch` needs only batch.layers[l] (and batch.input for l = 0). Layer-wise inference runs
+  /// the stages one after another over every node (inference.hpp); valid until the stage's next forward.
+  Matrix<const float> forward_stage(int l, const Matrix<const float>& input, const GraphBatch& batch,
+                                    const PassInfo& pass);
+  /// The input of graph layer l's stage in the last forward (l = 0: the model's input; l = graph_layers():
+  /// the logits): the node representation after l graph layers. Valid until the next forward.
+  Matrix<const float> graph_layer_input(int l) const;
+  /// The layout of graph_layer_input(l).
+  const ActivationLayout& graph_layer_input_layout(int l) const;
   void backward(const Matrix<float>& grad_logits, const PassInfo& pass) override;
   std::vector<ParameterRef> parameters() override;
   std::vector<BufferRef> buffers() override;
@@ -108,6 +120,10 @@ class Sequential : public Model {
   size_t embedding_layer_ = 0;  // the layer that took the last graph layer
   ActivationLayout embeddings_layout_, layout_before_;
   Matrix<const float> embeddings_;
+  // Graph layer l's stage begins at layers_[stage_begin_[l]] (stage 0 at layer 0); one more entry: the end.
+  std::vector<size_t> stage_begin_ = {0};
+  std::vector<ActivationLayout> stage_layouts_;    // the input layout of each stage, then the output's
+  std::vector<Matrix<const float>> stage_inputs_;  // in the last forward, the same
   std::string description_;
 };
 

@@ -136,9 +136,34 @@ nlohmann::json metrics_header(const TrainOptions& o, const Communicator& world, 
   return j;
 }
 
-// The hooks the options ask for, then the loop.
+// After a sampled run: the best-validation parameters evaluated exactly (layer-wise, every neighbour of
+// every node), where that fits, said in the log beside what the sampled evaluations said.
+class ExactFinalEvaluation : public TrainerHook {
+ public:
+  explicit ExactFinalEvaluation(SampledSource& source) : source_(source) {}
+  void on_finish(Trainer& trainer) override {
+    const TrainingProgress& p = trainer.progress();
+    if (p.epochs_done == 0 || !source_.exact_fits(trainer.model())) return;
+    Stopwatch watch;
+    Accuracy a;
+    trainer.with_best_state([&] { a = source_.evaluate_exact(trainer.model()); });
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "exact evaluation of epoch %lld's parameters (layer-wise, every neighbour, %.2f s): train "
+                  "%.4f valid %.4f test %.4f",
+                  (long long)(p.best_epoch > 0 ? p.best_epoch : p.epochs_done), watch.seconds(), a.train,
+                  a.valid, a.test);
+    log_line(line);
+  }
+
+ private:
+  SampledSource& source_;
+};
+
+// The hooks the options ask for (and `extra`, last), then the loop.
 TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o, const Communicator& world,
-                       const RunContext& context, nlohmann::json load = nullptr) {
+                       const RunContext& context, nlohmann::json load = nullptr,
+                       std::unique_ptr<TrainerHook> extra = nullptr) {
   TrainerOptions loop;
   loop.optimizer = o.optimizer;
   loop.epochs = o.epochs;
@@ -165,6 +190,7 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   if (o.patience > 0) trainer.add_hook(std::make_unique<EarlyStopping>(o.patience));
   if (!o.predictions_path.empty() || !o.embeddings_path.empty())
     trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{o.predictions_path, o.embeddings_path}));
+  if (extra) trainer.add_hook(std::move(extra));
   return trainer.run();
 }
 
@@ -305,7 +331,10 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, const 
   log_line("loaded " + o.data + " (partition " + partition + ") in " +
            std::to_string(load_watch.seconds()).substr(0, 5) + " s (" + peak + "); model " +
            config.describe() + "; " + source.describe());
-  TrainResult result = train_with(*model, source, o, world, context);
+  std::unique_ptr<TrainerHook> final_evaluation;
+  if (o.sampled.exact_final && o.eval_every > 0 && !o.quiet)
+    final_evaluation = std::make_unique<ExactFinalEvaluation>(source);
+  TrainResult result = train_with(*model, source, o, world, context, nullptr, std::move(final_evaluation));
   const PrefetchTotals& t = source.totals();
   result.remote_rows = t.remote_rows;
   result.cache_hits = t.cache_hits;
@@ -400,6 +429,7 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
     j["fanouts"] = o.sampled.fanouts;
     j["steps_per_epoch"] = o.sampled.steps_per_epoch;
     j["partition"] = o.partition;
+    j["eval"] = o.sampled.exact_eval ? "exact" : "sampled";  // which epoch is the best
   }
   return j;
 }

@@ -11,13 +11,17 @@ namespace tessera {
 
 RemoteFeatures::RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph,
                                SimulatedNetwork network)
-    : comm_(comm), graph_(graph), network_(network) {}
+    : RemoteFeatures(comm, graph, OwnedRows{graph.features.data(), graph.num_features}, network) {}
+
+RemoteFeatures::RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph, OwnedRows table,
+                               SimulatedNetwork network)
+    : comm_(comm), graph_(graph), table_(table), network_(network) {}
 
 template <class Put>
 void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, Put&& put) const {
   Stopwatch watch;
   const int ranks = comm_.size();
-  const size_t f = size_t(graph_.num_features);
+  const size_t f = size_t(table_.width);
   std::vector<std::vector<int64_t>> ask(static_cast<size_t>(ranks));
   std::vector<std::vector<size_t>> asked_for(static_cast<size_t>(ranks));  // the index in `want` of each ask
   for (size_t i = 0; i < want.size(); ++i) {
@@ -34,7 +38,7 @@ void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, 
   for (size_t k = 0; k < asked.size(); ++k) {
     require(graph_.owns(asked[k]), "feature fetch: rank ", comm_.rank(), " asked for node ", asked[k],
             " it does not own");
-    const float* row = graph_.features.data() + size_t(asked[k] - graph_.first) * f;
+    const float* row = table_.data + size_t(asked[k] - graph_.first) * f;
     std::copy(row, row + f, reply.begin() + std::ptrdiff_t(k * f));
   }
   std::vector<int64_t> reply_counts(asked_counts);
@@ -53,7 +57,7 @@ void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, 
 
 void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_bytes) const {
   const std::vector<int64_t>& nodes = cache.slot_nodes();
-  const int64_t row_bytes = std::max<int64_t>(1, int64_t(sizeof(float)) * graph_.num_features);
+  const int64_t row_bytes = std::max<int64_t>(1, int64_t(sizeof(float)) * table_.width);
   const int64_t per_rank = std::max<int64_t>(1, round_bytes / (row_bytes * comm_.size()));
   const int64_t mine = (int64_t(nodes.size()) + per_rank - 1) / per_rank;
   const int64_t rounds = all_reduce_value(comm_, mine, ReduceOp::Max, "cache fill");
@@ -61,10 +65,9 @@ void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_
     const int64_t lo = std::min(int64_t(nodes.size()), round * per_rank);
     const int64_t hi = std::min(int64_t(nodes.size()), lo + per_rank);
     const std::vector<int64_t> piece(nodes.begin() + lo, nodes.begin() + hi);
-    std::vector<float> rows(piece.size() * size_t(graph_.num_features));
+    std::vector<float> rows(piece.size() * size_t(table_.width));
     fetch(piece, stats, [&](size_t i, const float* row) {
-      std::copy(row, row + graph_.num_features,
-                rows.begin() + std::ptrdiff_t(i * size_t(graph_.num_features)));
+      std::copy(row, row + table_.width, rows.begin() + std::ptrdiff_t(i * size_t(table_.width)));
     });
     cache.install_initial(rows, lo);
   }
@@ -72,13 +75,13 @@ void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_
 
 std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
                                           FetchStats& stats) const {
-  const size_t f = size_t(graph_.num_features);
+  const size_t f = size_t(table_.width);
   std::vector<float> rows(nodes.size() * f);
   std::vector<int64_t> remote;
   std::vector<size_t> remote_at;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (graph_.owns(nodes[i])) {
-      const float* row = graph_.features.data() + size_t(nodes[i] - graph_.first) * f;
+      const float* row = table_.data + size_t(nodes[i] - graph_.first) * f;
       std::copy(row, row + f, rows.data() + i * f);
     } else {
       remote.push_back(nodes[i]);

@@ -23,11 +23,21 @@ struct FetchStats {
   double seconds = 0;         ///< the exchange's wall time (with any simulated network delay)
 };
 
+/// Rows of a table over a partitioned graph's owned nodes: `width` floats per owned node, row-major
+/// (owned node first + i at row i). The graph's features are one; a layer's output is another.
+struct OwnedRows {
+  const float* data = nullptr;  ///< graph.count x width
+  int64_t width = 0;            ///< floats per row
+};
+
 /// Feature rows of any nodes of a partitioned graph, through the cache.
 class RemoteFeatures {
  public:
-  /// Exchanges over `comm` (one rank per part).
+  /// Exchanges over `comm` (one rank per part) the rows of the graph's features.
   RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph, SimulatedNetwork network = {});
+  /// ... or of another table over the owned nodes (each rank its own, of one width); must outlive it.
+  RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph, OwnedRows table,
+                 SimulatedNetwork network = {});
 
   /// Collective: the cache's initial fill, in rounds in which all ranks together ask for at most
   /// `round_bytes` of rows (every rank enters the same rounds, whatever its cache holds).
@@ -38,7 +48,7 @@ class RemoteFeatures {
   /// R-MAT graph).
   static constexpr int64_t kFillRoundBytes = int64_t(32) << 20;
 
-  /// Collective: rows of `nodes` (nodes.size() x num_features, in order). Without a cache every remote row
+  /// Collective: rows of `nodes` (nodes.size() x width, in order). Without a cache every remote row
   /// is fetched; with one, hits are read from it and, when `evict`, its eviction plan's rows ride in the
   /// same request and are installed. Ends the cache's step.
   std::vector<float> gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
@@ -50,6 +60,7 @@ class RemoteFeatures {
   void fetch(const std::vector<int64_t>& want, FetchStats& stats, Put&& put) const;
   const Communicator& comm_;
   const PartitionedGraph& graph_;
+  OwnedRows table_;
   SimulatedNetwork network_;
 };
 

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# predict_cases.sh CASE: tests of `tessera predict` and of the sampled mode's exact outputs. Environment as
+# tests/cli/cases.sh (TESSERA, MPIEXEC, SOURCE_DIR). Exit 0 = pass, 77 = skipped, else failure.
+set -u
+case_name=$1
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/tessera-predict-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+expect_error() { bash "$SOURCE_DIR/tests/cli/expect_error.sh" "$@" || exit 1; }
+mpi() { $MPIEXEC -n "$@"; }
+py=python3; $py -c 'import h5py, numpy' 2>/dev/null || py=/usr/bin/python3
+reference() { $py "$here/reference_forward.py" "$@" || { echo "FAILED: $*"; exit 1; }; }
+# A small graph with communities, four partitions of every method, and checkpoints of the three modes.
+setup() {
+  "$TESSERA" prep synth --kind csbm --nodes 600 --edges 3000 --features 12 --classes 4 --seed 3 -o g.h5 >/dev/null || exit 1
+  for parts in 2 4 8; do
+    for method in metis random; do
+      "$TESSERA" partition --data g.h5 --parts $parts --method $method --name $method-$parts >/dev/null || exit 1
+    done
+  done
+  "$TESSERA" train --data g.h5 --layers 3 --hidden 8 --epochs 6 --checkpoint full --quiet >/dev/null || exit 1
+  mpi 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size 0.3 --model sage --hidden 8 \
+    --epochs 4 --checkpoint mini --quiet >/dev/null || exit 1
+  mpi 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2 --hidden 8 --layers 3 --epochs 4 \
+    --checkpoint sampled --eval-every 0 --quiet >/dev/null || exit 1
+}
+
+case "$case_name" in
+  predict_every_mode)
+    $py -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: no python3-h5py / numpy"; exit 77; }
+    setup
+    # Each mode's checkpoint on one rank (full engine) against the dense reference, every output.
+    for ck in full mini sampled; do
+      "$TESSERA" predict --checkpoint $ck --data g.h5 --output $ck-1.h5 --probabilities --embeddings \
+        --engine full --quiet >/dev/null || exit 1
+      reference g.h5 $ck/checkpoint.h5 $ck-1.h5
+    done
+    # Layer-wise on 2, 4 and 8 ranks over every partition method, and full on grids of 2, 4 and 8 ranks.
+    for ranks in 2 4 8; do
+      for partition in metis-$ranks random-$ranks block; do
+        mpi $ranks "$TESSERA" predict --checkpoint sampled --data g.h5 --output s.h5 --probabilities \
+          --embeddings --embeddings-layer 1 --partition $partition --quiet >/dev/null || exit 1
+        reference g.h5 sampled/checkpoint.h5 s.h5
+      done
+    done
+    for grid in 1x2x1 2x1x2 2x2x2; do
+      ranks=$(( $(tr x '*' <<<"$grid") ))
+      mpi $ranks "$TESSERA" predict --checkpoint mini --data g.h5 --output m.h5 --embeddings --grid $grid \
+        --nodes valid --csv m.csv --quiet >/dev/null || exit 1
+      reference g.h5 mini/checkpoint.h5 m.h5
+      # The CSV holds the same nodes and classes as the HDF5 file.
+      $py - m.h5 m.csv <<'PY' || exit 1
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+csv = np.loadtxt(sys.argv[2], delimiter=",", skiprows=1, dtype=np.int64).reshape(-1, 2)
+assert np.array_equal(csv[:, 0], f["nodes"][:]) and np.array_equal(csv[:, 1], f["predictions"][:]), "csv differs"
+PY
+    done
+    # The accuracy it prints is the training run's own evaluation of the same parameters.
+    out=$("$TESSERA" predict --checkpoint full --data g.h5 --csv p.csv) || exit 1
+    echo "$out"
+    best=$("$TESSERA" train --data g.h5 --layers 3 --hidden 8 --epochs 6 --quiet | tail -n 1)
+    valid=$(sed -E 's/.*best valid ([0-9.]+) at epoch ([0-9]+): test ([0-9.]+).*/valid \1 test \3/' <<<"$best")
+    grep -qF "$valid" <<<"$out" || { echo "FAILED: predict did not say '$valid' ($best)"; exit 1; }
+    head -n 1 <<<"$out" | grep -qE "best-validation parameters of epoch [0-9]+" || exit 1
+    out=$("$TESSERA" predict --checkpoint sampled --data g.h5 --csv q.csv) || exit 1
+    head -n 1 <<<"$out" |
+      grep -q "final parameters of epoch 4 (the checkpoint holds no best-validation parameters)" || exit 1 ;;
+  sampled_exact_outputs)
+    $py -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: no python3-h5py / numpy"; exit 77; }
+    setup
+    # Sampled training's outputs and final evaluation are exact: those of predict on the same checkpoint.
+    out=$(mpi 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2 --hidden 8 --layers 3 --epochs 4 \
+      --checkpoint s2 --save-predictions t.txt --save-embeddings t.h5) || exit 1
+    echo "$out"
+    line=$(grep "exact evaluation of epoch" <<<"$out") || { echo "FAILED: no exact evaluation line"; exit 1; }
+    pred=$(mpi 4 "$TESSERA" predict --checkpoint s2 --data g.h5 --output p.h5 --embeddings --partition random-4) || exit 1
+    want=$(sed -E 's/.*: (train [0-9.]+ valid [0-9.]+ test [0-9.]+)$/\1/' <<<"$line")
+    grep -qF "accuracy $want" <<<"$pred" || { echo "FAILED: predict said '$pred', training '$line'"; exit 1; }
+    reference g.h5 s2/checkpoint.h5 p.h5
+    $py - p.h5 t.txt t.h5 <<'PY' || exit 1
+import sys, h5py, numpy as np
+p = h5py.File(sys.argv[1], "r")
+assert np.array_equal(np.loadtxt(sys.argv[2], dtype=np.int64), p["predictions"][:]), "predictions differ"
+error = np.abs(h5py.File(sys.argv[3], "r")["embeddings"][:] - p["embeddings"][:]).max()
+assert error < 1e-5, f"embeddings differ by {error}"
+PY
+    # --eval exact: every evaluation layer-wise; the best epoch's numbers are then the exact ones.
+    out=$(mpi 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2 --hidden 8 --layers 3 --epochs 4 \
+      --eval exact) || exit 1
+    best=$(tail -n 1 <<<"$out" | sed -E 's/best valid ([0-9.]+) at epoch.*: test ([0-9.]+) .*/valid \1 test \2/')
+    grep "exact evaluation" <<<"$out" | grep -qF "$best" || { echo "FAILED: $out"; exit 1; }
+    # --final-eval sampled: no exact pass.
+    out=$(mpi 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2 --epochs 2 --final-eval sampled) ||
+      exit 1
+    grep -q "exact evaluation" <<<"$out" && { echo "FAILED: an exact evaluation with --final-eval sampled"; exit 1; }
+    exit 0 ;;
+  bad_predict)
+    setup
+    expect_error "--checkpoint is required" "-" -- "$TESSERA" predict --data g.h5 --csv p.csv
+    expect_error "nothing to write: give --output FILE.h5 and/or --csv FILE" "-" -- \
+      "$TESSERA" predict --checkpoint full --data g.h5
+    expect_error "--probabilities needs --output FILE.h5" "p.csv" -- \
+      "$TESSERA" predict --checkpoint full --data g.h5 --csv p.csv --probabilities
+    expect_error "--nodes must be all, train, valid or test, not 'some'" "p.csv" -- \
+      "$TESSERA" predict --checkpoint full --data g.h5 --csv p.csv --nodes some
+    expect_error "--embeddings-layer must be in \[0, 3\] for this 3-layer model, not 4" "o.h5*" -- \
+      $MPIEXEC -n 2 "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --embeddings --embeddings-layer 4
+    expect_error "--parameters best, but the checkpoint holds no best-validation parameters" "o.h5*" -- \
+      "$TESSERA" predict --checkpoint sampled --data g.h5 --output o.h5 --parameters best
+    expect_error "--engine must be auto, full or layerwise, not 'fast'" "-" -- \
+      "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --engine fast
+    expect_error "--grid is for --engine full" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --engine layerwise --grid 2x1x1
+    expect_error "--checkpoint nowhere: no checkpoint there \(nowhere cannot be read" "-" -- \
+      "$TESSERA" predict --checkpoint nowhere --data g.h5 --output o.h5
+    cp g.h5 keep.h5
+    expect_error "--output.*names.*--data|--data.*--output" "-" -- "$TESSERA" predict --checkpoint full --data g.h5 --output g.h5
+    cmp g.h5 keep.h5 || { echo "FAILED: the graph file was touched"; exit 1; }
+    "$TESSERA" prep synth --kind csbm --nodes 100 --edges 400 --features 5 --classes 4 --seed 1 -o other.h5 >/dev/null || exit 1
+    expect_error "other.h5: 5 features and 4 classes, but the checkpoint's model takes 12 features to 4 classes" \
+      "o.h5*" -- $MPIEXEC -n 2 "$TESSERA" predict --checkpoint full --data other.h5 --output o.h5
+    "$TESSERA" prep synth --kind csbm --nodes 100 --edges 400 --features 12 --classes 4 --seed 1 -o new.h5 >/dev/null || exit 1
+    # A new graph with the same features: inductive inference, said in the log.
+    out=$("$TESSERA" predict --checkpoint full --data new.h5 --csv n.csv) || exit 1
+    grep -q "is not the graph the checkpoint was trained on" <<<"$out" || { echo "FAILED: $out"; exit 1; }
+    [ "$(wc -l <n.csv)" = 101 ] || { echo "FAILED: n.csv has $(wc -l <n.csv) lines"; exit 1; } ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac
