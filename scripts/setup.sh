@@ -56,7 +56,7 @@ say() { echo "setup: $*"; }
 # ---- 1. Debian packages -------------------------------------------------------------------------
 packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
           libmetis-dev libopenblas-openmp-dev zlib1g-dev hdf5-tools python3 python3-h5py python3-matplotlib
-          python3-numpy python3-venv
+          python3-numpy python3-scipy python3-pytest python3-setuptools python3-venv
           libgtest-dev libcli11-dev nlohmann-json3-dev doxygen libdnnl-dev)
 [ "$with_bench" -eq 1 ] && packages+=(python3-torch)
 [ "$with_fuzz" -eq 1 ] && packages+=(clang libclang-rt-14-dev libomp-dev)

@@ -141,7 +141,8 @@ def check_tutorials(root, tessera, data):
             continue
         script = "set -euo pipefail\n" + "\n".join(blocks)
         # Debian's python3 (with NumPy and matplotlib) before another python3 that may come first on PATH.
-        env = dict(os.environ, DATA=data, TESSERA_ROOT=root,
+        env = dict(os.environ, DATA=data, TESSERA_ROOT=root, PYTHONDONTWRITEBYTECODE="1",
+                   PYTHONPATH=os.pathsep.join([os.path.join(root, "python"), os.environ.get("PYTHONPATH", "")]),
                    PATH=os.pathsep.join([os.path.dirname(tessera), "/usr/bin", os.environ["PATH"]]))
         with tempfile.TemporaryDirectory() as work:
             result = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True,

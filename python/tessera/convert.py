@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""python3 -m tessera.convert FORMAT IN OUT.h5: a downloaded dataset into a Tessera graph file.
+
+FORMAT is planetoid (IN: the directory of ind.NAME.*, --name NAME), gnn-benchmark (IN: the .npz), npz
+(plain arrays), graphsaint (IN: the directory) or reddit (IN: the directory of DGL's / PyG's files).
+Errors are one line on stderr naming the file and the problem, exit status 1, and nothing written.
+"""
+import argparse
+import os
+import sys
+
+from .graph import largest_connected_component, per_class_split, write_graph
+from .readers import READERS
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="tessera-convert", description=__doc__.split("\n\n")[0])
+    p.add_argument("format", choices=sorted(READERS))
+    p.add_argument("input", help="the dataset's file or directory")
+    p.add_argument("output", help="the Tessera graph file to write (.h5)")
+    p.add_argument("--name", help="planetoid: the dataset's name in its file names (cora, citeseer, pubmed); "
+                                  "any format: the graph's name in the file")
+    p.add_argument("--lcc", action="store_true", help="keep the largest (weakly) connected component only")
+    p.add_argument("--per-class-split", action="store_true",
+                   help="replace the splits by a random per-class split (gnn-benchmark always has one)")
+    p.add_argument("--train-per-class", type=int, default=20, help="per-class split: training nodes per class")
+    p.add_argument("--valid-per-class", type=int, default=30, help="per-class split: validation nodes per class")
+    p.add_argument("--seed", type=int, default=0, help="per-class split: the seed")
+    p.add_argument("--split-index", type=int, default=0, help="npz: which of several masks (rows) to use")
+    p.add_argument("--no-symmetrize", action="store_true",
+                   help="keep the edges as the file lists them (default: every edge in both directions, once)")
+    return p.parse_args(argv)
+
+
+def convert(a):
+    inputs = [a.input]
+    if os.path.isdir(a.input):  # the files a directory format reads
+        inputs = [os.path.join(a.input, name) for name in os.listdir(a.input)]
+    if any(os.path.exists(i) and os.path.exists(a.output) and os.path.samefile(i, a.output) for i in inputs):
+        raise ValueError(f"{a.output}: the output names an input file; choose another path")
+    if a.format == "planetoid":
+        if not a.name:
+            raise ValueError("planetoid needs --name (cora, citeseer, pubmed: the NAME of ind.NAME.x)")
+        graph = READERS["planetoid"](a.input, a.name)
+    elif a.format == "gnn-benchmark":
+        graph = READERS["gnn-benchmark"](a.input, a.train_per_class, a.valid_per_class, a.seed)
+    elif a.format == "npz":
+        graph = READERS["npz"](a.input, a.split_index)
+    else:
+        graph = READERS[a.format](a.input)
+    if a.lcc:
+        graph = largest_connected_component(graph)
+    if a.per_class_split or (a.lcc and a.format == "gnn-benchmark"):
+        graph.splits = per_class_split(graph.y, a.train_per_class, a.valid_per_class, a.seed)
+    if a.name:
+        graph.name = a.name
+    sizes = write_graph(a.output, symmetrize=not a.no_symmetrize, **graph.arrays())
+    splits = ", ".join(f"{s} {k}" for s, k in sizes["splits"].items())
+    print(f"wrote {a.output}: {sizes['nodes']} nodes, {sizes['edges']} edges, {sizes['features']} features, "
+          f"{sizes['classes']} classes ({splits})")
+
+
+def main(argv=None):
+    a = parse(sys.argv[1:] if argv is None else argv)
+    try:
+        convert(a)
+    except (ValueError, OSError) as e:
+        print(f"tessera-convert: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

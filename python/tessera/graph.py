@@ -1,0 +1,192 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""A graph as arrays (the `Graph` the readers return) and `write_graph`, which writes a Tessera graph file:
+
+    /                        attrs: format="tessera-graph", version=1, name, num_nodes, num_edges,
+                                    num_features, num_classes, symmetric, source
+    /graph/indptr, indices   int64: CSR by destination (row v lists the sources u of edges u -> v)
+    /node/features           float32 [N, F], chunked by rows
+    /node/labels             int64 [N], -1 = unlabeled
+    /split/train|valid|test  int64 node ids
+
+Every argument is checked before anything is written (ValueError naming the argument and the problem), and
+the file is written under a temporary name beside the target and renamed when complete.
+"""
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import scipy.sparse as sp
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass
+class Graph:
+    """A node-classification graph as arrays: edges u -> v as edge_index[0] = u, edge_index[1] = v (PyG's
+    convention), features x [N, F], labels y [N] (-1: unlabeled), and split node ids."""
+    edge_index: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    splits: dict = field(default_factory=dict)
+    name: str = "graph"
+    source: str = "python"
+
+    @property
+    def num_nodes(self):
+        return int(self.x.shape[0])
+
+    def arrays(self):
+        """The keyword arguments of write_graph for this graph."""
+        return dict(edges=self.edge_index, x=self.x, y=self.y, name=self.name, source=self.source,
+                    **{s: self.splits.get(s) for s in SPLITS})
+
+
+def _edge_index(edges, n):
+    """(2, E) int64 sources and destinations of `edges`: a (2, E) array, or an N x N scipy matrix with an
+    entry at (u, v) for each edge u -> v."""
+    if sp.issparse(edges):
+        if edges.shape != (n, n):
+            raise ValueError(f"edges: a {edges.shape[0]} x {edges.shape[1]} matrix for {n} nodes (x has {n} rows)")
+        coo = edges.tocoo()
+        return np.vstack([coo.row, coo.col]).astype(np.int64)
+    e = np.asarray(edges)
+    if e.ndim != 2 or e.shape[0] != 2:
+        raise ValueError(f"edges: expected a (2, E) array or a scipy sparse matrix, got shape {e.shape}")
+    if e.size and not np.issubdtype(e.dtype, np.integer):
+        raise ValueError(f"edges: node ids must be integers, not {e.dtype}")
+    e = e.astype(np.int64)
+    if e.size and (e.min() < 0 or e.max() >= n):
+        bad = e[(e < 0) | (e >= n)][0]
+        raise ValueError(f"edges: node id {bad} is outside [0, {n}) (x has {n} rows)")
+    return e
+
+
+def _split_ids(name, value, n):
+    """Node ids of a split given as ids or as a boolean mask of length n."""
+    a = np.asarray(value)
+    if a.dtype == bool:
+        if a.shape != (n,):
+            raise ValueError(f"{name}: a mask of {a.shape} for {n} nodes")
+        return np.flatnonzero(a).astype(np.int64)
+    if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        raise ValueError(f"{name}: expected node ids (1-D integers) or a boolean mask, got {a.dtype} {a.shape}")
+    a = a.astype(np.int64)
+    if a.size and (a.min() < 0 or a.max() >= n):
+        raise ValueError(f"{name}: node id {a[(a < 0) | (a >= n)][0]} is outside [0, {n})")
+    if np.unique(a).size != a.size:
+        raise ValueError(f"{name}: a node id appears twice")
+    return a
+
+
+def _csr_by_destination(e, n, symmetrize):
+    """indptr, indices with row v listing the sources of v's in-edges, each row sorted; a symmetrized graph
+    has every edge in both directions once (self loops once), as `tessera prep ogb --symmetrize`."""
+    src, dst = e[0], e[1]
+    if symmetrize:
+        loop = src == dst
+        src, dst = np.concatenate([src, dst[~loop]]), np.concatenate([dst, src[~loop]])
+    order = np.lexsort((src, dst))
+    src, dst = src[order], dst[order]
+    if symmetrize and src.size:
+        keep = np.ones(src.size, dtype=bool)
+        keep[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+        src, dst = src[keep], dst[keep]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
+    return indptr, src.astype(np.int64)
+
+
+def _is_symmetric(indptr, indices, n):
+    a = sp.csr_matrix((np.ones(indices.size, dtype=np.int8), indices, indptr), shape=(n, n))
+    return (a != a.T).nnz == 0
+
+
+def _checked_features_labels(x, y):
+    if sp.issparse(x):
+        x = x.toarray()
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"x: expected a 2-D [nodes, features] array, got shape {x.shape}")
+    x = x.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(x)):
+        row = int(np.argwhere(~np.isfinite(x))[0][0])
+        raise ValueError(f"x: row {row} holds a value that is not finite")
+    y = np.asarray(y)
+    if y.shape != (x.shape[0],) or (y.size and not np.issubdtype(y.dtype, np.integer)):
+        raise ValueError(f"y: expected {x.shape[0]} integer labels (one per row of x), got {y.dtype} {y.shape}")
+    y = y.astype(np.int64)
+    if y.size and y.min() < -1:
+        raise ValueError(f"y: label {y.min()} (labels are classes 0..C-1, or -1 for unlabeled)")
+    return x, y
+
+
+def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="graph", symmetrize=False,
+                num_classes=None, source="python"):
+    """Writes a Tessera graph file at `path`.
+
+    edges: a (2, E) array of edges u -> v (edges[0] = sources, as PyG's edge_index) or an N x N scipy matrix
+    with an entry at (u, v) per edge; x: [N, F] features (dense or scipy); y: [N] integer labels, -1 for
+    unlabeled; train / valid / test: node ids or boolean masks (None: no such split); symmetrize: add every
+    edge's reverse (and drop duplicates), as most node-classification benchmarks are used; num_classes:
+    default max(y) + 1. Returns a dict of the sizes written."""
+    x, y = _checked_features_labels(x, y)
+    n = x.shape[0]
+    e = _edge_index(edges, n)
+    classes = int(y.max()) + 1 if num_classes is None and y.size else int(num_classes or 0)
+    if y.size and y.max() >= classes:
+        raise ValueError(f"y: label {y.max()} is not below num_classes {classes}")
+    splits = {s: _split_ids(s, v, n) for s, v in zip(SPLITS, (train, valid, test)) if v is not None}
+    indptr, indices = _csr_by_destination(e, n, symmetrize)
+    symmetric = bool(symmetrize) or _is_symmetric(indptr, indices, n)
+    import h5py  # here: a process that only reads arrays need not load HDF5
+    temp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with h5py.File(temp, "w") as f:
+            for key, value in (("format", "tessera-graph"), ("version", 1), ("name", name), ("num_nodes", n),
+                               ("num_edges", int(indices.size)), ("num_features", int(x.shape[1])),
+                               ("num_classes", classes), ("symmetric", int(symmetric)), ("source", source)):
+                f.attrs[key] = np.int64(value) if isinstance(value, int) else value
+            f.create_dataset("graph/indptr", data=indptr)
+            f.create_dataset("graph/indices", data=indices)
+            rows = max(1, min(n, (1 << 20) // max(1, 4 * x.shape[1])))
+            f.create_dataset("node/features", data=x, chunks=(rows, x.shape[1]) if n and x.shape[1] else None)
+            f.create_dataset("node/labels", data=y)
+            for s, ids in splits.items():
+                f.create_dataset(f"split/{s}", data=ids)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)
+    return dict(nodes=n, edges=int(indices.size), features=int(x.shape[1]), classes=classes,
+                symmetric=symmetric, splits={s: int(v.size) for s, v in splits.items()})
+
+
+def largest_connected_component(graph):
+    """The subgraph on the largest weakly connected component, nodes renumbered in their order, splits kept
+    on the nodes that remain (as the GNN-benchmark collection is usually used)."""
+    n = graph.num_nodes
+    e = graph.edge_index
+    a = sp.coo_matrix((np.ones(e.shape[1]), (e[0], e[1])), shape=(n, n))
+    _, component = sp.csgraph.connected_components(a, directed=True, connection="weak")
+    keep = component == np.bincount(component).argmax()
+    new_id = np.full(n, -1, dtype=np.int64)
+    new_id[keep] = np.arange(int(keep.sum()))
+    inside = keep[e[0]] & keep[e[1]]
+    splits = {s: new_id[ids][new_id[ids] >= 0] for s, ids in graph.splits.items()}
+    return Graph(new_id[e[:, inside]], graph.x[keep], graph.y[keep], splits, graph.name, graph.source)
+
+
+def per_class_split(labels, train_per_class=20, valid_per_class=30, seed=0):
+    """Random per-class split of the labeled nodes: `train_per_class` and `valid_per_class` of every class
+    (fewer where a class has fewer nodes), the remaining labeled nodes test. Depends on the seed only."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    train, valid, test = [], [], []
+    for c in range(int(labels.max()) + 1 if labels.size else 0):
+        nodes = rng.permutation(np.flatnonzero(labels == c))
+        train.append(nodes[:train_per_class])
+        valid.append(nodes[train_per_class:train_per_class + valid_per_class])
+        test.append(nodes[train_per_class + valid_per_class:])
+    join = lambda parts: np.sort(np.concatenate(parts)).astype(np.int64) if parts else np.zeros(0, np.int64)
+    return {"train": join(train), "valid": join(valid), "test": join(test)}

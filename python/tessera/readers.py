@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Readers for the node-classification formats PyG and DGL download, each returning a `Graph`:
+
+    read_planetoid(dir, name)       Planetoid's ind.NAME.{x,tx,allx,y,ty,ally,graph,test.index}, public split
+    read_gnn_benchmark(file.npz)    the GNN-benchmark collection (adj_data/indices/indptr/shape, attr_*,
+                                    labels), or its repack with pickled scipy matrices (adj_matrix,
+                                    node_attr / attr_matrix, node_label / labels); per-class random split
+    read_plain_npz(file.npz)        plain arrays: node_features, node_labels, edges [E, 2], *_masks
+    read_graphsaint(dir)            GraphSAINT: adj_full.npz, feats.npy, class_map.json, role.json
+    read_reddit(dir)                DGL's / PyG's Reddit: reddit_data.npz and reddit_graph.npz
+
+Each names the file and the problem in a ValueError when the input is not what its format says.
+"""
+import json
+import os
+import pickle
+
+import numpy as np
+import scipy.sparse as sp
+
+from .graph import Graph, per_class_split
+
+
+def _need(path):
+    if not os.path.exists(path):
+        raise ValueError(f"{path}: no such file")
+    return path
+
+
+def _labels_from_one_hot(y, path):
+    y = np.asarray(y)
+    if y.ndim == 1:
+        return y.astype(np.int64)
+    if y.ndim != 2:
+        raise ValueError(f"{path}: labels of shape {y.shape}")
+    labels = y.argmax(axis=1).astype(np.int64)
+    labels[y.sum(axis=1) == 0] = -1  # a row without a class: unlabeled
+    return labels
+
+
+def read_planetoid(directory, name):
+    """Planetoid (Yang et al. 2016, the Cora / CiteSeer / PubMed files PyG downloads) with its public split:
+    the first len(y) nodes train, the next 500 validate, test.index test. Test nodes the files leave out
+    (CiteSeer's isolated ones) get zero features and no label, as PyG does."""
+    def load(part):
+        path = _need(os.path.join(directory, f"ind.{name}.{part}"))
+        if part == "test.index":
+            return np.loadtxt(path, dtype=np.int64).reshape(-1)
+        with open(path, "rb") as f:
+            try:
+                return pickle.load(f, encoding="latin1")
+            except Exception as e:
+                raise ValueError(f"{path}: not a Planetoid pickle ({e})") from None
+    x, tx, allx, y, ty, ally, graph = (load(p) for p in ("x", "tx", "allx", "y", "ty", "ally", "graph"))
+    test_index = load("test.index")
+    ordered = np.sort(test_index)
+    full = np.arange(ordered.min(), ordered.max() + 1) if ordered.size else ordered
+    tx_all = sp.lil_matrix((full.size, tx.shape[1]))
+    tx_all[ordered - full.min(), :] = tx
+    ty_all = np.zeros((full.size, ty.shape[1]))
+    ty_all[ordered - full.min(), :] = ty
+    features = sp.vstack([sp.csr_matrix(allx), sp.csr_matrix(tx_all)]).tolil()
+    features[test_index, :] = features[ordered, :]
+    labels = np.vstack([ally, ty_all])
+    labels[test_index, :] = labels[ordered, :]
+    n = features.shape[0]
+    edges = [(u, v) for u, nbrs in graph.items() for v in nbrs]
+    e = np.array(edges, dtype=np.int64).T.reshape(2, -1)
+    if e.size and (e.min() < 0 or e.max() >= n):
+        raise ValueError(f"{directory}/ind.{name}.graph: node id {e.max()} outside the {n} nodes of the features")
+    splits = {"train": np.arange(len(y)), "valid": np.arange(len(y), len(y) + 500), "test": ordered}
+    return Graph(e, features.toarray().astype(np.float32),
+                 _labels_from_one_hot(labels, f"{directory}/ind.{name}.ally"), splits, name, f"planetoid {name}")
+
+
+def _sparse_from(data, prefix, path):
+    keys = (f"{prefix}_data", f"{prefix}_indices", f"{prefix}_indptr", f"{prefix}_shape")
+    if not all(k in data for k in keys):
+        return None
+    try:
+        return sp.csr_matrix(tuple(data[k] for k in keys[:3]), shape=tuple(data[keys[3]]))
+    except Exception as e:
+        raise ValueError(f"{path}: {prefix}_* do not form a CSR matrix ({e})") from None
+
+
+def _object(data, key):
+    value = data[key]
+    return value.item() if value.dtype == object and value.shape == () else value
+
+
+def read_gnn_benchmark(path, train_per_class=20, valid_per_class=30, seed=0):
+    """The GNN-benchmark collection (Shchur et al. 2018: Amazon, Coauthor, Cora-ML, ...), either layout, with
+    a per-class random split of the labeled nodes (the files have none)."""
+    with np.load(_need(path), allow_pickle=True) as data:
+        adj = _sparse_from(data, "adj", path)
+        if adj is None and "adj_matrix" in data:
+            adj = sp.csr_matrix(_object(data, "adj_matrix"))
+        attr = _sparse_from(data, "attr", path)
+        for key in ("attr_matrix", "node_attr"):
+            if attr is None and key in data:
+                attr = _object(data, key)
+        labels = next((_object(data, k) for k in ("labels", "node_label") if k in data), None)
+        if adj is None or attr is None or labels is None:
+            raise ValueError(f"{path}: not a GNN-benchmark file (keys {sorted(data.keys())}; expected adj_*, "
+                             "attr_* or attr_matrix, labels, or adj_matrix, node_attr, node_label)")
+    x = attr.toarray() if sp.issparse(attr) else np.asarray(attr)
+    y = _labels_from_one_hot(labels.toarray() if sp.issparse(labels) else labels, path)
+    if adj.shape != (x.shape[0], x.shape[0]) or y.shape[0] != x.shape[0]:
+        raise ValueError(f"{path}: {adj.shape} adjacency, {x.shape[0]} feature rows, {y.shape[0]} labels")
+    coo = adj.tocoo()
+    name = os.path.splitext(os.path.basename(path))[0]
+    return Graph(np.vstack([coo.row, coo.col]).astype(np.int64), x.astype(np.float32), y,
+                 per_class_split(y, train_per_class, valid_per_class, seed), name, f"gnn-benchmark {name}")
+
+
+def read_plain_npz(path, split_index=0):
+    """Plain arrays (the heterophilous benchmarks' layout): node_features [N, F], node_labels [N], edges
+    [E, 2] (source, destination), and train_masks / val_masks / test_masks, one mask or one per split
+    (`split_index` picks the row)."""
+    with np.load(_need(path)) as data:
+        missing = [k for k in ("node_features", "node_labels", "edges") if k not in data]
+        if missing:
+            raise ValueError(f"{path}: no {', '.join(missing)} (keys {sorted(data.keys())})")
+        x, y, edges = data["node_features"], data["node_labels"], data["edges"]
+        splits = {}
+        for ours, theirs in (("train", "train_masks"), ("valid", "val_masks"), ("test", "test_masks")):
+            if theirs not in data:
+                continue
+            mask = np.asarray(data[theirs]).astype(bool)
+            if mask.ndim == 2:
+                if not 0 <= split_index < mask.shape[0]:
+                    raise ValueError(f"{path}: split {split_index}, but {theirs} holds {mask.shape[0]}")
+                mask = mask[split_index]
+            splits[ours] = np.flatnonzero(mask)
+    if edges.ndim != 2 or edges.shape[1] != 2:
+        raise ValueError(f"{path}: edges of shape {edges.shape}, expected [E, 2]")
+    name = os.path.splitext(os.path.basename(path))[0]
+    return Graph(edges.T.astype(np.int64), np.asarray(x, dtype=np.float32), _labels_from_one_hot(y, path),
+                 splits, name, f"npz {name}")
+
+
+def read_graphsaint(directory):
+    """GraphSAINT's layout (Zeng et al. 2020: Flickr, Reddit, Yelp, Amazon, PPI): adj_full.npz (scipy),
+    feats.npy, class_map.json (node -> class), role.json (tr / va / te node lists). Multi-label class maps
+    are refused: Tessera trains single-label classification."""
+    adj = sp.load_npz(_need(os.path.join(directory, "adj_full.npz"))).tocoo()
+    x = np.load(_need(os.path.join(directory, "feats.npy")))
+    class_path = _need(os.path.join(directory, "class_map.json"))
+    with open(class_path) as f:
+        class_map = json.load(f)
+    with open(_need(os.path.join(directory, "role.json"))) as f:
+        role = json.load(f)
+    n = x.shape[0]
+    y = np.full(n, -1, dtype=np.int64)
+    for node, c in class_map.items():
+        if isinstance(c, list):
+            if sum(c) != 1:
+                raise ValueError(f"{class_path}: node {node} has {sum(c)} classes (multi-label); Tessera trains "
+                                 "single-label classification")
+            c = c.index(1)
+        y[int(node)] = int(c)
+    splits = {ours: np.asarray(role.get(theirs, []), dtype=np.int64)
+              for ours, theirs in (("train", "tr"), ("valid", "va"), ("test", "te"))}
+    name = os.path.basename(os.path.normpath(directory))
+    return Graph(np.vstack([adj.row, adj.col]).astype(np.int64), x.astype(np.float32), y, splits, name,
+                 f"graphsaint {name}")
+
+
+def read_reddit(directory):
+    """Reddit as DGL and PyG download it (Hamilton et al. 2017): reddit_data.npz (feature, label, node_types:
+    1 train, 2 validation, 3 test) and reddit_graph.npz (the adjacency, scipy)."""
+    data_path = _need(os.path.join(directory, "reddit_data.npz"))
+    with np.load(data_path) as data:
+        missing = [k for k in ("feature", "label", "node_types") if k not in data]
+        if missing:
+            raise ValueError(f"{data_path}: no {', '.join(missing)} (keys {sorted(data.keys())})")
+        x, y, types = data["feature"], data["label"], data["node_types"]
+    adj = sp.load_npz(_need(os.path.join(directory, "reddit_graph.npz"))).tocoo()
+    splits = {s: np.flatnonzero(types == t) for s, t in (("train", 1), ("valid", 2), ("test", 3))}
+    return Graph(np.vstack([adj.row, adj.col]).astype(np.int64), x.astype(np.float32),
+                 np.asarray(y, dtype=np.int64), splits, "reddit", "reddit (dgl/pyg)")
+
+
+# The formats tessera.convert knows, by name.
+READERS = {"planetoid": read_planetoid, "gnn-benchmark": read_gnn_benchmark, "npz": read_plain_npz,
+           "graphsaint": read_graphsaint, "reddit": read_reddit}

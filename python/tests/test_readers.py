@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Each reader on a fixture written in its format from known arrays: the arrays and splits come back, the
+file tessera.convert writes is one `tessera info` accepts, and malformed inputs are refused by name."""
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import tessera
+from conftest import ROOT
+
+N, F, C = 700, 8, 4
+
+
+@pytest.fixture
+def truth():
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, N, 3000), rng.integers(0, N, 3000)
+    keep = src != dst
+    x = rng.random((N, F)).astype(np.float32)
+    return dict(edges=np.vstack([src[keep], dst[keep]]), x=x, y=rng.integers(0, C, N))
+
+
+def convert(*args):
+    return subprocess.run([sys.executable, "-m", "tessera.convert", *map(str, args)], capture_output=True,
+                          text=True, cwd=os.path.join(ROOT, "python"))
+
+
+def check_file(path, program, nodes):
+    info = program("info", path).stdout
+    assert "valid:     yes" in info and f"nodes:     {nodes}" in info, info
+
+
+def write_planetoid(d, t, allx_rows=600, train=30, missing=(610, 655)):
+    """Planetoid's files: x/y the first `train` nodes, allx/ally the first `allx_rows`, tx/ty the test nodes
+    in test.index's (shuffled) order; `missing` ids of the test range are left out, as CiteSeer does."""
+    rng = np.random.default_rng(1)
+    test = rng.permutation(np.setdiff1d(np.arange(allx_rows, N), missing))
+    one_hot = np.eye(C)[t["y"]]
+    adjacency = {}
+    for u, v in t["edges"].T:
+        adjacency.setdefault(int(u), []).append(int(v))
+        adjacency.setdefault(int(v), []).append(int(u))
+    parts = dict(x=sp.csr_matrix(t["x"][:train]), y=one_hot[:train], allx=sp.csr_matrix(t["x"][:allx_rows]),
+                 ally=one_hot[:allx_rows], tx=sp.csr_matrix(t["x"][test]), ty=one_hot[test], graph=adjacency)
+    for name, value in parts.items():
+        with open(d / f"ind.toy.{name}", "wb") as f:
+            pickle.dump(value, f, protocol=2)
+    np.savetxt(d / "ind.toy.test.index", test, fmt="%d")
+    return test
+
+
+def test_planetoid(tmp_path, truth, program):
+    test = write_planetoid(tmp_path, truth)
+    g = tessera.read_planetoid(str(tmp_path), "toy")
+    present = np.setdiff1d(np.arange(N), [610, 655])
+    assert np.allclose(g.x[present], truth["x"][present]) and not g.x[[610, 655]].any()
+    assert np.array_equal(g.y[present], truth["y"][present]) and (g.y[[610, 655]] == -1).all()
+    assert g.splits["train"].tolist() == list(range(30)) and g.splits["valid"].tolist() == list(range(30, 530))
+    assert np.array_equal(g.splits["test"], np.sort(test))
+    r = convert("planetoid", tmp_path, tmp_path / "p.h5", "--name", "toy")
+    assert r.returncode == 0, r.stderr
+    check_file(tmp_path / "p.h5", program, N)
+    out = program("train", "--data", tmp_path / "p.h5", "--epochs", 2).stdout
+    assert "best valid" in out.splitlines()[-1]
+
+
+def test_gnn_benchmark_both_layouts(tmp_path, truth, program):
+    n = N
+    adj = sp.csr_matrix((np.ones(truth["edges"].shape[1]), (truth["edges"][0], truth["edges"][1])), shape=(n, n))
+    attr = sp.csr_matrix(truth["x"])
+    np.savez(tmp_path / "a.npz", adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr,
+             adj_shape=adj.shape, attr_data=attr.data, attr_indices=attr.indices, attr_indptr=attr.indptr,
+             attr_shape=attr.shape, labels=truth["y"])
+    np.savez(tmp_path / "b.npz", adj_matrix=np.array(adj, dtype=object), node_attr=np.array(attr, dtype=object),
+             node_label=truth["y"])
+    a, b = tessera.read_gnn_benchmark(str(tmp_path / "a.npz")), tessera.read_gnn_benchmark(str(tmp_path / "b.npz"))
+    for g in (a, b):
+        assert np.allclose(g.x, truth["x"]) and np.array_equal(g.y, truth["y"])
+        assert sorted(map(tuple, g.edge_index.T)) == sorted(zip(*adj.nonzero()))
+        assert len(g.splits["train"]) == 20 * C and len(g.splits["valid"]) == 30 * C
+    assert np.array_equal(a.splits["test"], b.splits["test"])
+    r = convert("gnn-benchmark", tmp_path / "b.npz", tmp_path / "b.h5", "--lcc", "--seed", 2)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(tmp_path / "b.h5") as f:
+        kept = int(f.attrs["num_nodes"])
+    assert kept == tessera.largest_connected_component(b).num_nodes
+    check_file(tmp_path / "b.h5", program, kept)
+
+
+def test_plain_npz(tmp_path, truth, program):
+    masks = np.zeros((3, N), dtype=bool)
+    masks[1, :100] = True
+    np.savez(tmp_path / "p.npz", node_features=truth["x"], node_labels=truth["y"], edges=truth["edges"].T,
+             train_masks=masks, val_masks=np.roll(masks, 100, axis=1), test_masks=np.roll(masks, 200, axis=1))
+    g = tessera.read_plain_npz(str(tmp_path / "p.npz"), split_index=1)
+    assert g.splits["train"].tolist() == list(range(100)) and g.splits["test"].tolist() == list(range(200, 300))
+    assert np.array_equal(g.edge_index, truth["edges"])
+    assert convert("npz", tmp_path / "p.npz", tmp_path / "p.h5", "--split-index", 1).returncode == 0
+    check_file(tmp_path / "p.h5", program, N)
+    r = convert("npz", tmp_path / "p.npz", tmp_path / "q.h5", "--split-index", 3)
+    assert r.returncode == 1 and "p.npz: split 3, but train_masks holds 3" in r.stderr
+    assert not os.path.exists(tmp_path / "q.h5")
+
+
+def write_graphsaint(d, t, multi_label=False):
+    adj = sp.csr_matrix((np.ones(t["edges"].shape[1]), (t["edges"][0], t["edges"][1])), shape=(N, N))
+    sp.save_npz(d / "adj_full.npz", adj)
+    np.save(d / "feats.npy", t["x"])
+    classes = {str(v): (np.eye(C, dtype=int)[c].tolist() if multi_label else int(c)) for v, c in enumerate(t["y"])}
+    if multi_label:
+        classes["5"] = [1] * C
+    (d / "class_map.json").write_text(json.dumps(classes))
+    (d / "role.json").write_text(json.dumps({"tr": list(range(0, 300)), "va": list(range(300, 400)),
+                                             "te": list(range(400, N))}))
+
+
+def test_graphsaint(tmp_path, truth, program):
+    write_graphsaint(tmp_path, truth)
+    g = tessera.read_graphsaint(str(tmp_path))
+    assert np.array_equal(g.y, truth["y"]) and len(g.splits["test"]) == N - 400
+    assert convert("graphsaint", tmp_path, tmp_path / "s.h5").returncode == 0
+    check_file(tmp_path / "s.h5", program, N)
+    write_graphsaint(tmp_path, truth, multi_label=True)
+    r = convert("graphsaint", tmp_path, tmp_path / "m.h5")
+    assert r.returncode == 1 and "class_map.json: node 5 has 4 classes (multi-label)" in r.stderr
+
+
+def test_reddit(tmp_path, truth, program):
+    types = np.repeat([1, 2, 3], [400, 100, 200])
+    np.savez(tmp_path / "reddit_data.npz", feature=truth["x"], label=truth["y"], node_types=types,
+             node_ids=np.arange(N))
+    sp.save_npz(tmp_path / "reddit_graph.npz",
+                sp.coo_matrix((np.ones(truth["edges"].shape[1]), tuple(truth["edges"])), shape=(N, N)))
+    g = tessera.read_reddit(str(tmp_path))
+    assert [len(g.splits[s]) for s in ("train", "valid", "test")] == [400, 100, 200]
+    assert convert("reddit", tmp_path, tmp_path / "r.h5").returncode == 0
+    check_file(tmp_path / "r.h5", program, N)
+
+
+def test_convert_refusals(tmp_path, truth):
+    r = convert("reddit", tmp_path, tmp_path / "r.h5")
+    assert r.returncode == 1 and "reddit_data.npz: no such file" in r.stderr
+    np.savez(tmp_path / "x.npz", something=np.zeros(3))
+    r = convert("gnn-benchmark", tmp_path / "x.npz", tmp_path / "x.h5")
+    assert r.returncode == 1 and "x.npz: not a GNN-benchmark file" in r.stderr
+    r = convert("npz", tmp_path / "x.npz", tmp_path / "x.npz")
+    assert r.returncode == 1 and "the output names an input" in r.stderr
+    r = convert("planetoid", tmp_path, tmp_path / "p.h5")
+    assert r.returncode == 1 and "planetoid needs --name" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npz"]

@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""write_graph: files `tessera info` accepts, identical to `tessera prep ogb`'s for the same data, and
+refused inputs."""
+import h5py
+import numpy as np
+import pytest
+
+import tessera
+
+
+def same_file(a, b):
+    with h5py.File(a) as f, h5py.File(b) as g:
+        for key in ("graph/indptr", "graph/indices", "node/features", "node/labels", "split/train",
+                    "split/valid", "split/test"):
+            assert np.array_equal(f[key][:], g[key][:]), key
+        for key in ("num_nodes", "num_edges", "num_features", "num_classes", "symmetric"):
+            assert int(f.attrs[key]) == int(g.attrs[key]), key
+
+
+@pytest.mark.parametrize("symmetrize", [False, True])
+def test_equals_the_ogb_converter(tmp_path, program, ogb_fixture, symmetrize):
+    raw, arrays = ogb_fixture
+    flags = ["--symmetrize"] if symmetrize else []
+    program("prep", "ogb", raw, "-o", tmp_path / "prep.h5", *flags)
+    sizes = tessera.write_graph(str(tmp_path / "py.h5"), symmetrize=symmetrize, **arrays)
+    same_file(tmp_path / "prep.h5", tmp_path / "py.h5")
+    info = program("info", tmp_path / "py.h5").stdout
+    assert "valid:     yes" in info and f"nodes:     {sizes['nodes']}" in info
+
+
+def test_masks_scipy_and_training(tmp_path, program, ogb_fixture):
+    import scipy.sparse as sp
+    _, a = ogb_fixture
+    n = a["x"].shape[0]
+    adjacency = sp.coo_matrix((np.ones(a["edges"].shape[1]), (a["edges"][0], a["edges"][1])), shape=(n, n))
+    masks = {s: np.isin(np.arange(n), a[s]) for s in ("train", "valid", "test")}
+    tessera.write_graph(str(tmp_path / "m.h5"), adjacency.tocsr(), sp.csr_matrix(a["x"]), a["y"], **masks,
+                        symmetrize=True, name="fixture")
+    tessera.write_graph(str(tmp_path / "i.h5"), symmetrize=True, **a)
+    same_file(tmp_path / "m.h5", tmp_path / "i.h5")
+    out = program("train", "--data", tmp_path / "m.h5", "--epochs", 3).stdout
+    assert "best valid" in out.splitlines()[-1]
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(edges=np.array([[0, 1], [1, 50]])), "edges: node id 50 is outside [0, 50)"),
+    (dict(edges=np.zeros((3, 4), dtype=np.int64)), "edges: expected a (2, E) array"),
+    (dict(y=np.arange(49)), "y: expected 50 integer labels"),
+    (dict(y=np.full(50, -2)), "y: label -2"),
+    (dict(x=np.full((50, 6), np.nan, dtype=np.float32)), "x: row 0 holds a value that is not finite"),
+    (dict(train=np.array([3, 3])), "train: a node id appears twice"),
+    (dict(valid=np.array([60])), "valid: node id 60 is outside [0, 50)"),
+    (dict(test=np.ones(7, dtype=bool)), "test: a mask of (7,) for 50 nodes"),
+])
+def test_refused_inputs_write_nothing(tmp_path, ogb_fixture, change, message):
+    _, a = ogb_fixture
+    with pytest.raises(ValueError) as e:
+        tessera.write_graph(str(tmp_path / "bad.h5"), **{**a, **change})
+    assert message in str(e.value)
+    assert list(tmp_path.glob("bad.h5*")) == []
+
+
+def test_per_class_split_and_lcc():
+    y = np.repeat(np.arange(3), 60)
+    s = tessera.per_class_split(y, 20, 30, seed=4)
+    assert [len(s[k]) for k in ("train", "valid", "test")] == [60, 90, 30]
+    assert np.bincount(y[s["train"]]).tolist() == [20, 20, 20]
+    assert np.array_equal(s["train"], tessera.per_class_split(y, 20, 30, seed=4)["train"])
+    assert not np.array_equal(s["train"], tessera.per_class_split(y, 20, 30, seed=5)["train"])
+    assert len(np.intersect1d(s["train"], s["valid"])) == 0
+    # Two components: 0-1-2 and 3-4; the largest keeps nodes 0, 1, 2 renumbered, and its splits.
+    g = tessera.Graph(np.array([[0, 1, 3], [1, 2, 4]]), np.eye(5, dtype=np.float32), np.arange(5),
+                      {"train": np.array([0, 4]), "test": np.array([2, 3])})
+    lcc = tessera.largest_connected_component(g)
+    assert lcc.num_nodes == 3 and lcc.edge_index.tolist() == [[0, 1], [1, 2]]
+    assert lcc.splits["train"].tolist() == [0] and lcc.splits["test"].tolist() == [2]
