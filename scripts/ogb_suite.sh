@@ -94,9 +94,14 @@ prepare() {
     return 0
   fi
   data_kind=real graph=$graphs/$name.h5 dir=$data_root/$raw_dir
+  # A graph file tessera.convert wrote (Planetoid, Reddit, ...): the suite partitions a copy of its own.
+  if [ ! -f "$graph" ] && [ ! -d "$dir/raw" ] && [ -f "$data_root/$name.h5" ]; then
+    echo "ogb_suite: $name: using $data_root/$name.h5"
+    cp "$data_root/$name.h5" "$graph" || { skip_reason="cannot copy $data_root/$name.h5"; return 1; }
+  fi
   if [ ! -f "$graph" ]; then
     if [ ! -d "$dir/raw" ]; then
-      skip_reason="absent: no $dir/raw (see datasets/$name/README.md)"
+      skip_reason="absent: no $dir/raw or $data_root/$name.h5 (see datasets/$name/README.md)"
       return 1
     fi
     echo "ogb_suite: $name: converting $dir"
