@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <type_traits>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -71,8 +72,10 @@ void write_text_in_rank_order(const Communicator& comm, const std::string& path,
   commit(comm, temp, path);
 }
 
+static_assert(std::is_same<hid_t, int64_t>::value, "write_hdf5_output passes a hid_t as int64_t");
+
 void write_hdf5_output(const Communicator& comm, const std::string& path, const std::string& what,
-                       const std::function<void(hid_t file)>& fill) {
+                       const std::function<void(int64_t file)>& fill) {
   prepare_hdf5();
   const std::string temp = temporary_name(comm, path);
   comm.run_on(0, [&] {
@@ -140,7 +143,7 @@ void write_embeddings(const Communicator& comm, const std::string& path, int64_t
                       const NodeRowBlock& mine, const std::string& model, int64_t epoch) {
   const BlockRows table = assemble_block_rows(comm, num_nodes, width, mine);
   const int64_t rows = int64_t(table.present.size());
-  write_hdf5_output(comm, path, "embeddings", [&](hid_t file) {
+  write_hdf5_output(comm, path, "embeddings", [&](int64_t file) {
     h5_write_attr(file, "format", std::string("tessera-embeddings"));
     h5_write_attr(file, "model", model);
     h5_write_attr(file, "epoch", epoch);

@@ -6,8 +6,6 @@
 // the embeddings), so no rank holds every node. Files are written under a temporary name and renamed.
 #pragma once
 
-#include <hdf5.h>
-
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -49,10 +47,11 @@ BlockRows assemble_block_rows(const Communicator& comm, int64_t num_nodes, int64
 void write_text_in_rank_order(const Communicator& comm, const std::string& path, const std::string& text,
                               const std::string& what);
 
-/// Collective: an HDF5 file made by `fill` (collective, given the open file) under a temporary name and
-/// renamed when complete; nothing is left behind when `fill` throws. `what` names it in errors.
+/// Collective: an HDF5 file made by `fill` (collective, given the open file's HDF5 identifier, a hid_t)
+/// under a temporary name and renamed when complete; nothing is left behind when `fill` throws. `what` names
+/// it in errors. (The identifier is passed as int64_t so that this header needs no <hdf5.h>.)
 void write_hdf5_output(const Communicator& comm, const std::string& path, const std::string& what,
-                       const std::function<void(hid_t file)>& fill);
+                       const std::function<void(int64_t file)>& fill);
 
 /// Collective: `path` gets one line per node, its class (-1 for a node no rank sent).
 void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,

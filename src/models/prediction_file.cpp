@@ -6,6 +6,7 @@
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/hdf5_io.hpp"
 
 namespace tessera {
@@ -45,7 +46,7 @@ void write_hdf5(const Communicator& comm, const std::string& path, const Selecte
                 int64_t embedding_width, const nlohmann::json& attributes) {
   const int64_t rows = int64_t(s.nodes.size());
   const auto [first, total] = offset_and_total(comm, rows);
-  write_hdf5_output(comm, path, "predictions", [&](hid_t file) {
+  write_hdf5_output(comm, path, "predictions", [&](int64_t file) {
     write_attributes(file, attributes);
     const auto table = [&](const char* name, hid_t stored, hid_t memory, std::vector<int64_t> dims,
                            const void* data) {

@@ -10,11 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "tessera/graph/graph_file.hpp"
 #include "tessera/models/batch_source.hpp"
 #include "tessera/models/node_outputs.hpp"
 
 namespace tessera {
+
+class GraphFileReader;  // graph/graph_file.hpp
 
 /// Labels and split membership of this rank's block of nodes, read from the graph file.
 struct BlockTruth {

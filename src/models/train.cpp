@@ -429,7 +429,7 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
     j["fanouts"] = o.sampled.fanouts;
     j["steps_per_epoch"] = o.sampled.steps_per_epoch;
     j["partition"] = o.partition;
-    j["eval"] = o.sampled.exact_eval ? "exact" : "sampled";  // which epoch is the best
+    if (o.sampled.exact_eval) j["eval"] = "exact";  // which epoch is the best (absent: sampled)
   }
   return j;
 }

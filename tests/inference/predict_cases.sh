@@ -58,6 +58,23 @@ csv = np.loadtxt(sys.argv[2], delimiter=",", skiprows=1, dtype=np.int64).reshape
 assert np.array_equal(csv[:, 0], f["nodes"][:]) and np.array_equal(csv[:, 1], f["predictions"][:]), "csv differs"
 PY
     done
+    # Nine nodes on 8 ranks: one-row parts (layer-wise, block) and a 2x2x2 grid of nearly empty blocks.
+    "$TESSERA" prep synth --kind csbm --nodes 9 --edges 16 --features 3 --classes 2 --seed 2 -o tiny.h5 >/dev/null || exit 1
+    "$TESSERA" train --data tiny.h5 --epochs 2 --checkpoint tiny --quiet >/dev/null || exit 1
+    for engine in "--engine layerwise" "--grid 2x2x2"; do
+      mpi 8 "$TESSERA" predict --checkpoint tiny --data tiny.h5 --output t.h5 --probabilities --embeddings $engine \
+        --quiet >/dev/null || exit 1
+      reference tiny.h5 tiny/checkpoint.h5 t.h5
+    done
+    # A multigraph (repeated edges, self loops; not symmetrized): GraphSAGE through both engines.
+    $py "$SOURCE_DIR/tests/fixtures/make_ogb_fixture.py" ogb >/dev/null || exit 1
+    "$TESSERA" prep ogb ogb -o multi.h5 >/dev/null || exit 1
+    "$TESSERA" train --data multi.h5 --model sage --epochs 3 --checkpoint multi --quiet >/dev/null || exit 1
+    for engine in full layerwise; do
+      mpi 2 "$TESSERA" predict --checkpoint multi --data multi.h5 --output u.h5 --probabilities --engine $engine \
+        --quiet >/dev/null || exit 1
+      reference multi.h5 multi/checkpoint.h5 u.h5
+    done
     # The accuracy it prints is the training run's own evaluation of the same parameters.
     out=$("$TESSERA" predict --checkpoint full --data g.h5 --csv p.csv) || exit 1
     echo "$out"

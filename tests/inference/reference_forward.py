@@ -3,7 +3,8 @@
 """An independent reference for `tessera predict`: the model's forward in dense double precision with NumPy,
 from the graph file and the checkpoint's arrays alone (GCN: D^-1/2 (A + I) D^-1/2 with D the in-degree + 1;
 SAGE-mean: the in-neighbours' mean times the neighbour weight plus the node's own row times the root
-weight), compared with a predictions file.
+weight; a repeated edge counts as often as it is listed, as PyG's message passing counts it; self loops of
+the file are left out, GCN's I standing for them), compared with a predictions file.
 
 reference_forward.py GRAPH.h5 CHECKPOINT.h5 PREDICTIONS.h5: exit 0 when the file's nodes, predictions,
 probabilities and embeddings (where present) match the reference; else prints the first difference, exit 1.
@@ -23,7 +24,7 @@ def dense_operators(g):
     for v in range(n):
         for u in indices[indptr[v]:indptr[v + 1]]:
             if u != v:
-                a[v, u] = 1.0  # row v: the sources of edges u -> v
+                a[v, u] += 1.0  # row v: the sources of edges u -> v
     degree = a.sum(axis=1)
     gcn = (a + np.eye(n)) / np.sqrt(np.outer(degree + 1, degree + 1))
     mean = a / np.maximum(degree, 1)[:, None]
