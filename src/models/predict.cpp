@@ -215,9 +215,7 @@ EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicato
     rows.kept = rows_of(model->graph_layer_input(plan.keep_layer), rows_at(views, at), at, me);
     rows.kept_width = at.width;
   }
-  if (!o.quiet)
-    log_line("predict: full-graph forward on grid " + shape.str() + " in " +
-             std::to_string(rows.seconds).substr(0, 5) + " s");
+  if (!o.quiet) log_line("predict: full-graph forward on grid " + shape.str());
   return rows;
 }
 
@@ -260,8 +258,7 @@ EngineRows run_layerwise(const PredictOptions& o, const Plan& plan, const Commun
   rows.kept.values = r.kept;
   if (plan.keep_layer < 0) rows.kept.nodes.clear();
   if (!o.quiet)
-    log_line("predict: layer-wise over partition " + partition + " in " +
-             std::to_string(r.seconds).substr(0, 5) + " s, " + std::to_string(r.halo_rows) +
+    log_line("predict: layer-wise over partition " + partition + ", " + std::to_string(r.halo_rows) +
              " halo rows fetched");
   return rows;
 }
