@@ -216,4 +216,18 @@ PartitionMethod parse_partition_method(const std::string& name) {
   return by_name("--method", name, v, "metis or random");
 }
 
+CheckpointParameters parse_checkpoint_parameters(const std::string& name) {
+  static const std::pair<const char*, CheckpointParameters> v[] = {{"auto", CheckpointParameters::Auto},
+                                                                   {"best", CheckpointParameters::Best},
+                                                                   {"final", CheckpointParameters::Final}};
+  return by_name("--parameters", name, v, "auto, best or final");
+}
+
+InferenceEngine parse_inference_engine(const std::string& name) {
+  static const std::pair<const char*, InferenceEngine> v[] = {{"auto", InferenceEngine::Auto},
+                                                              {"full", InferenceEngine::Full},
+                                                              {"layerwise", InferenceEngine::Layerwise}};
+  return by_name("--engine", name, v, "auto, full or layerwise");
+}
+
 }  // namespace tessera::app

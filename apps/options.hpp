@@ -12,6 +12,7 @@
 #include "tessera/graph/partition.hpp"
 #include "tessera/graph/permutation.hpp"
 #include "tessera/kernels/kernel_path.hpp"
+#include "tessera/models/predict.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/prefetch/controller.hpp"
 
@@ -55,5 +56,9 @@ CommBackend parse_comm_backend(const std::string& name);
 PrefetchPolicy parse_prefetch_policy(const std::string& name);
 /// metis or random.
 PartitionMethod parse_partition_method(const std::string& name);
+/// predict --parameters: auto, best or final.
+CheckpointParameters parse_checkpoint_parameters(const std::string& name);
+/// predict --engine: auto, full or layerwise.
+InferenceEngine parse_inference_engine(const std::string& name);
 
 }  // namespace tessera::app

@@ -21,18 +21,8 @@ struct PredictArgs {
 // The strings into the library's types; Error names the flag.
 void to_options(PredictArgs& a) {
   PredictOptions& o = a.o;
-  if (a.parameters == "best" || a.parameters == "final" || a.parameters == "auto")
-    o.parameters = a.parameters == "best"    ? CheckpointParameters::Best
-                   : a.parameters == "final" ? CheckpointParameters::Final
-                                             : CheckpointParameters::Auto;
-  else
-    throw Error("--parameters must be auto, best or final, not '" + a.parameters + "'");
-  if (a.engine == "full" || a.engine == "layerwise" || a.engine == "auto")
-    o.engine = a.engine == "full"        ? InferenceEngine::Full
-               : a.engine == "layerwise" ? InferenceEngine::Layerwise
-                                         : InferenceEngine::Auto;
-  else
-    throw Error("--engine must be auto, full or layerwise, not '" + a.engine + "'");
+  o.parameters = parse_checkpoint_parameters(a.parameters);
+  o.engine = parse_inference_engine(a.engine);
   if (!a.grid.empty()) o.grid = parse_grid(a.grid);
   o.kernels = parse_kernel_path(a.kernels);
 }

@@ -227,7 +227,7 @@ H5Handle open_checkpoint(const std::string& path, const Communicator& comm) {
 
 namespace {
 
-// The root attributes a load reads, checked for consistency; `problem` names the first missing or bad one.
+// The root attributes a load reads, checked for consistency: the first missing or bad one, or "".
 std::string read_attributes(const std::string& path, hid_t root, CheckpointInfo& info, int64_t& steps) {
   int64_t seed = 0;
   TrainingProgress& progress = info.progress;

@@ -83,6 +83,16 @@ PermuteMode load_permutation(const TrainOptions& o) {
   return one_rank ? PermuteMode::None : o.permute;
 }
 
+Graph3DOptions graph3d_options(const TrainOptions& o) {
+  Graph3DOptions load;
+  load.layers = o.model.layers;
+  load.permute = load_permutation(o);
+  load.seed = o.model.seed;
+  load.normalization = normalization_for(o.model.kind);
+  load.normalize_features = o.normalize_features;
+  return load;
+}
+
 // The run's problem as the memory model prices it: sizes, the load's budget and its permutation.
 namespace {
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <type_traits>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/log.hpp"
@@ -15,13 +16,6 @@
 namespace tessera {
 
 namespace {
-
-template <class T>
-Vector<T> to_device(const std::vector<T>& v, const char* name) {
-  Vector<T> out(std::string(name), v.size());
-  Kokkos::deep_copy(out, HostVector<const T>(v.data(), v.size()));
-  return out;
-}
 
 // The one block every graph layer runs on: the owned nodes and every in-neighbour of theirs. The sampler
 // with fanout -1 builds it (its own nodes, no remote frontier), with the source degrees the weights need.
@@ -44,25 +38,39 @@ GraphBatch block_views(const SampledBlock& block, Normalization normalization, b
   views.blocks.push_back(std::move(adjacency));
   const AdjacencyBlock* self = nullptr;
   if (self_blocks) {
-    HostCsr identity;
-    identity.num_rows = block.num_dst;
-    identity.num_cols = int64_t(block.src.size());
-    for (int64_t i = 0; i < block.num_dst; ++i)
-      identity.col_idx.push_back(i), identity.row_ptr.push_back(i + 1);
     auto b = std::make_unique<AdjacencyBlock>();
-    b->forward = CsrSpmm<float>(upload_csr(identity));
+    b->forward = CsrSpmm<float>(upload_csr(leading_identity(block.num_dst, int64_t(block.src.size()))));
     b->nnz = block.num_dst;
     b->has_transpose = false;
     views.blocks.push_back(std::move(b));
     self = views.blocks.back().get();
   }
   const std::vector<int64_t> dst(block.src.begin(), block.src.begin() + block.num_dst);
-  const LayerGraph layer{
-      views.blocks.front().get(), self, to_device(dst, "layerwise.dst"), block.num_dst, block.num_dst, false};
+  const LayerGraph layer{views.blocks.front().get(),
+                         self,
+                         upload_vector(dst, "layerwise.dst"),
+                         block.num_dst,
+                         block.num_dst,
+                         false};
   views.layers.assign(size_t(layers), layer);
   const int64_t sources = int64_t(block.src.size());
-  views.input = LayerGraph{nullptr, nullptr, to_device(block.src, "layerwise.src"), sources, sources, false};
+  views.input =
+      LayerGraph{nullptr, nullptr, upload_vector(block.src, "layerwise.src"), sources, sources, false};
   return views;
+}
+
+// The gathered rows as a stage's input: read in place on a host build (no second copy of the widest
+// array), a device copy otherwise (kept in `device`).
+Matrix<const float> stage_input(std::vector<float>& x, size_t rows, size_t width, Matrix<float>& device) {
+  const HostMatrix<float> host(x.data(), rows, width);
+  if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
+    return host;
+  } else {
+    device = Matrix<float>(Kokkos::ViewAllocateWithoutInitializing("layerwise.input"), rows, width);
+    Kokkos::deep_copy(device, host);
+    x = std::vector<float>();  // the host copy goes before the layer's output is made
+    return device;
+  }
 }
 
 // The first `width` columns of a device block's rows, on the host.
@@ -94,10 +102,9 @@ LayerwiseResult layerwise_inference(Sequential& model, const PartitionedGraph& g
     const RemoteFeatures fetch(world, g, OwnedRows{rows, width});
     FetchStats stats;
     std::vector<float> x = fetch.gather(block.src, nullptr, false, stats);
-    Matrix<float> input(Kokkos::ViewAllocateWithoutInitializing("layerwise.input"), sources, size_t(width));
-    Kokkos::deep_copy(input, HostMatrix<const float>(x.data(), sources, size_t(width)));
+    Matrix<float> device;
+    const Matrix<const float> input = stage_input(x, sources, size_t(width), device);
     views.scratch_input = input.data();
-    x = std::vector<float>();  // the host copy goes before the layer's output is made
     const Matrix<const float> out = model.forward_stage(l, input, views, PassInfo{false, 0, 0});
     width = model.graph_layer_input_layout(l + 1).width;
     h = host_rows(out, g.count, width);

@@ -13,15 +13,6 @@ namespace tessera {
 
 namespace {
 
-template <class T>
-Vector<T> to_device(const std::vector<T>& v, const char* name) {
-  Vector<T> out(std::string(name), v.size());
-  const auto host = Kokkos::create_mirror_view(out);
-  for (size_t k = 0; k < v.size(); ++k) host(k) = v[k];
-  Kokkos::deep_copy(out, host);
-  return out;
-}
-
 // Rows `index` of a device vector, in order.
 template <class T>
 Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
@@ -68,9 +59,9 @@ CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a) {
   CsrMatrix<float, DeviceSpace> m;
   m.num_rows = a.num_rows;
   m.num_cols = a.num_cols;
-  m.row_ptr = to_device(a.row_ptr, "sample_row_ptr");
-  m.col_idx = to_device(a.col_idx, "sample_col_idx");
-  m.values = to_device(a.values, "sample_values");
+  m.row_ptr = upload_vector(a.row_ptr, "sample_row_ptr");
+  m.col_idx = upload_vector(a.col_idx, "sample_col_idx");
+  m.values = upload_vector(a.values, "sample_values");
   return m;
 }
 
@@ -143,10 +134,11 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
       self = d.graph.blocks.back().get();
     }
     const int64_t rows = int64_t(b.rows[size_t(l)].local.size());
-    d.graph.layers.push_back(LayerGraph{
-        adjacency, self, to_device(b.rows[size_t(l)].ids, "sample_output_ids"), rows, batch_size_, false});
+    d.graph.layers.push_back(LayerGraph{adjacency, self,
+                                        upload_vector(b.rows[size_t(l)].ids, "sample_output_ids"), rows,
+                                        batch_size_, false});
   }
-  const Vector<const int64_t> in_rows = to_device(b.cols[0].local, "sample_input_rows");
+  const Vector<const int64_t> in_rows = upload_vector(b.cols[0].local, "sample_input_rows");
   const Matrix<const float> features = graph_.features;
   d.input = Matrix<float>("sample_input", in_rows.extent(0), features.extent(1));
   const Matrix<float> input = d.input;
@@ -155,10 +147,10 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
       KOKKOS_LAMBDA(int64_t i) {
         for (size_t j = 0; j < input.extent(1); ++j) input(i, j) = features(in_rows(i), j);
       });
-  d.input_ids = to_device(b.cols[0].ids, "sample_input_ids");
+  d.input_ids = upload_vector(b.cols[0].ids, "sample_input_ids");
   d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, int64_t(in_rows.extent(0)), batch_size_, false};
   d.graph.scratch_input = d.input.data();  // gathered for this step only
-  const Vector<const int64_t> out_rows = to_device(b.rows[size_t(layers - 1)].local, "sample_label_rows");
+  const Vector<const int64_t> out_rows = upload_vector(b.rows[size_t(layers - 1)].local, "sample_label_rows");
   d.labels = gather(graph_.labels, out_rows);
   d.train = gather(graph_.train, out_rows);
   Kokkos::fence();

@@ -70,6 +70,14 @@ class MinibatchBuilder {
 /// Device copy of a host CSR built off the main thread (values kept; none: a pattern).
 CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a);
 
+/// Device copy of a host vector (node ids of a sampled block's rows).
+template <class T>
+Vector<T> upload_vector(const std::vector<T>& v, const char* name) {
+  Vector<T> out(std::string(name), v.size());
+  Kokkos::deep_copy(out, HostVector<const T>(v.data(), v.size()));
+  return out;
+}
+
 /// The mode's settings.
 struct MinibatchOptions {
   int64_t batch_size = 0;       ///< vertices per sample (or 0 and batch_fraction)

@@ -36,15 +36,20 @@ void commit(const Communicator& comm, const std::string& temp, const std::string
 
 }  // namespace
 
+std::pair<int64_t, int64_t> offset_in_rank_order(const Communicator& comm, int64_t mine) {
+  std::vector<int64_t> counts(size_t(comm.size()));
+  all_gather(comm, &mine, 1, counts.data(), "outputs");
+  int64_t offset = 0, total = 0;
+  for (int r = 0; r < comm.size(); ++r) offset += r < comm.rank() ? counts[size_t(r)] : 0;
+  for (int64_t c : counts) total += c;
+  return {offset, total};
+}
+
 void write_text_in_rank_order(const Communicator& comm, const std::string& path, const std::string& text,
                               const std::string& what) {
-  const int p = comm.size();
   // Each rank writes its text at the offset the lower ranks' text ends at.
   const int64_t bytes = int64_t(text.size());
-  std::vector<int64_t> sizes(static_cast<size_t>(p));
-  all_gather(comm, &bytes, 1, sizes.data(), "outputs");
-  int64_t offset = 0;
-  for (int r = 0; r < comm.rank(); ++r) offset += sizes[size_t(r)];
+  const int64_t offset = offset_in_rank_order(comm, bytes).first;
   const std::string temp = temporary_name(comm, path);
   MPI_File file;
   const int opened =

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
@@ -41,6 +42,10 @@ struct BlockRows {
 /// may come in pieces from several, as a 3D grid splits them) at the rank whose block holds the node.
 BlockRows assemble_block_rows(const Communicator& comm, int64_t num_nodes, int64_t width,
                               const NodeRowBlock& mine);
+
+/// Collective: where this rank's `mine` items start when every rank's are laid out in rank order, and the
+/// total over the ranks.
+std::pair<int64_t, int64_t> offset_in_rank_order(const Communicator& comm, int64_t mine);
 
 /// Collective: `path` gets every rank's `text` in rank order (MPI-IO, under a temporary name, renamed when
 /// complete); `what` names it in errors ("predictions").

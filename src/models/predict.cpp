@@ -31,19 +31,16 @@ ModelConfig model_config_from(const std::string& description) {
   int layers = 0, used = 0;
   const int got = std::sscanf(description.c_str(), "%15s %dx%lld (in %lld, out %lld, norm %15[a-z])%n", kind,
                               &layers, &hidden, &in, &out, norm, &used);
-  require(got == 6 && size_t(used) == description.size(), "'", description,
-          "' is not a model tessera builds (gcn or sage LxH (in F, out C, norm N))");
-  require(std::strcmp(kind, "gcn") == 0 || std::strcmp(kind, "sage") == 0, "model kind '", kind, "' in '",
-          description, "'");
-  c.kind = std::strcmp(kind, "gcn") == 0 ? ModelKind::Gcn : ModelKind::Sage;
+  const std::string refusal =
+      "'" + description + "' is not a model tessera builds (gcn or sage LxH (in F, out C, norm N))";
+  require(got == 6 && size_t(used) == description.size(), refusal);
+  c.kind = std::strcmp(kind, "sage") == 0 ? ModelKind::Sage : ModelKind::Gcn;
   c.norm = std::strcmp(norm, "batch") == 0 ? NormKind::Batch
            : std::strcmp(norm, "rms") == 0 ? NormKind::Rms
                                            : NormKind::None;
-  require(c.norm != NormKind::None || std::strcmp(norm, "none") == 0, "norm '", norm, "' in '", description,
-          "'");
   c.layers = layers, c.hidden = hidden, c.in = in, c.out = out;
   c.validate();
-  require(c.describe() == description, "'", description, "' is not a model tessera builds");
+  require(c.describe() == description, refusal);  // any other kind or norm reads back differently
   return c;
 }
 
@@ -182,21 +179,15 @@ EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicato
   t.auto_grid = !o.grid && world.size() > 1;
   t.model = plan.config;
   t.memory_per_rank = 0;  // the training memory model would over-predict a forward pass
+  t.normalize_features = plan.normalize_features;
   t.kernels = o.kernels;
   t.quiet = true;  // its memory line prices a training step
-  const GridShape shape = o.grid        ? *o.grid
-                          : t.auto_grid ? choose_full_grid(t, reader.meta(), world)
-                                        : GridShape{};
+  const GridShape shape = choose_full_grid(t, reader.meta(), world);
   world.check(
       shape.d == 1 && shape.size() == world.size(),
       "--grid " + shape.str() + " is not a 3D grid of the job's " + std::to_string(world.size()) + " ranks");
   const ProcessGrid grid(world, shape);
-  Graph3DOptions load;
-  load.layers = plan.config.layers;
-  load.permute = load_permutation(t);
-  load.seed = plan.config.seed;
-  load.normalization = normalization_for(plan.config.kind);
-  load.normalize_features = plan.normalize_features;
+  Graph3DOptions load = graph3d_options(t);
   load.transposes = false;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);

@@ -15,16 +15,6 @@ namespace {
 
 const char* const kSplits[3] = {"train", "valid", "test"};
 
-// This rank's first row in a table of every rank's rows in rank order, and the table's rows.
-std::pair<int64_t, int64_t> offset_and_total(const Communicator& comm, int64_t mine) {
-  std::vector<int64_t> counts(size_t(comm.size()));
-  all_gather(comm, &mine, 1, counts.data(), "outputs");
-  int64_t offset = 0, total = 0;
-  for (int r = 0; r < comm.size(); ++r) offset += r < comm.rank() ? counts[size_t(r)] : 0;
-  for (int64_t c : counts) total += c;
-  return {offset, total};
-}
-
 void write_attributes(hid_t root, const nlohmann::json& attributes) {
   for (const auto& [key, value] : attributes.items()) {
     if (value.is_string())
@@ -45,7 +35,7 @@ struct Selected {
 void write_hdf5(const Communicator& comm, const std::string& path, const Selected& s, int64_t classes,
                 int64_t embedding_width, const nlohmann::json& attributes) {
   const int64_t rows = int64_t(s.nodes.size());
-  const auto [first, total] = offset_and_total(comm, rows);
+  const auto [first, total] = offset_in_rank_order(comm, rows);
   write_hdf5_output(comm, path, "predictions", [&](int64_t file) {
     write_attributes(file, attributes);
     const auto table = [&](const char* name, hid_t stored, hid_t memory, std::vector<int64_t> dims,

@@ -52,4 +52,12 @@ std::vector<int64_t> step_seeds(const std::vector<int64_t>& train, const std::ve
   return out;
 }
 
+HostCsr leading_identity(int64_t dst, int64_t src) {
+  HostCsr a;
+  a.num_rows = dst;
+  a.num_cols = src;
+  for (int64_t i = 0; i < dst; ++i) a.col_idx.push_back(i), a.row_ptr.push_back(i + 1);
+  return a;
+}
+
 }  // namespace tessera

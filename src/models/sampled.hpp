@@ -32,6 +32,9 @@ namespace tessera {
 /// in-degrees of its src nodes (block.src_degree, which NeighborSampler fills).
 HostCsr block_operator(const SampledBlock& block, Normalization normalization);
 
+/// The self block of a message-flow block (`dst` rows, `src` columns): destination i is source i.
+HostCsr leading_identity(int64_t dst, int64_t src);
+
 /// The labeled training nodes a rank trains on in step `step` of `steps`: its owned ones (`train`, with
 /// labels[v - first] >= 0) shuffled by (seed, epoch), cut into `steps` nearly equal consecutive pieces.
 std::vector<int64_t> step_seeds(const std::vector<int64_t>& train, const std::vector<int64_t>& labels,
@@ -101,8 +104,6 @@ class SampledSource : public BatchSource {
   /// Collective: train, valid and test accuracy (and validation loss) of `model` on every owned node of
   /// every rank, by exact layer-wise inference. The model must be a Sequential.
   Accuracy evaluate_exact(Model& model);
-  /// Whether the options ask for exact node outputs and a final exact evaluation.
-  bool exact_final() const;
 
   /// Bytes of the gradients summed each step (the simulated network charges their all-reduce).
   void set_gradient_bytes(int64_t bytes) { gradient_bytes_ = bytes; }

@@ -36,21 +36,6 @@ enum Counter {
   kCounters
 };
 
-template <class T>
-Vector<T> to_device(const std::vector<T>& v, const char* name) {
-  Vector<T> out(std::string(name), v.size());
-  Kokkos::deep_copy(out, HostVector<const T>(v.data(), v.size()));
-  return out;
-}
-
-// The self block of a message-flow block: destination i is source i.
-HostCsr leading_identity(int64_t dst, int64_t src) {
-  HostCsr a;
-  a.num_rows = dst;
-  a.num_cols = src;
-  for (int64_t i = 0; i < dst; ++i) a.col_idx.push_back(i), a.row_ptr.push_back(i + 1);
-  return a;
-}
 }  // namespace
 
 // Everything a step needs from the sampler and the fetch, in plain host memory.
@@ -164,12 +149,12 @@ void SampledSource::State::upload(const PreparedStep& p) {
     }
     const std::vector<int64_t> dst(b.src.begin(), b.src.begin() + b.num_dst);
     views.layers.push_back(
-        LayerGraph{adjacency, self, to_device(dst, "sample.dst"), b.num_dst, b.num_dst, false});
+        LayerGraph{adjacency, self, upload_vector(dst, "sample.dst"), b.num_dst, b.num_dst, false});
   }
   const std::vector<int64_t>& inputs = p.blocks.front().src;
   const auto rows = inputs.size(), width = size_t(g.num_features), seeds = p.labels.size();
   views.input =
-      LayerGraph{nullptr, nullptr, to_device(inputs, "sample.src"), int64_t(rows), int64_t(rows), false};
+      LayerGraph{nullptr, nullptr, upload_vector(inputs, "sample.src"), int64_t(rows), int64_t(rows), false};
   const Matrix<const float> x = upload_features(p, rows, width);
   views.scratch_input = x.data();  // p's rows (or their device copy) serve this step only
   if (labels_capacity.extent(0) < seeds) {
@@ -385,10 +370,6 @@ Accuracy SampledSource::evaluate(Model& model, int64_t epoch) {
   // "Train" stays the epoch's training steps' own accuracy, as in sampled evaluation.
   a.train = s_->epoch_sums[kSeeds] > 0 ? s_->epoch_sums[kCorrect] / s_->epoch_sums[kSeeds] : 0.0;
   return a;
-}
-
-bool SampledSource::exact_final() const {
-  return s_->o.exact_final;
 }
 
 Accuracy SampledSource::evaluate_sampled(Model& model, int64_t epoch) {

@@ -269,12 +269,7 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, const RunCont
                                                   std::to_string(shape.size()) + " ranks but the job has " +
                                                   std::to_string(world.size()));
   const ProcessGrid grid = make_grid(world, shape, o.comm);
-  Graph3DOptions load;
-  load.layers = o.model.layers;
-  load.permute = load_permutation(o);
-  load.seed = o.model.seed;
-  load.normalization = normalization_for(o.model.kind);
-  load.normalize_features = o.normalize_features;
+  Graph3DOptions load = graph3d_options(o);
   load.transposes = o.mode == TrainMode::Full;  // mini-batch steps cut their own transposes
   load.on_phase = progress;
   load.exchange_budget = o.exchange_budget;

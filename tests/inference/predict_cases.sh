@@ -133,6 +133,11 @@ PY
       $MPIEXEC -n 2 "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --engine layerwise --grid 2x1x1
     expect_error "--checkpoint nowhere: no checkpoint there \(nowhere cannot be read" "-" -- \
       "$TESSERA" predict --checkpoint nowhere --data g.h5 --output o.h5
+    expect_error "g.h5: not a Tessera checkpoint" "o.h5*" -- "$TESSERA" predict --checkpoint g.h5 --data g.h5 --output o.h5
+    expect_error "--eval must be sampled or exact, not 'fast'" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --partition block --eval fast
+    expect_error "--final-eval must be exact or sampled, not 'no'" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --partition block --final-eval no
     cp g.h5 keep.h5
     expect_error "--output.*names.*--data|--data.*--output" "-" -- "$TESSERA" predict --checkpoint full --data g.h5 --output g.h5
     cmp g.h5 keep.h5 || { echo "FAILED: the graph file was touched"; exit 1; }
