@@ -161,6 +161,9 @@ void add_output_options(CLI::App* cmd, Args& a) {
   cmd->add_flag("--verbose", o.console.verbose,
                 "After every epoch also its per-phase times over the ranks (where a replica has several), "
                 "sampling and cache lines; every load phase as it ends and the load's summary");
+  cmd->add_flag("--profile-kernels", o.profile_kernels,
+                "Time every kernel, copy and vendor call of the epochs after the first (device time on a "
+                "GPU) and print the largest per epoch at the end, rank 0's");
   cmd->add_option("--details-every", o.console.details_every,
                   "The per-epoch detail lines of --verbose after every K-th epoch only (0: never)")
       ->capture_default_str();
@@ -220,6 +223,7 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--resume-force", "Output"},
     {"--quiet", "Output"},
     {"--verbose", "Output"},
+    {"--profile-kernels", "Output"},
     {"--details-every", "Output"},
     {"--overlap", "Performance"},
     {"--recompute-aggregation", "Performance"},

@@ -37,6 +37,23 @@ std::vector<int> members(const Communicator& comm, int world_rank) {
 
 }  // namespace
 
+TEST(CommStats, DeferredSecondsAreReadWhenTheCountersAre) {
+  CommStats stats;
+  int reads = 0;
+  stats.record("spmm allreduce", Collective::AllReduce, 100, 1.0);
+  stats.record_deferred("spmm allreduce", Collective::AllReduce, 50, [&] { return ++reads, 0.5; });
+  EXPECT_EQ(reads, 0);
+  const CommStats copy = stats;  // settles its source
+  EXPECT_EQ(reads, 1);
+  const CollectiveCounters c = stats.get("spmm allreduce", Collective::AllReduce);
+  EXPECT_EQ(c.calls, 2);
+  EXPECT_EQ(c.bytes, 150);
+  EXPECT_DOUBLE_EQ(c.seconds, 1.5);
+  EXPECT_DOUBLE_EQ(copy.total(Collective::AllReduce).seconds, 1.5);
+  EXPECT_EQ(stats.total_bytes(), 150);
+  EXPECT_EQ(reads, 1);
+}
+
 TEST(GridShape, Prints) {
   EXPECT_EQ((GridShape{1, 2, 3, 4}).str(), "2x3x4");
   EXPECT_EQ((GridShape{2, 1, 3, 4}).str(), "2x1x3x4");

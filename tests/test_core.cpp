@@ -22,10 +22,12 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/flat_id_map.hpp"
 #include "tessera/core/huge_pages.hpp"
+#include "tessera/core/kernel_profile.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/core/paths.hpp"
 #include "tessera/core/random.hpp"
+#include "tessera/core/scratch.hpp"
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
@@ -191,6 +193,103 @@ TEST(Timers, ScopedPhaseAccumulates) {
   EXPECT_GE(timers.get("sleep"), 0.019);
   EXPECT_EQ(timers.get("never"), 0.0);
   EXPECT_GT(peak_rss_bytes(), 0);
+}
+
+TEST(Timers, DeferredPhasesAreReadOnceWhenATotalIs) {
+  PhaseTimers timers;
+  int reads = 0;
+  timers.add("spmm", 1.0);
+  timers.add_deferred("spmm", [&] { return ++reads, 0.5; });
+  timers.add_deferred("gemm", [&] { return ++reads, 0.25; });
+  EXPECT_EQ(reads, 0);
+  const PhaseTimers copy = timers;  // the copy settles its source first
+  EXPECT_EQ(reads, 2);
+  EXPECT_DOUBLE_EQ(timers.get("spmm"), 1.5);
+  EXPECT_DOUBLE_EQ(copy.get("spmm"), 1.5);
+  EXPECT_DOUBLE_EQ(copy.all().at("gemm"), 0.25);
+  EXPECT_EQ(reads, 2);
+  timers.clear();
+  EXPECT_EQ(timers.get("spmm"), 0.0);
+}
+
+// Kernels for the profile tests (nvcc takes no device lambda inside a test's private body).
+void fill_square_roots(const Vector<double>& x) {
+  Kokkos::parallel_for(
+      "tessera::test_fill", Kokkos::RangePolicy<ExecSpace>(0, int64_t(x.extent(0))),
+      KOKKOS_LAMBDA(int64_t i) { x(i) = ::sqrt(double(i)); });
+}
+
+double sum_of(const Vector<double>& x) {
+  double total = 0;
+  Kokkos::parallel_reduce(
+      "tessera::test_sum", Kokkos::RangePolicy<ExecSpace>(0, int64_t(x.extent(0))),
+      KOKKOS_LAMBDA(int64_t i, double& s) { s += x(i); }, total);
+  return total;
+}
+
+TEST(Timers, TimePhaseAddsAKernelsTimeWhenRead) {
+  PhaseTimers timers;
+  Vector<double> x("x", size_t(1) << 20);
+  for (int k = 0; k < 3; ++k) time_phase(timers, "fill", [&] { fill_square_roots(x); });
+  const double seconds = timers.get("fill");
+  EXPECT_GT(seconds, 0.0);
+  EXPECT_LT(seconds, 60.0);
+  EXPECT_EQ(timers.get("fill"), seconds);
+}
+
+const KernelTime* find_time(const std::vector<KernelTime>& totals, const std::string& name) {
+  for (const KernelTime& t : totals)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+TEST(KernelProfile, TimesKernelsCopiesAndRegionsWhileItLives) {
+  const size_t n = size_t(1) << 16;
+  Vector<double> x("x", n);
+  HostVector<double> host("host", n);
+  fill_square_roots(x);  // before the profile: not counted
+  {
+    KernelProfile profile;
+    EXPECT_TRUE(kernel_profile_active());
+    EXPECT_THROW(KernelProfile second, Error);
+    for (int k = 0; k < 3; ++k) fill_square_roots(x);
+    EXPECT_GT(sum_of(x), 0.0);
+    Kokkos::deep_copy(host, x);
+    { const ProfileRegion library_call("library call"); }
+    const std::vector<KernelTime> totals = profile.totals();
+    ASSERT_NE(find_time(totals, "tessera::test_fill"), nullptr);
+    EXPECT_EQ(find_time(totals, "tessera::test_fill")->calls, 3);
+    EXPECT_GT(find_time(totals, "tessera::test_fill")->seconds, 0.0);
+    ASSERT_NE(find_time(totals, "tessera::test_sum"), nullptr);
+    EXPECT_EQ(find_time(totals, "tessera::test_sum")->calls, 1);
+    ASSERT_NE(find_time(totals, "library call"), nullptr);
+    EXPECT_EQ(find_time(totals, "library call")->calls, 1);
+    int64_t copied = 0;
+    for (const KernelTime& t : totals)
+      if (t.name.rfind("deep_copy ", 0) == 0) copied += t.bytes;
+    EXPECT_EQ(copied, int64_t(n * sizeof(double)));
+    for (size_t k = 1; k < totals.size(); ++k) EXPECT_GE(totals[k - 1].seconds, totals[k].seconds);
+    const std::vector<std::string> lines = describe_kernel_profile(totals, 3, 1.0, 2);
+    ASSERT_GE(lines.size(), 4u);
+    EXPECT_NE(lines[0].find("mean of 3"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[3].find("measured epoch 1000.000 ms"), std::string::npos) << lines[3];
+  }
+  EXPECT_FALSE(kernel_profile_active());
+  { const ProfileRegion unprofiled("unprofiled"); }  // no profile: nothing happens
+  KernelProfile again;                               // the callbacks were removed: a new profile may start
+  EXPECT_TRUE(again.totals().empty());
+}
+
+TEST(Scratch, OneBufferPerKeyGrownAsNeeded) {
+  void* a = scratch_bytes("test.a", 100);
+  EXPECT_EQ(scratch_bytes("test.a", 64), a);
+  EXPECT_NE(scratch_bytes("test.b", 64), a);
+  void* grown = scratch_bytes("test.a", 1000);
+  EXPECT_EQ(scratch_bytes("test.a", 1200), grown);  // a growth leaves a quarter more room
+  const auto m = scratch_matrix<float>("test.m", 3, 4);
+  EXPECT_EQ(m.extent(0), 3u);
+  EXPECT_EQ(m.extent(1), 4u);
+  EXPECT_EQ(scratch_vector<double>("test.v", 5).extent(0), 5u);
 }
 
 // CPU lists of the ranks on one node -> the threads each gets by default.

@@ -15,6 +15,7 @@
 #endif
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/kernel_profile.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/core/views.hpp"
 
@@ -190,11 +191,13 @@ void device_all_reduce(const Communicator& comm, T* data, int64_t count, ReduceO
   switch (carrier(comm)) {
     case Carrier::Nccl: {
 #if defined(TESSERA_HAVE_NCCL)
-      Stopwatch watch;
-      check_nccl(
-          ncclAllReduce(data, data, size_t(count), nccl_type<T>(), nccl_op(op), comm.nccl()->get(), stream()),
-          "ncclAllReduce");
-      comm.stats().record(phase, Collective::AllReduce, count * int64_t(sizeof(T)), watch.seconds());
+      const ProfileRegion region("ncclAllReduce");
+      comm.stats().record_deferred(phase, Collective::AllReduce, count * int64_t(sizeof(T)),
+                                   time_on_stream([&] {
+                                     check_nccl(ncclAllReduce(data, data, size_t(count), nccl_type<T>(),
+                                                              nccl_op(op), comm.nccl()->get(), stream()),
+                                                "ncclAllReduce");
+                                   }));
 #endif
       return;
     }
@@ -215,10 +218,12 @@ void device_all_gather(const Communicator& comm, const T* send, int64_t count, T
   switch (carrier(comm)) {
     case Carrier::Nccl: {
 #if defined(TESSERA_HAVE_NCCL)
-      Stopwatch watch;
-      check_nccl(ncclAllGather(send, recv, size_t(count), nccl_type<T>(), comm.nccl()->get(), stream()),
-                 "ncclAllGather");
-      comm.stats().record(phase, Collective::AllGather, count * int64_t(sizeof(T)), watch.seconds());
+      const ProfileRegion region("ncclAllGather");
+      comm.stats().record_deferred(
+          phase, Collective::AllGather, count * int64_t(sizeof(T)), time_on_stream([&] {
+            check_nccl(ncclAllGather(send, recv, size_t(count), nccl_type<T>(), comm.nccl()->get(), stream()),
+                       "ncclAllGather");
+          }));
 #endif
       return;
     }

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera {
 
@@ -27,23 +30,49 @@ class Stopwatch {
   double start_;
 };
 
-/// Seconds accumulated per named phase ("spmm", "read features", ...).
+/// Seconds accumulated per named phase ("spmm", "read features", ...). A phase may also be added later
+/// (add_deferred): a device interval whose events are read only when a total is next asked for, so that
+/// timing a kernel does not make the host wait for it.
 class PhaseTimers {
  public:
+  PhaseTimers() = default;
+  PhaseTimers(const PhaseTimers& other) : seconds_((other.settle(), other.seconds_)) {}
+  PhaseTimers& operator=(const PhaseTimers& other) {
+    other.settle();
+    seconds_ = other.seconds_;
+    pending_.clear();
+    return *this;
+  }
   /// Adds `seconds` to a phase.
   void add(const std::string& phase, double seconds) { seconds_[phase] += seconds; }
+  /// Adds what `seconds()` returns to a phase when a total is next read.
+  void add_deferred(const std::string& phase, std::function<double()> seconds) {
+    pending_.emplace_back(phase, std::move(seconds));
+  }
   /// A phase's total (0 when never added).
   double get(const std::string& phase) const {
+    settle();
     auto it = seconds_.find(phase);
     return it == seconds_.end() ? 0.0 : it->second;
   }
   /// Every phase's total.
-  const std::map<std::string, double>& all() const { return seconds_; }
+  const std::map<std::string, double>& all() const {
+    settle();
+    return seconds_;
+  }
   /// Forgets everything.
-  void clear() { seconds_.clear(); }
+  void clear() {
+    seconds_.clear();
+    pending_.clear();
+  }
 
  private:
-  std::map<std::string, double> seconds_;
+  void settle() const {
+    for (auto& [phase, seconds] : pending_) seconds_[phase] += seconds();
+    pending_.clear();
+  }
+  mutable std::map<std::string, double> seconds_;
+  mutable std::vector<std::pair<std::string, std::function<double()>>> pending_;
 };
 
 /// Adds the lifetime of the scope to one phase.

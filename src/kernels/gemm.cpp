@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/kernels/gemm.hpp"
 
+#include <cstdio>
+
 #include "impl/gemm_kernels.hpp"
 #ifdef TESSERA_VENDOR_GEMM
 #include "impl/vendor.hpp"
 #endif
 #include "tessera/core/error.hpp"
+#include "tessera/core/kernel_profile.hpp"
 
 namespace tessera {
 namespace {
@@ -32,6 +35,13 @@ void gemm(Trans ta, Trans tb, Scalar alpha, const Matrix<const Scalar>& a, const
   if (s.m == 0 || s.n == 0) return;
   // C = beta * C when k = 0: some BLAS reject it, and the team kernel's empty product does it exactly.
   if (resolved == KernelPath::Team || s.k == 0) return impl::gemm_team(ta, tb, s, alpha, a, b, beta, c);
+  // The library calls are no Kokkos kernels: a profile sees them as regions named by their shape.
+  char name[96] = "";
+  if (kernel_profile_active())
+    std::snprintf(name, sizeof(name), "gemm %s %c%c %lldx%lldx%lld", kernel_path_name(resolved),
+                  ta == Trans::Yes ? 'T' : 'N', tb == Trans::Yes ? 'T' : 'N', static_cast<long long>(s.m),
+                  static_cast<long long>(s.n), static_cast<long long>(s.k));
+  const ProfileRegion region(name);
   if (resolved == KernelPath::Host) return impl::gemm_host(ta, tb, s, alpha, a, b, beta, c);
 #ifdef TESSERA_VENDOR_GEMM
   if (resolved == KernelPath::Vendor) return impl::gemm_vendor(ta, tb, s, alpha, a, b, beta, c);

@@ -2,6 +2,7 @@
 #include "tessera/kernels/spmm.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -11,6 +12,7 @@
 #include "impl/vendor.hpp"
 #endif
 #include "tessera/core/error.hpp"
+#include "tessera/core/kernel_profile.hpp"
 
 namespace tessera {
 
@@ -201,10 +203,16 @@ void CsrSpmm<Scalar>::apply_rows(const Matrix<const Scalar>& x, const Matrix<Sca
     case KernelPath::Host:
       return impl::spmm_host(call, x, y);
 #ifdef TESSERA_VENDOR_SPMM
-    case KernelPath::Vendor:
+    case KernelPath::Vendor: {
       // Made on first use: a run on the team path never pays for descriptors or a pattern's ones array.
       if (!vendor_) vendor_ = std::make_shared<impl::VendorSpmm<Scalar>>(a_);
+      char name[96] = "";
+      if (kernel_profile_active())
+        std::snprintf(name, sizeof(name), "spmm vendor %lld rows width %lld",
+                      static_cast<long long>(row_end - row_begin), static_cast<long long>(x.extent(1)));
+      const ProfileRegion region(name);
       return vendor_->apply(call, x, y);
+    }
 #endif
     default:
       fail("spmm: no kernel for path ", kernel_path_name(path));

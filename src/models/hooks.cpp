@@ -192,4 +192,31 @@ void NodeOutputs::on_finish(Trainer& trainer) {
   log_line("wrote " + what + " (epoch " + std::to_string(epoch) + ")");
 }
 
+KernelProfileReport::~KernelProfileReport() = default;
+
+bool KernelProfileReport::on_epoch(Trainer& trainer, const EpochRecord& epoch) {
+  (void)trainer;
+  // The first epoch makes the vendor libraries' descriptors and workspaces: it is left out.
+  if (profile_) {
+    ++epochs_;
+    seconds_ += epoch.seconds;
+  } else {
+    profile_ = std::make_unique<KernelProfile>();
+  }
+  return true;
+}
+
+void KernelProfileReport::on_finish(Trainer& trainer) {
+  if (!profile_) return;
+  const std::vector<KernelTime> totals = profile_->totals();
+  profile_.reset();
+  if (trainer.world().rank() != 0) return;
+  if (epochs_ == 0) {
+    log_line("kernel profile: no epoch after the first ran (it needs two epochs or more)");
+    return;
+  }
+  for (const std::string& line : describe_kernel_profile(totals, epochs_, seconds_ / double(epochs_), top_))
+    log_line(line);
+}
+
 }  // namespace tessera

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "tessera/core/kernel_profile.hpp"
 #include "tessera/models/trainer.hpp"
 
 namespace tessera {
@@ -101,6 +103,23 @@ class EarlyStopping : public TrainerHook {
 
  private:
   int64_t patience_;
+};
+
+/// Times every kernel, copy and vendor call of the epochs after the first (KernelProfile) and prints the
+/// largest per epoch against the epochs' measured time when training ends, on rank 0 (its own kernels).
+class KernelProfileReport : public TrainerHook {
+ public:
+  /// `top`: how many kernels the table lists.
+  explicit KernelProfileReport(int top = 15) : top_(top) {}
+  ~KernelProfileReport() override;
+  bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override;
+  void on_finish(Trainer& trainer) override;
+
+ private:
+  int top_;
+  std::unique_ptr<KernelProfile> profile_;
+  int64_t epochs_ = 0;
+  double seconds_ = 0;
 };
 
 /// Writes every node's prediction and embedding when training ends, from the trainer's best-validation

@@ -49,6 +49,8 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     o.optimizer.validate();
     require(o.epochs >= 1, "--epochs must be at least 1, not ", o.epochs);
     require(o.eval_every >= 0, "--eval-every must not be negative, not ", o.eval_every);
+    require(!o.profile_kernels || o.epochs >= 2,
+            "--profile-kernels leaves the first epoch out and needs --epochs 2 or more, not ", o.epochs);
     require(o.console.details_every >= 0, "--details-every must not be negative, not ",
             o.console.details_every);
     require(o.checkpoint_every >= 0, "--checkpoint-every must not be negative");
@@ -190,6 +192,7 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   if (o.patience > 0) trainer.add_hook(std::make_unique<EarlyStopping>(o.patience));
   if (!o.predictions_path.empty() || !o.embeddings_path.empty())
     trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{o.predictions_path, o.embeddings_path}));
+  if (o.profile_kernels) trainer.add_hook(std::make_unique<KernelProfileReport>());
   if (extra) trainer.add_hook(std::move(extra));
   return trainer.run();
 }

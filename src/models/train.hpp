@@ -82,6 +82,9 @@ struct TrainOptions {
   bool resume_force = false;
   int64_t patience = 0;  ///< stop after K evaluations without a better validation accuracy; 0: never
   bool quiet = false;    ///< no per-epoch console lines
+  /// Time every kernel, copy and vendor call of the epochs after the first and print the largest at the
+  /// end (KernelProfileReport); needs 2 epochs or more.
+  bool profile_kernels = false;
   /// The console: the mode's extra lines per epoch; with verbose also every load phase as it ends (by
   /// default only phases of a second or more) and the load's phase summary.
   ConsoleOptions console;

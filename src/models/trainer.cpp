@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/kernel_profile.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/core/timer.hpp"
@@ -151,12 +153,15 @@ void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResul
   const Matrix<const float> logits = model_.forward(b.input, *b.graph, pass);
   const LogitsLayout layout = logits_layout();
   const Matrix<float> grad = logits_gradient(int64_t(logits.extent(0)));
-  Stopwatch loss_watch;
-  const auto [loss_sum, count] = softmax_cross_entropy_3d(layout, logits, b.labels, b.mask, 1.0f, grad);
-  const double weight = source_.loss_weight(count);
-  if (weight != 1.0) axpby<float>(float(weight), grad, 0.0f, grad);  // in place: the kernels' path choice
+  double loss_sum = 0, weight = 1;
+  // Timed on the stream: a wall clock here would also count the forward kernels still queued before it.
+  time_phase(loss_timer_, "loss", [&] {
+    int64_t count = 0;
+    std::tie(loss_sum, count) = softmax_cross_entropy_3d(layout, logits, b.labels, b.mask, 1.0f, grad);
+    weight = source_.loss_weight(count);
+    if (weight != 1.0) axpby<float>(float(weight), grad, 0.0f, grad);  // in place: the kernels' path choice
+  });
   Kokkos::fence();
-  loss_seconds_ += loss_watch.seconds();
   source_.observe(logits, b, layout);
   r.forward_s += phase.seconds();
   phase.restart();
@@ -203,7 +208,7 @@ TrainResult Trainer::run() {
     r.epoch = epoch + 1;
     const CommStats comm_before = world_.stats();
     const PhaseTimers timers_before = model_.timers() ? *model_.timers() : PhaseTimers();
-    const double loss_before = loss_seconds_;
+    const double loss_before = loss_timer_.get("loss");
     Stopwatch epoch_watch;
     {
       // Silent unless an epoch of many steps outlasts the report interval (rank 0, stderr).
@@ -230,8 +235,8 @@ TrainResult Trainer::run() {
     // there is more than one rank to compare.
     std::vector<std::string> quiet_lines;
     r.metrics["phases"] =
-        phase_report(world_, model_.timers(), timers_before, loss_seconds_ - loss_before, comm_before,
-                     model_.grid().replica().size() > 1 ? r.lines : quiet_lines);
+        phase_report(world_, model_.timers(), timers_before, loss_timer_.get("loss") - loss_before,
+                     comm_before, model_.grid().replica().size() > 1 ? r.lines : quiet_lines);
     r.metrics.update(source_.epoch_metrics(r.lines));
     progress_.epochs_done = r.epoch;
     result.history.push_back(r);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/timer.hpp"
 #include "tessera/models/batch_source.hpp"
 #include "tessera/models/checkpoint.hpp"
 #include "tessera/models/optimizer.hpp"
@@ -160,7 +161,7 @@ class Trainer {
   std::vector<std::unique_ptr<TrainerHook>> owned_hooks_;
   Matrix<float> grad_capacity_;
   Vector<float> flat_grads_;
-  double loss_seconds_ = 0;
+  PhaseTimers loss_timer_;  ///< the loss's device time ("loss")
   int stop_signal_ = 0;
 };
 

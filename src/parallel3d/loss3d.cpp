@@ -7,6 +7,7 @@
 
 #include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/scratch.hpp"
 #include "tessera/core/timer.hpp"
 
 namespace tessera {
@@ -21,7 +22,8 @@ Vector<float> row_max(const LogitsLayout& layout, const Matrix<const float>& x,
   const int64_t col_begin = layout.col_begin, classes = layout.classes_total;
   const int64_t cols = int64_t(x.extent(1));
   const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
-  Vector<float> m("row_max", x.extent(0));
+  // Scratch, not an allocation per step (scratch.hpp): the loss runs once per step.
+  const Vector<float> m = scratch_vector<float>("loss.row_max", x.extent(0));
   Kokkos::parallel_for(
       "tessera::row_max", Kokkos::RangePolicy<Exec>(0, int64_t(x.extent(0))), KOKKOS_LAMBDA(int64_t i) {
         if (mask(i) == 0 || labels(i) < 0) {
@@ -32,8 +34,7 @@ Vector<float> row_max(const LogitsLayout& layout, const Matrix<const float>& x,
         for (int64_t j = 0; j < local; ++j) top = x(i, j) > top ? x(i, j) : top;
         m(i) = top;
       });
-  Kokkos::fence();
-  if (layout.classes->size() > 1)
+  if (layout.classes->size() > 1)  // device_all_reduce orders itself after the kernel (a fence for MPI)
     device_all_reduce(*layout.classes, m.data(), int64_t(m.extent(0)), ReduceOp::Max, "loss allreduce a");
   return m;
 }
@@ -144,7 +145,7 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
   const Vector<float> top = row_max(layout, x, labels, mask);
   // Sum of exponentials and the label's logit, both summed over a (only one rank holds the label column).
   // Rows outside the mask (the same rows on every rank of a) cost nothing: their gradient is zero.
-  Matrix<double> parts("loss_parts", size_t(rows), 2);
+  const Matrix<double> parts = scratch_matrix<double>("loss.parts", size_t(rows), 2);
   Kokkos::parallel_for(
       "tessera::loss_parts", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
         if (mask(i) == 0 || labels(i) < 0) {
@@ -157,7 +158,6 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
         parts(i, 0) = s;
         parts(i, 1) = y >= 0 && y < local ? double(x(i, y) - top(i)) : 0.0;
       });
-  Kokkos::fence();
   if (layout.classes->size() > 1)
     device_all_reduce(*layout.classes, parts.data(), 2 * rows, ReduceOp::Sum, "loss allreduce a");
   if (grad.extent(0) > 0)

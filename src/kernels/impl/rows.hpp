@@ -4,6 +4,7 @@
 
 #include "impl/rows_host.hpp"
 #include "impl/rows_team.hpp"
+#include "tessera/core/scratch.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 
 namespace tessera::impl {
@@ -48,8 +49,7 @@ void reduce_columns(KernelPath path, const char* name, int64_t rows, int64_t col
     total += n;
     if (n == 1) break;
   }
-  Matrix<Scalar> partials(Kokkos::ViewAllocateWithoutInitializing("column_partial"), size_t(total),
-                          size_t(cols));
+  const Matrix<Scalar> partials = scratch_matrix<Scalar>("column_partials", size_t(total), size_t(cols));
   const auto sum_blocks = [&](int64_t n, const Matrix<Scalar>& into, const auto& terms, int64_t lanes_chunk) {
     if (team)
       column_partials_team(name, n, cols, into, terms, lanes_chunk);
