@@ -107,10 +107,13 @@ case "$case_name" in
       [ "$rc" -eq 2 ] && [ "$out" = "setup.sh: ${bad#*|}" ] || { echo "FAILED: setup.sh ${bad%%|*}: exit $rc, '$out'"; exit 1; }
     done
     # gpu_check.sh refuses bad arguments before it looks for a GPU (exit 2, one line).
-    usage="(usage: gpu_check.sh [--build-dir DIR] [EPOCHS])"
+    usage="(usage: gpu_check.sh [--build-dir DIR] [--host-build DIR] [--tests REGEX|none] [EPOCHS])"
     for bad in "--build-dir|--build-dir needs a directory" \
                "--build-dir $work|--build-dir '$work' holds no apps/tessera (not a CUDA build directory)" \
-               "ten|EPOCHS must be a positive integer, not 'ten'" "3 4|unexpected argument '4'"; do
+               "--host-build $work|--host-build '$work' holds no apps/tessera (not a build directory)" \
+               "--tests|--tests needs a regular expression or none" "--fast|unknown option '--fast'" \
+               "ten|EPOCHS must be a whole number of 3 or more, not 'ten'" \
+               "2|EPOCHS must be a whole number of 3 or more, not '2'" "3 4|unexpected argument '4'"; do
       # shellcheck disable=SC2086
       out=$(bash "$SOURCE_DIR/scripts/gpu_check.sh" ${bad%%|*} 2>&1); rc=$?
       [ "$rc" -eq 2 ] && [ "$out" = "gpu_check: ${bad#*|} $usage" ] ||
@@ -143,6 +146,8 @@ case "$case_name" in
   bad_train_layers)
     good_h5
     expect_error "--layers must be in \[1, 256\], not 0" "-" -- "$TESSERA" train --data g.h5 --layers 0
+    expect_error "--profile-kernels leaves the first epoch out and needs --epochs 2 or more, not 1" "-" -- \
+      "$TESSERA" train --data g.h5 --epochs 1 --profile-kernels
     expect_error "TESSERA_MPI_CHUNK_BYTES must be a positive number of bytes, not '4k'" "-" -- \
       env TESSERA_MPI_CHUNK_BYTES=4k $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 1 ;;
   bad_train_no_labels)
@@ -267,9 +272,15 @@ case "$case_name" in
     [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
     "$TESSERA" prep ogb "$SHARED_DIR/datasets/cora" -o cora.h5 --symmetrize >/dev/null || exit 1
     out=$($MPIEXEC -n 4 "$TESSERA" train --data cora.h5 --epochs 60 --normalize-features --mode minibatch \
-      --grid 2x1x1x2 --batch-size 0.5 --comm-dtype bf16 --norm batch --eval-every 20 --metrics m.jsonl --verbose) || exit 1
+      --grid 2x1x1x2 --batch-size 0.5 --comm-dtype bf16 --norm batch --eval-every 20 --metrics m.jsonl --verbose \
+      --profile-kernels) || exit 1
     echo "$out"
     grep -q "mini-batches of 1354 of 2708 vertices" <<<"$out" || { echo "FAILED: batch size line"; exit 1; }
+    # The kernel profile: rank 0's kernels over epochs 2-60, the optimizer's among them.
+    grep -q "^kernel profile, rank 0 (wall time per epoch, mean of 59)" <<<"$out" &&
+      grep -Eq "^ +[0-9.]+ +[0-9.]+ +[0-9.]+  tessera::adam$" <<<"$out" &&
+      grep -Eq "^ +[0-9.]+ ms per epoch in [0-9]+ kernels, copies and vendor calls; measured epoch [0-9.]+ ms" \
+        <<<"$out" || { echo "FAILED: kernel profile lines"; exit 1; }
     grep -q "trainer waited" <<<"$out" || { echo "FAILED: no sampling report"; exit 1; }
     test=$(tail -n 1 <<<"$out" | sed -E 's/.*test ([0-9.]+).*/\1/')
     python3 -c "import sys; sys.exit(0 if float('$test') > 0.70 else 1)" || { echo "FAILED: test accuracy $test"; exit 1; }
