@@ -35,7 +35,9 @@ struct Selected {
 void write_hdf5(const Communicator& comm, const std::string& path, const Selected& s, int64_t classes,
                 int64_t embedding_width, const nlohmann::json& attributes) {
   const int64_t rows = int64_t(s.nodes.size());
-  const auto [first, total] = offset_in_rank_order(comm, rows);
+  // Named, not a structured binding: lambdas capture those only from C++20 (nvcc warns).
+  const auto placement = offset_in_rank_order(comm, rows);
+  const int64_t first = placement.first, total = placement.second;
   write_hdf5_output(comm, path, "predictions", [&](int64_t file) {
     write_attributes(file, attributes);
     const auto table = [&](const char* name, hid_t stored, hid_t memory, std::vector<int64_t> dims,
