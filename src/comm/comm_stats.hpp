@@ -42,7 +42,9 @@ class CommStats {
   using PerKind = std::array<CollectiveCounters, size_t(Collective::Count)>;
 
   CommStats() = default;
+  /// A copy of the counters with every deferred time read.
   CommStats(const CommStats& other);
+  /// The same as the copy constructor.
   CommStats& operator=(const CommStats& other);
 
   /// Adds one completed collective.

@@ -19,8 +19,8 @@ namespace tessera {
 
 /// One kernel's (or copy's, or vendor call's) totals.
 struct KernelTime {
-  std::string name;  ///< Kokkos label, "deep_copy ...", or the vendor call's region name
-  int64_t calls = 0;
+  std::string name;    ///< Kokkos label, "deep_copy ...", or the vendor call's region name
+  int64_t calls = 0;   ///< how many ran
   double seconds = 0;  ///< device time (events) on a device, wall time on a host
   int64_t bytes = 0;   ///< what a deep_copy moved (0 for kernels)
 };
@@ -59,6 +59,7 @@ bool kernel_profile_active();
 /// Marks a vendor call (or any leaf region) for a KernelProfile; free when none is active.
 class ProfileRegion {
  public:
+  /// Opens region `name` when a profile is active (the name is read only then).
   explicit ProfileRegion(const char* name);
   ~ProfileRegion();
   ProfileRegion(const ProfileRegion&) = delete;

@@ -36,7 +36,9 @@ class Stopwatch {
 class PhaseTimers {
  public:
   PhaseTimers() = default;
+  /// A copy of the totals with every deferred time read.
   PhaseTimers(const PhaseTimers& other) : seconds_((other.settle(), other.seconds_)) {}
+  /// The same as the copy constructor.
   PhaseTimers& operator=(const PhaseTimers& other) {
     other.settle();
     seconds_ = other.seconds_;
