@@ -44,6 +44,10 @@ void add_info_command(CLI::App& app, Command& selected) {
       for (const SplitInfo& split : reader.splits())
         splits += (splits.empty() ? "" : ", ") + split.name + " " + std::to_string(split.size);
       log_line("splits:    " + (splits.empty() ? std::string("none") : splits));
+      if (reader.has_original_ids())
+        log_line(
+            "order:     reordered; /node/original_id gives each node's id in the file it was made from "
+            "(node outputs are written in that order)");
       std::snprintf(line, sizeof(line), "valid:     yes (checked by %d ranks in %.2f s)", world.size(),
                     watch.seconds());
       log_line(line);

@@ -10,6 +10,7 @@
 #include "tessera/core/paths.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/graph/ogb.hpp"
+#include "tessera/graph/reorder.hpp"
 #include "tessera/graph/synth.hpp"
 
 namespace tessera::app {
@@ -44,11 +45,54 @@ void add_dataset_inputs(PathPlan& plan, const std::string& dir) {
 }
 
 // Collective: the output checked against the inputs and refused if it is a directory (PathPlan).
-void check_prep_paths(const Communicator& world, const std::string& dataset, const std::string& output) {
+void check_prep_paths(const Communicator& world, const std::string& dataset, const std::string& output,
+                      const std::string& input_graph = "") {
   PathPlan plan;
   if (!dataset.empty()) add_dataset_inputs(plan, dataset);
+  if (!input_graph.empty()) plan.input(input_graph, "prep reorder");
   plan.output_file(output, "--output");
   world.run_on(0, [&] { plan.check_and_prepare(); });
+}
+
+void print_reordered(const ReorderOptions& o, const ReorderReport& r, double seconds) {
+  print_written(o.output, r.meta, seconds);
+  char line[320];
+  std::snprintf(line, sizeof(line), "order %s (%.1f s): edges within %lld ids of their row %.1f%% -> %.1f%%",
+                node_ordering_name(o.ordering), r.order_seconds, (long long)o.window, 100.0 * r.within_before,
+                100.0 * r.within_after);
+  log_line(line);
+  for (const std::string& name : r.dropped)
+    log_line("partition " + name + " of " + o.input + " is not carried over: run tessera partition on " +
+             o.output);
+}
+
+void add_reorder_command(CLI::App& prep, Command& selected) {
+  auto o = std::make_shared<ReorderOptions>();
+  auto ordering = std::make_shared<std::string>("rcm");
+  CLI::App* cmd = prep.add_subcommand(
+      "reorder", "Renumber a graph file's nodes for locality (outputs keep the input's node order)");
+  cmd->add_option("input", o->input, "Tessera graph file to reorder")->required();
+  cmd->add_option("-o,--output", o->output, "Output .h5 file")->required();
+  cmd->add_option("--order", *ordering, "rcm, degree or metis")
+      ->check(CLI::IsMember({"rcm", "degree", "metis"}))
+      ->capture_default_str();
+  cmd->add_option("--part-nodes", o->part_nodes, "metis: nodes per part")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->callback([&selected, o, ordering] {
+    selected = [o, ordering](const Communicator& world) {
+      check_prep_paths(world, "", o->output, o->input);
+      o->ordering = *ordering == "rcm"      ? NodeOrdering::Rcm
+                    : *ordering == "degree" ? NodeOrdering::Degree
+                                            : NodeOrdering::Metis;
+      Stopwatch watch;
+      ReorderReport report;
+      // Serial: rank 0 reorders, the others wait for its verdict.
+      world.run_on(0, [&] { report = reorder_graph_file(*o); });
+      print_reordered(*o, report, watch.seconds());
+      return 0;
+    };
+  });
 }
 
 }  // namespace
@@ -117,6 +161,7 @@ void add_prep_command(CLI::App& app, Command& selected) {
       return 0;
     };
   });
+  add_reorder_command(*prep, selected);
 }
 
 }  // namespace tessera::app

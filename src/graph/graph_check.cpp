@@ -117,6 +117,35 @@ std::vector<uint32_t> read_split_marks(const GraphFileReader& reader, const Comm
   return marks;
 }
 
+void check_original_ids(const GraphFileReader& reader, const Communicator& comm) {
+  if (!reader.has_original_ids()) return;  // the same on every rank: read of the file's metadata
+  const int64_t n = reader.meta().num_nodes;
+  const auto [begin, end] = block_range(n, comm.rank(), comm.size());
+  const std::vector<int64_t> ids = reader.read_original_ids(begin, end - begin);
+  std::ostringstream problem;
+  problem << reader.path() << ": dataset /node/original_id: ";
+  bool found = false;
+  std::vector<std::vector<int64_t>> to_owner(size_t(comm.size()));
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] >= 0 && ids[k] < n) {
+      to_owner[size_t(block_owner(n, ids[k], comm.size()))].push_back(ids[k]);
+    } else if (!found) {
+      problem << "entry " << begin + int64_t(k) << " is " << ids[k] << ", outside [0, " << n << ")";
+      found = true;
+    }
+  }
+  // n ids in range with none twice: a permutation.
+  std::vector<uint8_t> seen(size_t(end - begin), 0);
+  for (const int64_t v : exchange_buckets(comm, to_owner, "read original ids")) {
+    if (seen[size_t(v - begin)] != 0 && !found) {
+      problem << "id " << v << " is listed twice (not a permutation of the nodes)";
+      found = true;
+    }
+    seen[size_t(v - begin)] = 1;
+  }
+  reader.check(!found, found ? problem.str() : std::string());
+}
+
 GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& comm) {
   const GraphMeta& m = reader.meta();
   const std::vector<int64_t> begins = balanced_row_begins(reader, comm);
@@ -145,6 +174,7 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
   }
   reader.check(problem.empty(), problem);
   read_split_marks(reader, comm, block_begins(m.num_nodes, comm.size()));
+  check_original_ids(reader, comm);
 
   GraphSummary global;
   global.min_degree = all_reduce_value(comm, local.min_degree, ReduceOp::Min, "validate");

@@ -80,6 +80,7 @@ GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, con
   h5_write_attr(root, "num_classes", meta.num_classes);
   h5_write_attr(root, "symmetric", int64_t(meta.symmetric ? 1 : 0));
   const int64_t n = meta.num_nodes;
+  num_nodes_ = n;
   indptr_ = h5_create_dataset(root, "/graph/indptr", H5T_STD_I64LE, {n + 1}, 0, false);
   indices_ =
       h5_create_dataset(root, "/graph/indices", H5T_STD_I64LE, {meta.num_edges}, int64_t(1) << 18, true);
@@ -96,12 +97,12 @@ GraphFileWriter::~GraphFileWriter() {
     // Unwinding from an error: closing is collective and might block if other ranks are elsewhere, so
     // the handles are left to the shutdown hook (or to the abort); the file goes now.
     for (auto& [name, h] : splits_) h.release();
-    for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &file_}) h->release();
+    for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_}) h->release();
     std::remove(temp_path_.c_str());
     return;
   }
   splits_.clear();
-  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &file_}) h->close();
+  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_}) h->close();
   if (comm_.rank() == 0) std::remove(temp_path_.c_str());
 }
 
@@ -140,6 +141,13 @@ void GraphFileWriter::write_split(const std::string& name, int64_t first, int64_
   write(it->second, H5T_NATIVE_INT64, first, count, values);
 }
 
+void GraphFileWriter::write_original_ids(int64_t first, int64_t count, const int64_t* values) {
+  if (!original_ids_.valid())
+    original_ids_ =
+        h5_create_dataset(file_.get(), "/node/original_id", H5T_STD_I64LE, {num_nodes_}, 0, false);
+  write(original_ids_, H5T_NATIVE_INT64, first, count, values);
+}
+
 void GraphFileWriter::set_num_edges(int64_t num_edges) {
   h5_set_extent(indices_.get(), {num_edges});
   h5_write_attr(file_.get(), "num_edges", num_edges);
@@ -151,7 +159,7 @@ void GraphFileWriter::set_num_classes(int64_t num_classes) {
 
 void GraphFileWriter::commit() {
   splits_.clear();
-  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &file_}) h->close();
+  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_}) h->close();
   comm_.run_on(0, [&] {
     require_os(std::rename(temp_path_.c_str(), path_.c_str()) == 0, path_, ": cannot rename ", temp_path_);
   });
@@ -238,6 +246,12 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
            std::string("dataset ") + e.name +
                (e.type == H5T_FLOAT ? " must hold floats" : " must hold integers"));
   }
+  if (problem.empty() && h5_exists(root, "/node/original_id")) {
+    original_ids_ = h5_open_dataset(root, path_, "/node/original_id");
+    const std::vector<int64_t> dims = h5_shape(original_ids_.get());
+    expect(dims == std::vector<int64_t>{n} && h5_type_class(original_ids_.get()) == H5T_INTEGER,
+           "dataset /node/original_id must be num_nodes integers, has shape " + shape_text(dims));
+  }
   if (problem.empty() && h5_exists(root, "/split")) {
     H5Handle group(H5Gopen2(root, "/split", H5P_DEFAULT));
     H5G_info_t info{};
@@ -286,6 +300,13 @@ std::vector<int64_t> GraphFileReader::read_labels(int64_t first, int64_t count) 
   return out;
 }
 
+std::vector<int64_t> GraphFileReader::read_original_ids(int64_t first, int64_t count) const {
+  require(has_original_ids(), path_, ": no dataset /node/original_id (not a reordered graph)");
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  h5_read_rows(original_ids_.get(), H5T_NATIVE_INT64, first, count, out.data());
+  return out;
+}
+
 std::vector<int64_t> GraphFileReader::read_split(const std::string& name, int64_t first,
                                                  int64_t count) const {
   require(has_split(name), path_, ": no split named '", name, "'");
@@ -296,7 +317,7 @@ std::vector<int64_t> GraphFileReader::read_split(const std::string& name, int64_
 }
 
 void GraphFileReader::check(bool ok, const std::string& problem) const {
-  h5_check(comm_, ok, problem, {&indptr_, &indices_, &features_, &labels_, &file_});
+  h5_check(comm_, ok, problem, {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_});
 }
 
 GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {

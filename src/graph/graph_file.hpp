@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The Tessera graph file (HDF5, schema version 1, docs/architecture.md §3): CSR by destination, float32 features,
-// int64 labels (-1 = unlabeled), OGB-named splits. Written collectively to a temporary name and renamed
-// on commit, so a failed write never leaves a file behind; read collectively, each rank its own rows.
+// The Tessera graph file (HDF5, schema version 1, docs/architecture.md §3): CSR by destination, float32
+// features, int64 labels (-1 = unlabeled), OGB-named splits. Written collectively to a temporary name and
+// renamed on commit, so a failed write never leaves a file behind; read collectively, each rank its own rows.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +66,9 @@ class GraphFileWriter {
   void write_labels(int64_t first, int64_t count, const int64_t* values);
   /// Collective: entries [first, first + count) of /split/NAME.
   void write_split(const std::string& name, int64_t first, int64_t count, const int64_t* values);
+  /// Collective: entries [first, first + count) of /node/original_id (created, sized num_nodes, on the first
+  /// call): the id each node has in the file a reordered graph was made from (tessera prep reorder).
+  void write_original_ids(int64_t first, int64_t count, const int64_t* values);
   /// Collective: resizes /graph/indices and updates the num_edges and num_classes attributes.
   void set_num_edges(int64_t num_edges);
   /// Collective: updates the num_classes attribute.
@@ -78,8 +81,9 @@ class GraphFileWriter {
   void write(const H5Handle& dataset, hid_t type, int64_t first, int64_t count, const void* values);
   Communicator comm_;  // not owned: a view of the caller's, so a temporary Communicator::world() is safe
   std::string path_, temp_path_;
-  H5Handle file_, indptr_, indices_, features_, labels_;
+  H5Handle file_, indptr_, indices_, features_, labels_, original_ids_;
   std::map<std::string, H5Handle> splits_;
+  int64_t num_nodes_ = 0;
   bool committed_ = false;
 };
 
@@ -104,6 +108,9 @@ class GraphFileReader {
   const std::vector<SplitInfo>& splits() const { return splits_; }
   /// Whether a split of that name exists.
   bool has_split(const std::string& name) const;
+  /// Whether the file is a reordered graph, whose /node/original_id gives each node's id in the file it
+  /// was made from (tessera prep reorder); node outputs are written in that order.
+  bool has_original_ids() const { return original_ids_.valid(); }
 
   /// Collective: entries [first, first + count) of /graph/indptr (each rank its own range).
   std::vector<int64_t> read_indptr(int64_t first, int64_t count) const;
@@ -115,6 +122,9 @@ class GraphFileReader {
   std::vector<int64_t> read_labels(int64_t first, int64_t count) const;
   /// Collective: entries [first, first + count) of /split/NAME.
   std::vector<int64_t> read_split(const std::string& name, int64_t first, int64_t count) const;
+
+  /// Collective: entries [first, first + count) of /node/original_id (has_original_ids() must hold).
+  std::vector<int64_t> read_original_ids(int64_t first, int64_t count) const;
 
   /// Collective: rows [first_row, first_row + rows) as a GraphSlice, each value checked as validate_graph
   /// checks it (RowBlockCheck; a problem on any rank is thrown collectively). Split ids are not read.
@@ -130,7 +140,7 @@ class GraphFileReader {
   GraphMeta meta_;
   std::vector<SplitInfo> splits_;
   // Mutable for check(), which closes them on a collective error.
-  mutable H5Handle file_, indptr_, indices_, features_, labels_;
+  mutable H5Handle file_, indptr_, indices_, features_, labels_, original_ids_;
 };
 
 /// What a rank spends per in-edge and per row of the rows it reads (balanced_row_begins).
@@ -200,6 +210,11 @@ class RowBlockCheck {
 /// collectively (CollectiveError, validate_graph's words). O((S + N)/P) memory per rank.
 std::vector<uint32_t> read_split_marks(const GraphFileReader& reader, const Communicator& comm,
                                        const std::vector<int64_t>& begins);
+
+/// Collective: throws CollectiveError naming the file unless its /node/original_id (when it has one) is a
+/// permutation of [0, num_nodes): ids in range, none listed twice. Each id goes to the rank whose block
+/// holds it, O(N/P) memory per rank. validate_graph runs it.
+void check_original_ids(const GraphFileReader& reader, const Communicator& comm);
 
 /// Every rank's first row of a block distribution of n rows over `ranks`, and n last.
 std::vector<int64_t> block_begins(int64_t n, int ranks);

@@ -12,10 +12,12 @@ const char* permute_mode_name(PermuteMode mode) {
   return mode == PermuteMode::None ? "none" : mode == PermuteMode::Single ? "single" : "double";
 }
 
-RandomPermutation::RandomPermutation(int64_t n, uint64_t seed, uint64_t stream) : n_(n) {
+RandomPermutation::RandomPermutation(int64_t n, uint64_t seed, uint64_t stream, int64_t chunk)
+    : n_(n), chunk_(chunk), units_(chunk > 0 ? n / chunk : 0) {
   require(n >= 0 && n < (int64_t(1) << 62), "permutation size ", n, " out of range");
+  require(chunk >= 1, "permutation chunk ", chunk, " must be at least 1");
   half_bits_ = 1;
-  while ((int64_t(1) << (2 * half_bits_)) < n) ++half_bits_;
+  while ((int64_t(1) << (2 * half_bits_)) < units_) ++half_bits_;
   const uint64_t key = splitmix64(seed ^ splitmix64(stream ^ 0x5045524du));
   for (int r = 0; r < 4; ++r) {
     const Philox4x32Block b = CounterRng(key, uint64_t(r)).bits(0, 0);
@@ -59,16 +61,20 @@ inline uint64_t RandomPermutation::backward_once(uint64_t x) const {
 
 int64_t RandomPermutation::operator()(int64_t i) const {
   if (identity()) return i;
-  uint64_t y = forward_once(uint64_t(i));
-  while (y >= uint64_t(n_)) y = forward_once(y);  // cycle-walk: fewer than 4 steps on average
-  return int64_t(y);
+  const int64_t unit = chunk_ == 1 ? i : i / chunk_;
+  if (unit >= units_) return i;  // the tail after the last whole run
+  uint64_t y = forward_once(uint64_t(unit));
+  while (y >= uint64_t(units_)) y = forward_once(y);  // cycle-walk: fewer than 4 steps on average
+  return chunk_ == 1 ? int64_t(y) : int64_t(y) * chunk_ + i % chunk_;
 }
 
 int64_t RandomPermutation::inverse(int64_t v) const {
   if (identity()) return v;
-  uint64_t y = backward_once(uint64_t(v));
-  while (y >= uint64_t(n_)) y = backward_once(y);
-  return int64_t(y);
+  const int64_t unit = chunk_ == 1 ? v : v / chunk_;
+  if (unit >= units_) return v;
+  uint64_t y = backward_once(uint64_t(unit));
+  while (y >= uint64_t(units_)) y = backward_once(y);
+  return chunk_ == 1 ? int64_t(y) : int64_t(y) * chunk_ + v % chunk_;
 }
 
 }  // namespace tessera

@@ -2,7 +2,9 @@
 // Random permutations of [0, n) that need no table: p(i) and its inverse are evaluated in O(1) from the
 // seed (a 4-round Feistel network over the smallest even bit width covering n, with cycle-walking back into
 // [0, n)). Every rank computes the same p without communication or O(n) memory, which is what the double
-// permutation of the 3D layout needs (docs/architecture.md §4).
+// permutation of the 3D layout needs (docs/architecture.md §4). A chunked permutation moves runs of
+// `chunk` consecutive ids as units, keeping each run's order: a graph numbered for locality (tessera prep
+// reorder) keeps its neighbours together inside every rank's blocks.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +25,14 @@ class RandomPermutation {
  public:
   /// The identity on [0, n).
   explicit RandomPermutation(int64_t n = 0) : n_(n) {}
-  /// A permutation keyed by (seed, stream).
-  RandomPermutation(int64_t n, uint64_t seed, uint64_t stream);
+  /// A permutation keyed by (seed, stream) of the runs [c * chunk, (c + 1) * chunk) of [0, n), each kept in
+  /// order; the last n mod chunk ids stay where they are.
+  RandomPermutation(int64_t n, uint64_t seed, uint64_t stream, int64_t chunk = 1);
 
   /// n.
   int64_t size() const { return n_; }
+  /// The run length moved as one unit.
+  int64_t chunk() const { return chunk_; }
   /// It is the identity.
   bool identity() const { return half_bits_ == 0; }
   /// p(i): the node at position i.
@@ -40,6 +45,8 @@ class RandomPermutation {
   uint64_t forward_once(uint64_t x) const;
   uint64_t backward_once(uint64_t x) const;
   int64_t n_ = 0;
+  int64_t chunk_ = 1;
+  int64_t units_ = 0;                      // whole runs: the Feistel network's domain
   int half_bits_ = 0;                      // 0: identity
   uint64_t round_keys_[4] = {0, 0, 0, 0};  // from (seed, stream)
 };

@@ -44,6 +44,7 @@ struct EpochWork {
 struct NodeOutputPaths {
   std::string predictions;  ///< text, one predicted class per node
   std::string embeddings;   ///< HDF5 /embeddings [nodes, width]: the last hidden representation
+  std::string graph;        ///< the graph file: a reordered one's outputs go in its original node order
 };
 
 /// A mode's data, as the Trainer sees it.

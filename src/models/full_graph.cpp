@@ -35,6 +35,7 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
                               const NodeOutputPaths& paths, const Communicator& world) {
   const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
   const GridCoords& me = model.grid().coords();
+  const OutputOrder order = read_output_order(world, paths.graph);
   if (!paths.predictions.empty()) {
     const ActivationLayout& out = model.output_layout();
     const Vector<int64_t> pred = argmax_3d(logits_of(model), logits);  // agreed over the classes' axis
@@ -46,7 +47,7 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
       for (int64_t i = 0; i < rows.valid_rows; ++i)
         mine.nodes.push_back(ids(i)), mine.classes.push_back(host(i));
     }
-    write_predictions(world, paths.predictions, graph.layout.num_nodes(), mine);
+    write_predictions(world, paths.predictions, graph.layout.num_nodes(), mine, order);
   }
   if (!paths.embeddings.empty()) {
     const ActivationLayout& at = model.embeddings_layout();
@@ -63,7 +64,7 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
       }
     }
     write_embeddings(world, paths.embeddings, graph.layout.num_nodes(), at.width, mine, model.describe(),
-                     epoch + 1);
+                     epoch + 1, order);
   }
 }
 

@@ -99,20 +99,43 @@ void write_hdf5_output(const Communicator& comm, const std::string& path, const 
 }
 
 void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,
-                       const NodeClasses& mine) {
-  const int p = comm.size();
-  std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
-  for (size_t k = 0; k < mine.nodes.size(); ++k) {
-    std::vector<int64_t>& bucket = buckets[size_t(block_owner(num_nodes, mine.nodes[k], p))];
-    bucket.insert(bucket.end(), {mine.nodes[k], mine.classes[k]});
-  }
-  const std::vector<int64_t> got = exchange_buckets(comm, buckets, "outputs");
-  const auto [begin, end] = block_range(num_nodes, comm.rank(), p);
-  std::vector<int64_t> classes(size_t(end - begin), -1);
-  for (size_t k = 0; k < got.size(); k += 2) classes[size_t(got[k] - begin)] = got[k + 1];
+                       const NodeClasses& mine, const OutputOrder& order) {
+  // Classes travel as floats, exact below 2^24 (the graph reader's bound on num_classes).
+  NodeRowBlock rows;
+  rows.nodes = mine.nodes;
+  rows.cols = 1;
+  rows.values.assign(mine.classes.begin(), mine.classes.end());
+  const BlockRows table = to_output_order(comm, assemble_block_rows(comm, num_nodes, 1, rows), order);
   std::string text;
-  for (int64_t c : classes) text += std::to_string(c) + '\n';
+  for (size_t k = 0; k < table.present.size(); ++k)
+    text += std::to_string(table.present[k] ? int64_t(table.values[k]) : int64_t(-1)) + '\n';
   write_text_in_rank_order(comm, path, text, "predictions");
+}
+
+OutputOrder read_output_order(const Communicator& comm, const std::string& path) {
+  OutputOrder order;
+  if (path.empty()) return order;
+  const GraphFileReader reader(comm, path);
+  order.num_nodes = reader.meta().num_nodes;
+  order.reordered = reader.has_original_ids();
+  if (!order.reordered) return order;
+  check_original_ids(reader, comm);  // a permutation, or no output row would be certain of its place
+  const auto [begin, end] = block_range(order.num_nodes, comm.rank(), comm.size());
+  order.ids = reader.read_original_ids(begin, end - begin);
+  return order;
+}
+
+BlockRows to_output_order(const Communicator& comm, const BlockRows& rows, const OutputOrder& order) {
+  if (!order.reordered) return rows;
+  NodeRowBlock moved;
+  moved.cols = rows.width;
+  for (size_t k = 0; k < rows.present.size(); ++k) {
+    if (!rows.present[k]) continue;
+    moved.nodes.push_back(order.ids[k]);
+    const auto row = rows.values.begin() + int64_t(k) * rows.width;
+    moved.values.insert(moved.values.end(), row, row + rows.width);
+  }
+  return assemble_block_rows(comm, order.num_nodes, rows.width, moved);
 }
 
 BlockRows assemble_block_rows(const Communicator& comm, int64_t num_nodes, int64_t width,
@@ -145,8 +168,9 @@ BlockRows assemble_block_rows(const Communicator& comm, int64_t num_nodes, int64
 }
 
 void write_embeddings(const Communicator& comm, const std::string& path, int64_t num_nodes, int64_t width,
-                      const NodeRowBlock& mine, const std::string& model, int64_t epoch) {
-  const BlockRows table = assemble_block_rows(comm, num_nodes, width, mine);
+                      const NodeRowBlock& mine, const std::string& model, int64_t epoch,
+                      const OutputOrder& order) {
+  const BlockRows table = to_output_order(comm, assemble_block_rows(comm, num_nodes, width, mine), order);
   const int64_t rows = int64_t(table.present.size());
   write_hdf5_output(comm, path, "embeddings", [&](int64_t file) {
     h5_write_attr(file, "format", std::string("tessera-embeddings"));

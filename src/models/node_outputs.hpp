@@ -3,7 +3,9 @@
 // in any order, each node from exactly one rank): a predicted class per node as text, one per line, and a
 // row of floats per node (its embedding) as HDF5. Rows first move to the rank whose block of node ids
 // they fall in; every rank then writes its own part of the file (MPI-IO for the text, parallel HDF5 for
-// the embeddings), so no rank holds every node. Files are written under a temporary name and renamed.
+// the embeddings), so no rank holds every node. Files are written under a temporary name and renamed. A
+// reordered graph file (tessera prep reorder) names each node's id in the file it was made from; outputs
+// are written in that order (OutputOrder), so they line up with the user's own node numbering.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,21 @@ struct BlockRows {
 BlockRows assemble_block_rows(const Communicator& comm, int64_t num_nodes, int64_t width,
                               const NodeRowBlock& mine);
 
+/// The order a graph file's node outputs are written in: its own node ids, or, for a reordered file, the ids
+/// its nodes had in the file it was made from (/node/original_id).
+struct OutputOrder {
+  bool reordered = false;    ///< the file has /node/original_id (the same on every rank)
+  int64_t num_nodes = 0;     ///< the graph's nodes
+  std::vector<int64_t> ids;  ///< reordered: the original id of each node of this rank's block (block_range)
+};
+/// Collective: the order of the graph file `path`, this rank's block of it (an empty path: the file's own
+/// order, nothing read).
+OutputOrder read_output_order(const Communicator& comm, const std::string& path);
+
+/// Collective: `rows` (this rank's block of the file's node ids) moved to the blocks of the nodes' ids in
+/// `order`; returned as they are when the file is not reordered.
+BlockRows to_output_order(const Communicator& comm, const BlockRows& rows, const OutputOrder& order);
+
 /// Collective: where this rank's `mine` items start when every rank's are laid out in rank order, and the
 /// total over the ranks.
 std::pair<int64_t, int64_t> offset_in_rank_order(const Communicator& comm, int64_t mine);
@@ -58,13 +75,14 @@ void write_text_in_rank_order(const Communicator& comm, const std::string& path,
 void write_hdf5_output(const Communicator& comm, const std::string& path, const std::string& what,
                        const std::function<void(int64_t file)>& fill);
 
-/// Collective: `path` gets one line per node, its class (-1 for a node no rank sent).
+/// Collective: `path` gets one line per node in `order`, its class (-1 for a node no rank sent).
 void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,
-                       const NodeClasses& mine);
+                       const NodeClasses& mine, const OutputOrder& order = {});
 
 /// Collective: `path` gets the HDF5 dataset /embeddings, float32 [num_nodes, width] (zeros where no rank sent
-/// a value), with root attributes format = "tessera-embeddings", model = `model`, epoch = `epoch`.
+/// a value) in `order`, with root attributes format = "tessera-embeddings", model = `model`, epoch = `epoch`.
 void write_embeddings(const Communicator& comm, const std::string& path, int64_t num_nodes, int64_t width,
-                      const NodeRowBlock& mine, const std::string& model, int64_t epoch);
+                      const NodeRowBlock& mine, const std::string& model, int64_t epoch,
+                      const OutputOrder& order = {});
 
 }  // namespace tessera

@@ -275,12 +275,17 @@ PredictResult run_prediction(const PredictOptions& o, const Communicator& world)
   const Plan plan = make_plan(o, world);
   log_line(first_line(plan));
   check_graph(o, plan, world);
+  // A reordered graph's outputs go in its original order: its original ids are checked before the forward.
+  const OutputOrder order = read_output_order(world, o.data);
   const bool full = plan.engine == InferenceEngine::Full;
   const EngineRows rows = full ? run_full(o, plan, world) : run_layerwise(o, plan, world);
   const GraphFileReader reader(world, o.data);
   const int64_t n = reader.meta().num_nodes;
-  const BlockRows logits = assemble_block_rows(world, n, rows.classes, rows.logits);
-  const BlockRows kept = assemble_block_rows(world, n, plan.keep_layer >= 0 ? rows.kept_width : 0, rows.kept);
+  // Rows go to the blocks of the file's node ids, then, for a reordered file, to those of its original ids.
+  const BlockRows logits =
+      to_output_order(world, assemble_block_rows(world, n, rows.classes, rows.logits), order);
+  const BlockRows kept = to_output_order(
+      world, assemble_block_rows(world, n, plan.keep_layer >= 0 ? rows.kept_width : 0, rows.kept), order);
   PredictResult result;
   result.parameters = plan.best ? "best" : "final";
   result.epoch = plan.best ? plan.info.progress.best_epoch : plan.info.progress.epochs_done;
@@ -300,8 +305,9 @@ PredictResult run_prediction(const PredictOptions& o, const Communicator& world)
                      {"nodes", o.nodes},
                      {"graph", o.data},
                      {"embeddings_layer", plan.keep_layer}};
-  result.accuracy =
-      write_prediction_file(world, logits, kept, read_block_truth(reader, world), what, result.rows);
+  result.accuracy = write_prediction_file(
+      world, logits, kept, truth_in_output_order(world, read_block_truth(reader, world), order), what,
+      result.rows);
   result.peak_bytes = all_reduce_value(world, int64_t(peak_rss_bytes()), ReduceOp::Max, "report");
   return result;
 }

@@ -90,6 +90,28 @@ BlockTruth read_block_truth(const GraphFileReader& reader, const Communicator& c
   return truth;
 }
 
+BlockTruth truth_in_output_order(const Communicator& comm, const BlockTruth& truth,
+                                 const OutputOrder& order) {
+  if (!order.reordered) return truth;
+  // A row of four floats per node (label, in train, valid, test): exact, labels being below 2^24.
+  BlockRows rows;
+  rows.width = 4;
+  rows.present.assign(truth.labels.size(), 1);
+  for (size_t k = 0; k < truth.labels.size(); ++k)
+    rows.values.insert(rows.values.end(), {float(truth.labels[k]), float(truth.in[0][k]),
+                                           float(truth.in[1][k]), float(truth.in[2][k])});
+  const BlockRows moved = to_output_order(comm, rows, order);
+  BlockTruth out;
+  for (int s = 0; s < 3; ++s) out.has[s] = truth.has[s], out.in[s].resize(moved.present.size());
+  out.labels.resize(moved.present.size());
+  for (size_t k = 0; k < moved.present.size(); ++k) {
+    const float* row = moved.values.data() + 4 * k;
+    out.labels[k] = int64_t(row[0]);
+    for (int s = 0; s < 3; ++s) out.in[s][k] = uint8_t(row[1 + s]);
+  }
+  return out;
+}
+
 Accuracy write_prediction_file(const Communicator& comm, const BlockRows& logits, const BlockRows& embeddings,
                                const BlockTruth& truth, const PredictionWrite& what, int64_t& rows) {
   const int64_t c = logits.width;

@@ -27,6 +27,10 @@ struct BlockTruth {
 /// Collective: the truth of [begin, begin + count) (block_range of this rank).
 BlockTruth read_block_truth(const GraphFileReader& reader, const Communicator& comm);
 
+/// Collective: `truth` (of this rank's block of the file's node ids) moved to the blocks of the nodes' ids
+/// in `order` (a reordered graph's original ids); returned as it is when the file is not reordered.
+BlockTruth truth_in_output_order(const Communicator& comm, const BlockTruth& truth, const OutputOrder& order);
+
 /// What to write (empty paths: not written) and of which nodes.
 struct PredictionWrite {
   std::string path;            ///< HDF5: /nodes, /predictions, /probabilities, /embeddings

@@ -444,9 +444,12 @@ void SampledSource::write_sampled_outputs(Model& model, int64_t epoch, const Nod
       for (int64_t j = 0; j < rows.cols; ++j) rows.values.push_back(x(i, size_t(j)));
     }
   }
-  if (!paths.predictions.empty()) write_predictions(world_, paths.predictions, graph_.num_nodes, classes);
+  const OutputOrder order = read_output_order(world_, paths.graph);
+  if (!paths.predictions.empty())
+    write_predictions(world_, paths.predictions, graph_.num_nodes, classes, order);
   if (!paths.embeddings.empty())
-    write_embeddings(world_, paths.embeddings, graph_.num_nodes, at.width, rows, model.describe(), epoch + 1);
+    write_embeddings(world_, paths.embeddings, graph_.num_nodes, at.width, rows, model.describe(), epoch + 1,
+                     order);
 }
 
 }  // namespace tessera

@@ -24,6 +24,7 @@
 #include "tessera/graph/partition.hpp"
 #include "tessera/models/full_graph.hpp"
 #include "tessera/models/hooks.hpp"
+#include "tessera/models/node_outputs.hpp"
 #include "tessera/parallel3d/perf_model.hpp"
 
 namespace tessera {
@@ -191,7 +192,8 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
                                                    metrics_header(o, world, model, context)));
   if (o.patience > 0) trainer.add_hook(std::make_unique<EarlyStopping>(o.patience));
   if (!o.predictions_path.empty() || !o.embeddings_path.empty())
-    trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{o.predictions_path, o.embeddings_path}));
+    trainer.add_hook(
+        std::make_unique<NodeOutputs>(NodeOutputPaths{o.predictions_path, o.embeddings_path, o.data}));
   if (o.profile_kernels) trainer.add_hook(std::make_unique<KernelProfileReport>());
   if (extra) trainer.add_hook(std::move(extra));
   return trainer.run();
@@ -291,9 +293,11 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, const RunCont
   char line[512];
   std::snprintf(
       line, sizeof(line),
-      "loaded %s on grid %s in %.2f s (permute %s, comm %s, %s): adjacency blocks max/mean nonzeros "
+      "loaded %s on grid %s in %.2f s (permute %s%s, comm %s, %s): adjacency blocks max/mean nonzeros "
       "%.3f; model %s; %s",
       o.data.c_str(), shape.str().c_str(), load_watch.seconds(), permute_mode_name(load.permute),
+      graph.layout.p1().chunk() > 1 ? (" in runs of " + std::to_string(graph.layout.p1().chunk())).c_str()
+                                    : "",
       carrier_name(grid), peak_memory(world).c_str(),
       graph.mean_nnz > 0 ? graph.max_nnz / graph.mean_nnz : 1.0, config.describe().c_str(),
       source->describe().c_str());
@@ -471,6 +475,10 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world) {
   }
   check_options(options, world);
   check_paths(options, world);
+  // Node outputs of a reordered graph go in its original order: its original ids are checked now, not
+  // after the training.
+  if (!options.predictions_path.empty() || !options.embeddings_path.empty())
+    read_output_order(world, options.data);
   const RunContext context = prepare_run(options, world);
   set_vendor_tf32(options.allow_tf32);
   set_gemm_dtype(options.gemm_dtype);

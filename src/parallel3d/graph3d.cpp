@@ -269,7 +269,8 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
              "grid " + shape.str() + " has more ranks than the graph has nodes (" +
                  std::to_string(rows.num_nodes) + ")");
   Graph3D g;
-  g.layout = NodeLayout(shape, rows.num_nodes, options.permute, options.seed);
+  g.layout = NodeLayout(shape, rows.num_nodes, options.permute, options.seed,
+                        std::max<int64_t>(1, options.permute_chunk));
   g.coords = grid.coords();
   g.layers = options.layers;
   g.num_features = rows.num_features;
@@ -342,7 +343,9 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
   std::vector<LoadPhase> read{{"read", watch.seconds(), int64_t(peak_rss_bytes()), 1}};
   if (options.on_phase) options.on_phase(read.front());
   reduce_load_phases(comm, read);
-  Graph3D g = build_graph_3d(std::move(rows), grid, options);
+  Graph3DOptions load = options;
+  if (load.permute_chunk == 0) load.permute_chunk = reader.has_original_ids() ? kReorderedPermuteChunk : 1;
+  Graph3D g = build_graph_3d(std::move(rows), grid, load);
   g.load_phases.insert(g.load_phases.begin(), read.front());
   return g;
 }

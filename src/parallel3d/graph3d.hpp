@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// A graph on a 3D process grid (docs/architecture.md §4): the normalized, permuted adjacency in the block layout of each
-// graph layer, the input features, and labels and split masks in the last layer's output order. Built
-// collectively from rows an application holds in memory (GraphRows: any contiguous block of rows per rank)
-// or read from a graph file, in phases — degrees, adjacency, features, labels — each one all-to-all of
-// what the other ranks need. Only dense blocks move afterwards; no rank holds the whole graph unless P = 1.
+// A graph on a 3D process grid (docs/architecture.md §4): the normalized, permuted adjacency in the block
+// layout of each graph layer, the input features, and labels and split masks in the last layer's output
+// order. Built collectively from rows an application holds in memory (GraphRows: any contiguous block of rows
+// per rank) or read from a graph file, in phases — degrees, adjacency, features, labels — each one all-to-all
+// of what the other ranks need. Only dense blocks move afterwards; no rank holds the whole graph unless P
+// = 1.
 #pragma once
 
 #include <cstdint>
@@ -102,7 +103,15 @@ struct Graph3DOptions {
   /// running as many as the one that needs most), so a rank that read many edges never materializes all of
   /// them at once; each rank receives about as much per round. 0: each phase in one round.
   int64_t exchange_budget = kDefaultExchangeBudget;
+  /// Runs of consecutive nodes the permutations move as units (RandomPermutation): 0 picks
+  /// kReorderedPermuteChunk for a file numbered for locality (GraphFileReader::has_original_ids) in
+  /// load_graph_3d, else 1 (every node on its own).
+  int64_t permute_chunk = 0;
 };
+
+/// The permutations' run length on a reordered graph file: long enough that a window of output rows belongs
+/// to one community of the ordering, short next to a rank's block, so blocks stay balanced.
+inline constexpr int64_t kReorderedPermuteChunk = 64;
 
 /// A graph distributed over a 3D replica of the grid.
 struct Graph3D {

@@ -44,14 +44,15 @@ bool transforms_first(int layer, int64_t in, int64_t out, const GridShape& shape
   return !cached_input && padded_width(out, shape) < in_b;
 }
 
-NodeLayout::NodeLayout(const GridShape& shape, int64_t num_nodes, PermuteMode permute, uint64_t seed)
+NodeLayout::NodeLayout(const GridShape& shape, int64_t num_nodes, PermuteMode permute, uint64_t seed,
+                       int64_t chunk)
     : shape_(shape),
       n_(num_nodes),
       n_pad_(round_up(num_nodes, lcm_of(shape))),
       one_order_(permute != PermuteMode::Double) {
   if (permute != PermuteMode::None) {
-    p1_ = RandomPermutation(n_, seed, kPermutationStream1);
-    p2_ = permute == PermuteMode::Double ? RandomPermutation(n_, seed, kPermutationStream2) : p1_;
+    p1_ = RandomPermutation(n_, seed, kPermutationStream1, chunk);
+    p2_ = permute == PermuteMode::Double ? RandomPermutation(n_, seed, kPermutationStream2, chunk) : p1_;
   } else {
     p1_ = p2_ = RandomPermutation(n_);
   }

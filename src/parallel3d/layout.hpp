@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The 3D data layout of docs/architecture.md §4 (Plexus): which grid axis plays outer (a), inner (b) and depth (c) at
-// each graph layer, the padded sizes that make every block equal, and the block each rank holds.
+// The 3D data layout of docs/architecture.md §4 (Plexus): which grid axis plays outer (a), inner (b) and
+// depth (c) at each graph layer, the padded sizes that make every block equal, and the block each rank holds.
 //   H_l (input)   rows by a, cols by b, replicated over c
 //   A_l           rows by c, cols by a, replicated over b
 //   W_l           rows (in features) by b, cols (out features) by a, replicated over c
@@ -51,8 +51,10 @@ class NodeLayout {
  public:
   /// An empty layout.
   NodeLayout() = default;
-  /// `permute` and `seed` choose p1 and p2 (the identity for PermuteMode::None).
-  NodeLayout(const GridShape& shape, int64_t num_nodes, PermuteMode permute, uint64_t seed);
+  /// `permute` and `seed` choose p1 and p2 (the identity for PermuteMode::None), each moving runs of `chunk`
+  /// consecutive nodes as units (RandomPermutation).
+  NodeLayout(const GridShape& shape, int64_t num_nodes, PermuteMode permute, uint64_t seed,
+             int64_t chunk = 1);
 
   /// The grid shape the blocks are cut for.
   const GridShape& shape() const { return shape_; }
