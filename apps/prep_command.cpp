@@ -68,7 +68,7 @@ void print_reordered(const ReorderOptions& o, const ReorderReport& r, double sec
 
 void add_reorder_command(CLI::App& prep, Command& selected) {
   auto o = std::make_shared<ReorderOptions>();
-  auto ordering = std::make_shared<std::string>("rcm");
+  auto ordering = std::make_shared<std::string>("metis");
   CLI::App* cmd = prep.add_subcommand(
       "reorder", "Renumber a graph file's nodes for locality (outputs keep the input's node order)");
   cmd->add_option("input", o->input, "Tessera graph file to reorder")->required();

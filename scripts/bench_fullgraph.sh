@@ -14,6 +14,12 @@
 # also with the SpMM reading a row of X per nonzero at the measured bandwidth (a gathering SpMM on a graph
 # whose X does not stay in cache cannot read X only once): what the libraries and the memory allow. Each
 # round's step is also given against its floor with that SpMM term (the "gather floor").
+# Then vertex orderings: the same step on the R-MAT graph and on an arxiv-shaped graph with communities (a
+# contextual SBM, 40 classes, 65% of edges inside a class, ogbn-arxiv's edge homophily; its generator numbers
+# nodes at random), each as generated and reordered by every `tessera prep reorder --order` in ORDERINGS
+# (default "rcm degree metis"; ORDERINGS=none skips the section), with the SpMM against both of its floors; and
+# the 2x2x2 grid on 8 ranks of one thread each, as generated and reordered by METIS (reported, not judged: 8
+# ranks share the machine's cores).
 #   scripts/bench_fullgraph.sh [THREADS]        (default 2; installs PyTorch through setup.sh --with-bench)
 # ROUNDS=R (default 1) runs Tessera's runs and the floor's measurements R times, alternated, and reports the
 # median of the rounds' steps and of their ratios to their own round's floor (a shared machine moves by 20%
@@ -38,10 +44,10 @@ echo "== PyTorch ($threads threads)"
 torch_line=$(/usr/bin/python3 "$root/../shared/bench/torch_gcn.py" --h5 "$graph" --layers $layers --hidden $hidden \
   --epochs $epochs --threads "$threads" 2>/dev/null)
 echo "$torch_line"
-train() {  # train METRICS [OPTIONS...]: one Tessera run, its last two lines
+train() {  # [data=FILE] train METRICS [OPTIONS...]: one Tessera run (on $graph unless data is set), its last two lines
   local metrics=$1
   shift
-  mpiexec -n 1 "$tessera" train --data "$graph" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
+  mpiexec -n 1 "$tessera" train --data "${data:-$graph}" --layers $layers --hidden $hidden --epochs $epochs --dropout 0 \
     --weight-decay 0 --eval-every $epochs --metrics "$metrics" "$@" | tail -n 2
 }
 libraries=(auto)
@@ -69,6 +75,33 @@ for size in "${sizes[@]}"; do
     mpiexec -n 1 "$tessera" bench gemm --m "$m" --n "$n" --k "$k" --host-gemm "$library" | tee -a "$work/shapes.txt"
   done
 done
+orderings=${ORDERINGS-rcm degree metis}
+[ "$orderings" = none ] && orderings=""
+if [ -n "$orderings" ]; then
+  csbm=$work/arxiv-csbm.h5
+  mpiexec -n 2 "$tessera" prep synth --kind csbm --nodes $nodes --edges 1157799 --features 128 --classes 40 \
+    --intra-class 0.65 --seed 1 -o "$csbm" | head -n 1
+  for name in rmat csbm; do
+    input=$graph
+    [ $name = csbm ] && input=$csbm
+    echo "== orderings of the $name graph (1 rank x $threads threads)"
+    "$tessera" info "$input" >"$work/info-$name.txt"
+    data=$input train "$work/order-$name-none.jsonl"
+    for order in $orderings; do
+      "$tessera" prep reorder "$input" -o "$work/$name-$order.h5" --order "$order" | tail -n 1 | tee "$work/order-$name-$order.txt"
+      data=$work/$name-$order.h5 train "$work/order-$name-$order.jsonl"
+    done
+  done
+  echo "== the csbm graph on the 2x2x2 grid, 8 ranks x 1 thread"
+  [ -f "$work/csbm-metis.h5" ] || "$tessera" prep reorder "$csbm" -o "$work/csbm-metis.h5" --order metis >/dev/null
+  for order in none metis; do
+    input=$work/csbm-$order.h5
+    [ $order = none ] && input=$csbm
+    OMP_NUM_THREADS=1 mpiexec -n 8 "$tessera" train --data "$input" --grid 2x2x2 --layers $layers \
+      --hidden $hidden --epochs 4 --dropout 0 --weight-decay 0 --eval-every 4 --metrics "$work/grid-$order.jsonl" | tail -n 1
+  done
+fi
+
 if bf16_gemm=$(mpiexec -n 1 "$tessera" bench gemm --m $nodes --n 256 --k 256 --gemm-dtype bf16 2>/dev/null); then
   echo "== Tessera, --gemm-dtype bf16"
   train "$work/metrics-bf16.jsonl" --gemm-dtype bf16
@@ -77,10 +110,10 @@ else
   echo "== no bf16 GEMM in this build (oneDNN) or on this CPU: its row is left out"
 fi
 
-PYTHONPATH="$root/scripts" python3 - "$work" "$rounds" "$torch_line" "$bf16_gemm" "${#libraries[@]}" "$dims" <<'PY'
+PYTHONPATH="$root/scripts" python3 - "$work" "$rounds" "$torch_line" "$bf16_gemm" "${#libraries[@]}" "$dims" "$orderings" <<'PY'
 import json, re, statistics, sys
 from epoch_floor import describe, phase_table, shape_floor, spmm_gathered_bytes, step_floor, rates
-work, rounds, torch_line, bf16_gemm, libraries, dims = sys.argv[1:]
+work, rounds, torch_line, bf16_gemm, libraries, dims, orderings = sys.argv[1:]
 rounds, two_libraries = int(rounds), int(libraries) > 1
 dims = [int(d) for d in dims.split(",")]
 nnz = int(re.search(r"nnz (\d+)", torch_line).group(1))
@@ -160,4 +193,33 @@ if bf16_gemm:
     print(f"Tessera bf16 / floor   {bf16 / floor16:.2f}x")
     print("\n".join(["bf16 step by phase:"] +
                     phase_table(n, nnz, dims, bf16_gemm, stream_line, median_phases(f"{work}/metrics-bf16.jsonl"), bf16)))
+if orderings:
+    print(f"\nVertex orderings (tessera prep reorder; ceilings of round {middle}); each step a median of epochs 2-10:")
+    print(f"  {'graph':6} {'order':7} {'edges near':>10} {'step s':>7} {'x floor':>7} {'SpMM s':>7} "
+          f"{'x read-once':>11} {'x gathered':>10} {'SpMM gain':>9}")
+    for name in ("rmat", "csbm"):
+        info = open(f"{work}/info-{name}.txt").read()
+        g_n = int(re.search(r"nodes: +(\d+)", info).group(1))
+        edges, loops = map(int, re.search(r"edges: +(\d+) \(\w+, (\d+) self loops", info).groups())
+        g_nnz = edges + g_n - loops  # the step's nonzeros: a self loop added to every node that lacks one
+        floor, _ = describe(g_n, g_nnz, dims, gemm_line, stream_line)
+        _, _, once = step_floor(g_n, g_nnz, dims, gemm_rate, bandwidth)
+        gathered = spmm_gathered_bytes(g_n, g_nnz, dims)
+        base = None
+        for order in ["none"] + orderings.split():
+            step = median_step(f"{work}/order-{name}-{order}.jsonl")
+            spmm = median_phases(f"{work}/order-{name}-{order}.jsonl")[1]
+            base = base or spmm
+            near = "-"
+            if order != "none":
+                m = re.search(r"-> ([0-9.]+)%", open(f"{work}/order-{name}-{order}.txt").read())
+                near = f"{m.group(1)}%" if m else "?"
+            print(f"  {name:6} {order:7} {near:>10} {step:7.3f} {step / floor:7.2f} {spmm:7.4f} "
+                  f"{spmm * bandwidth / once:11.2f} {spmm * bandwidth / gathered:10.2f} {base / spmm:8.2f}x")
+    print("  (edges near: stored edges whose ends are within 1024 ids after the reordering)")
+    for order in ("none", "metis"):
+        rows = [r for r in map(json.loads, open(f"{work}/grid-{order}.jsonl")) if r.get("kind") == "epoch"]
+        step = statistics.median(r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in rows[1:])
+        spmm = statistics.median(r["phases"]["spmm"]["max_s"] for r in rows[1:-1])
+        print(f"  csbm {order:6} on the 2x2x2 grid (8 ranks x 1 thread, epochs 2-4): step {step:.3f} s, SpMM {spmm:.4f} s")
 PY

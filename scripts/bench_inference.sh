@@ -8,11 +8,17 @@
 # inference over all nodes and (b) one evaluation of the validation and test nodes with fanouts -1,-1,-1
 # in batches of BATCH seeds per rank, and the time per node of each.
 #   scripts/bench_inference.sh [RANKS] [BATCH] [SIZES]      (defaults: 2, 1024, "65536 262144")
+# EVAL_FRACTION=F makes the validation and the test split each a fraction F of the nodes (the rest train), so
+# the per-seed pass evaluates few batches: its peak memory per rank is one batch's, whatever the count.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ranks=${1:-2}
 batch=${2:-1024}
 sizes=${3:-65536 262144}
+splits=()
+if [ -n "${EVAL_FRACTION:-}" ]; then
+  splits=(--valid-fraction "$EVAL_FRACTION" --train-fraction "$(python3 -c "print(1 - 2 * $EVAL_FRACTION)")")
+fi
 [ -x "$root/build/apps/tessera" ] || bash "$root/scripts/setup.sh"
 source "$root/scripts/mpi_env.sh"
 tessera=$root/build/apps/tessera
@@ -22,7 +28,7 @@ printf '%-9s %-34s %10s %12s %14s\n' nodes pass seconds "us/node" "peak MiB/rank
 for n in $sizes; do
   g=$work/g$n.h5
   mpiexec -n 2 "$tessera" prep synth --kind rmat --nodes "$n" --edges $((n * 8)) --features 128 --classes 16 \
-    --seed 1 -o "$g" >/dev/null
+    --seed 1 "${splits[@]}" -o "$g" >/dev/null
   "$tessera" partition --data "$g" --parts "$ranks" >/dev/null
   common=(--data "$g" --mode sampled --layers 3 --hidden 64 --batch-size "$batch" --steps-per-epoch 2 --epochs 1)
   mpiexec -n "$ranks" "$tessera" train "${common[@]}" --fanouts 15,10,5 --eval-every 0 --checkpoint "$work/ck$n" \

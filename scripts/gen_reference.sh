@@ -11,7 +11,7 @@ out=${1:-$root/docs/reference}
 tessera=${TESSERA:-$root/build/apps/tessera}
 [ -x "$tessera" ] || { echo "gen_reference: $tessera: not built (scripts/setup.sh, or set TESSERA)" >&2; exit 2; }
 mkdir -p "$out"
-commands=("" prep "prep ogb" "prep synth" info train plan partition bench "bench comm" "bench spmm" "bench gemm"
+commands=("" prep "prep ogb" "prep synth" "prep reorder" info train predict plan partition bench "bench comm" "bench spmm" "bench gemm"
   "bench stream")
 {
   echo "# Command-line reference"

@@ -46,11 +46,11 @@ double edges_within(const std::vector<int64_t>& indptr, const std::vector<int64_
 
 /// What `tessera prep reorder` does.
 struct ReorderOptions {
-  std::string input;                          ///< a Tessera graph file
-  std::string output;                         ///< the reordered file (never the input)
-  NodeOrdering ordering = NodeOrdering::Rcm;  ///< the numbering
-  int64_t part_nodes = 4096;                  ///< Metis: nodes per part
-  int64_t window = 1024;                      ///< edges_within's window, for the report
+  std::string input;                            ///< a Tessera graph file
+  std::string output;                           ///< the reordered file (never the input)
+  NodeOrdering ordering = NodeOrdering::Metis;  ///< the numbering
+  int64_t part_nodes = 4096;                    ///< Metis: nodes per part
+  int64_t window = 1024;                        ///< edges_within's window, for the report
 };
 
 /// What a reordering did.
