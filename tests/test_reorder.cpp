@@ -3,7 +3,6 @@
 // each promises, checked on graphs whose answer is known (paths, grids, stars); a reordered file holds the
 // input's graph under the new names; outputs move back to the input's order. Runs on 1, 2 and 4 ranks.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "support/fixtures.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/permutation.hpp"
@@ -148,19 +148,15 @@ class ReorderedFile : public ::testing::TestWithParam<NodeOrdering> {};
 // are those of input node original[i], and original is a permutation.
 TEST_P(ReorderedFile, HoldsTheInputGraphUnderNewNames) {
   const Communicator world = Communicator::world();
-  char dir[64] = "/tmp/tessera-reorder-XXXXXX";
-  if (world.rank() == 0) {
-    ASSERT_NE(mkdtemp(dir), nullptr);
-  }
-  MPI_Bcast(dir, sizeof(dir), MPI_CHAR, 0, MPI_COMM_WORLD);
   SynthOptions s;
   s.kind = SynthKind::Rmat;
   s.num_nodes = 700;  // not a power of two: R-MAT's ids above 511 are sparse, some isolated
   s.num_edges = 2500;
   s.num_features = 3;
   s.num_classes = 4;
-  const std::string input = std::string(dir) + "/g.h5", output = std::string(dir) + "/r.h5";
-  generate_synthetic(s, input, world);
+  const std::string name = node_ordering_name(GetParam());
+  const std::string input = fixtures::synthetic_file("reorder-input-" + name + ".h5", s);
+  const std::string output = fixtures::scratch_dir() + "/reordered-" + name + ".h5";
   ReorderOptions o;
   o.input = input;
   o.output = output;
@@ -217,7 +213,7 @@ TEST_P(ReorderedFile, HoldsTheInputGraphUnderNewNames) {
   }
   EXPECT_FALSE(read_output_order(world, input).reordered);
   world.barrier();
-  if (world.rank() == 0) std::remove(input.c_str()), std::remove(output.c_str()), rmdir(dir);
+  if (world.rank() == 0) std::remove(input.c_str()), std::remove(output.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryOrdering, ReorderedFile,
@@ -226,12 +222,7 @@ INSTANTIATE_TEST_SUITE_P(EveryOrdering, ReorderedFile,
 
 TEST(Reorder, OriginalIdsThatAreNotAPermutationAreRefused) {
   const Communicator world = Communicator::world();
-  char dir[64] = "/tmp/tessera-reorder-XXXXXX";
-  if (world.rank() == 0) {
-    ASSERT_NE(mkdtemp(dir), nullptr);
-  }
-  MPI_Bcast(dir, sizeof(dir), MPI_CHAR, 0, MPI_COMM_WORLD);
-  const std::string path = std::string(dir) + "/bad.h5";
+  const std::string path = fixtures::scratch_dir() + "/bad-original-ids.h5";
   GraphMeta meta;
   meta.name = "bad";
   meta.num_nodes = 5;
@@ -261,5 +252,5 @@ TEST(Reorder, OriginalIdsThatAreNotAPermutationAreRefused) {
   } catch (const CollectiveError&) {
   }
   world.barrier();
-  if (world.rank() == 0) std::remove(path.c_str()), rmdir(dir);
+  if (world.rank() == 0) std::remove(path.c_str());
 }

@@ -252,18 +252,14 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
     expect(dims == std::vector<int64_t>{n} && h5_type_class(original_ids_.get()) == H5T_INTEGER,
            "dataset /node/original_id must be num_nodes integers, has shape " + shape_text(dims));
   }
-  if (problem.empty() && h5_exists(root, "/split")) {
-    H5Handle group(H5Gopen2(root, "/split", H5P_DEFAULT));
-    H5G_info_t info{};
-    H5Gget_info(group.get(), &info);
-    for (hsize_t i = 0; i < info.nlinks && problem.empty(); ++i) {
-      char name[256] = {};
-      H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name), H5P_DEFAULT);
-      H5Handle dataset = h5_open_dataset(root, path_, std::string("/split/") + name);
+  if (problem.empty()) {
+    for (const std::string& name : h5_group_members(root, "/split")) {
+      if (!problem.empty()) break;
+      H5Handle dataset = h5_open_dataset(root, path_, "/split/" + name);
       const std::vector<int64_t> dims = h5_shape(dataset.get());
       expect(dims.size() == 1 && dims[0] <= n && h5_type_class(dataset.get()) == H5T_INTEGER,
-             std::string("dataset /split/") + name +
-                 " must be a 1D integer array of at most num_nodes ids, has shape " + shape_text(dims));
+             "dataset /split/" + name + " must be a 1D integer array of at most num_nodes ids, has shape " +
+                 shape_text(dims));
       if (problem.empty()) splits_.push_back(SplitInfo{name, dims[0]});
     }
   }

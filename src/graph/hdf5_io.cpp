@@ -136,6 +136,20 @@ bool h5_exists(hid_t location, const std::string& name) {
   return H5Lexists(location, name.c_str(), H5P_DEFAULT) > 0;
 }
 
+std::vector<std::string> h5_group_members(hid_t location, const std::string& group) {
+  std::vector<std::string> names;
+  if (!h5_exists(location, group)) return names;
+  const H5Handle handle(H5Gopen2(location, group.c_str(), H5P_DEFAULT));
+  H5G_info_t info{};
+  if (!handle.valid() || H5Gget_info(handle.get(), &info) < 0) return names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    char name[256] = {};
+    H5Lget_name_by_idx(handle.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name), H5P_DEFAULT);
+    names.push_back(name);
+  }
+  return names;
+}
+
 H5Handle h5_open_dataset(hid_t file, const std::string& file_name, const std::string& name) {
   require(h5_exists(file, name), file_name, ": dataset ", name, " is missing");
   H5Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));

@@ -73,6 +73,8 @@ std::string file_name_of(hid_t object);
 
 /// Whether the object `name` (a path, parents included) exists.
 bool h5_exists(hid_t location, const std::string& name);
+/// The names of the links in `group` (by name, each cut at 255 characters); none when it does not exist.
+std::vector<std::string> h5_group_members(hid_t location, const std::string& group);
 /// Opens a dataset; throws Error naming the file and the dataset when it is missing.
 H5Handle h5_open_dataset(hid_t file, const std::string& file_name, const std::string& name);
 /// Dimensions of a dataset.

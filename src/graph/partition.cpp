@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/graph/partition.hpp"
 
+#include "symmetric_csr.hpp"
+
 #include <metis.h>
 #include <unistd.h>
 
@@ -49,42 +51,11 @@ WholeGraph read_whole(const std::string& path) {
 // Undirected adjacency without self loops or duplicates, in METIS's 32-bit CSR.
 void symmetrize(const WholeGraph& g, const std::string& path, std::vector<idx_t>& xadj,
                 std::vector<idx_t>& adjncy) {
+  const int64_t limit = int64_t(std::numeric_limits<idx_t>::max()) - 1;
   const int64_t n = int64_t(g.indptr.size()) - 1;
-  std::vector<int64_t> count(size_t(n), 0);
-  for (int64_t v = 0; v < n; ++v)
-    for (int64_t k = g.indptr[size_t(v)]; k < g.indptr[size_t(v + 1)]; ++k)
-      if (g.indices[size_t(k)] != v) {
-        ++count[size_t(v)];
-        ++count[size_t(g.indices[size_t(k)])];
-      }
-  int64_t total = 0;
-  for (int64_t c : count) total += c;
-  require(
-      total < int64_t(std::numeric_limits<idx_t>::max()) && n < int64_t(std::numeric_limits<idx_t>::max()),
-      path, ": ", total,
-      " symmetric edges are too many for this METIS build (32-bit indices); use --method "
-      "random");
-  std::vector<int64_t> start(size_t(n + 1), 0);
-  for (int64_t v = 0; v < n; ++v) start[size_t(v + 1)] = start[size_t(v)] + count[size_t(v)];
-  std::vector<idx_t> all(static_cast<size_t>(total));
-  std::vector<int64_t> at(start.begin(), start.end() - 1);
-  for (int64_t v = 0; v < n; ++v)
-    for (int64_t k = g.indptr[size_t(v)]; k < g.indptr[size_t(v + 1)]; ++k) {
-      const int64_t u = g.indices[size_t(k)];
-      if (u == v) continue;
-      all[size_t(at[size_t(v)]++)] = idx_t(u);
-      all[size_t(at[size_t(u)]++)] = idx_t(v);
-    }
-  xadj.assign(size_t(n + 1), 0);
-  adjncy.clear();
-  adjncy.reserve(size_t(total));
-  for (int64_t v = 0; v < n; ++v) {
-    auto first = all.begin() + start[size_t(v)], last = all.begin() + start[size_t(v + 1)];
-    std::sort(first, last);
-    last = std::unique(first, last);
-    adjncy.insert(adjncy.end(), first, last);
-    xadj[size_t(v + 1)] = idx_t(adjncy.size());
-  }
+  const int64_t total = impl::symmetric_csr(g.indptr, g.indices, n <= limit ? limit : -1, xadj, adjncy);
+  require(total <= limit && n <= limit, path, ": ", total,
+          " symmetric edges are too many for this METIS build (32-bit indices); use --method random");
 }
 
 std::vector<int32_t> metis_parts(const WholeGraph& g, const std::string& path, int64_t parts) {

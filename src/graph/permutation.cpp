@@ -59,6 +59,7 @@ inline uint64_t RandomPermutation::backward_once(uint64_t x) const {
   return left << half_bits_ | right;
 }
 
+// Chunk 1 skips the division: these run once per nonzero in the 3D load and the sampler's loops.
 int64_t RandomPermutation::operator()(int64_t i) const {
   if (identity()) return i;
   const int64_t unit = chunk_ == 1 ? i : i / chunk_;

@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/graph/reorder.hpp"
 
+#include "symmetric_csr.hpp"
+
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <numeric>
+
+#include "tessera/graph/partition.hpp"
 
 namespace tessera {
 
@@ -12,29 +17,8 @@ const char* node_ordering_name(NodeOrdering ordering) {
 }
 
 NodePattern symmetric_pattern(const std::vector<int64_t>& indptr, const std::vector<int64_t>& indices) {
-  const int64_t n = int64_t(indptr.size()) - 1;
-  std::vector<int64_t> count(size_t(n) + 1, 0);
-  for (int64_t v = 0; v < n; ++v)
-    for (int64_t k = indptr[size_t(v)]; k < indptr[size_t(v) + 1]; ++k)
-      if (indices[size_t(k)] != v) ++count[size_t(v) + 1], ++count[size_t(indices[size_t(k)]) + 1];
-  for (int64_t v = 0; v < n; ++v) count[size_t(v) + 1] += count[size_t(v)];
-  std::vector<int64_t> both(size_t(count.back())), at(count.begin(), count.end() - 1);
-  for (int64_t v = 0; v < n; ++v)
-    for (int64_t k = indptr[size_t(v)]; k < indptr[size_t(v) + 1]; ++k) {
-      const int64_t u = indices[size_t(k)];
-      if (u == v) continue;
-      both[size_t(at[size_t(v)]++)] = u;
-      both[size_t(at[size_t(u)]++)] = v;
-    }
   NodePattern p;
-  p.indptr.assign(size_t(n) + 1, 0);
-  p.indices.reserve(both.size());
-  for (int64_t v = 0; v < n; ++v) {
-    const auto first = both.begin() + count[size_t(v)], last = both.begin() + count[size_t(v) + 1];
-    std::sort(first, last);
-    p.indices.insert(p.indices.end(), first, std::unique(first, last));
-    p.indptr[size_t(v) + 1] = int64_t(p.indices.size());
-  }
+  impl::symmetric_csr(indptr, indices, INT64_MAX, p.indptr, p.indices);
   return p;
 }
 
@@ -126,10 +110,10 @@ std::vector<int64_t> degree_order(const std::vector<int64_t>& indptr) {
 }
 
 std::vector<int64_t> order_by_part(const std::vector<int32_t>& part) {
+  const int64_t parts = part.empty() ? 0 : int64_t(*std::max_element(part.begin(), part.end())) + 1;
+  const Renumbering numbering = renumber_by_part(part, parts);
   std::vector<int64_t> order(part.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return part[size_t(a)] < part[size_t(b)]; });
+  for (size_t v = 0; v < part.size(); ++v) order[size_t(numbering.new_of_old[v])] = int64_t(v);
   return order;
 }
 

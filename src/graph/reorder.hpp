@@ -65,8 +65,9 @@ struct ReorderReport {
 /// Serial: reads and validates the whole input (as `tessera info` does), computes the order and writes the
 /// output under a temporary name, renamed when complete. Memory: every array of the input, the renumbered
 /// adjacency (8 bytes per stored edge and node) and 64 MiB of renumbered feature rows at a time; rcm up to
-/// 32 bytes per stored edge more while it builds the symmetrized pattern, metis METIS's own copy of it. A reordered input gives a file whose original ids are the first
-/// input's. Partitions are not carried: a partition of the new file is computed on it (`tessera partition`).
+/// 32 bytes per stored edge more while it builds the symmetrized pattern, metis METIS's own copy of it. A
+/// reordered input gives a file whose original ids are the first input's. Partitions are not carried: a
+/// partition of the new file is computed on it (`tessera partition`).
 ReorderReport reorder_graph_file(const ReorderOptions& options);
 
 }  // namespace tessera

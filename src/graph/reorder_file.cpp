@@ -42,18 +42,8 @@ WholeGraph read_whole_graph(const GraphFileReader& reader, const Communicator& s
 
 // The names under /partition in the input: partitions of the old numbering, which the output does not carry.
 std::vector<std::string> partition_names(const std::string& path) {
-  H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  std::vector<std::string> names;
-  if (!file.valid() || !h5_exists(file.get(), "/partition")) return names;
-  H5Handle group(H5Gopen2(file.get(), "/partition", H5P_DEFAULT));
-  H5G_info_t info{};
-  H5Gget_info(group.get(), &info);
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    char name[256] = {};
-    H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name), H5P_DEFAULT);
-    names.push_back(name);
-  }
-  return names;
+  const H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  return file.valid() ? h5_group_members(file.get(), "/partition") : std::vector<std::string>();
 }
 
 std::vector<int64_t> compute_order(const ReorderOptions& o, const WholeGraph& g) {

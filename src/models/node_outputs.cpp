@@ -113,9 +113,12 @@ void write_predictions(const Communicator& comm, const std::string& path, int64_
 }
 
 OutputOrder read_output_order(const Communicator& comm, const std::string& path) {
+  if (path.empty()) return OutputOrder{};
+  return read_output_order(GraphFileReader(comm, path), comm);
+}
+
+OutputOrder read_output_order(const GraphFileReader& reader, const Communicator& comm) {
   OutputOrder order;
-  if (path.empty()) return order;
-  const GraphFileReader reader(comm, path);
   order.num_nodes = reader.meta().num_nodes;
   order.reordered = reader.has_original_ids();
   if (!order.reordered) return order;

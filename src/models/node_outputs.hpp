@@ -18,6 +18,8 @@
 
 namespace tessera {
 
+class GraphFileReader;  // graph/graph_file.hpp
+
 /// This rank's part of the predictions.
 struct NodeClasses {
   std::vector<int64_t> nodes;    ///< node ids
@@ -55,6 +57,8 @@ struct OutputOrder {
 /// Collective: the order of the graph file `path`, this rank's block of it (an empty path: the file's own
 /// order, nothing read).
 OutputOrder read_output_order(const Communicator& comm, const std::string& path);
+/// The same from an open reader.
+OutputOrder read_output_order(const GraphFileReader& reader, const Communicator& comm);
 
 /// Collective: `rows` (this rank's block of the file's node ids) moved to the blocks of the nodes' ids in
 /// `order`; returned as they are when the file is not reordered.

@@ -276,10 +276,10 @@ PredictResult run_prediction(const PredictOptions& o, const Communicator& world)
   log_line(first_line(plan));
   check_graph(o, plan, world);
   // A reordered graph's outputs go in its original order: its original ids are checked before the forward.
-  const OutputOrder order = read_output_order(world, o.data);
+  const GraphFileReader reader(world, o.data);
+  const OutputOrder order = read_output_order(reader, world);
   const bool full = plan.engine == InferenceEngine::Full;
   const EngineRows rows = full ? run_full(o, plan, world) : run_layerwise(o, plan, world);
-  const GraphFileReader reader(world, o.data);
   const int64_t n = reader.meta().num_nodes;
   // Rows go to the blocks of the file's node ids, then, for a reordered file, to those of its original ids.
   const BlockRows logits =

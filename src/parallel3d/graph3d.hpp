@@ -3,8 +3,8 @@
 // layout of each graph layer, the input features, and labels and split masks in the last layer's output
 // order. Built collectively from rows an application holds in memory (GraphRows: any contiguous block of rows
 // per rank) or read from a graph file, in phases — degrees, adjacency, features, labels — each one all-to-all
-// of what the other ranks need. Only dense blocks move afterwards; no rank holds the whole graph unless P
-// = 1.
+// of what the other ranks need. Only dense blocks move afterwards; no rank holds the whole graph unless
+// P = 1.
 #pragma once
 
 #include <cstdint>
