@@ -254,3 +254,45 @@ TEST(Reorder, OriginalIdsThatAreNotAPermutationAreRefused) {
   world.barrier();
   if (world.rank() == 0) std::remove(path.c_str());
 }
+
+// Fewer nodes than ranks: some ranks hold an empty block of ids, and still enter every exchange of the
+// permutation check and of the move to the original order (a rank that skipped one would hang the others).
+TEST(Reorder, OutputOrderWithEmptyBlocks) {
+  const Communicator world = Communicator::world();
+  const std::string path = fixtures::scratch_dir() + "/three-nodes.h5";
+  GraphMeta meta;
+  meta.name = "three";
+  meta.num_nodes = 3;
+  meta.num_features = 1;
+  {
+    GraphFileWriter w(world, path, meta, {});
+    const std::vector<int64_t> indptr(4, 0), labels(3, -1), original{2, 0, 1};
+    const std::vector<float> x(3, 1.0f);
+    const bool root = world.rank() == 0;
+    w.write_indptr(0, root ? 4 : 0, indptr.data());
+    w.write_labels(0, root ? 3 : 0, labels.data());
+    w.write_features(0, root ? 3 : 0, x.data());
+    w.write_original_ids(0, root ? 3 : 0, original.data());
+    w.commit();
+  }
+  const OutputOrder order = read_output_order(world, path);
+  ASSERT_TRUE(order.reordered);
+  const auto [begin, end] = block_range(3, world.rank(), world.size());
+  BlockRows rows;
+  rows.begin = begin;
+  rows.width = 2;
+  for (int64_t i = begin; i < end; ++i) {
+    rows.values.insert(rows.values.end(), {float(i), float(10 * i)});
+    rows.present.push_back(1);
+  }
+  const BlockRows moved = to_output_order(world, rows, order);
+  const int64_t stored_of[3] = {1, 2, 0};  // original id v is stored node stored_of[v]
+  ASSERT_EQ(moved.present.size(), size_t(end - begin));
+  for (int64_t v = begin; v < end; ++v) {
+    EXPECT_TRUE(moved.present[size_t(v - begin)]);
+    EXPECT_EQ(moved.values[size_t(2 * (v - begin))], float(stored_of[v]));
+    EXPECT_EQ(moved.values[size_t(2 * (v - begin) + 1)], float(10 * stored_of[v]));
+  }
+  world.barrier();
+  if (world.rank() == 0) std::remove(path.c_str());
+}
