@@ -161,6 +161,12 @@ OptimizerKind parse_optimizer(const std::string& name) {
   return by_name("--optimizer", name, v, "adam or adamw");
 }
 
+ScheduleKind parse_schedule(const std::string& name) {
+  static const std::pair<const char*, ScheduleKind> v[] = {
+      {"constant", ScheduleKind::Constant}, {"step", ScheduleKind::Step}, {"cosine", ScheduleKind::Cosine}};
+  return by_name("--lr-schedule", name, v, "constant, step or cosine");
+}
+
 PermuteMode parse_permute_mode(const std::string& name) {
   static const std::pair<const char*, PermuteMode> v[] = {
       {"none", PermuteMode::None}, {"single", PermuteMode::Single}, {"double", PermuteMode::Double}};

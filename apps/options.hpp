@@ -40,6 +40,8 @@ ModelKind parse_model_kind(const std::string& name);
 NormKind parse_norm(const std::string& name);
 /// adam or adamw.
 OptimizerKind parse_optimizer(const std::string& name);
+/// constant, step or cosine.
+ScheduleKind parse_schedule(const std::string& name);
 /// none, single or double.
 PermuteMode parse_permute_mode(const std::string& name);
 /// f32 (fp32) or bf16.

@@ -20,7 +20,8 @@ namespace {
 // What CLI11 fills: strings where the library takes a type (parsed in to_options), the rest in place.
 struct Args {
   TrainOptions o;
-  std::string mode = "full", grid, model = "gcn", norm = "none", optimizer = "adam", permute = "double";
+  std::string mode = "full", grid, model = "gcn", norm = "none", optimizer = "adam", permute = "double",
+              lr_schedule = "constant";
   std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
               memory_policy = "auto", eval = "sampled", final_eval = "exact";
@@ -41,6 +42,23 @@ void add_model_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--optimizer", a.optimizer, "adam or adamw")->capture_default_str();
   cmd->add_option("--lr", a.o.optimizer.lr, "Learning rate")->capture_default_str();
   cmd->add_option("--weight-decay", a.o.optimizer.weight_decay, "Weight decay on weights (not biases)")
+      ->capture_default_str();
+  cmd->add_option("--lr-schedule", a.lr_schedule,
+                  "constant, step (--lr times --lr-gamma every --lr-step-every epochs) or cosine (down to "
+                  "--lr-min at the end of the run)")
+      ->capture_default_str();
+  cmd->add_option("--lr-warmup", a.o.schedule.warmup_epochs,
+                  "Epochs of linear warm-up before the schedule (fractions allowed; 0: none)")
+      ->capture_default_str();
+  cmd->add_option("--lr-step-every", a.o.schedule.step_every, "step schedule: epochs between decays")
+      ->capture_default_str();
+  cmd->add_option("--lr-gamma", a.o.schedule.gamma, "step schedule: the factor of each decay")
+      ->capture_default_str();
+  cmd->add_option("--lr-min", a.o.schedule.min_lr, "cosine schedule: the learning rate at the end")
+      ->capture_default_str();
+  cmd->add_option("--clip-grad-norm", a.o.clip_grad_norm,
+                  "Scale the gradients down to this global L2 norm before each update where theirs is larger "
+                  "(0: never)")
       ->capture_default_str();
   cmd->add_option("--epochs", a.o.epochs, "Epochs")->capture_default_str();
   cmd->add_flag("--normalize-features", a.o.normalize_features, "Divide each feature row by its sum");
@@ -187,6 +205,12 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--optimizer", "Optimizer"},
     {"--lr", "Optimizer"},
     {"--weight-decay", "Optimizer"},
+    {"--lr-schedule", "Optimizer"},
+    {"--lr-warmup", "Optimizer"},
+    {"--lr-step-every", "Optimizer"},
+    {"--lr-gamma", "Optimizer"},
+    {"--lr-min", "Optimizer"},
+    {"--clip-grad-norm", "Optimizer"},
     {"--epochs", "Optimizer"},
     {"--eval-every", "Optimizer"},
     {"--patience", "Optimizer"},
@@ -311,6 +335,7 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   m.input_dropout = a.input_dropout < 0 ? m.dropout : a.input_dropout;
   m.fuse = !a.no_fuse;
   o.optimizer.kind = parse_optimizer(a.optimizer);
+  o.schedule.kind = parse_schedule(a.lr_schedule);
   o.permute = parse_permute_mode(a.permute);
   o.comm_dtype = parse_comm_dtype(a.comm_dtype);
   o.gemm_dtype = parse_gemm_dtype(a.gemm_dtype);

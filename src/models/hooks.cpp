@@ -107,11 +107,13 @@ bool MetricsFile::on_epoch(Trainer&, const EpochRecord& r) {
                       {"mode", mode_},
                       {"epoch", r.epoch},
                       {"loss", r.loss},
+                      {"lr", r.lr},
                       {"epoch_s", r.seconds},
                       {"forward_s", r.forward_s},
                       {"backward_s", r.backward_s},
                       {"optimizer_s", r.optimizer_s},
                       {"eval_s", r.eval_s}};
+  if (r.grad_norm > 0) j["grad_norm"] = r.grad_norm;
   if (r.evaluated) {
     j["train_acc"] = r.train_acc;
     j["valid_acc"] = r.valid_acc;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -60,6 +61,50 @@ void Adam::step() {
           value(k) = p - lr * (m(k) / c1) / (::sqrtf(v(k) / c2) + eps);
         });
   }
+}
+
+namespace {
+// Sum of squares of the entries of p's local block that lie inside its global matrix.
+double owned_squares(const Parameter& p, const BlockPlacement& at) {
+  if (!at.owner) return 0.0;
+  const int64_t cols = p.cols, row_begin = at.row_begin, col_begin = at.col_begin;
+  const int64_t global_rows = at.rows, global_cols = at.cols;
+  const auto grad = p.grad;
+  double sum = 0;
+  Kokkos::parallel_reduce(
+      "tessera::gradient_squares", Kokkos::RangePolicy<ExecSpace>(0, p.size()),
+      KOKKOS_LAMBDA(int64_t k, double& s) {
+        const int64_t r = row_begin + k / cols, c = col_begin + k % cols;
+        if (r < global_rows && c < global_cols) s += double(grad(k)) * double(grad(k));
+      },
+      sum);
+  return sum;
+}
+
+void scale_gradient(const Parameter& p, float factor) {
+  const auto grad = p.grad;
+  Kokkos::parallel_for(
+      "tessera::clip_gradient", Kokkos::RangePolicy<ExecSpace>(0, p.size()),
+      KOKKOS_LAMBDA(int64_t k) { grad(k) *= factor; });
+}
+}  // namespace
+
+double global_gradient_norm(const std::vector<ParameterRef>& params, const Communicator& world) {
+  double squares = 0;
+  for (const ParameterRef& p : params) squares += owned_squares(*p.param, p.placement);
+  // Every rank enters it, owner of a block or not.
+  squares = all_reduce_value(world, squares, ReduceOp::Sum, "gradient norm");
+  return std::sqrt(squares);
+}
+
+double clip_gradient_norm(const std::vector<ParameterRef>& params, const Communicator& world, double max_norm) {
+  const double norm = global_gradient_norm(params, world);
+  const double factor = max_norm / (norm + 1e-6);
+  if (factor < 1.0) {
+    for (const ParameterRef& p : params) scale_gradient(*p.param, float(factor));
+    Kokkos::fence();
+  }
+  return norm;
 }
 
 }  // namespace tessera

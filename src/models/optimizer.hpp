@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Adam (weight decay added to the gradient, as torch.optim.Adam) and AdamW (decoupled weight decay,
-// Loshchilov & Hutter). Moments are kept per parameter and saved in checkpoints.
+// Loshchilov & Hutter), and gradient clipping by the global norm. Moments are kept per parameter and saved in
+// checkpoints.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "tessera/comm/communicator.hpp"
 #include "tessera/models/parameter.hpp"
 
 namespace tessera {
@@ -43,6 +45,10 @@ class Adam {
 
   /// Updates so far (bias correction).
   int64_t steps() const { return steps_; }
+  /// The learning rate of the next step (a schedule sets it before each step).
+  float lr() const { return s_.lr; }
+  /// Sets the learning rate of the next steps.
+  void set_lr(float lr) { s_.lr = lr; }
   /// Restores the update count (a resumed run).
   void set_steps(int64_t steps) { steps_ = steps; }
   /// The parameters, in order.
@@ -58,5 +64,14 @@ class Adam {
   std::vector<Vector<float>> m_, v_;
   int64_t steps_ = 0;
 };
+
+/// Collective over `world` (every rank of the run; every replica holding the same gradients): the L2 norm
+/// of the gradients of every parameter's global matrix, each entry counted once (its block's owner; padding
+/// left out), summed in double.
+double global_gradient_norm(const std::vector<ParameterRef>& params, const Communicator& world);
+
+/// Collective over `world`: where the global gradient norm exceeds `max_norm`, every gradient times
+/// max_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_; returns the norm before.
+double clip_gradient_norm(const std::vector<ParameterRef>& params, const Communicator& world, double max_norm);
 
 }  // namespace tessera

@@ -49,6 +49,9 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     config.validate();
     o.optimizer.validate();
     require(o.epochs >= 1, "--epochs must be at least 1, not ", o.epochs);
+    o.schedule.validate(o.optimizer.lr, o.epochs);
+    require(std::isfinite(o.clip_grad_norm) && o.clip_grad_norm >= 0,
+            "--clip-grad-norm must be finite and not negative, not ", o.clip_grad_norm);
     require(o.eval_every >= 0, "--eval-every must not be negative, not ", o.eval_every);
     require(!o.profile_kernels || o.epochs >= 2,
             "--profile-kernels leaves the first epoch out and needs --epochs 2 or more, not ", o.epochs);
@@ -175,7 +178,13 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   loop.keep_last_step = o.keep_last_step;
   loop.stop_on_signal = o.stop_on_signal;
   loop.best_is_last = context.best_is_last;
+  loop.clip_grad_norm = o.clip_grad_norm;
   Trainer trainer(model, source, world, loop);
+  if (!o.schedule.constant()) {
+    trainer.set_schedule(make_schedule(o.schedule, o.optimizer.lr));
+    if (!o.quiet) log_line("learning rate " + std::to_string(o.optimizer.lr).substr(0, 8) + ", " +
+                           trainer.schedule().describe());
+  }
   // The checkpointer first: a resume sets the progress the others start from.
   if (!o.checkpoint_dir.empty()) {
     CheckpointOptions c;
@@ -417,6 +426,17 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
                       {"patience", o.patience},
                       {"comm_dtype", o.comm_dtype == CommDtype::Bf16 ? "bf16" : "f32"},
                       {"gemm_dtype", o.gemm_dtype == GemmDtype::Bf16 ? "bf16" : "f32"}};
+  // Only where set, so that checkpoints of runs without them still resume.
+  const ScheduleSettings& schedule = o.schedule;
+  if (!schedule.constant()) {
+    j["lr_schedule"] = schedule_name(schedule.kind);
+    if (schedule.warmup_epochs > 0) j["lr_warmup"] = schedule.warmup_epochs;
+    if (schedule.kind == ScheduleKind::Step) j["lr_step"] = {schedule.step_every, schedule.gamma};
+    if (schedule.kind == ScheduleKind::Cosine) j["lr_min"] = schedule.min_lr;
+    // The factors depend on the run's length: resuming with other --epochs would be another run.
+    if (schedule.depends_on_epochs()) j["epochs"] = o.epochs;
+  }
+  if (o.clip_grad_norm > 0) j["clip_grad_norm"] = o.clip_grad_norm;
   // Full-graph runs resume on any grid (the same model up to float round-off); the data-parallel split of
   // mini-batch and sampled runs decides which samples each step trains on.
   if (o.mode == TrainMode::Minibatch) {

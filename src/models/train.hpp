@@ -62,6 +62,8 @@ struct TrainOptions {
   bool normalize_features = false;            ///< divide each feature row by its sum
   ModelConfig model;            ///< in / out are taken from the data; model.seed keys everything
   AdamSettings optimizer;       ///< Adam's settings
+  ScheduleSettings schedule;    ///< the learning rate's schedule (constant by default)
+  double clip_grad_norm = 0;    ///< see TrainerOptions
   int64_t epochs = 200;         ///< epochs to train (counting a resumed run's)
   int64_t eval_every = 1;       ///< evaluate every K epochs and after the last; 0: never
   bool keep_last_step = false;  ///< see TrainerOptions

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/trainer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
-#include <tuple>
 
 #include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -87,9 +87,13 @@ Trainer::Trainer(Model& model, BatchSource& source, const Communicator& world, c
       source_(source),
       world_(world),
       options_(options),
-      optimizer_(model.parameters(), options.optimizer) {
+      optimizer_(model.parameters(), options.optimizer),
+      loss_(std::make_unique<SoftmaxCrossEntropy>()),
+      schedule_(std::make_unique<ConstantSchedule>()) {
   world.check(options.epochs >= 1, "--epochs must be at least 1, not " + std::to_string(options.epochs));
   world.check(options.eval_every >= 0, "--eval-every must not be negative");
+  world.check(std::isfinite(options.clip_grad_norm) && options.clip_grad_norm >= 0,
+              "--clip-grad-norm must be finite and not negative, not " + std::to_string(options.clip_grad_norm));
   int64_t total = 0;
   for (const ParameterRef& p : model.parameters()) total += p.param->size();
   flat_grads_ = Vector<float>("trainer.gradients", size_t(total));
@@ -98,6 +102,16 @@ Trainer::Trainer(Model& model, BatchSource& source, const Communicator& world, c
 void Trainer::add_hook(std::unique_ptr<TrainerHook> hook) {
   hooks_.push_back(hook.get());
   owned_hooks_.push_back(std::move(hook));
+}
+
+void Trainer::set_loss(std::unique_ptr<Loss> loss) {
+  require(loss != nullptr, "Trainer::set_loss: no loss");
+  loss_ = std::move(loss);
+}
+
+void Trainer::set_schedule(std::unique_ptr<LearningRateSchedule> schedule) {
+  require(schedule != nullptr, "Trainer::set_schedule: no schedule");
+  schedule_ = std::move(schedule);
 }
 
 LogitsLayout Trainer::logits_layout() const {
@@ -146,23 +160,44 @@ void Trainer::average_buffers_over_replicas() {
   Kokkos::fence();
 }
 
+// This replica's loss, weighted into the mean the mode trains on, and its gradient in `grad` (weighted alike).
+double Trainer::step_loss(const Matrix<const float>& logits, const Batch& b, const Matrix<float>& grad) {
+  double weighted = 0;
+  // Timed on the stream: a wall clock here would also count the forward kernels still queued before it.
+  time_phase(loss_timer_, "loss", [&] {
+    const LossSum s = loss_->sum_and_gradient(LossInput{logits_layout(), logits, b.labels, b.mask}, grad);
+    const double weight = source_.loss_weight(s.count);
+    if (weight != 1.0) axpby<float>(float(weight), grad, 0.0f, grad);  // in place: the kernels' path choice
+    weighted = weight * s.sum;
+  });
+  return weighted;
+}
+
+// Clipping, the schedule's learning rate, Adam, and the replicas' buffers.
+void Trainer::update(int64_t epoch, int64_t step, EpochRecord& r) {
+  Stopwatch phase;
+  if (options_.clip_grad_norm > 0)
+    r.grad_norm =
+        std::max(r.grad_norm, clip_gradient_norm(model_.parameters(), world_, options_.clip_grad_norm));
+  const double steps = double(source_.steps_per_epoch());
+  const ScheduleClock clock{double(epoch) + double(step) / steps, 1.0 / steps, double(options_.epochs)};
+  optimizer_.set_lr(float(double(options_.optimizer.lr) * schedule_->factor(clock)));
+  r.lr = optimizer_.lr();
+  optimizer_.step();
+  average_buffers_over_replicas();
+  Kokkos::fence();
+  r.optimizer_s += phase.seconds();
+}
+
 void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResult& result) {
   Stopwatch phase;
   const Batch& b = source_.batch(epoch, step);
   const PassInfo pass{true, options_.seed, source_.pass_key(epoch, step)};
   const Matrix<const float> logits = model_.forward(b.input, *b.graph, pass);
-  const LogitsLayout layout = logits_layout();
   const Matrix<float> grad = logits_gradient(int64_t(logits.extent(0)));
-  double loss_sum = 0, weight = 1;
-  // Timed on the stream: a wall clock here would also count the forward kernels still queued before it.
-  time_phase(loss_timer_, "loss", [&] {
-    int64_t count = 0;
-    std::tie(loss_sum, count) = softmax_cross_entropy_3d(layout, logits, b.labels, b.mask, 1.0f, grad);
-    weight = source_.loss_weight(count);
-    if (weight != 1.0) axpby<float>(float(weight), grad, 0.0f, grad);  // in place: the kernels' path choice
-  });
+  double loss = step_loss(logits, b, grad);
   Kokkos::fence();
-  source_.observe(logits, b, layout);
+  source_.observe(logits, b, logits_layout());
   r.forward_s += phase.seconds();
   phase.restart();
   model_.backward(grad, pass);
@@ -174,13 +209,8 @@ void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResul
     result.last_logits = gather_logits(model_, logits, b, source_.num_nodes());
     result.last_gradients = gather_global(model_.parameters(), world_, true);
   }
-  phase.restart();
-  optimizer_.step();
-  average_buffers_over_replicas();
-  Kokkos::fence();
-  r.optimizer_s += phase.seconds();
+  update(epoch, step, r);
   // The step's loss: the weighted sums of every replica make the mean the mode trains on.
-  double loss = weight * loss_sum;
   if (source_.replicas().size() > 1)
     loss = all_reduce_value(source_.replicas(), loss, ReduceOp::Sum, "report");
   // Every rank holds the same value here (summed over the replicas; inside one, the loss is reduced over a

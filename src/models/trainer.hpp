@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The one training loop (docs/architecture.md §9): epochs of steps from a BatchSource — forward, masked
-// cross-entropy over the grid, backward, gradients summed over the data-parallel replicas, Adam — then
+// The one training loop (docs/architecture.md §9): epochs of steps from a BatchSource — forward, the loss
+// over the grid (loss.hpp; softmax cross-entropy unless set), backward, gradients summed over the
+// data-parallel replicas and optionally clipped, Adam at the schedule's learning rate (schedule.hpp) — then
 // evaluation and the best-validation record. Everything else a run does is a hook: the console line, the
 // metrics file, checkpoints and resume, early stopping, per-node outputs (hooks.hpp), or an application's
 // own.
@@ -16,11 +17,14 @@
 #include "tessera/core/timer.hpp"
 #include "tessera/models/batch_source.hpp"
 #include "tessera/models/checkpoint.hpp"
+#include "tessera/models/loss.hpp"
 #include "tessera/models/optimizer.hpp"
+#include "tessera/models/schedule.hpp"
 
 namespace tessera {
 
-/// What the loop does besides the model and the data.
+/// What the loop does besides the model and the data. Set the fields by name (C++20: designated
+/// initializers, in this order).
 struct TrainerOptions {
   AdamSettings optimizer;       ///< Adam's settings
   int64_t epochs = 200;         ///< train until this many epochs are done (counting a resumed run's)
@@ -33,6 +37,9 @@ struct TrainerOptions {
   /// The graph has no validation nodes: every evaluation counts as the best so far, so the best-validation
   /// record (and what node outputs are written from) is the last evaluated epoch.
   bool best_is_last = false;
+  /// > 0: before each update, the gradients are scaled down to this global L2 norm where theirs is larger
+  /// (clip_gradient_norm).
+  double clip_grad_norm = 0;
 };
 
 /// One epoch, as hooks and reports see it.
@@ -45,6 +52,8 @@ struct EpochRecord {
   double valid_acc = 0;                               ///< on the validation nodes
   double test_acc = 0;                                ///< on the test nodes
   double valid_loss = 0;                              ///< mean cross-entropy on the validation nodes
+  double lr = 0;                                      ///< the learning rate of the epoch's last step
+  double grad_norm = 0;  ///< clipping on: the largest global gradient norm of its steps, before clipping
   double seconds = 0;                                 ///< the whole epoch
   EpochWork work;                                     ///< what the epoch processed (BatchSource::epoch_work)
   double forward_s = 0;                               ///< forward and loss
@@ -119,6 +128,11 @@ class Trainer {
   void add_hook(TrainerHook& hook) { hooks_.push_back(&hook); }
   /// Adds a hook the trainer owns.
   void add_hook(std::unique_ptr<TrainerHook> hook);
+  /// Replaces the loss (default: SoftmaxCrossEntropy); before run().
+  void set_loss(std::unique_ptr<Loss> loss);
+  /// Replaces the learning-rate schedule (default: ConstantSchedule); before run(). Its factors multiply
+  /// the optimizer's learning rate (TrainerOptions::optimizer.lr).
+  void set_schedule(std::unique_ptr<LearningRateSchedule> schedule);
   /// Collective: trains until options().epochs are done or a hook stops it.
   TrainResult run();
 
@@ -126,6 +140,10 @@ class Trainer {
   Model& model() { return model_; }
   /// The data.
   BatchSource& source() { return source_; }
+  /// The loss it minimizes.
+  Loss& loss() { return *loss_; }
+  /// The learning-rate schedule.
+  const LearningRateSchedule& schedule() const { return *schedule_; }
   /// The optimizer (its moments and step count are checkpointed).
   Adam& optimizer() { return optimizer_; }
   /// Every rank of the run.
@@ -145,6 +163,8 @@ class Trainer {
 
  private:
   void train_step(int64_t epoch, int64_t step, EpochRecord& record, TrainResult& result);
+  double step_loss(const Matrix<const float>& logits, const Batch& b, const Matrix<float>& grad);
+  void update(int64_t epoch, int64_t step, EpochRecord& record);
   void sum_gradients_over_replicas();
   void average_buffers_over_replicas();
   LogitsLayout logits_layout() const;
@@ -155,6 +175,8 @@ class Trainer {
   const Communicator& world_;
   TrainerOptions options_;
   Adam optimizer_;
+  std::unique_ptr<Loss> loss_;
+  std::unique_ptr<LearningRateSchedule> schedule_;
   TrainingProgress progress_;
   std::vector<TrainerHook*> hooks_;
   std::vector<Vector<float>> best_;

@@ -914,6 +914,13 @@ PY
     same_run 3d 2 400 --grid 2x1x1
     same_run minibatch 2 300 --mode minibatch --grid 2x1x1x1 --batch-size 400 --norm batch
     same_run sampled 2 60 --mode sampled --model sage --batch-size 64 --partition metis-2 --partition-file parts.h5
+    # A schedule and clipping are functions of the step: the resumed run follows them from where it stopped.
+    same_run schedule 2 400 --grid 2x1x1 --lr-schedule cosine --lr-warmup 10 --lr-min 0.001 --clip-grad-norm 0.2
+    grep -q '"grad_norm"' straight-m-schedule.jsonl || { echo "FAILED: no grad_norm in the metrics"; exit 1; }
+    # The cosine's factors depend on the run's length: resuming it with other --epochs is another run.
+    expect_error "this run differs from the one that wrote the checkpoint: epochs 401 \(checkpoint: 400\)" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 401 --checkpoint "ck-schedule-$$" --resume --grid 2x1x1 \
+      --lr-schedule cosine --lr-warmup 10 --lr-min 0.001 --clip-grad-norm 0.2
     # A job killed after its last checkpoint (every 5 epochs) leaves later epochs in the metrics; the resumed
     # run cuts them back first, so each epoch is there once and the file equals the straight run's.
     "$TESSERA" train --data g.h5 --epochs 600 --checkpoint "ck-kill-$$" --checkpoint-every 5 --metrics m-kill.jsonl >run.txt 2>&1 &
@@ -950,6 +957,15 @@ PY
     "$TESSERA" prep synth --nodes 200 --edges 800 --classes 3 --train-fraction 0.02 -o few.h5 >/dev/null || exit 1
     mpi 4 "$TESSERA" train --data few.h5 --mode sampled --partition block --norm batch --epochs 1 --batch-size 4 --quiet \
       >/dev/null 2>&1 || { echo "FAILED: sampled --norm batch with ranks that hold no training node"; exit 1; }
+    # The schedule's and clipping's options, each checked on every rank before the load.
+    expect_error "--lr-schedule must be constant, step or cosine, not 'linear'" "m.jsonl" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --lr-schedule linear --metrics m.jsonl
+    expect_error "--lr-min must be in \[0, --lr = 0.01\], not 0.5" "m.jsonl" -- \
+      "$TESSERA" train --data g.h5 --lr-schedule cosine --lr-min 0.5 --metrics m.jsonl
+    expect_error "--lr-warmup \(20 epochs\) must end before the run does \(--epochs 10\)" "-" -- \
+      "$TESSERA" train --data g.h5 --epochs 10 --lr-warmup 20
+    expect_error "--lr-gamma must be in \(0, 1\], not 2" "-" -- "$TESSERA" train --data g.h5 --lr-schedule step --lr-gamma 2
+    expect_error "--clip-grad-norm must be finite and not negative, not -1" "-" -- "$TESSERA" train --data g.h5 --clip-grad-norm -1
     "$TESSERA" prep synth --nodes 200 --edges 800 --classes 3 --valid-fraction 0 -o novalid.h5 >/dev/null || exit 1
     expect_error "novalid.h5: no validation nodes \(split 'valid' is empty\), so --patience cannot work; train with --patience 0" "p.txt" -- \
       "$TESSERA" train --data novalid.h5 --patience 3 --save-predictions p.txt

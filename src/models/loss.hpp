@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The training loss as a piece of the library: what a Trainer minimizes. A loss sees one step's logits block
+// on this rank, where the block sits on the grid (rows split over one axis, classes over another), the rows'
+// labels and the mask of rows it covers. It returns the sum over the covered rows of the whole grid and their
+// count, and writes d(sum)/d(logits) for this rank's block; the Trainer scales both to the mean the mode
+// trains on. SoftmaxCrossEntropy is the default. An application writes its own by deriving from Loss and
+// summing its rank's share with sum_over_grid, so that every rank reports the same number
+// (examples/custom_loss, docs/library.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/parallel3d/loss3d.hpp"
+
+namespace tessera {
+
+/// What a loss sees of one training step on this rank.
+struct LossInput {
+  LogitsLayout layout;           ///< the axes that split the logits' rows and classes; the first class
+  Matrix<const float> logits;    ///< this rank's block: rows x local columns (padding past the classes)
+  Vector<const int64_t> labels;  ///< every row's class (-1: unlabeled or padding)
+  Vector<const uint8_t> mask;    ///< the rows the loss covers (a row counts where mask != 0 and label >= 0)
+  /// Local columns that are real classes: columns [0, real_columns()) of the block; the rest are padding.
+  int64_t real_columns() const;
+};
+
+/// A loss summed over the rows it covered on the whole grid.
+struct LossSum {
+  double sum = 0;     ///< the loss summed over the covered rows
+  int64_t count = 0;  ///< the covered rows
+};
+
+/// What a Trainer minimizes. Collective over the layout's axes: every rank of a replica enters it each step.
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  /// The sum over the covered rows of the whole grid and their count (the same on every rank); writes every
+  /// entry of `grad` (rows x local columns, as the logits) with d(sum)/d(logits): 0 on rows it does not
+  /// cover and on padding columns.
+  virtual LossSum sum_and_gradient(const LossInput& input, const Matrix<float>& grad) = 0;
+  /// A name for the log and the checkpoint's run identity ("softmax_cross_entropy").
+  virtual std::string name() const = 0;
+};
+
+/// -log softmax(logits)(label), the softmax over the real classes, spread over the grid as the logits are.
+class SoftmaxCrossEntropy final : public Loss {
+ public:
+  LossSum sum_and_gradient(const LossInput& input, const Matrix<float>& grad) override;
+  std::string name() const override { return "softmax_cross_entropy"; }
+};
+
+/// Collective over the layout's rows and classes axes: a rank's share of a loss (`partial`: its rows, its
+/// columns) summed over both axes, and its covered rows (`rows`, which every rank holding the same rows
+/// counts alike) summed over the rows' axis. What a user-written Loss returns.
+LossSum sum_over_grid(const LogitsLayout& layout, double partial, int64_t rows);
+
+}  // namespace tessera

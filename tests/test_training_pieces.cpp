@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The training loop's replaceable pieces through the public API, as an application uses them: a loss of its
+// own (squared error on the one-hot labels, written here against the Loss interface), the library's
+// learning-rate schedules, and gradient clipping. Each is checked against an independent reference in
+// double (formulas written out here, the logits and gradients gathered from the run), on one rank and on
+// every grid of the world's ranks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tessera/tessera.hpp>
+
+#include "support/fixtures.hpp"
+
+namespace tessera {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// An application's loss: sum over the covered rows of sum_j (z_j - onehot_j)^2 over the real classes.
+class SquaredError : public Loss {
+ public:
+  LossSum sum_and_gradient(const LossInput& in, const Matrix<float>& grad) override {
+    const auto z = in.logits;
+    const auto labels = in.labels;
+    const auto mask = in.mask;
+    const int64_t cols = int64_t(z.extent(1)), real = in.real_columns(), first = in.layout.col_begin;
+    double partial = 0;
+    int64_t rows = 0;
+    Kokkos::parallel_reduce(
+        "app::squared_error", Kokkos::RangePolicy<ExecSpace>(0, int64_t(z.extent(0))),
+        KOKKOS_LAMBDA(int64_t i, double& sum, int64_t& n) {
+          const bool covered = mask(i) != 0 && labels(i) >= 0;
+          for (int64_t j = 0; j < cols; ++j) {
+            const double d = covered && j < real ? double(z(i, j)) - (first + j == labels(i) ? 1.0 : 0.0) : 0.0;
+            sum += d * d;
+            grad(i, j) = float(2.0 * d);
+          }
+          n += covered ? 1 : 0;
+        },
+        partial, rows);
+    return sum_over_grid(in.layout, partial, rows);
+  }
+  std::string name() const override { return "squared_error"; }
+};
+
+// Every node's label and training mark, read from the file.
+struct Truth {
+  std::vector<int64_t> labels;
+  std::vector<uint8_t> train;
+};
+Truth truth_of(const std::string& path, const Communicator& world) {
+  const GraphFileReader reader(world, path);
+  const int64_t n = reader.meta().num_nodes;
+  Truth t{reader.read_labels(0, n), std::vector<uint8_t>(size_t(n), 0)};
+  for (const SplitInfo& split : reader.splits())
+    if (split.name == "train")
+      for (int64_t v : reader.read_split("train", 0, split.size)) t.train[size_t(v)] = 1;
+  return t;
+}
+
+// SquaredError's mean in double from the logits of every node (nodes x classes).
+double squared_error_reference(const std::vector<float>& logits, const Truth& t, int64_t classes) {
+  double sum = 0;
+  int64_t count = 0;
+  for (size_t v = 0; v < t.labels.size(); ++v) {
+    if (!t.train[v] || t.labels[v] < 0) continue;
+    ++count;
+    for (int64_t j = 0; j < classes; ++j) {
+      const double d = double(logits[v * size_t(classes) + size_t(j)]) - (j == t.labels[v] ? 1.0 : 0.0);
+      sum += d * d;
+    }
+  }
+  return sum / double(count);
+}
+
+double max_relative(const std::vector<float>& x, const std::vector<float>& y) {
+  double diff = 0, top = 1e-30;
+  for (size_t k = 0; k < x.size(); ++k) {
+    diff = std::max(diff, double(std::abs(x[k] - y[k])));
+    top = std::max(top, double(std::abs(y[k])));
+  }
+  return diff / top;
+}
+
+struct PieceRun {
+  TrainResult result;
+  // After the run: the global norm of the model's gradients (the last step's, as the update left them),
+  // then after clip_gradient_norm to a quarter of it.
+  double norm_before = 0, norm_after = 0;
+};
+
+// A 2-layer GCN on the small CSBM graph on `grid`, trained through the public API with the application's
+// loss, a cosine schedule after a warm-up, and (clip > 0) clipping.
+PieceRun train_pieces(const Communicator& comm, const GridShape& shape, int64_t epochs, double clip) {
+  const ProcessGrid grid(comm, shape);
+  Graph3DOptions load;
+  load.layers = 2;
+  load.seed = 5;
+  load.normalize_features = true;
+  const Graph3D graph = load_graph_3d(GraphFileReader(comm, fixtures::small_csbm_file()), grid, load);
+  Sequential model(grid, graph.num_features, RunOptions{}, 5);
+  ConvOptions hidden;
+  hidden.relu = true;
+  model.add<GcnConv>(12, hidden);
+  model.add<GcnConv>(graph.num_classes);
+  FullGraphSource source(graph, grid, comm, model.needs_self_blocks());
+  TrainerOptions options;
+  options.optimizer.lr = 0.02f;
+  options.epochs = epochs;
+  options.seed = 5;
+  options.keep_last_step = true;
+  options.clip_grad_norm = clip;
+  Trainer trainer(model, source, comm, options);
+  trainer.set_loss(std::make_unique<SquaredError>());
+  trainer.set_schedule(std::make_unique<WarmupSchedule>(2.0, std::make_unique<CosineSchedule>(0.1)));
+  PieceRun run;
+  run.result = trainer.run();
+  run.norm_before = global_gradient_norm(model.parameters(), comm);
+  clip_gradient_norm(model.parameters(), comm, run.norm_before / 4);
+  run.norm_after = global_gradient_norm(model.parameters(), comm);
+  return run;
+}
+
+// The gradients' global norm in double from the gathered global matrices.
+double reference_norm(const std::vector<float>& gradients) {
+  double s = 0;
+  for (float g : gradients) s += double(g) * double(g);
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+TEST(Schedule, FactorsFollowTheirFormulas) {
+  const StepSchedule step(3, 0.5);
+  EXPECT_EQ(step.factor({0.0, 0.25, 10}), 1.0);
+  EXPECT_EQ(step.factor({2.75, 0.25, 10}), 1.0);
+  EXPECT_EQ(step.factor({3.0, 0.25, 10}), 0.5);
+  EXPECT_EQ(step.factor({9.5, 0.25, 10}), 0.125);
+  const CosineSchedule cosine(0.2);
+  for (double t : {0.0, 1.0, 3.3, 7.0, 9.9})
+    EXPECT_NEAR(cosine.factor({t, 0.1, 10}), 0.2 + 0.8 * 0.5 * (1 + std::cos(kPi * t / 10)), 1e-15) << t;
+  // Four steps per epoch, two epochs of warm-up: steps 0..7 get 1/8 .. 8/8 of the decay's start; the decay's
+  // clock starts at epoch 2 and spans the 8 remaining epochs.
+  const WarmupSchedule warm(2, std::make_unique<CosineSchedule>(0.0));
+  for (int k = 0; k < 8; ++k) EXPECT_NEAR(warm.factor({k * 0.25, 0.25, 10}), (k + 1) / 8.0, 1e-15) << k;
+  EXPECT_NEAR(warm.factor({6.0, 0.25, 10}), 0.5 * (1 + std::cos(kPi * 4 / 8)), 1e-15);
+  EXPECT_EQ(ConstantSchedule().factor({5, 1, 10}), 1.0);
+  ScheduleSettings s;
+  s.kind = ScheduleKind::Cosine;
+  s.min_lr = 0.001;
+  s.warmup_epochs = 1;
+  // lr_min is reached at the end of the run; the last step (epoch 10) is 8/9 of the cosine's way there.
+  EXPECT_NEAR(make_schedule(s, 0.01)->factor({10, 1, 10}), 0.1, 1e-12);
+  EXPECT_NEAR(make_schedule(s, 0.01)->factor({9, 1, 10}), 0.1 + 0.9 * 0.5 * (1 + std::cos(kPi * 8 / 9)), 1e-12);
+  EXPECT_EQ(make_schedule(s, 0.01)->describe(), "linear warm-up over 1 epochs, then cosine to 0.1x");
+}
+
+TEST(Schedule, BadSettingsNameTheOption) {
+  ScheduleSettings s;
+  s.min_lr = 0.5;
+  EXPECT_THROW(s.validate(0.01, 10), Error);
+  s = ScheduleSettings();
+  s.warmup_epochs = 10;
+  EXPECT_THROW(s.validate(0.01, 10), Error);
+  s = ScheduleSettings();
+  s.gamma = 0;
+  EXPECT_THROW(s.validate(0.01, 10), Error);
+  s = ScheduleSettings();
+  s.step_every = -1;
+  EXPECT_THROW(s.validate(0.01, 10), Error);
+  EXPECT_THROW(StepSchedule(0, 0.5), Error);
+  EXPECT_THROW(CosineSchedule(1.5), Error);
+  EXPECT_THROW(WarmupSchedule(1, nullptr), Error);
+}
+
+// A run with a schedule or clipping is identified by them (a checkpoint resumes only the same run); runs
+// without them keep the identity they had, so their checkpoints still resume.
+TEST(Schedule, RunIdentityNamesScheduleAndClipping) {
+  TrainOptions o;
+  const nlohmann::json plain = run_identity(o, 1);
+  EXPECT_FALSE(plain.contains("lr_schedule"));
+  EXPECT_FALSE(plain.contains("clip_grad_norm"));
+  EXPECT_FALSE(plain.contains("epochs"));
+  o.schedule.kind = ScheduleKind::Cosine;
+  o.clip_grad_norm = 1.0;
+  const nlohmann::json cosine = run_identity(o, 1);
+  EXPECT_EQ(cosine["lr_schedule"], "cosine");
+  EXPECT_EQ(cosine["epochs"], o.epochs);  // the cosine's length
+  EXPECT_EQ(cosine["clip_grad_norm"], 1.0);
+}
+
+// The application's loss and the schedule through the Trainer: the learning rate of every epoch is the
+// formula's, the reported loss of the last step is the reference's mean squared error of that step's
+// logits, the loss falls, and every grid of the world's ranks trains the one-rank run.
+TEST(TrainingPieces, UserLossAndCosineScheduleOnEveryGrid) {
+  const Communicator world = Communicator::world();
+  const Communicator self = world.split(world.rank(), 0);
+  const int64_t epochs = 12;
+  const PieceRun reference = train_pieces(self, GridShape{}, epochs, 0.0);
+  const Truth truth = truth_of(fixtures::small_csbm_file(), world);
+  const auto& h = reference.result.history;
+  ASSERT_EQ(int64_t(h.size()), epochs);
+  for (int64_t e = 0; e < epochs; ++e) {
+    const double factor = e < 2 ? (e + 1) / 2.0 : 0.1 + 0.9 * 0.5 * (1 + std::cos(kPi * (e - 2) / 10.0));
+    EXPECT_NEAR(h[size_t(e)].lr, double(0.02f) * factor, 1e-8) << "epoch " << e + 1;
+  }
+  EXPECT_NEAR(h.back().loss, squared_error_reference(reference.result.last_logits, truth, 5),
+              1e-5 * h.back().loss);
+  EXPECT_LT(h.back().loss, 0.7 * h.front().loss);
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    const PieceRun run = train_pieces(world, shape, epochs, 0.0);
+    const TrainResult& r = run.result;
+    ASSERT_EQ(r.history.size(), h.size());
+    for (size_t e = 0; e < h.size(); ++e) {
+      EXPECT_NEAR(r.history[e].loss, h[e].loss, 1e-5 * h[e].loss) << "epoch " << e + 1;
+      EXPECT_EQ(r.history[e].lr, h[e].lr);
+    }
+    EXPECT_NEAR(r.history.back().loss, squared_error_reference(r.last_logits, truth, 5),
+                1e-5 * r.history.back().loss);
+    EXPECT_LT(max_relative(r.final_weights, reference.result.final_weights), 1e-4);
+    EXPECT_LT(max_relative(r.last_gradients, reference.result.last_gradients), 1e-4);
+  }
+}
+
+// Clipping: the global norm is the gathered gradients' norm on every grid (each entry once: padding and
+// replicas left out), clipping scales it to the bound, and a bound the gradients never reach changes
+// nothing; a bound they reach changes the run, the same way on every grid.
+TEST(TrainingPieces, ClippingUsesTheGlobalNormOnEveryGrid) {
+  const Communicator world = Communicator::world();
+  const Communicator self = world.split(world.rank(), 0);
+  const PieceRun free = train_pieces(self, GridShape{}, 4, 0.0);
+  const PieceRun loose = train_pieces(self, GridShape{}, 4, 1e6);
+  EXPECT_EQ(loose.result.final_weights, free.result.final_weights);
+  const PieceRun tight = train_pieces(self, GridShape{}, 4, 0.05);
+  EXPECT_GT(tight.result.history.front().grad_norm, 0.05);
+  EXPECT_GT(max_relative(tight.result.final_weights, free.result.final_weights), 1e-3);
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    const PieceRun run = train_pieces(world, shape, 4, 0.05);
+    // The run's last gradients were gathered before the update clipped them to 0.05.
+    const double norm = reference_norm(run.result.last_gradients);
+    ASSERT_GT(norm, 0.05);
+    EXPECT_NEAR(run.result.history.back().grad_norm, norm, 1e-6 * norm);
+    EXPECT_NEAR(run.norm_before, 0.05, 1e-6);
+    EXPECT_NEAR(run.norm_after, run.norm_before / 4, 1e-6);
+    EXPECT_LT(max_relative(run.result.final_weights, tight.result.final_weights), 1e-4);
+  }
+}
+
+}  // namespace tessera
