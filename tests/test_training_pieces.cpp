@@ -248,4 +248,59 @@ TEST(TrainingPieces, ClippingUsesTheGlobalNormOnEveryGrid) {
   }
 }
 
+namespace {
+// The message of the Error `fn` throws ("" when it throws none).
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// A source built from the model asks it what it needs and refuses a graph it cannot run on: SAGE layers on
+// a symmetric-normalized graph, GCN layers on a mean-weighted one, another depth; one model cannot mix GCN
+// and SAGE layers (one graph carries one weighting). A model that fits trains.
+TEST(GraphForModel, SourcesRefuseAGraphTheModelCannotUse) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, ProcessGrid::factorizations(world.size(), false).front());
+  const auto load = [&](Normalization normalization, int layers) {
+    Graph3DOptions o;
+    o.layers = layers;
+    o.normalization = normalization;
+    return load_graph_3d(GraphFileReader(world, fixtures::small_csbm_file()), grid, o);
+  };
+  const Graph3D symmetric = load(Normalization::Symmetric, 2), mean = load(Normalization::Mean, 2);
+  Sequential sage(grid, symmetric.num_features);
+  sage.add<SageConv>(8);
+  sage.add<SageConv>(symmetric.num_classes);
+  EXPECT_EQ(sage.aggregation(), Normalization::Mean);
+  EXPECT_EQ(error_of([&] { FullGraphSource(symmetric, grid, world, sage); }),
+            "the model's layers aggregate with mean weights but the graph was built with symmetric ones "
+            "(Graph3DOptions::normalization: Mean for SageConv)");
+  Sequential gcn(grid, mean.num_features);
+  gcn.add<GcnConv>(8);
+  gcn.add<GcnConv>(mean.num_classes);
+  EXPECT_NE(error_of([&] { MinibatchSource(mean, grid, world, MinibatchOptions{}, gcn, 1); }).find(
+                "aggregate with symmetric weights but the graph was built with mean ones"),
+            std::string::npos);
+  Sequential deep(grid, mean.num_features);
+  for (int l = 0; l < 3; ++l) deep.add<SageConv>(l < 2 ? 8 : mean.num_classes);
+  EXPECT_EQ(error_of([&] { FullGraphSource(mean, grid, world, deep); }),
+            "the model has 3 graph layers but the graph was built for 2 (Graph3DOptions::layers)");
+  Sequential mixed(grid, mean.num_features);
+  mixed.add<GcnConv>(8);
+  EXPECT_EQ(error_of([&] { mixed.add<SageConv>(mean.num_classes); }),
+            "model: sage (graph layer 1) aggregates with mean weights but gcn (graph layer 0) with symmetric: "
+            "one graph carries one weighting of its adjacency, so a model's layers must agree");
+  FullGraphSource fits(mean, grid, world, sage);
+  TrainerOptions options;
+  options.epochs = 2;
+  Trainer trainer(sage, fits, world, options);
+  EXPECT_EQ(trainer.run().history.size(), 2u);
+}
+
 }  // namespace tessera

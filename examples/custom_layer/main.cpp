@@ -83,16 +83,19 @@ int main(int argc, char** argv) {
     load.normalize_features = true;
     const Graph3D graph = load_graph_3d(GraphFileReader(world, argv[1]), grid, load);
 
-    Sequential model(grid, graph.num_features, RunOptions{}, /*seed=*/1);
+    const uint64_t seed = 1;
+    Sequential model(grid, graph.num_features, RunOptions{}, seed);
     model.add<Dropout>(0.5f);
     model.add<LeakyGcn>(16, 0.1f);
     model.add<Dropout>(0.5f);
     model.add<GcnConv>(graph.num_classes);
 
-    FullGraphSource source(graph, grid, world, model.needs_self_blocks());
-    AdamSettings adam;
-    adam.weight_decay = 5e-4f;
-    Trainer trainer(model, source, world, TrainerOptions{adam, 200, 1, /*seed=*/1, false});
+    FullGraphSource source(graph, grid, world, model);
+    TrainerOptions options;
+    options.optimizer.weight_decay = 5e-4f;
+    options.epochs = 200;
+    options.seed = seed;
+    Trainer trainer(model, source, world, options);
     const TrainResult r = trainer.run();
     if (world.rank() == 0)
       std::printf("custom_layer on grid %s (%s): best valid %.4f at epoch %lld, test accuracy %.4f\n",

@@ -104,15 +104,21 @@ int main(int argc, char** argv) {
     load.normalize_features = true;
     const Graph3D graph = build_graph_3d(read_cora(argv[1], world), grid, load);
 
-    Sequential model(grid, graph.num_features, RunOptions{}, /*seed=*/3);
+    const uint64_t seed = 3;
+    Sequential model(grid, graph.num_features, RunOptions{}, seed);
     model.add<Dropout>(0.5f);
-    model.add<SageConv>(16, ConvOptions{true, true, 0.5f, false});
+    ConvOptions hidden;
+    hidden.relu = true;
+    hidden.dropout = 0.5f;
+    model.add<SageConv>(16, hidden);
     model.add<SageConv>(graph.num_classes);
 
-    FullGraphSource source(graph, grid, world, model.needs_self_blocks());
-    AdamSettings adam;
-    adam.weight_decay = 5e-4f;
-    Trainer trainer(model, source, world, TrainerOptions{adam, 200, 1, /*seed=*/3, false});
+    FullGraphSource source(graph, grid, world, model);  // refuses a graph SageConv cannot use
+    TrainerOptions options;
+    options.optimizer.weight_decay = 5e-4f;
+    options.epochs = 200;
+    options.seed = seed;
+    Trainer trainer(model, source, world, options);
     EveryFifty log;
     trainer.add_hook(log);
     const TrainResult r = trainer.run();

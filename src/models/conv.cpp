@@ -67,12 +67,16 @@ Matrix<float> GraphConv::backward(const Matrix<float>& grad_out, bool want_input
 }
 
 GcnConv::GcnConv(LayerSlot& slot, int64_t out_width, const ConvOptions& options)
-    : GraphConv(slot, out_width, MultiplyOptions{{Term::Aggregate}, {"weight"}, false}, options, "gcn") {}
+    : GraphConv(slot, out_width, MultiplyOptions{{Term::Aggregate}, {"weight"}, false}, options, "gcn") {
+  slot.require_aggregation(Normalization::Symmetric, "gcn");
+}
 
 SageConv::SageConv(LayerSlot& slot, int64_t out_width, const ConvOptions& options)
     : GraphConv(slot, out_width,
                 MultiplyOptions{{Term::Aggregate, Term::Self}, {"neighbour_weight", "root_weight"}, false},
-                options, "sage") {}
+                options, "sage") {
+  slot.require_aggregation(Normalization::Mean, "sage");
+}
 
 Linear::Linear(LayerSlot& slot, int64_t out_width, const ConvOptions& options)
     : GraphConv(slot, out_width, MultiplyOptions{{Term::Self}, {"weight"}, false}, options, "linear") {}

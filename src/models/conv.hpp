@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Graph convolutions built on GraphMultiply: the product, then bias, ReLU and dropout in one pass over the
-// output block. GcnConv aggregates with the symmetric-normalized adjacency (load the graph with
-// Normalization::Symmetric); SageConv adds a root weight on the node's own row to the mean of its
-// neighbours (Normalization::Mean); Linear transforms each node's own row alone (a Self term: no
-// neighbours). A layer of one's own follows the same pattern: a GraphMultiply and an epilogue.
+// output block. GcnConv aggregates with the symmetric-normalized adjacency (Normalization::Symmetric);
+// SageConv adds a root weight on the node's own row to the mean of its neighbours (Normalization::Mean);
+// Linear transforms each node's own row alone (a Self term: no neighbours). Each tells the model the
+// weighting it needs (LayerSlot::require_aggregation), so a source built from the model refuses a graph
+// weighted otherwise, and one model cannot mix GCN and SAGE layers. A layer of one's own follows the same
+// pattern: a GraphMultiply and an epilogue.
 #pragma once
 
 #include <memory>

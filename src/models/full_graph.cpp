@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/full_graph.hpp"
 
+#include "tessera/core/error.hpp"
 #include "tessera/models/node_outputs.hpp"
 #include "tessera/parallel3d/layout.hpp"
 
@@ -67,6 +68,21 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
                      epoch + 1, order);
   }
 }
+
+bool check_model_fits_graph(const Model& model, int graph_layers, Normalization normalization) {
+  require(model.graph_layers() == graph_layers, "the model has ", model.graph_layers(),
+          " graph layers but the graph was built for ", graph_layers, " (Graph3DOptions::layers)");
+  const std::optional<Normalization> wanted = model.aggregation();
+  require(!wanted || *wanted == normalization, "the model's layers aggregate with ",
+          normalization_name(wanted.value_or(normalization)), " weights but the graph was built with ",
+          normalization_name(normalization), " ones (Graph3DOptions::normalization: ",
+          wanted == Normalization::Mean ? "Mean for SageConv" : "Symmetric for GcnConv", ")");
+  return model.needs_self_blocks();
+}
+
+FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
+                                 const Model& model)
+    : FullGraphSource(graph, grid, world, check_model_fits_graph(model, graph.layers, graph.normalization)) {}
 
 FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                                  bool self_blocks)

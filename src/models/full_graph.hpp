@@ -16,10 +16,19 @@ Accuracy evaluate_full_graph(Model& model, const Graph3D& graph, const GraphBatc
 void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBatch& batch, int64_t epoch,
                               const NodeOutputPaths& paths, const Communicator& world);
 
+/// Throws Error on every rank where `model` cannot run on a graph built for `graph_layers` graph layers with
+/// `normalization`: another depth, or layers that aggregate with other weights (Model::aggregation), naming
+/// both. Returns whether the model's batches need self blocks (Model::needs_self_blocks).
+bool check_model_fits_graph(const Model& model, int graph_layers, Normalization normalization);
+
 /// Every node, every epoch.
 class FullGraphSource : public BatchSource {
  public:
-  /// `self_blocks`: the model has a Self term (Model::needs_self_blocks). The graph and grid must outlive it.
+  /// For `model`: what its batches need is asked of it, and a graph it cannot run on (another depth, another
+  /// weighting than its layers aggregate with) is refused (check_model_fits_graph). The graph and grid must
+  /// outlive it.
+  FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world, const Model& model);
+  /// The same with the batches' needs given: `self_blocks`, the model has a Self term; nothing is checked.
   FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world, bool self_blocks);
 
   std::string describe() const override;

@@ -44,6 +44,16 @@ int LayerSlot::take_graph_layer(int64_t out_width) {
   return graph_layers_++;
 }
 
+void LayerSlot::require_aggregation(Normalization normalization, const std::string& layer) {
+  const std::string here = layer + " (graph layer " + std::to_string(graph_layers_ - 1) + ")";
+  require(!aggregation_ || *aggregation_ == normalization, "model: ", here, " aggregates with ",
+          normalization_name(normalization), " weights but ", aggregation_layer_, " with ",
+          normalization_name(aggregation_ ? *aggregation_ : normalization),
+          ": one graph carries one weighting of its adjacency, so a model's layers must agree");
+  if (!aggregation_) aggregation_layer_ = here;
+  aggregation_ = normalization;
+}
+
 std::string LayerSlot::name(const std::string& what) const {
   return "layer" + std::to_string(layout_.after_layer < 0 ? 0 : layout_.after_layer) + "." + what;
 }

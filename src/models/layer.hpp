@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,12 @@ class LayerSlot {
   void request_self_blocks() { self_blocks_ = true; }
   /// Whether a layer asked for self blocks.
   bool self_blocks() const { return self_blocks_; }
+  /// For a layer whose aggregation is defined with one weighting of the adjacency (GcnConv: Symmetric,
+  /// SageConv: Mean): the model then needs a graph weighted so. Throws Error naming both layers when an
+  /// earlier layer needs another (one graph carries one weighting).
+  void require_aggregation(Normalization normalization, const std::string& layer);
+  /// The weighting the model's layers need (none: no layer named one).
+  std::optional<Normalization> aggregation() const { return aggregation_; }
   /// The scratch buffers the model's graph layers share (workspace.hpp).
   const std::shared_ptr<LayerWorkspace>& workspace() const { return workspace_; }
 
@@ -97,6 +104,8 @@ class LayerSlot {
   ActivationLayout layout_;
   int graph_layers_ = 0;
   bool self_blocks_ = false;
+  std::optional<Normalization> aggregation_;
+  std::string aggregation_layer_;  // the first layer that named it
   std::shared_ptr<LayerWorkspace> workspace_ = std::make_shared<LayerWorkspace>();
 };
 

@@ -158,6 +158,11 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
 }
 
 MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
+                                 const MinibatchOptions& options, const Model& model, uint64_t seed)
+    : MinibatchSource(graph, grid, world, options,
+                      check_model_fits_graph(model, graph.layers, graph.normalization), seed) {}
+
+MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                                  const MinibatchOptions& options, bool self_blocks, uint64_t seed)
     : graph_(graph),
       grid_(grid),

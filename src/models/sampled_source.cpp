@@ -198,6 +198,21 @@ std::pair<int64_t, double> SampledSource::State::correct_on(Model& model, const 
   return {count_correct_3d(layout, logits, batch.labels, batch.mask).first, loss};
 }
 
+namespace {
+Normalization aggregation_of(const Model& model) {
+  require(model.aggregation().has_value(),
+          "sampled training: the model's layers name no weighting of the adjacency (Model::aggregation); "
+          "give one to the SampledSource constructor that takes it");
+  return *model.aggregation();
+}
+}  // namespace
+
+SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
+                             const Communicator& world, const SampledOptions& options, const Model& model,
+                             uint64_t seed)
+    : SampledSource(graph, grid, world, options, model.graph_layers(), aggregation_of(model),
+                    model.needs_self_blocks(), seed) {}
+
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
                              const Communicator& world, const SampledOptions& options, int layers,
                              Normalization normalization, bool self_blocks, uint64_t seed)

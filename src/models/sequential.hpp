@@ -4,12 +4,16 @@
 // layer knows the grid and the layout of what it receives:
 //   Sequential model(grid, features);
 //   model.add<Dropout>(0.5f);
-//   model.add<GcnConv>(16, ConvOptions{.relu = true, .dropout = 0.5f});
+//   ConvOptions hidden;
+//   hidden.relu = true;
+//   hidden.dropout = 0.5f;  // C++20: model.add<GcnConv>(16, {.relu = true, .dropout = 0.5f})
+//   model.add<GcnConv>(16, hidden);
 //   model.add<GcnConv>(classes);
 // An application can also derive from Model directly.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +41,9 @@ class Model {
   virtual int graph_layers() const = 0;
   /// Whether a layer has a Self term: the batches must carry self blocks.
   virtual bool needs_self_blocks() const = 0;
+  /// The weighting of the adjacency the model's layers are defined with (none: any, or no aggregation).
+  /// Sources built from a model refuse a graph weighted otherwise.
+  virtual std::optional<Normalization> aggregation() const { return std::nullopt; }
   /// Identifies the model's shape; a checkpoint must come from a model with the same description.
   virtual std::string describe() const = 0;
   /// The last forward's input of the last graph layer: every node's last hidden representation
@@ -102,6 +109,7 @@ class Sequential : public Model {
   const ActivationLayout& output_layout() const override { return slot_.layout(); }
   int graph_layers() const override { return slot_.graph_layers(); }
   bool needs_self_blocks() const override { return slot_.self_blocks(); }
+  std::optional<Normalization> aggregation() const override { return slot_.aggregation(); }
   std::string describe() const override;
   Matrix<const float> embeddings() const override { return embeddings_; }
   const ActivationLayout& embeddings_layout() const override { return embeddings_layout_; }

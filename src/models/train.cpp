@@ -295,10 +295,9 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, const RunCont
       build_model(config, grid, run_options(o), o.mode == TrainMode::Full);
   std::unique_ptr<BatchSource> source;
   if (o.mode == TrainMode::Full)
-    source = std::make_unique<FullGraphSource>(graph, grid, world, model->needs_self_blocks());
+    source = std::make_unique<FullGraphSource>(graph, grid, world, *model);
   else
-    source = std::make_unique<MinibatchSource>(graph, grid, world, o.minibatch, model->needs_self_blocks(),
-                                               config.seed);
+    source = std::make_unique<MinibatchSource>(graph, grid, world, o.minibatch, *model, config.seed);
   char line[512];
   std::snprintf(
       line, sizeof(line),
@@ -333,8 +332,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, const 
   config.in = graph.num_features;
   config.out = graph.num_classes;
   const std::unique_ptr<Sequential> model = build_model(config, grid, run_options(o), false);
-  SampledSource source(graph, grid, world, o.sampled, config.layers, normalization_for(config.kind),
-                       model->needs_self_blocks(), config.seed);
+  SampledSource source(graph, grid, world, o.sampled, *model, config.seed);
   int64_t gradient_bytes = 0;
   for (const ParameterRef& p : model->parameters()) gradient_bytes += 4 * p.param->size();
   source.set_gradient_bytes(gradient_bytes);

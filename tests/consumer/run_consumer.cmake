@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Installs Tessera into a scratch prefix, then configures and builds the examples against it with
 # find_package(Tessera) - the way a user embeds the library - and runs each on 1 and 4 ranks on Cora:
-# both must learn it (test accuracy at the best-validation epoch >= 0.78).
+# each must learn it (test accuracy at the best-validation epoch >= 0.78).
 file(REMOVE_RECURSE ${WORK_DIR})
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -21,7 +21,7 @@ if(NOT EXISTS ${CORA_DIR}/raw/edge.csv.gz)
 endif()
 run(${WORK_DIR}/prefix/bin/tessera prep ogb ${CORA_DIR} -o ${WORK_DIR}/cora.h5 --symmetrize)
 foreach(ranks 1 4)
-  foreach(example custom_layer in_memory_graph)
+  foreach(example custom_layer in_memory_graph custom_loss)
     set(input ${WORK_DIR}/cora.h5)
     if(example STREQUAL "in_memory_graph")
       set(input ${CORA_DIR})
