@@ -83,7 +83,7 @@ struct LoadPhase {
   int rounds = 1;          ///< rounds its exchange took (Graph3DOptions::exchange_budget)
 };
 
-/// What build_graph_3d needs besides the rows and the grid.
+/// What build_graph_3d needs besides the rows and the grid. Set the fields by name.
 struct Graph3DOptions {
   int layers = 2;  ///< graph layers of the model that will run on it (layouts, the labels' row order)
   PermuteMode permute = PermuteMode::Double;               ///< permutations of the rows for balance
@@ -96,7 +96,6 @@ struct Graph3DOptions {
   /// Build each block's transpose, which the backward passes of full-graph training multiply by. Mini-batch
   /// training cuts its batches' transposes itself and evaluates forward only: false saves a copy of every
   /// block and the exchange of the transposes' entries.
-  /// (Last, so that braced initializations written before it keep their meaning.)
   bool transposes = true;
   /// Bytes a rank's send buffers of one exchange round may hold in the adjacency phases (and the features
   /// phase, where rounds lower the peak): the rows are sent in as many rounds as that takes (every rank
