@@ -284,7 +284,7 @@ TEST(GraphForModel, SourcesRefuseAGraphTheModelCannotUse) {
   Sequential gcn(grid, mean.num_features);
   gcn.add<GcnConv>(8);
   gcn.add<GcnConv>(mean.num_classes);
-  EXPECT_NE(error_of([&] { MinibatchSource(mean, grid, world, MinibatchOptions{}, gcn, 1); }).find(
+  EXPECT_NE(error_of([&] { MinibatchSource(mean, grid, world, MinibatchOptions{}, gcn); }).find(
                 "aggregate with symmetric weights but the graph was built with mean ones"),
             std::string::npos);
   Sequential deep(grid, mean.num_features);
@@ -301,6 +301,64 @@ TEST(GraphForModel, SourcesRefuseAGraphTheModelCannotUse) {
   options.epochs = 2;
   Trainer trainer(sage, fits, world, options);
   EXPECT_EQ(trainer.run().history.size(), 2u);
+}
+
+namespace {
+// An application's step from the library's pieces: the update after every second epoch only. With no
+// dropout the weights, and so the gradients, of the two epochs are the same: 2k epochs train the k-epoch run.
+class UpdateEveryOtherEpoch : public TrainStep {
+ public:
+  double run(Trainer& trainer, const Batch& batch, const StepInfo& at, EpochRecord& record) override {
+    const StepForward forward = trainer.forward_and_loss(batch, at, record);
+    trainer.backward(forward, at, record);
+    if (at.epoch % 2 == 1) trainer.update(StepInfo{at.epoch / 2, at.step, at.pass}, record);
+    return forward.loss;
+  }
+};
+
+// The pieces in the default order, as DefaultStep runs them.
+class PiecesInOrder : public TrainStep {
+ public:
+  double run(Trainer& trainer, const Batch& batch, const StepInfo& at, EpochRecord& record) override {
+    const StepForward forward = trainer.forward_and_loss(batch, at, record);
+    trainer.backward(forward, at, record);
+    trainer.update(at, record);
+    return forward.loss;
+  }
+};
+
+std::vector<float> weights_after(const Communicator& comm, const GridShape& shape, int64_t epochs,
+                                 std::unique_ptr<TrainStep> step) {
+  const ProcessGrid grid(comm, shape);
+  Graph3DOptions load;
+  load.seed = 7;
+  const Graph3D graph = load_graph_3d(GraphFileReader(comm, fixtures::small_csbm_file()), grid, load);
+  Sequential model(grid, graph.num_features, RunOptions{}, 7);
+  ConvOptions hidden;
+  hidden.relu = true;
+  model.add<GcnConv>(10, hidden);
+  model.add<GcnConv>(graph.num_classes);
+  FullGraphSource source(graph, grid, comm, model);
+  TrainerOptions options;
+  options.epochs = epochs;
+  options.eval_every = 0;
+  Trainer trainer(model, source, comm, options);
+  if (step) trainer.set_step(std::move(step));
+  return trainer.run().final_weights;
+}
+}  // namespace
+
+// A step of the application's own composes the trainer's public pieces: in the default order it is the
+// default step, bit for bit; updating every other epoch trains the half-length run, on every grid.
+TEST(TrainingPieces, ReplacedStepComposesThePieces) {
+  const Communicator world = Communicator::world();
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    const std::vector<float> three = weights_after(world, shape, 3, nullptr);
+    EXPECT_EQ(weights_after(world, shape, 3, std::make_unique<PiecesInOrder>()), three);
+    EXPECT_EQ(weights_after(world, shape, 6, std::make_unique<UpdateEveryOtherEpoch>()), three);
+    EXPECT_NE(weights_after(world, shape, 6, nullptr), three);
+  }
 }
 
 }  // namespace tessera

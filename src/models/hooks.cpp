@@ -132,7 +132,7 @@ bool MetricsFile::on_epoch(Trainer&, const EpochRecord& r) {
 }
 
 CheckpointState Checkpointer::state(Trainer& trainer) const {
-  CheckpointState s = checkpoint_state(trainer.model(), trainer.optimizer(), trainer.options().seed);
+  CheckpointState s = checkpoint_state(trainer.model(), trainer.optimizer(), trainer.seed());
   s.best = &trainer.best_state();
   s.run = options_.run;
   s.accept_run_differences = options_.accept_run_differences;

@@ -158,9 +158,9 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
 }
 
 MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
-                                 const MinibatchOptions& options, const Model& model, uint64_t seed)
+                                 const MinibatchOptions& options, const Model& model)
     : MinibatchSource(graph, grid, world, options,
-                      check_model_fits_graph(model, graph.layers, graph.normalization), seed) {}
+                      check_model_fits_graph(model, graph.layers, graph.normalization), model.seed()) {}
 
 MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                                  const MinibatchOptions& options, bool self_blocks, uint64_t seed)

@@ -89,10 +89,11 @@ struct MinibatchOptions {
 /// Uniform vertex mini-batches, one per replica and step.
 class MinibatchSource : public BatchSource {
  public:
-  /// Collective (checks the batch size on every rank): batches for `model`, whose needs are asked of it and
-  /// which must fit the graph (check_model_fits_graph). The graph and grid must outlive it.
+  /// Collective (checks the batch size on every rank): batches for `model`, whose needs and seed (which keys
+  /// the samples) are asked of it and which must fit the graph (check_model_fits_graph). The graph and grid
+  /// must outlive it.
   MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
-                  const MinibatchOptions& options, const Model& model, uint64_t seed);
+                  const MinibatchOptions& options, const Model& model);
   /// The same with the batches' needs given (`self_blocks`: the model has a Self term); nothing is checked.
   MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                   const MinibatchOptions& options, bool self_blocks, uint64_t seed);

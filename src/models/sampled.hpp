@@ -77,10 +77,11 @@ class SampledSource : public BatchSource {
  public:
   /// Collective over `world`; `grid` is P x 1 x 1 x 1 on it. Checks the options on every rank (and the MPI
   /// thread level the worker thread needs). The graph and grid must outlive it.
-  /// For `model`: its depth, the weighting its layers aggregate with (each sampled block is weighted so)
-  /// and what its batches need are asked of it; a model whose layers name no weighting is refused.
+  /// For `model`: its depth, the weighting its layers aggregate with (each sampled block is weighted so),
+  /// what its batches need and its seed (which keys the samples) are asked of it; a model whose layers name
+  /// no weighting is refused.
   SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
-                const SampledOptions& options, const Model& model, uint64_t seed);
+                const SampledOptions& options, const Model& model);
   /// The same with the model's needs given: `layers` graph layers, blocks weighted by `normalization`,
   /// `self_blocks` when a layer has a Self term.
   SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,

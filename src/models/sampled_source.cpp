@@ -208,10 +208,9 @@ Normalization aggregation_of(const Model& model) {
 }  // namespace
 
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
-                             const Communicator& world, const SampledOptions& options, const Model& model,
-                             uint64_t seed)
+                             const Communicator& world, const SampledOptions& options, const Model& model)
     : SampledSource(graph, grid, world, options, model.graph_layers(), aggregation_of(model),
-                    model.needs_self_blocks(), seed) {}
+                    model.needs_self_blocks(), model.seed()) {}
 
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
                              const Communicator& world, const SampledOptions& options, int layers,

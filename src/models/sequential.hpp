@@ -53,6 +53,9 @@ class Model {
   virtual const ActivationLayout& embeddings_layout() const = 0;
   /// The grid it runs on.
   virtual const ProcessGrid& grid() const = 0;
+  /// The run's seed: it keyed the weights' initialization, and keys dropout and sampling unless a trainer
+  /// or source is given another.
+  virtual uint64_t seed() const { return 0; }
   /// Seconds per compute phase ("spmm", "gemm"), or null.
   virtual const PhaseTimers* timers() const { return nullptr; }
   /// Where the trainer may write dL/d logits (rows x cols) for backward, or an empty matrix: the trainer
@@ -114,6 +117,7 @@ class Sequential : public Model {
   Matrix<const float> embeddings() const override { return embeddings_; }
   const ActivationLayout& embeddings_layout() const override { return embeddings_layout_; }
   const ProcessGrid& grid() const override { return slot_.grid(); }
+  uint64_t seed() const override { return slot_.seed(); }
   const PhaseTimers* timers() const override { return &timers_; }
   Matrix<float> logits_gradient_buffer(int64_t rows, int64_t cols) override;
 

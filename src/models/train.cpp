@@ -174,7 +174,6 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   loop.optimizer = o.optimizer;
   loop.epochs = o.epochs;
   loop.eval_every = o.eval_every;
-  loop.seed = o.model.seed;
   loop.keep_last_step = o.keep_last_step;
   loop.stop_on_signal = o.stop_on_signal;
   loop.best_is_last = context.best_is_last;
@@ -297,7 +296,7 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, const RunCont
   if (o.mode == TrainMode::Full)
     source = std::make_unique<FullGraphSource>(graph, grid, world, *model);
   else
-    source = std::make_unique<MinibatchSource>(graph, grid, world, o.minibatch, *model, config.seed);
+    source = std::make_unique<MinibatchSource>(graph, grid, world, o.minibatch, *model);
   char line[512];
   std::snprintf(
       line, sizeof(line),
@@ -332,7 +331,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, const 
   config.in = graph.num_features;
   config.out = graph.num_classes;
   const std::unique_ptr<Sequential> model = build_model(config, grid, run_options(o), false);
-  SampledSource source(graph, grid, world, o.sampled, *model, config.seed);
+  SampledSource source(graph, grid, world, o.sampled, *model);
   int64_t gradient_bytes = 0;
   for (const ParameterRef& p : model->parameters()) gradient_bytes += 4 * p.param->size();
   source.set_gradient_bytes(gradient_bytes);

@@ -89,7 +89,9 @@ Trainer::Trainer(Model& model, BatchSource& source, const Communicator& world, c
       options_(options),
       optimizer_(model.parameters(), options.optimizer),
       loss_(std::make_unique<SoftmaxCrossEntropy>()),
-      schedule_(std::make_unique<ConstantSchedule>()) {
+      schedule_(std::make_unique<ConstantSchedule>()),
+      step_(std::make_unique<DefaultStep>()),
+      seed_(options.seed.value_or(model.seed())) {
   world.check(options.epochs >= 1, "--epochs must be at least 1, not " + std::to_string(options.epochs));
   world.check(options.eval_every >= 0, "--eval-every must not be negative");
   world.check(std::isfinite(options.clip_grad_norm) && options.clip_grad_norm >= 0,
@@ -112,6 +114,11 @@ void Trainer::set_loss(std::unique_ptr<Loss> loss) {
 void Trainer::set_schedule(std::unique_ptr<LearningRateSchedule> schedule) {
   require(schedule != nullptr, "Trainer::set_schedule: no schedule");
   schedule_ = std::move(schedule);
+}
+
+void Trainer::set_step(std::unique_ptr<TrainStep> step) {
+  require(step != nullptr, "Trainer::set_step: no step");
+  step_ = std::move(step);
 }
 
 LogitsLayout Trainer::logits_layout() const {
@@ -160,27 +167,56 @@ void Trainer::average_buffers_over_replicas() {
   Kokkos::fence();
 }
 
-// This replica's loss, weighted into the mean the mode trains on, and its gradient in `grad` (weighted alike).
-double Trainer::step_loss(const Matrix<const float>& logits, const Batch& b, const Matrix<float>& grad) {
-  double weighted = 0;
-  // Timed on the stream: a wall clock here would also count the forward kernels still queued before it.
-  time_phase(loss_timer_, "loss", [&] {
-    const LossSum s = loss_->sum_and_gradient(LossInput{logits_layout(), logits, b.labels, b.mask}, grad);
-    const double weight = source_.loss_weight(s.count);
-    if (weight != 1.0) axpby<float>(float(weight), grad, 0.0f, grad);  // in place: the kernels' path choice
-    weighted = weight * s.sum;
-  });
-  return weighted;
+double DefaultStep::run(Trainer& trainer, const Batch& batch, const StepInfo& at, EpochRecord& record) {
+  const StepForward forward = trainer.forward_and_loss(batch, at, record);
+  trainer.backward(forward, at, record);
+  trainer.update(at, record);
+  return forward.loss;
 }
 
-// Clipping, the schedule's learning rate, Adam, and the replicas' buffers.
-void Trainer::update(int64_t epoch, int64_t step, EpochRecord& r) {
+StepForward Trainer::forward_and_loss(const Batch& b, const StepInfo& at, EpochRecord& r) {
+  Stopwatch phase;
+  StepForward f;
+  f.logits = model_.forward(b.input, *b.graph, at.pass);
+  f.grad = logits_gradient(int64_t(f.logits.extent(0)));
+  // Timed on the stream: a wall clock here would also count the forward kernels still queued before it.
+  time_phase(loss_timer_, "loss", [&] {
+    const LossSum s = loss_->sum_and_gradient(LossInput{logits_layout(), f.logits, b.labels, b.mask}, f.grad);
+    const double weight = source_.loss_weight(s.count);
+    if (weight != 1.0) axpby<float>(float(weight), f.grad, 0.0f, f.grad);  // in place: the path choice
+    f.loss = weight * s.sum;
+  });
+  Kokkos::fence();
+  source_.observe(f.logits, b, logits_layout());
+  forward_batch_ = &b;
+  r.forward_s += phase.seconds();
+  return f;
+}
+
+bool Trainer::is_last_step(const StepInfo& at) const {
+  return at.epoch + 1 == options_.epochs && at.step + 1 == source_.steps_per_epoch();
+}
+
+void Trainer::backward(const StepForward& f, const StepInfo& at, EpochRecord& r) {
+  Stopwatch phase;
+  model_.backward(f.grad, at.pass);
+  sum_gradients_over_replicas();
+  Kokkos::fence();
+  r.backward_s += phase.seconds();
+  // Before the update (and clipping): the step's own gradients.
+  if (options_.keep_last_step && is_last_step(at) && forward_batch_ != nullptr) {
+    kept_.last_logits = gather_logits(model_, f.logits, *forward_batch_, source_.num_nodes());
+    kept_.last_gradients = gather_global(model_.parameters(), world_, true);
+  }
+}
+
+void Trainer::update(const StepInfo& at, EpochRecord& r) {
   Stopwatch phase;
   if (options_.clip_grad_norm > 0)
     r.grad_norm =
         std::max(r.grad_norm, clip_gradient_norm(model_.parameters(), world_, options_.clip_grad_norm));
   const double steps = double(source_.steps_per_epoch());
-  const ScheduleClock clock{double(epoch) + double(step) / steps, 1.0 / steps, double(options_.epochs)};
+  const ScheduleClock clock{double(at.epoch) + double(at.step) / steps, 1.0 / steps, double(options_.epochs)};
   optimizer_.set_lr(float(double(options_.optimizer.lr) * schedule_->factor(clock)));
   r.lr = optimizer_.lr();
   optimizer_.step();
@@ -190,26 +226,13 @@ void Trainer::update(int64_t epoch, int64_t step, EpochRecord& r) {
 }
 
 void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResult& result) {
-  Stopwatch phase;
   const Batch& b = source_.batch(epoch, step);
-  const PassInfo pass{true, options_.seed, source_.pass_key(epoch, step)};
-  const Matrix<const float> logits = model_.forward(b.input, *b.graph, pass);
-  const Matrix<float> grad = logits_gradient(int64_t(logits.extent(0)));
-  double loss = step_loss(logits, b, grad);
-  Kokkos::fence();
-  source_.observe(logits, b, logits_layout());
-  r.forward_s += phase.seconds();
-  phase.restart();
-  model_.backward(grad, pass);
-  sum_gradients_over_replicas();
-  Kokkos::fence();
-  r.backward_s += phase.seconds();
-  const bool last = epoch + 1 == options_.epochs && step + 1 == source_.steps_per_epoch();
-  if (options_.keep_last_step && last) {
-    result.last_logits = gather_logits(model_, logits, b, source_.num_nodes());
-    result.last_gradients = gather_global(model_.parameters(), world_, true);
+  const StepInfo at{epoch, step, PassInfo{true, seed_, source_.pass_key(epoch, step)}};
+  double loss = step_->run(*this, b, at, r);
+  if (options_.keep_last_step && is_last_step(at)) {
+    result.last_logits = std::move(kept_.last_logits);
+    result.last_gradients = std::move(kept_.last_gradients);
   }
-  update(epoch, step, r);
   // The step's loss: the weighted sums of every replica make the mean the mode trains on.
   if (source_.replicas().size() > 1)
     loss = all_reduce_value(source_.replicas(), loss, ReduceOp::Sum, "report");

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,9 @@ struct TrainerOptions {
   AdamSettings optimizer;       ///< Adam's settings
   int64_t epochs = 200;         ///< train until this many epochs are done (counting a resumed run's)
   int64_t eval_every = 1;       ///< evaluate every K epochs and after the last; 0: never
-  uint64_t seed = 0;            ///< keys the dropout masks; a checkpoint must match it
+  /// Keys the dropout masks; a checkpoint must match it. Unset: the model's (Model::seed), so a run has one
+  /// seed, given where the model is built.
+  std::optional<uint64_t> seed;
   bool keep_last_step = false;  ///< fill TrainResult::last_logits / last_gradients (tests, debugging)
   /// Catch SIGTERM and SIGUSR1 during run() (StopSignalWatch): a signal on any rank stops every rank at
   /// the end of the epoch (a Checkpointer then saves it) and sets TrainResult::stop_signal.
@@ -96,6 +99,38 @@ struct TrainResult {
 
 class Trainer;
 
+/// Where a training step is.
+struct StepInfo {
+  int64_t epoch = 0;  ///< 0-based epoch
+  int64_t step = 0;   ///< 0-based step within it
+  PassInfo pass;      ///< the forward's training flag and dropout keys
+};
+
+/// The forward half of a training step.
+struct StepForward {
+  Matrix<const float> logits;  ///< the model's output block (valid until its next forward)
+  Matrix<float> grad;          ///< dL/d logits, weighted into the mode's mean: backward's input
+  double loss = 0;             ///< this replica's loss, weighted alike
+};
+
+/// One training step: what the Trainer runs on each batch. The default (DefaultStep) is
+/// Trainer::forward_and_loss, Trainer::backward and Trainer::update in that order; an application replaces it
+/// (Trainer::set_step) to compose them otherwise — several forwards before an update, an update skipped —
+/// every rank alike.
+class TrainStep {
+ public:
+  virtual ~TrainStep() = default;
+  /// Collective: trains on `batch`; returns the step's loss as forward_and_loss returns it (this
+  /// replica's, weighted into the mode's mean; the Trainer sums it over the replicas for the record).
+  virtual double run(Trainer& trainer, const Batch& batch, const StepInfo& at, EpochRecord& record) = 0;
+};
+
+/// forward_and_loss, backward, update.
+class DefaultStep final : public TrainStep {
+ public:
+  double run(Trainer& trainer, const Batch& batch, const StepInfo& at, EpochRecord& record) override;
+};
+
 /// Something a run does at fixed points of the loop. Hooks run in the order they were added.
 class TrainerHook {
  public:
@@ -133,6 +168,18 @@ class Trainer {
   /// Replaces the learning-rate schedule (default: ConstantSchedule); before run(). Its factors multiply
   /// the optimizer's learning rate (TrainerOptions::optimizer.lr).
   void set_schedule(std::unique_ptr<LearningRateSchedule> schedule);
+  /// Replaces the training step (default: DefaultStep); before run().
+  void set_step(std::unique_ptr<TrainStep> step);
+
+  /// Collective (a step's piece): the model's forward on `batch` and the loss, whose gradient is weighted
+  /// into the mode's mean; the source observes the logits. Adds its time to record.forward_s.
+  StepForward forward_and_loss(const Batch& batch, const StepInfo& at, EpochRecord& record);
+  /// Collective (a step's piece): the model's backward from `forward.grad` (which it may overwrite), then
+  /// every gradient summed over the data-parallel replicas. Adds its time to record.backward_s.
+  void backward(const StepForward& forward, const StepInfo& at, EpochRecord& record);
+  /// Collective (a step's piece): clipping (TrainerOptions::clip_grad_norm), the schedule's learning rate
+  /// for `at`, Adam, and the replicas' buffers averaged. Sets record.lr; adds to record.optimizer_s.
+  void update(const StepInfo& at, EpochRecord& record);
   /// Collective: trains until options().epochs are done or a hook stops it.
   TrainResult run();
 
@@ -150,6 +197,8 @@ class Trainer {
   const Communicator& world() const { return world_; }
   /// The loop's settings.
   const TrainerOptions& options() const { return options_; }
+  /// The seed that keys the dropout masks (TrainerOptions::seed, else the model's).
+  uint64_t seed() const { return seed_; }
   /// Epochs done and the best-validation record; a resuming hook sets it in on_start.
   TrainingProgress& progress() { return progress_; }
   /// The signal every rank agreed to stop on (stop_on_signal), 0 while none; hooks read it in on_finish.
@@ -163,8 +212,7 @@ class Trainer {
 
  private:
   void train_step(int64_t epoch, int64_t step, EpochRecord& record, TrainResult& result);
-  double step_loss(const Matrix<const float>& logits, const Batch& b, const Matrix<float>& grad);
-  void update(int64_t epoch, int64_t step, EpochRecord& record);
+  bool is_last_step(const StepInfo& at) const;
   void sum_gradients_over_replicas();
   void average_buffers_over_replicas();
   LogitsLayout logits_layout() const;
@@ -177,6 +225,9 @@ class Trainer {
   Adam optimizer_;
   std::unique_ptr<Loss> loss_;
   std::unique_ptr<LearningRateSchedule> schedule_;
+  std::unique_ptr<TrainStep> step_;
+  const Batch* forward_batch_ = nullptr;  // the last forward_and_loss's batch (keep_last_step)
+  TrainResult kept_;                      // keep_last_step: the last step's logits and gradients
   TrainingProgress progress_;
   std::vector<TrainerHook*> hooks_;
   std::vector<Vector<float>> best_;
@@ -185,6 +236,7 @@ class Trainer {
   Vector<float> flat_grads_;
   PhaseTimers loss_timer_;  ///< the loss's device time ("loss")
   int stop_signal_ = 0;
+  uint64_t seed_ = 0;
 };
 
 /// Collective over `comm`: every parameter (or its gradient) in global layout, concatenated in order.
