@@ -702,9 +702,8 @@ TEST(Trainer, ApplicationHooksSeeEveryEpochAndCanStop) {
   model.add<GcnConv>(3);
   FullGraphSource source(g, grid, world, model.needs_self_blocks());
   Trainer trainer(model, source, world, TrainerOptions{AdamSettings{}, 20, 1, 1, false});
-  CountingHook hook;
+  CountingHook& hook = trainer.emplace_hook<CountingHook>();
   hook.stop_at = 4;
-  trainer.add_hook(hook);
   const TrainResult r = trainer.run();
   EXPECT_EQ(hook.starts, 1);
   EXPECT_EQ(hook.epochs, 4);
@@ -751,9 +750,8 @@ TEST(Trainer, StopSignalEndsTheRunAtTheEpochEnd) {
   {
     TrainerOptions options{AdamSettings{}, 20, 1, 1, false, true};
     Trainer trainer(gcn.model, *gcn.source, world, options);
-    RaiseAtEpoch raise;
+    RaiseAtEpoch& raise = trainer.emplace_hook<RaiseAtEpoch>();
     raise.epoch = 3, raise.signal = SIGUSR1;
-    trainer.add_hook(raise);
     const TrainResult r = trainer.run();
     EXPECT_EQ(r.stop_signal, SIGUSR1);
     EXPECT_EQ(r.history.size(), 3u);
@@ -810,9 +808,8 @@ TEST(Trainer, CheckpointIsSavedAfterEveryHookSawTheEpoch) {
   c.every = 5;
   mkdir(c.dir.c_str(), 0755);
   trainer.add_hook(std::make_unique<Checkpointer>(c));
-  CheckpointOnDisk later;
+  CheckpointOnDisk& later = trainer.emplace_hook<CheckpointOnDisk>();
   later.path = Checkpointer::path_in(c.dir);
-  trainer.add_hook(later);
   trainer.run();
   ASSERT_EQ(later.seen.size(), 11u);
   EXPECT_EQ(later.seen[4], -1) << "epoch 5's checkpoint was saved before a later hook saw epoch 5";

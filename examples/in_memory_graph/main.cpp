@@ -118,8 +118,7 @@ int main(int argc, char** argv) {
     options.optimizer.weight_decay = 5e-4f;
     options.epochs = 200;
     Trainer trainer(model, source, world, options);
-    EveryFifty log;
-    trainer.add_hook(log);
+    trainer.emplace_hook<EveryFifty>();
     const TrainResult r = trainer.run();
     if (world.rank() == 0)
       std::printf("in_memory_graph on grid %s: best valid %.4f at epoch %lld, test accuracy %.4f\n",

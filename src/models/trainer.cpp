@@ -101,7 +101,8 @@ Trainer::Trainer(Model& model, BatchSource& source, const Communicator& world, c
   flat_grads_ = Vector<float>("trainer.gradients", size_t(total));
 }
 
-void Trainer::add_hook(std::unique_ptr<TrainerHook> hook) {
+void Trainer::own_hook(std::unique_ptr<TrainerHook> hook) {
+  require(hook != nullptr, "Trainer::add_hook: no hook");
   hooks_.push_back(hook.get());
   owned_hooks_.push_back(std::move(hook));
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/core/timer.hpp"
@@ -159,10 +160,19 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  /// Adds a hook the caller keeps alive.
-  void add_hook(TrainerHook& hook) { hooks_.push_back(&hook); }
-  /// Adds a hook the trainer owns.
-  void add_hook(std::unique_ptr<TrainerHook> hook);
+  /// Adds a hook, which the trainer owns (hooks run in the order added); returns it, so that the
+  /// application reads what it recorded after the run. The hook lives as long as the trainer.
+  template <class H>
+  H& add_hook(std::unique_ptr<H> hook) {
+    H& ref = *hook;
+    own_hook(std::move(hook));
+    return ref;
+  }
+  /// Builds H(args...) as a hook the trainer owns (add_hook); returns it.
+  template <class H, class... Args>
+  H& emplace_hook(Args&&... args) {
+    return add_hook(std::make_unique<H>(std::forward<Args>(args)...));
+  }
   /// Replaces the loss (default: SoftmaxCrossEntropy); before run().
   void set_loss(std::unique_ptr<Loss> loss);
   /// Replaces the learning-rate schedule (default: ConstantSchedule); before run(). Its factors multiply
@@ -213,6 +223,7 @@ class Trainer {
  private:
   void train_step(int64_t epoch, int64_t step, EpochRecord& record, TrainResult& result);
   bool is_last_step(const StepInfo& at) const;
+  void own_hook(std::unique_ptr<TrainerHook> hook);
   void sum_gradients_over_replicas();
   void average_buffers_over_replicas();
   LogitsLayout logits_layout() const;
