@@ -31,7 +31,8 @@ class SquaredError : public Loss {
         KOKKOS_LAMBDA(int64_t i, double& sum, int64_t& n) {
           const bool covered = mask(i) != 0 && labels(i) >= 0;
           for (int64_t j = 0; j < cols; ++j) {
-            const double d = covered && j < real ? double(z(i, j)) - (first + j == labels(i) ? 1.0 : 0.0) : 0.0;
+            const double d =
+                covered && j < real ? double(z(i, j)) - (first + j == labels(i) ? 1.0 : 0.0) : 0.0;
             sum += d * d;
             grad(i, j) = float(2.0 * d);
           }
@@ -151,7 +152,8 @@ TEST(Schedule, FactorsFollowTheirFormulas) {
   s.warmup_epochs = 1;
   // lr_min is reached at the end of the run; the last step (epoch 10) is 8/9 of the cosine's way there.
   EXPECT_NEAR(make_schedule(s, 0.01)->factor({10, 1, 10}), 0.1, 1e-12);
-  EXPECT_NEAR(make_schedule(s, 0.01)->factor({9, 1, 10}), 0.1 + 0.9 * 0.5 * (1 + std::cos(kPi * 8 / 9)), 1e-12);
+  EXPECT_NEAR(make_schedule(s, 0.01)->factor({9, 1, 10}), 0.1 + 0.9 * 0.5 * (1 + std::cos(kPi * 8 / 9)),
+              1e-12);
   EXPECT_EQ(make_schedule(s, 0.01)->describe(), "linear warm-up over 1 epochs, then cosine to 0.1x");
 }
 
@@ -284,8 +286,9 @@ TEST(GraphForModel, SourcesRefuseAGraphTheModelCannotUse) {
   Sequential gcn(grid, mean.num_features);
   gcn.add<GcnConv>(8);
   gcn.add<GcnConv>(mean.num_classes);
-  EXPECT_NE(error_of([&] { MinibatchSource(mean, grid, world, MinibatchOptions{}, gcn); }).find(
-                "aggregate with symmetric weights but the graph was built with mean ones"),
+  EXPECT_NE(error_of([&] {
+              MinibatchSource(mean, grid, world, MinibatchOptions{}, gcn);
+            }).find("aggregate with symmetric weights but the graph was built with mean ones"),
             std::string::npos);
   Sequential deep(grid, mean.num_features);
   for (int l = 0; l < 3; ++l) deep.add<SageConv>(l < 2 ? 8 : mean.num_classes);
@@ -293,9 +296,10 @@ TEST(GraphForModel, SourcesRefuseAGraphTheModelCannotUse) {
             "the model has 3 graph layers but the graph was built for 2 (Graph3DOptions::layers)");
   Sequential mixed(grid, mean.num_features);
   mixed.add<GcnConv>(8);
-  EXPECT_EQ(error_of([&] { mixed.add<SageConv>(mean.num_classes); }),
-            "model: sage (graph layer 1) aggregates with mean weights but gcn (graph layer 0) with symmetric: "
-            "one graph carries one weighting of its adjacency, so a model's layers must agree");
+  EXPECT_EQ(
+      error_of([&] { mixed.add<SageConv>(mean.num_classes); }),
+      "model: sage (graph layer 1) aggregates with mean weights but gcn (graph layer 0) with symmetric: "
+      "one graph carries one weighting of its adjacency, so a model's layers must agree");
   FullGraphSource fits(mean, grid, world, sage);
   TrainerOptions options;
   options.epochs = 2;

@@ -34,7 +34,8 @@ class SmoothedCrossEntropy : public Loss {
     Kokkos::parallel_for(
         "app::row_sums", Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(int64_t i) {
           double e = 0, s = 0;
-          for (int64_t j = 0; j < real; ++j) e += ::exp(double(z(i, j) - top(i))), s += double(z(i, j) - top(i));
+          for (int64_t j = 0; j < real; ++j)
+            e += ::exp(double(z(i, j) - top(i))), s += double(z(i, j) - top(i));
           sums(i, 0) = e, sums(i, 1) = s;
         });
     device_all_reduce(*in.layout.classes, sums.data(), 2 * rows, ReduceOp::Sum, "app loss sums");
@@ -45,8 +46,8 @@ class SmoothedCrossEntropy : public Loss {
  private:
   // This rank's share: the label's term where it holds the label's column, the smoothing term once per row
   // (on the ranks holding class 0); the gradient softmax - target on every real column of covered rows.
-  double loss_and_gradient(const LossInput& in, const Vector<const float>& top, const Matrix<const double>& sums,
-                           const Matrix<float>& grad) const {
+  double loss_and_gradient(const LossInput& in, const Vector<const float>& top,
+                           const Matrix<const double>& sums, const Matrix<float>& grad) const {
     const auto z = in.logits;
     const auto labels = in.labels;
     const auto mask = in.mask;
@@ -77,7 +78,7 @@ class SmoothedCrossEntropy : public Loss {
     int64_t n = 0;
     Kokkos::parallel_reduce(
         "app::covered_rows", Kokkos::RangePolicy<ExecSpace>(0, int64_t(labels.extent(0))),
-        KOKKOS_LAMBDA(int64_t i, int64_t& count) { count += mask(i) != 0 && labels(i) >= 0 ? 1 : 0; }, n);
+        KOKKOS_LAMBDA(int64_t i, int64_t & count) { count += mask(i) != 0 && labels(i) >= 0 ? 1 : 0; }, n);
     return n;
   }
 

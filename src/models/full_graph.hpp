@@ -27,7 +27,8 @@ class FullGraphSource : public BatchSource {
   /// For `model`: what its batches need is asked of it, and a graph it cannot run on (another depth, another
   /// weighting than its layers aggregate with) is refused (check_model_fits_graph). The graph and grid must
   /// outlive it.
-  FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world, const Model& model);
+  FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
+                  const Model& model);
   /// The same with the batches' needs given: `self_blocks`, the model has a Self term; nothing is checked.
   FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world, bool self_blocks);
 

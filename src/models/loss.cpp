@@ -8,7 +8,8 @@
 namespace tessera {
 
 int64_t LossInput::real_columns() const {
-  return std::max<int64_t>(0, std::min<int64_t>(int64_t(logits.extent(1)), layout.classes_total - layout.col_begin));
+  return std::max<int64_t>(
+      0, std::min<int64_t>(int64_t(logits.extent(1)), layout.classes_total - layout.col_begin));
 }
 
 LossSum SoftmaxCrossEntropy::sum_and_gradient(const LossInput& in, const Matrix<float>& grad) {

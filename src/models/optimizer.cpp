@@ -97,7 +97,8 @@ double global_gradient_norm(const std::vector<ParameterRef>& params, const Commu
   return std::sqrt(squares);
 }
 
-double clip_gradient_norm(const std::vector<ParameterRef>& params, const Communicator& world, double max_norm) {
+double clip_gradient_norm(const std::vector<ParameterRef>& params, const Communicator& world,
+                          double max_norm) {
   const double norm = global_gradient_norm(params, world);
   const double factor = max_norm / (norm + 1e-6);
   if (factor < 1.0) {

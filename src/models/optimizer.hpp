@@ -72,6 +72,7 @@ double global_gradient_norm(const std::vector<ParameterRef>& params, const Commu
 
 /// Collective over `world`: where the global gradient norm exceeds `max_norm`, every gradient times
 /// max_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_; returns the norm before.
-double clip_gradient_norm(const std::vector<ParameterRef>& params, const Communicator& world, double max_norm);
+double clip_gradient_norm(const std::vector<ParameterRef>& params, const Communicator& world,
+                          double max_norm);
 
 }  // namespace tessera

@@ -46,7 +46,9 @@ double CosineSchedule::factor(const ScheduleClock& at) const {
   return min_ + (1.0 - min_) * 0.5 * (1.0 + std::cos(kPi * t));
 }
 
-std::string CosineSchedule::describe() const { return "cosine to " + number(min_) + "x"; }
+std::string CosineSchedule::describe() const {
+  return "cosine to " + number(min_) + "x";
+}
 
 WarmupSchedule::WarmupSchedule(double epochs, std::unique_ptr<LearningRateSchedule> after)
     : epochs_(epochs), after_(std::move(after)) {

@@ -181,8 +181,11 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   Trainer trainer(model, source, world, loop);
   if (!o.schedule.constant()) {
     trainer.set_schedule(make_schedule(o.schedule, o.optimizer.lr));
-    if (!o.quiet) log_line("learning rate " + std::to_string(o.optimizer.lr).substr(0, 8) + ", " +
-                           trainer.schedule().describe());
+    if (!o.quiet) {
+      char lr[32];
+      std::snprintf(lr, sizeof(lr), "%g", double(o.optimizer.lr));
+      log_line(std::string("learning rate ") + lr + ", " + trainer.schedule().describe());
+    }
   }
   // The checkpointer first: a resume sets the progress the others start from.
   if (!o.checkpoint_dir.empty()) {

@@ -94,8 +94,9 @@ Trainer::Trainer(Model& model, BatchSource& source, const Communicator& world, c
       seed_(options.seed.value_or(model.seed())) {
   world.check(options.epochs >= 1, "--epochs must be at least 1, not " + std::to_string(options.epochs));
   world.check(options.eval_every >= 0, "--eval-every must not be negative");
-  world.check(std::isfinite(options.clip_grad_norm) && options.clip_grad_norm >= 0,
-              "--clip-grad-norm must be finite and not negative, not " + std::to_string(options.clip_grad_norm));
+  world.check(
+      std::isfinite(options.clip_grad_norm) && options.clip_grad_norm >= 0,
+      "--clip-grad-norm must be finite and not negative, not " + std::to_string(options.clip_grad_norm));
   int64_t total = 0;
   for (const ParameterRef& p : model.parameters()) total += p.param->size();
   flat_grads_ = Vector<float>("trainer.gradients", size_t(total));

@@ -28,9 +28,9 @@ namespace tessera {
 /// What the loop does besides the model and the data. Set the fields by name (C++20: designated
 /// initializers, in this order).
 struct TrainerOptions {
-  AdamSettings optimizer;       ///< Adam's settings
-  int64_t epochs = 200;         ///< train until this many epochs are done (counting a resumed run's)
-  int64_t eval_every = 1;       ///< evaluate every K epochs and after the last; 0: never
+  AdamSettings optimizer;  ///< Adam's settings
+  int64_t epochs = 200;    ///< train until this many epochs are done (counting a resumed run's)
+  int64_t eval_every = 1;  ///< evaluate every K epochs and after the last; 0: never
   /// Keys the dropout masks; a checkpoint must match it. Unset: the model's (Model::seed), so a run has one
   /// seed, given where the model is built.
   std::optional<uint64_t> seed;
@@ -48,22 +48,22 @@ struct TrainerOptions {
 
 /// One epoch, as hooks and reports see it.
 struct EpochRecord {
-  int64_t epoch = 0;                                  ///< 1-based
-  bool evaluated = false;                             ///< the accuracies are set
-  bool best = false;                                  ///< a new best validation accuracy
-  double loss = 0;                                    ///< mean training loss of the epoch's steps
-  double train_acc = 0;                               ///< accuracy on the training nodes
-  double valid_acc = 0;                               ///< on the validation nodes
-  double test_acc = 0;                                ///< on the test nodes
-  double valid_loss = 0;                              ///< mean cross-entropy on the validation nodes
-  double lr = 0;                                      ///< the learning rate of the epoch's last step
-  double grad_norm = 0;  ///< clipping on: the largest global gradient norm of its steps, before clipping
-  double seconds = 0;                                 ///< the whole epoch
-  EpochWork work;                                     ///< what the epoch processed (BatchSource::epoch_work)
-  double forward_s = 0;                               ///< forward and loss
-  double backward_s = 0;                              ///< backward and the gradient sums over replicas
-  double optimizer_s = 0;                             ///< Adam
-  double eval_s = 0;                                  ///< evaluation
+  int64_t epoch = 0;       ///< 1-based
+  bool evaluated = false;  ///< the accuracies are set
+  bool best = false;       ///< a new best validation accuracy
+  double loss = 0;         ///< mean training loss of the epoch's steps
+  double train_acc = 0;    ///< accuracy on the training nodes
+  double valid_acc = 0;    ///< on the validation nodes
+  double test_acc = 0;     ///< on the test nodes
+  double valid_loss = 0;   ///< mean cross-entropy on the validation nodes
+  double lr = 0;           ///< the learning rate of the epoch's last step
+  double grad_norm = 0;    ///< clipping on: the largest global gradient norm of its steps, before clipping
+  double seconds = 0;      ///< the whole epoch
+  EpochWork work;          ///< what the epoch processed (BatchSource::epoch_work)
+  double forward_s = 0;    ///< forward and loss
+  double backward_s = 0;   ///< backward and the gradient sums over replicas
+  double optimizer_s = 0;  ///< Adam
+  double eval_s = 0;       ///< evaluation
   nlohmann::json metrics = nlohmann::json::object();  ///< what the mode and the communication add
   std::vector<std::string> lines;                     ///< extra console lines
 };
