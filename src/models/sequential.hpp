@@ -6,7 +6,7 @@
 //   model.add<Dropout>(0.5f);
 //   ConvOptions hidden;
 //   hidden.relu = true;
-//   hidden.dropout = 0.5f;  // C++20: model.add<GcnConv>(16, {.relu = true, .dropout = 0.5f})
+//   hidden.dropout = 0.5f;  // C++20: model.add<GcnConv>(16, ConvOptions{.relu = true, .dropout = 0.5f})
 //   model.add<GcnConv>(16, hidden);
 //   model.add<GcnConv>(classes);
 // An application can also derive from Model directly.

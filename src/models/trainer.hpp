@@ -28,12 +28,12 @@ namespace tessera {
 /// What the loop does besides the model and the data. Set the fields by name (C++20: designated
 /// initializers, in this order).
 struct TrainerOptions {
-  AdamSettings optimizer;  ///< Adam's settings
-  int64_t epochs = 200;    ///< train until this many epochs are done (counting a resumed run's)
-  int64_t eval_every = 1;  ///< evaluate every K epochs and after the last; 0: never
+  AdamSettings optimizer{};  ///< Adam's settings
+  int64_t epochs = 200;      ///< train until this many epochs are done (counting a resumed run's)
+  int64_t eval_every = 1;    ///< evaluate every K epochs and after the last; 0: never
   /// Keys the dropout masks; a checkpoint must match it. Unset: the model's (Model::seed), so a run has one
   /// seed, given where the model is built.
-  std::optional<uint64_t> seed;
+  std::optional<uint64_t> seed{};
   bool keep_last_step = false;  ///< fill TrainResult::last_logits / last_gradients (tests, debugging)
   /// Catch SIGTERM and SIGUSR1 during run() (StopSignalWatch): a signal on any rank stops every rank at
   /// the end of the epoch (a Checkpointer then saves it) and sets TrainResult::stop_signal.

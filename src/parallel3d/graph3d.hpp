@@ -92,7 +92,7 @@ struct Graph3DOptions {
   bool normalize_features = false;                         ///< divide each feature row by its sum
   /// Called on every rank as each load phase ends, with this rank's time and peak (before they are reduced
   /// over the ranks): a long load's progress. Must not communicate. Empty: nothing.
-  std::function<void(const LoadPhase&)> on_phase;
+  std::function<void(const LoadPhase&)> on_phase{};
   /// Build each block's transpose, which the backward passes of full-graph training multiply by. Mini-batch
   /// training cuts its batches' transposes itself and evaluates forward only: false saves a copy of every
   /// block and the exchange of the transposes' entries.
