@@ -419,6 +419,7 @@ PY
       mkdir "$full" "$part"
       mpi 4 "$TESSERA" train --data g.h5 --epochs 500 --quiet --checkpoint "$full" "$@" >/dev/null ||
         { echo "FAILED: $name uninterrupted run"; exit 1; }
+      : >run.txt  # emptied before the launch: the wait below must not read an earlier run's lines
       mpi 4 "$TESSERA" train --data g.h5 --epochs 500 --checkpoint "$part" "$@" >run.txt 2>&1 &
       local job=$!
       wait_for_line run.txt "^epoch +1 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 1"; exit 1; }
@@ -444,6 +445,7 @@ PY
     # A rank killed mid-epoch ends the whole job (no rank left waiting) and the last checkpoint still loads.
     good_h5
     ck="ck-kill-$$"; mkdir "$ck"
+    : >run.txt  # emptied before the launch: the wait below must not read an earlier run's lines
     mpi 4 "$TESSERA" train --data g.h5 --grid 2x2x1 --epochs 100000 --checkpoint "$ck" --checkpoint-every 3 >run.txt 2>&1 &
     job=$!
     wait_for_line run.txt "^epoch +30 " 120 || { cat run.txt; echo "FAILED: never reached epoch 30"; exit 1; }
@@ -894,6 +896,7 @@ PY
       # The checkpoint directory names this run's processes (with $$: no other test's); the signal goes
       # as soon as they are found (the watch is up before the load), leaving hundreds of epochs to land in.
       local ck="ck-$name-$$"
+      : >run.txt  # emptied before the launch: the wait below must not read an earlier run's lines
       mpi "$ranks" "$TESSERA" train --data g.h5 --epochs "$epochs" --checkpoint "$ck" "${outputs[@]}" "$@" >run.txt 2>&1 &
       local job=$!
       wait_for_line run.txt "^epoch +1 " 120 || { cat run.txt; echo "FAILED: $name never reached epoch 1"; exit 1; }
@@ -923,6 +926,7 @@ PY
       --lr-schedule cosine --lr-warmup 10 --lr-min 0.001 --clip-grad-norm 0.2
     # A job killed after its last checkpoint (every 5 epochs) leaves later epochs in the metrics; the resumed
     # run cuts them back first, so each epoch is there once and the file equals the straight run's.
+    : >run.txt  # emptied before the launch: the wait below must not read an earlier run's lines
     "$TESSERA" train --data g.h5 --epochs 600 --checkpoint "ck-kill-$$" --checkpoint-every 5 --metrics m-kill.jsonl >run.txt 2>&1 &
     job=$!
     wait_for_line run.txt "^epoch +13 " 120 || { cat run.txt; echo "FAILED: never reached epoch 13"; exit 1; }
