@@ -15,73 +15,84 @@ namespace {
 
 using namespace tessera;
 
+// This rank's share of the smoothed loss: the label's term where it holds the label's column, the smoothing
+// term once per row (on the ranks holding class 0); writes the gradient softmax - target on every real
+// column of covered rows. `top` and `sums` are each row's agreed maximum, sum of exp(z - top) and of z - top.
+// (Free functions: nvcc's device lambdas may not sit in private member functions.)
+double smoothed_loss_and_gradient(const LossInput& in, double epsilon, const Vector<const float>& top,
+                                  const Matrix<const double>& sums, const Matrix<float>& grad) {
+  const auto z = in.logits;
+  const auto labels = in.labels;
+  const auto mask = in.mask;
+  const int64_t cols = int64_t(z.extent(1)), real = in.real_columns(), first = in.layout.col_begin;
+  const double k = double(in.layout.classes_total);
+  double partial = 0;
+  Kokkos::parallel_reduce(
+      "app::smoothed_loss", Kokkos::RangePolicy<ExecSpace>(0, int64_t(z.extent(0))),
+      KOKKOS_LAMBDA(int64_t i, double& sum) {
+        const bool covered = mask(i) != 0 && labels(i) >= 0;
+        const double log_sum = covered ? ::log(sums(i, 0)) : 0.0;
+        if (covered && first == 0) sum += -epsilon / k * (sums(i, 1) - k * log_sum);
+        for (int64_t j = 0; j < cols; ++j) {
+          const bool label = first + j == labels(i);
+          const double log_p = double(z(i, j) - top(i)) - log_sum;
+          if (covered && label) sum += -(1.0 - epsilon) * log_p;
+          const double target = (label ? 1.0 - epsilon : 0.0) + epsilon / k;
+          grad(i, j) = covered && j < real ? float(::exp(log_p) - target) : 0.0f;
+        }
+      },
+      partial);
+  return partial;
+}
+
+// The rows the loss covers on this rank.
+int64_t covered_rows(const LossInput& in) {
+  const auto labels = in.labels;
+  const auto mask = in.mask;
+  int64_t n = 0;
+  Kokkos::parallel_reduce(
+      "app::covered_rows", Kokkos::RangePolicy<ExecSpace>(0, int64_t(labels.extent(0))),
+      KOKKOS_LAMBDA(int64_t i, int64_t & count) { count += mask(i) != 0 && labels(i) >= 0 ? 1 : 0; }, n);
+  return n;
+}
+
+// Each row's maximum over the real classes, then the sums of exp(z - top) and of z - top, agreed over the
+// classes' axis (every rank holding the row's other classes).
+void agreed_row_statistics(const LossInput& in, const Vector<float>& top, const Matrix<double>& sums) {
+  const auto z = in.logits;
+  const int64_t rows = int64_t(z.extent(0)), real = in.real_columns();
+  Kokkos::parallel_for(
+      "app::row_max", Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+        float m = -HUGE_VALF;
+        for (int64_t j = 0; j < real; ++j) m = z(i, j) > m ? z(i, j) : m;
+        top(i) = m;
+      });
+  device_all_reduce(*in.layout.classes, top.data(), rows, ReduceOp::Max, "app loss max");
+  Kokkos::parallel_for(
+      "app::row_sums", Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(int64_t i) {
+        double e = 0, s = 0;
+        for (int64_t j = 0; j < real; ++j)
+          e += ::exp(double(z(i, j) - top(i))), s += double(z(i, j) - top(i));
+        sums(i, 0) = e, sums(i, 1) = s;
+      });
+  device_all_reduce(*in.layout.classes, sums.data(), 2 * rows, ReduceOp::Sum, "app loss sums");
+}
+
 class SmoothedCrossEntropy : public Loss {
  public:
   explicit SmoothedCrossEntropy(double epsilon) : epsilon_(epsilon) {}
 
   LossSum sum_and_gradient(const LossInput& in, const Matrix<float>& grad) override {
-    const auto z = in.logits;
-    const int64_t rows = int64_t(z.extent(0)), real = in.real_columns();
-    const Vector<float> top("app::top", size_t(rows));
-    const Matrix<double> sums("app::sums", size_t(rows), 2);  // sum of exp(z - top), sum of (z - top)
-    Kokkos::parallel_for(
-        "app::row_max", Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(int64_t i) {
-          float m = -HUGE_VALF;
-          for (int64_t j = 0; j < real; ++j) m = z(i, j) > m ? z(i, j) : m;
-          top(i) = m;
-        });
-    device_all_reduce(*in.layout.classes, top.data(), rows, ReduceOp::Max, "app loss max");
-    Kokkos::parallel_for(
-        "app::row_sums", Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(int64_t i) {
-          double e = 0, s = 0;
-          for (int64_t j = 0; j < real; ++j)
-            e += ::exp(double(z(i, j) - top(i))), s += double(z(i, j) - top(i));
-          sums(i, 0) = e, sums(i, 1) = s;
-        });
-    device_all_reduce(*in.layout.classes, sums.data(), 2 * rows, ReduceOp::Sum, "app loss sums");
-    return sum_over_grid(in.layout, loss_and_gradient(in, top, sums, grad), covered_rows(in));
+    const size_t rows = in.logits.extent(0);
+    const Vector<float> top("app::top", rows);
+    const Matrix<double> sums("app::sums", rows, 2);
+    agreed_row_statistics(in, top, sums);
+    const double partial = smoothed_loss_and_gradient(in, epsilon_, top, sums, grad);
+    return sum_over_grid(in.layout, partial, covered_rows(in));
   }
   std::string name() const override { return "smoothed_cross_entropy"; }
 
  private:
-  // This rank's share: the label's term where it holds the label's column, the smoothing term once per row
-  // (on the ranks holding class 0); the gradient softmax - target on every real column of covered rows.
-  double loss_and_gradient(const LossInput& in, const Vector<const float>& top,
-                           const Matrix<const double>& sums, const Matrix<float>& grad) const {
-    const auto z = in.logits;
-    const auto labels = in.labels;
-    const auto mask = in.mask;
-    const int64_t cols = int64_t(z.extent(1)), real = in.real_columns(), first = in.layout.col_begin;
-    const double eps = epsilon_, k = double(in.layout.classes_total);
-    double partial = 0;
-    Kokkos::parallel_reduce(
-        "app::smoothed_loss", Kokkos::RangePolicy<ExecSpace>(0, int64_t(z.extent(0))),
-        KOKKOS_LAMBDA(int64_t i, double& sum) {
-          const bool covered = mask(i) != 0 && labels(i) >= 0;
-          const double log_sum = covered ? ::log(sums(i, 0)) : 0.0;
-          if (covered && first == 0) sum += -eps / k * (sums(i, 1) - k * log_sum);
-          for (int64_t j = 0; j < cols; ++j) {
-            const bool label = first + j == labels(i);
-            const double log_p = double(z(i, j) - top(i)) - log_sum;
-            if (covered && label) sum += -(1.0 - eps) * log_p;
-            const double target = (label ? 1.0 - eps : 0.0) + eps / k;
-            grad(i, j) = covered && j < real ? float(::exp(log_p) - target) : 0.0f;
-          }
-        },
-        partial);
-    return partial;
-  }
-
-  static int64_t covered_rows(const LossInput& in) {
-    const auto labels = in.labels;
-    const auto mask = in.mask;
-    int64_t n = 0;
-    Kokkos::parallel_reduce(
-        "app::covered_rows", Kokkos::RangePolicy<ExecSpace>(0, int64_t(labels.extent(0))),
-        KOKKOS_LAMBDA(int64_t i, int64_t & count) { count += mask(i) != 0 && labels(i) >= 0 ? 1 : 0; }, n);
-    return n;
-  }
-
   double epsilon_;
 };
 
