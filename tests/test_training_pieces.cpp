@@ -92,19 +92,24 @@ struct PieceRun {
 
 // A 2-layer GCN on the small CSBM graph on `grid`, trained through the public API with the application's
 // loss, a cosine schedule after a warm-up, and (clip > 0) clipping.
-PieceRun train_pieces(const Communicator& comm, const GridShape& shape, int64_t epochs, double clip) {
-  const ProcessGrid grid(comm, shape);
+// `path` on `grid` for a 2-layer GCN, its permutations keyed by `seed`.
+Graph3D gcn_graph(const std::string& path, const ProcessGrid& grid, const Communicator& comm, uint64_t seed) {
   Graph3DOptions load;
   load.layers = 2;
-  load.seed = 5;
+  load.seed = seed;
   load.normalize_features = true;
-  const Graph3D graph = load_graph_3d(GraphFileReader(comm, fixtures::small_csbm_file()), grid, load);
+  return load_graph_3d(GraphFileReader(comm, path), grid, load);
+}
+
+PieceRun train_pieces(const Communicator& comm, const GridShape& shape, int64_t epochs, double clip) {
+  const ProcessGrid grid(comm, shape);
+  const Graph3D graph = gcn_graph(fixtures::small_csbm_file(), grid, comm, 5);
   Sequential model(grid, graph.num_features, RunOptions{}, 5);
   ConvOptions hidden;
   hidden.relu = true;
   model.add<GcnConv>(12, hidden);
   model.add<GcnConv>(graph.num_classes);
-  FullGraphSource source(graph, grid, comm, model.needs_self_blocks());
+  FullGraphSource source(graph, grid, comm, model);
   TrainerOptions options;
   options.optimizer.lr = 0.02f;
   options.epochs = epochs;
@@ -334,9 +339,7 @@ class PiecesInOrder : public TrainStep {
 std::vector<float> weights_after(const Communicator& comm, const GridShape& shape, int64_t epochs,
                                  std::unique_ptr<TrainStep> step) {
   const ProcessGrid grid(comm, shape);
-  Graph3DOptions load;
-  load.seed = 7;
-  const Graph3D graph = load_graph_3d(GraphFileReader(comm, fixtures::small_csbm_file()), grid, load);
+  const Graph3D graph = gcn_graph(fixtures::small_csbm_file(), grid, comm, 7);
   Sequential model(grid, graph.num_features, RunOptions{}, 7);
   ConvOptions hidden;
   hidden.relu = true;

@@ -83,17 +83,22 @@ class SmoothedCrossEntropy : public Loss {
   explicit SmoothedCrossEntropy(double epsilon) : epsilon_(epsilon) {}
 
   LossSum sum_and_gradient(const LossInput& in, const Matrix<float>& grad) override {
+    // Kept from step to step (an allocation per step costs a device synchronization on a GPU).
     const size_t rows = in.logits.extent(0);
-    const Vector<float> top("app::top", rows);
-    const Matrix<double> sums("app::sums", rows, 2);
-    agreed_row_statistics(in, top, sums);
-    const double partial = smoothed_loss_and_gradient(in, epsilon_, top, sums, grad);
+    if (top_.extent(0) != rows) {
+      top_ = Vector<float>("app::top", rows);
+      sums_ = Matrix<double>("app::sums", rows, 2);
+    }
+    agreed_row_statistics(in, top_, sums_);
+    const double partial = smoothed_loss_and_gradient(in, epsilon_, top_, sums_, grad);
     return sum_over_grid(in.layout, partial, covered_rows(in));
   }
   std::string name() const override { return "smoothed_cross_entropy"; }
 
  private:
   double epsilon_;
+  Vector<float> top_;    // each row's agreed maximum
+  Matrix<double> sums_;  // each row's agreed sum of exp(z - top) and of z - top
 };
 
 }  // namespace

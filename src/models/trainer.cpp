@@ -179,18 +179,19 @@ double DefaultStep::run(Trainer& trainer, const Batch& batch, const StepInfo& at
 StepForward Trainer::forward_and_loss(const Batch& b, const StepInfo& at, EpochRecord& r) {
   Stopwatch phase;
   StepForward f;
+  f.batch = &b;
   f.logits = model_.forward(b.input, *b.graph, at.pass);
   f.grad = logits_gradient(int64_t(f.logits.extent(0)));
+  const LogitsLayout layout = logits_layout();
   // Timed on the stream: a wall clock here would also count the forward kernels still queued before it.
   time_phase(loss_timer_, "loss", [&] {
-    const LossSum s = loss_->sum_and_gradient(LossInput{logits_layout(), f.logits, b.labels, b.mask}, f.grad);
+    const LossSum s = loss_->sum_and_gradient(LossInput{layout, f.logits, b.labels, b.mask}, f.grad);
     const double weight = source_.loss_weight(s.count);
     if (weight != 1.0) axpby<float>(float(weight), f.grad, 0.0f, f.grad);  // in place: the path choice
     f.loss = weight * s.sum;
   });
   Kokkos::fence();
-  source_.observe(f.logits, b, logits_layout());
-  forward_batch_ = &b;
+  source_.observe(f.logits, b, layout);
   r.forward_s += phase.seconds();
   return f;
 }
@@ -206,8 +207,8 @@ void Trainer::backward(const StepForward& f, const StepInfo& at, EpochRecord& r)
   Kokkos::fence();
   r.backward_s += phase.seconds();
   // Before the update (and clipping): the step's own gradients.
-  if (options_.keep_last_step && is_last_step(at) && forward_batch_ != nullptr) {
-    kept_.last_logits = gather_logits(model_, f.logits, *forward_batch_, source_.num_nodes());
+  if (options_.keep_last_step && is_last_step(at) && f.batch != nullptr) {
+    kept_.last_logits = gather_logits(model_, f.logits, *f.batch, source_.num_nodes());
     kept_.last_gradients = gather_global(model_.parameters(), world_, true);
   }
 }

@@ -109,9 +109,10 @@ struct StepInfo {
 
 /// The forward half of a training step.
 struct StepForward {
-  Matrix<const float> logits;  ///< the model's output block (valid until its next forward)
-  Matrix<float> grad;          ///< dL/d logits, weighted into the mode's mean: backward's input
-  double loss = 0;             ///< this replica's loss, weighted alike
+  const Batch* batch = nullptr;  ///< the batch it ran on
+  Matrix<const float> logits;    ///< the model's output block (valid until its next forward)
+  Matrix<float> grad;            ///< dL/d logits, weighted into the mode's mean: backward's input
+  double loss = 0;               ///< this replica's loss, weighted alike
 };
 
 /// One training step: what the Trainer runs on each batch. The default (DefaultStep) is
@@ -237,8 +238,7 @@ class Trainer {
   std::unique_ptr<Loss> loss_;
   std::unique_ptr<LearningRateSchedule> schedule_;
   std::unique_ptr<TrainStep> step_;
-  const Batch* forward_batch_ = nullptr;  // the last forward_and_loss's batch (keep_last_step)
-  TrainResult kept_;                      // keep_last_step: the last step's logits and gradients
+  TrainResult kept_;  // keep_last_step: the last step's logits and gradients
   TrainingProgress progress_;
   std::vector<TrainerHook*> hooks_;
   std::vector<Vector<float>> best_;

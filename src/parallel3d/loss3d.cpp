@@ -19,9 +19,7 @@ using Exec = ExecSpace;
 // Per selected row: max over the real local classes, then over a (other rows: 0; the loss skips them).
 Vector<float> row_max(const LogitsLayout& layout, const Matrix<const float>& x,
                       const Vector<const int64_t>& labels, const Vector<const uint8_t>& mask) {
-  const int64_t col_begin = layout.col_begin, classes = layout.classes_total;
-  const int64_t cols = int64_t(x.extent(1));
-  const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
+  const int64_t local = real_classes(layout, int64_t(x.extent(1)));
   // Scratch, not an allocation per step (scratch.hpp): the loss runs once per step.
   const Vector<float> m = scratch_vector<float>("loss.row_max", x.extent(0));
   Kokkos::parallel_for(
@@ -71,13 +69,6 @@ void write_logits_gradient(const Matrix<const float>& x, const Vector<const floa
           entry(i, k - i * cols);
         });
   }
-}
-
-// The loss and its row count summed over the ranks holding other rows (entered by all of them alike).
-std::pair<double, int64_t> summed_over_rows(const LogitsLayout& layout, double loss, int64_t count) {
-  double totals[2] = {loss, double(count)};
-  if (layout.rows->size() > 1) all_reduce(*layout.rows, totals, 2, ReduceOp::Sum, "loss allreduce c");
-  return {totals[0], int64_t(totals[1])};
 }
 
 // One host pass per row where a rank holds every class of its rows: the maximum, the exponentials (kept
@@ -131,13 +122,24 @@ std::pair<double, int64_t> one_pass_host_loss(const Matrix<const float>& x,
 
 }  // namespace
 
+int64_t real_classes(const LogitsLayout& layout, int64_t cols) {
+  return std::max<int64_t>(0, std::min(cols, layout.classes_total - layout.col_begin));
+}
+
+// Entered by every rank holding rows alike, whatever its count.
+std::pair<double, int64_t> summed_over_rows(const LogitsLayout& layout, double loss, int64_t count) {
+  double totals[2] = {loss, double(count)};
+  if (layout.rows->size() > 1) all_reduce(*layout.rows, totals, 2, ReduceOp::Sum, "loss allreduce c");
+  return {totals[0], int64_t(totals[1])};
+}
+
 std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, const Matrix<const float>& x,
                                                     const Vector<const int64_t>& labels,
                                                     const Vector<const uint8_t>& mask, float grad_scale,
                                                     const Matrix<float>& grad) {
-  const int64_t col_begin = layout.col_begin, classes = layout.classes_total;
+  const int64_t col_begin = layout.col_begin;
   const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
-  const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
+  const int64_t local = real_classes(layout, cols);
   if (std::is_same<DeviceSpace, HostSpace>::value && layout.classes->size() == 1) {
     const auto [loss, count] = one_pass_host_loss(x, labels, mask, local, grad_scale, grad);
     return summed_over_rows(layout, loss, count);
@@ -181,7 +183,7 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
 Vector<int64_t> argmax_3d(const LogitsLayout& layout, const Matrix<const float>& x) {
   const int64_t col_begin = layout.col_begin, classes = layout.classes_total;
   const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
-  const int64_t local = std::max<int64_t>(0, std::min(cols, classes - col_begin));
+  const int64_t local = real_classes(layout, cols);
   require(classes < (int64_t(1) << 24), "argmax: ", classes, " classes do not fit a float index");
   Vector<float> top(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("argmax.top")), size_t(rows));
   Kokkos::parallel_for(

@@ -20,6 +20,12 @@ struct LogitsLayout {
   int64_t classes_total = 0;              ///< real classes (columns past it are padding)
 };
 
+/// Local columns of a logits block `cols` wide that are real classes (the rest are padding).
+int64_t real_classes(const LogitsLayout& layout, int64_t cols);
+
+/// Collective over the rows' axis: a loss and its row count summed over the ranks holding other rows.
+std::pair<double, int64_t> summed_over_rows(const LogitsLayout& layout, double loss, int64_t count);
+
 /// Masked softmax cross-entropy over the grid: the loss summed over selected rows (mask != 0, label >= 0)
 /// of the whole grid and their count; grad = grad_scale * (softmax - onehot) on selected rows, 0 elsewhere
 /// (when not empty).
