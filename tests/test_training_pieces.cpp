@@ -101,9 +101,10 @@ Graph3D gcn_graph(const std::string& path, const ProcessGrid& grid, const Commun
   return load_graph_3d(GraphFileReader(comm, path), grid, load);
 }
 
-PieceRun train_pieces(const Communicator& comm, const GridShape& shape, int64_t epochs, double clip) {
+PieceRun train_pieces(const Communicator& comm, const GridShape& shape, int64_t epochs, double clip,
+                      const std::string& path = fixtures::small_csbm_file()) {
   const ProcessGrid grid(comm, shape);
-  const Graph3D graph = gcn_graph(fixtures::small_csbm_file(), grid, comm, 5);
+  const Graph3D graph = gcn_graph(path, grid, comm, 5);
   Sequential model(grid, graph.num_features, RunOptions{}, 5);
   ConvOptions hidden;
   hidden.relu = true;
@@ -252,6 +253,36 @@ TEST(TrainingPieces, ClippingUsesTheGlobalNormOnEveryGrid) {
     EXPECT_NEAR(run.norm_before, 0.05, 1e-6);
     EXPECT_NEAR(run.norm_after, run.norm_before / 4, 1e-6);
     EXPECT_LT(max_relative(run.result.final_weights, tight.result.final_weights), 1e-4);
+  }
+}
+
+// Empty blocks: one node per rank (4 on 4: blocks of one row or none, as the grid splits them), two
+// classes on up to four ranks of the classes' axis (some hold padding only), and ranks with no training row.
+// Each still enters every collective of the application's loss (sum_over_grid) and of clipping, so every
+// grid trains the one-rank run (a rank that skipped one would hang the others).
+TEST(TrainingPieces, EmptyBlocksEnterEveryCollective) {
+  const Communicator world = Communicator::world();
+  const Communicator self = world.split(world.rank(), 0);
+  SynthOptions o;
+  o.num_nodes = 4;
+  o.num_edges = 4;
+  o.num_features = 4;
+  o.num_classes = 2;
+  o.train_fraction = 0.5;
+  o.valid_fraction = 0.25;
+  const std::string path = fixtures::synthetic_file("four-nodes.h5", o);
+  const PieceRun reference = train_pieces(self, GridShape{}, 5, 0.05, path);
+  const auto& h = reference.result.history;
+  ASSERT_GT(h.front().grad_norm, 0.05);
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    const TrainResult r = train_pieces(world, shape, 5, 0.05, path).result;
+    ASSERT_EQ(r.history.size(), h.size());
+    for (size_t e = 0; e < h.size(); ++e) {
+      EXPECT_NEAR(r.history[e].loss, h[e].loss, 1e-5 * h[e].loss) << "epoch " << e + 1;
+      EXPECT_NEAR(r.history[e].grad_norm, h[e].grad_norm, 1e-5 * h[e].grad_norm) << "epoch " << e + 1;
+    }
+    EXPECT_LT(max_relative(r.final_weights, reference.result.final_weights), 1e-4);
   }
 }
 
