@@ -969,6 +969,7 @@ PY
     expect_error "--lr-warmup \(20 epochs\) must end before the run does \(--epochs 10\)" "-" -- \
       "$TESSERA" train --data g.h5 --epochs 10 --lr-warmup 20
     expect_error "--lr-gamma must be in \(0, 1\], not 2" "-" -- "$TESSERA" train --data g.h5 --lr-schedule step --lr-gamma 2
+    expect_error "--lr-step-every must be positive, not 0" "-" -- "$TESSERA" train --data g.h5 --lr-schedule step --lr-step-every 0
     expect_error "--clip-grad-norm must be finite and not negative, not -1" "-" -- "$TESSERA" train --data g.h5 --clip-grad-norm -1
     "$TESSERA" prep synth --nodes 200 --edges 800 --classes 3 --valid-fraction 0 -o novalid.h5 >/dev/null || exit 1
     expect_error "novalid.h5: no validation nodes \(split 'valid' is empty\), so --patience cannot work; train with --patience 0" "p.txt" -- \
