@@ -207,6 +207,12 @@ CommBackend parse_comm_backend(const std::string& name) {
   return by_name("--comm", name, v, "auto, mpi, mpi-host or nccl");
 }
 
+SamplePlace parse_sample_place(const std::string& name) {
+  static const std::pair<const char*, SamplePlace> v[] = {
+      {"auto", SamplePlace::Auto}, {"host", SamplePlace::Host}, {"device", SamplePlace::Device}};
+  return by_name("--sample-on", name, v, "auto, host or device");
+}
+
 PrefetchPolicy parse_prefetch_policy(const std::string& name) {
   static const std::pair<const char*, PrefetchPolicy> v[] = {{"none", PrefetchPolicy::None},
                                                              {"static", PrefetchPolicy::Static},

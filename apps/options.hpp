@@ -56,6 +56,8 @@ KernelPath parse_kernel_path(const std::string& name);
 CommBackend parse_comm_backend(const std::string& name);
 /// none, static, periodic, adaptive or external.
 PrefetchPolicy parse_prefetch_policy(const std::string& name);
+/// "auto", "host" or "device" (--sample-on).
+SamplePlace parse_sample_place(const std::string& name);
 /// metis or random.
 PartitionMethod parse_partition_method(const std::string& name);
 /// predict --parameters: auto, best or final.

@@ -24,7 +24,7 @@ struct Args {
               lr_schedule = "constant";
   std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
-              memory_policy = "auto", eval = "sampled", final_eval = "exact";
+              memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto";
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
 };
@@ -117,6 +117,11 @@ void add_grid_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--steps-per-epoch", a.o.minibatch.steps_per_epoch,
                   "minibatch / sampled: steps per epoch (default: about one pass over the nodes)");
   cmd->add_flag("--no-sampler-thread", a.no_sampler_thread, "minibatch: build each batch when it is needed");
+  cmd->add_option(
+         "--sample-on", a.sample_on,
+         "minibatch: where batches are cut: host (a sampler thread, then an upload), device (kernels "
+         "on the GPU or the host's threads, nothing uploaded) or auto (device on GPU builds)")
+      ->capture_default_str();
 }
 
 void add_sampled_options(CLI::App* cmd, Args& a) {
@@ -226,6 +231,7 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--batch-size", "Mini-batch and sampled"},
     {"--steps-per-epoch", "Mini-batch and sampled"},
     {"--no-sampler-thread", "Mini-batch and sampled"},
+    {"--sample-on", "Mini-batch and sampled"},
     {"--partition", "Sampled / prefetch"},
     {"--partition-file", "Sampled / prefetch"},
     {"--fanouts", "Sampled / prefetch"},
@@ -267,6 +273,7 @@ struct ModeOnly {
 constexpr ModeOnly kModeOnly[] = {{"--batch-size", false, true, true},
                                   {"--steps-per-epoch", false, true, true},
                                   {"--no-sampler-thread", false, true, false},
+                                  {"--sample-on", false, true, false},
                                   {"--partition", false, false, true},
                                   {"--partition-file", false, false, true},
                                   {"--fanouts", false, false, true},
@@ -356,6 +363,7 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
     parse_minibatch_size(a.batch_size, o.minibatch);
   }
   o.minibatch.sampler_thread = !a.no_sampler_thread;
+  o.minibatch.sample_on = parse_sample_place(a.sample_on);
   SampledOptions& s = o.sampled;
   if (o.mode == TrainMode::Sampled && !a.batch_size.empty()) s.batch_size = parse_seed_count(a.batch_size);
   s.steps_per_epoch = o.minibatch.steps_per_epoch;

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Mini-batch training on the 4D grid (docs/architecture.md §5). Runs under mpiexec with 1, 2, 4 and 8 ranks, on every
-// factorization DxXxYxZ with D in {1, 2}: sampling sends nothing, the ranks' blocks together are exactly
-// the scaled induced subgraph of a serial reference, the sampled aggregation is unbiased, and one training
-// step's gradients equal a dense double-precision computation averaged over the replicas' samples.
+// Mini-batch training on the 4D grid (docs/architecture.md §5). Runs under mpiexec with 1, 2, 4 and 8 ranks,
+// on every factorization DxXxYxZ with D in {1, 2}: sampling sends nothing, the ranks' blocks together are
+// exactly the scaled induced subgraph of a serial reference, the sampled aggregation is unbiased, and one
+// training step's gradients equal a dense double-precision computation averaged over the replicas' samples.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
 #include <set>
+#include <type_traits>
 
 #include "../src/sampling/rank_bitmap.hpp"  // internal: both bit counts are tested
 #include "reference/dense.hpp"
@@ -98,7 +100,86 @@ Graph3D load(const ProcessGrid& grid, int layers) {
   return load_graph_3d(reader, grid, o);
 }
 
+Graph3D load(const ProcessGrid& grid, int layers, Normalization normalization) {
+  const GraphFileReader reader(Communicator::world(), csbm_file());
+  Graph3DOptions o;
+  o.layers = layers;
+  o.seed = 5;
+  o.normalization = normalization;
+  o.transposes = false;  // as the mode loads it: the device cut makes its own
+  return load_graph_3d(reader, grid, o);
+}
+
+template <class T>
+std::vector<std::remove_const_t<T>> on_host(const Vector<T>& v) {
+  const auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
+  return std::vector<std::remove_const_t<T>>(h.data(), h.data() + h.extent(0));
+}
+
+void expect_same_operator(const CsrSpmm<float>& got, const CsrSpmm<float>& want, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(got.matrix().num_rows, want.matrix().num_rows);
+  EXPECT_EQ(got.matrix().num_cols, want.matrix().num_cols);
+  EXPECT_EQ(on_host(got.matrix().row_ptr), on_host(want.matrix().row_ptr));
+  EXPECT_EQ(on_host(got.matrix().col_idx), on_host(want.matrix().col_idx));
+  EXPECT_EQ(on_host(got.matrix().values), on_host(want.matrix().values));  // the same floats, bit for bit
+  EXPECT_EQ(got.scaled(), want.scaled());
+}
+
+void expect_same_batch(const DeviceBatch& got, const DeviceBatch& want) {
+  ASSERT_EQ(got.graph.layers.size(), want.graph.layers.size());
+  ASSERT_EQ(got.graph.blocks.size(), want.graph.blocks.size());
+  for (size_t k = 0; k < want.graph.blocks.size(); ++k) {
+    expect_same_operator(got.graph.blocks[k]->forward, want.graph.blocks[k]->forward,
+                         "block " + std::to_string(k));
+    expect_same_operator(got.graph.blocks[k]->transpose, want.graph.blocks[k]->transpose,
+                         "transpose " + std::to_string(k));
+    EXPECT_EQ(got.graph.blocks[k]->nnz, want.graph.blocks[k]->nnz);
+  }
+  for (size_t l = 0; l < want.graph.layers.size(); ++l) {
+    const LayerGraph &g = got.graph.layers[l], &w = want.graph.layers[l];
+    EXPECT_EQ(on_host(g.output_ids), on_host(w.output_ids)) << "layer " << l;
+    EXPECT_EQ(g.valid_rows, w.valid_rows);
+    EXPECT_EQ(g.num_nodes, w.num_nodes);
+    EXPECT_EQ(g.self != nullptr, w.self != nullptr);
+  }
+  EXPECT_EQ(got.graph.input.valid_rows, want.graph.input.valid_rows);
+  EXPECT_EQ(on_host(got.input_ids), on_host(want.input_ids));
+  const auto in_got = Kokkos::create_mirror_view_and_copy(HostSpace(), got.input);
+  const auto in_want = Kokkos::create_mirror_view_and_copy(HostSpace(), want.input);
+  ASSERT_EQ(in_got.extent(0), in_want.extent(0));
+  ASSERT_EQ(in_got.extent(1), in_want.extent(1));
+  EXPECT_TRUE(std::equal(in_got.data(), in_got.data() + in_got.span(), in_want.data()));
+  EXPECT_EQ(on_host(got.labels), on_host(want.labels));
+  EXPECT_EQ(on_host(got.train), on_host(want.train));
+}
+
 }  // namespace
+
+// The device cut (kernels on the execution space: the host's threads here, a GPU on device builds) gives
+// the host cut's batches bit for bit: every block and transpose (offsets, columns, weights), the self
+// blocks, row ids, gathered inputs, labels and masks. Every factorization of the job, both weightings,
+// a batch of 2 (most blocks empty), a middling one and the whole graph, steps of several keys.
+TEST(Minibatch, DeviceCutEqualsTheHostCut) {
+  const Communicator world = Communicator::world();
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), true))
+    for (Normalization norm : {Normalization::Symmetric, Normalization::Mean}) {
+      const ProcessGrid grid(world, shape);
+      const Graph3D g = load(grid, 3, norm);
+      const int64_t n = g.layout.num_nodes();
+      for (int64_t b : {int64_t(2), int64_t(57), n}) {
+        SCOPED_TRACE(shape.str() + " " + normalization_name(norm) + " b " + std::to_string(b));
+        const bool self = norm == Normalization::Mean;
+        const MinibatchBuilder host(grid, g, b, self);
+        DeviceMinibatchBuilder device(grid, g, b, self);
+        EXPECT_GT(device.bytes(), 0);
+        for (int64_t step = 0; step < 3; ++step) {
+          const SampleKey key{9, 1, step, grid.coords().get(Axis::D)};
+          expect_same_batch(device.build(key), host.upload(host.build(key)));
+        }
+      }
+    }
+}
 
 TEST(UniformSample, SortedDistinctKeyedAndDifferentPerReplica) {
   const std::vector<int64_t> a = uniform_vertex_sample(1000, 100, {7, 2, 3, 0});
@@ -206,6 +287,7 @@ TEST(RankBitmap, HardwareAndSoftwareCountsAgree) {
   EXPECT_EQ(below, int64_t(members.size()));
 }
 
+// Neither cut communicates: the byte and call counters stay where they were.
 TEST(Minibatch, SamplingSendsNoBytes) {
   const Communicator world = Communicator::world();
   for (const GridShape& shape : shapes_with_d_up_to_2(world.size())) {
@@ -213,14 +295,17 @@ TEST(Minibatch, SamplingSendsNoBytes) {
     const ProcessGrid grid(world, shape);
     const Graph3D g = load(grid, 3);
     const MinibatchBuilder builder(grid, g, 64);
+    DeviceMinibatchBuilder device(grid, g, 64);
     const CommStats before = world.stats();
     const HostBatch host = builder.build({1, 0, 0, grid.coords().get(Axis::D)});
     const DeviceBatch batch = builder.upload(host);
+    const DeviceBatch cut_on_device = device.build({1, 0, 0, grid.coords().get(Axis::D)});
     for (int k = 0; k < int(Collective::Count); ++k) {
       EXPECT_EQ(world.stats().total(Collective(k)).bytes, before.total(Collective(k)).bytes);
       EXPECT_EQ(world.stats().total(Collective(k)).calls, before.total(Collective(k)).calls);
     }
     EXPECT_EQ(batch.graph.layers.size(), 3u);
+    EXPECT_EQ(cut_on_device.graph.layers.size(), 3u);
   }
 }
 
@@ -554,4 +639,25 @@ TEST(Minibatch, ResumeContinuesBitForBit) {
   EXPECT_EQ(resumed.history.front().epoch, 4);
   for (size_t e = 0; e < 3; ++e) EXPECT_EQ(resumed.history[e].loss, straight.history[e + 3].loss);
   EXPECT_EQ(resumed.final_weights, straight.final_weights);
+}
+
+// Where batches are cut changes nothing a run computes: losses and weights bit for bit, GraphSAGE with
+// batch norm, two replicas where the job has an even number of ranks.
+TEST(Minibatch, DeviceCutTrainsTheSameRun) {
+  const Communicator world = Communicator::world();
+  const int p = world.size();
+  TrainOptions o = minibatch_options(p % 2 == 0 ? GridShape{2, 1, 1, p / 2} : GridShape{}, 0);
+  o.minibatch.batch_fraction = 0.3;
+  o.epochs = 2;
+  o.model.kind = ModelKind::Sage;
+  o.model.layers = 2;
+  o.model.hidden = 8;
+  o.model.norm = NormKind::Batch;
+  o.minibatch.sample_on = SamplePlace::Host;
+  const TrainResult host = run_training(o, world);
+  o.minibatch.sample_on = SamplePlace::Device;
+  const TrainResult device = run_training(o, world);
+  ASSERT_EQ(device.history.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) EXPECT_EQ(device.history[e].loss, host.history[e].loss);
+  EXPECT_EQ(device.final_weights, host.final_weights);
 }

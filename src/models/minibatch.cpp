@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <type_traits>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -157,6 +158,10 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   return d;
 }
 
+const char* sample_place_name(SamplePlace place) {
+  return place == SamplePlace::Auto ? "auto" : place == SamplePlace::Host ? "host" : "device";
+}
+
 MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                                  const MinibatchOptions& options, const Model& model)
     : MinibatchSource(graph, grid, world, options,
@@ -180,7 +185,15 @@ MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, 
             "--batch-size: give a count of vertices or a fraction of the nodes in (0, 1]");
     require(b >= 2 && b <= n, "--batch-size ", b, " gives ", b,
             " nodes; it must be between 2 and the graph's ", n);
-    builder_ = std::make_unique<MinibatchBuilder>(grid, graph, b, self_blocks);
+    batch_size_ = b;
+    // A device build cuts on the device (no upload per step); a host build where its sampler thread can
+    // build the next batch while the step trains.
+    const bool device = options.sample_on == SamplePlace::Device ||
+                        (options.sample_on == SamplePlace::Auto && !std::is_same_v<DeviceSpace, HostSpace>);
+    if (device)
+      device_builder_ = std::make_unique<DeviceMinibatchBuilder>(grid, graph, b, self_blocks);
+    else
+      builder_ = std::make_unique<MinibatchBuilder>(grid, graph, b, self_blocks);
   } catch (const Error& e) {
     problem = e.what();
   }
@@ -198,7 +211,9 @@ std::string MinibatchSource::describe() const {
       "mini-batches of %lld of %lld vertices (p = %.4f) on grid %dx%s, %lld steps per epoch; sampler %s",
       (long long)batch_size(), (long long)num_nodes(), pair_inclusion_probability(num_nodes(), batch_size()),
       s.d, GridShape{1, s.x, s.y, s.z}.str().c_str(), (long long)steps_,
-      options_.sampler_thread ? "thread" : "inline");
+      device_builder_           ? "on the device"
+      : options_.sampler_thread ? "thread"
+                                : "inline");
   return line;
 }
 
@@ -209,6 +224,13 @@ void MinibatchSource::request(int64_t epoch, int64_t step) {
 }
 
 const Batch& MinibatchSource::batch(int64_t epoch, int64_t step) {
+  if (device_builder_) {
+    Stopwatch watch;
+    current_ = device_builder_->build(SampleKey{seed_, epoch, step, grid_.coords().d});
+    device_build_s_ += watch.seconds();
+    batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train};
+    return batch_;
+  }
   if (requested_ != std::make_pair(epoch, step)) {  // the first step of a run (or a resumed one)
     if (requested_.first >= 0) pipeline_.take();
     request(epoch, step);
@@ -238,15 +260,21 @@ void MinibatchSource::write_outputs(Model& model, int64_t epoch, const NodeOutpu
   write_full_graph_outputs(model, graph_, full_, epoch, paths, world_);
 }
 
+double MinibatchSource::sampling_seconds() const {
+  return pipeline_.build_seconds() + device_build_s_;
+}
+
+double MinibatchSource::waiting_seconds() const {  // the device cut runs in the trainer's stead
+  return pipeline_.waited_seconds() + device_build_s_;
+}
+
 nlohmann::json MinibatchSource::epoch_metrics(std::vector<std::string>& lines) {
   nlohmann::json j;
   j["steps"] = steps_;
-  j["sample_s"] =
-      all_reduce_value(world_, pipeline_.build_seconds() - build_before_, ReduceOp::Max, "report");
-  j["sample_wait_s"] =
-      all_reduce_value(world_, pipeline_.waited_seconds() - wait_before_, ReduceOp::Max, "report");
-  build_before_ = pipeline_.build_seconds();
-  wait_before_ = pipeline_.waited_seconds();
+  j["sample_s"] = all_reduce_value(world_, sampling_seconds() - build_before_, ReduceOp::Max, "report");
+  j["sample_wait_s"] = all_reduce_value(world_, waiting_seconds() - wait_before_, ReduceOp::Max, "report");
+  build_before_ = sampling_seconds();
+  wait_before_ = waiting_seconds();
   char line[200];
   std::snprintf(line, sizeof(line), "      sampling %.1f ms per epoch, trainer waited %.1f ms for it",
                 1e3 * j["sample_s"].get<double>(), 1e3 * j["sample_wait_s"].get<double>());

@@ -2,10 +2,11 @@
 // Mini-batches on the 4D grid (docs/architecture.md §5, ScaleGNN): every rank of 3D replica d draws the same
 // uniform sample S of B vertices for (seed, epoch, step, d) and cuts, from the static blocks it already
 // holds, the rows and columns of each layer that belong to S, scaling off-diagonal entries by 1 / p with p =
-// (B - 1) / (N - 1). No message is sent. build() is plain host code (the sampler thread runs it); upload()
-// turns its result into device blocks and graph views on the main thread. MinibatchSource is the Trainer's
-// batch source for this mode: weight gradients summed over D with each replica's loss a mean over its own
-// sample (so they average over D), a full-graph forward for evaluation.
+// (B - 1) / (N - 1). No message is sent. MinibatchBuilder::build() is plain host code (the sampler thread
+// runs it) and upload() turns its result into device blocks and graph views on the main thread;
+// DeviceMinibatchBuilder cuts the same batches with kernels, so a GPU build uploads nothing per step.
+// MinibatchSource is the Trainer's batch source for this mode: weight gradients summed over D with each
+// replica's loss a mean over its own sample (so they average over D), a full-graph forward for evaluation.
 #pragma once
 
 #include <memory>
@@ -67,6 +68,37 @@ class MinibatchBuilder {
   std::vector<HostBlock> blocks_;                                   // per layer (by layout l mod 6)
 };
 
+/// Cuts the same mini-batches with kernels on the execution space (a GPU on device builds): the sample is
+/// marked in a vertex array, each layer's sampled rows and columns are picked by scans over the block's
+/// positions, and the induced blocks and their transposes are cut row by row from the static blocks and from
+/// transposed copies of them made once here. Its batches equal MinibatchBuilder's (build, then upload) bit
+/// for bit; per step the host reads a few counts per layer and uploads nothing. Main thread only.
+class DeviceMinibatchBuilder {
+ public:
+  /// Keeps a transposed copy of each layer's static block and the layer's index maps on the device.
+  DeviceMinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size,
+                         bool self_blocks = false);
+  ~DeviceMinibatchBuilder();
+  DeviceMinibatchBuilder(const DeviceMinibatchBuilder&) = delete;
+  DeviceMinibatchBuilder& operator=(const DeviceMinibatchBuilder&) = delete;
+  /// Vertices per sample.
+  int64_t batch_size() const { return batch_size_; }
+  /// The batch of `key`: blocks, views, gathered inputs, labels and masks, all on the device.
+  DeviceBatch build(const SampleKey& key);
+  /// Device bytes kept besides the graph: the transposed blocks, index maps, scratch and vertex marks.
+  int64_t bytes() const;
+
+ private:
+  struct Layer;
+  const Graph3D& graph_;
+  int64_t batch_size_;
+  bool self_blocks_;
+  float scale_;
+  std::vector<Layer> layers_;
+  Vector<uint32_t> mark_;  // mark_(v) == generation_: v is in the current sample
+  uint32_t generation_ = 0;
+};
+
 /// Device copy of a host CSR built off the main thread (values kept; none: a pattern).
 CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a);
 
@@ -78,12 +110,22 @@ Vector<T> upload_vector(const std::vector<T>& v, const char* name) {
   return out;
 }
 
+/// Where mini-batches are cut.
+enum class SamplePlace {
+  Auto,   ///< Device on device builds, Host on host builds
+  Host,   ///< MinibatchBuilder on the host (a sampler thread builds the next batch during the step), uploaded
+  Device  ///< DeviceMinibatchBuilder's kernels on the execution space, nothing uploaded
+};
+/// "auto", "host" or "device".
+const char* sample_place_name(SamplePlace place);
+
 /// The mode's settings.
 struct MinibatchOptions {
   int64_t batch_size = 0;       ///< vertices per sample (or 0 and batch_fraction)
   double batch_fraction = 0;    ///< a fraction of the nodes, when batch_size is 0
   int64_t steps_per_epoch = 0;  ///< 0: N / (B * D) rounded up, so an epoch sees about N vertices
-  bool sampler_thread = true;   ///< build step t + 1's batch while step t trains
+  bool sampler_thread = true;   ///< build step t + 1's batch while step t trains (host cut only)
+  SamplePlace sample_on = SamplePlace::Auto;  ///< where batches are cut
 };
 
 /// Uniform vertex mini-batches, one per replica and step.
@@ -114,16 +156,23 @@ class MinibatchSource : public BatchSource {
   void write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) override;
   nlohmann::json epoch_metrics(std::vector<std::string>& lines) override;
   /// Vertices per sample.
-  int64_t batch_size() const { return builder_->batch_size(); }
+  int64_t batch_size() const { return batch_size_; }
+  /// Where this source cuts its batches (Host or Device, never Auto).
+  SamplePlace sample_place() const { return device_builder_ ? SamplePlace::Device : SamplePlace::Host; }
 
  private:
   void request(int64_t epoch, int64_t step);
+  double sampling_seconds() const;
+  double waiting_seconds() const;
   const Graph3D& graph_;
   const ProcessGrid& grid_;
   const Communicator& world_;
   MinibatchOptions options_;
   uint64_t seed_;
-  std::unique_ptr<MinibatchBuilder> builder_;
+  int64_t batch_size_ = 0;
+  std::unique_ptr<MinibatchBuilder> builder_;               // SamplePlace::Host
+  std::unique_ptr<DeviceMinibatchBuilder> device_builder_;  // SamplePlace::Device
+  double device_build_s_ = 0;                               // device cuts' time (the trainer waits for it)
   int64_t steps_ = 0;
   BatchPipeline<HostBatch> pipeline_;
   std::pair<int64_t, int64_t> requested_{-1, -1};

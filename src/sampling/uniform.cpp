@@ -15,13 +15,17 @@ namespace {
 constexpr uint64_t kSampleStream = 0x5a3c0000ull;  // apart from the model's streams (random_streams.hpp)
 }
 
-std::vector<int64_t> uniform_vertex_sample(int64_t n, int64_t count, const SampleKey& key) {
-  require(count >= 1 && count <= n, "mini-batch size ", count, " must be between 1 and the ", n, " nodes");
+RandomPermutation sample_permutation(int64_t n, const SampleKey& key) {
   // One 64-bit permutation key per (epoch, step, replica), drawn from the counter-based generator.
   const CounterRng rng(key.seed, kSampleStream + uint64_t(key.replica));
   const Philox4x32Block r = rng.bits(uint64_t(key.epoch), uint64_t(key.step));
   const uint64_t stream = (uint64_t(r.v[0]) << 32) | r.v[1];
-  const RandomPermutation perm(n, key.seed ^ 0x9e3779b97f4a7c15ull, stream);
+  return RandomPermutation(n, key.seed ^ 0x9e3779b97f4a7c15ull, stream);
+}
+
+std::vector<int64_t> uniform_vertex_sample(int64_t n, int64_t count, const SampleKey& key) {
+  require(count >= 1 && count <= n, "mini-batch size ", count, " must be between 1 and the ", n, " nodes");
+  const RandomPermutation perm = sample_permutation(n, key);
   std::vector<int64_t> sample(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) sample[size_t(i)] = perm(i);
   if (sampling_impl::rank_bitmap_pays(n, count)) return sampling_impl::RankBitmap(n, sample).members();
