@@ -117,9 +117,7 @@ Vector<Scalar> scaled_values(const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& a
 
 template <class Scalar>
 template <class Column>
-CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace, Column> a) : a_(narrow_columns(std::move(a))) {
-  balance_rows();
-}
+CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace, Column> a) : a_(narrow_columns(std::move(a))) {}
 
 template <class Scalar>
 template <class Column>
@@ -131,7 +129,6 @@ CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace, Column> pattern, Vector<
           "spmm: ", row_scale.extent(0), " row scales for ", a_.num_rows, " rows");
   require(col_scale.extent(0) == 0 || int64_t(col_scale.extent(0)) == a_.num_cols,
           "spmm: ", col_scale.extent(0), " column scales for ", a_.num_cols, " columns");
-  balance_rows();
   if (a_.num_rows == 0 || (row_scale.extent(0) == 0 && col_scale.extent(0) == 0)) return;
   if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
     row_scale_ = row_scale;
@@ -142,13 +139,23 @@ CsrSpmm<Scalar>::CsrSpmm(CsrMatrix<Scalar, DeviceSpace, Column> pattern, Vector<
   }
 }
 
+// On the first host or team product, not at construction: the vendor libraries balance rows themselves,
+// and a mini-batch's blocks, made every step, would otherwise copy their offsets to the host and back each
+// time (a wait on the device per block).
 template <class Scalar>
-void CsrSpmm<Scalar>::balance_rows() {
+void CsrSpmm<Scalar>::balance_rows() const {
+  if (block_start_.extent(0) > 0) return;
   const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), a_.row_ptr);
   // A few blocks per thread lets the dynamic schedule even out what the nonzero count cannot see.
   const int64_t blocks = 16 * int64_t(ExecSpace().concurrency());
   host_block_start_ = balanced_row_blocks(row_ptr, blocks);
   block_start_ = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host_block_start_);
+}
+
+template <class Scalar>
+int64_t CsrSpmm<Scalar>::num_blocks() const {
+  balance_rows();
+  return int64_t(block_start_.extent(0)) - 1;
 }
 
 template <class Scalar>
@@ -190,14 +197,18 @@ void CsrSpmm<Scalar>::apply_rows(const Matrix<const Scalar>& x, const Matrix<Sca
   require(row_begin >= 0 && row_end <= a_.num_rows, "spmm: rows [", row_begin, ", ", row_end,
           ") outside the matrix's ", a_.num_rows);
   if (row_end <= row_begin) return;
-  // The balanced blocks that intersect the range; rows outside it are skipped inside the kernels.
-  const int64_t* starts = host_block_start_.data();
-  const int64_t first_block =
-      int64_t(std::upper_bound(starts, starts + num_blocks() + 1, row_begin) - starts) - 1;
-  const int64_t last_block = int64_t(std::lower_bound(starts, starts + num_blocks() + 1, row_end) - starts);
+  const KernelPath resolved = resolve_kernel_path(path, KernelKind::Spmm);
+  int64_t first_block = 0, last_block = 0;
+  if (resolved != KernelPath::Vendor) {
+    // The balanced blocks that intersect the range; rows outside it are skipped inside the kernels.
+    const int64_t blocks = num_blocks();  // balances them on first use
+    const int64_t* starts = host_block_start_.data();
+    first_block = int64_t(std::upper_bound(starts, starts + blocks + 1, row_begin) - starts) - 1;
+    last_block = int64_t(std::lower_bound(starts, starts + blocks + 1, row_end) - starts);
+  }
   const impl::SpmmCall<Scalar> call{a_,         row_scale_, col_scale_, block_start_, first_block,
                                     last_block, row_begin,  row_end,    alpha,        beta};
-  switch (resolve_kernel_path(path, KernelKind::Spmm)) {
+  switch (resolved) {
     case KernelPath::Team:
       return impl::spmm_team(call, x, y);
     case KernelPath::Host:

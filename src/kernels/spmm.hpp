@@ -67,16 +67,16 @@ class CsrSpmm {
   /// Every entry's weight in storage order (values, ones for a pattern, or the scales' products), on the
   /// host: for checks and for code that needs the numbers, at 4 or 8 bytes per nonzero.
   HostVector<Scalar> host_weights() const;
-  /// Number of row blocks of balanced work.
-  int64_t num_blocks() const { return int64_t(block_start_.extent(0)) - 1; }
+  /// Number of row blocks of balanced work (balanced on first use: here or in a host or team product).
+  int64_t num_blocks() const;
 
  private:
-  void balance_rows();
+  void balance_rows() const;
 
   CsrMatrix<Scalar, DeviceSpace, SpmmColumn> a_;
   Vector<double> row_scale_, col_scale_;
-  Vector<int64_t> block_start_;  // row blocks of balanced nonzeros
-  HostVector<int64_t> host_block_start_;
+  mutable Vector<int64_t> block_start_;  // row blocks of balanced nonzeros, made on first host/team use
+  mutable HostVector<int64_t> host_block_start_;
   mutable std::shared_ptr<impl::VendorSpmm<Scalar>> vendor_;  // vendor descriptors, made on first use
 };
 

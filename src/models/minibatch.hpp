@@ -90,12 +90,14 @@ class DeviceMinibatchBuilder {
 
  private:
   struct Layer;
+  struct Scratch;
   const Graph3D& graph_;
   int64_t batch_size_;
   bool self_blocks_;
   float scale_;
   std::vector<Layer> layers_;
-  Vector<uint32_t> mark_;  // mark_(v) == generation_: v is in the current sample
+  std::unique_ptr<Scratch> scratch_;  // the cuts' working arrays, kept between steps
+  Vector<uint32_t> mark_;             // mark_(v) == generation_: v is in the current sample
   uint32_t generation_ = 0;
 };
 

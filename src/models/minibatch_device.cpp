@@ -69,82 +69,94 @@ int64_t pick_marked(const CutSide& side, const Vector<const uint32_t>& mark, uin
   return count;
 }
 
-// Row offsets of a cut whose row r holds kept(r) entries (row_ptr(r + 1) = kept(r) on entry); returns the
-// entries.
-int64_t prefix_offsets(const Vector<int64_t>& row_ptr, int64_t rows, const char* name) {
-  int64_t nnz = 0;
+// out(i) = term(0) + ... + term(i - 1) for i in [0, n], an exclusive scan; returns the total.
+template <class Term>
+int64_t prefix_sum(int64_t n, const Term& term, const Vector<int64_t>& out, const char* name) {
+  int64_t total = 0;
   Kokkos::parallel_scan(
-      name, Policy(0, rows),
-      KOKKOS_LAMBDA(int64_t r, int64_t & prefix, bool final) {
-        prefix += row_ptr(r + 1);
-        if (final) row_ptr(r + 1) = prefix;
+      name, Policy(0, n + 1),
+      KOKKOS_LAMBDA(int64_t i, int64_t & prefix, bool final) {
+        if (final) out(i) = prefix;
+        if (i < n) prefix += term(i);
       },
-      nnz);
-  return nnz;
+      total);
+  return total;
 }
 
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
-using TeamMember = TeamPolicy::member_type;
-constexpr int64_t kRowsPerTeam = 16;
+// Scratch of the entry-parallel cut, kept between steps and grown as needed (3 words per entry the sampled
+// rows hold in the static block).
+struct CutScratch {
+  Vector<int64_t> span;    // per sampled row: where its static entries start when laid end to end
+  Vector<int64_t> row;     // per laid-out entry: its cut row
+  Vector<int64_t> slot;    // per laid-out entry: its kept column, or -1
+  Vector<int64_t> before;  // per laid-out entry and one past: kept entries before it
+};
 
-// A team per 16 rows, a thread per row and a warp's lanes along it: a static row may hold thousands of
-// entries (an R-MAT hub: 6218 on the arxiv-shaped graph), which a thread alone would walk while the rest
-// of the kernel waits.
-template <class RowOp>
-void for_each_cut_row(const char* name, int64_t rows, const RowOp& op) {
-  Kokkos::parallel_for(
-      name, TeamPolicy((rows + kRowsPerTeam - 1) / kRowsPerTeam, Kokkos::AUTO, 32),
-      KOKKOS_LAMBDA(const TeamMember& team) {
-        const int64_t first = team.league_rank() * kRowsPerTeam;
-        const int64_t last = first + kRowsPerTeam < rows ? first + kRowsPerTeam : rows;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, first, last), [&](int64_t r) { op(team, r); });
-      });
+void reserve(Vector<int64_t>& v, int64_t n, const char* name) {
+  if (int64_t(v.extent(0)) < n)
+    v = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing(name), size_t(n + n / 4));
 }
 
-// Entry (r, s) of the cut: static row side.pick(r), kept column s = cols.slot(c), weighing the static
-// weight, times `scale` unless s is the row's own column. The lanes keep a row's entries in order (a scan).
-Cut cut_block(const CutSide& side, const CutSide& cols, float scale) {
+// The cut's entries are found entry by entry, not row by row: a static row may hold thousands of entries
+// (an R-MAT hub: 6218 on the arxiv-shaped graph), which one thread or one warp would walk while the rest of
+// the device waited. The sampled rows' static entries are laid end to end, each finds its row by binary
+// search, and a scan over the kept flags gives every kept entry its place, in the host cut's order.
+// Entry (r, s) weighs the static weight, times `scale` unless s is row r's own column.
+Cut cut_block(const CutSide& side, const CutSide& cols, float scale, CutScratch& scratch) {
   const StaticBlock a = side.block;
   const Vector<const int64_t> pick = side.pick, own = side.own, col_slot = cols.slot;
-  Cut out;
-  out.num_rows = side.count;
-  out.num_cols = cols.count;
-  out.row_ptr = Vector<int64_t>("sample_row_ptr", size_t(side.count + 1));
-  const Vector<int64_t> out_ptr = out.row_ptr;
-  for_each_cut_row(
-      "tessera::cut_counts", side.count, KOKKOS_LAMBDA(const TeamMember& team, int64_t r) {
-        const int64_t i = pick(r);
-        int64_t kept = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::ThreadVectorRange(team, a.row_ptr(i), a.row_ptr(i + 1)),
-            [&](int64_t k, int64_t& n) { n += col_slot(a.col_idx(k)) >= 0 ? 1 : 0; }, kept);
-        Kokkos::single(Kokkos::PerThread(team), [&] { out_ptr(r + 1) = kept; });
+  const int64_t rows = side.count;
+  reserve(scratch.span, rows + 1, "sample_cut_span");
+  const Vector<int64_t> span = scratch.span;
+  const int64_t laid = prefix_sum(
+      rows, KOKKOS_LAMBDA(int64_t r) { return a.row_ptr(pick(r) + 1) - a.row_ptr(pick(r)); }, span,
+      "tessera::cut_span");
+  reserve(scratch.row, laid, "sample_cut_row");
+  reserve(scratch.slot, laid, "sample_cut_slot");
+  reserve(scratch.before, laid + 1, "sample_cut_before");
+  const Vector<int64_t> entry_row = scratch.row, entry_slot = scratch.slot, before = scratch.before;
+  Kokkos::parallel_for(
+      "tessera::cut_entries", Policy(0, laid), KOKKOS_LAMBDA(int64_t e) {
+        int64_t lo = 0, hi = rows;  // the last row whose span starts at or before e
+        while (hi - lo > 1) {
+          const int64_t mid = (lo + hi) / 2;
+          if (span(mid) <= e)
+            lo = mid;
+          else
+            hi = mid;
+        }
+        entry_row(e) = lo;
+        entry_slot(e) = col_slot(a.col_idx(a.row_ptr(pick(lo)) + e - span(lo)));
       });
-  const int64_t nnz = prefix_offsets(out_ptr, side.count, "tessera::cut_offsets");
+  const int64_t nnz = prefix_sum(
+      laid, KOKKOS_LAMBDA(int64_t e) { return entry_slot(e) >= 0 ? int64_t(1) : int64_t(0); }, before,
+      "tessera::cut_places");
+  Cut out;
+  out.num_rows = rows;
+  out.num_cols = cols.count;
+  out.row_ptr = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("sample_row_ptr"), size_t(rows + 1));
   out.col_idx = Vector<SpmmColumn>(Kokkos::ViewAllocateWithoutInitializing("sample_col_idx"), size_t(nnz));
   out.values = Vector<float>(Kokkos::ViewAllocateWithoutInitializing("sample_values"), size_t(nnz));
+  const Vector<int64_t> out_ptr = out.row_ptr;
   const Vector<SpmmColumn> out_col = out.col_idx;
   const Vector<float> out_value = out.values;
+  Kokkos::parallel_for(
+      "tessera::cut_offsets", Policy(0, rows + 1),
+      KOKKOS_LAMBDA(int64_t r) { out_ptr(r) = before(span(r)); });
   const bool valued = a.values.extent(0) > 0, row_scaled = a.row_scale.extent(0) > 0;
   const bool col_scaled = a.col_scale.extent(0) > 0;
-  for_each_cut_row(
-      "tessera::cut_block", side.count, KOKKOS_LAMBDA(const TeamMember& team, int64_t r) {
-        const int64_t i = pick(r), base = out_ptr(r);
+  Kokkos::parallel_for(
+      "tessera::cut_block", Policy(0, laid), KOKKOS_LAMBDA(int64_t e) {
+        const int64_t s = entry_slot(e);
+        if (s < 0) return;
+        const int64_t r = entry_row(e), i = pick(r), k = a.row_ptr(i) + e - span(r);
         const int64_t own_slot = own(i) >= 0 ? col_slot(own(i)) : -1;
         const double row_scale = valued || !row_scaled ? 1.0 : a.row_scale(i);
-        Kokkos::parallel_scan(
-            Kokkos::ThreadVectorRange(team, a.row_ptr(i), a.row_ptr(i + 1)),
-            [&](int64_t k, int64_t& before, bool final) {
-              const SpmmColumn c = a.col_idx(k);
-              const int64_t s = col_slot(c);
-              if (final && s >= 0) {
-                const float w =
-                    valued ? a.values(k) : scaled_weight<float>(row_scale, col_scaled ? a.col_scale(c) : 1.0);
-                out_col(base + before) = SpmmColumn(s);
-                out_value(base + before) = s == own_slot ? w : w * scale;
-              }
-              before += s >= 0 ? 1 : 0;
-            });
+        const float w = valued
+                            ? a.values(k)
+                            : scaled_weight<float>(row_scale, col_scaled ? a.col_scale(a.col_idx(k)) : 1.0);
+        out_col(before(e)) = SpmmColumn(s);
+        out_value(before(e)) = s == own_slot ? w : w * scale;
       });
   return out;
 }
@@ -155,14 +167,16 @@ Cut cut_self(const CutSide& side, const CutSide& cols) {
   Cut out;
   out.num_rows = side.count;
   out.num_cols = cols.count;
-  out.row_ptr = Vector<int64_t>("sample_self_row_ptr", size_t(side.count + 1));
+  out.row_ptr =
+      Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("sample_self_row_ptr"), size_t(side.count + 1));
   const Vector<int64_t> out_ptr = out.row_ptr;
-  Kokkos::parallel_for(
-      "tessera::self_counts", Policy(0, side.count), KOKKOS_LAMBDA(int64_t r) {
+  const int64_t nnz = prefix_sum(
+      side.count,
+      KOKKOS_LAMBDA(int64_t r) {
         const int64_t o = own(pick(r));
-        out_ptr(r + 1) = o >= 0 && col_slot(o) >= 0 ? 1 : 0;
-      });
-  const int64_t nnz = prefix_offsets(out_ptr, side.count, "tessera::self_offsets");
+        return o >= 0 && col_slot(o) >= 0 ? int64_t(1) : int64_t(0);
+      },
+      out_ptr, "tessera::self_offsets");
   out.col_idx = Vector<SpmmColumn>(Kokkos::ViewAllocateWithoutInitializing("sample_self_col"), size_t(nnz));
   const Vector<SpmmColumn> out_col = out.col_idx;
   Kokkos::parallel_for(
@@ -210,6 +224,10 @@ Matrix<float> gather_feature_rows(const Matrix<const float>& features, const Cut
 // the transposed block).
 struct DeviceMinibatchBuilder::Layer {
   CutSide rows, cols;
+};
+
+struct DeviceMinibatchBuilder::Scratch {
+  CutScratch cut;
 };
 
 namespace {
@@ -276,6 +294,7 @@ DeviceMinibatchBuilder::DeviceMinibatchBuilder(const ProcessGrid& grid, const Gr
     layers_.push_back(std::move(layer));
   }
   mark_ = Vector<uint32_t>("sample_marks", size_t(n));
+  scratch_ = std::make_unique<Scratch>();
 }
 
 DeviceMinibatchBuilder::~DeviceMinibatchBuilder() = default;
@@ -286,8 +305,11 @@ int64_t DeviceMinibatchBuilder::bytes() const {
     for (const CutSide* side : {&layer.rows, &layer.cols})
       total += int64_t((side->own.span() + side->vertex.span() + side->pick.span() + side->slot.span()) *
                        sizeof(int64_t));
-  for (size_t l = 0; l < layers_.size() && l < 6;
-       ++l) {  // the transposes (the forward blocks are the graph's)
+  const CutScratch& cut = scratch_->cut;
+  for (const Vector<int64_t>* v : {&cut.span, &cut.row, &cut.slot, &cut.before})
+    total += int64_t(v->span() * sizeof(int64_t));
+  // The transposes (the forward blocks are the graph's).
+  for (size_t l = 0; l < layers_.size() && l < 6; ++l) {
     const StaticBlock& t = layers_[l].cols.block;
     total += int64_t(t.row_ptr.span() * 8 + t.col_idx.span() * sizeof(SpmmColumn) + t.values.span() * 4);
   }
@@ -304,8 +326,8 @@ DeviceBatch DeviceMinibatchBuilder::build(const SampleKey& key) {
   for (Layer& layer : layers_) {
     layer.rows.count = pick_marked(layer.rows, mark_, generation_);
     layer.cols.count = pick_marked(layer.cols, mark_, generation_);
-    d.graph.blocks.push_back(
-        block_of(cut_block(layer.rows, layer.cols, scale_), cut_block(layer.cols, layer.rows, scale_)));
+    d.graph.blocks.push_back(block_of(cut_block(layer.rows, layer.cols, scale_, scratch_->cut),
+                                      cut_block(layer.cols, layer.rows, scale_, scratch_->cut)));
     const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
     if (self_blocks_) {
