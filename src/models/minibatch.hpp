@@ -70,8 +70,8 @@ class MinibatchBuilder {
 
 /// Cuts the same mini-batches with kernels on the execution space (a GPU on device builds): the sample is
 /// marked in a vertex array, each layer's sampled rows and columns are picked by scans over the block's
-/// positions, and the induced blocks and their transposes are cut row by row from the static blocks and from
-/// transposed copies of them made once here. Its batches equal MinibatchBuilder's (build, then upload) bit
+/// positions, and the induced blocks and their transposes are cut entry by entry from the static blocks and
+/// from transposed copies of them made once here. Its batches equal MinibatchBuilder's (build, then upload) bit
 /// for bit; per step the host reads a few counts per layer and uploads nothing. Main thread only.
 class DeviceMinibatchBuilder {
  public:
