@@ -66,14 +66,17 @@ CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a) {
   return m;
 }
 
+float off_diagonal_scale(int64_t num_nodes, int64_t batch_size) {
+  require(batch_size >= 2 && batch_size <= num_nodes, "--batch-size ", batch_size,
+          " must be between 2 and the ", num_nodes, " nodes");
+  return float(1.0 / pair_inclusion_probability(num_nodes, batch_size));
+}
+
 MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size,
                                    bool self_blocks)
     : graph_(graph), batch_size_(batch_size), self_blocks_(self_blocks) {
   const NodeLayout& layout = graph.layout;
-  const int64_t n = layout.num_nodes();
-  require(batch_size >= 2 && batch_size <= n, "--batch-size ", batch_size, " must be between 2 and the ", n,
-          " nodes");
-  scale_ = float(1.0 / pair_inclusion_probability(n, batch_size));
+  scale_ = off_diagonal_scale(layout.num_nodes(), batch_size);
   for (int l = 0; l < graph.layers; ++l) {
     const AxisRoles r = roles_for_layer(l);
     row_range_.push_back(layout.node_block(r.c, grid.coords().get(r.c)));

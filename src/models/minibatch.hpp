@@ -39,6 +39,11 @@ struct DeviceBatch {
   Vector<uint8_t> train;      ///< same rows: in the training split
 };
 
+/// The factor 1 / p by which a batch of `batch_size` of `num_nodes` vertices scales its off-diagonal
+/// entries (pair_inclusion_probability); throws Error naming --batch-size unless 2 <= batch_size <=
+/// num_nodes.
+float off_diagonal_scale(int64_t num_nodes, int64_t batch_size);
+
 /// Cuts mini-batches out of a Graph3D's static blocks.
 class MinibatchBuilder {
  public:
@@ -71,8 +76,8 @@ class MinibatchBuilder {
 /// Cuts the same mini-batches with kernels on the execution space (a GPU on device builds): the sample is
 /// marked in a vertex array, each layer's sampled rows and columns are picked by scans over the block's
 /// positions, and the induced blocks and their transposes are cut entry by entry from the static blocks and
-/// from transposed copies of them made once here. Its batches equal MinibatchBuilder's (build, then upload) bit
-/// for bit; per step the host reads a few counts per layer and uploads nothing. Main thread only.
+/// from transposed copies of them made once here. Its batches equal MinibatchBuilder's (build, then upload)
+/// bit for bit; per step the host reads a few counts per layer and uploads nothing. Main thread only.
 class DeviceMinibatchBuilder {
  public:
   /// Keeps a transposed copy of each layer's static block and the layer's index maps on the device.

@@ -39,10 +39,6 @@ struct CutSide {
   int64_t count = 0;
 };
 
-Vector<int64_t> to_device(const std::vector<int64_t>& v, const char* name) {
-  return upload_vector(v, name);
-}
-
 void mark_sample(const Vector<uint32_t>& mark, const RandomPermutation& perm, int64_t count,
                  uint32_t generation) {
   Kokkos::parallel_for(
@@ -245,8 +241,8 @@ void index_side(CutSide& side, int64_t static_rows, const RandomPermutation& ord
     const int64_t q = other.inverse(vertex[size_t(i)]);
     if (q >= other_range.first && q < other_range.second) own[size_t(i)] = q - other_range.first;
   }
-  side.vertex = to_device(vertex, "sample_block_vertex");
-  side.own = to_device(own, "sample_block_own");
+  side.vertex = upload_vector(vertex, "sample_block_vertex");
+  side.own = upload_vector(own, "sample_block_own");
   side.pick = Vector<int64_t>("sample_pick", size_t(reach));
   side.slot = Vector<int64_t>("sample_slot", own.size());
   Kokkos::deep_copy(side.slot, int64_t(-1));
@@ -276,9 +272,7 @@ DeviceMinibatchBuilder::DeviceMinibatchBuilder(const ProcessGrid& grid, const Gr
     : graph_(graph), batch_size_(batch_size), self_blocks_(self_blocks) {
   const NodeLayout& layout = graph.layout;
   const int64_t n = layout.num_nodes();
-  require(batch_size >= 2 && batch_size <= n, "--batch-size ", batch_size, " must be between 2 and the ", n,
-          " nodes");
-  scale_ = float(1.0 / pair_inclusion_probability(n, batch_size));
+  scale_ = off_diagonal_scale(n, batch_size);
   std::vector<std::pair<StaticBlock, StaticBlock>> blocks;  // by layout l mod 6
   for (int l = 0; l < graph.layers && l < 6; ++l)
     blocks.push_back(static_blocks(graph.adjacency[size_t(l)].forward));
