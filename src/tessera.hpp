@@ -18,6 +18,7 @@
 #include "tessera/models/hooks.hpp"
 #include "tessera/models/layer.hpp"
 #include "tessera/models/layerwise.hpp"
+#include "tessera/models/metric.hpp"
 #include "tessera/models/minibatch.hpp"
 #include "tessera/models/model.hpp"
 #include "tessera/models/norm.hpp"

@@ -111,7 +111,7 @@ std::vector<float> host_values(const Matrix<float>& m) {
 
 void expect_blocks_match(const Graph3D& g, int64_t n, const std::vector<std::vector<double>>& reference) {
   const GridShape& shape = g.layout.shape();
-  for (int t = 0; t < g.layers; ++t) {
+  for (int t = 0; t < int(g.adjacency.size()); ++t) {
     SCOPED_TRACE("layout " + std::to_string(t));
     const AxisRoles roles = roles_for_layer(t);
     const int64_t row_block = g.layout.padded_nodes() / shape.extent(roles.c);

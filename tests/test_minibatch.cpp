@@ -170,8 +170,9 @@ TEST(Minibatch, DeviceCutEqualsTheHostCut) {
       for (int64_t b : {int64_t(2), int64_t(57), n}) {
         SCOPED_TRACE(shape.str() + " " + normalization_name(norm) + " b " + std::to_string(b));
         const bool self = norm == Normalization::Mean;
-        const MinibatchBuilder host(grid, g, b, self);
-        DeviceMinibatchBuilder device(grid, g, b, self);
+        const BatchNeeds needs{3, self};
+        const MinibatchBuilder host(grid, g, b, needs);
+        DeviceMinibatchBuilder device(grid, g, b, needs);
         EXPECT_GT(device.bytes(), 0);
         for (int64_t step = 0; step < 3; ++step) {
           const SampleKey key{9, 1, step, grid.coords().get(Axis::D)};
@@ -294,8 +295,8 @@ TEST(Minibatch, SamplingSendsNoBytes) {
     SCOPED_TRACE(shape.str());
     const ProcessGrid grid(world, shape);
     const Graph3D g = load(grid, 3);
-    const MinibatchBuilder builder(grid, g, 64);
-    DeviceMinibatchBuilder device(grid, g, 64);
+    const MinibatchBuilder builder(grid, g, 64, BatchNeeds{3, false});
+    DeviceMinibatchBuilder device(grid, g, 64, BatchNeeds{3, false});
     const CommStats before = world.stats();
     const HostBatch host = builder.build({1, 0, 0, grid.coords().get(Axis::D)});
     const DeviceBatch batch = builder.upload(host);
@@ -320,7 +321,7 @@ TEST(Minibatch, UnionOfBlocksIsTheScaledInducedSubgraph) {
     const int layers = 3;
     const Graph3D g = load(grid, layers);
     const int64_t b = 97;
-    const MinibatchBuilder builder(grid, g, b);
+    const MinibatchBuilder builder(grid, g, b, BatchNeeds{layers, false});
     const int d = grid.coords().get(Axis::D);
     const HostBatch host = builder.build({11, 1, 2, d});
     std::vector<double> mine;  // d, layer, row vertex, column vertex, value
@@ -377,7 +378,7 @@ TEST(Minibatch, SampledAggregationIsUnbiased) {
   const ProcessGrid grid(world, GridShape{1, 1, 1, 1});
   const Graph3D g3 = load(grid, 2);
   const int64_t b = 60;
-  const MinibatchBuilder builder(grid, g3, b);
+  const MinibatchBuilder builder(grid, g3, b, BatchNeeds{2, false});
   const Dense full = reference::matmul(g.a_hat, g.x);
   const std::vector<int64_t> watched = {0, 17, 150, 299};
   std::vector<Dense> sum(watched.size(), Dense(1, g.x.cols)), sum_sq = sum;

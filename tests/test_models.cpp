@@ -194,7 +194,7 @@ TEST(LayerGradients, MatchTheDenseReferenceOnEveryKernelPath) {
             model.add<SageConv>(shape.out, conv);
           if (normed && norm == NormKind::Batch) model.add<BatchNorm>(NormOptions{true, 0.25f});
           if (normed && norm == NormKind::Rms) model.add<RmsNorm>(NormOptions{true, 0.25f});
-          const GraphBatch batch = full_graph_batch(g, model.needs_self_blocks());
+          const GraphBatch batch = full_graph_batch(g, model.batch_needs());
           const PassInfo pass{true, 7, 3};
           Matrix<const float> h = g.features;
           for (size_t k = 0; k < model.size(); ++k) h = model.layer(k).forward(h, batch, pass);
@@ -275,7 +275,8 @@ void loss_backward(Sequential& model, const Graph3D& g, const GraphBatch& batch,
                    int64_t count) {
   const Matrix<const float> logits = model.forward(g.features, batch, pass);
   Matrix<float> grad("grad", logits.extent(0), logits.extent(1));
-  masked_softmax_cross_entropy<float>(logits, g.labels, g.train, 1.0f / float(count), grad);
+  const NodeData& data = g.node_data_for(model.graph_layers());
+  masked_softmax_cross_entropy<float>(logits, data.labels, data.mask("train"), 1.0f / float(count), grad);
   model.backward(grad, pass);
 }
 
@@ -297,7 +298,7 @@ TEST(ModelGradient, MatchesDenseReference) {
     const Graph3D g = graph_from(grid, in, x, labels, train, classes, normalization_for(kind), 2);
     const std::unique_ptr<Sequential> model =
         build_model(deterministic_config(kind, 2, f, hidden, classes, 5), grid, RunOptions{}, true);
-    const GraphBatch batch = full_graph_batch(g, model->needs_self_blocks());
+    const GraphBatch batch = full_graph_batch(g, model->batch_needs());
     loss_backward(*model, g, batch, PassInfo{true, 5, 0}, count);
 
     // Reference forward and backward with the model's initial weights.
@@ -396,7 +397,7 @@ TEST(ModelGradient, DeepGcnMatchesDenseReference) {
   const Graph3D g = graph_from(grid, in, x, labels, train, classes, Normalization::Symmetric, layers);
   const std::unique_ptr<Sequential> model = build_model(
       deterministic_config(ModelKind::Gcn, layers, f, hidden, classes, 9), grid, RunOptions{}, true);
-  const GraphBatch batch = full_graph_batch(g, false);
+  const GraphBatch batch = full_graph_batch(g, BatchNeeds{g.layers, false});
   // The second step runs on buffers the first sized.
   for (int step = 0; step < 2; ++step) loss_backward(*model, g, batch, PassInfo{true, 9, 0}, count);
   const std::vector<ParameterRef> p = model->parameters();  // weight, bias per layer
@@ -446,7 +447,8 @@ TEST(ModelGradient, ForwardOnlyGraphSameLogitsAndRefusesBackward) {
   const std::unique_ptr<Sequential> model =
       build_model(deterministic_config(ModelKind::Gcn, 2, f, 5, classes, 4), grid, RunOptions{}, true);
   const PassInfo pass{true, 4, 0};
-  const GraphBatch full = full_graph_batch(both, false), forward = full_graph_batch(forward_only, false);
+  const GraphBatch full = full_graph_batch(both, BatchNeeds{2, false}),
+                   forward = full_graph_batch(forward_only, BatchNeeds{2, false});
   const Dense expected = from_view(model->forward(both.features, full, pass));
   EXPECT_EQ(from_view(model->forward(forward_only.features, forward, pass)).a, expected.a);
   EXPECT_THROW(loss_backward(*model, forward_only, forward, pass, count), Error);
@@ -474,13 +476,14 @@ TEST(ModelGradient, InputDropoutMasksALentInputInPlace) {
   Kokkos::deep_copy(lent, g.features);
   for (const bool lend : {false, true}) {
     const std::unique_ptr<Sequential> model = build_model(config, grid, RunOptions{}, true);
-    GraphBatch batch = full_graph_batch(g, false);
+    GraphBatch batch = full_graph_batch(g, BatchNeeds{g.layers, false});
     if (lend) batch.scratch_input = lent.data();
     const Matrix<const float> out =
         model->forward(lend ? Matrix<const float>(lent) : g.features, batch, pass);
     logits[lend] = from_view(out).a;
     Matrix<float> grad("grad", out.extent(0), out.extent(1));
-    masked_softmax_cross_entropy<float>(out, g.labels, g.train, 1.0f / float(count), grad);
+    const NodeData& data = g.node_data_for(model->graph_layers());
+    masked_softmax_cross_entropy<float>(out, data.labels, data.mask("train"), 1.0f / float(count), grad);
     model->backward(grad, pass);
     for (const ParameterRef& p : model->parameters())
       grads[lend].push_back(from_view(p.param->grad_matrix()).a);
@@ -530,7 +533,7 @@ TEST(NormLayers, AccurateWhenTheMeanIsFarFromZero) {
       model.add<BatchNorm>(NormOptions{false, 0.0f});
     else
       model.add<RmsNorm>(NormOptions{false, 0.0f});
-    const GraphBatch batch = full_graph_batch(g, false);
+    const GraphBatch batch = full_graph_batch(g, BatchNeeds{g.layers, false});
     const Dense out = from_view(model.layer(0).forward(g.features, batch, PassInfo{true, 1, 1}));
     for (int64_t j = 0; j < f; ++j) {
       double mean = 0, var = 0;
@@ -700,7 +703,7 @@ TEST(Trainer, ApplicationHooksSeeEveryEpochAndCanStop) {
   model.add<Dropout>(0.2f);
   model.add<GcnConv>(8, ConvOptions{true, true, 0.2f, false});
   model.add<GcnConv>(3);
-  FullGraphSource source(g, grid, world, model.needs_self_blocks());
+  FullGraphSource source(g, grid, world, model);
   Trainer trainer(model, source, world, TrainerOptions{AdamSettings{}, 20, 1, 1, false});
   CountingHook& hook = trainer.emplace_hook<CountingHook>();
   hook.stop_at = 4;
@@ -732,7 +735,7 @@ struct FortyNodeGcn {
       : grid(world, GridShape{}), graph(forty_node_graph(grid)), model(grid, 6, RunOptions{}, 1) {
     model.add<GcnConv>(5);
     model.add<GcnConv>(3);
-    source.emplace(graph, grid, world, model.needs_self_blocks());
+    source.emplace(graph, grid, world, model);
   }
   ProcessGrid grid;
   Graph3D graph;

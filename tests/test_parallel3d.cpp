@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// 3D full-graph training (docs/architecture.md §4). Runs under mpiexec with 1, 2, 4 and 8 ranks: every factorization of
-// the rank count must reproduce the one-rank run (the same layers on each rank alone, whose schedule has no
-// communication; the layers themselves are checked against a dense double reference in test_models), and
-// every collective must move exactly the bytes the schedule says.
+// 3D full-graph training (docs/architecture.md §4). Runs under mpiexec with 1, 2, 4 and 8 ranks: every
+// factorization of the rank count must reproduce the one-rank run (the same layers on each rank alone, whose
+// schedule has no communication; the layers themselves are checked against a dense double reference in
+// test_models), and every collective must move exactly the bytes the schedule says.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -270,8 +270,8 @@ TEST(Train3D, RecomputedAggregationChangesNoBit) {
 
 namespace {
 
-// The schedule of docs/architecture.md §4 for one graph layer, computed from the layout alone (no collective over an
-// axis of size 1), added to `expected`. With bf16 the activations and their gradients take 2 bytes an
+// The schedule of docs/architecture.md §4 for one graph layer, computed from the layout alone (no collective
+// over an axis of size 1), added to `expected`. With bf16 the activations and their gradients take 2 bytes an
 // element; weight gradients stay fp32. `terms` is 2 for GraphSAGE (its self term doubles the sparse side).
 // Returns whether the layer runs transform-first.
 bool schedule_bytes(std::map<std::string, int64_t>& expected, const GridShape& shape, int l, int64_t nodes,
@@ -351,7 +351,7 @@ TEST(Train3D, CollectivesMoveExactlyTheScheduledBytes) {
             else
               model.add<GcnConv>(dims[size_t(l + 1)], conv);
           }
-          const GraphBatch batch = full_graph_batch(g, model.needs_self_blocks());
+          const GraphBatch batch = full_graph_batch(g, model.batch_needs());
           for (int step = 0; step < 2; ++step) {
             world.stats().clear();
             const Matrix<const float> logits = model.forward(g.features, batch, PassInfo{true, 1, step});
@@ -526,7 +526,7 @@ TrainResult train_pieces(const Graph3D& g, const ProcessGrid& grid, const Commun
   config.hidden = 10;
   config.seed = 2;
   const std::unique_ptr<Sequential> model = build_model(config, grid, RunOptions{}, true);
-  FullGraphSource source(g, grid, world, model->needs_self_blocks());
+  FullGraphSource source(g, grid, world, *model);
   Trainer trainer(*model, source, world, TrainerOptions{AdamSettings{}, 3, 1, config.seed, false});
   return trainer.run();
 }
@@ -578,7 +578,21 @@ TEST(GraphRows, BadRowsAreClearErrorsOnEveryRank) {
             name + "row " + std::to_string(at_last) + ": feature 2 is not finite");
   EXPECT_EQ(message([](GraphRows& r) { r.indptr.pop_back(); }).find(name + "indptr has"), 0u);
   EXPECT_EQ(message([](GraphRows& r) { r.splits.clear(); }).find(name), 0u);
+  EXPECT_EQ(message([](GraphRows& r) {
+              r.split_names = {"valid", "test"};
+            }),
+            name + "no split named 'train' in split_names (the loss covers its nodes)");
+  EXPECT_EQ(message([](GraphRows& r) {
+              r.split_names = {"train", "test", "test"};
+            }),
+            name + "split name 'test' appears twice");
+  EXPECT_EQ(message([](GraphRows& r) { r.split_names.assign(9, "train"); }),
+            name + "9 split_names (at most 8: one bit each)");
+  EXPECT_EQ(message([](GraphRows& r) { r.split_names = {"train"}, r.splits[0] = 2; }),
+            name + "row " + std::to_string(at_last) + ": split bits 2 name a split past the 1 split_names");
   if (world.size() > 1) {
+    EXPECT_EQ(message([](GraphRows& r) { r.split_names.push_back("holdout"); }),
+              name + "the ranks' split_names differ (every rank must name the same splits in one order)");
     EXPECT_EQ(message([](GraphRows& r) { r.first_row += 1; }),
               name + "rank " + std::to_string(last) + " starts at row " + std::to_string(at_last + 1) +
                   ", expected " + std::to_string(at_last) + " (blocks must be contiguous, in rank order)");

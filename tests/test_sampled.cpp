@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Partition-parallel sampled training (docs/architecture.md §6) on 1, 2, 4 and 8 ranks: partitions, the renumbered
-// distributed load, owner-side neighbour sampling against a whole-graph serial sampler, one step's
+// Partition-parallel sampled training (docs/architecture.md §6) on 1, 2, 4 and 8 ranks: partitions, the
+// renumbered distributed load, owner-side neighbour sampling against a whole-graph serial sampler, one step's
 // gradients against a dense double-precision reference, the cache changing no bit of training, and the
 // external controller surviving agents that answer, hang, crash or print garbage.
 #include <gtest/gtest.h>
@@ -521,28 +521,31 @@ TEST(SampledTraining, TheCacheChangesNoBit) {
   o.sampled.alpha = 0.3;
   o.epochs = 6;  // at least 6 steps on 8 ranks: rows must age past the threshold before an eviction step
   const TrainResult none = run_training(o, world());
-  EXPECT_EQ(none.cache_hits, 0);
-  EXPECT_EQ(none.fetched_rows, none.remote_rows);
+  ASSERT_TRUE(none.prefetch.has_value());
+  EXPECT_EQ(none.prefetch->cache_hits, 0);
+  EXPECT_EQ(none.prefetch->fetched_rows, none.prefetch->remote_rows);
   for (PrefetchPolicy policy : {PrefetchPolicy::Static, PrefetchPolicy::Periodic, PrefetchPolicy::Adaptive}) {
     for (bool thread : {true, false}) {
       o.sampled.policy = policy;
       o.sampled.thread = thread;
       const TrainResult r = run_training(o, world());
+      ASSERT_TRUE(r.prefetch.has_value());
       ASSERT_EQ(r.history.size(), none.history.size());
       for (size_t e = 0; e < r.history.size(); ++e) EXPECT_EQ(r.history[e].loss, none.history[e].loss);
       EXPECT_EQ(r.final_weights, none.final_weights) << prefetch_policy_name(policy);
-      EXPECT_EQ(r.remote_rows, none.remote_rows);
+      EXPECT_EQ(r.prefetch->remote_rows, none.prefetch->remote_rows);
       // Misses are fetched; refills ride along, once if they were missed too.
-      EXPECT_GE(r.fetched_rows, r.remote_rows - r.cache_hits);
-      EXPECT_LE(r.fetched_rows, r.remote_rows - r.cache_hits + r.evictions);
+      EXPECT_GE(r.prefetch->fetched_rows, r.prefetch->remote_rows - r.prefetch->cache_hits);
+      EXPECT_LE(r.prefetch->fetched_rows,
+                r.prefetch->remote_rows - r.prefetch->cache_hits + r.prefetch->evictions);
       if (world().size() > 1) {
-        EXPECT_GT(r.cache_hits, 0) << prefetch_policy_name(policy);
+        EXPECT_GT(r.prefetch->cache_hits, 0) << prefetch_policy_name(policy);
       }
       if (world().size() > 1 && policy == PrefetchPolicy::Periodic) {
-        EXPECT_GT(r.evictions, 0);
+        EXPECT_GT(r.prefetch->evictions, 0);
       }
       if (policy == PrefetchPolicy::Static) {
-        EXPECT_EQ(r.evictions, 0);
+        EXPECT_EQ(r.prefetch->evictions, 0);
       }
     }
   }
@@ -579,7 +582,7 @@ TEST(SampledTraining, ExternalAgentsNeverStopTheRun) {
     // Every rank runs its own agent (on one rank too, with an empty cache) and reports its own fallback.
     EXPECT_EQ(fell_back, a.falls_back) << a.name << log;
     if (!a.falls_back && world().size() > 1) {
-      EXPECT_GT(r.evictions, 0) << a.name;
+      EXPECT_GT(r.prefetch->evictions, 0) << a.name;
     }
   }
 }

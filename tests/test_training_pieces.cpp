@@ -329,7 +329,8 @@ TEST(GraphForModel, SourcesRefuseAGraphTheModelCannotUse) {
   Sequential deep(grid, mean.num_features);
   for (int l = 0; l < 3; ++l) deep.add<SageConv>(l < 2 ? 8 : mean.num_classes);
   EXPECT_EQ(error_of([&] { FullGraphSource(mean, grid, world, deep); }),
-            "the model has 3 graph layers but the graph was built for 2 (Graph3DOptions::layers)");
+            "the model has 3 graph layers but the graph serves at most 2 (Graph3DOptions::layers; 0 serves "
+            "any depth)");
   Sequential mixed(grid, mean.num_features);
   mixed.add<GcnConv>(8);
   EXPECT_EQ(
@@ -341,6 +342,104 @@ TEST(GraphForModel, SourcesRefuseAGraphTheModelCannotUse) {
   options.epochs = 2;
   Trainer trainer(sage, fits, world, options);
   EXPECT_EQ(trainer.run().history.size(), 2u);
+}
+
+namespace {
+// A run's record for comparing two runs: every epoch's loss and accuracies, and the final weights.
+struct DepthRun {
+  std::vector<double> numbers;
+  std::vector<float> weights;
+  bool operator==(const DepthRun& o) const { return numbers == o.numbers && weights == o.weights; }
+};
+
+DepthRun train_depth(const Graph3D& graph, const ProcessGrid& grid, int depth, bool minibatch) {
+  const Communicator& world = Communicator::world();
+  Sequential model(grid, graph.num_features, RunOptions{}, 3);
+  ConvOptions hidden;
+  hidden.relu = true;
+  for (int l = 0; l + 1 < depth; ++l) model.add<GcnConv>(6, hidden);
+  model.add<GcnConv>(graph.num_classes);
+  std::unique_ptr<BatchSource> source;
+  if (minibatch) {
+    MinibatchOptions batches;
+    batches.batch_size = 40;
+    source = std::make_unique<MinibatchSource>(graph, grid, world, batches, model);
+  } else {
+    source = std::make_unique<FullGraphSource>(graph, grid, world, model);
+  }
+  TrainerOptions options;
+  options.epochs = 2;
+  Trainer trainer(model, *source, world, options);
+  const TrainResult r = trainer.run();
+  DepthRun run{{}, r.final_weights};
+  for (const EpochRecord& e : r.history)
+    run.numbers.insert(run.numbers.end(), {e.loss, e.train_acc, e.valid_acc, e.test_acc, e.valid_loss});
+  return run;
+}
+}  // namespace
+
+// One graph built without a depth (Graph3DOptions::layers = 0) serves models of every depth: each trains,
+// in full-graph and mini-batch mode, the run of a graph built for exactly its depth, bit for bit. Depth 7
+// wraps around the six layouts (its logits rows are in layout 0's order); a graph built for 2 serves 1.
+TEST(GraphForModel, OneGraphServesEveryDepth) {
+  const Communicator world = Communicator::world();
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    const ProcessGrid grid(world, shape);
+    const auto load = [&](int layers) {
+      Graph3DOptions o;
+      o.layers = layers;
+      o.seed = 4;
+      return load_graph_3d(GraphFileReader(world, fixtures::small_csbm_file()), grid, o);
+    };
+    const Graph3D any = load(0);
+    EXPECT_EQ(any.adjacency.size(), 6u);
+    for (int depth : {1, 2, 3, 7}) {
+      const Graph3D exact = load(depth == 1 ? 2 : depth);
+      for (bool minibatch : {false, true}) {
+        SCOPED_TRACE("depth " + std::to_string(depth) + (minibatch ? " mini-batch" : " full graph"));
+        EXPECT_TRUE(train_depth(any, grid, depth, minibatch) == train_depth(exact, grid, depth, minibatch));
+      }
+    }
+  }
+}
+
+// Labels and masks are node data looked up by name, in the order of a model's logits rows: a split of the
+// application's own ("holdout") arrives as a mask of that name holding exactly its nodes, for every depth;
+// an unknown name is refused with the names there are.
+TEST(GraphForModel, MasksAreNamedNodeData) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, ProcessGrid::factorizations(world.size(), false).back());
+  const GraphFileReader reader(world, fixtures::small_csbm_file());
+  GraphRows rows = read_graph_rows(reader, world);
+  rows.split_names.push_back("holdout");
+  for (int64_t i = 0; i < rows.rows(); ++i)
+    if ((rows.first_row + i) % 5 == 0) rows.splits[size_t(i)] |= 8;
+  const Graph3D g = build_graph_3d(rows, grid, Graph3DOptions{});
+  const std::vector<int64_t> labels = reader.read_labels(0, g.layout.num_nodes());
+  for (int depth = 1; depth <= 6; ++depth) {
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    const NodeData& data = g.node_data_for(depth);
+    const auto ids = Kokkos::create_mirror_view_and_copy(HostSpace(), g.output_ids[size_t(depth - 1)]);
+    const auto y = Kokkos::create_mirror_view_and_copy(HostSpace(), data.labels);
+    const auto holdout = Kokkos::create_mirror_view_and_copy(HostSpace(), data.mask("holdout"));
+    int64_t held = 0;
+    for (size_t i = 0; i < ids.extent(0); ++i) {
+      const int64_t v = ids(i);
+      EXPECT_EQ(y(i), v >= 0 ? labels[size_t(v)] : -1) << "row " << i;
+      EXPECT_EQ(holdout(i), v >= 0 && v % 5 == 0 ? 1 : 0) << "row " << i;
+      held += holdout(i);
+    }
+    EXPECT_GT(all_reduce_value(world, held, ReduceOp::Sum, "test"), 0);
+  }
+  EXPECT_EQ(error_of([&] { g.node_data_for(1).mask("extra"); }),
+            "no node mask named 'extra' (the graph has train, valid, test, holdout)");
+  Graph3DOptions two;
+  two.layers = 2;
+  const Graph3D shallow = build_graph_3d(rows, grid, two);
+  EXPECT_EQ(error_of([&] { shallow.node_data_for(3); }),
+            "the graph serves models of at most 2 graph layers, not 3 (Graph3DOptions::layers; 0 serves any "
+            "depth)");
 }
 
 namespace {

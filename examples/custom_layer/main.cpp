@@ -78,7 +78,6 @@ int main(int argc, char** argv) {
     const ProcessGrid grid(world,
                            world.size() == 4 ? GridShape{1, 2, 2, 1} : GridShape{1, 1, 1, world.size()});
     Graph3DOptions load;
-    load.layers = 2;  // graph layers of the model below
     load.normalization = Normalization::Symmetric;
     load.normalize_features = true;
     const Graph3D graph = load_graph_3d(GraphFileReader(world, argv[1]), grid, load);

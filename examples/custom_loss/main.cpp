@@ -110,7 +110,6 @@ int main(int argc, char** argv) {
     const ProcessGrid grid(world,
                            world.size() == 4 ? GridShape{1, 1, 2, 2} : GridShape{1, 1, 1, world.size()});
     Graph3DOptions load;
-    load.layers = 2;
     load.normalization = Normalization::Symmetric;
     load.normalize_features = true;
     const Graph3D graph = load_graph_3d(GraphFileReader(world, argv[1]), grid, load);

@@ -66,13 +66,13 @@ GraphRows read_cora(const std::string& dir, const Communicator& world) {
   for (const std::string& y : labels)
     rows.num_classes = std::max<int64_t>(rows.num_classes, std::stoll(y) + 1);
   for (int64_t v = begin; v < end; ++v) rows.labels.push_back(std::stoll(labels[size_t(v)]));
+  // Bit k of a row's splits: the node is in split rows.split_names[k] ("train", "valid", "test"), each a
+  // node mask of that name on the graph.
   rows.splits.assign(size_t(end - begin), 0);
-  const std::pair<const char*, uint8_t> splits[] = {
-      {"train", GraphRows::kTrain}, {"valid", GraphRows::kValid}, {"test", GraphRows::kTest}};
-  for (const auto& [name, bit] : splits)
-    for (const std::string& id : lines_of(dir + "/split/public/" + name + ".csv.gz")) {
+  for (size_t k = 0; k < rows.split_names.size(); ++k)
+    for (const std::string& id : lines_of(dir + "/split/public/" + rows.split_names[k] + ".csv.gz")) {
       const int64_t v = std::stoll(id);
-      if (v >= begin && v < end) rows.splits[size_t(v - begin)] |= bit;
+      if (v >= begin && v < end) rows.splits[size_t(v - begin)] |= uint8_t(1u << k);
     }
   // Ranks with no rows still report the graph's width.
   rows.num_features = all_reduce_value(world, rows.num_features, ReduceOp::Max, "app");
@@ -99,7 +99,6 @@ int main(int argc, char** argv) {
     const ProcessGrid grid(world,
                            world.size() == 4 ? GridShape{1, 1, 2, 2} : GridShape{1, 1, 1, world.size()});
     Graph3DOptions load;
-    load.layers = 2;
     load.normalization = Normalization::Mean;  // GraphSAGE's neighbour mean
     load.normalize_features = true;
     const Graph3D graph = build_graph_3d(read_cora(argv[1], world), grid, load);

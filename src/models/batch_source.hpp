@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/models/loss.hpp"
 #include "tessera/models/sequential.hpp"
 #include "tessera/parallel3d/loss3d.hpp"
 
@@ -26,12 +27,22 @@ struct Batch {
   Vector<const uint8_t> mask;         ///< the logits rows the loss covers
 };
 
-/// Accuracies of one evaluation.
+/// Scores of one evaluation, in the metric of the Trainer's loss (Loss::metric: accuracy by default).
 struct Accuracy {
-  double train = 0;       ///< on the training nodes
-  double valid = 0;       ///< on the validation nodes
-  double test = 0;        ///< on the test nodes
-  double valid_loss = 0;  ///< mean cross-entropy on the validation nodes (0 without any)
+  double train = 0;                 ///< on the training nodes
+  double valid = 0;                 ///< on the validation nodes
+  double test = 0;                  ///< on the test nodes
+  double valid_loss = 0;            ///< the loss's mean on the validation nodes (0 without any)
+  std::string metric = "accuracy";  ///< what train, valid and test measure (Metric::name)
+};
+
+/// What the feature cache saved over a run, summed over ranks (sampled mode).
+struct PrefetchTotals {
+  int64_t remote_rows = 0;    ///< remote input rows needed
+  int64_t cache_hits = 0;     ///< of them, found in the cache
+  int64_t fetched_rows = 0;   ///< rows fetched (misses and refills)
+  int64_t fetched_bytes = 0;  ///< their bytes
+  int64_t evictions = 0;      ///< slots replaced
 };
 
 /// What one epoch processes, for its throughput: a count and what it counts.
@@ -72,12 +83,15 @@ class BatchSource {
   virtual double loss_weight(int64_t count) = 0;
   /// The data-parallel replicas: gradients are summed over it, buffers averaged (one rank: itself).
   virtual const Communicator& replicas() const = 0;
-  /// After each training step's forward (sources that measure training accuracy on the steps do it here).
-  virtual void observe(const Matrix<const float>& logits, const Batch& batch, const LogitsLayout& layout) {
-    (void)logits, (void)batch, (void)layout;
+  /// After each training step's forward (sources that score training on the steps, with `loss`'s metric,
+  /// do it here).
+  virtual void observe(const Matrix<const float>& logits, const Batch& batch, const LogitsLayout& layout,
+                       const Loss& loss) {
+    (void)logits, (void)batch, (void)layout, (void)loss;
   }
-  /// Collective: the model's accuracies after `epoch` (evaluation passes).
-  virtual Accuracy evaluate(Model& model, int64_t epoch) = 0;
+  /// Collective: the model's scores after `epoch` in `loss`'s metric, and its validation loss (evaluation
+  /// passes).
+  virtual Accuracy evaluate(Model& model, Loss& loss, int64_t epoch) = 0;
   /// Collective: every node's predicted class and last hidden representation, to the paths not empty.
   virtual void write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) = 0;
   /// Collective: this step's metrics to add to a per-step JSON line (null: the mode writes no step lines).

@@ -2,6 +2,7 @@
 #include "tessera/models/full_graph.hpp"
 
 #include "tessera/core/error.hpp"
+#include "tessera/models/metric.hpp"
 #include "tessera/models/node_outputs.hpp"
 #include "tessera/parallel3d/layout.hpp"
 
@@ -17,18 +18,28 @@ LogitsLayout logits_of(const Model& model) {
 
 }  // namespace
 
-Accuracy evaluate_full_graph(Model& model, const Graph3D& graph, const GraphBatch& batch, int64_t epoch) {
+Accuracy evaluate_full_graph(Model& model, Loss& loss, const Graph3D& graph, const GraphBatch& batch,
+                             int64_t epoch) {
   const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
   const LogitsLayout layout = logits_of(model);
-  const Vector<const int64_t> pred = argmax_3d(layout, logits);
-  auto accuracy = [&](const Vector<uint8_t>& mask) {
-    const auto [hits, n] = count_matches_3d(layout, pred, graph.labels, mask);
-    return n > 0 ? double(hits) / double(n) : 0.0;
+  const NodeData& data = graph.node_data_for(model.graph_layers());
+  // Every rank of the replica holds its share of every row: no other rank's batch adds rows.
+  const Communicator alone(MPI_COMM_SELF, false, nullptr);
+  const std::unique_ptr<Metric> metric = loss.metric();
+  // A set the graph has no mask for (an application's own split names) scores no node: 0.
+  auto score = [&](const char* set) {
+    if (!data.has_mask(set)) return 0.0;
+    metric->add(LossInput{layout, logits, data.labels, data.mask(set)});
+    return metric->value(layout, alone);
   };
-  Accuracy a{accuracy(graph.train), accuracy(graph.valid), accuracy(graph.test)};
-  const auto [loss, count] =
-      softmax_cross_entropy_3d(layout, logits, graph.labels, graph.valid, 1.0f, Matrix<float>());
-  a.valid_loss = count > 0 ? loss / double(count) : 0.0;
+  Accuracy a{score("train"), score("valid"), score("test")};
+  a.metric = metric->name();
+  if (data.has_mask("valid")) {
+    const Matrix<float> unused("eval.grad", logits.extent(0), logits.extent(1));
+    const LossSum s =
+        loss.sum_and_gradient(LossInput{layout, logits, data.labels, data.mask("valid")}, unused);
+    a.valid_loss = s.count > 0 ? s.sum / double(s.count) : 0.0;
+  }
   return a;
 }
 
@@ -69,25 +80,27 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
   }
 }
 
-bool check_model_fits_graph(const Model& model, int graph_layers, Normalization normalization) {
-  require(model.graph_layers() == graph_layers, "the model has ", model.graph_layers(),
-          " graph layers but the graph was built for ", graph_layers, " (Graph3DOptions::layers)");
+BatchNeeds check_model_fits_graph(const Model& model, const Graph3D& graph) {
+  const int depth = model.graph_layers();
+  require(graph.serves(depth), "the model has ", depth, " graph layers but the graph serves at most ",
+          graph.layers, " (Graph3DOptions::layers; 0 serves any depth)");
   const std::optional<Normalization> wanted = model.aggregation();
+  const Normalization normalization = graph.normalization;
   require(!wanted || *wanted == normalization, "the model's layers aggregate with ",
           normalization_name(wanted.value_or(normalization)), " weights but the graph was built with ",
           normalization_name(normalization), " ones (Graph3DOptions::normalization: ",
           wanted == Normalization::Mean ? "Mean for SageConv" : "Symmetric for GcnConv", ")");
-  return model.needs_self_blocks();
+  return BatchNeeds{depth, model.needs_self_blocks()};
 }
 
 FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                                  const Model& model)
-    : FullGraphSource(graph, grid, world, check_model_fits_graph(model, graph.layers, graph.normalization)) {}
-
-FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
-                                 bool self_blocks)
-    : graph_(graph), grid_(grid), world_(world), views_(full_graph_batch(graph, self_blocks)) {
-  batch_ = Batch{&views_, graph.features, graph.labels, graph.train};
+    : graph_(graph),
+      grid_(grid),
+      world_(world),
+      views_(full_graph_batch(graph, check_model_fits_graph(model, graph))) {
+  const NodeData& data = graph.node_data_for(model.graph_layers());
+  batch_ = Batch{&views_, graph.features, data.labels, data.mask("train")};
   // Ranks that differ only in layer 0's b axis hold copies of one block: the replica has size / |b| blocks.
   const int copies = grid.axis(roles_for_layer(0).b).size();
   edges_ = graph.mean_nnz * double(grid.replica().size() / copies);
@@ -101,8 +114,8 @@ const Batch& FullGraphSource::batch(int64_t, int64_t) {
   return batch_;
 }
 
-Accuracy FullGraphSource::evaluate(Model& model, int64_t epoch) {
-  return evaluate_full_graph(model, graph_, views_, epoch);
+Accuracy FullGraphSource::evaluate(Model& model, Loss& loss, int64_t epoch) {
+  return evaluate_full_graph(model, loss, graph_, views_, epoch);
 }
 
 void FullGraphSource::write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) {

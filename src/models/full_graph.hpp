@@ -8,29 +8,29 @@
 
 namespace tessera {
 
-/// Collective over the grid's replica: train, valid and test accuracy of an evaluation forward.
-Accuracy evaluate_full_graph(Model& model, const Graph3D& graph, const GraphBatch& batch, int64_t epoch);
+/// Collective over the grid's replica: train, valid and test scores of an evaluation forward in `loss`'s
+/// metric, and the loss's mean on the validation nodes.
+Accuracy evaluate_full_graph(Model& model, Loss& loss, const Graph3D& graph, const GraphBatch& batch,
+                             int64_t epoch);
 
 /// Collective over `world` (every replica): predictions and embeddings of every node from an evaluation
 /// forward; replica 0 writes.
 void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBatch& batch, int64_t epoch,
                               const NodeOutputPaths& paths, const Communicator& world);
 
-/// Throws Error on every rank where `model` cannot run on a graph built for `graph_layers` graph layers with
-/// `normalization`: another depth, or layers that aggregate with other weights (Model::aggregation), naming
-/// both. Returns whether the model's batches need self blocks (Model::needs_self_blocks).
-bool check_model_fits_graph(const Model& model, int graph_layers, Normalization normalization);
+/// What `model`'s batches need of `graph` (its depth, self blocks); throws Error on every rank where it
+/// cannot run there: a depth the graph does not serve (Graph3DOptions::layers), or layers that aggregate
+/// with other weights than the graph's (Model::aggregation), naming both.
+BatchNeeds check_model_fits_graph(const Model& model, const Graph3D& graph);
 
 /// Every node, every epoch.
 class FullGraphSource : public BatchSource {
  public:
-  /// For `model`: what its batches need is asked of it, and a graph it cannot run on (another depth, another
-  /// weighting than its layers aggregate with) is refused (check_model_fits_graph). The graph and grid must
-  /// outlive it.
+  /// For `model`: what its batches need is asked of it, and a graph it cannot run on (a depth it does not
+  /// serve, another weighting than its layers aggregate with) is refused (check_model_fits_graph). The
+  /// graph and grid must outlive it.
   FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                   const Model& model);
-  /// The same with the batches' needs given: `self_blocks`, the model has a Self term; nothing is checked.
-  FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world, bool self_blocks);
 
   std::string describe() const override;
   std::string mode() const override { return "full"; }
@@ -42,7 +42,7 @@ class FullGraphSource : public BatchSource {
   int64_t pass_key(int64_t epoch, int64_t step) const override { return epoch + step; }
   double loss_weight(int64_t count) override { return count > 0 ? 1.0 / double(count) : 0.0; }
   const Communicator& replicas() const override { return grid_.axis(Axis::D); }
-  Accuracy evaluate(Model& model, int64_t epoch) override;
+  Accuracy evaluate(Model& model, Loss& loss, int64_t epoch) override;
   void write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) override;
 
  private:

@@ -28,6 +28,7 @@ bool ConsoleReport::on_epoch(Trainer&, const EpochRecord& r) {
   std::snprintf(part, sizeof(part), "epoch %4lld  loss %.4f", (long long)r.epoch, r.loss);
   std::string line = part;
   if (r.evaluated) {
+    if (r.metric != "accuracy") line += "  " + r.metric;  // accuracy goes unnamed, as it always has
     std::snprintf(part, sizeof(part), "  train %.4f  valid %.4f  test %.4f  valid loss %.4f", r.train_acc,
                   r.valid_acc, r.test_acc, r.valid_loss);
     line += part;
@@ -115,6 +116,7 @@ bool MetricsFile::on_epoch(Trainer&, const EpochRecord& r) {
                       {"eval_s", r.eval_s}};
   if (r.grad_norm > 0) j["grad_norm"] = r.grad_norm;
   if (r.evaluated) {
+    j["metric"] = r.metric;
     j["train_acc"] = r.train_acc;
     j["valid_acc"] = r.valid_acc;
     j["test_acc"] = r.test_acc;

@@ -3,17 +3,21 @@
 // on this rank, where the block sits on the grid (rows split over one axis, classes over another), the rows'
 // labels and the mask of rows it covers. It returns the sum over the covered rows of the whole grid and their
 // count, and writes d(sum)/d(logits) for this rank's block; the Trainer scales both to the mean the mode
-// trains on. SoftmaxCrossEntropy is the default. An application writes its own by deriving from Loss and
-// summing its rank's share with sum_over_grid, so that every rank reports the same number
+// trains on. SoftmaxCrossEntropy is the default; BinaryCrossEntropy serves two-class tasks with one logit.
+// Each names the metric it is evaluated by (metric.hpp). An application writes its own by deriving from Loss
+// and summing its rank's share with sum_over_grid, so that every rank reports the same number
 // (examples/custom_loss, docs/library.md).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "tessera/parallel3d/loss3d.hpp"
 
 namespace tessera {
+
+class Metric;  // metric.hpp
 
 /// What a loss sees of one training step on this rank.
 struct LossInput {
@@ -41,6 +45,9 @@ class Loss {
   virtual LossSum sum_and_gradient(const LossInput& input, const Matrix<float>& grad) = 0;
   /// A name for the log and the checkpoint's run identity ("softmax_cross_entropy").
   virtual std::string name() const = 0;
+  /// A fresh accumulator of the metric the task is judged by: what evaluation reports as train, validation
+  /// and test scores and what picks the best epoch (higher is better). AccuracyMetric unless overridden.
+  virtual std::unique_ptr<Metric> metric() const;
 };
 
 /// -log softmax(logits)(label), the softmax over the real classes, spread over the grid as the logits are.
@@ -48,6 +55,16 @@ class SoftmaxCrossEntropy final : public Loss {
  public:
   LossSum sum_and_gradient(const LossInput& input, const Matrix<float>& grad) override;
   std::string name() const override { return "softmax_cross_entropy"; }
+};
+
+/// A two-class task with one logit z per row (the model's output is one column; labels 0 or 1):
+/// log(1 + e^z) - y z, computed stably, with gradient sigmoid(z) - y. A label other than 0 or 1 on a covered
+/// row, or logits wider than one class, is refused with an Error on every rank. Its metric is RocAucMetric.
+class BinaryCrossEntropy final : public Loss {
+ public:
+  LossSum sum_and_gradient(const LossInput& input, const Matrix<float>& grad) override;
+  std::string name() const override { return "binary_cross_entropy"; }
+  std::unique_ptr<Metric> metric() const override;
 };
 
 /// Collective over the layout's rows and classes axes: a rank's share of a loss (`partial`: its rows, its

@@ -73,11 +73,12 @@ float off_diagonal_scale(int64_t num_nodes, int64_t batch_size) {
 }
 
 MinibatchBuilder::MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size,
-                                   bool self_blocks)
-    : graph_(graph), batch_size_(batch_size), self_blocks_(self_blocks) {
+                                   const BatchNeeds& needs)
+    : graph_(graph), batch_size_(batch_size), needs_(needs) {
   const NodeLayout& layout = graph.layout;
+  (void)graph.node_data_for(needs.layers);  // throws where the graph does not serve the depth
   scale_ = off_diagonal_scale(layout.num_nodes(), batch_size);
-  for (int l = 0; l < graph.layers; ++l) {
+  for (int l = 0; l < needs.layers; ++l) {
     const AxisRoles r = roles_for_layer(l);
     row_range_.push_back(layout.node_block(r.c, grid.coords().get(r.c)));
     col_range_.push_back(layout.node_block(r.a, grid.coords().get(r.a)));
@@ -105,7 +106,7 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     in_p2[k] = layout.p2().inverse(sample[k]);
   }
   const SampleOrder by_p1 = order_sample(sample, in_p1), by_p2 = order_sample(sample, in_p2);
-  for (int l = 0; l < graph_.layers; ++l) {
+  for (int l = 0; l < needs_.layers; ++l) {
     // Layer l's rows are in row_order(l) = p1 on even layers, p2 on odd ones; its columns in the other.
     const SampleOrder& row_order = l % 2 == 0 ? by_p1 : by_p2;
     const SampleOrder& col_order = l % 2 == 0 ? by_p2 : by_p1;
@@ -118,7 +119,7 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), weights, a.num_cols, b.rows.back(),
                                       b.cols.back(), scale_));
     b.transpose.push_back(transpose(b.forward.back()));
-    if (self_blocks_) {
+    if (needs_.self_blocks) {
       b.self.push_back(self_of(b.rows.back(), b.cols.back()));
       b.self_transpose.push_back(transpose(b.self.back()));
     }
@@ -128,12 +129,12 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
 
 DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   DeviceBatch d;
-  const int layers = graph_.layers;
+  const int layers = needs_.layers;
   for (int l = 0; l < layers; ++l) {
     d.graph.blocks.push_back(upload_block(b.forward[size_t(l)], b.transpose[size_t(l)]));
     const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
-    if (self_blocks_) {
+    if (needs_.self_blocks) {
       d.graph.blocks.push_back(upload_block(b.self[size_t(l)], b.self_transpose[size_t(l)]));
       self = d.graph.blocks.back().get();
     }
@@ -155,8 +156,9 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, int64_t(in_rows.extent(0)), batch_size_, false};
   d.graph.scratch_input = d.input.data();  // gathered for this step only
   const Vector<const int64_t> out_rows = upload_vector(b.rows[size_t(layers - 1)].local, "sample_label_rows");
-  d.labels = gather(graph_.labels, out_rows);
-  d.train = gather(graph_.train, out_rows);
+  const NodeData& data = graph_.node_data_for(layers);
+  d.labels = gather(data.labels, out_rows);
+  d.train = gather(data.mask("train"), out_rows);
   Kokkos::fence();
   return d;
 }
@@ -167,18 +169,17 @@ const char* sample_place_name(SamplePlace place) {
 
 MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                                  const MinibatchOptions& options, const Model& model)
-    : MinibatchSource(graph, grid, world, options,
-                      check_model_fits_graph(model, graph.layers, graph.normalization), model.seed()) {}
+    : MinibatchSource(graph, grid, world, options, check_model_fits_graph(model, graph), model.seed()) {}
 
 MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
-                                 const MinibatchOptions& options, bool self_blocks, uint64_t seed)
+                                 const MinibatchOptions& options, const BatchNeeds& needs, uint64_t seed)
     : graph_(graph),
       grid_(grid),
       world_(world),
       options_(options),
       seed_(seed),
       pipeline_(options.sampler_thread),
-      full_(full_graph_batch(graph, self_blocks)) {
+      full_(full_graph_batch(graph, needs)) {
   const int64_t n = graph.layout.num_nodes();
   std::string problem;
   int64_t b = options.batch_size;
@@ -194,9 +195,9 @@ MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, 
     const bool device = options.sample_on == SamplePlace::Device ||
                         (options.sample_on == SamplePlace::Auto && !std::is_same_v<DeviceSpace, HostSpace>);
     if (device)
-      device_builder_ = std::make_unique<DeviceMinibatchBuilder>(grid, graph, b, self_blocks);
+      device_builder_ = std::make_unique<DeviceMinibatchBuilder>(grid, graph, b, needs);
     else
-      builder_ = std::make_unique<MinibatchBuilder>(grid, graph, b, self_blocks);
+      builder_ = std::make_unique<MinibatchBuilder>(grid, graph, b, needs);
   } catch (const Error& e) {
     problem = e.what();
   }
@@ -255,8 +256,8 @@ double MinibatchSource::loss_weight(int64_t count) {
   return count > 0 ? 1.0 / (double(count) * double(grid_.shape().d)) : 0.0;
 }
 
-Accuracy MinibatchSource::evaluate(Model& model, int64_t epoch) {
-  return evaluate_full_graph(model, graph_, full_, epoch);
+Accuracy MinibatchSource::evaluate(Model& model, Loss& loss, int64_t epoch) {
+  return evaluate_full_graph(model, loss, graph_, full_, epoch);
 }
 
 void MinibatchSource::write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) {

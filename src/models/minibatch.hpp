@@ -47,9 +47,10 @@ float off_diagonal_scale(int64_t num_nodes, int64_t batch_size);
 /// Cuts mini-batches out of a Graph3D's static blocks.
 class MinibatchBuilder {
  public:
-  /// Keeps host copies of the static blocks and ids. `self_blocks`: also cut each layer's self block.
+  /// Keeps host copies of the static blocks and ids for a model that needs `needs` (its depth; self
+  /// blocks: also cut each layer's self block). Throws Error where the graph does not serve that depth.
   MinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size,
-                   bool self_blocks = false);
+                   const BatchNeeds& needs);
   /// Vertices per sample.
   int64_t batch_size() const { return batch_size_; }
   /// Thread-safe, no MPI, no Kokkos.
@@ -67,7 +68,7 @@ class MinibatchBuilder {
   };
   const Graph3D& graph_;
   int64_t batch_size_;
-  bool self_blocks_;
+  BatchNeeds needs_;
   float scale_;
   std::vector<std::pair<int64_t, int64_t>> row_range_, col_range_;  // per layer, positions of my blocks
   std::vector<HostBlock> blocks_;                                   // per layer (by layout l mod 6)
@@ -80,9 +81,10 @@ class MinibatchBuilder {
 /// bit for bit; per step the host reads a few counts per layer and uploads nothing. Main thread only.
 class DeviceMinibatchBuilder {
  public:
-  /// Keeps a transposed copy of each layer's static block and the layer's index maps on the device.
+  /// Keeps a transposed copy of each layer's static block and the layer's index maps on the device, for a
+  /// model that needs `needs` (as MinibatchBuilder).
   DeviceMinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size,
-                         bool self_blocks = false);
+                         const BatchNeeds& needs);
   ~DeviceMinibatchBuilder();
   DeviceMinibatchBuilder(const DeviceMinibatchBuilder&) = delete;
   DeviceMinibatchBuilder& operator=(const DeviceMinibatchBuilder&) = delete;
@@ -98,7 +100,7 @@ class DeviceMinibatchBuilder {
   struct Scratch;
   const Graph3D& graph_;
   int64_t batch_size_;
-  bool self_blocks_;
+  BatchNeeds needs_;
   float scale_;
   std::vector<Layer> layers_;
   std::unique_ptr<Scratch> scratch_;  // the cuts' working arrays, kept between steps
@@ -143,9 +145,6 @@ class MinibatchSource : public BatchSource {
   /// must outlive it.
   MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                   const MinibatchOptions& options, const Model& model);
-  /// The same with the batches' needs given (`self_blocks`: the model has a Self term); nothing is checked.
-  MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
-                  const MinibatchOptions& options, bool self_blocks, uint64_t seed);
 
   std::string describe() const override;
   std::string mode() const override { return "minibatch"; }
@@ -159,7 +158,7 @@ class MinibatchSource : public BatchSource {
   int64_t pass_key(int64_t epoch, int64_t step) const override;
   double loss_weight(int64_t count) override;
   const Communicator& replicas() const override { return grid_.axis(Axis::D); }
-  Accuracy evaluate(Model& model, int64_t epoch) override;
+  Accuracy evaluate(Model& model, Loss& loss, int64_t epoch) override;
   void write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) override;
   nlohmann::json epoch_metrics(std::vector<std::string>& lines) override;
   /// Vertices per sample.
@@ -168,6 +167,8 @@ class MinibatchSource : public BatchSource {
   SamplePlace sample_place() const { return device_builder_ ? SamplePlace::Device : SamplePlace::Host; }
 
  private:
+  MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
+                  const MinibatchOptions& options, const BatchNeeds& needs, uint64_t seed);
   void request(int64_t epoch, int64_t step);
   double sampling_seconds() const;
   double waiting_seconds() const;

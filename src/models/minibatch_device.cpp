@@ -268,15 +268,16 @@ std::pair<StaticBlock, StaticBlock> static_blocks(const CsrSpmm<float>& block) {
 }  // namespace
 
 DeviceMinibatchBuilder::DeviceMinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph,
-                                               int64_t batch_size, bool self_blocks)
-    : graph_(graph), batch_size_(batch_size), self_blocks_(self_blocks) {
+                                               int64_t batch_size, const BatchNeeds& needs)
+    : graph_(graph), batch_size_(batch_size), needs_(needs) {
   const NodeLayout& layout = graph.layout;
+  (void)graph.node_data_for(needs.layers);  // throws where the graph does not serve the depth
   const int64_t n = layout.num_nodes();
   scale_ = off_diagonal_scale(n, batch_size);
   std::vector<std::pair<StaticBlock, StaticBlock>> blocks;  // by layout l mod 6
-  for (int l = 0; l < graph.layers && l < 6; ++l)
+  for (int l = 0; l < needs.layers && l < 6; ++l)
     blocks.push_back(static_blocks(graph.adjacency[size_t(l)].forward));
-  for (int l = 0; l < graph.layers; ++l) {
+  for (int l = 0; l < needs.layers; ++l) {
     const AxisRoles r = roles_for_layer(l);
     const auto row_range = layout.node_block(r.c, grid.coords().get(r.c));
     const auto col_range = layout.node_block(r.a, grid.coords().get(r.a));
@@ -324,7 +325,7 @@ DeviceBatch DeviceMinibatchBuilder::build(const SampleKey& key) {
                                       cut_block(layer.cols, layer.rows, scale_, scratch_->cut)));
     const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
-    if (self_blocks_) {
+    if (needs_.self_blocks) {
       d.graph.blocks.push_back(block_of(cut_self(layer.rows, layer.cols), cut_self(layer.cols, layer.rows)));
       self = d.graph.blocks.back().get();
     }
@@ -338,8 +339,9 @@ DeviceBatch DeviceMinibatchBuilder::build(const SampleKey& key) {
   d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, inputs.count, batch_size_, false};
   d.graph.scratch_input = d.input.data();  // gathered for this step only
   const CutSide& outputs = layers_.back().rows;
-  d.labels = gather_picked<int64_t>(graph_.labels, outputs, "sample_labels");
-  d.train = gather_picked<uint8_t>(graph_.train, outputs, "sample_train");
+  const NodeData& data = graph_.node_data_for(needs_.layers);
+  d.labels = gather_picked<int64_t>(data.labels, outputs, "sample_labels");
+  d.train = gather_picked<uint8_t>(data.mask("train"), outputs, "sample_train");
   Kokkos::fence();
   return d;
 }

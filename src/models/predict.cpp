@@ -19,6 +19,7 @@
 #include "tessera/graph/normalize.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/models/checkpoint.hpp"
+#include "tessera/models/full_graph.hpp"
 #include "tessera/models/layerwise.hpp"
 #include "tessera/models/node_outputs.hpp"
 
@@ -192,7 +193,7 @@ EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicato
   const Graph3D graph = load_graph_3d(reader, grid, load);
   const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);
   load_model_state(plan.checkpoint, *model, plan.best, world);
-  const GraphBatch views = full_graph_batch(graph, model->needs_self_blocks());
+  const GraphBatch views = full_graph_batch(graph, check_model_fits_graph(*model, graph));
   Stopwatch watch;
   EngineRows rows;
   const Matrix<const float> logits = model->forward(graph.features, views, PassInfo{false, 0, 0});

@@ -61,15 +61,6 @@ struct SampledOptions {
   SimulatedNetwork network;  ///< benchmarks only: also wait as long as each exchange would take
 };
 
-/// What the feature cache saved over a run, summed over ranks.
-struct PrefetchTotals {
-  int64_t remote_rows = 0;    ///< remote input rows needed
-  int64_t cache_hits = 0;     ///< of them, found in the cache
-  int64_t fetched_rows = 0;   ///< rows fetched (misses and refills)
-  int64_t fetched_bytes = 0;  ///< their bytes
-  int64_t evictions = 0;      ///< slots replaced
-};
-
 struct PreparedStep;  // sampled.cpp
 
 /// Neighbour samples of each rank's own training nodes, remote rows through the prefetch cache.
@@ -82,11 +73,10 @@ class SampledSource : public BatchSource {
   /// no weighting is refused.
   SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
                 const SampledOptions& options, const Model& model);
-  /// The same with the model's needs given: `layers` graph layers, blocks weighted by `normalization`,
-  /// `self_blocks` when a layer has a Self term.
+  /// The same for a model whose layers name no weighting (a layer of one's own): each sampled block is
+  /// weighted by `normalization`; a model whose layers name another one is refused.
   SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
-                const SampledOptions& options, int layers, Normalization normalization, bool self_blocks,
-                uint64_t seed);
+                const SampledOptions& options, const Model& model, Normalization normalization);
   ~SampledSource() override;
 
   std::string describe() const override;
@@ -99,8 +89,9 @@ class SampledSource : public BatchSource {
   int64_t pass_key(int64_t epoch, int64_t step) const override { return epoch * steps_ + step; }
   double loss_weight(int64_t count) override;
   const Communicator& replicas() const override { return world_; }
-  void observe(const Matrix<const float>& logits, const Batch& batch, const LogitsLayout& layout) override;
-  Accuracy evaluate(Model& model, int64_t epoch) override;
+  void observe(const Matrix<const float>& logits, const Batch& batch, const LogitsLayout& layout,
+               const Loss& loss) override;
+  Accuracy evaluate(Model& model, Loss& loss, int64_t epoch) override;
   void write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) override;
   nlohmann::json step_metrics() override;
   nlohmann::json epoch_metrics(std::vector<std::string>& lines) override;
@@ -110,7 +101,7 @@ class SampledSource : public BatchSource {
   bool exact_fits(Model& model);
   /// Collective: train, valid and test accuracy (and validation loss) of `model` on every owned node of
   /// every rank, by exact layer-wise inference. The model must be a Sequential.
-  Accuracy evaluate_exact(Model& model);
+  Accuracy evaluate_exact(Model& model, Loss& loss);
 
   /// Bytes of the gradients summed each step (the simulated network charges their all-reduce).
   void set_gradient_bytes(int64_t bytes) { gradient_bytes_ = bytes; }
@@ -118,8 +109,11 @@ class SampledSource : public BatchSource {
   const PrefetchTotals& totals() const { return totals_; }
 
  private:
+  SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
+                const SampledOptions& options, const BatchNeeds& needs, Normalization normalization,
+                uint64_t seed);
   struct State;
-  Accuracy evaluate_sampled(Model& model, int64_t epoch);
+  Accuracy evaluate_sampled(Model& model, Loss& loss, int64_t epoch);
   void write_sampled_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths);
   void write_exact_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths);
   std::unique_ptr<State> s_;

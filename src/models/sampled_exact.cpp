@@ -11,6 +11,7 @@
 #include "tessera/core/memory.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/models/layerwise.hpp"
+#include "tessera/models/metric.hpp"
 #include "tessera/models/node_outputs.hpp"
 #include "tessera/models/sampled.hpp"
 
@@ -23,22 +24,11 @@ Sequential* stages_of(Model& model) {
   return dynamic_cast<Sequential*>(&model);
 }
 
-// Correct predictions, labeled nodes and summed cross-entropy of `nodes` (owned new ids).
-void count_on(const PartitionedGraph& g, const LayerwiseResult& r, const std::vector<int64_t>& nodes,
-              double* counts) {
-  const int64_t c = r.classes;
-  for (int64_t v : nodes) {
-    const size_t i = size_t(v - g.first);
-    const int64_t label = g.labels[i];
-    if (label < 0) continue;
-    const float* z = r.logits.data() + i * size_t(c);
-    const float* top = std::max_element(z, z + c);
-    double sum = 0;
-    for (int64_t j = 0; j < c; ++j) sum += std::exp(double(z[j]) - double(*top));
-    counts[0] += (top - z) == label;
-    counts[1] += 1;
-    counts[2] += std::log(sum) - (double(z[label]) - double(*top));
-  }
+// The rows of `nodes` (owned new ids) as a mask over every owned row.
+Vector<uint8_t> mask_of(const PartitionedGraph& g, const std::vector<int64_t>& nodes) {
+  HostVector<uint8_t> mask("exact.mask", size_t(g.count));
+  for (int64_t v : nodes) mask(size_t(v - g.first)) = 1;
+  return Kokkos::create_mirror_view_and_copy(DeviceSpace(), mask);
 }
 
 }  // namespace
@@ -61,23 +51,37 @@ bool SampledSource::exact_fits(Model& model) {
   return ok;
 }
 
-Accuracy SampledSource::evaluate_exact(Model& model) {
+Accuracy SampledSource::evaluate_exact(Model& model, Loss& loss) {
   Sequential* stages = stages_of(model);
   require(stages != nullptr, "exact evaluation needs a Sequential model");
   LayerwiseOptions options;
   options.progress = false;
   const LayerwiseResult r = layerwise_inference(*stages, graph_, world_, normalization_, options);
-  double counts[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};  // correct, labeled, loss for train, valid, test
-  count_on(graph_, r, graph_.train, counts);
-  count_on(graph_, r, graph_.valid, counts + 3);
-  count_on(graph_, r, graph_.test, counts + 6);
-  all_reduce(world_, counts, 9, ReduceOp::Sum, "eval");
-  const auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
+  // Every owned node's logits as one batch of this rank's rows; the ranks' rows together are every node.
+  const Matrix<float> logits("exact.logits", size_t(graph_.count), size_t(r.classes));
+  Kokkos::deep_copy(logits,
+                    HostMatrix<const float>(r.logits.data(), size_t(graph_.count), size_t(r.classes)));
+  const Vector<int64_t> labels("exact.labels", size_t(graph_.count));
+  Kokkos::deep_copy(labels, HostVector<const int64_t>(graph_.labels.data(), size_t(graph_.count)));
+  const ActivationLayout& out = model.output_layout();
+  const LogitsLayout layout{&model.grid().axis(out.rows_axis), &model.grid().axis(out.cols_axis),
+                            out.col_begin, out.width};
+  const std::unique_ptr<Metric> metric = loss.metric();
+  auto score = [&](const std::vector<int64_t>& nodes) {
+    metric->add(LossInput{layout, logits, labels, mask_of(graph_, nodes)});
+    return metric->value(layout, world_);
+  };
   Accuracy a;
-  a.train = share(counts[0], counts[1]);
-  a.valid = share(counts[3], counts[4]);
-  a.test = share(counts[6], counts[7]);
-  a.valid_loss = share(counts[5], counts[4]);
+  a.metric = metric->name();
+  a.train = score(graph_.train);
+  a.valid = score(graph_.valid);
+  a.test = score(graph_.test);
+  const Matrix<float> unused("exact.grad", size_t(graph_.count), size_t(r.classes));
+  const LossSum valid =
+      loss.sum_and_gradient(LossInput{layout, logits, labels, mask_of(graph_, graph_.valid)}, unused);
+  double sums[2] = {valid.sum, double(valid.count)};
+  all_reduce(world_, sums, 2, ReduceOp::Sum, "eval");
+  a.valid_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   return a;
 }
 

@@ -8,6 +8,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
+#include "tessera/models/metric.hpp"
 #include "tessera/models/minibatch.hpp"
 #include "tessera/models/node_outputs.hpp"
 #include "tessera/models/sampled.hpp"
@@ -24,7 +25,6 @@ constexpr int64_t kOutputKeyOffset = int64_t(1) << 41;
 // Per-step counters summed over ranks in one small all-reduce.
 enum Counter {
   kSeeds,
-  kCorrect,
   kRemote,
   kHits,
   kFetchedRows,
@@ -73,7 +73,7 @@ struct SampledSource::State {
   Vector<int64_t> labels_capacity;
   Vector<uint8_t> ones_capacity;
   Batch batch;
-  int64_t correct = 0;
+  std::unique_ptr<Metric> train_metric;  // the epoch's training steps, in the loss's metric (observe)
   std::vector<double> epoch_sums = std::vector<double>(kCounters, 0.0);
   double waited_before = 0;
 
@@ -94,8 +94,10 @@ struct SampledSource::State {
   PreparedStep prepare_training(int64_t epoch, int64_t step);
   void upload(const PreparedStep& p);
   Matrix<const float> upload_features(const PreparedStep& p, size_t rows, size_t width);
-  /// Correct predictions on the step's seeds and their summed cross-entropy.
-  std::pair<int64_t, double> correct_on(Model& model, const PreparedStep& p, int64_t epoch);
+  /// An evaluation forward on the step's seeds: added to `metric`, and the loss summed over them.
+  LossSum score_on(Model& model, Loss& loss, Metric& metric, const PreparedStep& p, int64_t epoch);
+  /// Where the model's logits sit on this mode's grid.
+  LogitsLayout logits_layout(const Model& model) const;
 };
 
 PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const RemoteFeatures& f,
@@ -186,16 +188,20 @@ Matrix<const float> SampledSource::State::upload_features(const PreparedStep& p,
   }
 }
 
-// Correct predictions of an evaluation forward on a prepared step's seeds (this rank's).
-std::pair<int64_t, double> SampledSource::State::correct_on(Model& model, const PreparedStep& p,
-                                                            int64_t epoch) {
+LogitsLayout SampledSource::State::logits_layout(const Model& model) const {
+  const ActivationLayout& out = model.output_layout();
+  return LogitsLayout{&grid.axis(out.rows_axis), &grid.axis(out.cols_axis), out.col_begin, out.width};
+}
+
+// An evaluation forward on a prepared step's seeds (this rank's).
+LossSum SampledSource::State::score_on(Model& model, Loss& loss, Metric& metric, const PreparedStep& p,
+                                       int64_t epoch) {
   upload(p);
   const Matrix<const float> logits = model.forward(batch.input, views, PassInfo{false, seed, epoch});
-  const ActivationLayout& out = model.output_layout();
-  const LogitsLayout layout{&grid.axis(out.rows_axis), &grid.axis(out.cols_axis), out.col_begin, out.width};
-  const double loss =
-      softmax_cross_entropy_3d(layout, logits, batch.labels, batch.mask, 1.0f, Matrix<float>()).first;
-  return {count_correct_3d(layout, logits, batch.labels, batch.mask).first, loss};
+  const LossInput rows{logits_layout(model), logits, batch.labels, batch.mask};
+  metric.add(rows);
+  const Matrix<float> unused("eval.grad", logits.extent(0), logits.extent(1));
+  return loss.sum_and_gradient(rows, unused);
 }
 
 namespace {
@@ -205,17 +211,33 @@ Normalization aggregation_of(const Model& model) {
           "give one to the SampledSource constructor that takes it");
   return *model.aggregation();
 }
+
+Normalization checked_aggregation(const Model& model, Normalization normalization) {
+  const std::optional<Normalization> wanted = model.aggregation();
+  require(!wanted || *wanted == normalization, "sampled training: the model's layers aggregate with ",
+          normalization_name(wanted.value_or(normalization)), " weights, not the ",
+          normalization_name(normalization), " ones given");
+  return normalization;
+}
 }  // namespace
 
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
                              const Communicator& world, const SampledOptions& options, const Model& model)
-    : SampledSource(graph, grid, world, options, model.graph_layers(), aggregation_of(model),
-                    model.needs_self_blocks(), model.seed()) {}
+    : SampledSource(graph, grid, world, options, BatchNeeds{model.graph_layers(), model.needs_self_blocks()},
+                    aggregation_of(model), model.seed()) {}
 
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
-                             const Communicator& world, const SampledOptions& options, int layers,
-                             Normalization normalization, bool self_blocks, uint64_t seed)
+                             const Communicator& world, const SampledOptions& options, const Model& model,
+                             Normalization normalization)
+    : SampledSource(graph, grid, world, options, BatchNeeds{model.graph_layers(), model.needs_self_blocks()},
+                    checked_aggregation(model, normalization), model.seed()) {}
+
+SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
+                             const Communicator& world, const SampledOptions& options,
+                             const BatchNeeds& needs, Normalization normalization, uint64_t seed)
     : graph_(graph), world_(world), normalization_(normalization) {
+  const int layers = needs.layers;
+  const bool self_blocks = needs.self_blocks;
   SampledOptions o = options;
   if (o.fanouts.empty()) o.fanouts.assign(size_t(layers), 10);
   std::string invalid;
@@ -308,16 +330,16 @@ double SampledSource::loss_weight(int64_t count) {
   return total > 0 ? 1.0 / double(total) : 0.0;
 }
 
-void SampledSource::observe(const Matrix<const float>& logits, const Batch& batch,
-                            const LogitsLayout& layout) {
-  s_->correct = count_correct_3d(layout, logits, batch.labels, batch.mask).first;
+void SampledSource::observe(const Matrix<const float>& logits, const Batch& batch, const LogitsLayout& layout,
+                            const Loss& loss) {
+  if (!s_->train_metric) s_->train_metric = loss.metric();
+  s_->train_metric->add(LossInput{layout, logits, batch.labels, batch.mask});
 }
 
 nlohmann::json SampledSource::step_metrics() {
   const PreparedStep& p = s_->current;
   std::vector<double> c(kCounters, 0.0);
   c[kSeeds] = double(p.seeds.size());
-  c[kCorrect] = double(s_->correct);
   c[kRemote] = double(p.fetch.remote_rows);
   c[kHits] = double(p.fetch.hits);
   c[kFetchedRows] = double(p.fetch.fetched_rows);
@@ -350,6 +372,7 @@ nlohmann::json SampledSource::step_metrics() {
 
 nlohmann::json SampledSource::epoch_metrics(std::vector<std::string>& lines) {
   std::vector<double>& sums = s_->epoch_sums;
+  s_->train_metric.reset();  // the next epoch's steps score afresh
   const double waited = s_->pipeline.waited_seconds() - s_->waited_before;
   s_->waited_before = s_->pipeline.waited_seconds();
   nlohmann::json j = {{"mode", "sampled"},
@@ -378,25 +401,26 @@ EpochWork SampledSource::epoch_work() const {
   return {s_->epoch_sums[kSeeds], "seeds"};
 }
 
-Accuracy SampledSource::evaluate(Model& model, int64_t epoch) {
-  if (!s_->o.exact_eval || !exact_fits(model)) return evaluate_sampled(model, epoch);
-  Accuracy a = evaluate_exact(model);
-  // "Train" stays the epoch's training steps' own accuracy, as in sampled evaluation.
-  a.train = s_->epoch_sums[kSeeds] > 0 ? s_->epoch_sums[kCorrect] / s_->epoch_sums[kSeeds] : 0.0;
+Accuracy SampledSource::evaluate(Model& model, Loss& loss, int64_t epoch) {
+  Accuracy a = !s_->o.exact_eval || !exact_fits(model) ? evaluate_sampled(model, loss, epoch)
+                                                       : evaluate_exact(model, loss);
+  // "Train" is the epoch's training steps' own score, with dropout, in either case.
+  a.train = 0;
+  if (s_->train_metric) a.train = s_->train_metric->value(s_->logits_layout(model), world_);
   return a;
 }
 
-Accuracy SampledSource::evaluate_sampled(Model& model, int64_t epoch) {
+Accuracy SampledSource::evaluate_sampled(Model& model, Loss& loss, int64_t epoch) {
   State& s = *s_;
   Accuracy a;
-  // "Train" accuracy: the epoch's training steps' own seeds, with dropout (read before epoch_metrics resets).
-  a.train = s.epoch_sums[kSeeds] > 0 ? s.epoch_sums[kCorrect] / s.epoch_sums[kSeeds] : 0.0;
-  // Accuracy on `nodes` (and their summed cross-entropy to `loss`, where not null).
-  auto on = [&](const std::vector<int64_t>& nodes, double* loss) {
+  const std::unique_ptr<Metric> metric = loss.metric();
+  a.metric = metric->name();
+  // The metric on `nodes` (and the loss's mean over them to `mean_loss`, where not null).
+  auto on = [&](const std::vector<int64_t>& nodes, double* mean_loss) {
     const int64_t batch = s.o.batch_size;
     const int64_t rounds =
         all_reduce_value(world_, (int64_t(nodes.size()) + batch - 1) / batch, ReduceOp::Max, "eval");
-    double counts[3] = {0, 0, 0};  // correct, labeled, summed loss
+    double counts[2] = {0, 0};  // summed loss, covered seeds
     for (int64_t r = 0; r < rounds; ++r) {
       const int64_t begin = std::min<int64_t>(int64_t(nodes.size()), r * batch);
       const int64_t end = std::min<int64_t>(int64_t(nodes.size()), begin + batch);
@@ -405,14 +429,13 @@ Accuracy SampledSource::evaluate_sampled(Model& model, int64_t epoch) {
       const PreparedStep p =
           s.prepare(*s.eval_sampler, *s.eval_fetch, chunk, kEvalKeyOffset + epoch, r, false);
       if (chunk.empty()) continue;  // the model on one rank runs no collective
-      const auto [correct, summed_loss] = s.correct_on(model, p, epoch);
-      counts[0] += double(correct);
-      counts[2] += summed_loss;
-      for (int64_t y : p.labels) counts[1] += y >= 0;
+      const LossSum summed = s.score_on(model, loss, *metric, p, epoch);
+      counts[0] += summed.sum;
+      counts[1] += double(summed.count);
     }
-    all_reduce(world_, counts, 3, ReduceOp::Sum, "eval");
-    if (loss) *loss = counts[1] > 0 ? counts[2] / counts[1] : 0.0;
-    return counts[1] > 0 ? counts[0] / counts[1] : 0.0;
+    all_reduce(world_, counts, 2, ReduceOp::Sum, "eval");
+    if (mean_loss) *mean_loss = counts[1] > 0 ? counts[0] / counts[1] : 0.0;
+    return metric->value(s.logits_layout(model), world_);
   };
   a.valid = on(graph_.valid, &a.valid_loss);
   a.test = on(graph_.test, nullptr);

@@ -41,6 +41,8 @@ class Model {
   virtual int graph_layers() const = 0;
   /// Whether a layer has a Self term: the batches must carry self blocks.
   virtual bool needs_self_blocks() const = 0;
+  /// What its batches need of a graph: its depth and self blocks (full_graph_batch and the builders).
+  BatchNeeds batch_needs() const { return BatchNeeds{graph_layers(), needs_self_blocks()}; }
   /// The weighting of the adjacency the model's layers are defined with (none: any, or no aggregation).
   /// Sources built from a model refuse a graph weighted otherwise.
   virtual std::optional<Normalization> aggregation() const { return std::nullopt; }

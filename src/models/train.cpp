@@ -152,7 +152,7 @@ class ExactFinalEvaluation : public TrainerHook {
     if (p.epochs_done == 0 || !source_.exact_fits(trainer.model())) return;
     Stopwatch watch;
     Accuracy a;
-    trainer.with_best_state([&] { a = source_.evaluate_exact(trainer.model()); });
+    trainer.with_best_state([&] { a = source_.evaluate_exact(trainer.model(), trainer.loss()); });
     char line[256];
     std::snprintf(line, sizeof(line),
                   "exact evaluation of epoch %lld's parameters (layer-wise, every neighbour, %.2f s): train "
@@ -346,12 +346,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, const 
   if (o.sampled.exact_final && o.eval_every > 0 && !o.quiet)
     final_evaluation = std::make_unique<ExactFinalEvaluation>(source);
   TrainResult result = train_with(*model, source, o, world, context, nullptr, std::move(final_evaluation));
-  const PrefetchTotals& t = source.totals();
-  result.remote_rows = t.remote_rows;
-  result.cache_hits = t.cache_hits;
-  result.fetched_rows = t.fetched_rows;
-  result.fetched_bytes = t.fetched_bytes;
-  result.evictions = t.evictions;
+  result.prefetch = source.totals();
   result.peak_bytes = largest_peak(world);
   return result;
 }

@@ -191,7 +191,7 @@ StepForward Trainer::forward_and_loss(const Batch& b, const StepInfo& at, EpochR
     f.loss = weight * s.sum;
   });
   Kokkos::fence();
-  source_.observe(f.logits, b, layout);
+  source_.observe(f.logits, b, layout, *loss_);
   r.forward_s += phase.seconds();
   return f;
 }
@@ -279,8 +279,9 @@ TrainResult Trainer::run() {
     r.evaluated =
         options_.eval_every > 0 && ((epoch + 1) % options_.eval_every == 0 || epoch + 1 == options_.epochs);
     if (r.evaluated) {
-      const Accuracy a = source_.evaluate(model_, epoch);
+      const Accuracy a = source_.evaluate(model_, *loss_, epoch);
       r.train_acc = a.train, r.valid_acc = a.valid, r.test_acc = a.test, r.valid_loss = a.valid_loss;
+      r.metric = a.metric;
       r.best = record_if_best(progress_, r, options_.best_is_last);
       if (r.best) snapshot_state(model_, best_);
     }

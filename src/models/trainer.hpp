@@ -52,11 +52,12 @@ struct EpochRecord {
   bool evaluated = false;  ///< the accuracies are set
   bool best = false;       ///< a new best validation accuracy
   double loss = 0;         ///< mean training loss of the epoch's steps
-  double train_acc = 0;    ///< accuracy on the training nodes
+  double train_acc = 0;    ///< score on the training nodes in `metric` (accuracy unless the loss says)
   double valid_acc = 0;    ///< on the validation nodes
   double test_acc = 0;     ///< on the test nodes
-  double valid_loss = 0;   ///< mean cross-entropy on the validation nodes
-  double lr = 0;           ///< the learning rate of the epoch's last step
+  double valid_loss = 0;   ///< the loss's mean on the validation nodes
+  std::string metric = "accuracy";  ///< what the three scores measure (Loss::metric)
+  double lr = 0;                    ///< the learning rate of the epoch's last step
   double grad_norm = 0;    ///< clipping on: the largest global gradient norm of its steps, before clipping
   double seconds = 0;      ///< the whole epoch
   EpochWork work;          ///< what the epoch processed (BatchSource::epoch_work)
@@ -88,14 +89,11 @@ struct TrainResult {
   /// With keep_last_step: every parameter's gradient of the last step (before Adam), global layout, in
   /// final_weights order.
   std::vector<float> last_gradients;
-  int64_t remote_rows = 0;    ///< sampled mode, over ranks and the run: remote input rows needed
-  int64_t cache_hits = 0;     ///< of them, found in the feature cache
-  int64_t fetched_rows = 0;   ///< rows fetched (misses and refills)
-  int64_t fetched_bytes = 0;  ///< their bytes
-  int64_t evictions = 0;      ///< cache slots replaced
-  int stop_signal = 0;        ///< the signal that stopped the run early (stop_on_signal), else 0
-  int64_t epochs_done = 0;    ///< epochs done over the whole run (a resumed run's earlier epochs too)
-  int64_t peak_bytes = 0;     ///< largest peak resident memory over the ranks at the end (run_training)
+  /// Sampled mode: what the feature cache saved over the run, summed over ranks; empty in the other modes.
+  std::optional<PrefetchTotals> prefetch;
+  int stop_signal = 0;      ///< the signal that stopped the run early (stop_on_signal), else 0
+  int64_t epochs_done = 0;  ///< epochs done over the whole run (a resumed run's earlier epochs too)
+  int64_t peak_bytes = 0;   ///< largest peak resident memory over the ranks at the end (run_training)
 };
 
 class Trainer;

@@ -187,48 +187,89 @@ int distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& g
   return rounds.count();
 }
 
-// Phase 4: labels and split bits for the last layer's output rows (rows by c, replicated over a and b).
-void distribute_labels(const GraphRows& r, const ProcessGrid& grid, Graph3D& g) {
-  const Communicator& comm = grid.replica();
+// Layout t's output rows hold the same nodes as layout u's on every rank (the same row order, and the same
+// axis splits them or neither splits them): its node data is u's. -1: none before t.
+int node_data_twin(const NodeLayout& layout, int t) {
+  const GridShape& shape = layout.shape();
+  for (int u = 0; u < t; ++u) {
+    const Axis cu = roles_for_layer(u).c, ct = roles_for_layer(t).c;
+    const bool same_order = layout.one_order() || u % 2 == t % 2;
+    if (same_order && (cu == ct || (shape.extent(cu) == 1 && shape.extent(ct) == 1))) return u;
+  }
+  return -1;
+}
+
+// Each row's (layout, position, label, split bits) for the ranks that hold its output row in each of
+// `layouts` layouts (rows by c, replicated over a and b), layouts sharing their node data sent once.
+std::vector<std::vector<int64_t>> label_buckets(const GraphRows& r, const ProcessGrid& grid,
+                                                const NodeLayout& layout, int layouts) {
   const GridShape& shape = grid.shape();
   const GridCoords mine = grid.coords();
-  const int p = comm.size();
-  const int last = g.layers - 1;
-  const AxisRoles roles = roles_for_layer(last);
-  const RandomPermutation& order = g.layout.row_order(last);
-  const int64_t row_block = g.layout.padded_nodes() / shape.extent(roles.c);
-  int64_t local_train = 0;
+  const int p = grid.replica().size();
   std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
-  for (int64_t i = 0; i < r.rows(); ++i) {
-    local_train += (r.splits[size_t(i)] & GraphRows::kTrain) && r.labels[size_t(i)] >= 0;
-    const int64_t pos = order.inverse(r.first_row + i);
-    const GridCoords row_owner = mine.with(roles.c, int(pos / row_block));
-    for (int ka = 0; ka < shape.extent(roles.a); ++ka)
-      for (int kb = 0; kb < shape.extent(roles.b); ++kb) {
-        const int dest = grid.rank_of(row_owner.with(roles.a, ka).with(roles.b, kb)) % p;
-        buckets[size_t(dest)].insert(buckets[size_t(dest)].end(),
-                                     {pos, r.labels[size_t(i)], int64_t(r.splits[size_t(i)])});
-      }
+  for (int t = 0; t < layouts; ++t) {
+    if (node_data_twin(layout, t) >= 0) continue;
+    const AxisRoles roles = roles_for_layer(t);
+    const int64_t row_block = layout.padded_nodes() / shape.extent(roles.c);
+    for (int64_t i = 0; i < r.rows(); ++i) {
+      const int64_t pos = layout.row_order(t).inverse(r.first_row + i);
+      const GridCoords row_owner = mine.with(roles.c, int(pos / row_block));
+      for (int ka = 0; ka < shape.extent(roles.a); ++ka)
+        for (int kb = 0; kb < shape.extent(roles.b); ++kb) {
+          const int dest = grid.rank_of(row_owner.with(roles.a, ka).with(roles.b, kb)) % p;
+          buckets[size_t(dest)].insert(buckets[size_t(dest)].end(),
+                                       {t, pos, r.labels[size_t(i)], int64_t(r.splits[size_t(i)])});
+        }
+    }
   }
+  return buckets;
+}
+
+// The labels phase: labels and named masks in the output rows' order of each of `layouts` layouts, in one
+// exchange.
+void distribute_labels(const GraphRows& r, const ProcessGrid& grid, int layouts, Graph3D& g) {
+  const Communicator& comm = grid.replica();
+  const GridCoords mine = grid.coords();
+  const auto train_bit =
+      std::find(r.split_names.begin(), r.split_names.end(), "train") - r.split_names.begin();
+  int64_t local_train = 0;
+  for (int64_t i = 0; i < r.rows(); ++i)
+    local_train += ((r.splits[size_t(i)] >> train_bit) & 1) && r.labels[size_t(i)] >= 0;
   g.num_train = all_reduce_value(comm, local_train, ReduceOp::Sum, "load");
   comm.check(g.num_train > 0, r.name + ": no labeled node in split 'train'");
-  const std::vector<int64_t> got = exchange_buckets(comm, std::move(buckets), "load labels");
-  const int64_t first = mine.get(roles.c) * row_block;
-  HostVector<int64_t> y("labels", size_t(row_block));
-  HostVector<uint8_t> train("train", size_t(row_block)), valid("valid", size_t(row_block)),
-      test("test", size_t(row_block));
-  Kokkos::deep_copy(y, int64_t(-1));
-  for (size_t k = 0; k < got.size(); k += 3) {
-    const int64_t i = got[k] - first;
-    y(i) = got[k + 1];
-    train(i) = (got[k + 2] & GraphRows::kTrain) != 0;
-    valid(i) = (got[k + 2] & GraphRows::kValid) != 0;
-    test(i) = (got[k + 2] & GraphRows::kTest) != 0;
+  const std::vector<int64_t> got =
+      exchange_buckets(comm, label_buckets(r, grid, g.layout, layouts), "load labels");
+  std::vector<HostVector<int64_t>> labels(static_cast<size_t>(layouts));
+  std::vector<std::vector<HostVector<uint8_t>>> masks(static_cast<size_t>(layouts));
+  for (int t = 0; t < layouts; ++t) {
+    const int64_t row_block = g.layout.padded_nodes() / grid.shape().extent(roles_for_layer(t).c);
+    labels[size_t(t)] = HostVector<int64_t>("labels", size_t(row_block));
+    Kokkos::deep_copy(labels[size_t(t)], int64_t(-1));
+    for (const std::string& name : r.split_names)
+      masks[size_t(t)].push_back(HostVector<uint8_t>("mask " + name, size_t(row_block)));
   }
-  g.labels = Kokkos::create_mirror_view_and_copy(DeviceSpace(), y);
-  g.train = Kokkos::create_mirror_view_and_copy(DeviceSpace(), train);
-  g.valid = Kokkos::create_mirror_view_and_copy(DeviceSpace(), valid);
-  g.test = Kokkos::create_mirror_view_and_copy(DeviceSpace(), test);
+  for (size_t k = 0; k < got.size(); k += 4) {
+    const int t = int(got[k]);
+    const int64_t i = got[k + 1] - mine.get(roles_for_layer(t).c) * int64_t(labels[size_t(t)].extent(0));
+    labels[size_t(t)](i) = got[k + 2];
+    for (size_t m = 0; m < r.split_names.size(); ++m) masks[size_t(t)][m](i) = (got[k + 3] >> m) & 1;
+  }
+  for (int t = 0; t < layouts; ++t) {
+    const int twin = node_data_twin(g.layout, t);
+    NodeData d = twin >= 0 ? g.node_data[size_t(twin)] : NodeData{};
+    if (twin < 0) {
+      d.labels = Kokkos::create_mirror_view_and_copy(DeviceSpace(), labels[size_t(t)]);
+      for (size_t m = 0; m < r.split_names.size(); ++m)
+        d.masks.emplace_back(r.split_names[m],
+                             Kokkos::create_mirror_view_and_copy(DeviceSpace(), masks[size_t(t)][m]));
+    }
+    g.node_data.push_back(std::move(d));
+  }
+}
+
+// Adjacency layouts a graph serving models of at most `layers` graph layers holds (0: any depth).
+int layouts_for(int layers) {
+  return layers <= 0 || layers >= 6 ? 6 : layers;
 }
 
 // Every rank's phases become the slowest time and the largest peak (one all-reduce, on every rank).
@@ -247,9 +288,9 @@ void reduce_load_phases(const Communicator& comm, std::vector<LoadPhase>& phases
 // the block has copies (adjacency3d.cpp); the row's features, label, offset and split bits are read, and then
 // either its self loop is sent like an edge or its features go to the Y x Z ranks of its block, whichever is
 // more. Balancing this sum bounds every phase's transient on every rank by the mean.
-RowCosts row_costs(const GraphMeta& meta, const GridShape& shape, int layers) {
+RowCosts row_costs(const GraphMeta& meta, const GridShape& shape, int layouts) {
   int copies = 1;
-  for (int t = 0; t < std::min(layers, 6); ++t)
+  for (int t = 0; t < layouts; ++t)
     copies = std::max(copies, std::min(2, shape.extent(roles_for_layer(t).b)));
   const double exchange = 8.0 * copies + 8.0;
   const double features =
@@ -263,7 +304,8 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   const Communicator& comm = grid.replica();
   impl::validate_rows(rows, comm);
   comm.check(rows.num_classes > 0, rows.name + ": num_classes is 0 (the file has no labels to train on)");
-  comm.check(options.layers >= 1, "a model on the grid needs at least one graph layer");
+  comm.check(options.layers >= 0, "Graph3DOptions::layers is negative (" + std::to_string(options.layers) +
+                                      "; 0 serves models of any depth)");
   const GridShape& shape = grid.shape();
   comm.check(rows.num_nodes >= int64_t(shape.x) * shape.y * shape.z,
              "grid " + shape.str() + " has more ranks than the graph has nodes (" +
@@ -282,12 +324,13 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
     if (options.on_phase) options.on_phase(g.load_phases.back());
     phase.restart();
   };
+  const int layouts = layouts_for(options.layers);
   // Labels first: a graph without training labels is refused before the expensive phases.
-  distribute_labels(rows, grid, g);
+  distribute_labels(rows, grid, layouts, g);
   done("labels", 1);
   const impl::RowDegrees degree = degrees(rows, options.normalization, comm);
   done("degrees", 1);
-  for (int t = 0; t < std::min(options.layers, 6); ++t) {
+  for (int t = 0; t < layouts; ++t) {
     // One rank per replica: layouts in the same orders are one block, and a symmetric adjacency's layouts
     // in swapped orders are each other's transposes (A2 = A1^T): views, not copies.
     const int twin = impl::identical_layout(g.layout, t);
@@ -313,11 +356,11 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   g.mean_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Sum, "load") / double(comm.size());
   done("features", distribute_features(rows, options.normalize_features, grid, options.exchange_budget, g,
                                        release ? &release->features : nullptr));
-  for (int l = 0; l < options.layers; ++l) {
-    const AxisRoles roles = roles_for_layer(l);
+  for (int t = 0; t < layouts; ++t) {
+    const AxisRoles roles = roles_for_layer(t);
     const int64_t row_block = g.layout.padded_nodes() / shape.extent(roles.c);
     g.output_ids.push_back(
-        ids_of(g.layout.row_order(l), g.coords.get(roles.c) * row_block, row_block, rows.num_nodes));
+        ids_of(g.layout.row_order(t), g.coords.get(roles.c) * row_block, row_block, rows.num_nodes));
   }
   reduce_load_phases(comm, g.load_phases);
   if (release) release_free_memory();  // the exchanges' buffers and the rows' features
@@ -339,7 +382,8 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
   comm.check(reader.has_split("train"),
              reader.path() + ": no split named 'train' (the trainer needs /split/train)");
   Stopwatch watch;
-  GraphRows rows = read_graph_rows(reader, comm, row_costs(reader.meta(), grid.shape(), options.layers));
+  GraphRows rows =
+      read_graph_rows(reader, comm, row_costs(reader.meta(), grid.shape(), layouts_for(options.layers)));
   std::vector<LoadPhase> read{{"read", watch.seconds(), int64_t(peak_rss_bytes()), 1}};
   if (options.on_phase) options.on_phase(read.front());
   reduce_load_phases(comm, read);

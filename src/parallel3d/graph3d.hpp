@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A graph on a 3D process grid (docs/architecture.md §4): the normalized, permuted adjacency in the block
-// layout of each graph layer, the input features, and labels and split masks in the last layer's output
-// order. Built collectively from rows an application holds in memory (GraphRows: any contiguous block of rows
-// per rank) or read from a graph file, in phases — degrees, adjacency, features, labels — each one all-to-all
-// of what the other ranks need. Only dense blocks move afterwards; no rank holds the whole graph unless
-// P = 1.
+// layout of each graph layer, the input features, and labels and named node masks in each layout's output
+// order, so that one graph serves models of any depth. Built collectively from rows an application holds in
+// memory (GraphRows: any contiguous block of rows per rank) or read from a graph file, in phases — degrees,
+// adjacency, features, labels — each one all-to-all of what the other ranks need. Only dense blocks move
+// afterwards; no rank holds the whole graph unless P = 1.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +39,9 @@ const char* normalization_name(Normalization normalization);
 /// A graph as an application holds it: every rank one contiguous block of rows (destination nodes), blocks
 /// in rank order covering [0, num_nodes) (sizes are free; a block may be empty).
 struct GraphRows {
-  static constexpr uint8_t kTrain = 1;  ///< splits bit: in the training split
-  static constexpr uint8_t kValid = 2;  ///< splits bit: in the validation split
-  static constexpr uint8_t kTest = 4;   ///< splits bit: in the test split
+  static constexpr uint8_t kTrain = 1;  ///< splits bit: in the training split (split_names[0])
+  static constexpr uint8_t kValid = 2;  ///< splits bit: in the validation split (split_names[1])
+  static constexpr uint8_t kTest = 4;   ///< splits bit: in the test split (split_names[2])
 
   std::string name = "graph rows";  ///< named in error messages (a file's path)
   int64_t num_nodes = 0;            ///< nodes of the whole graph
@@ -52,7 +52,10 @@ struct GraphRows {
   std::vector<int64_t> indices;     ///< in-neighbour (source) ids of each row, in [0, num_nodes)
   std::vector<float> features;      ///< rows x num_features, row-major
   std::vector<int64_t> labels;      ///< one per row, in [-1, num_classes); -1 = unlabeled
-  std::vector<uint8_t> splits;      ///< one per row: kTrain | kValid | kTest bits
+  std::vector<uint8_t> splits;      ///< one per row: bit k set = in split split_names[k]
+  /// The name of each bit of `splits`, at most 8, distinct; "train" (the nodes the loss covers) must be
+  /// one of them. Each becomes a node mask of that name (NodeData::mask), e.g. a held-out set of one's own.
+  std::vector<std::string> split_names{"train", "valid", "test"};
 
   /// Rows this rank holds.
   int64_t rows() const { return int64_t(labels.size()); }
@@ -85,7 +88,10 @@ struct LoadPhase {
 
 /// What build_graph_3d needs besides the rows and the grid. Set the fields by name.
 struct Graph3DOptions {
-  int layers = 2;  ///< graph layers of the model that will run on it (layouts, the labels' row order)
+  /// The deepest model the graph serves. 0 (and 6 or more): any depth — layer l runs on layout l mod 6, so
+  /// up to six adjacency layouts are built (layouts that coincide are shared). A model's depth below 6
+  /// builds only the layouts models of at most that depth use: less memory and a shorter load.
+  int layers = 0;
   PermuteMode permute = PermuteMode::Double;               ///< permutations of the rows for balance
   uint64_t seed = 0;                                       ///< keys the permutations
   Normalization normalization = Normalization::Symmetric;  ///< weights of the adjacency
@@ -112,22 +118,38 @@ struct Graph3DOptions {
 /// to one community of the ordering, short next to a rank's block, so blocks stay balanced.
 inline constexpr int64_t kReorderedPermuteChunk = 64;
 
+/// Node data in one layout's output row order (padding rows last): what losses and metrics look up.
+struct NodeData {
+  Vector<int64_t> labels;  ///< class of each row (-1: unlabeled or padding)
+  /// Masks by name (1: the row's node is in that set): "train", "valid", "test" from a graph file, or
+  /// GraphRows::split_names.
+  std::vector<std::pair<std::string, Vector<uint8_t>>> masks;
+  /// Whether a mask of that name is here.
+  bool has_mask(const std::string& name) const;
+  /// The mask named `name`; throws Error naming it and the masks there are when there is none.
+  const Vector<uint8_t>& mask(const std::string& name) const;
+};
+
+/// What a model's batches need of a graph: its graph layers, and whether a layer has a Self term (a root
+/// weight applied to each node's own row through self blocks). Batch sources ask the model for it.
+struct BatchNeeds {
+  int layers = 0;            ///< graph layers of the model
+  bool self_blocks = false;  ///< build each layer's self block too
+};
+
 /// A graph distributed over a 3D replica of the grid.
 struct Graph3D {
   NodeLayout layout;                                       ///< nodes, permutations, node blocks
   GridCoords coords;                                       ///< this rank's coordinates
-  int layers = 0;                                          ///< graph layers it was built for
+  int layers = 0;                                          ///< deepest model it serves (0: any depth)
   int64_t num_features = 0;                                ///< input width (unpadded)
   int64_t num_classes = 0;                                 ///< classes (unpadded)
   Normalization normalization = Normalization::Symmetric;  ///< weights of `adjacency`
-  std::vector<AdjacencyBlock> adjacency;                   ///< index l mod 6
+  std::vector<AdjacencyBlock> adjacency;                   ///< per layout: layer l uses layout l mod 6
   Matrix<float> features;                   ///< layer 0 input block: rows by X (p2 order), columns by Y
   Vector<int64_t> input_ids;                ///< node id of every local input row (-1: padding)
-  std::vector<Vector<int64_t>> output_ids;  ///< per layer: node id of every local output row (-1: padding)
-  Vector<int64_t> labels;                   ///< last layer's output rows (-1: unlabeled or padding)
-  Vector<uint8_t> train;                    ///< same rows: in the training split
-  Vector<uint8_t> valid;                    ///< same rows: in the validation split
-  Vector<uint8_t> test;                     ///< same rows: in the test split
+  std::vector<Vector<int64_t>> output_ids;  ///< per layout: node id of every local output row (-1: padding)
+  std::vector<NodeData> node_data;          ///< per layout: labels and masks in its output rows' order
   int64_t num_train = 0;                    ///< labeled training nodes over the whole graph
   double max_nnz = 0;                       ///< largest nonzeros per block of layout 0 over the grid
   double mean_nnz = 0;                      ///< mean nonzeros per block of layout 0
@@ -135,6 +157,10 @@ struct Graph3D {
 
   /// Local output rows of `layer` that are real nodes (they come first; padding follows).
   int64_t valid_rows(int layer) const;
+  /// Whether a model of `depth` graph layers can run on it (Graph3DOptions::layers).
+  bool serves(int depth) const { return depth >= 1 && (layers == 0 || layers >= 6 || depth <= layers); }
+  /// The node data in the order of a `depth`-layer model's logits rows (its last layer's output rows).
+  const NodeData& node_data_for(int depth) const;
 };
 
 /// Collective over the grid's replica. Validates the rows (sizes, offsets, ids, labels, finite features,
@@ -176,7 +202,8 @@ struct GraphBatch {
   const float* scratch_input = nullptr;
 };
 
-/// The full graph: every layer's static block; with `with_self` also each layer's self block.
-GraphBatch full_graph_batch(const Graph3D& g, bool with_self);
+/// The full graph for a model that needs `needs`: every layer's static block, and its self block where
+/// needs.self_blocks; throws Error where the graph does not serve that depth.
+GraphBatch full_graph_batch(const Graph3D& g, const BatchNeeds& needs);
 
 }  // namespace tessera

@@ -2,6 +2,7 @@
 // GraphRows: reading a rank's block of a graph file, and checking rows an application hands over.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "graph3d_impl.hpp"
@@ -51,6 +52,22 @@ GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& com
 
 namespace impl {
 
+namespace {
+
+std::string check_split_names(const std::vector<std::string>& names) {
+  if (names.size() > 8) return std::to_string(names.size()) + " split_names (at most 8: one bit each)";
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (names[k].empty()) return "split_names[" + std::to_string(k) + "] is empty";
+    if (std::find(names.begin(), names.begin() + long(k), names[k]) != names.begin() + long(k))
+      return "split name '" + names[k] + "' appears twice";
+  }
+  if (std::find(names.begin(), names.end(), "train") == names.end())
+    return "no split named 'train' in split_names (the loss covers its nodes)";
+  return "";
+}
+
+}  // namespace
+
 std::string check_rows(const GraphRows& r) {
   const int64_t rows = r.rows();
   std::ostringstream problem;
@@ -65,7 +82,10 @@ std::string check_rows(const GraphRows& r) {
     problem << r.features.size() << " feature values for " << rows << " rows of " << r.num_features;
   else if (int64_t(r.splits.size()) != rows)
     problem << r.splits.size() << " split entries for " << rows << " rows";
+  else if (const std::string names = check_split_names(r.split_names); !names.empty())
+    problem << names;
   if (!problem.str().empty()) return problem.str();
+  const int bits = int(r.split_names.size());
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t v = r.first_row + i;
     if (r.indptr[size_t(i + 1)] < r.indptr[size_t(i)])
@@ -77,6 +97,9 @@ std::string check_rows(const GraphRows& r) {
     if (r.labels[size_t(i)] < -1 || r.labels[size_t(i)] >= r.num_classes)
       return "row " + std::to_string(v) + ": label " + std::to_string(r.labels[size_t(i)]) +
              " outside [-1, " + std::to_string(r.num_classes) + ")";
+    if (bits < 8 && (r.splits[size_t(i)] >> bits) != 0)
+      return "row " + std::to_string(v) + ": split bits " + std::to_string(int(r.splits[size_t(i)])) +
+             " name a split past the " + std::to_string(bits) + " split_names";
     for (int64_t j = 0; j < r.num_features; ++j)
       if (!std::isfinite(r.features[size_t(i * r.num_features + j)]))
         return "row " + std::to_string(v) + ": feature " + std::to_string(j) + " is not finite";
@@ -87,6 +110,13 @@ std::string check_rows(const GraphRows& r) {
 void validate_rows(const GraphRows& r, const Communicator& comm) {
   const std::string local = check_rows(r);
   comm.check(local.empty(), r.name + ": " + local);
+  // Every rank must name the same splits: each becomes one mask on every rank.
+  std::string names;
+  for (const std::string& name : r.split_names) names += name + '\n';
+  const int64_t hash = int64_t(std::hash<std::string>{}(names) >> 1);
+  comm.check(all_reduce_value(comm, hash, ReduceOp::Min, "load") ==
+                 all_reduce_value(comm, hash, ReduceOp::Max, "load"),
+             r.name + ": the ranks' split_names differ (every rank must name the same splits in one order)");
   // Blocks must tile [0, num_nodes) in rank order.
   std::vector<int64_t> firsts(size_t(comm.size())), counts(size_t(comm.size()));
   const int64_t mine[2] = {r.first_row, r.rows()};

@@ -112,12 +112,18 @@ double features_exchange_bytes(const Layout3D& layout, double rows_read, double 
   return in_rounds ? many : std::max(own_features, sent) + received + block;
 }
 
-// distribute_labels: (position, label, splits) to the G_a x G_b ranks of the row's block, received.
+// distribute_labels: (layout, position, label, splits) to the G_a x G_b ranks of the row's block in each
+// layout the model uses, received (layouts that share their node data counted too: an upper bound).
 double labels_exchange_bytes(const ProblemSize& p, const Layout3D& layout, double rows_read) {
   const GridShape& s = layout.shape();
-  const AxisRoles r = roles_for_layer(layout.layers() - 1);
-  const double rows_c = double(layout.padded_nodes()) / s.extent(r.c);
-  return 24 * rows_read * s.extent(r.a) * s.extent(r.b) + 24 * double(p.nodes) / s.extent(r.c) + 11 * rows_c;
+  double bytes = 0;
+  for (int t = 0; t < layout.num_adjacency_layouts(); ++t) {
+    const AxisRoles r = roles_for_layer(t);
+    const double rows_c = double(layout.padded_nodes()) / s.extent(r.c);
+    bytes +=
+        32 * rows_read * s.extent(r.a) * s.extent(r.b) + 32 * double(p.nodes) / s.extent(r.c) + 11 * rows_c;
+  }
+  return bytes;
 }
 
 struct LayerFloats {
@@ -185,10 +191,10 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   peak = std::max(peak, rows.labels + degrees + kept +
                             features_exchange_bytes(layout, rows_read, rows.features, double(p.nodes),
                                                     double(p.exchange_budget)));
-  // Kept after the load besides the blocks: the feature block, its row ids, each layer's output row ids,
-  // and the labels and split masks.
+  // Kept after the load besides the blocks: the feature block, its row ids, and each layout's output row
+  // ids, labels and three split masks.
   kept += 4 * np / s.x * double(layout.padded_dim(0)) / s.y + 8 * np / s.x;
-  for (int l = 0; l < layout.layers(); ++l) kept += 8 * np / s.extent(roles_for_layer(l).c);
+  for (int t = 0; t < layout.num_adjacency_layouts(); ++t) kept += 19 * np / s.extent(roles_for_layer(t).c);
   // MPI's own buffers grow with the messages it has moved, up to what the machine profile measured.
   if (ranks > 1) e.process += std::min(m.mpi_bytes, largest_send);
   e.load_peak = e.process + peak;
