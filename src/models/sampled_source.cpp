@@ -74,6 +74,7 @@ struct SampledSource::State {
   Vector<uint8_t> ones_capacity;
   Batch batch;
   std::unique_ptr<Metric> train_metric;  // the epoch's training steps, in the loss's metric (observe)
+  Matrix<float> eval_grad;               // the loss's gradient in evaluation, unused; kept between rounds
   std::vector<double> epoch_sums = std::vector<double>(kCounters, 0.0);
   double waited_before = 0;
 
@@ -200,8 +201,12 @@ LossSum SampledSource::State::score_on(Model& model, Loss& loss, Metric& metric,
   const Matrix<const float> logits = model.forward(batch.input, views, PassInfo{false, seed, epoch});
   const LossInput rows{logits_layout(model), logits, batch.labels, batch.mask};
   metric.add(rows);
-  const Matrix<float> unused("eval.grad", logits.extent(0), logits.extent(1));
-  return loss.sum_and_gradient(rows, unused);
+  if (eval_grad.extent(0) < logits.extent(0) || eval_grad.extent(1) != logits.extent(1))
+    eval_grad = Matrix<float>(Kokkos::ViewAllocateWithoutInitializing("eval.grad"), logits.extent(0),
+                              logits.extent(1));
+  const auto grad =
+      Kokkos::subview(eval_grad, std::make_pair(size_t(0), size_t(logits.extent(0))), Kokkos::ALL());
+  return loss.sum_and_gradient(rows, grad);
 }
 
 namespace {

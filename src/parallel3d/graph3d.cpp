@@ -242,6 +242,7 @@ void distribute_labels(const GraphRows& r, const ProcessGrid& grid, int layouts,
   std::vector<HostVector<int64_t>> labels(static_cast<size_t>(layouts));
   std::vector<std::vector<HostVector<uint8_t>>> masks(static_cast<size_t>(layouts));
   for (int t = 0; t < layouts; ++t) {
+    if (node_data_twin(g.layout, t) >= 0) continue;  // nothing arrives for it: it shares its twin's
     const int64_t row_block = g.layout.padded_nodes() / grid.shape().extent(roles_for_layer(t).c);
     labels[size_t(t)] = HostVector<int64_t>("labels", size_t(row_block));
     Kokkos::deep_copy(labels[size_t(t)], int64_t(-1));
