@@ -236,6 +236,38 @@ TEST(BinaryCrossEntropy, MinibatchAndSampledEvaluateInRocArea) {
   }
 }
 
+// Empty blocks: four nodes on the world's ranks (blocks of one row or none, the one logit column on one rank
+// of the classes' axis, ranks with no training or validation row). Every rank still enters the loss's and
+// the ROC area's collectives, so every grid gives the one-rank run's loss and scores.
+TEST(BinaryCrossEntropy, EmptyBlocksEnterEveryCollective) {
+  const Communicator world = Communicator::world();
+  SynthOptions o;
+  o.num_nodes = 4;
+  o.num_edges = 4;
+  o.num_features = 4;
+  o.num_classes = 2;
+  o.train_fraction = 0.5;
+  o.valid_fraction = 0.25;
+  const std::string path = fixtures::synthetic_file("four-nodes-bce.h5", o);
+  const auto run = [&](const Communicator& comm, const GridShape& shape) {
+    const ProcessGrid grid(comm, shape);
+    const Graph3D graph = load_graph_3d(GraphFileReader(comm, path), grid, Graph3DOptions{});
+    const std::unique_ptr<Sequential> model = one_logit_gcn(grid, graph.num_features);
+    FullGraphSource source(graph, grid, comm, *model);
+    return frozen_epoch(*model, source, comm).history.at(0);
+  };
+  const Communicator self = world.split(world.rank(), 0);
+  const EpochRecord one = run(self, GridShape{});
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    const EpochRecord e = run(world, shape);
+    EXPECT_NEAR(e.loss, one.loss, 1e-6 * std::max(1.0, one.loss));
+    EXPECT_EQ(e.train_acc, one.train_acc);
+    EXPECT_EQ(e.valid_acc, one.valid_acc);
+    EXPECT_EQ(e.test_acc, one.test_acc);
+  }
+}
+
 // A two-class loss on a graph of five classes stops the run with one message on every rank.
 TEST(BinaryCrossEntropy, RefusesLabelsPastOne) {
   const Communicator world = Communicator::world();
