@@ -590,6 +590,14 @@ TEST(GraphRows, BadRowsAreClearErrorsOnEveryRank) {
             name + "9 split_names (at most 8: one bit each)");
   EXPECT_EQ(message([](GraphRows& r) { r.split_names = {"train"}, r.splits[0] = 2; }),
             name + "row " + std::to_string(at_last) + ": split bits 2 name a split past the 1 split_names");
+  Graph3DOptions negative;
+  negative.layers = -1;
+  try {
+    build_graph_3d(good, grid, negative);
+    ADD_FAILURE() << "no error";
+  } catch (const CollectiveError& e) {
+    EXPECT_EQ(std::string(e.what()), "Graph3DOptions::layers is negative (-1; 0 serves models of any depth)");
+  }
   if (world.size() > 1) {
     EXPECT_EQ(message([](GraphRows& r) { r.split_names.push_back("holdout"); }),
               name + "the ranks' split_names differ (every rank must name the same splits in one order)");
