@@ -14,6 +14,7 @@
 
 #include "tessera/comm/communicator.hpp"
 #include "tessera/models/loss.hpp"
+#include "tessera/models/node_outputs.hpp"
 #include "tessera/models/sequential.hpp"
 #include "tessera/parallel3d/loss3d.hpp"
 
@@ -49,13 +50,6 @@ struct PrefetchTotals {
 struct EpochWork {
   double count = 0;  ///< per epoch (0: not known)
   std::string unit;  ///< "edges" (the adjacency's nonzeros, full graph) or "seeds" (sampled vertices)
-};
-
-/// Where per-node outputs go (empty: not written).
-struct NodeOutputPaths {
-  std::string predictions;  ///< text, one predicted class per node
-  std::string embeddings;   ///< HDF5 /embeddings [nodes, width]: the last hidden representation
-  std::string graph;        ///< the graph file: a reordered one's outputs go in its original node order
 };
 
 /// A mode's data, as the Trainer sees it.

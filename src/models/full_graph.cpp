@@ -48,7 +48,7 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
   const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
   const GridCoords& me = model.grid().coords();
   const OutputOrder order = read_output_order(world, paths.graph);
-  if (!paths.predictions.empty()) {
+  if (paths.want_predictions()) {
     const ActivationLayout& out = model.output_layout();
     const Vector<int64_t> pred = argmax_3d(logits_of(model), logits);  // agreed over the classes' axis
     NodeClasses mine;
@@ -59,9 +59,9 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
       for (int64_t i = 0; i < rows.valid_rows; ++i)
         mine.nodes.push_back(ids(i)), mine.classes.push_back(host(i));
     }
-    write_predictions(world, paths.predictions, graph.layout.num_nodes(), mine, order);
+    output_predictions(world, paths, graph.layout.num_nodes(), mine, order);
   }
-  if (!paths.embeddings.empty()) {
+  if (paths.want_embeddings()) {
     const ActivationLayout& at = model.embeddings_layout();
     NodeRowBlock mine;
     mine.col_begin = at.col_begin;
@@ -75,8 +75,8 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
         for (int64_t j = 0; j < mine.cols; ++j) mine.values.push_back(x(i, j));
       }
     }
-    write_embeddings(world, paths.embeddings, graph.layout.num_nodes(), at.width, mine, model.describe(),
-                     epoch + 1, order);
+    output_embeddings(world, paths, graph.layout.num_nodes(), at.width, mine, model.describe(), epoch + 1,
+                      order);
   }
 }
 

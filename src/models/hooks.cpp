@@ -94,19 +94,8 @@ void MetricsFile::on_start(Trainer& trainer) {
   });
 }
 
-void MetricsFile::on_step(Trainer&, const StepRecord& s) {
-  if (!out_.is_open()) return;
-  nlohmann::json j = {
-      {"kind", "step"}, {"mode", mode_}, {"epoch", s.epoch}, {"step", s.step}, {"loss", s.loss}};
-  j.update(s.metrics);
-  out_ << j.dump() << '\n';
-}
-
-bool MetricsFile::on_epoch(Trainer&, const EpochRecord& r) {
-  if (!out_.is_open()) return true;
-  nlohmann::json j = {{"kind", "epoch"},
-                      {"mode", mode_},
-                      {"epoch", r.epoch},
+nlohmann::json epoch_json(const EpochRecord& r) {
+  nlohmann::json j = {{"epoch", r.epoch},
                       {"loss", r.loss},
                       {"lr", r.lr},
                       {"epoch_s", r.seconds},
@@ -127,6 +116,21 @@ bool MetricsFile::on_epoch(Trainer&, const EpochRecord& r) {
     j["throughput_unit"] = r.work.unit + "/s";
   }
   j.update(r.metrics);
+  return j;
+}
+
+void MetricsFile::on_step(Trainer&, const StepRecord& s) {
+  if (!out_.is_open()) return;
+  nlohmann::json j = {
+      {"kind", "step"}, {"mode", mode_}, {"epoch", s.epoch}, {"step", s.step}, {"loss", s.loss}};
+  j.update(s.metrics);
+  out_ << j.dump() << '\n';
+}
+
+bool MetricsFile::on_epoch(Trainer&, const EpochRecord& r) {
+  if (!out_.is_open()) return true;
+  nlohmann::json j = {{"kind", "epoch"}, {"mode", mode_}};
+  j.update(epoch_json(r));
   if (first_.is_object()) j.update(first_);
   first_ = nullptr;
   out_ << j.dump() << '\n' << std::flush;
@@ -181,7 +185,7 @@ void NodeOutputs::on_start(Trainer& trainer) {
 }
 
 void NodeOutputs::on_finish(Trainer& trainer) {
-  if (paths_.predictions.empty() && paths_.embeddings.empty()) return;
+  if (!paths_.want_predictions() && !paths_.want_embeddings()) return;
   if (trainer.stop_signal() != 0) {  // an interrupted run writes no outputs; its resumed run will
     log_line("stopped early: predictions and embeddings are written when the resumed run finishes");
     return;
@@ -193,7 +197,7 @@ void NodeOutputs::on_finish(Trainer& trainer) {
   std::string what;
   if (!paths_.predictions.empty()) what += "predictions to " + paths_.predictions;
   if (!paths_.embeddings.empty()) what += (what.empty() ? "" : ", ") + ("embeddings to " + paths_.embeddings);
-  log_line("wrote " + what + " (epoch " + std::to_string(epoch) + ")");
+  if (!what.empty()) log_line("wrote " + what + " (epoch " + std::to_string(epoch) + ")");
 }
 
 KernelProfileReport::~KernelProfileReport() = default;

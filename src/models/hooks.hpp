@@ -38,6 +38,10 @@ class ConsoleReport : public TrainerHook {
 /// Training throughput of an epoch: its work per second of its steps (evaluation left out); 0 if unknown.
 double epoch_throughput(const EpochRecord& epoch);
 
+/// An epoch as the metrics file records it (its "epoch" lines less "kind" and "mode"): loss, learning rate,
+/// times, the scores and validation loss where evaluated, throughput, and the mode's metrics.
+nlohmann::json epoch_json(const EpochRecord& epoch);
+
 /// JSON lines on rank 0: a header record, then one per epoch (and per step for modes that report steps);
 /// every record has "kind" ("header", "epoch", "step") and "mode" (BatchSource::mode). After a resume the
 /// file is first cut back to the checkpoint's epoch (through a temporary and a rename), then appended, so it
@@ -123,10 +127,11 @@ class KernelProfileReport : public TrainerHook {
 };
 
 /// Writes every node's prediction and embedding when training ends, from the trainer's best-validation
-/// state (restored from the checkpoint after a resume), or from the final model if no evaluation set one.
+/// state (restored from the checkpoint after a resume), or from the final model if no evaluation set one;
+/// and keeps them in memory where `paths.arrays` says.
 class NodeOutputs : public TrainerHook {
  public:
-  /// Writes to the non-empty paths of `paths`.
+  /// Writes to the non-empty paths of `paths`, and into paths.arrays (which must outlive the run) if set.
   explicit NodeOutputs(NodeOutputPaths paths) : paths_(std::move(paths)) {}
   /// Checks that the paths can be written (before any epoch runs).
   void on_start(Trainer& trainer) override;

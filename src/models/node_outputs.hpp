@@ -47,6 +47,27 @@ struct BlockRows {
 BlockRows assemble_block_rows(const Communicator& comm, int64_t num_nodes, int64_t width,
                               const NodeRowBlock& mine);
 
+/// Node outputs kept in memory (TrainOptions::keep_node_outputs): this rank's block of node ids
+/// (block_range over the run's ranks), in the order a file would hold them.
+struct NodeOutputArrays {
+  int64_t begin = 0;              ///< the block's first node id
+  std::vector<int64_t> classes;   ///< the predicted class of each node of the block (-1: no rank sent one)
+  int64_t width = 0;              ///< embedding columns
+  std::vector<float> embeddings;  ///< every node of the block x width, row-major (zeros where none came)
+};
+
+/// Where per-node outputs go (an empty path: not written; no `arrays`: not kept).
+struct NodeOutputPaths {
+  std::string predictions;             ///< text, one predicted class per node
+  std::string embeddings;              ///< HDF5 /embeddings [nodes, width]: the last hidden representation
+  std::string graph;                   ///< the graph file: a reordered one's outputs go in its original order
+  NodeOutputArrays* arrays = nullptr;  ///< also kept here, this rank's block
+  /// Whether predictions are written or kept.
+  bool want_predictions() const { return !predictions.empty() || arrays != nullptr; }
+  /// Whether embeddings are written or kept.
+  bool want_embeddings() const { return !embeddings.empty() || arrays != nullptr; }
+};
+
 /// The order a graph file's node outputs are written in: its own node ids, or, for a reordered file, the ids
 /// its nodes had in the file it was made from (/node/original_id).
 struct OutputOrder {
@@ -88,5 +109,15 @@ void write_predictions(const Communicator& comm, const std::string& path, int64_
 void write_embeddings(const Communicator& comm, const std::string& path, int64_t num_nodes, int64_t width,
                       const NodeRowBlock& mine, const std::string& model, int64_t epoch,
                       const OutputOrder& order = {});
+
+/// Collective: the predictions every rank holds (`mine`) written to paths.predictions and kept in
+/// paths.arrays, as far as each is asked for.
+void output_predictions(const Communicator& comm, const NodeOutputPaths& paths, int64_t num_nodes,
+                        const NodeClasses& mine, const OutputOrder& order);
+/// Collective: the embeddings every rank holds written to paths.embeddings (write_embeddings) and kept in
+/// paths.arrays, as far as each is asked for.
+void output_embeddings(const Communicator& comm, const NodeOutputPaths& paths, int64_t num_nodes,
+                       int64_t width, const NodeRowBlock& mine, const std::string& model, int64_t epoch,
+                       const OutputOrder& order);
 
 }  // namespace tessera

@@ -102,11 +102,10 @@ void SampledSource::write_exact_outputs(Model& model, int64_t epoch, const NodeO
     rows.nodes.push_back(graph_.file_id[size_t(i)]);
   }
   const OutputOrder order = read_output_order(world_, paths.graph);
-  if (!paths.predictions.empty())
-    write_predictions(world_, paths.predictions, graph_.num_nodes, classes, order);
-  if (!paths.embeddings.empty())
-    write_embeddings(world_, paths.embeddings, graph_.num_nodes, r.kept_width, rows, model.describe(),
-                     epoch + 1, order);
+  if (paths.want_predictions()) output_predictions(world_, paths, graph_.num_nodes, classes, order);
+  if (paths.want_embeddings())
+    output_embeddings(world_, paths, graph_.num_nodes, r.kept_width, rows, model.describe(), epoch + 1,
+                      order);
 }
 
 }  // namespace tessera

@@ -487,11 +487,9 @@ void SampledSource::write_sampled_outputs(Model& model, int64_t epoch, const Nod
     }
   }
   const OutputOrder order = read_output_order(world_, paths.graph);
-  if (!paths.predictions.empty())
-    write_predictions(world_, paths.predictions, graph_.num_nodes, classes, order);
-  if (!paths.embeddings.empty())
-    write_embeddings(world_, paths.embeddings, graph_.num_nodes, at.width, rows, model.describe(), epoch + 1,
-                     order);
+  if (paths.want_predictions()) output_predictions(world_, paths, graph_.num_nodes, classes, order);
+  if (paths.want_embeddings())
+    output_embeddings(world_, paths, graph_.num_nodes, at.width, rows, model.describe(), epoch + 1, order);
 }
 
 }  // namespace tessera

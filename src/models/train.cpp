@@ -117,8 +117,9 @@ RunOptions run_options(const TrainOptions& o) {
 // What run_training learned of the graph before the load: its identity, for checkpoints and the split check.
 struct RunContext {
   GraphIdentity graph;
-  nlohmann::json run;         // the run identity a checkpoint stores
-  bool best_is_last = false;  // no validation nodes
+  nlohmann::json run;                               // the run identity a checkpoint stores
+  bool best_is_last = false;                        // no validation nodes
+  std::vector<std::unique_ptr<TrainerHook>> hooks;  // the application's, added after the library's
 };
 
 // The metrics file's header: what ran where, on which data (rank 0's host and threads).
@@ -168,7 +169,7 @@ class ExactFinalEvaluation : public TrainerHook {
 
 // The hooks the options ask for (and `extra`, last), then the loop.
 TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o, const Communicator& world,
-                       const RunContext& context, nlohmann::json load = nullptr,
+                       RunContext& context, nlohmann::json load = nullptr,
                        std::unique_ptr<TrainerHook> extra = nullptr) {
   TrainerOptions loop;
   loop.optimizer = o.optimizer;
@@ -202,12 +203,16 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
     trainer.add_hook(std::make_unique<MetricsFile>(o.metrics_path, std::move(load),
                                                    metrics_header(o, world, model, context)));
   if (o.patience > 0) trainer.add_hook(std::make_unique<EarlyStopping>(o.patience));
-  if (!o.predictions_path.empty() || !o.embeddings_path.empty())
-    trainer.add_hook(
-        std::make_unique<NodeOutputs>(NodeOutputPaths{o.predictions_path, o.embeddings_path, o.data}));
+  NodeOutputArrays kept;
+  if (!o.predictions_path.empty() || !o.embeddings_path.empty() || o.keep_node_outputs)
+    trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{
+        o.predictions_path, o.embeddings_path, o.data, o.keep_node_outputs ? &kept : nullptr}));
   if (o.profile_kernels) trainer.add_hook(std::make_unique<KernelProfileReport>());
   if (extra) trainer.add_hook(std::move(extra));
-  return trainer.run();
+  for (std::unique_ptr<TrainerHook>& hook : context.hooks) trainer.add_hook(std::move(hook));
+  TrainResult result = trainer.run();
+  if (o.keep_node_outputs) result.node_outputs = std::move(kept);
+  return result;
 }
 
 // "load phases (slowest rank s, largest peak memory MiB after it): read 0.20 s 40 MiB; ...; adjacency 0
@@ -261,7 +266,7 @@ const char* carrier_name(const ProcessGrid& grid) {
   return grid.uses_nccl() ? "nccl" : mpi_host_staging() ? "mpi on host copies" : "mpi";
 }
 
-TrainResult run_on_grid(TrainOptions o, const Communicator& world, const RunContext& context) {
+TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& context) {
   Stopwatch load_watch;
   const GraphFileReader reader(world, o.data);
   // The loader checks every value as it reads it (read_graph_rows): an id out of range is a message, not a
@@ -318,7 +323,7 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, const RunCont
   return result;
 }
 
-TrainResult run_sampled(const TrainOptions& o, const Communicator& world, const RunContext& context) {
+TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunContext& context) {
   Stopwatch load_watch;
   const std::string partition = !o.partition.empty() ? o.partition
                                 : world.size() == 1  ? "block"
@@ -481,7 +486,12 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
 
 }  // namespace
 
-TrainResult run_training(const TrainOptions& given, const Communicator& world) {
+TrainResult run_training(const TrainOptions& options, const Communicator& world) {
+  return run_training(options, world, {});
+}
+
+TrainResult run_training(const TrainOptions& given, const Communicator& world,
+                         std::vector<std::unique_ptr<TrainerHook>> hooks) {
   TrainOptions options = given;
   // Several ranks and no grid: the performance model picks one, as --grid auto would (said in the log).
   if (options.mode == TrainMode::Full && !options.grid && !options.auto_grid && world.size() > 1) {
@@ -494,7 +504,8 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world) {
   // after the training.
   if (!options.predictions_path.empty() || !options.embeddings_path.empty())
     read_output_order(world, options.data);
-  const RunContext context = prepare_run(options, world);
+  RunContext context = prepare_run(options, world);
+  context.hooks = std::move(hooks);
   set_vendor_tf32(options.allow_tf32);
   set_gemm_dtype(options.gemm_dtype);
   set_host_gemm_library(options.host_gemm);

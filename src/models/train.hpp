@@ -76,6 +76,9 @@ struct TrainOptions {
   std::string metrics_path;      ///< JSON lines per epoch (and per step in sampled mode)
   std::string predictions_path;  ///< best-validation predicted class of every node, one per line
   std::string embeddings_path;   ///< best-validation last hidden layer of every node (HDF5)
+  /// Keep every node's prediction and embedding in memory (TrainResult::node_outputs), as well as or instead
+  /// of the files above.
+  bool keep_node_outputs = false;
   std::string checkpoint_dir;    ///< DIR/checkpoint.h5
   int64_t checkpoint_every = 0;  ///< every K epochs; 0: at the end
   bool resume = false;           ///< continue from DIR/checkpoint.h5
@@ -100,6 +103,10 @@ struct TrainOptions {
 /// Collective over `world`: the run the options describe (full mode on several ranks without a grid: the
 /// grid --grid auto would pick). Throws CollectiveError (or Error) on bad input, naming the file or option.
 TrainResult run_training(const TrainOptions& options, const Communicator& world);
+/// The same with an application's hooks, run after the ones the options ask for, in this order (hooks.hpp
+/// lists the library's); the run owns them.
+TrainResult run_training(const TrainOptions& options, const Communicator& world,
+                         std::vector<std::unique_ptr<TrainerHook>> hooks);
 
 /// Collective: the checks run_training makes on the options before it reads anything (ranges, the grid's
 /// form for the mode, kernels this build has); throws CollectiveError on every rank with the first problem.

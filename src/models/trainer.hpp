@@ -91,6 +91,9 @@ struct TrainResult {
   std::vector<float> last_gradients;
   /// Sampled mode: what the feature cache saved over the run, summed over ranks; empty in the other modes.
   std::optional<PrefetchTotals> prefetch;
+  /// With TrainOptions::keep_node_outputs (run_training): every node's prediction and embedding from the
+  /// best-validation state, this rank's block of node ids (as NodeOutputs writes them); empty otherwise.
+  std::optional<NodeOutputArrays> node_outputs;
   int stop_signal = 0;      ///< the signal that stopped the run early (stop_on_signal), else 0
   int64_t epochs_done = 0;  ///< epochs done over the whole run (a resumed run's earlier epochs too)
   int64_t peak_bytes = 0;   ///< largest peak resident memory over the ranks at the end (run_training)
