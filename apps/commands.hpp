@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/models/train.hpp"
 
 namespace tessera::app {
 
@@ -16,6 +17,11 @@ using Command = std::function<int(const Communicator& world)>;
 void add_prep_command(CLI::App& app, Command& selected);
 /// `tessera train --data FILE ...`
 void add_train_command(CLI::App& app, Command& selected);
+/// What runs a parsed `tessera train`: given the validated options (their metrics header holding the
+/// version and the effective configuration), returns the exit status.
+using TrainRunner = std::function<int(const TrainOptions& options, const Communicator& world)>;
+/// `tessera train` whose parsed options go to `run` (the bindings' entry; the program's runs the training).
+void add_train_command(CLI::App& app, Command& selected, TrainRunner run);
 /// `tessera bench spmm|gemm|stream`
 void add_bench_command(CLI::App& app, Command& selected);
 /// `tessera info FILE`

@@ -416,7 +416,7 @@ int report(const TrainResult& r, const TrainOptions& o) {
 
 }  // namespace
 
-void add_train_command(CLI::App& app, Command& selected) {
+void add_train_command(CLI::App& app, Command& selected, TrainRunner run) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Train a GCN or GraphSAGE model on a graph file");
   cmd->add_option("--data", a->o.data, "Tessera .h5 graph file")->required();
@@ -428,8 +428,8 @@ void add_train_command(CLI::App& app, Command& selected) {
   cmd->footer(
       "Options can also come from a TOML file: tessera train --config run.toml (keys are the long option "
       "names without dashes; the command line overrides the file; --print-config writes one).");
-  cmd->callback([&selected, a, cmd] {
-    selected = [a, cmd](const Communicator& world) {
+  cmd->callback([&selected, a, cmd, run = std::move(run)] {
+    selected = [a, cmd, run](const Communicator& world) {
       std::string invalid;
       TrainOptions options;
       try {
@@ -444,14 +444,21 @@ void add_train_command(CLI::App& app, Command& selected) {
         if (world.rank() == 0) std::printf("%s", cmd->config_to_str(true, true).c_str());
         return 0;
       }
-      set_progress_enabled(!options.quiet);
       options.metrics_header["version"] = version_short();
       options.metrics_header["config"] = cmd->config_to_str(true, true);
-      // SIGTERM/SIGUSR1 from here on (during the load too) stop the run at an epoch end with a checkpoint.
-      const StopSignalWatch watch;
-      options.stop_on_signal = true;
-      return report(run_training(options, world), options);
+      return run(options, world);
     };
+  });
+}
+
+void add_train_command(CLI::App& app, Command& selected) {
+  add_train_command(app, selected, [](const TrainOptions& given, const Communicator& world) {
+    TrainOptions options = given;
+    set_progress_enabled(!options.quiet);
+    // SIGTERM/SIGUSR1 from here on (during the load too) stop the run at an epoch end with a checkpoint.
+    const StopSignalWatch watch;
+    options.stop_on_signal = true;
+    return report(run_training(options, world), options);
   });
 }
 
