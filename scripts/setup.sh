@@ -4,7 +4,7 @@
 # then configures and builds Tessera. Idempotent: a second run only re-checks and rebuilds what changed.
 #
 #   scripts/setup.sh [--backend host|cuda|hip] [--cuda-arch 80|90] [--sanitize] [--with-bench] [--with-fuzz]
-#                    [--with-slurm] [--build-type Release|Debug] [--deps-only] [-j N]
+#                    [--with-slurm] [--no-python] [--build-type Release|Debug] [--deps-only] [-j N]
 #
 #   host (default): Kokkos 3.4.01 with OpenMP+Serial into .deps/kokkos-host, Tessera into build/
 #   cuda:           Kokkos 3.4.01 with CUDA into .deps/kokkos-cuda, Tessera into build-cuda/ (sm_80: A100);
@@ -15,6 +15,8 @@
 #   --with-bench:   also PyTorch and h5py (Debian's python3-torch), for the baseline in scripts/bench_fullgraph.sh
 #   --with-fuzz:    also clang, libFuzzer and LLVM's OpenMP headers, for scripts/fuzz.sh
 #   --with-slurm:   also Slurm and munge (slurm-wlm), for scripts/slurm/check_local.sh (a one-node cluster)
+#   --no-python:    build without the Python bindings (host builds have them where pybind11 and mpi4py are
+#                   installed: Debian's pybind11-dev, python3-mpi4py, python3-h5py-mpi, set up here)
 #   --no-packages:  never call apt (a cluster login node, no root, not Debian): look for every dependency
 #                   (CMAKE_PREFIX_PATH, CPATH, the usual prefixes, a Kokkos through Kokkos_ROOT) and name each
 #                   missing one with the module, Spack spec or variable that provides it. Taken by itself
@@ -24,7 +26,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 backend=host cuda_arch=80 sanitize=OFF build_type=Release deps_only=0 with_bench=0 with_fuzz=0 with_slurm=0 jobs=$(nproc --all)
-no_packages=0 check_only=0
+no_packages=0 check_only=0 with_python=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -33,6 +35,7 @@ while [ $# -gt 0 ]; do
     --with-bench) with_bench=1; shift ;;
     --with-fuzz) with_fuzz=1; shift ;;
     --with-slurm) with_slurm=1; shift ;;
+    --no-python) with_python=0; shift ;;
     --build-type) build_type=$2; shift 2 ;;
     --deps-only) deps_only=1; shift ;;
     --no-packages) no_packages=1; shift ;;
@@ -57,6 +60,7 @@ say() { echo "setup: $*"; }
 packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
           libmetis-dev libopenblas-openmp-dev zlib1g-dev hdf5-tools python3 python3-h5py python3-matplotlib
           python3-numpy python3-scipy python3-pytest python3-setuptools python3-venv
+          python3-dev pybind11-dev python3-mpi4py python3-h5py-mpi
           libgtest-dev libcli11-dev nlohmann-json3-dev doxygen libdnnl-dev)
 [ "$with_bench" -eq 1 ] && packages+=(python3-torch)
 [ "$with_fuzz" -eq 1 ] && packages+=(clang libclang-rt-14-dev libomp-dev)
@@ -204,9 +208,24 @@ elif [ "$sanitize" = ON ]; then
 else
   build=$root/build; compiler=()
 fi
+# The Python bindings (host builds, not sanitized: an ASan library cannot load into a plain interpreter):
+# where pybind11's CMake package and mpi4py are there.
+python_bindings=OFF
+if [ "$with_python" -eq 1 ] && [ "$backend" = host ] && [ "$sanitize" = OFF ]; then
+  py=/usr/bin/python3; [ -x "$py" ] || py=python3
+  if "$py" -c 'import mpi4py, numpy' 2>/dev/null &&
+     { ls /usr/lib/cmake/pybind11/pybind11Config.cmake /usr/share/cmake/pybind11/pybind11Config.cmake >/dev/null 2>&1 ||
+       "$py" -m pybind11 --cmakedir >/dev/null 2>&1; }; then
+    python_bindings=ON
+  else
+    say "no pybind11 CMake package or mpi4py for $py: building without the Python bindings"
+  fi
+fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DKokkos_ROOT="$kokkos_root" \
-    -DTESSERA_SANITIZE="$sanitize" "${compiler[@]}"
+    -DTESSERA_SANITIZE="$sanitize" -DTESSERA_BUILD_PYTHON="$python_bindings" "${compiler[@]}"
+elif ! grep -q "^TESSERA_BUILD_PYTHON:BOOL=$python_bindings\$" "$build/CMakeCache.txt"; then
+  cmake "$build" -DTESSERA_BUILD_PYTHON="$python_bindings" >/dev/null  # a build from before the option
 fi
 cmake --build "$build" -j "$jobs"
-say "built $build (tessera: $build/apps/tessera)"
+say "built $build (tessera: $build/apps/tessera$([ "$python_bindings" = ON ] && echo "; Python: PYTHONPATH=$build/python"))"

@@ -1,18 +1,44 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Tessera from Python: graphs from arrays and from the formats PyG and DGL download, written as Tessera graph
-files (HDF5) that `tessera train`, `tessera predict` and the C++ library read.
+"""Tessera from Python.
+
+Training (the C++ library, through its bindings; run under `mpiexec -n P python3 script.py`):
 
     import tessera
+    result = tessera.train({"data": "cora.h5", "epochs": 200, "dropout": 0.5}, hooks=[print])
+    graph = tessera.load_graph("cora.h5")          # or tessera.graph_from_arrays(...) per rank
+    model = tessera.Sequential([tessera.GcnConv(16, relu=True, dropout=0.5), tessera.GcnConv(graph.num_classes)])
+    result = tessera.fit(model, graph, epochs=200, weight_decay=5e-4)
+
+Data (pure Python): graphs from arrays and from the formats PyG and DGL download, written as Tessera graph files:
+
     tessera.write_graph("graph.h5", edge_index, x, y, train=train_idx, valid=val_idx, test=test_idx)
     graph = tessera.read_planetoid("data/Cora/raw", "cora")   # a Graph: arrays, splits, name
-    tessera.write_graph("cora.h5", **graph.arrays())
 
 `python3 -m tessera.convert FORMAT IN OUT.h5` (or `tessera-convert`) wraps the readers.
 """
+from ._runtime import bindings_available, select_parallel_h5py
+
+if bindings_available():
+    select_parallel_h5py()  # before anything imports h5py: one (parallel) HDF5 in the process
+
 from .graph import Graph, write_graph, largest_connected_component, per_class_split
-from .readers import (read_planetoid, read_gnn_benchmark, read_plain_npz, read_graphsaint, read_reddit,
+from .readers import (read_ogb, read_planetoid, read_gnn_benchmark, read_plain_npz, read_graphsaint, read_reddit,
                       READERS)
+from .training import TrainResult, train
+from .compose import (Sequential, GcnConv, SageConv, Linear, Dropout, ReLU, BatchNorm, RmsNorm,
+                      graph_from_arrays, load_graph, fit)
+from .compose import Graph as LoadedGraph
+
+
+def __getattr__(name):
+    if name == "Error":  # the bindings' exception type, loaded on first use
+        from ._runtime import bindings
+        return bindings().Error
+    raise AttributeError(f"module 'tessera' has no attribute '{name}'")
+
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "write_graph", "largest_connected_component", "per_class_split", "read_planetoid",
-           "read_gnn_benchmark", "read_plain_npz", "read_graphsaint", "read_reddit", "READERS"]
+__all__ = ["Graph", "write_graph", "largest_connected_component", "per_class_split", "read_ogb",
+           "read_planetoid", "read_gnn_benchmark", "read_plain_npz", "read_graphsaint", "read_reddit", "READERS", "TrainResult",
+           "train", "Sequential", "GcnConv", "SageConv", "Linear", "Dropout", "ReLU", "BatchNorm", "RmsNorm",
+           "graph_from_arrays", "load_graph", "fit", "LoadedGraph", "Error"]

@@ -8,6 +8,8 @@
     read_plain_npz(file.npz)        plain arrays: node_features, node_labels, edges [E, 2], *_masks
     read_graphsaint(dir)            GraphSAINT: adj_full.npz, feats.npy, class_map.json, role.json
     read_reddit(dir)                DGL's / PyG's Reddit: reddit_data.npz and reddit_graph.npz
+    read_ogb(dir, split=None)       OGB's node-property raw layout: raw/{edge,node-feat,node-label,
+                                    num-node-list}.csv.gz and split/KIND/{train,valid,test}.csv.gz
 
 Each names the file and the problem in a ValueError when the input is not what its format says.
 """
@@ -182,5 +184,44 @@ def read_reddit(directory):
 
 
 # The formats tessera.convert knows, by name.
-READERS = {"planetoid": read_planetoid, "gnn-benchmark": read_gnn_benchmark, "npz": read_plain_npz,
+def _csv_gz(path, dtype):
+    import gzip
+    with gzip.open(_need(path), "rt") as f:
+        try:
+            return np.loadtxt(f, delimiter=",", dtype=dtype, ndmin=2)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+
+
+def read_ogb(directory, split=None):
+    """An OGB node-property dataset as OGB downloads it (ogbn-arxiv, -products, Cora in that layout): one graph,
+    edges u -> v as rows "u,v" of raw/edge.csv.gz, raw/node-feat.csv.gz, raw/node-label.csv.gz (one label per
+    node; nan or a missing value: unlabeled), and split/KIND/{train,valid,test}.csv.gz (node ids). `split`
+    names KIND where there are several. The graph is as the files give it; write_graph(symmetrize=True) adds
+    reverse edges as `tessera prep ogb --symmetrize` does."""
+    raw = os.path.join(directory, "raw")
+    nodes = _csv_gz(os.path.join(raw, "num-node-list.csv.gz"), np.int64).reshape(-1)
+    if nodes.size != 1:
+        raise ValueError(f"{raw}/num-node-list.csv.gz: expected one graph, found {nodes.size}")
+    n = int(nodes[0])
+    edges = _csv_gz(os.path.join(raw, "edge.csv.gz"), np.int64)
+    if edges.size and edges.shape[1] != 2:
+        raise ValueError(f"{raw}/edge.csv.gz: rows of {edges.shape[1]} values, expected 2")
+    x = _csv_gz(os.path.join(raw, "node-feat.csv.gz"), np.float32)
+    raw_y = _csv_gz(os.path.join(raw, "node-label.csv.gz"), np.float64).reshape(-1)
+    if x.shape[0] != n or raw_y.shape[0] != n:
+        raise ValueError(f"{raw}: {x.shape[0]} feature rows and {raw_y.shape[0]} labels for {n} nodes")
+    y = np.where(np.isnan(raw_y), -1, raw_y).astype(np.int64)
+    kinds = sorted(os.listdir(os.path.join(directory, "split"))) if os.path.isdir(os.path.join(directory, "split")) else []
+    if split is None:
+        if len(kinds) != 1:
+            raise ValueError(f"{directory}/split: {len(kinds)} splits ({', '.join(kinds)}): choose one with split=")
+        split = kinds[0]
+    splits = {s: _csv_gz(os.path.join(directory, "split", split, f"{s}.csv.gz"), np.int64).reshape(-1)
+              for s in ("train", "valid", "test")}
+    return Graph(edge_index=edges.T.copy() if edges.size else np.zeros((2, 0), np.int64), x=x, y=y,
+                 splits=splits, name=os.path.basename(os.path.normpath(directory)), source="ogb")
+
+
+READERS = {"ogb": read_ogb, "planetoid": read_planetoid, "gnn-benchmark": read_gnn_benchmark, "npz": read_plain_npz,
            "graphsaint": read_graphsaint, "reddit": read_reddit}

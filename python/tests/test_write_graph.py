@@ -74,3 +74,20 @@ def test_per_class_split_and_lcc():
     lcc = tessera.largest_connected_component(g)
     assert lcc.num_nodes == 3 and lcc.edge_index.tolist() == [[0, 1], [1, 2]]
     assert lcc.splits["train"].tolist() == [0] and lcc.splits["test"].tolist() == [2]
+
+
+@pytest.mark.parametrize("symmetrize", [False, True])
+def test_read_ogb_equals_the_ogb_converter(tmp_path, program, ogb_fixture, symmetrize):
+    raw, _ = ogb_fixture
+    program("prep", "ogb", raw, "-o", tmp_path / "prep.h5", *(["--symmetrize"] if symmetrize else []))
+    graph = tessera.read_ogb(str(raw))
+    assert graph.source == "ogb" and graph.num_nodes == 50
+    tessera.write_graph(str(tmp_path / "py.h5"), symmetrize=symmetrize, **graph.arrays())
+    same_file(tmp_path / "prep.h5", tmp_path / "py.h5")
+
+
+def test_read_ogb_names_what_is_missing(tmp_path, ogb_fixture):
+    raw, _ = ogb_fixture
+    (raw / "raw" / "node-label.csv.gz").unlink()
+    with pytest.raises(ValueError, match="node-label.csv.gz: no such file"):
+        tessera.read_ogb(str(raw))

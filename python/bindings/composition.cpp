@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The composable half of the bindings: a graph on a process grid (from per-rank NumPy arrays or a graph
+// file) and the full-graph training of a Sequential model of the library's layers, with a loss, a
+// schedule and Python hooks. The Python side (tessera/compose.py) names every option.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+
+#include "bindings.hpp"
+#include "options.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/graph/graph_file.hpp"
+#include "tessera/models/activation.hpp"
+#include "tessera/models/conv.hpp"
+#include "tessera/models/full_graph.hpp"
+#include "tessera/models/hooks.hpp"
+#include "tessera/models/loss.hpp"
+#include "tessera/models/norm.hpp"
+#include "tessera/models/sequential.hpp"
+#include "tessera/parallel3d/graph3d.hpp"
+
+namespace tessera::python {
+
+namespace {
+
+// A graph on its grid; the communicator and grid live as long as the graph that refers to them.
+struct LoadedGraph {
+  std::unique_ptr<Communicator> world;
+  std::unique_ptr<ProcessGrid> grid;
+  std::unique_ptr<Graph3D> graph;
+  int64_t num_nodes() const { return graph->layout.num_nodes(); }
+  void release() {
+    graph.reset();
+    grid.reset();
+    world.reset();
+  }
+};
+
+// Graphs alive in Python, released when the process ends before Kokkos and MPI are finalized.
+std::vector<std::weak_ptr<LoadedGraph>>& live_graphs() {
+  static std::vector<std::weak_ptr<LoadedGraph>> graphs;
+  return graphs;
+}
+
+std::shared_ptr<LoadedGraph> tracked(std::shared_ptr<LoadedGraph> g) {
+  auto& graphs = live_graphs();
+  graphs.erase(std::remove_if(graphs.begin(), graphs.end(), [](const auto& w) { return w.expired(); }),
+               graphs.end());
+  graphs.push_back(g);
+  return g;
+}
+
+const LoadedGraph& require_loaded(const LoadedGraph& g) {
+  if (!g.graph) throw py::value_error("the graph was released");
+  return g;
+}
+
+Normalization normalization_from(const std::string& name) {
+  if (name == "symmetric") return Normalization::Symmetric;
+  if (name == "mean") return Normalization::Mean;
+  if (name == "sum") return Normalization::Sum;
+  fail("normalization must be symmetric, mean or sum, not '", name, "'");
+}
+
+Graph3DOptions graph_options(const py::dict& o) {
+  Graph3DOptions load;
+  load.layers = o["layers"].cast<int>();
+  load.permute = app::parse_permute_mode(o["permute"].cast<std::string>());
+  load.seed = o["seed"].cast<uint64_t>();
+  load.normalization = normalization_from(o["normalization"].cast<std::string>());
+  load.normalize_features = o["normalize_features"].cast<bool>();
+  return load;
+}
+
+// The Python side hands over C-ordered arrays of the right type; forcecast covers any that are not.
+template <class T>
+std::vector<T> to_vector(const py::handle& given) {
+  const auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(given);
+  if (!a) throw py::error_already_set();
+  return std::vector<T>(a.data(), a.data() + a.size());
+}
+
+// The rows' arrays are copied in (GraphRows owns its vectors; the build frees them as it goes).
+GraphRows rows_from(const py::dict& r) {
+  GraphRows rows;
+  rows.name = r["name"].cast<std::string>();
+  rows.num_nodes = r["num_nodes"].cast<int64_t>();
+  rows.num_features = r["num_features"].cast<int64_t>();
+  rows.num_classes = r["num_classes"].cast<int64_t>();
+  rows.first_row = r["first_row"].cast<int64_t>();
+  rows.indptr = to_vector<int64_t>(r["indptr"]);
+  rows.indices = to_vector<int64_t>(r["indices"]);
+  rows.features = to_vector<float>(r["features"]);
+  rows.labels = to_vector<int64_t>(r["labels"]);
+  rows.splits = to_vector<uint8_t>(r["splits"]);
+  rows.split_names = r["split_names"].cast<std::vector<std::string>>();
+  return rows;
+}
+
+LoadedGraph start_graph(const py::object& comm, const std::string& grid) {
+  LoadedGraph g;
+  g.world = std::make_unique<Communicator>(communicator_from(comm));
+  std::string invalid;
+  GridShape shape;
+  try {
+    require(!grid.empty() || g.world->size() == 1, "grid: name the 3D grid of these ", g.world->size(),
+            " ranks (XxYxZ with X*Y*Z = ", g.world->size(), ", e.g. 1x1x", g.world->size(), ")");
+    shape = grid.empty() ? GridShape{} : app::parse_grid(grid);
+  } catch (const std::exception& e) {
+    invalid = e.what();
+  }
+  g.world->check(invalid.empty(), invalid);
+  return g;
+}
+
+std::shared_ptr<LoadedGraph> build_graph(const py::dict& rows, const std::string& grid,
+                                         const py::dict& options, const py::object& comm) {
+  auto g = std::make_shared<LoadedGraph>(start_graph(comm, grid));
+  GraphRows given = rows_from(rows);
+  const Graph3DOptions load = graph_options(options);
+  run_collective(*g->world, [&] {
+    g->grid = std::make_unique<ProcessGrid>(*g->world, grid.empty() ? GridShape{} : app::parse_grid(grid));
+    g->graph = std::make_unique<Graph3D>(build_graph_3d(std::move(given), *g->grid, load));
+  });
+  return tracked(g);
+}
+
+std::shared_ptr<LoadedGraph> load_graph(const std::string& path, const std::string& grid,
+                                        const py::dict& options, const py::object& comm) {
+  auto g = std::make_shared<LoadedGraph>(start_graph(comm, grid));
+  const Graph3DOptions load = graph_options(options);
+  run_collective(*g->world, [&] {
+    g->grid = std::make_unique<ProcessGrid>(*g->world, grid.empty() ? GridShape{} : app::parse_grid(grid));
+    const GraphFileReader reader(*g->world, path);
+    g->graph = std::make_unique<Graph3D>(load_graph_3d(reader, *g->grid, load));
+  });
+  return tracked(g);
+}
+
+// One layer spec: (kind, width, relu, dropout, bias).
+void add_layer(Sequential& model, const py::tuple& spec) {
+  const std::string kind = spec[0].cast<std::string>();
+  ConvOptions conv;
+  conv.relu = spec[2].cast<bool>();
+  conv.dropout = spec[3].cast<float>();
+  conv.bias = spec[4].cast<bool>();
+  const int64_t width = spec[1].cast<int64_t>();
+  NormOptions norm;
+  norm.relu = conv.relu;
+  norm.dropout = conv.dropout;
+  if (kind == "gcn")
+    model.add<GcnConv>(width, conv);
+  else if (kind == "sage")
+    model.add<SageConv>(width, conv);
+  else if (kind == "linear")
+    model.add<Linear>(width, conv);
+  else if (kind == "dropout")
+    model.add<Dropout>(conv.dropout);
+  else if (kind == "relu")
+    model.add<ReLU>();
+  else if (kind == "batch_norm")
+    model.add<BatchNorm>(norm);
+  else if (kind == "rms_norm")
+    model.add<RmsNorm>(norm);
+  else
+    fail("unknown layer kind '", kind, "'");
+}
+
+std::unique_ptr<Loss> loss_from(const std::string& name) {
+  if (name == "cross_entropy") return std::make_unique<SoftmaxCrossEntropy>();
+  if (name == "binary_cross_entropy") return std::make_unique<BinaryCrossEntropy>();
+  fail("loss must be cross_entropy or binary_cross_entropy, not '", name, "'");
+}
+
+TrainerOptions trainer_options(const py::dict& o) {
+  TrainerOptions t;
+  t.epochs = o["epochs"].cast<int64_t>();
+  t.eval_every = o["eval_every"].cast<int64_t>();
+  t.optimizer.lr = o["lr"].cast<float>();
+  t.optimizer.weight_decay = o["weight_decay"].cast<float>();
+  t.clip_grad_norm = o["clip_grad_norm"].cast<double>();
+  return t;
+}
+
+ScheduleSettings schedule_from(const py::dict& o) {
+  ScheduleSettings s;
+  s.kind = app::parse_schedule(o["lr_schedule"].cast<std::string>());
+  s.warmup_epochs = o["lr_warmup"].cast<double>();
+  s.step_every = o["lr_step_every"].cast<double>();
+  s.gamma = o["lr_gamma"].cast<double>();
+  s.min_lr = o["lr_min"].cast<double>();
+  return s;
+}
+
+// Full-graph training of a Sequential of `layers` on `g`.
+py::dict fit(const std::shared_ptr<LoadedGraph>& g, const std::vector<py::tuple>& layers, uint64_t seed,
+             const py::dict& options, py::object on_epoch, py::object on_step) {
+  require_loaded(*g);
+  const std::string loss_name = options["loss"].cast<std::string>();
+  const bool quiet = options["quiet"].cast<bool>(), keep = options["keep_outputs"].cast<bool>();
+  const TrainerOptions loop = trainer_options(options);
+  const ScheduleSettings schedule = schedule_from(options);
+  std::unique_ptr<TrainerHook> hook = python_hook(std::move(on_epoch), std::move(on_step));
+  // Layers are built with the GIL held (they are Python tuples), the rest without.
+  std::unique_ptr<Sequential> model;
+  std::string invalid;
+  try {
+    model = std::make_unique<Sequential>(*g->grid, g->graph->num_features, RunOptions{}, seed);
+    for (const py::tuple& spec : layers) add_layer(*model, spec);
+    schedule.validate(loop.optimizer.lr, loop.epochs);
+  } catch (const std::exception& e) {
+    invalid = e.what();
+  }
+  TrainResult result;
+  run_collective(*g->world, [&] {
+    // What is refused here (a model the graph cannot serve, an unknown loss) is the same on every rank and
+    // comes before any collective: agreed on, so that every rank raises.
+    std::unique_ptr<FullGraphSource> source;
+    std::unique_ptr<Loss> loss;
+    if (invalid.empty()) {
+      try {
+        source = std::make_unique<FullGraphSource>(*g->graph, *g->grid, *g->world, *model);
+        loss = loss_from(loss_name);
+      } catch (const std::exception& e) {
+        invalid = e.what();
+      }
+    }
+    g->world->check(invalid.empty(), invalid);
+    Trainer trainer(*model, *source, *g->world, loop);
+    trainer.set_loss(std::move(loss));
+    if (!schedule.constant()) trainer.set_schedule(make_schedule(schedule, loop.optimizer.lr));
+    if (!quiet) trainer.emplace_hook<ConsoleReport>();
+    NodeOutputArrays kept;
+    if (keep) trainer.emplace_hook<NodeOutputs>(NodeOutputPaths{"", "", "", &kept});
+    trainer.add_hook(std::move(hook));
+    result = trainer.run();
+    if (keep) result.node_outputs = std::move(kept);
+  });
+  {
+    py::gil_scoped_release release;  // the model's views are freed without Python
+    model.reset();
+  }
+  return result_to_python(std::move(result));
+}
+
+}  // namespace
+
+void release_graphs() {
+  for (const std::weak_ptr<LoadedGraph>& w : live_graphs())
+    if (const std::shared_ptr<LoadedGraph> g = w.lock()) g->release();
+  live_graphs().clear();
+}
+
+void bind_composition(py::module_& m) {
+  py::class_<LoadedGraph, std::shared_ptr<LoadedGraph>>(m, "Graph3D")
+      .def_property_readonly("num_nodes", [](const LoadedGraph& g) { return require_loaded(g).num_nodes(); })
+      .def_property_readonly("num_features",
+                             [](const LoadedGraph& g) { return require_loaded(g).graph->num_features; })
+      .def_property_readonly("num_classes",
+                             [](const LoadedGraph& g) { return require_loaded(g).graph->num_classes; })
+      .def_property_readonly("grid",
+                             [](const LoadedGraph& g) { return require_loaded(g).grid->shape().str(); })
+      .def("release", [](LoadedGraph& g) {
+        py::gil_scoped_release release;
+        g.release();
+      });
+  m.def("build_graph", &build_graph, py::arg("rows"), py::arg("grid"), py::arg("options"), py::arg("comm"));
+  m.def("load_graph", &load_graph, py::arg("path"), py::arg("grid"), py::arg("options"), py::arg("comm"));
+  m.def("fit", &fit, py::arg("graph"), py::arg("layers"), py::arg("seed"), py::arg("options"),
+        py::arg("on_epoch"), py::arg("on_step"));
+}
+
+}  // namespace tessera::python

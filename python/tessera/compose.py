@@ -1,0 +1,192 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Composing a run from the library's pieces: a graph on a process grid (from this rank's NumPy/SciPy arrays or
+from a graph file), a Sequential model of the library's layers, a loss, a learning-rate schedule and hooks,
+trained on the full graph.
+
+    graph = tessera.graph_from_arrays(indptr, indices, x, y, masks, first_row=..., num_nodes=..., grid="1x2x2")
+    model = tessera.Sequential([tessera.Dropout(0.5), tessera.SageConv(16, relu=True, dropout=0.5),
+                                tessera.SageConv(graph.num_classes)], seed=3)
+    result = tessera.fit(model, graph, epochs=200, lr=0.01, weight_decay=5e-4)
+"""
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+from ._runtime import bindings
+from .training import TrainResult, _hook_calls, _result
+
+
+@dataclass(frozen=True)
+class GcnConv:
+    """GCN aggregation (symmetric weights) then a dense layer to `width`; optional bias, ReLU and dropout."""
+    width: int
+    relu: bool = False
+    dropout: float = 0.0
+    bias: bool = True
+    kind = "gcn"
+
+
+@dataclass(frozen=True)
+class SageConv:
+    """GraphSAGE-mean: [mean of in-neighbours, self] then a dense layer to `width`."""
+    width: int
+    relu: bool = False
+    dropout: float = 0.0
+    bias: bool = True
+    kind = "sage"
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A dense layer to `width` with no aggregation."""
+    width: int
+    relu: bool = False
+    dropout: float = 0.0
+    bias: bool = True
+    kind = "linear"
+
+
+@dataclass(frozen=True)
+class Dropout:
+    """Dropout on training passes at `rate`."""
+    rate: float
+    kind = "dropout"
+
+
+@dataclass(frozen=True)
+class ReLU:
+    """max(0, x)."""
+    kind = "relu"
+
+
+@dataclass(frozen=True)
+class BatchNorm:
+    """Batch normalization over the nodes of the pass; optional ReLU and dropout after it."""
+    relu: bool = False
+    dropout: float = 0.0
+    kind = "batch_norm"
+
+
+@dataclass(frozen=True)
+class RmsNorm:
+    """RMS normalization of each node's features; optional ReLU and dropout after it."""
+    relu: bool = False
+    dropout: float = 0.0
+    kind = "rms_norm"
+
+
+def _layer_spec(layer):
+    width = getattr(layer, "width", 0)
+    dropout = getattr(layer, "rate", getattr(layer, "dropout", 0.0))
+    return (layer.kind, int(width), bool(getattr(layer, "relu", False)), float(dropout),
+            bool(getattr(layer, "bias", True)))
+
+
+class Sequential:
+    """Layers applied in order; the last one's width is the number of classes. `seed` keys the weights'
+    initialization and the dropout masks."""
+
+    def __init__(self, layers: Sequence = (), seed: int = 0):
+        self.layers = list(layers)
+        self.seed = int(seed)
+
+    def add(self, layer):
+        """Appends a layer; returns the model."""
+        self.layers.append(layer)
+        return self
+
+
+class Graph:
+    """A graph loaded onto a process grid (every rank holds its blocks), from arrays or a file."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    num_nodes = property(lambda self: self._handle.num_nodes, doc="nodes of the whole graph")
+    num_features = property(lambda self: self._handle.num_features, doc="feature columns")
+    num_classes = property(lambda self: self._handle.num_classes, doc="label classes")
+    grid = property(lambda self: self._handle.grid, doc="the process grid, XxYxZ")
+
+    def release(self):
+        """Frees the graph's memory now (collective) rather than when it is garbage-collected."""
+        self._handle.release()
+
+
+def _graph_options(normalization, normalize_features, permute, seed, layers):
+    return {"normalization": normalization, "normalize_features": bool(normalize_features), "permute": permute,
+            "seed": int(seed), "layers": int(layers)}
+
+
+def _split_bits(masks: Dict[str, np.ndarray], rows: int):
+    names = list(masks)
+    if len(names) > 8:
+        raise ValueError(f"at most 8 splits, not {len(names)}")
+    bits = np.zeros(rows, dtype=np.uint8)
+    for k, name in enumerate(names):
+        mask = np.asarray(masks[name])
+        if mask.dtype != np.bool_:  # an index array of this rank's rows
+            index, mask = mask, np.zeros(rows, dtype=bool)
+            mask[index] = True
+        if mask.shape != (rows,):
+            raise ValueError(f"split '{name}': {mask.shape[0]} entries for {rows} rows")
+        bits |= mask.astype(np.uint8) << np.uint8(k)
+    return bits, names
+
+
+def graph_from_arrays(indptr, indices, features, labels, masks: Dict[str, np.ndarray], *, first_row: int,
+                      num_nodes: int, num_classes: Optional[int] = None, grid: str = "", comm=None,
+                      normalization: str = "symmetric", normalize_features: bool = False, permute: str = "double",
+                      seed: int = 0, layers: int = 0, name: str = "arrays") -> Graph:
+    """Collective: this rank's contiguous block of destination rows [first_row, first_row + rows) as CSR of
+    in-neighbours (indptr, indices: source ids), features [rows, F], labels [rows] (-1: none) and named masks
+    (bool per row, or row indices; "train" required, up to 8, the same names on every rank). A SciPy CSR matrix
+    of the rows may stand for indptr with indices=None. num_classes defaults to the largest label + 1 over the
+    ranks. The rows are checked collectively (an id out of range, a non-finite feature: tessera.Error on every
+    rank naming `name`). normalization: symmetric (GCN), mean (GraphSAGE) or sum. layers: the deepest model
+    it serves (0: any)."""
+    core = bindings()
+    if indices is None and hasattr(indptr, "indptr"):
+        indptr, indices = indptr.indptr, indptr.indices
+    features = np.ascontiguousarray(features, dtype=np.float32)
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    if features.ndim != 2:
+        raise ValueError(f"features must be 2-D [rows, features], not {features.ndim}-D")
+    splits, split_names = _split_bits(masks, len(labels))
+    if num_classes is None:
+        from mpi4py import MPI
+        mine = int(labels.max()) + 1 if len(labels) else 0
+        num_classes = (comm or MPI.COMM_WORLD).allreduce(mine, op=MPI.MAX)
+    rows = {"name": name, "num_nodes": int(num_nodes), "num_features": int(features.shape[1]),
+            "num_classes": int(num_classes), "first_row": int(first_row),
+            "indptr": np.ascontiguousarray(indptr, dtype=np.int64),
+            "indices": np.ascontiguousarray(indices, dtype=np.int64), "features": features, "labels": labels,
+            "splits": splits, "split_names": split_names}
+    options = _graph_options(normalization, normalize_features, permute, seed, layers)
+    return Graph(core.build_graph(rows, grid, options, comm))
+
+
+def load_graph(path, *, grid: str = "", comm=None, normalization: str = "symmetric",
+               normalize_features: bool = False, permute: str = "double", seed: int = 0, layers: int = 0) -> Graph:
+    """Collective: a Tessera graph file loaded onto the grid (XxYxZ; default one rank). Options as
+    graph_from_arrays."""
+    options = _graph_options(normalization, normalize_features, permute, seed, layers)
+    return Graph(bindings().load_graph(str(path), grid, options, comm))
+
+
+def fit(model: Sequential, graph: Graph, *, epochs: int = 200, lr: float = 0.01, weight_decay: float = 0.0,
+        eval_every: int = 1, clip_grad_norm: float = 0.0, loss: str = "cross_entropy",
+        lr_schedule: str = "constant", lr_warmup: float = 0.0, lr_step_every: float = 30, lr_gamma: float = 0.1,
+        lr_min: float = 0.0, hooks=(), keep_outputs: bool = True, quiet: bool = True) -> TrainResult:
+    """Collective: trains `model` on the whole of `graph` with Adam (weight decay on weights, not biases).
+    loss: cross_entropy (scored by accuracy) or binary_cross_entropy (one logit per node, scored by ROC-AUC).
+    lr_schedule: constant, step (lr_gamma every lr_step_every epochs) or cosine (down to lr_min), after
+    lr_warmup epochs of linear warm-up. hooks and the result as in tessera.train."""
+    on_epoch, on_step = _hook_calls(hooks)
+    options = {"epochs": int(epochs), "lr": float(lr), "weight_decay": float(weight_decay),
+               "eval_every": int(eval_every), "clip_grad_norm": float(clip_grad_norm), "loss": loss,
+               "lr_schedule": lr_schedule, "lr_warmup": float(lr_warmup), "lr_step_every": float(lr_step_every),
+               "lr_gamma": float(lr_gamma), "lr_min": float(lr_min), "keep_outputs": bool(keep_outputs),
+               "quiet": bool(quiet)}
+    layers = [_layer_spec(layer) for layer in model.layers]
+    return _result(bindings().fit(graph._handle, layers, model.seed, options, on_epoch, on_step))

@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Composing from Python: a graph handed over as this rank's arrays trains exactly as the same graph read from
+its file; the library's layers, losses and schedules; refusals on every rank."""
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import tessera
+from conftest import COMM, grid
+
+
+def rows_of(begins, n):
+    """This rank's rows when rank r holds [begins[r], begins[r + 1])."""
+    return begins[COMM.rank], (begins[COMM.rank + 1] if COMM.rank + 1 < COMM.size else n)
+
+
+def file_arrays(path, begin, end):
+    """Rows [begin, end) of a graph file, as an application would hold them: CSR of in-neighbours, features,
+    labels and masks."""
+    with h5py.File(path, "r") as f:
+        indptr = f["graph/indptr"][begin:end + 1]
+        indices = f["graph/indices"][indptr[0]:indptr[-1]]
+        x = f["node/features"][begin:end]
+        y = f["node/labels"][begin:end]
+        masks = {s: np.isin(np.arange(begin, end), f[f"split/{s}"][:]) for s in ("train", "valid", "test")}
+        return indptr - indptr[0], indices, x, y, masks, int(f.attrs["num_nodes"]), int(f.attrs["num_classes"])
+
+
+@pytest.fixture
+def generated(shared_dir):
+    """A 97-node graph with 3 classes written by write_graph (rank 0)."""
+    path = os.path.join(shared_dir, "generated.h5")
+    if COMM.rank == 0:
+        rng = np.random.default_rng(7)
+        y = rng.integers(0, 3, 97)
+        x = (rng.random((97, 6)) + 0.5 * y[:, None]).astype(np.float32)
+        edges = rng.integers(0, 97, size=(2, 300))
+        order = rng.permutation(97)
+        tessera.write_graph(path, edges, x, y, train=order[:40], valid=order[40:70], test=order[70:],
+                            symmetrize=True, name="generated")
+    COMM.barrier()
+    return path
+
+
+MODEL = [tessera.Dropout(0.2), tessera.SageConv(8, relu=True, dropout=0.3), tessera.SageConv(3)]
+
+
+@pytest.mark.parametrize("first_rank_empty", [False, True])
+def test_arrays_train_as_the_file(generated, first_rank_empty):
+    n = 97
+    # Rank 0 holds no rows where asked (an empty block), the others split the rest unevenly.
+    begins = [0] * COMM.size
+    for r in range(1 if first_rank_empty and COMM.size > 1 else 0, COMM.size):
+        begins[r] = (n * r * r) // (COMM.size * COMM.size)
+    begin, end = rows_of(begins, n)
+    indptr, indices, x, y, masks, nodes, classes = file_arrays(generated, begin, end)
+    options = dict(grid=grid(), normalization="mean", normalize_features=True, seed=5)
+    from_arrays = tessera.graph_from_arrays(indptr, indices, x, y, masks, first_row=begin, num_nodes=nodes,
+                                            **options)
+    from_file = tessera.load_graph(generated, **options)
+    assert (from_arrays.num_nodes, from_arrays.num_features, from_arrays.num_classes) == (97, 6, classes)
+    assert from_arrays.grid == from_file.grid
+    results = [tessera.fit(tessera.Sequential(MODEL, seed=11), g, epochs=6, lr=0.02, weight_decay=5e-4)
+               for g in (from_arrays, from_file)]
+    keys = ("loss", "train_acc", "valid_acc", "test_acc", "valid_loss")
+    assert [[e[k] for k in keys] for e in results[0].history] == [[e[k] for k in keys] for e in results[1].history]
+    np.testing.assert_array_equal(results[0].embeddings, results[1].embeddings)
+    np.testing.assert_array_equal(results[0].predictions, results[1].predictions)
+    assert results[0].embeddings.shape == (len(results[0].predictions), 8)
+    for g in (from_arrays, from_file):
+        g.release()
+    with pytest.raises(ValueError, match="released"):
+        from_file.num_nodes
+
+
+def test_scipy_rows_losses_and_schedules(generated):
+    import scipy.sparse as sp
+    n = 97
+    begin, end = rows_of([n * r // COMM.size for r in range(COMM.size)], n)
+    indptr, indices, x, y, masks, nodes, _ = file_arrays(generated, begin, end)
+    block = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(end - begin, n))
+    index_masks = {s: np.flatnonzero(m) for s, m in masks.items()}  # row indices stand for masks too
+    g = tessera.graph_from_arrays(block, None, x, y, index_masks, first_row=begin, num_nodes=nodes, grid=grid())
+    model = tessera.Sequential(seed=2).add(tessera.GcnConv(8, relu=True)).add(tessera.GcnConv(3))
+    r = tessera.fit(model, g, epochs=8, lr=0.05, lr_schedule="cosine", lr_min=0.005, lr_warmup=2)
+    lrs = [e["lr"] for e in r.history]
+    assert lrs[0] < lrs[1] and lrs[-1] < lrs[2] and r.metric == "accuracy"
+    # Binary cross-entropy: one logit per node, labels 0/1, scored by ROC-AUC.
+    binary = tessera.graph_from_arrays(block, None, x, (y > 0).astype(np.int64), index_masks, first_row=begin,
+                                       num_nodes=nodes, num_classes=2, grid=grid())
+    model = tessera.Sequential([tessera.GcnConv(8, relu=True), tessera.BatchNorm(), tessera.GcnConv(1)], seed=2)
+    r = tessera.fit(model, binary, epochs=5, loss="binary_cross_entropy", keep_outputs=False)
+    assert r.metric == "roc_auc" and all(0 <= e["valid_acc"] <= 1 for e in r.history)
+
+
+def test_refusals_on_every_rank(generated):
+    n = 97
+    begin, end = rows_of([n * r // COMM.size for r in range(COMM.size)], n)
+    indptr, indices, x, y, masks, nodes, _ = file_arrays(generated, begin, end)
+    bad = y.copy()
+    if COMM.rank == COMM.size - 1:
+        bad[-1] = 9  # past num_classes on one rank only
+    with pytest.raises(tessera.Error, match="my rows.*label"):
+        tessera.graph_from_arrays(indptr, indices, x, bad, masks, first_row=begin, num_nodes=nodes, num_classes=3,
+                                  name="my rows", grid=grid())
+    g = tessera.graph_from_arrays(indptr, indices, x, y, masks, first_row=begin, num_nodes=nodes, grid=grid())
+    with pytest.raises(tessera.Error, match="gcn|symmetric|mean"):  # GCN layers on a mean-weighted graph
+        mean = tessera.graph_from_arrays(indptr, indices, x, y, masks, first_row=begin, num_nodes=nodes,
+                                         normalization="mean", grid=grid())
+        tessera.fit(tessera.Sequential([tessera.GcnConv(3)]), mean)
+    with pytest.raises(tessera.Error, match="loss must be"):
+        tessera.fit(tessera.Sequential([tessera.GcnConv(3)]), g, loss="hinge")
+    with pytest.raises(tessera.Error, match="grid"):
+        tessera.load_graph(generated, grid="2x2")
+    if COMM.size > 1:
+        with pytest.raises(tessera.Error, match="name the 3D grid of these"):
+            tessera.load_graph(generated)

@@ -1,0 +1,116 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""tessera.train: the program's numbers for the same options, hooks that stop a run or raise on one rank, errors
+as tessera.Error on every rank, node outputs as arrays in the program's order."""
+import json
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import tessera
+from conftest import CLI, COMM, grid
+
+# The options of run_tests.sh's reference run of the `tessera` program.
+OPTIONS = dict(epochs=12, seed=3, dropout=0.5, weight_decay=5e-4, quiet=True)
+COMPARED = ("epoch", "loss", "lr", "train_acc", "valid_acc", "test_acc", "valid_loss", "metric")
+
+
+def program_history():
+    with open(os.path.join(CLI, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if r["kind"] == "epoch"]
+
+
+def test_train_gives_the_program_numbers(cora):
+    r = tessera.train({"data": cora, "grid": grid() or None, **OPTIONS})
+    expected = program_history()
+    assert len(r.history) == len(expected) == 12
+    for mine, theirs in zip(r.history, expected):
+        assert {k: mine[k] for k in COMPARED} == {k: theirs[k] for k in COMPARED}
+    assert r.best_epoch == max(expected, key=lambda e: (e["valid_acc"], -e["epoch"]))["epoch"]
+    assert r.metric == "accuracy" and r.epochs_done == 12 and r.prefetch is None
+    # Node outputs: this rank's block of node ids, as the program's files hold them.
+    rows = len(r.predictions)
+    assert r.embeddings.shape == (rows, 16) and r.embeddings.dtype == np.float32
+    blocks = COMM.allgather((r.node_begin, rows))
+    assert [b for b, _ in blocks] == list(np.cumsum([0] + [n for _, n in blocks])[:-1])
+    assert sum(n for _, n in blocks) == 2708
+    with h5py.File(os.path.join(CLI, "embeddings.h5"), "r") as f:
+        np.testing.assert_array_equal(f["embeddings"][r.node_begin:r.node_begin + rows], r.embeddings)
+    predicted = np.loadtxt(os.path.join(CLI, "predictions.txt"), dtype=np.int64)
+    np.testing.assert_array_equal(predicted[r.node_begin:r.node_begin + rows], r.predictions)
+    np.testing.assert_array_equal(r.node_ids, np.arange(r.node_begin, r.node_begin + rows))
+
+
+def test_toml_file_with_overrides(cora, shared_dir):
+    path = os.path.join(shared_dir, "run.toml")
+    if COMM.rank == 0:
+        with open(path, "w") as f:
+            f.write(f'data = "{cora}"\nepochs = 7\nhidden = 8\nquiet = true\n')
+    COMM.barrier()
+    r = tessera.train(path, epochs=2, keep_outputs=False)
+    assert [e["epoch"] for e in r.history] == [1, 2] and r.predictions is None
+    assert tessera.train(path, print_config=True) is None
+
+
+def test_a_hook_stops_the_run(cora):
+    seen = []
+
+    def stop_after_three(record):  # only rank 0 says stop: every rank stops
+        seen.append(record["epoch"])
+        return not (COMM.rank == 0 and record["epoch"] == 3)
+
+    class Steps:
+        def __init__(self):
+            self.epochs = 0
+
+        def on_epoch(self, record):
+            self.epochs += 1
+
+    steps = Steps()
+    r = tessera.train(data=cora, epochs=10, quiet=True, hooks=[stop_after_three, steps], keep_outputs=False)
+    assert seen == [1, 2, 3] and steps.epochs == 3
+    assert len(r.history) == 3 and r.epochs_done == 3
+
+
+def test_a_hook_raising_on_one_rank_raises_on_every_rank(cora):
+    last = COMM.size - 1
+
+    def boom(record):
+        if COMM.rank == last and record["epoch"] == 2:
+            raise ValueError("boom")
+
+    with pytest.raises(tessera.Error, match=f"rank {last} after epoch 2: ValueError: boom"):
+        tessera.train(data=cora, epochs=5, quiet=True, hooks=[boom])
+    COMM.barrier()  # every rank got here
+
+
+def test_bad_options_and_files_raise_on_every_rank(cora, shared_dir):
+    with pytest.raises(tessera.Error, match="--epoch.*--epochs"):
+        tessera.train(data=cora, epoch=3)
+    with pytest.raises(tessera.Error, match="--lr must be"):
+        tessera.train(data=cora, lr=-1)
+    missing = os.path.join(shared_dir, "missing.h5")
+    with pytest.raises(tessera.Error, match="missing.h5"):
+        tessera.train(data=missing)
+    with pytest.raises(tessera.Error, match="--save-embeddings .*names the input"):
+        tessera.train(data=cora, save_embeddings=cora)
+    with pytest.raises(TypeError):
+        tessera.train(42)
+
+
+def test_one_hdf5_in_the_process(cora, shared_dir):
+    """h5py (the MPI build the package selects) and the bindings read and write the same files."""
+    assert h5py.get_config().mpi
+    path = os.path.join(shared_dir, "small.h5")
+    if COMM.rank == 0:
+        rng = np.random.default_rng(1)
+        edges = rng.integers(0, 40, size=(2, 120))
+        tessera.write_graph(path, edges, rng.random((40, 5), dtype=np.float32), rng.integers(0, 3, 40),
+                            train=np.arange(20), valid=np.arange(20, 30), test=np.arange(30, 40), symmetrize=True)
+    COMM.barrier()
+    out = os.path.join(shared_dir, "emb.h5")
+    r = tessera.train(data=path, epochs=2, hidden=4, quiet=True, save_embeddings=out)
+    with h5py.File(out, "r") as f:
+        np.testing.assert_array_equal(f["embeddings"][r.node_begin:r.node_begin + len(r.predictions)],
+                                      r.embeddings)
