@@ -41,10 +41,17 @@ class PythonHook : public TrainerHook {
     on_step_ = py::object();
   }
 
+  // A rank may have hooks where another has none (`hooks=[...] if rank == 0 else []`): whether any rank has
+  // one is agreed here, and then every rank enters the agreement after each call, with or without a call.
+  void on_start(Trainer& trainer) override {
+    any_epoch_ = all_reduce_value(trainer.world(), int(!on_epoch_.is_none()), ReduceOp::Max, "hook") == 1;
+    any_step_ = all_reduce_value(trainer.world(), int(!on_step_.is_none()), ReduceOp::Max, "hook") == 1;
+  }
+
   bool on_epoch(Trainer& trainer, const EpochRecord& epoch) override {
-    if (on_epoch_.is_none()) return true;
+    if (!any_epoch_) return true;
     bool go = true;
-    const std::string error = call(on_epoch_, epoch_json(epoch).dump(), &go);
+    const std::string error = on_epoch_.is_none() ? "" : call(on_epoch_, epoch_json(epoch).dump(), &go);
     trainer.world().check(error.empty(), "a Python hook raised on rank " +
                                              std::to_string(trainer.world().rank()) + " after epoch " +
                                              std::to_string(epoch.epoch) + ": " + error);
@@ -52,10 +59,10 @@ class PythonHook : public TrainerHook {
   }
 
   void on_step(Trainer& trainer, const StepRecord& step) override {
-    if (on_step_.is_none()) return;
+    if (!any_step_) return;
     nlohmann::json j = {{"epoch", step.epoch}, {"step", step.step}, {"loss", step.loss}};
     j.update(step.metrics);
-    const std::string error = call(on_step_, j.dump(), nullptr);
+    const std::string error = on_step_.is_none() ? "" : call(on_step_, j.dump(), nullptr);
     trainer.world().check(error.empty(), "a Python hook raised on rank " +
                                              std::to_string(trainer.world().rank()) + " at step " +
                                              std::to_string(step.step) + ": " + error);
@@ -79,6 +86,7 @@ class PythonHook : public TrainerHook {
   }
 
   py::object on_epoch_, on_step_;
+  bool any_epoch_ = false, any_step_ = false;
 };
 
 }  // namespace

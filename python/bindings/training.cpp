@@ -6,6 +6,7 @@
 #include "bindings.hpp"
 #include "command_line.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/stop_signals.hpp"
 #include "tessera/models/train.hpp"
 
 namespace tessera::python {
@@ -25,6 +26,12 @@ py::object train(const std::vector<std::string>& args, const py::object& comm, p
     if (!options) return;
     options->keep_node_outputs = keep_outputs;
     set_progress_enabled(!options->quiet);
+    // As the program does: SIGTERM / SIGUSR1 (a batch job's time limit) stop every rank at an epoch end,
+    // with a checkpoint where one is asked for; TrainResult.stop_signal says so. A signal from before
+    // this call is not this run's.
+    StopSignalWatch::clear();
+    const StopSignalWatch watch;
+    options->stop_on_signal = true;
     result = run_training(*options, world, std::move(hooks));
   });
   if (!options) return py::none();

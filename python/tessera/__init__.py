@@ -26,8 +26,7 @@ from .readers import (read_ogb, read_planetoid, read_gnn_benchmark, read_plain_n
                       READERS)
 from .training import TrainResult, train
 from .compose import (Sequential, GcnConv, SageConv, Linear, Dropout, ReLU, BatchNorm, RmsNorm,
-                      graph_from_arrays, load_graph, fit)
-from .compose import Graph as LoadedGraph
+                      LoadedGraph, graph_from_arrays, load_graph, fit)
 
 
 def __getattr__(name):
@@ -41,4 +40,4 @@ __version__ = "0.1.0"
 __all__ = ["Graph", "write_graph", "largest_connected_component", "per_class_split", "read_ogb",
            "read_planetoid", "read_gnn_benchmark", "read_plain_npz", "read_graphsaint", "read_reddit", "READERS", "TrainResult",
            "train", "Sequential", "GcnConv", "SageConv", "Linear", "Dropout", "ReLU", "BatchNorm", "RmsNorm",
-           "graph_from_arrays", "load_graph", "fit", "LoadedGraph", "Error"]
+           "LoadedGraph", "graph_from_arrays", "load_graph", "fit", "Error"]

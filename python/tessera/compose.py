@@ -97,8 +97,9 @@ class Sequential:
         return self
 
 
-class Graph:
-    """A graph loaded onto a process grid (every rank holds its blocks), from arrays or a file."""
+class LoadedGraph:
+    """A graph loaded onto a process grid (every rank holds its blocks), from arrays or a file: what
+    graph_from_arrays and load_graph return, and fit trains on. It lives until garbage-collected or released."""
 
     def __init__(self, handle):
         self._handle = handle
@@ -137,12 +138,12 @@ def _split_bits(masks: Dict[str, np.ndarray], rows: int):
 def graph_from_arrays(indptr, indices, features, labels, masks: Dict[str, np.ndarray], *, first_row: int,
                       num_nodes: int, num_classes: Optional[int] = None, grid: str = "", comm=None,
                       normalization: str = "symmetric", normalize_features: bool = False, permute: str = "double",
-                      seed: int = 0, layers: int = 0, name: str = "arrays") -> Graph:
+                      seed: int = 0, layers: int = 0, name: str = "arrays") -> LoadedGraph:
     """Collective: this rank's contiguous block of destination rows [first_row, first_row + rows) as CSR of
     in-neighbours (indptr, indices: source ids), features [rows, F], labels [rows] (-1: none) and named masks
     (bool per row, or row indices; "train" required, up to 8, the same names on every rank). A SciPy CSR matrix
     of the rows may stand for indptr with indices=None. num_classes defaults to the largest label + 1 over the
-    ranks. The rows are checked collectively (an id out of range, a non-finite feature: tessera.Error on every
+    ranks. grid: the 3D grid XxYxZ (required on more than one rank). The rows are checked collectively (an id out of range, a non-finite feature: tessera.Error on every
     rank naming `name`). normalization: symmetric (GCN), mean (GraphSAGE) or sum. layers: the deepest model
     it serves (0: any)."""
     core = bindings()
@@ -163,18 +164,18 @@ def graph_from_arrays(indptr, indices, features, labels, masks: Dict[str, np.nda
             "indices": np.ascontiguousarray(indices, dtype=np.int64), "features": features, "labels": labels,
             "splits": splits, "split_names": split_names}
     options = _graph_options(normalization, normalize_features, permute, seed, layers)
-    return Graph(core.build_graph(rows, grid, options, comm))
+    return LoadedGraph(core.build_graph(rows, grid, options, comm))
 
 
 def load_graph(path, *, grid: str = "", comm=None, normalization: str = "symmetric",
-               normalize_features: bool = False, permute: str = "double", seed: int = 0, layers: int = 0) -> Graph:
-    """Collective: a Tessera graph file loaded onto the grid (XxYxZ; default one rank). Options as
+               normalize_features: bool = False, permute: str = "double", seed: int = 0, layers: int = 0) -> LoadedGraph:
+    """Collective: a Tessera graph file loaded onto the grid (XxYxZ; required on more than one rank). Options as
     graph_from_arrays."""
     options = _graph_options(normalization, normalize_features, permute, seed, layers)
-    return Graph(bindings().load_graph(str(path), grid, options, comm))
+    return LoadedGraph(bindings().load_graph(str(path), grid, options, comm))
 
 
-def fit(model: Sequential, graph: Graph, *, epochs: int = 200, lr: float = 0.01, weight_decay: float = 0.0,
+def fit(model: Sequential, graph: LoadedGraph, *, epochs: int = 200, lr: float = 0.01, weight_decay: float = 0.0,
         eval_every: int = 1, clip_grad_norm: float = 0.0, loss: str = "cross_entropy",
         lr_schedule: str = "constant", lr_warmup: float = 0.0, lr_step_every: float = 30, lr_gamma: float = 0.1,
         lr_min: float = 0.0, hooks=(), keep_outputs: bool = True, quiet: bool = True) -> TrainResult:

@@ -34,6 +34,7 @@ class Graph:
 
     @property
     def num_nodes(self):
+        """Rows of x."""
         return int(self.x.shape[0])
 
     def arrays(self):

@@ -23,10 +23,18 @@ def grid():
     return "1x2x2" if COMM.size == 4 else ""
 
 
+@pytest.fixture(autouse=True)
+def ranks_in_step():
+    """Every test ends with every rank: one that failed on some ranks only does not leave the others waiting in
+    the next test's collectives."""
+    yield
+    COMM.barrier()
+
+
 @pytest.fixture
 def cora():
     if not os.path.exists(CORA):
-        pytest.skip("no Cora (../shared/datasets/cora) here")
+        pytest.skip("no Cora here (DATASETS names no folder holding cora/)")
     return CORA
 
 

@@ -42,6 +42,17 @@ def test_train_gives_the_program_numbers(cora):
     np.testing.assert_array_equal(r.node_ids, np.arange(r.node_begin, r.node_begin + rows))
 
 
+def test_runs_on_a_communicator_of_mpi4py(cora):
+    """The two halves of the world train at once, each on its own communicator (mpi4py's Split): the same
+    options on the same grid give each half the same run."""
+    half = COMM.Split(COMM.rank % 2 if COMM.size > 1 else 0, COMM.rank)
+    grid = {1: None, 2: "1x1x2"}[half.size]
+    r = tessera.train(data=cora, grid=grid, epochs=3, quiet=True, comm=half, keep_outputs=False)
+    runs = COMM.allgather([(e["loss"], e["valid_acc"]) for e in r.history])
+    assert len(runs[0]) == 3 and all(run == runs[0] for run in runs)
+    half.Free()
+
+
 def test_toml_file_with_overrides(cora, shared_dir):
     path = os.path.join(shared_dir, "run.toml")
     if COMM.rank == 0:
@@ -68,9 +79,48 @@ def test_a_hook_stops_the_run(cora):
             self.epochs += 1
 
     steps = Steps()
-    r = tessera.train(data=cora, epochs=10, quiet=True, hooks=[stop_after_three, steps], keep_outputs=False)
-    assert seen == [1, 2, 3] and steps.epochs == 3
+    hooks = [stop_after_three, steps] if COMM.rank == 0 else [steps]  # ranks may differ in their hooks
+    r = tessera.train(data=cora, epochs=10, quiet=True, hooks=hooks, keep_outputs=False)
+    assert seen == ([1, 2, 3] if COMM.rank == 0 else []) and steps.epochs == 3
     assert len(r.history) == 3 and r.epochs_done == 3
+
+
+def test_sampled_mode_reports_steps(cora):
+    class Steps:
+        def __init__(self):
+            self.steps, self.epochs = [], 0
+
+        def on_step(self, record):
+            self.steps.append((record["epoch"], record["step"]))
+
+        def on_epoch(self, record):
+            self.epochs += 1
+
+    seen = Steps()
+    r = tessera.train(data=cora, mode="sampled", partition="block", epochs=2, batch_size=256, fanouts=[5, 5],
+                      quiet=True, hooks=[seen] if COMM.rank == COMM.size - 1 else [])  # one rank's hook only
+    assert len(r.history) == 2
+    if COMM.rank == COMM.size - 1:
+        assert seen.epochs == 2 and seen.steps[0] == (1, 1) and seen.steps[-1][0] == 2
+    assert r.prefetch is not None and set(r.prefetch) >= {"remote_rows", "cache_hits"}
+    assert r.embeddings.shape == (len(r.predictions), 16)
+
+
+def test_a_signal_stops_every_rank_with_a_checkpoint(cora, shared_dir):
+    """What a batch job's time limit does (Slurm's --signal=USR1@...): every rank stops at the epoch's end and
+    the checkpoint holds it; a second call resumes the run."""
+    import signal
+
+    def signal_at_two(record):
+        if COMM.rank == 0 and record["epoch"] == 2:
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    options = dict(data=cora, epochs=6, quiet=True, checkpoint=os.path.join(shared_dir, "ck"))
+    r = tessera.train(options, hooks=[signal_at_two], keep_outputs=False)
+    assert r.stop_signal == signal.SIGUSR1 and r.epochs_done == 2
+    resumed = tessera.train(options, resume=True, keep_outputs=False)
+    assert resumed.stop_signal == 0 and resumed.epochs_done == 6
+    assert [e["epoch"] for e in resumed.history] == [3, 4, 5, 6]
 
 
 def test_a_hook_raising_on_one_rank_raises_on_every_rank(cora):
@@ -114,3 +164,20 @@ def test_one_hdf5_in_the_process(cora, shared_dir):
     with h5py.File(out, "r") as f:
         np.testing.assert_array_equal(f["embeddings"][r.node_begin:r.node_begin + len(r.predictions)],
                                       r.embeddings)
+
+
+def test_a_serial_h5py_first_is_refused(shared_dir):
+    """A process that imported Debian's serial h5py before tessera must not load the parallel HDF5 as well."""
+    import subprocess
+    import sys
+    stderr = None
+    if COMM.rank == 0:  # a fresh interpreter, outside MPI
+        env = {k: v for k, v in os.environ.items()
+               if k != "H5PY_ALWAYS_USE_MPI" and not k.startswith(("OMPI_", "PMIX_", "PMI_"))}
+        env["PYTHONPATH"] = os.environ["TESSERA_PYTHONPATH"]
+        script = "import h5py, tessera\ntessera.train(data='none.h5')"
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=shared_dir)
+        stderr = r.stderr if r.returncode != 0 else "exit 0"
+    stderr = COMM.bcast(stderr)  # every rank judges rank 0's run: no rank leaves the others behind
+    assert "ImportError: h5py was imported with the serial HDF5" in stderr, stderr
+
