@@ -3,6 +3,7 @@
 # Writes the generated reference pages from the built program, so they cannot drift from it:
 #   docs/reference/cli.md      every subcommand's --help
 #   docs/reference/config.md   the TOML keys of `tessera train --config` with their defaults (--print-config)
+#   docs/reference/python.md   the Python package's functions and classes (scripts/python_reference.py)
 #   scripts/gen_reference.sh [OUT_DIR]   (default docs/reference; TESSERA: default build/apps/tessera)
 # The test docs_reference_current runs it into a temporary folder and compares.
 set -euo pipefail
@@ -41,4 +42,6 @@ commands=("" prep "prep ogb" "prep synth" "prep reorder" info train predict plan
   "$tessera" train --data graph.h5 --print-config | sed '/./,$!d'
   echo '```'
 } >"$out/config.md"
-echo "gen_reference: wrote $out/cli.md and $out/config.md"
+py=/usr/bin/python3; [ -x "$py" ] || py=python3
+"$py" "$root/scripts/python_reference.py" >"$out/python.md"
+echo "gen_reference: wrote $out/cli.md, $out/config.md and $out/python.md"

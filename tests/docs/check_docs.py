@@ -4,7 +4,7 @@
 
   check_docs.py links ROOT              every relative link and anchor in the Markdown pages resolves, and no
                                         page or source points outside the repository (../shared)
-  check_docs.py reference ROOT TESSERA  docs/reference/cli.md and config.md are what scripts/gen_reference.sh
+  check_docs.py reference ROOT TESSERA  docs/reference/cli.md, config.md and python.md are what gen_reference.sh
                                         writes now, and name every option of every subcommand
   check_docs.py tutorials ROOT TESSERA DATA
                                         every shell block marked <!-- runnable --> in docs/tutorials/ runs, in
@@ -90,7 +90,7 @@ def check_reference(root, tessera):
         env = dict(os.environ, TESSERA=tessera)
         subprocess.run(["bash", os.path.join(root, "scripts/gen_reference.sh"), out], check=True, env=env,
                        stdout=subprocess.DEVNULL)
-        for name in ("cli.md", "config.md"):
+        for name in ("cli.md", "config.md", "python.md"):
             committed = os.path.join(root, "docs/reference", name)
             if not os.path.exists(committed) or open(committed).read() != open(os.path.join(out, name)).read():
                 problems.append(f"docs/reference/{name} is stale: run scripts/gen_reference.sh and commit it")
@@ -142,7 +142,10 @@ def check_tutorials(root, tessera, data):
         script = "set -euo pipefail\n" + "\n".join(blocks)
         # Debian's python3 (with NumPy and matplotlib) before another python3 that may come first on PATH.
         env = dict(os.environ, DATA=data, TESSERA_ROOT=root, PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONPATH=os.pathsep.join([os.path.join(root, "python"), os.environ.get("PYTHONPATH", "")]),
+                   # The build's package (with the bindings, where built) before the source tree's.
+                   PYTHONPATH=os.pathsep.join([os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tessera))),
+                                                            "python"),
+                                               os.path.join(root, "python"), os.environ.get("PYTHONPATH", "")]),
                    PATH=os.pathsep.join([os.path.dirname(tessera), "/usr/bin", os.environ["PATH"]]))
         with tempfile.TemporaryDirectory() as work:
             result = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True,
