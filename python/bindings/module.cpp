@@ -77,9 +77,12 @@ class PythonHook : public TrainerHook {
       if (go != nullptr) *go = answer.is_none() || answer.cast<bool>();
       return "";
     } catch (py::error_already_set& e) {
-      // "ValueError: message"; the traceback stays with the rank's own Python (printed where it is raised).
-      return py::str(e.type().attr("__name__")).cast<std::string>() + ": " +
-             py::str(e.value()).cast<std::string>();
+      // Every rank gets "ValueError: message"; the traceback is printed by the rank that raised it.
+      const std::string what = py::str(e.type().attr("__name__")).cast<std::string>() + ": " +
+                               py::str(e.value()).cast<std::string>();
+      e.restore();
+      PyErr_Print();
+      return what;
     } catch (const std::exception& e) {
       return e.what();
     }

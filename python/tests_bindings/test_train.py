@@ -123,7 +123,7 @@ def test_a_signal_stops_every_rank_with_a_checkpoint(cora, shared_dir):
     assert [e["epoch"] for e in resumed.history] == [3, 4, 5, 6]
 
 
-def test_a_hook_raising_on_one_rank_raises_on_every_rank(cora):
+def test_a_hook_raising_on_one_rank_raises_on_every_rank(cora, capsys):
     last = COMM.size - 1
 
     def boom(record):
@@ -132,6 +132,9 @@ def test_a_hook_raising_on_one_rank_raises_on_every_rank(cora):
 
     with pytest.raises(tessera.Error, match=f"rank {last} after epoch 2: ValueError: boom"):
         tessera.train(data=cora, epochs=5, quiet=True, hooks=[boom])
+    err = capsys.readouterr().err
+    if COMM.rank == last:  # the raising rank printed the traceback
+        assert "Traceback" in err and 'raise ValueError("boom")' in err, err
     COMM.barrier()  # every rank got here
 
 
