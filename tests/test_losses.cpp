@@ -241,14 +241,7 @@ TEST(BinaryCrossEntropy, MinibatchAndSampledEvaluateInRocArea) {
 // the ROC area's collectives, so every grid gives the one-rank run's loss and scores.
 TEST(BinaryCrossEntropy, EmptyBlocksEnterEveryCollective) {
   const Communicator world = Communicator::world();
-  SynthOptions o;
-  o.num_nodes = 4;
-  o.num_edges = 4;
-  o.num_features = 4;
-  o.num_classes = 2;
-  o.train_fraction = 0.5;
-  o.valid_fraction = 0.25;
-  const std::string path = fixtures::synthetic_file("four-nodes-bce.h5", o);
+  const std::string path = fixtures::four_node_file("four-nodes-bce.h5");
   const auto run = [&](const Communicator& comm, const GridShape& shape) {
     const ProcessGrid grid(comm, shape);
     const Graph3D graph = load_graph_3d(GraphFileReader(comm, path), grid, Graph3DOptions{});

@@ -264,14 +264,7 @@ TEST(TrainingPieces, ClippingUsesTheGlobalNormOnEveryGrid) {
 TEST(TrainingPieces, EmptyBlocksEnterEveryCollective) {
   const Communicator world = Communicator::world();
   const Communicator self = world.split(world.rank(), 0);
-  SynthOptions o;
-  o.num_nodes = 4;
-  o.num_edges = 4;
-  o.num_features = 4;
-  o.num_classes = 2;
-  o.train_fraction = 0.5;
-  o.valid_fraction = 0.25;
-  const std::string path = fixtures::synthetic_file("four-nodes.h5", o);
+  const std::string path = fixtures::four_node_file("four-nodes.h5");
   const PieceRun reference = train_pieces(self, GridShape{}, 5, 0.05, path);
   const auto& h = reference.result.history;
   ASSERT_GT(h.front().grad_norm, 0.05);

@@ -98,29 +98,32 @@ GraphRows rows_from(const py::dict& r) {
   return rows;
 }
 
-LoadedGraph start_graph(const py::object& comm, const std::string& grid) {
-  LoadedGraph g;
-  g.world = std::make_unique<Communicator>(communicator_from(comm));
-  std::string invalid;
-  GridShape shape;
-  try {
-    require(!grid.empty() || g.world->size() == 1, "grid: name the 3D grid of these ", g.world->size(),
-            " ranks (XxYxZ with X*Y*Z = ", g.world->size(), ", e.g. 1x1x", g.world->size(), ")");
-    shape = grid.empty() ? GridShape{} : app::parse_grid(grid);
-  } catch (const std::exception& e) {
-    invalid = e.what();
-  }
-  g.world->check(invalid.empty(), invalid);
+// The communicator and the process grid a graph is loaded onto (collective: a bad grid fails every rank).
+std::shared_ptr<LoadedGraph> on_grid(const py::object& comm, const std::string& grid) {
+  auto g = std::make_shared<LoadedGraph>();
+  g->world = std::make_unique<Communicator>(communicator_from(comm));
+  run_collective(*g->world, [&] {
+    std::string invalid;
+    GridShape shape;
+    try {
+      require(!grid.empty() || g->world->size() == 1, "grid: name the 3D grid of these ", g->world->size(),
+              " ranks (XxYxZ with X*Y*Z = ", g->world->size(), ", e.g. 1x1x", g->world->size(), ")");
+      shape = grid.empty() ? GridShape{} : app::parse_grid(grid);
+    } catch (const std::exception& e) {
+      invalid = e.what();
+    }
+    g->world->check(invalid.empty(), invalid);
+    g->grid = std::make_unique<ProcessGrid>(*g->world, shape);
+  });
   return g;
 }
 
 std::shared_ptr<LoadedGraph> build_graph(const py::dict& rows, const std::string& grid,
                                          const py::dict& options, const py::object& comm) {
-  auto g = std::make_shared<LoadedGraph>(start_graph(comm, grid));
   GraphRows given = rows_from(rows);
   const Graph3DOptions load = graph_options(options);
+  std::shared_ptr<LoadedGraph> g = on_grid(comm, grid);
   run_collective(*g->world, [&] {
-    g->grid = std::make_unique<ProcessGrid>(*g->world, grid.empty() ? GridShape{} : app::parse_grid(grid));
     g->graph = std::make_unique<Graph3D>(build_graph_3d(std::move(given), *g->grid, load));
   });
   return tracked(g);
@@ -128,12 +131,10 @@ std::shared_ptr<LoadedGraph> build_graph(const py::dict& rows, const std::string
 
 std::shared_ptr<LoadedGraph> load_graph(const std::string& path, const std::string& grid,
                                         const py::dict& options, const py::object& comm) {
-  auto g = std::make_shared<LoadedGraph>(start_graph(comm, grid));
   const Graph3DOptions load = graph_options(options);
+  std::shared_ptr<LoadedGraph> g = on_grid(comm, grid);
   run_collective(*g->world, [&] {
-    g->grid = std::make_unique<ProcessGrid>(*g->world, grid.empty() ? GridShape{} : app::parse_grid(grid));
-    const GraphFileReader reader(*g->world, path);
-    g->graph = std::make_unique<Graph3D>(load_graph_3d(reader, *g->grid, load));
+    g->graph = std::make_unique<Graph3D>(load_graph_3d(GraphFileReader(*g->world, path), *g->grid, load));
   });
   return tracked(g);
 }

@@ -18,32 +18,26 @@ from .training import TrainResult, _hook_calls, _result
 
 
 @dataclass(frozen=True)
-class GcnConv:
-    """GCN aggregation (symmetric weights) then a dense layer to `width`; optional bias, ReLU and dropout."""
+class _Dense:
+    """A layer to `width` columns; optional bias, then ReLU, then dropout (in one pass)."""
     width: int
     relu: bool = False
     dropout: float = 0.0
     bias: bool = True
+
+
+class GcnConv(_Dense):
+    """GCN aggregation (symmetric weights) then a dense layer to `width`; optional bias, ReLU and dropout."""
     kind = "gcn"
 
 
-@dataclass(frozen=True)
-class SageConv:
+class SageConv(_Dense):
     """GraphSAGE-mean: [mean of in-neighbours, self] then a dense layer to `width`."""
-    width: int
-    relu: bool = False
-    dropout: float = 0.0
-    bias: bool = True
     kind = "sage"
 
 
-@dataclass(frozen=True)
-class Linear:
+class Linear(_Dense):
     """A dense layer to `width` with no aggregation."""
-    width: int
-    relu: bool = False
-    dropout: float = 0.0
-    bias: bool = True
     kind = "linear"
 
 

@@ -110,41 +110,26 @@ BlockRows prediction_table(const Communicator& comm, int64_t num_nodes, const No
   return to_output_order(comm, assemble_block_rows(comm, num_nodes, 1, rows), order);
 }
 
-void write_prediction_table(const Communicator& comm, const std::string& path, const BlockRows& table) {
-  std::string text;
-  for (size_t k = 0; k < table.present.size(); ++k)
-    text += std::to_string(table.present[k] ? int64_t(table.values[k]) : int64_t(-1)) + '\n';
-  write_text_in_rank_order(comm, path, text, "predictions");
-}
-
-void write_embedding_table(const Communicator& comm, const std::string& path, int64_t num_nodes,
-                           int64_t width, const BlockRows& table, const std::string& model, int64_t epoch) {
-  const int64_t rows = int64_t(table.present.size());
-  write_hdf5_output(comm, path, "embeddings", [&](int64_t file) {
-    h5_write_attr(file, "format", std::string("tessera-embeddings"));
-    h5_write_attr(file, "model", model);
-    h5_write_attr(file, "epoch", epoch);
-    H5Handle data = h5_create_dataset(file, "/embeddings", H5T_IEEE_F32LE, {num_nodes, width}, 0, false);
-    h5_write_rows(data.get(), H5T_NATIVE_FLOAT, table.begin, rows, table.values.data());
-  });
-}
-
 }  // namespace
 
 void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,
                        const NodeClasses& mine, const OutputOrder& order) {
-  write_prediction_table(comm, path, prediction_table(comm, num_nodes, mine, order));
+  output_predictions(comm, NodeOutputPaths{path, "", "", nullptr}, num_nodes, mine, order);
 }
 
 void output_predictions(const Communicator& comm, const NodeOutputPaths& paths, int64_t num_nodes,
                         const NodeClasses& mine, const OutputOrder& order) {
   const BlockRows table = prediction_table(comm, num_nodes, mine, order);
-  if (!paths.predictions.empty()) write_prediction_table(comm, paths.predictions, table);
+  std::vector<int64_t> classes(table.present.size());
+  for (size_t k = 0; k < classes.size(); ++k) classes[k] = table.present[k] ? int64_t(table.values[k]) : -1;
+  if (!paths.predictions.empty()) {
+    std::string text;
+    for (const int64_t c : classes) text += std::to_string(c) + '\n';
+    write_text_in_rank_order(comm, paths.predictions, text, "predictions");
+  }
   if (paths.arrays == nullptr) return;
   paths.arrays->begin = table.begin;
-  paths.arrays->classes.resize(table.present.size());
-  for (size_t k = 0; k < table.present.size(); ++k)
-    paths.arrays->classes[k] = table.present[k] ? int64_t(table.values[k]) : int64_t(-1);
+  paths.arrays->classes = std::move(classes);
 }
 
 OutputOrder read_output_order(const Communicator& comm, const std::string& path) {
@@ -208,16 +193,24 @@ BlockRows assemble_block_rows(const Communicator& comm, int64_t num_nodes, int64
 void write_embeddings(const Communicator& comm, const std::string& path, int64_t num_nodes, int64_t width,
                       const NodeRowBlock& mine, const std::string& model, int64_t epoch,
                       const OutputOrder& order) {
-  const BlockRows table = to_output_order(comm, assemble_block_rows(comm, num_nodes, width, mine), order);
-  write_embedding_table(comm, path, num_nodes, width, table, model, epoch);
+  output_embeddings(comm, NodeOutputPaths{"", path, "", nullptr}, num_nodes, width, mine, model, epoch,
+                    order);
 }
 
 void output_embeddings(const Communicator& comm, const NodeOutputPaths& paths, int64_t num_nodes,
                        int64_t width, const NodeRowBlock& mine, const std::string& model, int64_t epoch,
                        const OutputOrder& order) {
   BlockRows table = to_output_order(comm, assemble_block_rows(comm, num_nodes, width, mine), order);
-  if (!paths.embeddings.empty())
-    write_embedding_table(comm, paths.embeddings, num_nodes, width, table, model, epoch);
+  if (!paths.embeddings.empty()) {
+    const int64_t rows = int64_t(table.present.size());
+    write_hdf5_output(comm, paths.embeddings, "embeddings", [&](int64_t file) {
+      h5_write_attr(file, "format", std::string("tessera-embeddings"));
+      h5_write_attr(file, "model", model);
+      h5_write_attr(file, "epoch", epoch);
+      H5Handle data = h5_create_dataset(file, "/embeddings", H5T_IEEE_F32LE, {num_nodes, width}, 0, false);
+      h5_write_rows(data.get(), H5T_NATIVE_FLOAT, table.begin, rows, table.values.data());
+    });
+  }
   if (paths.arrays == nullptr) return;
   paths.arrays->begin = table.begin;
   paths.arrays->width = width;

@@ -119,7 +119,7 @@ struct RunContext {
   GraphIdentity graph;
   nlohmann::json run;                               // the run identity a checkpoint stores
   bool best_is_last = false;                        // no validation nodes
-  std::vector<std::unique_ptr<TrainerHook>> hooks;  // the application's, added after the library's
+  std::vector<std::unique_ptr<TrainerHook>> hooks;  // added after the library's, in this order
 };
 
 // The metrics file's header: what ran where, on which data (rank 0's host and threads).
@@ -167,10 +167,10 @@ class ExactFinalEvaluation : public TrainerHook {
   SampledSource& source_;
 };
 
-// The hooks the options ask for (and `extra`, last), then the loop.
+// The hooks the options ask for, then the run's own (context.hooks: the mode's, the application's), then the
+// loop.
 TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o, const Communicator& world,
-                       RunContext& context, nlohmann::json load = nullptr,
-                       std::unique_ptr<TrainerHook> extra = nullptr) {
+                       RunContext& context, nlohmann::json load = nullptr) {
   TrainerOptions loop;
   loop.optimizer = o.optimizer;
   loop.epochs = o.epochs;
@@ -208,7 +208,6 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
     trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{
         o.predictions_path, o.embeddings_path, o.data, o.keep_node_outputs ? &kept : nullptr}));
   if (o.profile_kernels) trainer.add_hook(std::make_unique<KernelProfileReport>());
-  if (extra) trainer.add_hook(std::move(extra));
   for (std::unique_ptr<TrainerHook>& hook : context.hooks) trainer.add_hook(std::move(hook));
   TrainResult result = trainer.run();
   if (o.keep_node_outputs) result.node_outputs = std::move(kept);
@@ -347,10 +346,10 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunCon
   log_line("loaded " + o.data + " (partition " + partition + ") in " +
            std::to_string(load_watch.seconds()).substr(0, 5) + " s (" + peak + "); model " +
            config.describe() + "; " + source.describe());
-  std::unique_ptr<TrainerHook> final_evaluation;
+  // The exact final evaluation comes before the application's hooks, which see its log line first.
   if (o.sampled.exact_final && o.eval_every > 0 && !o.quiet)
-    final_evaluation = std::make_unique<ExactFinalEvaluation>(source);
-  TrainResult result = train_with(*model, source, o, world, context, nullptr, std::move(final_evaluation));
+    context.hooks.insert(context.hooks.begin(), std::make_unique<ExactFinalEvaluation>(source));
+  TrainResult result = train_with(*model, source, o, world, context);
   result.prefetch = source.totals();
   result.peak_bytes = largest_peak(world);
   return result;

@@ -53,6 +53,19 @@ inline const std::string& small_csbm_file() {
   return path;
 }
 
+/// 4 nodes, 4 edges drawn, 4 features, 2 classes, half of them training and a quarter validation nodes: on
+/// 4 ranks, blocks of one row or none (the empty-block tests).
+inline std::string four_node_file(const std::string& name) {
+  SynthOptions o;
+  o.num_nodes = 4;
+  o.num_edges = 4;
+  o.num_features = 4;
+  o.num_classes = 2;
+  o.train_fraction = 0.5;
+  o.valid_fraction = 0.25;
+  return synthetic_file(name, o);
+}
+
 /// The GCN paper's training setup (Kipf & Welling 2017): 2 layers, 16 hidden, dropout 0.5 (input too), lr
 /// 0.01, weight decay 5e-4, 200 epochs, row-normalized features; quiet.
 inline TrainOptions paper_setup(const std::string& data, uint64_t seed) {
