@@ -137,26 +137,40 @@ def graph_from_arrays(indptr, indices, features, labels, masks: Dict[str, np.nda
     in-neighbours (indptr, indices: source ids), features [rows, F], labels [rows] (-1: none) and named masks
     (bool per row, or row indices; "train" required, up to 8, the same names on every rank). A SciPy CSR matrix
     of the rows may stand for indptr with indices=None. num_classes defaults to the largest label + 1 over the
-    ranks. grid: the 3D grid XxYxZ (required on more than one rank). The rows are checked collectively (an id out of range, a non-finite feature: tessera.Error on every
-    rank naming `name`). normalization: symmetric (GCN), mean (GraphSAGE) or sum. layers: the deepest model
+    ranks. grid: the 3D grid XxYxZ (required on more than one rank). The rows are checked collectively: a
+    problem with any rank's arrays (their shapes, an id out of range, a non-finite feature) raises tessera.Error
+    on every rank, naming `name`. normalization: symmetric (GCN), mean (GraphSAGE) or sum. layers: the deepest model
     it serves (0: any)."""
     core = bindings()
-    if indices is None and hasattr(indptr, "indptr"):
-        indptr, indices = indptr.indptr, indptr.indices
-    features = np.ascontiguousarray(features, dtype=np.float32)
-    labels = np.ascontiguousarray(labels, dtype=np.int64)
-    if features.ndim != 2:
-        raise ValueError(f"features must be 2-D [rows, features], not {features.ndim}-D")
-    splits, split_names = _split_bits(masks, len(labels))
+    from mpi4py import MPI
+    comm_ = comm or MPI.COMM_WORLD
+
+    def rows_here():
+        nonlocal indptr, indices
+        if indices is None and hasattr(indptr, "indptr"):
+            indptr, indices = indptr.indptr, indptr.indices
+        x = np.ascontiguousarray(features, dtype=np.float32)
+        y = np.ascontiguousarray(labels, dtype=np.int64).reshape(-1)
+        if x.ndim != 2:
+            raise ValueError(f"features must be 2-D [rows, features], not {x.ndim}-D")
+        splits, split_names = _split_bits(masks, len(y))
+        return {"name": name, "num_nodes": int(num_nodes), "num_features": int(x.shape[1]),
+                "first_row": int(first_row), "indptr": np.ascontiguousarray(indptr, dtype=np.int64),
+                "indices": np.ascontiguousarray(indices, dtype=np.int64), "features": x, "labels": y,
+                "splits": splits, "split_names": split_names}
+
+    # A problem with one rank's arrays is every rank's error: the ranks agree before anything collective.
+    try:
+        rows, problem = rows_here(), None
+    except (ValueError, TypeError) as e:
+        rows, problem = None, str(e)
+    problems = [(r, p) for r, p in enumerate(comm_.allgather(problem)) if p]
+    if problems:
+        raise core.Error(f"{name}: rank {problems[0][0]}: {problems[0][1]}")
     if num_classes is None:
-        from mpi4py import MPI
-        mine = int(labels.max()) + 1 if len(labels) else 0
-        num_classes = (comm or MPI.COMM_WORLD).allreduce(mine, op=MPI.MAX)
-    rows = {"name": name, "num_nodes": int(num_nodes), "num_features": int(features.shape[1]),
-            "num_classes": int(num_classes), "first_row": int(first_row),
-            "indptr": np.ascontiguousarray(indptr, dtype=np.int64),
-            "indices": np.ascontiguousarray(indices, dtype=np.int64), "features": features, "labels": labels,
-            "splits": splits, "split_names": split_names}
+        mine = int(rows["labels"].max()) + 1 if len(rows["labels"]) else 0
+        num_classes = comm_.allreduce(mine, op=MPI.MAX)
+    rows["num_classes"] = int(num_classes)
     options = _graph_options(normalization, normalize_features, permute, seed, layers)
     return LoadedGraph(core.build_graph(rows, grid, options, comm))
 

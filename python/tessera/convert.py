@@ -34,8 +34,8 @@ def parse(argv):
 
 def convert(a):
     inputs = [a.input]
-    if os.path.isdir(a.input):  # the files a directory format reads
-        inputs = [os.path.join(a.input, name) for name in os.listdir(a.input)]
+    if os.path.isdir(a.input):  # the files a directory format reads (OGB's in raw/ and split/KIND/)
+        inputs = [os.path.join(folder, name) for folder, _, names in os.walk(a.input) for name in names]
     if any(os.path.exists(i) and os.path.exists(a.output) and os.path.samefile(i, a.output) for i in inputs):
         raise ValueError(f"{a.output}: the output names an input file; choose another path")
     if a.format == "planetoid":

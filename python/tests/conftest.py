@@ -32,6 +32,12 @@ def program():
     return run
 
 
+def convert(*args):
+    """`python3 -m tessera.convert ARGS...` with the source tree's package."""
+    return subprocess.run([sys.executable, "-m", "tessera.convert", *map(str, args)], capture_output=True,
+                          text=True, cwd=os.path.join(ROOT, "python"))
+
+
 def read_csv_gz(path, dtype):
     with gzip.open(path, "rt") as f:
         return np.loadtxt(f, delimiter=",", dtype=dtype, ndmin=2)

@@ -4,8 +4,6 @@ file tessera.convert writes is one `tessera info` accepts, and malformed inputs 
 import json
 import os
 import pickle
-import subprocess
-import sys
 
 import h5py
 import numpy as np
@@ -13,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 import tessera
-from conftest import ROOT
+from conftest import convert
 
 N, F, C = 700, 8, 4
 
@@ -25,11 +23,6 @@ def truth():
     keep = src != dst
     x = rng.random((N, F)).astype(np.float32)
     return dict(edges=np.vstack([src[keep], dst[keep]]), x=x, y=rng.integers(0, C, N))
-
-
-def convert(*args):
-    return subprocess.run([sys.executable, "-m", "tessera.convert", *map(str, args)], capture_output=True,
-                          text=True, cwd=os.path.join(ROOT, "python"))
 
 
 def check_file(path, program, nodes):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tessera
+from conftest import convert
 
 
 def same_file(a, b):
@@ -91,3 +92,34 @@ def test_read_ogb_names_what_is_missing(tmp_path, ogb_fixture):
     (raw / "raw" / "node-label.csv.gz").unlink()
     with pytest.raises(ValueError, match="node-label.csv.gz: no such file"):
         tessera.read_ogb(str(raw))
+
+
+def write_csv_gz(path, rows):
+    import gzip
+    with gzip.open(path, "wt") as f:
+        f.write("".join(",".join(map(str, r)) + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: write_csv_gz(d / "raw" / "edge.csv.gz", [(0, 1, 2)]), "edge.csv.gz: rows of 3 values, expected 2"),
+    (lambda d: write_csv_gz(d / "raw" / "node-label.csv.gz", [(1,)] * 7), "7 labels for 50 nodes"),
+    (lambda d: write_csv_gz(d / "raw" / "num-node-list.csv.gz", [(50,), (3,)]), "expected one graph, found 2"),
+    (lambda d: (d / "split" / "other").mkdir(), "2 splits \\(other, random\\): choose one with split="),
+    (lambda d: write_csv_gz(d / "raw" / "node-feat.csv.gz", [("x", "y")]), "node-feat.csv.gz: "),
+])
+def test_read_ogb_refusals(ogb_fixture, damage, message):
+    raw, _ = ogb_fixture
+    damage(raw)
+    with pytest.raises(ValueError, match=message):
+        tessera.read_ogb(str(raw))
+
+
+def test_convert_ogb_exit_codes(tmp_path, ogb_fixture):
+    raw, _ = ogb_fixture
+    edges = raw / "raw" / "edge.csv.gz"
+    before = edges.read_bytes()
+    r = convert("ogb", raw, edges)  # the output names a file the reader reads, deep in the dataset's folder
+    assert r.returncode == 1 and "the output names an input file" in r.stderr and edges.read_bytes() == before
+    r = convert("ogb", tmp_path / "none", tmp_path / "o.h5")
+    assert r.returncode == 1 and "num-node-list.csv.gz: no such file" in r.stderr
+    assert convert("ogb", raw, tmp_path / "o.h5").returncode == 0 and (tmp_path / "o.h5").exists()

@@ -105,6 +105,13 @@ def test_refusals_on_every_rank(generated):
     with pytest.raises(tessera.Error, match="my rows.*label"):
         tessera.graph_from_arrays(indptr, indices, x, bad, masks, first_row=begin, num_nodes=nodes, num_classes=3,
                                   name="my rows", grid=grid())
+    last = COMM.rank == COMM.size - 1  # arrays wrong on one rank only: every rank raises
+    with pytest.raises(tessera.Error, match=f"my rows: rank {COMM.size - 1}: features must be 2-D"):
+        tessera.graph_from_arrays(indptr, indices, x.reshape(-1) if last else x, y, masks, first_row=begin,
+                                  num_nodes=nodes, name="my rows", grid=grid())
+    short = {**masks, "valid": masks["valid"][:-1]} if last else masks
+    with pytest.raises(tessera.Error, match=f"rank {COMM.size - 1}: split 'valid': [0-9]+ entries for"):
+        tessera.graph_from_arrays(indptr, indices, x, y, short, first_row=begin, num_nodes=nodes, grid=grid())
     g = tessera.graph_from_arrays(indptr, indices, x, y, masks, first_row=begin, num_nodes=nodes, grid=grid())
     with pytest.raises(tessera.Error, match="gcn|symmetric|mean"):  # GCN layers on a mean-weighted graph
         mean = tessera.graph_from_arrays(indptr, indices, x, y, masks, first_row=begin, num_nodes=nodes,

@@ -148,6 +148,8 @@ def test_bad_options_and_files_raise_on_every_rank(cora, shared_dir):
         tessera.train(data=missing)
     with pytest.raises(tessera.Error, match="--save-embeddings .*names the input"):
         tessera.train(data=cora, save_embeddings=cora)
+    with pytest.raises(tessera.Error, match="missing.toml: cannot read the configuration file"):
+        tessera.train(os.path.join(shared_dir, "missing.toml"))
     with pytest.raises(TypeError):
         tessera.train(42)
 
