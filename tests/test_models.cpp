@@ -972,3 +972,22 @@ TEST(Trainer, BadCheckpointsAndSettingsAreClearErrors) {
   missing.data = dir + "/nothing.h5";
   EXPECT_NE(message(missing).find("cannot read"), std::string::npos);
 }
+
+// A graph layer's dropout outside [0, 1) is refused with its value, as the Dropout and norm layers refuse it
+// (a negative rate would scale every kept value by less than one).
+TEST(GraphConv, DropoutOutsideZeroToOneIsRefused) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  for (const float rate : {-0.5f, 1.0f}) {
+    Sequential model(grid, 4);
+    ConvOptions options;
+    options.dropout = rate;
+    try {
+      model.add<GcnConv>(3, options);
+      ADD_FAILURE() << "dropout " << rate << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("dropout must be in [0, 1), not "), std::string::npos) << e.what();
+    }
+  }
+}
+

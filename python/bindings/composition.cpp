@@ -209,6 +209,7 @@ py::dict fit(const std::shared_ptr<LoadedGraph>& g, const std::vector<py::tuple>
   try {
     model = std::make_unique<Sequential>(*g->grid, g->graph->num_features, RunOptions{}, seed);
     for (const py::tuple& spec : layers) add_layer(*model, spec);
+    loop.optimizer.validate();  // first: the schedule's bounds are in terms of the learning rate
     schedule.validate(loop.optimizer.lr, loop.epochs);
   } catch (const std::exception& e) {
     invalid = e.what();

@@ -119,6 +119,17 @@ def test_refusals_on_every_rank(generated):
         tessera.fit(tessera.Sequential([tessera.GcnConv(3)]), mean)
     with pytest.raises(tessera.Error, match="loss must be"):
         tessera.fit(tessera.Sequential([tessera.GcnConv(3)]), g, loss="hinge")
+    for bad, message in ((dict(weight_decay=-1), "--weight-decay must be finite and not negative"),
+                         (dict(lr=-1), "--lr must be finite and not negative"),
+                         (dict(epochs=0), "--epochs must be at least 1"),
+                         (dict(lr_schedule="linear"), "--lr-schedule must be constant, step or cosine")):
+        with pytest.raises(tessera.Error, match=message):
+            tessera.fit(tessera.Sequential([tessera.GcnConv(3)]), g, **bad)
+    for layer, message in ((tessera.GcnConv(4, dropout=-0.5), r"dropout must be in \[0, 1\), not -0.5"),
+                           (tessera.Dropout(1.5), r"dropout must be in \[0, 1\), not 1.5"),
+                           (tessera.GcnConv(0), "the output width must be at least 1")):
+        with pytest.raises(tessera.Error, match=message):
+            tessera.fit(tessera.Sequential([layer, tessera.GcnConv(3)]), g)
     with pytest.raises(tessera.Error, match="grid"):
         tessera.load_graph(generated, grid="2x2")
     if COMM.size > 1:

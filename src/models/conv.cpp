@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/models/conv.hpp"
 
+#include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/models/random_streams.hpp"
 
@@ -18,6 +19,7 @@ GraphConv::GraphConv(LayerSlot& slot, int64_t out_width, MultiplyOptions multipl
     : multiply_(slot, out_width, with_cache(std::move(multiply), options)),
       options_(options),
       kind_(std::move(kind)) {
+  require(options_.dropout >= 0 && options_.dropout < 1, "dropout must be in [0, 1), not ", options_.dropout);
   if (options_.bias) bias_ = std::make_unique<RowParameter>(slot, "bias", 0.0f);
 }
 

@@ -82,12 +82,29 @@ std::vector<float> gather_global(const std::vector<ParameterRef>& params, const 
   return all;
 }
 
+namespace {
+
+// The optimizer's settings, checked on every rank before Adam is built (which would throw on each rank
+// alone): a bad value is every rank's CollectiveError.
+const AdamSettings& agreed(const AdamSettings& settings, const Communicator& world) {
+  std::string problem;
+  try {
+    settings.validate();
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  world.check(problem.empty(), problem);
+  return settings;
+}
+
+}  // namespace
+
 Trainer::Trainer(Model& model, BatchSource& source, const Communicator& world, const TrainerOptions& options)
     : model_(model),
       source_(source),
       world_(world),
       options_(options),
-      optimizer_(model.parameters(), options.optimizer),
+      optimizer_(model.parameters(), agreed(options.optimizer, world)),
       loss_(std::make_unique<SoftmaxCrossEntropy>()),
       schedule_(std::make_unique<ConstantSchedule>()),
       step_(std::make_unique<DefaultStep>()),
