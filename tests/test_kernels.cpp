@@ -456,42 +456,50 @@ TEST(Epilogue, ReluPassesNanAndSignedZeroAndNoReluKeepsInfinities) {
 TYPED_TEST(KernelTest, BiasReluDropoutForwardAndBackward) {
   using S = TypeParam;
   std::mt19937_64 gen(3);
-  const int64_t rows = 40, cols = 21;
-  const Dense x = random_dense(rows, cols, gen), g = random_dense(rows, cols, gen),
-              bias = random_dense(1, cols, gen);
-  const DropoutMask dropout(0.3f, 17, 5, 100, 3);  // a block at global offset (100, 3)
-  const auto b = Kokkos::subview(to_view<S>(bias), 0, Kokkos::ALL());
-  Vector<S> bias_vec("bias", size_t(cols));
-  Kokkos::deep_copy(bias_vec, b);
-  std::vector<Dense> outs, grads;
-  for (KernelPath path : paths(KernelKind::Elementwise)) {
-    Matrix<S> y = to_view<S>(x);
-    bias_relu_dropout_forward<S>(y, bias_vec, true, dropout, path);
-    Matrix<S> grad = to_view<S>(g);
-    bias_relu_dropout_backward<S>(grad, y, true, dropout, path);
-    outs.push_back(from_view(y));
-    grads.push_back(from_view(grad));
-  }
-  for (size_t p = 1; p < outs.size(); ++p) {  // no reduction: every path computes the same bits
-    EXPECT_EQ(outs[p].a, outs[0].a);
-    EXPECT_EQ(grads[p].a, grads[0].a);
-  }
-  const Dense out = outs[0], gin = grads[0];
-  int64_t kept = 0;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      const bool keep = dropout.keep(i, j);
-      kept += keep;
-      const double pre = x(i, j) + bias(0, j);
-      const double expected = keep && pre > 0 ? pre / 0.7 : 0.0;
-      EXPECT_NEAR(out(i, j), expected, 1e-5 * (1 + std::abs(expected)));
-      EXPECT_NEAR(gin(i, j), keep && pre > 0 ? g(i, j) / 0.7 : 0.0, 1e-5);
+  // A block at global offset (100, 3); rows wider than one run of mask blocks (kDropoutRun: 256 columns),
+  // starting mid-block, so that runs are cut at both ends.
+  struct Shape {
+    int64_t rows, cols, row_offset, col_offset;
+  };
+  for (const Shape shape : {Shape{40, 21, 100, 3}, Shape{5, 600, 7, 13}}) {
+    const int64_t rows = shape.rows, cols = shape.cols;
+    const Dense x = random_dense(rows, cols, gen), g = random_dense(rows, cols, gen),
+                bias = random_dense(1, cols, gen);
+    const DropoutMask dropout(0.3f, 17, 5, shape.row_offset, shape.col_offset);
+    const auto b = Kokkos::subview(to_view<S>(bias), 0, Kokkos::ALL());
+    Vector<S> bias_vec("bias", size_t(cols));
+    Kokkos::deep_copy(bias_vec, b);
+    std::vector<Dense> outs, grads;
+    for (KernelPath path : paths(KernelKind::Elementwise)) {
+      Matrix<S> y = to_view<S>(x);
+      bias_relu_dropout_forward<S>(y, bias_vec, true, dropout, path);
+      Matrix<S> grad = to_view<S>(g);
+      bias_relu_dropout_backward<S>(grad, y, true, dropout, path);
+      outs.push_back(from_view(y));
+      grads.push_back(from_view(grad));
     }
-  EXPECT_NEAR(double(kept) / double(rows * cols), 0.7, 0.08);
-  // The mask is a function of global coordinates: the same entries seen from offset (0, 0) agree.
-  const DropoutMask whole(0.3f, 17, 5);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) ASSERT_EQ(dropout.keep(i, j), whole.keep(i + 100, j + 3));
+    for (size_t p = 1; p < outs.size(); ++p) {  // no reduction: every path computes the same bits
+      EXPECT_EQ(outs[p].a, outs[0].a);
+      EXPECT_EQ(grads[p].a, grads[0].a);
+    }
+    const Dense out = outs[0], gin = grads[0];
+    int64_t kept = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const bool keep = dropout.keep(i, j);
+        kept += keep;
+        const double pre = x(i, j) + bias(0, j);
+        const double expected = keep && pre > 0 ? pre / 0.7 : 0.0;
+        ASSERT_NEAR(out(i, j), expected, 1e-5 * (1 + std::abs(expected))) << i << ", " << j;
+        ASSERT_NEAR(gin(i, j), keep && pre > 0 ? g(i, j) / 0.7 : 0.0, 1e-5) << i << ", " << j;
+      }
+    EXPECT_NEAR(double(kept) / double(rows * cols), 0.7, 0.08);
+    // The mask is a function of global coordinates: the same entries seen from offset (0, 0) agree.
+    const DropoutMask whole(0.3f, 17, 5);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        ASSERT_EQ(dropout.keep(i, j), whole.keep(i + shape.row_offset, j + shape.col_offset));
+  }
 }
 
 TEST(DropoutMask, KeepsTheRightFractionAndDiffersByStream) {

@@ -57,6 +57,20 @@ class DropoutMask {
     }
     return mask;
   }
+  /// keep8 of blocks first_block .. first_block + count - 1 of one global row as factors:
+  /// factors[8 k + t] = scale() where bit t of keep8(global_row, first_block + k) is set, else 0.
+  template <class Scalar>
+  KOKKOS_INLINE_FUNCTION void keep_factors(int64_t global_row, int64_t first_block, int count,
+                                           Scalar* factors) const {
+    const Scalar kept = Scalar(scale());
+    for (int k = 0; k < count; ++k) {
+      const Philox4x32Block r = rng_.bits(uint64_t(global_row), uint64_t(first_block + k));
+      for (int q = 0; q < 4; ++q) {
+        factors[8 * k + 2 * q] = (r.v[q] & 0xFFFFu) >= threshold_ ? kept : Scalar(0);
+        factors[8 * k + 2 * q + 1] = (r.v[q] >> 16) >= threshold_ ? kept : Scalar(0);
+      }
+    }
+  }
   /// Whether local entry (i, j) is kept.
   KOKKOS_INLINE_FUNCTION bool keep(int64_t i, int64_t j) const {
     if (!active()) return true;
@@ -74,6 +88,34 @@ class DropoutMask {
   Vector<const int64_t> row_ids_;
 };
 
+/// Host code applies a row's dropout this many mask blocks (8 columns each) at a time: the blocks' factors
+/// first (the Philox blocks are independent, so they overlap in the pipeline), then one loop over the
+/// columns that the compiler vectorizes. Applying each block's bits within the block's own 8-column loop
+/// kept both scalar: 3.1 ns per entry for BatchNorm's apply with dropout, against 1 ns of Philox.
+constexpr int kDropoutRun = 32;
+
+/// Calls run(j0, j1, factor) for consecutive pieces [j0, j1) of local columns [lo, hi) of local row i,
+/// factor(j) giving dropout.scale() or 0 for column j of the piece (keep8's bits).
+template <class Scalar, class Run>
+KOKKOS_INLINE_FUNCTION void for_dropout_runs(const DropoutMask& dropout, int64_t i, int64_t lo, int64_t hi,
+                                             const Run& run) {
+  const int64_t c0 = dropout.col_offset(), last_block = (c0 + hi + 7) >> 3;
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  // A device thread holds one block's eight factors (the team path gives a lane 8 columns).
+  constexpr int run_blocks = 1;
+#else
+  constexpr int run_blocks = kDropoutRun;
+#endif
+  Scalar factors[8 * run_blocks];
+  for (int64_t b0 = (c0 + lo) >> 3; b0 < last_block; b0 += run_blocks) {
+    const int count = int(last_block - b0 < run_blocks ? last_block - b0 : run_blocks);
+    dropout.keep_factors(dropout.global_row(i), b0, count, factors);
+    const int64_t base = b0 * 8 - c0;  // the local column of factors[0]
+    run(base < lo ? lo : base, base + 8 * count < hi ? base + 8 * count : hi,
+        [&](int64_t j) { return factors[j - base]; });
+  }
+}
+
 /// The activation epilogue of columns [j0, j1) of one row, shared by every kernel that ends in it so they
 /// agree bit for bit: row[j] = dropout(relu?(value(j))), one Philox block per 8 global columns.
 /// ReLU is max(v, floor) with floor 0 or -inf, not `relu && v < 0`: the short-circuit compiled to a branch
@@ -90,17 +132,12 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_
     }
     return;
   }
-  const Scalar scale = Scalar(dropout.scale());
-  const int64_t c0 = dropout.col_offset(), first_block = (c0 + j0) >> 3, last_block = (c0 + j1 + 7) >> 3;
-  for (int64_t b = first_block; b < last_block; ++b) {
-    const unsigned mask = dropout.keep8(dropout.global_row(i), b);
-    const int64_t jb = b * 8 - c0;
-    const int64_t lo = jb < j0 ? j0 : jb, hi = jb + 8 < j1 ? jb + 8 : j1;
+  for_dropout_runs<Scalar>(dropout, i, j0, j1, [&](int64_t lo, int64_t hi, const auto& factor) {
     for (int64_t j = lo; j < hi; ++j) {
       const Scalar v = value(j);
-      row[j] = (v < floor ? floor : v) * (scale * Scalar((mask >> (j - jb)) & 1u));  // the mask is random
+      row[j] = (v < floor ? floor : v) * factor(j);
     }
-  }
+  });
 }
 
 /// The backward of relu_dropout_row on columns [j0, j1): g[j] *= the derivative, read off the forward
@@ -114,18 +151,10 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
       for (int64_t j = j0; j < j1; ++j) g[j] = o[j] > Scalar(0) ? g[j] : Scalar(0);
     return;
   }
-  const Scalar scale = Scalar(dropout.scale());
-  const int64_t c0 = dropout.col_offset(), first_block = (c0 + j0) >> 3, last_block = (c0 + j1 + 7) >> 3;
-  for (int64_t b = first_block; b < last_block; ++b) {
-    const unsigned mask = dropout.keep8(dropout.global_row(i), b);
-    const int64_t jb = b * 8 - c0;
-    const int64_t lo = jb < j0 ? j0 : jb, hi = jb + 8 < j1 ? jb + 8 : j1;
-    for (int64_t j = lo; j < hi; ++j) {
-      // A kept entry's output is positive exactly when its pre-activation was.
-      const unsigned pass = ((mask >> (j - jb)) & 1u) & unsigned(!relu || o[j] > Scalar(0));
-      g[j] = g[j] * (scale * Scalar(pass));
-    }
-  }
+  // A kept entry's output is positive exactly when its pre-activation was.
+  for_dropout_runs<Scalar>(dropout, i, j0, j1, [&](int64_t lo, int64_t hi, const auto& factor) {
+    for (int64_t j = lo; j < hi; ++j) g[j] = g[j] * (!relu || o[j] > Scalar(0) ? factor(j) : Scalar(0));
+  });
 }
 
 /// In place: y = dropout(relu?(y + bias)). `bias` may be empty.
