@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // --simulate-network LAT_US,GBPS, for benchmarks only: after each exchange a rank sleeps as long as its
 // messages would take on a network of that latency and bandwidth, so one shared-memory machine can show
-// what fewer remote bytes save on a real interconnect. The model (documented in docs/guide/sampled.md): an exchange
-// costs latency per peer it talks to plus max(bytes sent, bytes received) / bandwidth; a ring all-reduce
-// of B bytes on P ranks costs 2(P-1) latencies plus 2(P-1)/P * B / bandwidth. Off by default.
+// what fewer remote bytes save on a real interconnect. The model (documented in docs/guide/sampled.md): an
+// exchange costs latency per peer it talks to plus max(bytes sent, bytes received) / bandwidth; a ring
+// all-reduce of B bytes on P ranks costs 2(P-1) latencies plus 2(P-1)/P * B / bandwidth. Off by default.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +67,16 @@ std::vector<T> exchange_grouped_on(const Communicator& comm, std::vector<T> send
   std::vector<T> out = exchange_grouped(comm, std::move(send), counts, phase, &got_counts);
   detail::delay_exchange(comm, network, counts, got_counts, int64_t(sizeof(T)));
   return out;
+}
+
+/// exchange_grouped_into followed by the simulated network's delay for what this rank sent and received.
+template <class T>
+void exchange_grouped_into_on(const Communicator& comm, const std::vector<T>& send,
+                              const std::vector<int64_t>& counts, const std::string& phase,
+                              std::vector<T>& recv, const SimulatedNetwork& network) {
+  std::vector<int64_t> got_counts;
+  exchange_grouped_into(comm, send, counts, phase, recv, &got_counts);
+  detail::delay_exchange(comm, network, counts, got_counts, int64_t(sizeof(T)));
 }
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -32,9 +33,15 @@ enum Counter {
   kEvictions,
   kFetchS,
   kSampleS,
+  kGatherS,
+  kUploadS,
   kEvicting,
   kCounters
 };
+
+// After the counters: per graph layer (input layer first) its block's destination rows, source rows and
+// nonzeros, the work a step's floor is computed from (scripts/sampled_floor.py).
+constexpr int kShapeCounters = 3;
 
 }  // namespace
 
@@ -48,6 +55,7 @@ struct PreparedStep {
   bool evicted = false;
   std::string controller = "none";
   double sample_s = 0;
+  double gather_s = 0;  // every input row: local copies, cache hits and the fetch (fetch.seconds)
 };
 
 struct SampledSource::State {
@@ -63,6 +71,11 @@ struct SampledSource::State {
   std::unique_ptr<RemoteFeatures> fetch, eval_fetch;
   std::unique_ptr<FeatureCache> cache;
   std::unique_ptr<PrefetchController> controller;
+  // The features of the step before the current one, for the next training step's gather to reuse: a fresh
+  // buffer each step had every page zeroed by the kernel on first touch. The worker thread takes it, so it
+  // is declared before the pipeline, whose destructor waits for the worker.
+  std::mutex spare_mutex;
+  std::vector<float> spare_features;
   BatchPipeline<PreparedStep> pipeline;
   std::pair<int64_t, int64_t> requested{-1, -1};
   int64_t steps = 0, halo_total = 0, fill_bytes = 0;
@@ -75,8 +88,9 @@ struct SampledSource::State {
   Batch batch;
   std::unique_ptr<Metric> train_metric;  // the epoch's training steps, in the loss's metric (observe)
   Matrix<float> eval_grad;               // the loss's gradient in evaluation, unused; kept between rounds
+  // The counters, then kShapeCounters per graph layer (from the first step on).
   std::vector<double> epoch_sums = std::vector<double>(kCounters, 0.0);
-  double waited_before = 0;
+  double waited_before = 0, upload_s = 0;
 
   State(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
         const SampledOptions& options, Normalization normalization, bool self_blocks, uint64_t seed)
@@ -117,7 +131,13 @@ PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const Remot
   FeatureCache* c = training ? cache.get() : nullptr;
   const int64_t global_step = epoch * steps + step;
   p.evicted = c && controller->evict(global_step);
-  p.features = f.gather(p.blocks.front().src, c, p.evicted, p.fetch);
+  Stopwatch gather_watch;
+  if (training) {
+    const std::lock_guard<std::mutex> lock(spare_mutex);
+    p.features = std::move(spare_features);
+  }
+  f.gather(p.blocks.front().src, c, p.evicted, p.fetch, p.features);
+  p.gather_s = gather_watch.seconds();
   if (training && controller) {
     controller->observe(StepObservation{global_step, p.fetch.remote_rows, p.fetch.hits, p.fetch.fetched_rows,
                                         p.fetch.evictions});
@@ -323,9 +343,16 @@ const Batch& SampledSource::batch(int64_t epoch, int64_t step) {
     if (s.requested.first >= 0) s.pipeline.take();
     request(epoch, step);
   }
-  s.current = s.pipeline.take();
+  PreparedStep next = s.pipeline.take();
+  {
+    const std::lock_guard<std::mutex> lock(s.spare_mutex);
+    s.spare_features = std::move(s.current.features);
+  }
+  s.current = std::move(next);
   request(step + 1 < steps_ ? epoch : epoch + 1, (step + 1) % steps_);
+  Stopwatch watch;
   s.upload(s.current);
+  s.upload_s = watch.seconds();
   return s.batch;
 }
 
@@ -343,7 +370,7 @@ void SampledSource::observe(const Matrix<const float>& logits, const Batch& batc
 
 nlohmann::json SampledSource::step_metrics() {
   const PreparedStep& p = s_->current;
-  std::vector<double> c(kCounters, 0.0);
+  std::vector<double> c(kCounters + kShapeCounters * p.blocks.size(), 0.0);
   c[kSeeds] = double(p.seeds.size());
   c[kRemote] = double(p.fetch.remote_rows);
   c[kHits] = double(p.fetch.hits);
@@ -352,11 +379,21 @@ nlohmann::json SampledSource::step_metrics() {
   c[kEvictions] = double(p.fetch.evictions);
   c[kFetchS] = p.fetch.seconds;
   c[kSampleS] = p.sample_s;
+  c[kGatherS] = p.gather_s;
+  c[kUploadS] = s_->upload_s;
   c[kEvicting] = p.evicted ? 1.0 : 0.0;
+  for (size_t l = 0; l < p.blocks.size(); ++l) {
+    double* shape = c.data() + kCounters + kShapeCounters * l;
+    shape[0] = double(p.blocks[l].num_dst);
+    shape[1] = double(p.blocks[l].src.size());
+    shape[2] = double(p.blocks[l].col.size());
+  }
   all_reduce(world_, c.data(), int64_t(c.size()), ReduceOp::Sum, "step counters");
   const SimulatedNetwork& network = s_->o.network;
   network.delay(network.all_reduce_seconds(gradient_bytes_, world_.size()));
-  for (int k = 0; k < kCounters; ++k) s_->epoch_sums[size_t(k)] += c[size_t(k)];
+  std::vector<double>& sums = s_->epoch_sums;
+  if (sums.size() < c.size()) sums.resize(c.size(), 0.0);
+  for (size_t k = 0; k < c.size(); ++k) sums[k] += c[k];
   totals_.remote_rows += int64_t(c[kRemote]);
   totals_.cache_hits += int64_t(c[kHits]);
   totals_.fetched_rows += int64_t(c[kFetchedRows]);
@@ -389,8 +426,17 @@ nlohmann::json SampledSource::epoch_metrics(std::vector<std::string>& lines) {
                       {"evictions", int64_t(sums[kEvictions])},
                       {"fetch_s", sums[kFetchS] / world_.size()},
                       {"sample_s", sums[kSampleS] / world_.size()},
+                      {"gather_s", sums[kGatherS] / world_.size()},
+                      {"upload_s", sums[kUploadS] / world_.size()},
                       {"waited_s", waited},
                       {"simulated_network", s_->o.network.describe()}};
+  // Each graph layer's block, per step and rank (means): what the step's floor is computed from.
+  nlohmann::json blocks = nlohmann::json::array();
+  const double per_step = 1.0 / (double(steps_) * world_.size());
+  for (size_t at = kCounters; at + kShapeCounters <= sums.size(); at += kShapeCounters)
+    blocks.push_back(
+        {{"dst", sums[at] * per_step}, {"src", sums[at + 1] * per_step}, {"nnz", sums[at + 2] * per_step}});
+  j["blocks"] = blocks;
   char line[256];
   std::snprintf(
       line, sizeof(line),

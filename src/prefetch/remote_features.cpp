@@ -34,7 +34,8 @@ void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, 
       exchange_buckets_on(comm_, ask, "feature requests", network_, &asked_counts);
   // The replies in the order asked (grouped by the asking rank), in one buffer: an owner of hubs answers
   // most of every rank's misses, and per-rank buckets and their packed copy held its replies twice.
-  std::vector<float> reply(asked.size() * f);
+  std::vector<float>& reply = reply_;
+  reply.resize(asked.size() * f);
   for (size_t k = 0; k < asked.size(); ++k) {
     require(graph_.owns(asked[k]), "feature fetch: rank ", comm_.rank(), " asked for node ", asked[k],
             " it does not own");
@@ -43,8 +44,8 @@ void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, 
   }
   std::vector<int64_t> reply_counts(asked_counts);
   for (int64_t& c : reply_counts) c *= int64_t(f);
-  const std::vector<float> got =
-      exchange_grouped_on(comm_, std::move(reply), reply_counts, "feature replies", network_);
+  std::vector<float>& got = received_;
+  exchange_grouped_into_on(comm_, reply, reply_counts, "feature replies", got, network_);
   // Replies arrive grouped by owner, in request order: each goes straight where the caller wants it (a
   // reordered copy of them all was one more buffer the size of the misses).
   size_t k = 0;
@@ -75,8 +76,15 @@ void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_
 
 std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
                                           FetchStats& stats) const {
+  std::vector<float> rows;
+  gather(nodes, cache, evict, stats, rows);
+  return rows;
+}
+
+void RemoteFeatures::gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
+                            FetchStats& stats, std::vector<float>& rows) const {
   const size_t f = size_t(table_.width);
-  std::vector<float> rows(nodes.size() * f);
+  rows.resize(nodes.size() * f);
   std::vector<int64_t> remote;
   std::vector<size_t> remote_at;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -129,7 +137,6 @@ std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, Fea
     }
     cache->end_step();
   }
-  return rows;
 }
 
 }  // namespace tessera

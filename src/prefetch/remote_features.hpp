@@ -53,6 +53,10 @@ class RemoteFeatures {
   /// same request and are installed. Ends the cache's step.
   std::vector<float> gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
                             FetchStats& stats) const;
+  /// The same into `rows` (resized; its capacity is kept, so a caller gathering every step can hand the
+  /// same buffers back).
+  void gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict, FetchStats& stats,
+              std::vector<float>& rows) const;
 
  private:
   /// Rows of `want` (remote nodes, any order, each once) from their owners: put(i, row) for each i.
@@ -62,6 +66,8 @@ class RemoteFeatures {
   const PartitionedGraph& graph_;
   OwnedRows table_;
   SimulatedNetwork network_;
+  // The fetch's reply and receive buffers, kept between calls (a RemoteFeatures serves one thread).
+  mutable std::vector<float> reply_, received_;
 };
 
 }  // namespace tessera
