@@ -152,8 +152,16 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
     return;
   }
   // A kept entry's output is positive exactly when its pre-activation was.
-  for_dropout_runs<Scalar>(dropout, i, j0, j1, [&](int64_t lo, int64_t hi, const auto& factor) {
-    for (int64_t j = lo; j < hi; ++j) g[j] = g[j] * (!relu || o[j] > Scalar(0) ? factor(j) : Scalar(0));
+  // The pointers are copied into the piece's own restrict locals and the factor is read before it is
+  // selected: through the closure's references (which g's stores might alias) and with a conditional read,
+  // the loop stayed scalar with a branch, 2.7x the forward's time.
+  for_dropout_runs<Scalar>(dropout, i, j0, j1, [g, o, relu](int64_t lo, int64_t hi, const auto& factor) {
+    Scalar* KOKKOS_RESTRICT out = g;
+    const Scalar* KOKKOS_RESTRICT forward = o;
+    for (int64_t j = lo; j < hi; ++j) {
+      const Scalar f = factor(j);
+      out[j] = out[j] * (!relu || forward[j] > Scalar(0) ? f : Scalar(0));
+    }
   });
 }
 
