@@ -55,7 +55,7 @@ train() {  # train LABEL PROGRAM METRICS [OPTIONS...]
   echo "== $label"
   mpiexec -n "$ranks" "$program" train --config "$recipe" --data "$graph" --epochs 2 --eval-every 0 \
     --metrics "$metrics" "$@" >"$metrics.log" 2>&1 || { tail -n 5 "$metrics.log"; exit 1; }
-  grep -E "^epoch +[0-9]" "$metrics.log"
+  grep -E "^epoch +[0-9]+ +loss" "$metrics.log"
 }
 runs=()
 for round in $(seq "$rounds"); do
