@@ -200,10 +200,12 @@ TEST(Collectives, ValuesAndByteCounts) {
 }
 
 // One buffer grouped by rank against per-rank buckets, with empty groups (rank r sends (q + r) % 3 values to
-// q, so some ranks send nothing to some others) and with nothing at all.
+// q, so some ranks send nothing to some others) and with nothing at all; also into one reused buffer that
+// starts longer than anything received.
 TEST(Collectives, GroupedExchangeMatchesBuckets) {
   const Communicator comm = Communicator::world();
   const int p = comm.size(), r = comm.rank();
+  std::vector<int64_t> reused(1000, -7);
   for (const bool empty : {false, true}) {
     std::vector<std::vector<int64_t>> buckets(static_cast<size_t>(p));
     std::vector<int64_t> grouped, counts(static_cast<size_t>(p), 0);
@@ -218,6 +220,10 @@ TEST(Collectives, GroupedExchangeMatchesBuckets) {
     const std::vector<int64_t> got = exchange_grouped(comm, grouped, counts, "t", &grouped_counts);
     EXPECT_EQ(got, want);
     EXPECT_EQ(grouped_counts, bucket_counts);
+    std::vector<int64_t> into_counts;
+    exchange_grouped_into(comm, grouped, counts, "t", reused, &into_counts);
+    EXPECT_EQ(reused, want);
+    EXPECT_EQ(into_counts, bucket_counts);
     for (int q = 0; q < p; ++q) EXPECT_EQ(grouped_counts[size_t(q)], empty ? 0 : (q + r) % 3);
   }
 }

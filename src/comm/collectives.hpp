@@ -223,12 +223,10 @@ void all_gather_v(const Communicator& comm, const T* send, const std::vector<int
                       watch.seconds());
 }
 
-/// Sends counts[r] values to each rank r from one buffer grouped by rank (rank 0's first) and returns what
-/// arrived, in rank order (recv_counts[r] from rank r). The buffer is taken and freed before returning: the
-/// exchange holds one send and one receive buffer, where buckets held the values twice while packing.
-/// exchange_grouped into `recv`, resized to what arrives. Its capacity is kept: a caller that exchanges
-/// every step reuses one buffer, where a fresh one each step had every page zeroed by the kernel on its
-/// first touch (9% of a sampled training step's time, with the other per-step buffers).
+/// Sends counts[r] values to each rank r from one buffer grouped by rank (rank 0's first) and puts what
+/// arrived into `recv`, in rank order (recv_counts[r] from rank r), resized to fit. Its capacity is kept: a
+/// caller that exchanges every step reuses one buffer, where a fresh one each step had every page zeroed by
+/// the kernel on its first touch (9% of a sampled training step's time, with the other per-step buffers).
 template <class T>
 void exchange_grouped_into(const Communicator& comm, const std::vector<T>& send,
                            const std::vector<int64_t>& counts, const std::string& phase, std::vector<T>& recv,
@@ -241,16 +239,14 @@ void exchange_grouped_into(const Communicator& comm, const std::vector<T>& send,
   if (recv_counts) *recv_counts = std::move(got_counts);
 }
 
+/// The same, returning what arrived. The buffer is taken and freed before returning: the exchange holds one
+/// send and one receive buffer, where buckets held the values twice while packing.
 template <class T>
 std::vector<T> exchange_grouped(const Communicator& comm, std::vector<T> send,
                                 const std::vector<int64_t>& counts, const std::string& phase,
                                 std::vector<int64_t>* recv_counts = nullptr) {
-  std::vector<int64_t> got_counts = exchange_counts(comm, counts, phase);
-  int64_t total = 0;
-  for (int64_t c : got_counts) total += c;
-  std::vector<T> recv(static_cast<size_t>(total));
-  all_to_allv(comm, send.data(), counts, recv.data(), got_counts, phase);
-  if (recv_counts) *recv_counts = std::move(got_counts);
+  std::vector<T> recv;
+  exchange_grouped_into(comm, send, counts, phase, recv, recv_counts);
   return recv;
 }
 

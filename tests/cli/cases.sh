@@ -267,6 +267,22 @@ case "$case_name" in
     done
     steps=$(grep -c '"kind":"step"' m.jsonl)
     [ "$steps" -gt 30 ] || { echo "FAILED: $steps step lines"; exit 1; }
+    # The blocks a step's floor is computed from (scripts/sampled_floor.py): each layer's destinations are
+    # the next layer's sources, at most 10 kept neighbours a destination, at most 32 seeds; the timings
+    # nest (the fetch is part of the gather).
+    python3 - m.jsonl <<'PY' || { echo "FAILED: the epoch records' blocks and timings"; exit 1; }
+import json, sys
+epochs = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "epoch"]
+assert len(epochs) == 30, len(epochs)
+for r in epochs:
+    b = r["blocks"]
+    assert len(b) == 2, b
+    assert b[0]["dst"] == b[1]["src"], b
+    assert 0 < b[1]["dst"] <= 32, b
+    for layer in b:
+        assert layer["dst"] <= layer["src"] and 0 < layer["nnz"] <= 10 * layer["dst"], b
+    assert 0 <= r["fetch_s"] <= r["gather_s"] and r["upload_s"] >= 0 and r["sample_s"] > 0, r
+PY
     echo "ok" ;;
   train_cora_minibatch)
     [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: $SHARED_DIR/datasets/cora is absent"; exit 77; }
