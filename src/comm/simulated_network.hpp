@@ -58,17 +58,6 @@ std::vector<T> exchange_buckets_on(const Communicator& comm, const std::vector<s
   return out;
 }
 
-/// exchange_grouped followed by the simulated network's delay for what this rank sent and received.
-template <class T>
-std::vector<T> exchange_grouped_on(const Communicator& comm, std::vector<T> send,
-                                   const std::vector<int64_t>& counts, const std::string& phase,
-                                   const SimulatedNetwork& network) {
-  std::vector<int64_t> got_counts;
-  std::vector<T> out = exchange_grouped(comm, std::move(send), counts, phase, &got_counts);
-  detail::delay_exchange(comm, network, counts, got_counts, int64_t(sizeof(T)));
-  return out;
-}
-
 /// exchange_grouped_into followed by the simulated network's delay for what this rank sent and received.
 template <class T>
 void exchange_grouped_into_on(const Communicator& comm, const std::vector<T>& send,
