@@ -551,6 +551,27 @@ TEST(SampledTraining, TheCacheChangesNoBit) {
   }
 }
 
+// Ranks with one training node or none (the four-node graph, half of it training nodes: on 4 ranks each rank
+// owns one node, two of them no training node) enter every step's collectives with the others, the step
+// counters' all-reduce among them (a block per graph layer on every rank, empty or not), and the epoch
+// records' blocks chain layer to layer. More ranks than nodes are refused at the load.
+TEST(SampledTraining, RanksWithoutSeedsStepWithTheOthers) {
+  if (world().size() > 4) GTEST_SKIP() << "4 nodes over " << world().size() << " ranks";
+  TrainOptions o = sampled_options("");
+  o.data = fixtures::four_node_file("four_sampled.h5");
+  o.partition = "block";
+  o.sampled.batch_size = 1;
+  const TrainResult r = run_training(o, world());
+  ASSERT_EQ(r.history.size(), 2u);
+  for (const EpochRecord& e : r.history) {
+    EXPECT_TRUE(std::isfinite(e.loss));
+    const nlohmann::json& blocks = e.metrics.at("blocks");
+    ASSERT_EQ(blocks.size(), 2u);
+    EXPECT_EQ(blocks[0].at("dst").get<double>(), blocks[1].at("src").get<double>());
+    EXPECT_LE(blocks[1].at("dst").get<double>(), 1.0);
+  }
+}
+
 // Agents that answer, hang, crash or print garbage: the run always finishes with the same training, and a
 // broken agent's fallback to periodic eviction is reported.
 TEST(SampledTraining, ExternalAgentsNeverStopTheRun) {

@@ -103,16 +103,12 @@ std::shared_ptr<LoadedGraph> on_grid(const py::object& comm, const std::string& 
   auto g = std::make_shared<LoadedGraph>();
   g->world = std::make_unique<Communicator>(communicator_from(comm));
   run_collective(*g->world, [&] {
-    std::string invalid;
     GridShape shape;
-    try {
+    g->world->run_agreed([&] {
       require(!grid.empty() || g->world->size() == 1, "grid: name the 3D grid of these ", g->world->size(),
               " ranks (XxYxZ with X*Y*Z = ", g->world->size(), ", e.g. 1x1x", g->world->size(), ")");
       shape = grid.empty() ? GridShape{} : app::parse_grid(grid);
-    } catch (const std::exception& e) {
-      invalid = e.what();
-    }
-    g->world->check(invalid.empty(), invalid);
+    });
     g->grid = std::make_unique<ProcessGrid>(*g->world, shape);
   });
   return g;

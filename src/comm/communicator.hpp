@@ -63,20 +63,27 @@ class Communicator {
   /// For callers that must release collective resources (files) on every rank before throwing.
   std::string first_problem(bool ok, const std::string& message) const;
 
+  /// Runs fn (local work, no communication) on every rank; an exception on any rank is re-thrown on every
+  /// rank as CollectiveError with the lowest failing rank's message.
+  template <class Fn>
+  void run_agreed(Fn&& fn) const {
+    std::string error;
+    bool ok = true;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      ok = false;
+      error = e.what();
+    }
+    check(ok, error);
+  }
+
   /// Runs fn on rank `root` only; an exception there is re-thrown on every rank as CollectiveError.
   template <class Fn>
   void run_on(int root, Fn&& fn) const {
-    std::string error;
-    bool ok = true;
-    if (rank_ == root) {
-      try {
-        fn();
-      } catch (const std::exception& e) {
-        ok = false;
-        error = e.what();
-      }
-    }
-    check(ok, error);
+    run_agreed([&] {
+      if (rank_ == root) fn();
+    });
   }
 
  private:

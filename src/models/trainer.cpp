@@ -87,13 +87,7 @@ namespace {
 // The optimizer's settings, checked on every rank before Adam is built (which would throw on each rank
 // alone): a bad value is every rank's CollectiveError.
 const AdamSettings& agreed(const AdamSettings& settings, const Communicator& world) {
-  std::string problem;
-  try {
-    settings.validate();
-  } catch (const std::exception& e) {
-    problem = e.what();
-  }
-  world.check(problem.empty(), problem);
+  world.run_agreed([&] { settings.validate(); });
   return settings;
 }
 
