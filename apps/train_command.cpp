@@ -119,8 +119,9 @@ void add_grid_options(CLI::App* cmd, Args& a) {
   cmd->add_flag("--no-sampler-thread", a.no_sampler_thread, "minibatch: build each batch when it is needed");
   cmd->add_option(
          "--sample-on", a.sample_on,
-         "minibatch: where batches are cut: host (a sampler thread, then an upload), device (kernels "
-         "on the GPU or the host's threads, nothing uploaded) or auto (device on GPU builds)")
+         "minibatch / sampled: where training samples are built: host (a thread, then an upload), device "
+         "(kernels on the GPU or the host's threads, nothing uploaded; sampled mode on one rank only) or "
+         "auto (device on GPU builds; for sampled mode where it runs on one rank)")
       ->capture_default_str();
 }
 
@@ -273,7 +274,7 @@ struct ModeOnly {
 constexpr ModeOnly kModeOnly[] = {{"--batch-size", false, true, true},
                                   {"--steps-per-epoch", false, true, true},
                                   {"--no-sampler-thread", false, true, false},
-                                  {"--sample-on", false, true, false},
+                                  {"--sample-on", false, true, true},
                                   {"--partition", false, false, true},
                                   {"--partition-file", false, false, true},
                                   {"--fanouts", false, false, true},
@@ -364,6 +365,7 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   }
   o.minibatch.sampler_thread = !a.no_sampler_thread;
   o.minibatch.sample_on = parse_sample_place(a.sample_on);
+  o.sampled.sample_on = o.minibatch.sample_on;
   SampledOptions& s = o.sampled;
   if (o.mode == TrainMode::Sampled && !a.batch_size.empty()) s.batch_size = parse_seed_count(a.batch_size);
   s.steps_per_epoch = o.minibatch.steps_per_epoch;

@@ -5,6 +5,8 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 namespace tessera {
 
@@ -35,6 +37,34 @@ using HostMatrix = Matrix<T, HostSpace>;
 /// it allocates, so headroom is resident memory), a quarter more on a later growth (mini-batches vary).
 inline int64_t grown_capacity(int64_t capacity, int64_t needed) {
   return capacity == 0 ? needed : needed + needed / 4;
+}
+
+/// A row-major rows x cols array where kernels read it: a view of `v` itself on host builds (no second copy;
+/// v must outlive the view and not be resized), a copy in the execution space's memory otherwise.
+template <class T>
+Matrix<const T> kernel_view(const std::vector<T>& v, size_t rows, size_t cols, const char* name) {
+  const Kokkos::View<const T**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(
+      v.data(), rows, cols);
+  if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
+    return host;
+  } else {
+    Matrix<T> copy(Kokkos::ViewAllocateWithoutInitializing(name), rows, cols);
+    Kokkos::deep_copy(copy, host);
+    return copy;
+  }
+}
+
+/// kernel_view of a one-dimensional array.
+template <class T>
+Vector<const T> kernel_view(const std::vector<T>& v, const char* name) {
+  const Kokkos::View<const T*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(v.data(), v.size());
+  if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
+    return host;
+  } else {
+    Vector<T> copy(Kokkos::ViewAllocateWithoutInitializing(name), v.size());
+    Kokkos::deep_copy(copy, host);
+    return copy;
+  }
 }
 
 }  // namespace tessera

@@ -20,6 +20,15 @@
 
 namespace tessera {
 
+/// Where a mode builds its samples (mini-batch and sampled modes).
+enum class SamplePlace {
+  Auto,   ///< Device on device builds (sampled mode: where it runs on one rank), Host otherwise
+  Host,   ///< on the host (a thread builds the next step's sample during the step), uploaded each step
+  Device  ///< in kernels on the execution space (a GPU's, or the host's threads), nothing uploaded
+};
+/// "auto", "host" or "device".
+const char* sample_place_name(SamplePlace place);
+
 /// One training step's data on this rank.
 struct Batch {
   const GraphBatch* graph = nullptr;  ///< the graph views of every graph layer (owned by the source)

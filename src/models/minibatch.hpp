@@ -119,15 +119,6 @@ Vector<T> upload_vector(const std::vector<T>& v, const char* name) {
   return out;
 }
 
-/// Where mini-batches are cut.
-enum class SamplePlace {
-  Auto,   ///< Device on device builds, Host on host builds
-  Host,   ///< MinibatchBuilder on the host (a sampler thread builds the next batch during the step), uploaded
-  Device  ///< DeviceMinibatchBuilder's kernels on the execution space, nothing uploaded
-};
-/// "auto", "host" or "device".
-const char* sample_place_name(SamplePlace place);
-
 /// The mode's settings.
 struct MinibatchOptions {
   int64_t batch_size = 0;       ///< vertices per sample (or 0 and batch_fraction)

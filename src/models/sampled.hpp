@@ -25,6 +25,7 @@
 #include "tessera/prefetch/controller.hpp"
 #include "tessera/sampling/induced.hpp"
 #include "tessera/sampling/neighbor.hpp"
+#include "tessera/sampling/neighbor_device.hpp"
 
 namespace tessera {
 
@@ -34,6 +35,16 @@ HostCsr block_operator(const SampledBlock& block, Normalization normalization);
 
 /// The self block of a message-flow block (`dst` rows, `src` columns): destination i is source i.
 HostCsr leading_identity(int64_t dst, int64_t src);
+
+/// block_operator in kernels, for a block DeviceNeighborSampler built: the same entries, order and bits.
+CsrMatrix<float, DeviceSpace, SpmmColumn> device_block_operator(const DeviceSampledBlock& block,
+                                                                Normalization normalization);
+/// The transpose in kernels, each row's columns increasing (the order transpose(HostCsr) gives); a pattern
+/// stays a pattern.
+CsrMatrix<float, DeviceSpace, SpmmColumn> device_transpose(
+    const CsrMatrix<float, DeviceSpace, SpmmColumn>& a);
+/// leading_identity in the execution space's memory (a pattern).
+CsrMatrix<float, DeviceSpace, SpmmColumn> device_leading_identity(int64_t dst, int64_t src);
 
 /// The labeled training nodes a rank trains on in step `step` of `steps`: its owned ones (`train`, with
 /// labels[v - first] >= 0) shuffled by (seed, epoch), cut into `steps` nearly equal consecutive pieces.
@@ -59,6 +70,49 @@ struct SampledOptions {
   /// it (SampledSource::exact_fits); false: node outputs from sampled neighbourhoods, no final evaluation.
   bool exact_final = true;
   SimulatedNetwork network;  ///< benchmarks only: also wait as long as each exchange would take
+  /// Where training steps are sampled: Device builds each step's blocks, weights and input rows in kernels
+  /// (one rank only: remote neighbour lists and the feature cache are host memory); Auto is Device on a
+  /// device build with one rank. Evaluation and node outputs sample on the host either way.
+  SamplePlace sample_on = SamplePlace::Auto;
+};
+
+/// A training step of a rank that owns the whole graph, built in kernels (SamplePlace::Device): the
+/// neighbour sample, each block's weights and transpose (and self block), the input rows gathered from the
+/// features held in the execution space's memory and the seeds' labels; only the seeds are uploaded.
+class DeviceSampledSteps {
+ public:
+  /// One block's sizes: destination rows, source rows, sampled edges.
+  struct Shape {
+    int64_t dst = 0, src = 0, edges = 0;
+  };
+  /// Keeps the graph's neighbour lists, features and labels where kernels read them (views of the graph's
+  /// own arrays on host builds). The graph must outlive it; throws Error unless this rank owns every node.
+  DeviceSampledSteps(const PartitionedGraph& graph, const std::vector<int>& fanouts, uint64_t seed,
+                     Normalization normalization, bool self_blocks);
+  /// The batch of step (epoch, step) on these seeds (global ids), valid until the next call.
+  const Batch& build(const std::vector<int64_t>& seeds, int64_t epoch, int64_t step);
+  /// Per graph layer (input layer first), the last batch's block sizes.
+  const std::vector<Shape>& shapes() const { return shapes_; }
+  /// Seconds the last build spent sampling (blocks, their weights and transposes).
+  double sample_seconds() const { return sample_s_; }
+  /// Seconds the last build spent gathering its input rows and labels.
+  double gather_seconds() const { return gather_s_; }
+
+ private:
+  const PartitionedGraph& graph_;
+  DeviceNeighborSampler sampler_;
+  Normalization normalization_;
+  bool self_blocks_;
+  Matrix<const float> features_;
+  Vector<const int64_t> labels_;
+  Vector<int64_t> seeds_;
+  Matrix<float> x_;
+  Vector<int64_t> batch_labels_;
+  Vector<uint8_t> ones_;
+  GraphBatch views_;
+  Batch batch_;
+  std::vector<Shape> shapes_;
+  double sample_s_ = 0, gather_s_ = 0;
 };
 
 struct PreparedStep;  // sampled.cpp

@@ -49,8 +49,9 @@ constexpr int kShapeCounters = 3;
 struct PreparedStep {
   std::vector<int64_t> seeds, labels;
   std::vector<SampledBlock> blocks;
-  std::vector<HostCsr> forward, transposed;  // per layer
-  std::vector<float> features;               // blocks[0].src.size() x F
+  std::vector<DeviceSampledSteps::Shape> shapes;  // per layer, also where the blocks were built on the device
+  std::vector<HostCsr> forward, transposed;       // per layer
+  std::vector<float> features;                    // blocks[0].src.size() x F
   FetchStats fetch;
   bool evicted = false;
   std::string controller = "none";
@@ -71,6 +72,7 @@ struct SampledSource::State {
   std::unique_ptr<RemoteFeatures> fetch, eval_fetch;
   std::unique_ptr<FeatureCache> cache;
   std::unique_ptr<PrefetchController> controller;
+  std::unique_ptr<DeviceSampledSteps> device;  // training steps built in kernels (SamplePlace::Device)
   // The features of the step before the current one, for the next training step's gather to reuse: a fresh
   // buffer each step had every page zeroed by the kernel on first touch. The worker thread takes it, so it
   // is declared before the pipeline, whose destructor waits for the worker.
@@ -107,6 +109,8 @@ struct SampledSource::State {
   PreparedStep prepare(const NeighborSampler& s, const RemoteFeatures& f, const std::vector<int64_t>& seeds,
                        int64_t epoch, int64_t step, bool training);
   PreparedStep prepare_training(int64_t epoch, int64_t step);
+  /// A training step built in kernels; the controller sees it as a step without remote rows.
+  const Batch& device_batch(int64_t epoch, int64_t step);
   void upload(const PreparedStep& p);
   Matrix<const float> upload_features(const PreparedStep& p, size_t rows, size_t width);
   /// An evaluation forward on the step's seeds: added to `metric`, and the loss summed over them.
@@ -124,6 +128,7 @@ PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const Remot
   for (int64_t v : seeds) p.labels.push_back(g.labels[size_t(v - g.first)]);
   p.blocks = s.sample(seeds, epoch, step);
   for (const SampledBlock& b : p.blocks) {
+    p.shapes.push_back({b.num_dst, int64_t(b.src.size()), int64_t(b.col.size())});
     p.forward.push_back(block_operator(b, normalization));
     p.transposed.push_back(transpose(p.forward.back()));
   }
@@ -149,6 +154,24 @@ PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const Remot
 PreparedStep SampledSource::State::prepare_training(int64_t epoch, int64_t step) {
   return prepare(*sampler, *fetch, step_seeds(g.train, g.labels, g.first, seed, epoch, step, steps), epoch,
                  step, true);
+}
+
+const Batch& SampledSource::State::device_batch(int64_t epoch, int64_t step) {
+  PreparedStep p;
+  p.seeds = step_seeds(g.train, g.labels, g.first, seed, epoch, step, steps);
+  const Batch& built = device->build(p.seeds, epoch, step);
+  p.sample_s = device->sample_seconds();
+  p.gather_s = device->gather_seconds();
+  p.shapes = device->shapes();
+  const int64_t global_step = epoch * steps + step;
+  if (controller) {
+    p.evicted = controller->evict(global_step);
+    controller->observe(StepObservation{global_step, 0, 0, 0, 0});
+    p.controller = controller->state();
+  }
+  current = std::move(p);
+  upload_s = 0;
+  return built;
 }
 
 void SampledSource::State::upload(const PreparedStep& p) {
@@ -281,10 +304,18 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
             "--prefetch-policy external needs --prefetch-agent CMD");
     require(grid.shape().size() == grid.shape().d,
             "sampled training runs one replica per rank (grid Px1x1x1)");
+    require(o.sample_on != SamplePlace::Device || world.size() == 1,
+            "--sample-on device: sampled mode builds its steps on the device on one rank only (remote "
+            "neighbour lists and the feature cache are host memory), not on ",
+            world.size(), " ranks; use --sample-on host or auto");
   } catch (const Error& e) {
     invalid = e.what();
   }
   world.check(invalid.empty(), invalid);
+  const bool on_device =
+      o.sample_on == SamplePlace::Device ||
+      (o.sample_on == SamplePlace::Auto && !std::is_same<DeviceSpace, HostSpace>::value && world.size() == 1);
+  if (on_device) o.thread = false;  // nothing left for a worker thread to prepare
   int provided = 0;
   MPI_Query_thread(&provided);
   world.check(!o.thread || provided == MPI_THREAD_MULTIPLE,
@@ -292,6 +323,8 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
               "MPI_THREAD_MULTIPLE; this MPI library provides only level " +
                   std::to_string(provided) + ". Rerun with --no-prefetch-thread");
   s_ = std::make_unique<State>(graph, grid, world, o, normalization, self_blocks, seed);
+  if (on_device)
+    s_->device = std::make_unique<DeviceSampledSteps>(graph, o.fanouts, seed, normalization, self_blocks);
   s_->sampler = std::make_unique<NeighborSampler>(s_->worker, graph, o.fanouts, seed, o.network);
   s_->eval_sampler = std::make_unique<NeighborSampler>(world, graph, o.fanouts, seed, o.network);
   s_->fetch = std::make_unique<RemoteFeatures>(s_->worker, graph, o.network);
@@ -329,12 +362,16 @@ std::string SampledSource::describe() const {
                 "the halo (initial fill %lld B); worker thread %s",
                 (long long)steps_, (long long)o.batch_size, (long long)s_->halo_total,
                 prefetch_policy_name(o.policy), o.policy == PrefetchPolicy::None ? 0.0 : 100 * o.fraction,
-                (long long)s_->fill_bytes, o.thread ? "on" : "off");
+                (long long)s_->fill_bytes,
+                s_->device ? "off (steps sampled on the device)"
+                : o.thread ? "on"
+                           : "off");
   return line;
 }
 
 const Batch& SampledSource::batch(int64_t epoch, int64_t step) {
   State& s = *s_;
+  if (s.device) return s.device_batch(epoch, step);
   auto request = [&s](int64_t e, int64_t t) {
     s.pipeline.request([&s, e, t] { return s.prepare_training(e, t); });
     s.requested = {e, t};
@@ -370,7 +407,7 @@ void SampledSource::observe(const Matrix<const float>& logits, const Batch& batc
 
 nlohmann::json SampledSource::step_metrics() {
   const PreparedStep& p = s_->current;
-  std::vector<double> c(kCounters + kShapeCounters * p.blocks.size(), 0.0);
+  std::vector<double> c(kCounters + kShapeCounters * p.shapes.size(), 0.0);
   c[kSeeds] = double(p.seeds.size());
   c[kRemote] = double(p.fetch.remote_rows);
   c[kHits] = double(p.fetch.hits);
@@ -382,11 +419,11 @@ nlohmann::json SampledSource::step_metrics() {
   c[kGatherS] = p.gather_s;
   c[kUploadS] = s_->upload_s;
   c[kEvicting] = p.evicted ? 1.0 : 0.0;
-  for (size_t l = 0; l < p.blocks.size(); ++l) {
+  for (size_t l = 0; l < p.shapes.size(); ++l) {
     double* shape = c.data() + kCounters + kShapeCounters * l;
-    shape[0] = double(p.blocks[l].num_dst);
-    shape[1] = double(p.blocks[l].src.size());
-    shape[2] = double(p.blocks[l].col.size());
+    shape[0] = double(p.shapes[l].dst);
+    shape[1] = double(p.shapes[l].src);
+    shape[2] = double(p.shapes[l].edges);
   }
   all_reduce(world_, c.data(), int64_t(c.size()), ReduceOp::Sum, "step counters");
   const SimulatedNetwork& network = s_->o.network;

@@ -16,17 +16,10 @@ void sample_neighbors(const int64_t* nbrs, int64_t degree, int fanout, const Nei
     out.insert(out.end(), nbrs, nbrs + degree);
     return;
   }
-  // Floyd's algorithm: `fanout` distinct positions of [0, degree), each draw keyed by (node, j).
-  const CounterRng rng(key.seed, splitmix64(uint64_t(key.epoch) * 0x9E3779B97F4A7C15ull ^
-                                            splitmix64(uint64_t(key.step) * 64 + uint64_t(layer))));
-  std::vector<int64_t> chosen;
-  chosen.reserve(size_t(fanout));
-  for (int64_t j = degree - fanout; j < degree; ++j) {
-    const int64_t t = int64_t(rng.below(uint64_t(node), uint64_t(j), uint64_t(j + 1)));
-    chosen.push_back(std::find(chosen.begin(), chosen.end(), t) == chosen.end() ? t : j);
-  }
-  std::sort(chosen.begin(), chosen.end());
-  for (int64_t p : chosen) out.push_back(nbrs[p]);
+  const size_t at = out.size();
+  out.resize(at + size_t(fanout));
+  draw_positions(neighbor_rng(key, layer), node, degree, fanout, out.data() + at);
+  for (size_t q = at; q < out.size(); ++q) out[q] = nbrs[out[q]];
 }
 
 NeighborSampler::NeighborSampler(const Communicator& comm, const PartitionedGraph& graph,

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Neighbour sampling for partition-parallel training (docs/architecture.md §6, GraphSAGE / DistDGL): from a step's seed
-// nodes, each layer (output side first) keeps at most `fanout` distinct in-neighbours of every frontier
-// node, and the sampled nodes become the next frontier. A node's sample is a pure function of (seed, epoch,
-// step, layer, node), so the rank that owns the node draws exactly what a rank holding the whole graph
+// Neighbour sampling for partition-parallel training (docs/architecture.md §6, GraphSAGE / DistDGL): from a
+// step's seed nodes, each layer (output side first) keeps at most `fanout` distinct in-neighbours of every
+// frontier node, and the sampled nodes become the next frontier. A node's sample is a pure function of (seed,
+// epoch, step, layer, node), so the rank that owns the node draws exactly what a rank holding the whole graph
 // would: frontier nodes owned elsewhere are sent to their owners in one all-to-all per layer and sampled
 // there. The result is a message-flow block per layer.
 #pragma once
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tessera/comm/simulated_network.hpp"
+#include "tessera/core/random.hpp"
 #include "tessera/graph/partitioned.hpp"
 
 namespace tessera {
@@ -34,6 +35,32 @@ struct SampledBlock {
   std::vector<int64_t>
       src_degree;  ///< in-degree of each src node (NeighborSampler fills it; build_blocks not)
 };
+
+/// The generator of one layer's neighbour draws, the same for the host and device samplers.
+KOKKOS_INLINE_FUNCTION CounterRng neighbor_rng(const NeighborKey& key, int layer) {
+  return CounterRng(key.seed, splitmix64(uint64_t(key.epoch) * 0x9E3779B97F4A7C15ull ^
+                                         splitmix64(uint64_t(key.step) * 64 + uint64_t(layer))));
+}
+
+/// Floyd's algorithm: `fanout` distinct positions of [0, degree) (0 < fanout < degree), each draw keyed by
+/// (node, j), written to out[0, fanout) in increasing order. Quadratic in the fanout, which is small; a
+/// device thread runs it in the output it fills, so no sampler allocates per node.
+KOKKOS_INLINE_FUNCTION void draw_positions(const CounterRng& rng, int64_t node, int64_t degree,
+                                           int64_t fanout, int64_t* out) {
+  int64_t m = 0;
+  for (int64_t j = degree - fanout; j < degree; ++j) {
+    const int64_t t = int64_t(rng.below(uint64_t(node), uint64_t(j), uint64_t(j + 1)));
+    bool taken = false;
+    for (int64_t q = 0; q < m; ++q) taken = taken || out[q] == t;
+    out[m++] = taken ? j : t;
+  }
+  for (int64_t q = 1; q < m; ++q) {
+    const int64_t x = out[q];
+    int64_t r = q;
+    for (; r > 0 && out[r - 1] > x; --r) out[r] = out[r - 1];
+    out[r] = x;
+  }
+}
 
 /// Appends the sampled neighbours of a node (neighbour list nbrs[0, degree)) to `out`: all of them when
 /// fanout < 0 or degree <= fanout, else `fanout` distinct ones (Floyd's algorithm keyed by (key, layer,

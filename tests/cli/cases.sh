@@ -987,13 +987,18 @@ PY
     expect_error "--lr-gamma must be in \(0, 1\], not 2" "-" -- "$TESSERA" train --data g.h5 --lr-schedule step --lr-gamma 2
     expect_error "--lr-step-every must be positive, not 0" "-" -- "$TESSERA" train --data g.h5 --lr-schedule step --lr-step-every 0
     expect_error "--clip-grad-norm must be finite and not negative, not -1" "-" -- "$TESSERA" train --data g.h5 --clip-grad-norm -1
-    # Where mini-batches are cut: a named place, and a mini-batch option.
+    # Where samples are built: a named place, a mini-batch and sampled option, on one rank in sampled mode.
     expect_error "--sample-on must be auto, host or device, not 'gpu'" "-" -- \
       "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1 --batch-size 10 --sample-on gpu
-    expect_error "--sample-on is for --mode minibatch, not --mode full" "-" -- "$TESSERA" train --data g.h5 --sample-on device
+    expect_error "--sample-on is for --mode minibatch / sampled, not --mode full" "-" -- "$TESSERA" train --data g.h5 --sample-on device
     out=$("$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1 --batch-size 10 --epochs 1 --sample-on device 2>&1) ||
       { echo "$out"; exit 1; }
     grep -q "sampler on the device" <<<"$out" || { echo "$out"; echo "FAILED: --sample-on device"; exit 1; }
+    out=$("$TESSERA" train --data g.h5 --mode sampled --partition block --batch-size 10 --epochs 1 --sample-on device 2>&1) ||
+      { echo "$out"; exit 1; }
+    grep -q "steps sampled on the device" <<<"$out" || { echo "$out"; echo "FAILED: sampled --sample-on device"; exit 1; }
+    expect_error "--sample-on device: sampled mode builds its steps on the device on one rank only .*, not on 2 ranks" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --partition block --sample-on device
     "$TESSERA" prep synth --nodes 200 --edges 800 --classes 3 --valid-fraction 0 -o novalid.h5 >/dev/null || exit 1
     expect_error "novalid.h5: no validation nodes \(split 'valid' is empty\), so --patience cannot work; train with --patience 0" "p.txt" -- \
       "$TESSERA" train --data novalid.h5 --patience 3 --save-predictions p.txt

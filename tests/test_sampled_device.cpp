@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Sampled steps built in kernels (SamplePlace::Device) against the host sampler they must reproduce: the
+// blocks node for node, each block's weights and transpose bit for bit, and whole training runs bit for bit,
+// on a contextual SBM and on an R-MAT graph whose hubs keep more neighbours than any fanout. Every rank
+// checks the whole graph on its own (the device path serves a rank that owns every node); on more ranks
+// the world refuses --sample-on device with one message.
+#include <gtest/gtest.h>
+
+#include "support/fixtures.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/graph/partitioned.hpp"
+#include "tessera/models/sampled.hpp"
+#include "tessera/models/train.hpp"
+#include "tessera/sampling/induced.hpp"
+
+using namespace tessera;
+
+namespace {
+
+const Communicator& world() {
+  static const Communicator w = Communicator::world();
+  return w;
+}
+
+const Communicator& self() {
+  static const Communicator s(MPI_COMM_SELF, false, nullptr);
+  return s;
+}
+
+// An R-MAT graph (8 undirected edges drawn per node; its lowest ids are hubs). Collective on first use.
+const std::string& rmat_file() {
+  static std::string path;
+  if (path.empty()) {
+    SynthOptions o;
+    o.kind = SynthKind::Rmat;
+    o.num_nodes = 600;
+    o.num_edges = 8 * 600;
+    o.num_features = 6;
+    o.num_classes = 3;
+    o.seed = 5;
+    path = fixtures::synthetic_file("rmat-device.h5", o);
+  }
+  return path;
+}
+
+template <class T>
+std::vector<T> host_copy(const Kokkos::View<T*, DeviceSpace>& v) {
+  std::vector<T> out(v.extent(0));
+  Kokkos::deep_copy(HostVector<T>(out.data(), out.size()), v);
+  return out;
+}
+
+std::vector<std::vector<int64_t>> seed_sets(const PartitionedGraph& g) {
+  std::vector<int64_t> every_seventh, all, one = {g.first + g.count / 2};
+  for (int64_t i = 0; i < g.count; ++i) {
+    all.push_back(g.first + i);
+    if (i % 7 == 3) every_seventh.push_back(g.first + i);
+  }
+  return {{}, one, every_seventh, all};
+}
+
+Vector<const int64_t> on_device(const std::vector<int64_t>& v) {
+  Vector<int64_t> out("seeds", v.size());
+  Kokkos::deep_copy(out, HostVector<const int64_t>(v.data(), v.size()));
+  return out;
+}
+
+void expect_same_csr(const HostCsr& expect, const CsrMatrix<float, DeviceSpace, SpmmColumn>& got,
+                     const std::string& what) {
+  EXPECT_EQ(got.num_rows, expect.num_rows) << what;
+  EXPECT_EQ(got.num_cols, expect.num_cols) << what;
+  EXPECT_EQ(host_copy(got.row_ptr), expect.row_ptr) << what;
+  const std::vector<SpmmColumn> cols = host_copy(got.col_idx);
+  EXPECT_EQ(std::vector<int64_t>(cols.begin(), cols.end()), expect.col_idx) << what;
+  EXPECT_EQ(host_copy(got.values), expect.values) << what;  // bit for bit
+}
+
+}  // namespace
+
+TEST(DeviceSampling, DrawsWhatTheHostSamplerDraws) {
+  for (const std::string& path : {fixtures::small_csbm_file(), rmat_file()}) {
+    const PartitionedGraph g = load_partitioned(self(), path, "block");
+    for (const std::vector<int>& fanouts :
+         std::vector<std::vector<int>>{{3, 5, 2}, {-1, 4}, {1}, {15, 10, 5}}) {
+      const NeighborSampler host(self(), g, fanouts, 11);
+      DeviceNeighborSampler device(g, fanouts, 11);
+      for (const std::vector<int64_t>& seeds : seed_sets(g))
+        for (int64_t step = 0; step < 2; ++step) {
+          const std::vector<SampledBlock> expect = host.sample(seeds, 3, step);
+          const std::vector<DeviceSampledBlock> got = device.sample(on_device(seeds), 3, step);
+          ASSERT_EQ(got.size(), expect.size());
+          for (size_t l = 0; l < got.size(); ++l) {
+            const std::string what = path + " layer " + std::to_string(l) + " of " +
+                                     std::to_string(fanouts.size()) + ", " + std::to_string(seeds.size()) +
+                                     " seeds";
+            EXPECT_EQ(got[l].num_dst, expect[l].num_dst) << what;
+            EXPECT_EQ(host_copy(got[l].src), expect[l].src) << what;
+            EXPECT_EQ(host_copy(got[l].row_ptr), expect[l].row_ptr) << what;
+            EXPECT_EQ(host_copy(got[l].col), expect[l].col) << what;
+            EXPECT_EQ(host_copy(got[l].src_degree), expect[l].src_degree) << what;
+          }
+        }
+    }
+  }
+}
+
+TEST(DeviceSampling, BlockWeightsAndTransposesAreTheHostOnesBitForBit) {
+  const PartitionedGraph g = load_partitioned(self(), rmat_file(), "block");
+  const std::vector<int> fanouts = {-1, 3, 7};
+  const NeighborSampler host(self(), g, fanouts, 2);
+  DeviceNeighborSampler device(g, fanouts, 2);
+  for (const std::vector<int64_t>& seeds : seed_sets(g)) {
+    const std::vector<SampledBlock> expect = host.sample(seeds, 1, 4);
+    const std::vector<DeviceSampledBlock> got = device.sample(on_device(seeds), 1, 4);
+    for (size_t l = 0; l < got.size(); ++l) {
+      for (Normalization n : {Normalization::Symmetric, Normalization::Mean, Normalization::Sum}) {
+        const std::string what = std::string(normalization_name(n)) + ", layer " + std::to_string(l) + ", " +
+                                 std::to_string(seeds.size()) + " seeds";
+        const HostCsr forward = block_operator(expect[l], n);
+        const CsrMatrix<float, DeviceSpace, SpmmColumn> device_forward = device_block_operator(got[l], n);
+        expect_same_csr(forward, device_forward, what);
+        expect_same_csr(transpose(forward), device_transpose(device_forward), what + ", transposed");
+      }
+      const HostCsr identity = leading_identity(expect[l].num_dst, int64_t(expect[l].src.size()));
+      const auto device_identity = device_leading_identity(got[l].num_dst, got[l].num_src());
+      expect_same_csr(identity, device_identity, "identity");
+      expect_same_csr(transpose(identity), device_transpose(device_identity), "identity transposed");
+    }
+  }
+}
+
+// The whole run, both convolutions, with dropout and BatchNorm: every epoch's loss and accuracies and the
+// final weights equal the host sampler's run, whose blocks the step's kernels then multiply in the same
+// order.
+TEST(DeviceSampling, TrainingEqualsTheHostSamplersRunBitForBit) {
+  for (const std::string& path : {fixtures::small_csbm_file(), rmat_file()})
+    for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
+      TrainOptions o;
+      o.data = path;
+      o.mode = TrainMode::Sampled;
+      o.sampled.fanouts = {4, 3};
+      o.sampled.batch_size = 16;
+      o.model.kind = kind;
+      o.model.layers = 2;
+      o.model.hidden = 8;
+      o.model.norm = NormKind::Batch;
+      o.model.seed = 3;
+      o.epochs = 3;
+      o.quiet = true;
+      o.sampled.sample_on = SamplePlace::Host;
+      const TrainResult host = run_training(o, self());
+      o.sampled.sample_on = SamplePlace::Device;
+      const TrainResult device = run_training(o, self());
+      ASSERT_EQ(device.history.size(), host.history.size());
+      for (size_t e = 0; e < host.history.size(); ++e) {
+        EXPECT_EQ(device.history[e].loss, host.history[e].loss) << path << " epoch " << e;
+        EXPECT_EQ(device.history[e].valid_acc, host.history[e].valid_acc) << path << " epoch " << e;
+      }
+      EXPECT_EQ(device.final_weights, host.final_weights) << path << " " << model_kind_name(kind);
+    }
+}
+
+TEST(DeviceSampling, MoreThanOneRankIsRefusedOnEveryRank) {
+  if (world().size() == 1) GTEST_SKIP() << "one rank samples on the device";
+  TrainOptions o;
+  o.data = fixtures::small_csbm_file();
+  o.mode = TrainMode::Sampled;
+  o.partition = "block";
+  o.sampled.sample_on = SamplePlace::Device;
+  o.model.layers = 2;
+  o.quiet = true;
+  try {
+    run_training(o, world());
+    ADD_FAILURE() << "--sample-on device ran on " << world().size() << " ranks";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("--sample-on device: sampled mode builds its steps on the device on one "
+                                   "rank only"),
+        std::string::npos)
+        << e.what();
+  }
+}
