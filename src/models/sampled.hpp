@@ -83,7 +83,9 @@ class DeviceSampledSteps {
  public:
   /// One block's sizes: destination rows, source rows, sampled edges.
   struct Shape {
-    int64_t dst = 0, src = 0, edges = 0;
+    int64_t dst = 0;    ///< destination rows
+    int64_t src = 0;    ///< source rows
+    int64_t edges = 0;  ///< sampled edges
   };
   /// Keeps the graph's neighbour lists, features and labels where kernels read them (views of the graph's
   /// own arrays on host builds). The graph must outlive it; throws Error unless this rank owns every node.
