@@ -7,8 +7,9 @@
 # where each rank has a GPU of its own, the one-rank mini-batch and sampled trainers, each of those alone),
 # then the arxiv-shaped benchmarks: the full-graph step against the device floor, phase by phase and
 # kernel by kernel (`train --profile-kernels`); the mini-batch step's cost per sampled vertex against the
-# full-graph step's per node, with its host-to-device bytes; the sampled step on the device against a
-# host build on the same machine's cores, with both runs' losses.
+# full-graph step's per node, with its host-to-device bytes; the sampled step built on the device against
+# the same run sampled on the host (--sample-on host) and against a host build on the same machine's cores,
+# with the runs' losses.
 #
 #   bash scripts/gpu_check.sh [--build-dir DIR] [--host-build DIR] [--tests REGEX|none] [EPOCHS]
 #
@@ -119,16 +120,22 @@ nnz=$(mpiexec -n 1 "$tessera" info "$graph" | awk '/^nodes:/ {n = $2} /^edges:/ 
 nodes=$(mpiexec -n 1 "$tessera" info "$graph" | awk '/^nodes:/ {print $2}')
 
 echo "== mini-batch (1x1x1x1, a quarter of the nodes per step) and sampled (fanouts 5,10,15, 1024 seeds) steps"
+sampled() {  # TESSERA OUT_PREFIX [OPTION...]: a sampled run (on a device build: built there unless told)
+  local bin=$1 out=$2
+  shift 2
+  mpiexec -n 1 "$bin" train --data "$graph" --mode sampled --fanouts 5,10,15 --batch-size 1024 --layers 3 \
+    --hidden 256 --dropout 0 --steps-per-epoch 16 --epochs 4 --eval-every 0 --metrics "$out-sampled.jsonl" \
+    --profile-kernels "$@" >"$out-sampled.log"
+}
 modes() {  # TESSERA OUT_PREFIX: the mini-batch and sampled runs of one build
   local bin=$1 out=$2
   mpiexec -n 1 "$bin" train --data "$graph" --mode minibatch --grid 1x1x1x1 --batch-size 0.25 --layers 3 \
     --hidden 256 --dropout 0 --epochs 4 --eval-every 0 --metrics "$out-minibatch.jsonl" --profile-kernels \
-    >"$out-minibatch.log"
-  mpiexec -n 1 "$bin" train --data "$graph" --mode sampled --fanouts 5,10,15 --batch-size 1024 --layers 3 \
-    --hidden 256 --dropout 0 --steps-per-epoch 16 --epochs 4 --eval-every 0 --metrics "$out-sampled.jsonl" \
-    --profile-kernels >"$out-sampled.log"
+    >"$out-minibatch.log" && sampled "$bin" "$out"
 }
 modes "$tessera" "$work/device" || { echo "gpu_check: a device mini-batch or sampled run failed" >&2; status=1; }
+sampled "$tessera" "$work/device-host-sampled" --sample-on host ||
+  { echo "gpu_check: the device build's host-sampled run failed" >&2; status=1; }
 for mode in minibatch sampled; do  # the device runs' largest kernels, their sum and their copies
   echo "$mode:"
   sed -n '/^kernel profile/,$p' "$work/device-$mode.log" | grep -v "^best valid" | sed -n '2,9p;/ms per epoch in/,$p'
@@ -180,8 +187,12 @@ if mb:
           f"node ({full_row * 1e9:.1f} ns; target within 2x)")
 dev, dev_loss = per_seed("device", "sampled")
 host, host_loss = per_seed("host", "sampled")
+hs, hs_loss = per_seed("device-host-sampled", "sampled")
 if dev:
-    print(f"sampled step per seed on the device {dev * 1e6:.2f} us")
+    print(f"sampled step per seed on the device {dev * 1e6:.2f} us (steps built on the device)")
+if dev and hs:
+    print(f"sampled step per seed on the device with --sample-on host {hs * 1e6:.2f} us: building the steps "
+          f"on the device runs {hs / dev:.2f}x as fast; epoch losses {dev_loss} and {hs_loss}")
 if dev and host:
     print(f"sampled step per seed on the host build ({os.cpu_count()} threads) {host * 1e6:.2f} us: the device "
           f"runs it {host / dev:.2f}x as fast (target 5x); epoch losses device {dev_loss}, host {host_loss}")
