@@ -180,3 +180,34 @@ TEST(DeviceSampling, MoreThanOneRankIsRefusedOnEveryRank) {
         << e.what();
   }
 }
+
+TEST(DeviceSampling, AutoBuildsStepsOnTheDeviceWhereOneRankFitsThere) {
+  constexpr SamplePlace kHost = SamplePlace::Host, kDevice = SamplePlace::Device, kAuto = SamplePlace::Auto;
+  const int64_t gib = int64_t(1) << 30;
+  EXPECT_EQ(sampled_step_place(kAuto, true, 1, gib, 8 * gib), kDevice);
+  EXPECT_EQ(sampled_step_place(kAuto, true, 1, gib, -1), kDevice);  // the runtime could not say
+  EXPECT_EQ(sampled_step_place(kAuto, true, 1, 5 * gib, 8 * gib),
+            kHost);  // half the free memory is the bound
+  EXPECT_EQ(sampled_step_place(kAuto, true, 2, gib, 8 * gib), kHost);
+  EXPECT_EQ(sampled_step_place(kAuto, false, 1, gib, -1), kHost);
+  EXPECT_EQ(sampled_step_place(kHost, true, 1, gib, 8 * gib), kHost);
+  EXPECT_EQ(sampled_step_place(kDevice, false, 1, gib, -1), kDevice);  // a host build's kernels
+  EXPECT_EQ(sampled_step_place(kDevice, true, 1, 4 * gib, 8 * gib), kDevice);
+  auto refusal = [&](int ranks, int64_t bytes) {
+    try {
+      sampled_step_place(kDevice, true, ranks, bytes, 8 * gib);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no refusal");
+  };
+  EXPECT_NE(refusal(2, gib).find("on one rank only"), std::string::npos) << refusal(2, gib);
+  EXPECT_NE(refusal(1, 5 * gib).find("take 5 GiB of device memory, more than half of the 8 GiB free"),
+            std::string::npos)
+      << refusal(1, 5 * gib);
+  // What a graph keeps there: 4 bytes per feature, 8 per offset, neighbour, label and node.
+  const PartitionedGraph g = load_partitioned(self(), fixtures::small_csbm_file(), "block");
+  EXPECT_EQ(DeviceSampledSteps::resident_bytes(g),
+            int64_t(4 * g.count * g.num_features +
+                    8 * ((g.count + 1) + int64_t(g.col.size()) + g.count + g.count)));
+}

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tessera/core/huge_pages.hpp"
+#include "tessera/core/views.hpp"
 
 namespace tessera {
 
@@ -73,6 +74,18 @@ AvailableMemory available_memory() {
   const int64_t headroom = cgroup_headroom(cgroup);
   if (headroom >= 0 && (m.bytes < 0 || headroom < m.bytes)) m = {headroom, cgroup};
   return m;
+}
+
+int64_t device_free_bytes() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  size_t free = 0, total = 0;
+  return cudaMemGetInfo(&free, &total) == cudaSuccess ? int64_t(free) : -1;
+#elif defined(KOKKOS_ENABLE_HIP)
+  size_t free = 0, total = 0;
+  return hipMemGetInfo(&free, &total) == hipSuccess ? int64_t(free) : -1;
+#else
+  return -1;
+#endif
 }
 
 }  // namespace tessera

@@ -80,4 +80,8 @@ struct AvailableMemory {
 /// The smaller of /proc/meminfo's MemAvailable and the cgroup's limit less its usage (v2 or v1).
 AvailableMemory available_memory();
 
+/// Bytes free in the execution space's memory as its runtime reports them (cudaMemGetInfo, hipMemGetInfo);
+/// -1 on host builds, whose kernels use host memory (available_memory), or where the runtime cannot say.
+int64_t device_free_bytes();
+
 }  // namespace tessera

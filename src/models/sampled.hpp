@@ -76,6 +76,14 @@ struct SampledOptions {
   SamplePlace sample_on = SamplePlace::Auto;
 };
 
+/// Where a sampled run builds its training steps: `asked` (SampledOptions::sample_on) for a run of `ranks`
+/// ranks in a device build or not, where steps built on the device keep `resident_bytes` in its memory
+/// (DeviceSampledSteps::resident_bytes) and the device has `device_free` bytes free (-1: unknown). Auto is
+/// Device on a device build with one rank where those bytes fit in half the free memory (the other half for
+/// the steps themselves), else Host. Device on more than one rank, or where they do not fit, throws Error.
+SamplePlace sampled_step_place(SamplePlace asked, bool device_build, int ranks, int64_t resident_bytes,
+                               int64_t device_free);
+
 /// A training step of a rank that owns the whole graph, built in kernels (SamplePlace::Device): the
 /// neighbour sample, each block's weights and transpose (and self block), the input rows gathered from the
 /// features held in the execution space's memory and the seeds' labels; only the seeds are uploaded.
@@ -91,6 +99,9 @@ class DeviceSampledSteps {
   /// own arrays on host builds). The graph must outlive it; throws Error unless this rank owns every node.
   DeviceSampledSteps(const PartitionedGraph& graph, const std::vector<int>& fanouts, uint64_t seed,
                      Normalization normalization, bool self_blocks);
+  /// Bytes a device build keeps in the device's memory for `graph` before any step: the features, the
+  /// neighbour lists, the labels and a position per node.
+  static int64_t resident_bytes(const PartitionedGraph& graph);
   /// The batch of step (epoch, step) on these seeds (global ids), valid until the next call.
   const Batch& build(const std::vector<int64_t>& seeds, int64_t epoch, int64_t step);
   /// Per graph layer (input layer first), the last batch's block sizes.

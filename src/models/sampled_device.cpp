@@ -139,6 +139,29 @@ DeviceCsr device_leading_identity(int64_t dst, int64_t src) {
   return a;
 }
 
+SamplePlace sampled_step_place(SamplePlace asked, bool device_build, int ranks, int64_t resident_bytes,
+                               int64_t device_free) {
+  const bool fits = device_free < 0 || resident_bytes <= device_free / 2;
+  if (asked == SamplePlace::Auto)
+    return device_build && ranks == 1 && fits ? SamplePlace::Device : SamplePlace::Host;
+  if (asked == SamplePlace::Host) return SamplePlace::Host;
+  require(
+      ranks == 1,
+      "--sample-on device: sampled mode builds its steps on the device on one rank only (remote neighbour "
+      "lists and the feature cache are host memory), not on ",
+      ranks, " ranks; use --sample-on host or auto");
+  require(fits, "--sample-on device: the graph's features, neighbour lists and labels take ",
+          double(resident_bytes) / double(1 << 30), " GiB of device memory, more than half of the ",
+          double(device_free) / double(1 << 30), " GiB free; use --sample-on host or auto");
+  return SamplePlace::Device;
+}
+
+int64_t DeviceSampledSteps::resident_bytes(const PartitionedGraph& graph) {
+  return int64_t(graph.features.size() * sizeof(float)) +
+         int64_t((graph.row_ptr.size() + graph.col.size() + graph.labels.size()) * sizeof(int64_t)) +
+         graph.count * int64_t(sizeof(int64_t));
+}
+
 DeviceSampledSteps::DeviceSampledSteps(const PartitionedGraph& graph, const std::vector<int>& fanouts,
                                        uint64_t seed, Normalization normalization, bool self_blocks)
     : graph_(graph),

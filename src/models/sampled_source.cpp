@@ -8,6 +8,7 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/models/metric.hpp"
 #include "tessera/models/minibatch.hpp"
@@ -289,6 +290,8 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
   SampledOptions o = options;
   if (o.fanouts.empty()) o.fanouts.assign(size_t(layers), 10);
   std::string invalid;
+  const bool device_build = !std::is_same<DeviceSpace, HostSpace>::value;
+  SamplePlace place = SamplePlace::Host;
   try {
     require(int(o.fanouts.size()) == layers, "--fanouts lists ", o.fanouts.size(),
             " layers but the model has ", layers, " (one fanout per layer, input layer first)");
@@ -304,17 +307,17 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
             "--prefetch-policy external needs --prefetch-agent CMD");
     require(grid.shape().size() == grid.shape().d,
             "sampled training runs one replica per rank (grid Px1x1x1)");
-    require(o.sample_on != SamplePlace::Device || world.size() == 1,
-            "--sample-on device: sampled mode builds its steps on the device on one rank only (remote "
-            "neighbour lists and the feature cache are host memory), not on ",
-            world.size(), " ranks; use --sample-on host or auto");
+    place = sampled_step_place(o.sample_on, device_build, world.size(),
+                               DeviceSampledSteps::resident_bytes(graph), device_free_bytes());
   } catch (const Error& e) {
     invalid = e.what();
   }
   world.check(invalid.empty(), invalid);
-  const bool on_device =
-      o.sample_on == SamplePlace::Device ||
-      (o.sample_on == SamplePlace::Auto && !std::is_same<DeviceSpace, HostSpace>::value && world.size() == 1);
+  const bool on_device = place == SamplePlace::Device;
+  if (o.sample_on == SamplePlace::Auto && device_build && world.size() == 1 && !on_device)
+    log_line(
+        "sampled steps built on the host: the graph's features and neighbour lists do not fit in half "
+        "of the device's free memory");
   if (on_device) o.thread = false;  // nothing left for a worker thread to prepare
   int provided = 0;
   MPI_Query_thread(&provided);
