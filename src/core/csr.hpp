@@ -34,6 +34,36 @@ KOKKOS_INLINE_FUNCTION Scalar scaled_weight(double row_scale, double col_scale) 
   return Scalar(row_scale * col_scale);
 }
 
+/// Offsets from counts, in a kernel: out(i) = term(0) + ... + term(i - 1) for i in [0, n] (an exclusive scan
+/// with its total at n), `term` a device-callable function of an index. Returns the total.
+template <class Term>
+int64_t prefix_offsets(int64_t n, const Term& term, const Vector<int64_t>& out, const char* name) {
+  int64_t total = 0;
+  Kokkos::parallel_scan(
+      name, Kokkos::RangePolicy<ExecSpace>(0, n + 1),
+      KOKKOS_LAMBDA(int64_t i, int64_t & prefix, bool final) {
+        if (final) out(i) = prefix;
+        if (i < n) prefix += term(i);
+      },
+      total);
+  return total;
+}
+
+/// The row holding entry k (0 <= k < offsets(rows)) of a CSR with these row offsets: the last row starting at
+/// or before k (an empty row starts where the next one does, so it is never that row).
+template <class Offsets>
+KOKKOS_INLINE_FUNCTION int64_t row_of_entry(const Offsets& offsets, int64_t rows, int64_t k) {
+  int64_t lo = 0, hi = rows;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (offsets(mid) <= k)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /// Checks a host CSR's invariants (offsets start at 0, never decrease, end at nnz; columns in range;
 /// values absent or nnz long) and throws Error naming `what` and the first offending row.
 template <class Scalar>

@@ -39,6 +39,14 @@ inline int64_t grown_capacity(int64_t capacity, int64_t needed) {
   return capacity == 0 ? needed : needed + needed / 4;
 }
 
+/// Grows `v` to hold at least `n` entries (a quarter more, for sizes that vary from step to step), keeping
+/// it where it already does: scratch a kernel reuses between steps. The old contents are not kept.
+template <class T>
+void reserve_vector(Vector<T>& v, int64_t n, const char* name) {
+  if (int64_t(v.extent(0)) < n)
+    v = Vector<T>(Kokkos::ViewAllocateWithoutInitializing(name), size_t(n + n / 4));
+}
+
 /// A row-major rows x cols array where kernels read it: a view of `v` itself on host builds (no second copy;
 /// v must outlive the view and not be resized), a copy in the execution space's memory otherwise.
 template <class T>

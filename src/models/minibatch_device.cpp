@@ -65,20 +65,6 @@ int64_t pick_marked(const CutSide& side, const Vector<const uint32_t>& mark, uin
   return count;
 }
 
-// out(i) = term(0) + ... + term(i - 1) for i in [0, n], an exclusive scan; returns the total.
-template <class Term>
-int64_t prefix_sum(int64_t n, const Term& term, const Vector<int64_t>& out, const char* name) {
-  int64_t total = 0;
-  Kokkos::parallel_scan(
-      name, Policy(0, n + 1),
-      KOKKOS_LAMBDA(int64_t i, int64_t & prefix, bool final) {
-        if (final) out(i) = prefix;
-        if (i < n) prefix += term(i);
-      },
-      total);
-  return total;
-}
-
 // Scratch of the entry-parallel cut, kept between steps and grown as needed (3 words per entry the sampled
 // rows hold in the static block).
 struct CutScratch {
@@ -87,11 +73,6 @@ struct CutScratch {
   Vector<int64_t> slot;    // per laid-out entry: its kept column, or -1
   Vector<int64_t> before;  // per laid-out entry and one past: kept entries before it
 };
-
-void reserve(Vector<int64_t>& v, int64_t n, const char* name) {
-  if (int64_t(v.extent(0)) < n)
-    v = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing(name), size_t(n + n / 4));
-}
 
 // The cut's entries are found entry by entry, not row by row: a static row may hold thousands of entries
 // (an R-MAT hub: 6218 on the arxiv-shaped graph), which one thread or one warp would walk while the rest of
@@ -102,29 +83,22 @@ Cut cut_block(const CutSide& side, const CutSide& cols, float scale, CutScratch&
   const StaticBlock a = side.block;
   const Vector<const int64_t> pick = side.pick, own = side.own, col_slot = cols.slot;
   const int64_t rows = side.count;
-  reserve(scratch.span, rows + 1, "sample_cut_span");
+  reserve_vector(scratch.span, rows + 1, "sample_cut_span");
   const Vector<int64_t> span = scratch.span;
-  const int64_t laid = prefix_sum(
+  const int64_t laid = prefix_offsets(
       rows, KOKKOS_LAMBDA(int64_t r) { return a.row_ptr(pick(r) + 1) - a.row_ptr(pick(r)); }, span,
       "tessera::cut_span");
-  reserve(scratch.row, laid, "sample_cut_row");
-  reserve(scratch.slot, laid, "sample_cut_slot");
-  reserve(scratch.before, laid + 1, "sample_cut_before");
+  reserve_vector(scratch.row, laid, "sample_cut_row");
+  reserve_vector(scratch.slot, laid, "sample_cut_slot");
+  reserve_vector(scratch.before, laid + 1, "sample_cut_before");
   const Vector<int64_t> entry_row = scratch.row, entry_slot = scratch.slot, before = scratch.before;
   Kokkos::parallel_for(
       "tessera::cut_entries", Policy(0, laid), KOKKOS_LAMBDA(int64_t e) {
-        int64_t lo = 0, hi = rows;  // the last row whose span starts at or before e
-        while (hi - lo > 1) {
-          const int64_t mid = (lo + hi) / 2;
-          if (span(mid) <= e)
-            lo = mid;
-          else
-            hi = mid;
-        }
+        const int64_t lo = row_of_entry(span, rows, e);
         entry_row(e) = lo;
         entry_slot(e) = col_slot(a.col_idx(a.row_ptr(pick(lo)) + e - span(lo)));
       });
-  const int64_t nnz = prefix_sum(
+  const int64_t nnz = prefix_offsets(
       laid, KOKKOS_LAMBDA(int64_t e) { return entry_slot(e) >= 0 ? int64_t(1) : int64_t(0); }, before,
       "tessera::cut_places");
   Cut out;
@@ -166,7 +140,7 @@ Cut cut_self(const CutSide& side, const CutSide& cols) {
   out.row_ptr =
       Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("sample_self_row_ptr"), size_t(side.count + 1));
   const Vector<int64_t> out_ptr = out.row_ptr;
-  const int64_t nnz = prefix_sum(
+  const int64_t nnz = prefix_offsets(
       side.count,
       KOKKOS_LAMBDA(int64_t r) {
         const int64_t o = own(pick(r));

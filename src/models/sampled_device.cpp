@@ -16,37 +16,6 @@ namespace {
 using Policy = Kokkos::RangePolicy<ExecSpace>;
 using DeviceCsr = CsrMatrix<float, DeviceSpace, SpmmColumn>;
 
-// Row of entry k of a CSR with these offsets: the last row starting at or before k (an empty row starts
-// where the next one does, so it is never the last).
-KOKKOS_INLINE_FUNCTION int64_t row_of(const Vector<const int64_t>& row_ptr, int64_t rows, int64_t k) {
-  int64_t lo = 0, hi = rows;
-  while (hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    if (row_ptr(mid) <= k)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-// out(i) = count(0) + ... + count(i - 1) for i in [0, n].
-void exclusive_scan(const Vector<const int64_t>& count, const Vector<int64_t>& out) {
-  const int64_t n = int64_t(count.extent(0));
-  Kokkos::parallel_scan(
-      "tessera::transpose_offsets", Policy(0, n + 1), KOKKOS_LAMBDA(int64_t i, int64_t & prefix, bool final) {
-        if (final) out(i) = prefix;
-        if (i < n) prefix += count(i);
-      });
-}
-
-template <class T>
-void reserve(Vector<T>& v, int64_t n, const char* name) {
-  if (int64_t(v.extent(0)) < n)
-    v = Vector<T>(Kokkos::ViewAllocateWithoutInitializing(name),
-                  size_t(grown_capacity(int64_t(v.extent(0)), n)));
-}
-
 }  // namespace
 
 DeviceCsr device_block_operator(const DeviceSampledBlock& b, Normalization normalization) {
@@ -106,7 +75,8 @@ DeviceCsr device_transpose(const DeviceCsr& a) {
         key(k) = int64_t(col(k)) * nnz + k;
         Kokkos::atomic_add(&count(col(k)), int64_t(1));
       });
-  exclusive_scan(count, t.row_ptr);
+  prefix_offsets(
+      cols, KOKKOS_LAMBDA(int64_t c) { return count(c); }, t.row_ptr, "tessera::transpose_offsets");
   if (nnz == 0) return t;
   Kokkos::sort(key);
   const Vector<const int64_t> ptr = a.row_ptr;
@@ -117,7 +87,7 @@ DeviceCsr device_transpose(const DeviceCsr& a) {
   Kokkos::parallel_for(
       "tessera::transpose_entries", Policy(0, nnz), KOKKOS_LAMBDA(int64_t q) {
         const int64_t k = key(q) % nnz;
-        out_col(q) = SpmmColumn(row_of(ptr, rows, k));
+        out_col(q) = SpmmColumn(row_of_entry(ptr, rows, k));
         if (valued) out_value(q) = value(k);
       });
   return t;
@@ -201,7 +171,7 @@ void gather_rows(const Matrix<const float>& features, const Vector<const int64_t
 const Batch& DeviceSampledSteps::build(const std::vector<int64_t>& seeds, int64_t epoch, int64_t step) {
   Stopwatch watch;
   const size_t n = seeds.size();
-  reserve(seeds_, int64_t(n), "sample.seeds");
+  reserve_vector(seeds_, int64_t(n), "sample.seeds");
   const Vector<int64_t> seed_ids = Kokkos::subview(seeds_, std::make_pair(size_t(0), n));
   Kokkos::deep_copy(seed_ids, HostVector<const int64_t>(seeds.data(), n));
   const std::vector<DeviceSampledBlock> blocks = sampler_.sample(seed_ids, epoch, step);
@@ -231,7 +201,7 @@ const Batch& DeviceSampledSteps::build(const std::vector<int64_t>& seeds, int64_
   const Matrix<float> x(Kokkos::subview(x_, std::make_pair(int64_t(0), rows), Kokkos::ALL()));
   gather_rows(features_, input.src, graph_.first, x);
   if (batch_labels_.extent(0) < n) {
-    reserve(batch_labels_, int64_t(n), "step.labels");
+    reserve_vector(batch_labels_, int64_t(n), "step.labels");
     ones_ = Vector<uint8_t>("step.mask", batch_labels_.extent(0));
     Kokkos::deep_copy(ones_, uint8_t(1));
   }

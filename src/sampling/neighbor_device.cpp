@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "tessera/core/csr.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -20,20 +21,14 @@ struct LocalGraph {
 // row_ptr(i) = neighbours kept of frontier nodes before i, for i in [0, n]; returns the block's edges.
 int64_t count_kept(const LocalGraph& g, const Vector<const int64_t>& frontier, int fanout,
                    const Vector<int64_t>& row_ptr) {
-  const int64_t n = int64_t(frontier.extent(0));
-  int64_t total = 0;
-  Kokkos::parallel_scan(
-      "tessera::sample_counts", Policy(0, n + 1),
-      KOKKOS_LAMBDA(int64_t i, int64_t & prefix, bool final) {
-        if (final) row_ptr(i) = prefix;
-        if (i < n) {
-          const int64_t v = frontier(i) - g.first;
-          const int64_t degree = g.row_ptr(v + 1) - g.row_ptr(v);
-          prefix += fanout < 0 || degree <= fanout ? degree : int64_t(fanout);
-        }
+  return prefix_offsets(
+      int64_t(frontier.extent(0)),
+      KOKKOS_LAMBDA(int64_t i) {
+        const int64_t v = frontier(i) - g.first;
+        const int64_t degree = g.row_ptr(v + 1) - g.row_ptr(v);
+        return fanout < 0 || degree <= fanout ? degree : int64_t(fanout);
       },
-      total);
-  return total;
+      row_ptr, "tessera::sample_counts");
 }
 
 // nbr(row_ptr(i) ...) = frontier node i's kept in-neighbours (global ids) in list order: Floyd's positions
@@ -69,18 +64,11 @@ void place_sources(const Vector<const int64_t>& frontier, const Vector<const int
   Kokkos::parallel_for(
       "tessera::sample_first_edge", Policy(0, nnz),
       KOKKOS_LAMBDA(int64_t e) { Kokkos::atomic_fetch_min(&position(nbr(e) - first), e); });
-  if (int64_t(first_use.extent(0)) < nnz + 1)
-    first_use = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("sample.first_use"),
-                                size_t(grown_capacity(int64_t(first_use.extent(0)), nnz + 1)));
+  reserve_vector(first_use, nnz + 1, "sample.first_use");
   const Vector<int64_t> before = first_use;
-  int64_t fresh = 0;
-  Kokkos::parallel_scan(
-      "tessera::sample_number_new", Policy(0, nnz),
-      KOKKOS_LAMBDA(int64_t e, int64_t & prefix, bool final) {
-        if (final) before(e) = prefix;
-        prefix += position(nbr(e) - first) == e ? 1 : 0;
-      },
-      fresh);
+  const int64_t fresh = prefix_offsets(
+      nnz, KOKKOS_LAMBDA(int64_t e) { return position(nbr(e) - first) == e ? int64_t(1) : int64_t(0); },
+      before, "tessera::sample_number_new");
   b.src = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("sample.src"), size_t(n + fresh));
   b.col = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("sample.col"), size_t(nnz));
   const Vector<int64_t> src = b.src, col = b.col;
