@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "command_line.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "commands.hpp"
+#include "config_file.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/core/error.hpp"
 #include "usage.hpp"
 
@@ -11,24 +15,10 @@ namespace tessera::app {
 
 namespace {
 
-// A --config file holds `tessera train`'s options: keys outside a section belong to train ([train] works
-// too). CLI11 reads configuration files at the top level, so the keys are filed under the subcommand.
-class TrainConfig : public CLI::ConfigTOML {
- public:
-  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
-    std::vector<CLI::ConfigItem> items = CLI::ConfigTOML::from_config(input);
-    for (CLI::ConfigItem& item : items)
-      if (item.parents.empty() || item.parents.front() != "train")
-        item.parents.insert(item.parents.begin(), "train");
-    return items;
-  }
-};
-
-// `tessera train --config F ...` becomes `tessera --config F train ...`: where CLI11 reads the file.
-// `missing`: --config came without a file name (CLI11 would then read no file and train on the defaults).
+// `tessera SUB --config F ...` becomes `tessera --config F SUB ...`: where CLI11 reads the file.
+// `missing`: --config came without a file name (CLI11 would then read no file and use the defaults).
 std::vector<std::string> config_first(std::vector<std::string> args, std::string& config, bool& missing) {
-  if (args.size() < 2 || args[1] != "train") return args;
-  for (size_t k = 2; k < args.size(); ++k) {
+  for (size_t k = 1; k < args.size(); ++k) {
     const bool joined = args[k].rfind("--config=", 0) == 0;
     if (args[k] != "--config" && !joined) continue;
     config = joined ? args[k].substr(9) : (k + 1 < args.size() ? args[k + 1] : "");
@@ -38,6 +28,20 @@ std::vector<std::string> config_first(std::vector<std::string> args, std::string
     break;
   }
   return args;
+}
+
+// The subcommands the arguments select, outermost first ({"prep", "ogb"}): the options a --config file
+// gives.
+std::vector<std::string> subcommand_chain(const CLI::App& app, const std::vector<std::string>& args) {
+  std::vector<std::string> chain;
+  const CLI::App* at = &app;
+  for (size_t k = 1; k < args.size(); ++k) {
+    const CLI::App* sub = find_subcommand(at, args[k]);
+    if (sub == nullptr) continue;
+    chain.push_back(args[k]);
+    at = sub;
+  }
+  return chain;
 }
 
 // CLI11's words for configuration problems, with the file named.
@@ -56,11 +60,16 @@ std::unique_ptr<CLI::App> make_app() {
   app->require_subcommand(1);
   app->set_version_flag("--version", version_text(),
                         "Print the version, Kokkos, MPI, HDF5 and vendor libraries");
-  app->set_config("--config", "", "TOML file of `tessera train` options (see tessera train --help)")
+  app->set_config("--config", "", "TOML file of the subcommand's options (tessera train --print-config writes one)")
       ->configurable(false);
-  app->config_formatter(std::make_shared<TrainConfig>());
+  app->config_formatter(std::make_shared<TomlConfig>());
   app->allow_config_extras(CLI::config_extras_mode::error);
   return app;
+}
+
+std::string config_origin(const CLI::App& app, const std::string& message) {
+  const auto formatter = std::dynamic_pointer_cast<TomlConfig>(app.get_config_formatter_base());
+  return formatter ? formatter->origin_of(message) : std::string();
 }
 
 bool parse_command_line(CLI::App& app, std::vector<std::string> given, const Communicator& world) {
@@ -68,6 +77,20 @@ bool parse_command_line(CLI::App& app, std::vector<std::string> given, const Com
   bool config_missing = false;
   std::vector<std::string> args = config_first(std::move(given), config, config_missing);
   world.check(!config_missing, "--config needs a TOML file name (tessera train --config run.toml)");
+  if (!config.empty()) {
+    const std::vector<std::string> chain = subcommand_chain(app, args);
+    world.check(!chain.empty(), config + ": --config gives a subcommand's options: name the subcommand "
+                                         "(tessera train --config " + config + ")");
+    std::set<std::string> given_flags;
+    for (const std::string& arg : args)
+      if (arg.rfind("--", 0) == 0) given_flags.insert(arg.substr(0, arg.find('=')));
+    std::dynamic_pointer_cast<TomlConfig>(app.get_config_formatter_base())->select(&app, chain, config, given_flags);
+    world.run_on(0, [&] {
+      require_os(access(config.c_str(), R_OK) == 0, config, ": cannot read the configuration file");
+      const std::string kind = file_kind(config);
+      require(kind == "a regular file", config, ": --config names ", kind, ", not a regular file");
+    });
+  }
   args.erase(args.begin());  // the program's name
   // A misspelt subcommand or option is named with its closest valid spelling before CLI11 parses.
   const std::string unknown = unknown_word_message(app, args);
@@ -84,7 +107,11 @@ bool parse_command_line(CLI::App& app, std::vector<std::string> given, const Com
     const std::string what = e.what();
     const bool from_config = dynamic_cast<const CLI::ConfigError*>(&e) != nullptr ||
                              (!config.empty() && what.find(config) != std::string::npos);
-    throw CollectiveError((from_config ? config_message(what, config) : what) + " (see tessera --help)");
+    if (from_config) throw CollectiveError(config_message(what, config) + " (see tessera --help)");
+    // "Could not convert: --seed = abc": the value may have come from the file.
+    const size_t flag = what.find("--");
+    const std::string origin = config.empty() || flag == std::string::npos ? "" : config_origin(app, what.substr(flag));
+    throw CollectiveError(origin + what + " (see tessera --help)");
   }
   return true;
 }

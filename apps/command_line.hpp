@@ -23,6 +23,10 @@ std::unique_ptr<CLI::App> make_app();
 /// CollectiveError with one line naming the option or the --config file otherwise.
 bool parse_command_line(CLI::App& app, std::vector<std::string> args, const Communicator& world);
 
+/// "FILE: line N: " when `message` (starting with "--NAME") is about an option whose value came from the
+/// --config file `app` read, else "".
+std::string config_origin(const CLI::App& app, const std::string& message);
+
 /// Collective: `tessera train ARGS...` (ARGS without "train"; a --config file among them) parsed and
 /// checked as the program does it: the options that run would train with, or nullopt where ARGS asked for
 /// --help or --print-config (printed by rank 0). Throws CollectiveError on every rank with the first problem.

@@ -12,6 +12,30 @@
 
 namespace tessera::app {
 
+uint64_t parse_seed(const std::string& text, const std::string& flag) {
+  constexpr uint64_t kMax = (uint64_t(1) << 63) - 1;
+  const bool digits = !text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos;
+  const uint64_t value = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
+  require(digits && value <= kMax, flag, " must be a whole number from 0 to 2^63 - 1 (", kMax, "), not '", text,
+          "'");
+  return value;
+}
+
+CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& description) {
+  return cmd
+      ->add_option_function<std::string>(
+          "--seed",
+          [&seed](const std::string& text) {
+            try {
+              seed = parse_seed(text);
+            } catch (const Error& e) {
+              throw CLI::ValidationError(e.what());
+            }
+          },
+          description + " (0 to 2^63 - 1)")
+      ->default_str(std::to_string(seed));
+}
+
 GridShape parse_grid(const std::string& text) {
   std::vector<int> parts;
   std::string part;

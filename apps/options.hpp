@@ -3,6 +3,8 @@
 // typed options; the library itself never parses a flag. Each parser throws Error naming the flag.
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,13 @@
 #include "tessera/prefetch/controller.hpp"
 
 namespace tessera::app {
+
+/// A seed: decimal digits only, 0 to 2^63 - 1 (checkpoints and metrics store it as a signed 64-bit
+/// integer); `flag` names the option in errors.
+uint64_t parse_seed(const std::string& text, const std::string& flag = "--seed");
+/// --seed on `cmd`, into `seed` through parse_seed (CLI11's own conversion of an unsigned integer wraps
+/// "-1" and saturates past 2^64 - 1).
+CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& description);
 
 /// "XxYxZ" (d = 1) or "DxXxYxZ", every axis >= 1.
 GridShape parse_grid(const std::string& text);

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include <memory>
 
@@ -24,20 +28,30 @@ struct Args {
   uint64_t seed = 1;
 };
 
-// Rank 0: a partition file of its own, written under a temporary name and renamed (removed on failure).
+// Rank 0: a partition file of its own, written under a temporary name beside its target (links followed),
+// flushed and renamed (removed on failure).
 void write_partition_file(const Args& a, const GraphIdentity& identity, const std::string& name,
                           const std::vector<int32_t>& part, PartitionMethod method,
                           const PartitionReport& report) {
-  const std::string temp = a.output + ".tmp-" + std::to_string(getpid());
+  const std::string target = output_target(a.output), temp = temporary_beside(target, long(getpid()));
   try {
     create_partition_file(temp, a.data, identity.meta.num_nodes, identity.fingerprint);
     write_partition(temp, name, part, a.parts, method, report);
-    require_os(std::rename(temp.c_str(), a.output.c_str()) == 0, a.output,
-               ": cannot rename the partition file");
   } catch (...) {
     std::remove(temp.c_str());
     throw;
   }
+  commit_output(temp, target, "partition file");
+}
+
+// Rank 0: without --output the partition goes into the graph file, which must then be writable: said
+// before METIS runs, not after.
+void require_graph_writable(const std::string& data) {
+  const int fd = open(data.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    fail(data, ": cannot add the partition to --data (", std::strerror(errno),
+         "); write it to a file of its own with --output FILE");
+  close(fd);
 }
 
 }  // namespace
@@ -57,7 +71,7 @@ void add_partition_command(CLI::App& app, Command& selected) {
                   "metis (k-way, balanced by nodes, training nodes and edges) or random")
       ->capture_default_str();
   cmd->add_option("--name", a->name, "Stored as /partition/NAME (default: METHOD-PARTS)");
-  cmd->add_option("--seed", a->seed, "random: the permutation's seed")->capture_default_str();
+  add_seed_option(cmd, a->seed, "random: the permutation's seed");
   cmd->callback([&selected, a] {
     selected = [a](const Communicator& world) {
       std::string invalid;
@@ -72,7 +86,10 @@ void add_partition_command(CLI::App& app, Command& selected) {
       PathPlan paths;
       paths.input(a->data, "--data");
       paths.output_file(a->output, "--output");
-      world.run_on(0, [&] { paths.check_and_prepare(); });
+      world.run_on(0, [&] {
+        paths.check_and_prepare();
+        if (a->output.empty()) require_graph_writable(a->data);
+      });
       const GraphIdentity identity = graph_identity(world, a->data);
       Stopwatch watch;
       // Every value checked by all ranks before rank 0's serial METIS reads them (a node id out of range

@@ -78,7 +78,7 @@ void add_predict_command(CLI::App& app, Command& selected) {
       "--partition", o.partition,
       "layerwise engine: /partition/NAME (default metis-RANKS where the file has it, else block)");
   cmd->add_option("--kernels", a->kernels, "auto, host, team or vendor")->capture_default_str();
-  cmd->add_flag("--quiet", o.quiet, "Only the first line and the accuracy");
+  cmd->add_flag("--quiet", o.quiet, "Only the accuracy and the line naming what was written");
   cmd->callback([&selected, a] {
     selected = [a](const Communicator& world) {
       std::string problem;

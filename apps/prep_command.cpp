@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/paths.hpp"
 #include "tessera/core/timer.hpp"
@@ -139,7 +140,7 @@ void add_prep_command(CLI::App& app, Command& selected) {
   synth_cmd->add_option("--edges", synth->num_edges, "Undirected edges to draw")->capture_default_str();
   synth_cmd->add_option("--features", synth->num_features, "Features per node")->capture_default_str();
   synth_cmd->add_option("--classes", synth->num_classes, "Classes")->capture_default_str();
-  synth_cmd->add_option("--seed", synth->seed, "Random seed")->capture_default_str();
+  add_seed_option(synth_cmd, synth->seed, "Random seed");
   synth_cmd->add_option("--intra-class", synth->intra_class, "CSBM: fraction of edges inside a class")
       ->capture_default_str();
   synth_cmd->add_option("--signal", synth->feature_signal, "CSBM: class-mean scale (noise is 1)")

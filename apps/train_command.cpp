@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "options.hpp"
 #include "tessera/core/error.hpp"
@@ -38,7 +39,7 @@ void add_model_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--input-dropout", a.input_dropout, "Dropout on input features (default: --dropout)");
   cmd->add_option("--norm", a.norm, "none, batch or rms (hidden layers)")->capture_default_str();
   cmd->add_flag("--no-fuse", a.no_fuse, "Norm, ReLU and dropout as separate layers (for comparison)");
-  cmd->add_option("--seed", m.seed, "Seed of initialization, dropout and sampling")->capture_default_str();
+  add_seed_option(cmd, m.seed, "Seed of initialization, dropout and sampling");
   cmd->add_option("--optimizer", a.optimizer, "adam or adamw")->capture_default_str();
   cmd->add_option("--lr", a.o.optimizer.lr, "Learning rate")->capture_default_str();
   cmd->add_option("--weight-decay", a.o.optimizer.weight_decay, "Weight decay on weights (not biases)")
@@ -174,6 +175,9 @@ void add_output_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--checkpoint", o.checkpoint_dir, "Directory for DIR/checkpoint.h5");
   cmd->add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every K epochs (0: at the end)");
   cmd->add_flag("--resume", o.resume, "Continue from DIR/checkpoint.h5");
+  cmd->add_flag("--overwrite-checkpoint", o.overwrite_checkpoint,
+                "Start over although DIR/checkpoint.h5 exists (replaced at this run's first save); without it, "
+                "or --resume, such a run is refused");
   cmd->add_flag("--resume-force", o.resume_force,
                 "With --resume: continue although the checkpoint was written with other result-changing "
                 "options or another graph (the differences are listed in the log)");
@@ -252,6 +256,7 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--checkpoint-every", "Output"},
     {"--resume", "Output"},
     {"--resume-force", "Output"},
+    {"--overwrite-checkpoint", "Output"},
     {"--quiet", "Output"},
     {"--verbose", "Output"},
     {"--profile-kernels", "Output"},
@@ -439,15 +444,30 @@ void add_train_command(CLI::App& app, Command& selected, TrainRunner run) {
       } catch (const std::exception& e) {
         invalid = e.what();
       }
-      world.check(invalid.empty(), invalid);
+      // An option's problem names the --config file and line its value came from.
+      const CLI::App& root = *cmd->get_parent();
+      world.check(invalid.empty(), config_origin(root, invalid) + invalid);
+      try {
+        check_options(options, world);
+      } catch (const CollectiveError& e) {
+        throw CollectiveError(config_origin(root, e.what()) + e.what());
+      }
+      // The configuration as --print-config prints it and the metrics header records it: every value must
+      // read back as given (a line break cannot).
+      std::string config, problem;
+      try {
+        config = cmd->config_to_str(true, true);
+      } catch (const CLI::ConfigError& e) {
+        problem = e.what();
+      }
+      world.check(problem.empty(), problem);
       // Printed only once the options are known to be valid (the file itself is read only by a run).
       if (a->print_config) {
-        check_options(options, world);
-        if (world.rank() == 0) std::printf("%s", cmd->config_to_str(true, true).c_str());
+        if (world.rank() == 0) std::printf("%s", config.c_str());
         return 0;
       }
       options.metrics_header["version"] = version_short();
-      options.metrics_header["config"] = cmd->config_to_str(true, true);
+      options.metrics_header["config"] = config;
       return run(options, world);
     };
   });

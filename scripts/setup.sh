@@ -59,7 +59,7 @@ say() { echo "setup: $*"; }
 # ---- 1. Debian packages -------------------------------------------------------------------------
 packages=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
           libmetis-dev libopenblas-openmp-dev zlib1g-dev hdf5-tools python3 python3-h5py python3-matplotlib
-          python3-numpy python3-scipy python3-pytest python3-setuptools python3-venv
+          python3-numpy python3-scipy python3-pytest python3-setuptools python3-venv python3-wheel
           python3-dev pybind11-dev python3-mpi4py python3-h5py-mpi
           libgtest-dev libcli11-dev nlohmann-json3-dev doxygen libdnnl-dev)
 [ "$with_bench" -eq 1 ] && packages+=(python3-torch)
@@ -213,12 +213,17 @@ fi
 python_bindings=OFF
 if [ "$with_python" -eq 1 ] && [ "$backend" = host ] && [ "$sanitize" = OFF ]; then
   py=/usr/bin/python3; [ -x "$py" ] || py=python3
-  if "$py" -c 'import mpi4py, numpy' 2>/dev/null &&
-     { ls /usr/lib/cmake/pybind11/pybind11Config.cmake /usr/share/cmake/pybind11/pybind11Config.cmake >/dev/null 2>&1 ||
-       "$py" -m pybind11 --cmakedir >/dev/null 2>&1; }; then
-    python_bindings=ON
+  pybind11_config=""
+  for f in /usr/lib/cmake/pybind11/pybind11Config.cmake /usr/share/cmake/pybind11/pybind11Config.cmake; do
+    [ -f "$f" ] && pybind11_config=$f && break
+  done
+  [ -n "$pybind11_config" ] || pybind11_config=$("$py" -m pybind11 --cmakedir 2>/dev/null || true)
+  if ! "$py" -c 'import mpi4py, numpy' 2>/dev/null; then
+    say "no mpi4py or numpy for $py: building without the Python bindings"
+  elif [ -z "$pybind11_config" ]; then
+    say "no pybind11 CMake package (pybind11-dev) for $py: building without the Python bindings"
   else
-    say "no pybind11 CMake package or mpi4py for $py: building without the Python bindings"
+    python_bindings=ON
   fi
 fi
 if [ ! -f "$build/CMakeCache.txt" ]; then

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <sys/stat.h>
 #include <unistd.h>
 #include <Kokkos_Core.hpp>
@@ -418,6 +420,15 @@ TEST(PageBuffer, ZeroedMovableAndReturned) {
 
 namespace {
 
+std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 std::string plan_error(const PathPlan& plan) {
   try {
     plan.check_and_prepare();
@@ -477,6 +488,40 @@ TEST(Paths, OutputsNeverNameAnInputAnotherOutputOrADirectory) {
             dir.substr(0, 4) == "/tmp" ? resolved_path(dir) + "/not-yet" : "");
   EXPECT_EQ(resolved_path(dir + "/absent/x"), "");
   std::string command = "rm -rf " + dir;
+  EXPECT_EQ(std::system(command.c_str()), 0);
+}
+
+// The output policy: a link is written through (also to a file not there yet), a FIFO refused without being
+// opened, nothing left beside the target.
+TEST(Paths, OutputsGoThroughLinksAndNeverOverAFifo) {
+  char pattern[] = "/tmp/tessera-outputs-XXXXXX";
+  const std::string dir = mkdtemp(pattern);
+  ASSERT_EQ(mkdir((dir + "/store").c_str(), 0755), 0);
+  ASSERT_EQ(symlink("store/new.txt", (dir + "/dangling").c_str()), 0);
+  ASSERT_EQ(symlink("dangling", (dir + "/chain").c_str()), 0);
+  EXPECT_EQ(output_target(dir + "/chain"), resolved_path(dir) + "/store/new.txt");
+  write_text_output(dir + "/chain", "one\n", "a test output");
+  struct stat st {};
+  EXPECT_TRUE(lstat((dir + "/chain").c_str(), &st) == 0 && S_ISLNK(st.st_mode));
+  std::ifstream in(dir + "/store/new.txt");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "one");
+  ASSERT_EQ(mkfifo((dir + "/pipe").c_str(), 0644), 0);
+  EXPECT_EQ(file_kind(dir + "/pipe"), "a FIFO");
+  EXPECT_EQ(file_kind(dir + "/absent"), "");
+  EXPECT_EQ(message_of([&] { write_text_output(dir + "/pipe", "x", "--csv"); }),
+            dir + "/pipe: --csv names a FIFO, not a regular file (an output replaces a regular file only; give a "
+                  "file's path)");
+  EXPECT_EQ(message_of([&] { require_regular_input(dir + "/pipe", "--data"); }),
+            dir + "/pipe: --data names a FIFO, not a regular file");
+  PathPlan plan;
+  plan.input(dir + "/pipe", "--data");
+  EXPECT_EQ(plan_error(plan), dir + "/pipe: --data names a FIFO, not a regular file");
+  EXPECT_TRUE(stat((dir + "/pipe").c_str(), &st) == 0 && S_ISFIFO(st.st_mode));
+  const std::string listing = "ls " + dir + "/store | grep -q tmp-";
+  EXPECT_NE(std::system(listing.c_str()), 0) << "a temporary was left";
+  const std::string command = "rm -rf " + dir;
   EXPECT_EQ(std::system(command.c_str()), 0);
 }
 

@@ -187,7 +187,7 @@ TEST(GraphFile, UncommittedWriterLeavesNoFile) {
   world.barrier();
   EXPECT_FALSE(file_exists(path));
   EXPECT_EQ(collective_error([&] { GraphFileWriter w(world, "/nonexistent-dir/x.h5", g.meta, {}); }),
-            "/nonexistent-dir/x.h5: cannot create output file (No such file or directory)");
+            "/nonexistent-dir/x.h5: cannot write the graph file (No such file or directory)");
 }
 
 TEST(GraphFile, SchemaViolationsAreCollectiveErrorsNamingTheDataset) {

@@ -5,6 +5,9 @@
 
 #include <functional>
 
+#include <sstream>
+
+#include "config_file.hpp"
 #include "options.hpp"
 #include "tessera/core/error.hpp"
 
@@ -103,4 +106,46 @@ TEST(Options, NamesRoundTripAndBadNamesListTheChoices) {
   EXPECT_EQ(message([] { parse_mode("mini"); }), "--mode: expected full, minibatch or sampled, got 'mini'");
   EXPECT_EQ(parse_optimizer("adamw"), OptimizerKind::AdamW);
   EXPECT_EQ(parse_partition_method("random"), PartitionMethod::Random);
+}
+
+TEST(Options, SeedsAreWholeNumbersUpTo2To63) {
+  EXPECT_EQ(parse_seed("0"), 0u);
+  EXPECT_EQ(parse_seed("9223372036854775807"), 9223372036854775807u);
+  for (const char* bad : {"-1", "9223372036854775808", "18446744073709551615", "18446744073709551616", "1e23",
+                          "0x10", "1.5", "", " 7", "+3"})
+    EXPECT_EQ(message([&] { parse_seed(bad); }),
+              std::string("--seed must be a whole number from 0 to 2^63 - 1 (9223372036854775807), not '") + bad +
+                  "'");
+}
+
+// What --print-config writes reads back to the same string, whatever the string holds.
+TEST(Options, ConfigValuesReadBackAsWritten) {
+  TomlConfig config;
+  for (const std::string text : {"run#1", "a \"quoted\" name", "back\\slash \\n", "ünïcødé",
+                                 "tab\there", "", "12abc", "1e3x"}) {
+    std::istringstream file("key=" + toml_value(text) + "  # a comment\n");
+    const std::vector<CLI::ConfigItem> items = config.from_config(file);
+    ASSERT_EQ(items.size(), 1u) << text;
+    EXPECT_EQ(items[0].inputs, std::vector<std::string>{text}) << toml_value(text);
+  }
+  EXPECT_EQ(toml_value("12"), "12");
+  EXPECT_EQ(toml_value("5e-4"), "5e-4");
+  EXPECT_EQ(toml_value("true"), "true");
+  EXPECT_EQ(toml_value("g.h5"), "\"g.h5\"");
+  EXPECT_THROW(toml_value("two\nlines"), CLI::ConfigError);
+  const auto problem = [&](const std::string& text) {
+    std::istringstream file(text);
+    try {
+      config.from_config(file);
+    } catch (const CLI::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(problem("a=1\nb = \"open\n"), "line 2: a string without its closing quote");
+  EXPECT_EQ(problem("\n\nc = bare"), "line 3: 'bare' is not a TOML value (strings are quoted: \"bare\")");
+  EXPECT_EQ(problem("d = 1 2"), "line 1: unexpected '2' after the value");
+  EXPECT_EQ(problem("e = \"\\q\""), "line 1: unknown escape \\q (a backslash is written \\\\)");
+  EXPECT_EQ(problem("f = 1\nf = 2"), "line 2: 'f' is given twice");
+  EXPECT_EQ(problem("g = \"\"\"x\"\"\""), "line 1: multi-line strings are not supported: give the value on one line");
 }

@@ -8,17 +8,21 @@
     /node/labels             int64 [N], -1 = unlabeled
     /split/train|valid|test  int64 node ids
 
-Every argument is checked before anything is written (ValueError naming the argument and the problem), and
-the file is written under a temporary name beside the target and renamed when complete.
+Every argument is checked as `tessera info` checks the file, before anything is written (ValueError naming
+the argument and the problem), and the file is written under the output policy of `tessera._output`: a
+temporary beside the target (symbolic links followed), flushed and renamed when complete.
 """
-import os
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
 
+from ._output import atomic_output
+
 SPLITS = ("train", "valid", "test")
+# The graph reader's bounds (graph_file.cpp): sizes far past any real graph, inside every index type.
+MAX_NODES, MAX_EDGES, MAX_FEATURES, MAX_CLASSES = 1 << 40, 1 << 48, 1 << 24, 1 << 24
 
 
 @dataclass
@@ -64,11 +68,12 @@ def _edge_index(edges, n):
 
 
 def _split_ids(name, value, n):
-    """Node ids of a split given as ids or as a boolean mask of length n."""
+    """Node ids of a split, given either as ids (1-D integers, each once) or as a boolean mask of length n:
+    the dtype says which (an integer array is ids, never a mask)."""
     a = np.asarray(value)
     if a.dtype == bool:
         if a.shape != (n,):
-            raise ValueError(f"{name}: a mask of {a.shape} for {n} nodes")
+            raise ValueError(f"{name}: a mask of {a.shape} for {n} nodes (a boolean mask has one entry per node)")
         return np.flatnonzero(a).astype(np.int64)
     if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
         raise ValueError(f"{name}: expected node ids (1-D integers) or a boolean mask, got {a.dtype} {a.shape}")
@@ -78,6 +83,17 @@ def _split_ids(name, value, n):
     if np.unique(a).size != a.size:
         raise ValueError(f"{name}: a node id appears twice")
     return a
+
+
+def _disjoint(splits):
+    """ValueError naming the first node that two splits share."""
+    seen = {}
+    for s, ids in splits.items():
+        for other, before in seen.items():
+            common = np.intersect1d(ids, before)
+            if common.size:
+                raise ValueError(f"{s}: node {int(common[0])} is also in {other} (splits must not overlap)")
+        seen[s] = ids
 
 
 def _csr_by_destination(e, n, symmetrize):
@@ -109,10 +125,16 @@ def _checked_features_labels(x, y):
     x = np.asarray(x)
     if x.ndim != 2:
         raise ValueError(f"x: expected a 2-D [nodes, features] array, got shape {x.shape}")
+    if not 1 <= x.shape[0] <= MAX_NODES:
+        raise ValueError(f"x: {x.shape[0]} rows; a graph needs at least one node (at most 2^40)")
+    if not 1 <= x.shape[1] <= MAX_FEATURES:
+        raise ValueError(f"x: {x.shape[1]} features per node; a graph needs at least one (at most 2^24)")
+    if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
+        raise ValueError(f"x: features must be numbers, not {x.dtype}")
     x = x.astype(np.float32, copy=False)
     if not np.all(np.isfinite(x)):
         row = int(np.argwhere(~np.isfinite(x))[0][0])
-        raise ValueError(f"x: row {row} holds a value that is not finite")
+        raise ValueError(f"x: row {row} holds a value that is not finite (or too large for float32)")
     y = np.asarray(y)
     if y.shape != (x.shape[0],) or (y.size and not np.issubdtype(y.dtype, np.integer)):
         raise ValueError(f"y: expected {x.shape[0]} integer labels (one per row of x), got {y.dtype} {y.shape}")
@@ -122,43 +144,59 @@ def _checked_features_labels(x, y):
     return x, y
 
 
+def _classes(y, num_classes):
+    """The file's num_classes: `num_classes` checked against the labels, or max(y) + 1."""
+    top = int(y.max()) + 1 if y.size else 0
+    if num_classes is None:
+        classes = top
+    else:
+        if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
+            raise ValueError(f"num_classes: expected an integer, got {num_classes!r}")
+        classes = int(num_classes)
+        if classes < top:
+            raise ValueError(f"y: label {top - 1} is not below num_classes {classes}")
+    if classes < 1:
+        raise ValueError("y: no node has a label (every label is -1): nothing to train or score; give labels "
+                         "(classes 0..C-1)")
+    if classes > MAX_CLASSES:
+        raise ValueError(f"num_classes: {classes} classes; at most 2^24")
+    return classes
+
+
 def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="graph", symmetrize=False,
                 num_classes=None, source="python"):
     """Writes a Tessera graph file at `path`.
 
     edges: a (2, E) array of edges u -> v (edges[0] = sources, as PyG's edge_index) or an N x N scipy matrix
     with an entry at (u, v) per edge; x: [N, F] features (dense or scipy); y: [N] integer labels, -1 for
-    unlabeled; train / valid / test: node ids or boolean masks (None: no such split); symmetrize: add every
-    edge's reverse (and drop duplicates), as most node-classification benchmarks are used; num_classes:
-    default max(y) + 1. Returns a dict of the sizes written."""
+    unlabeled (at least one node labeled); train / valid / test: node ids (an integer array) or boolean masks
+    of length N (a bool array), disjoint (None: no such split); symmetrize: add every edge's reverse (and drop
+    duplicates), as most node-classification benchmarks are used; num_classes: default max(y) + 1. Every file
+    it accepts passes `tessera info`. Returns a dict of the sizes written."""
     x, y = _checked_features_labels(x, y)
     n = x.shape[0]
     e = _edge_index(edges, n)
-    classes = int(y.max()) + 1 if num_classes is None and y.size else int(num_classes or 0)
-    if y.size and y.max() >= classes:
-        raise ValueError(f"y: label {y.max()} is not below num_classes {classes}")
+    classes = _classes(y, num_classes)
     splits = {s: _split_ids(s, v, n) for s, v in zip(SPLITS, (train, valid, test)) if v is not None}
+    _disjoint(splits)
     indptr, indices = _csr_by_destination(e, n, symmetrize)
+    if indices.size > MAX_EDGES:
+        raise ValueError(f"edges: {indices.size} edges; at most 2^48")
     symmetric = bool(symmetrize) or _is_symmetric(indptr, indices, n)
     import h5py  # here: a process that only reads arrays need not load HDF5
-    temp = f"{path}.tmp-{os.getpid()}"
-    try:
+    with atomic_output(path, "the graph file") as temp:
         with h5py.File(temp, "w") as f:
-            for key, value in (("format", "tessera-graph"), ("version", 1), ("name", name), ("num_nodes", n),
+            for key, value in (("format", "tessera-graph"), ("version", 1), ("name", str(name)), ("num_nodes", n),
                                ("num_edges", int(indices.size)), ("num_features", int(x.shape[1])),
-                               ("num_classes", classes), ("symmetric", int(symmetric)), ("source", source)):
+                               ("num_classes", classes), ("symmetric", int(symmetric)), ("source", str(source))):
                 f.attrs[key] = np.int64(value) if isinstance(value, int) else value
             f.create_dataset("graph/indptr", data=indptr)
             f.create_dataset("graph/indices", data=indices)
             rows = max(1, min(n, (1 << 20) // max(1, 4 * x.shape[1])))
-            f.create_dataset("node/features", data=x, chunks=(rows, x.shape[1]) if n and x.shape[1] else None)
+            f.create_dataset("node/features", data=x, chunks=(rows, x.shape[1]))
             f.create_dataset("node/labels", data=y)
             for s, ids in splits.items():
                 f.create_dataset(f"split/{s}", data=ids)
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.remove(temp)
     return dict(nodes=n, edges=int(indices.size), features=int(x.shape[1]), classes=classes,
                 symmetric=symmetric, splits={s: int(v.size) for s, v in splits.items()})
 

@@ -11,33 +11,62 @@
     read_ogb(dir, split=None)       OGB's node-property raw layout: raw/{edge,node-feat,node-label,
                                     num-node-list}.csv.gz and split/KIND/{train,valid,test}.csv.gz
 
-Each names the file and the problem in a ValueError when the input is not what its format says.
+Each names the file and the problem in a ValueError when the input is not what its format says. The
+pickle-based formats (Planetoid, GNN-benchmark's pickled matrices) are read by `tessera._unpickle`, which
+builds only NumPy arrays, SciPy sparse matrices and plain containers: a file naming anything else is refused,
+so converting an untrusted download cannot run code from it.
 """
 import json
 import os
-import pickle
 
 import numpy as np
 import scipy.sparse as sp
 
+from ._output import file_kind
+from ._unpickle import load_npz, load_pickle
 from .graph import Graph, per_class_split
 
 
 def _need(path):
-    if not os.path.exists(path):
+    kind = file_kind(path)
+    if kind is None:
         raise ValueError(f"{path}: no such file")
+    if kind != "a regular file":  # checked before opening: a FIFO would block the reader
+        raise ValueError(f"{path}: {kind}, not a regular file")
     return path
 
 
 def _labels_from_one_hot(y, path):
+    """Class ids from a [N] array of integral values (-1: unlabeled) or a one-hot [N, C] matrix (a row
+    without a class: unlabeled); ValueError for fractional or non-finite labels."""
     y = np.asarray(y)
     if y.ndim == 1:
+        if y.size and not np.issubdtype(y.dtype, np.integer):
+            if not np.issubdtype(y.dtype, np.number) and y.dtype != bool:
+                raise ValueError(f"{path}: labels of type {y.dtype}")
+            bad = np.flatnonzero(~np.isfinite(y) | (y != np.round(y)))
+            if bad.size:
+                raise ValueError(f"{path}: node {int(bad[0])} has label {y[bad[0]]}, not an integer class")
         return y.astype(np.int64)
     if y.ndim != 2:
         raise ValueError(f"{path}: labels of shape {y.shape}")
     labels = y.argmax(axis=1).astype(np.int64)
     labels[y.sum(axis=1) == 0] = -1  # a row without a class: unlabeled
     return labels
+
+
+def _mask(value, n, what):
+    """A boolean mask of length n (or [K, n] of K masks) from a file: bools, or integers that are all 0 or 1
+    with a mask's length. Index arrays are refused, not read as masks."""
+    a = np.asarray(value)
+    if a.shape[-1:] != (n,) or a.ndim > 2:
+        raise ValueError(f"{what}: shape {a.shape} for {n} nodes; a mask has one entry per node (index arrays "
+                         "are not masks)")
+    if a.dtype != bool:
+        if not np.issubdtype(a.dtype, np.integer) or (a.size and not np.isin(a, (0, 1)).all()):
+            raise ValueError(f"{what}: {a.dtype} values other than 0 and 1; a mask holds booleans")
+        a = a.astype(bool)
+    return a
 
 
 def read_planetoid(directory, name):
@@ -48,13 +77,17 @@ def read_planetoid(directory, name):
         path = _need(os.path.join(directory, f"ind.{name}.{part}"))
         if part == "test.index":
             return np.loadtxt(path, dtype=np.int64).reshape(-1)
-        with open(path, "rb") as f:
-            try:
-                return pickle.load(f, encoding="latin1")
-            except Exception as e:
-                raise ValueError(f"{path}: not a Planetoid pickle ({e})") from None
+        return load_pickle(path)
     x, tx, allx, y, ty, ally, graph = (load(p) for p in ("x", "tx", "allx", "y", "ty", "ally", "graph"))
-    test_index = load("test.index")
+    for part, value in (("x", x), ("tx", tx), ("allx", allx), ("y", y), ("ty", ty), ("ally", ally)):
+        if not (sp.issparse(value) or isinstance(value, np.ndarray)) or len(value.shape) != 2:
+            raise ValueError(f"{directory}/ind.{name}.{part}: a {type(value).__name__}, not a matrix")
+    if not isinstance(graph, dict):
+        raise ValueError(f"{directory}/ind.{name}.graph: a {type(graph).__name__}, not a dict of neighbour lists")
+    try:
+        test_index = load("test.index")
+    except ValueError as e:
+        raise ValueError(f"{directory}/ind.{name}.test.index: not a list of node ids ({e})") from None
     ordered = np.sort(test_index)
     full = np.arange(ordered.min(), ordered.max() + 1) if ordered.size else ordered
     tx_all = sp.lil_matrix((full.size, tx.shape[1]))
@@ -66,13 +99,50 @@ def read_planetoid(directory, name):
     labels = np.vstack([ally, ty_all])
     labels[test_index, :] = labels[ordered, :]
     n = features.shape[0]
-    edges = [(u, v) for u, nbrs in graph.items() for v in nbrs]
+    try:
+        edges = [(int(u), int(v)) for u, nbrs in graph.items() for v in nbrs]
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{directory}/ind.{name}.graph: not a dict of integer neighbour lists ({e})") from None
     e = np.array(edges, dtype=np.int64).T.reshape(2, -1)
     if e.size and (e.min() < 0 or e.max() >= n):
         raise ValueError(f"{directory}/ind.{name}.graph: node id {e.max()} outside the {n} nodes of the features")
     splits = {"train": np.arange(len(y)), "valid": np.arange(len(y), len(y) + 500), "test": ordered}
     return Graph(e, features.toarray().astype(np.float32),
                  _labels_from_one_hot(labels, f"{directory}/ind.{name}.ally"), splits, name, f"planetoid {name}")
+
+
+def _npz(path):
+    """np.load of an npz of plain arrays (no pickles), its failures one ValueError naming the file."""
+    try:
+        return np.load(_need(path), allow_pickle=False)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    except Exception as e:
+        raise ValueError(f"{path}: not a readable npz archive ({type(e).__name__}: {e})") from None
+
+
+def _npy(path):
+    try:
+        return np.load(_need(path), allow_pickle=False)
+    except Exception as e:
+        raise ValueError(f"{path}: not a readable npy array ({type(e).__name__}: {e})") from None
+
+
+def _json(path):
+    with open(_need(path)) as f:
+        try:
+            return json.load(f)
+        except ValueError as e:
+            raise ValueError(f"{path}: not JSON ({e})") from None
+
+
+def _load_sparse(path):
+    try:
+        return sp.load_npz(_need(path))
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    except Exception as e:
+        raise ValueError(f"{path}: not a scipy sparse npz ({type(e).__name__}: {e})") from None
 
 
 def _sparse_from(data, prefix, path):
@@ -93,18 +163,18 @@ def _object(data, key):
 def read_gnn_benchmark(path, train_per_class=20, valid_per_class=30, seed=0):
     """The GNN-benchmark collection (Shchur et al. 2018: Amazon, Coauthor, Cora-ML, ...), either layout, with
     a per-class random split of the labeled nodes (the files have none)."""
-    with np.load(_need(path), allow_pickle=True) as data:
-        adj = _sparse_from(data, "adj", path)
-        if adj is None and "adj_matrix" in data:
-            adj = sp.csr_matrix(_object(data, "adj_matrix"))
-        attr = _sparse_from(data, "attr", path)
-        for key in ("attr_matrix", "node_attr"):
-            if attr is None and key in data:
-                attr = _object(data, key)
-        labels = next((_object(data, k) for k in ("labels", "node_label") if k in data), None)
-        if adj is None or attr is None or labels is None:
-            raise ValueError(f"{path}: not a GNN-benchmark file (keys {sorted(data.keys())}; expected adj_*, "
-                             "attr_* or attr_matrix, labels, or adj_matrix, node_attr, node_label)")
+    data = load_npz(_need(path))
+    adj = _sparse_from(data, "adj", path)
+    if adj is None and "adj_matrix" in data:
+        adj = sp.csr_matrix(_object(data, "adj_matrix"))
+    attr = _sparse_from(data, "attr", path)
+    for key in ("attr_matrix", "node_attr"):
+        if attr is None and key in data:
+            attr = _object(data, key)
+    labels = next((_object(data, k) for k in ("labels", "node_label") if k in data), None)
+    if adj is None or attr is None or labels is None:
+        raise ValueError(f"{path}: not a GNN-benchmark file (keys {sorted(data.keys())}; expected adj_*, "
+                         "attr_* or attr_matrix, labels, or adj_matrix, node_attr, node_label)")
     x = attr.toarray() if sp.issparse(attr) else np.asarray(attr)
     y = _labels_from_one_hot(labels.toarray() if sp.issparse(labels) else labels, path)
     if adj.shape != (x.shape[0], x.shape[0]) or y.shape[0] != x.shape[0]:
@@ -119,7 +189,7 @@ def read_plain_npz(path, split_index=0):
     """Plain arrays (the heterophilous benchmarks' layout): node_features [N, F], node_labels [N], edges
     [E, 2] (source, destination), and train_masks / val_masks / test_masks, one mask or one per split
     (`split_index` picks the row)."""
-    with np.load(_need(path)) as data:
+    with _npz(path) as data:
         missing = [k for k in ("node_features", "node_labels", "edges") if k not in data]
         if missing:
             raise ValueError(f"{path}: no {', '.join(missing)} (keys {sorted(data.keys())})")
@@ -128,7 +198,7 @@ def read_plain_npz(path, split_index=0):
         for ours, theirs in (("train", "train_masks"), ("valid", "val_masks"), ("test", "test_masks")):
             if theirs not in data:
                 continue
-            mask = np.asarray(data[theirs]).astype(bool)
+            mask = _mask(data[theirs], np.shape(x)[0], f"{path}: {theirs}")
             if mask.ndim == 2:
                 if not 0 <= split_index < mask.shape[0]:
                     raise ValueError(f"{path}: split {split_index}, but {theirs} holds {mask.shape[0]}")
@@ -145,13 +215,10 @@ def read_graphsaint(directory):
     """GraphSAINT's layout (Zeng et al. 2020: Flickr, Reddit, Yelp, Amazon, PPI): adj_full.npz (scipy),
     feats.npy, class_map.json (node -> class), role.json (tr / va / te node lists). Multi-label class maps
     are refused: Tessera trains single-label classification."""
-    adj = sp.load_npz(_need(os.path.join(directory, "adj_full.npz"))).tocoo()
-    x = np.load(_need(os.path.join(directory, "feats.npy")))
-    class_path = _need(os.path.join(directory, "class_map.json"))
-    with open(class_path) as f:
-        class_map = json.load(f)
-    with open(_need(os.path.join(directory, "role.json"))) as f:
-        role = json.load(f)
+    adj = _load_sparse(os.path.join(directory, "adj_full.npz")).tocoo()
+    x = _npy(os.path.join(directory, "feats.npy"))
+    class_path = os.path.join(directory, "class_map.json")
+    class_map, role = _json(class_path), _json(os.path.join(directory, "role.json"))
     n = x.shape[0]
     y = np.full(n, -1, dtype=np.int64)
     for node, c in class_map.items():
@@ -160,7 +227,13 @@ def read_graphsaint(directory):
                 raise ValueError(f"{class_path}: node {node} has {sum(c)} classes (multi-label); Tessera trains "
                                  "single-label classification")
             c = c.index(1)
-        y[int(node)] = int(c)
+        try:
+            k, c = int(node), int(c)
+        except (TypeError, ValueError):
+            raise ValueError(f"{class_path}: node {node!r} with class {c!r}: not integers") from None
+        if not 0 <= k < n:
+            raise ValueError(f"{class_path}: node {k} is outside the {n} rows of feats.npy")
+        y[k] = c
     splits = {ours: np.asarray(role.get(theirs, []), dtype=np.int64)
               for ours, theirs in (("train", "tr"), ("valid", "va"), ("test", "te"))}
     name = os.path.basename(os.path.normpath(directory))
@@ -172,12 +245,12 @@ def read_reddit(directory):
     """Reddit as DGL and PyG download it (Hamilton et al. 2017): reddit_data.npz (feature, label, node_types:
     1 train, 2 validation, 3 test) and reddit_graph.npz (the adjacency, scipy)."""
     data_path = _need(os.path.join(directory, "reddit_data.npz"))
-    with np.load(data_path) as data:
+    with _npz(data_path) as data:
         missing = [k for k in ("feature", "label", "node_types") if k not in data]
         if missing:
             raise ValueError(f"{data_path}: no {', '.join(missing)} (keys {sorted(data.keys())})")
         x, y, types = data["feature"], data["label"], data["node_types"]
-    adj = sp.load_npz(_need(os.path.join(directory, "reddit_graph.npz"))).tocoo()
+    adj = _load_sparse(os.path.join(directory, "reddit_graph.npz")).tocoo()
     splits = {s: np.flatnonzero(types == t) for s, t in (("train", 1), ("valid", 2), ("test", 3))}
     return Graph(np.vstack([adj.row, adj.col]).astype(np.int64), x.astype(np.float32),
                  np.asarray(y, dtype=np.int64), splits, "reddit", "reddit (dgl/pyg)")
@@ -211,6 +284,10 @@ def read_ogb(directory, split=None):
     raw_y = _csv_gz(os.path.join(raw, "node-label.csv.gz"), np.float64).reshape(-1)
     if x.shape[0] != n or raw_y.shape[0] != n:
         raise ValueError(f"{raw}: {x.shape[0]} feature rows and {raw_y.shape[0]} labels for {n} nodes")
+    bad = np.flatnonzero(~np.isnan(raw_y) & (~np.isfinite(raw_y) | (raw_y != np.round(raw_y))))
+    if bad.size:
+        raise ValueError(f"{raw}/node-label.csv.gz: line {int(bad[0]) + 1}: label {raw_y[bad[0]]} is not an "
+                         "integer class")
     y = np.where(np.isnan(raw_y), -1, raw_y).astype(np.int64)
     kinds = sorted(os.listdir(os.path.join(directory, "split"))) if os.path.isdir(os.path.join(directory, "split")) else []
     if split is None:

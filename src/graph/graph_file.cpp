@@ -58,15 +58,9 @@ GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, con
     : comm_(comm.get(), false, comm.shared_stats()), path_(std::move(path)) {
   comm_.check(meta.num_nodes > 0, path_ + ": a graph needs at least one node");
   comm_.check(meta.num_features > 0, path_ + ": a graph needs at least one feature per node");
-  int pid = int(getpid());
-  broadcast(comm_, &pid, 1, 0, "graph write");
-  temp_path_ = path_ + ".tmp-" + std::to_string(pid);
-  // Fail early, with the operating system's reason, if the output cannot be created.
-  comm_.run_on(0, [&] {
-    std::FILE* probe = std::fopen(temp_path_.c_str(), "wb");
-    require_os(probe != nullptr, path_, ": cannot create output file");
-    std::fclose(probe);
-  });
+  // Fails early, with the operating system's reason, if the output cannot be created.
+  output_ = std::make_unique<SharedOutput>(comm_, path_, "the graph file");
+  temp_path_ = output_->temporary();
   prepare_hdf5();
   file_ = h5_create_file(comm_, temp_path_);
   const hid_t root = file_.get();
@@ -103,7 +97,7 @@ GraphFileWriter::~GraphFileWriter() {
   }
   splits_.clear();
   for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_}) h->close();
-  if (comm_.rank() == 0) std::remove(temp_path_.c_str());
+  // output_ removes the temporary (rank 0)
 }
 
 void GraphFileWriter::write(const H5Handle& dataset, hid_t type, int64_t first, int64_t count,
@@ -160,9 +154,7 @@ void GraphFileWriter::set_num_classes(int64_t num_classes) {
 void GraphFileWriter::commit() {
   splits_.clear();
   for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_}) h->close();
-  comm_.run_on(0, [&] {
-    require_os(std::rename(temp_path_.c_str(), path_.c_str()) == 0, path_, ": cannot rename ", temp_path_);
-  });
+  output_->commit();
   committed_ = true;
 }
 
@@ -173,14 +165,7 @@ void GraphFileWriter::commit() {
 GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
     : comm_(comm.get(), false, comm.shared_stats()), path_(std::move(path)) {
   prepare_hdf5();
-  comm_.run_on(0, [&] {
-    require_os(access(path_.c_str(), R_OK) == 0, path_, ": cannot read");
-    std::FILE* f = std::fopen(path_.c_str(), "rb");
-    char magic[8] = {};
-    const size_t got = f ? std::fread(magic, 1, 8, f) : 0;
-    if (f) std::fclose(f);
-    require(got == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0, path_, ": not an HDF5 file");
-  });
+  comm_.run_on(0, [&] { require_hdf5_signature(path_, "cannot read", "not an HDF5 file"); });
   file_ = h5_open_file(comm_, path_, false);
   comm_.check(file_.valid(), path_ + ": HDF5 cannot open the file (corrupt or truncated?)");
 
@@ -193,9 +178,10 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
   const hid_t root = file_.get();
   std::string format;
   int64_t version = 0, symmetric = 0;
-  expect(h5_read_attr(root, "format", format) && format == kGraphFormat,
-         "not a Tessera graph file (root attribute format is '" + format + "', expected '" + kGraphFormat +
-             "')");
+  const bool has_format = h5_read_attr(root, "format", format);  // read before the message is built
+  expect(has_format && format == kGraphFormat,
+         "not a Tessera graph file: " + describe_format(format) +
+             (format.empty() ? "" : " (root attribute format is '" + format + "')"));
   expect(h5_read_attr(root, "version", version), "root attribute 'version' is missing or not one integer");
   expect(version == kGraphVersion, "schema version " + std::to_string(version) +
                                        ", this Tessera reads version " + std::to_string(kGraphVersion));

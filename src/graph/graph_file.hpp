@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/comm/shared_output.hpp"
 #include "tessera/core/csr.hpp"
 #include "tessera/graph/hdf5_io.hpp"
 
@@ -81,6 +83,7 @@ class GraphFileWriter {
   void write(const H5Handle& dataset, hid_t type, int64_t first, int64_t count, const void* values);
   Communicator comm_;  // not owned: a view of the caller's, so a temporary Communicator::world() is safe
   std::string path_, temp_path_;
+  std::unique_ptr<SharedOutput> output_;  // before the handles: they close before it removes the temporary
   H5Handle file_, indptr_, indices_, features_, labels_, original_ids_;
   std::map<std::string, H5Handle> splits_;
   int64_t num_nodes_ = 0;

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/graph/hdf5_io.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/core/runtime.hpp"
 
 namespace tessera {
@@ -112,6 +116,28 @@ void select_rows(hid_t dataset, int64_t first, int64_t rows, H5Handle& file_spac
 }
 
 }  // namespace
+
+void require_hdf5_signature(const std::string& path, const std::string& unreadable, const std::string& not_hdf5) {
+  require_os(access(path.c_str(), R_OK) == 0, path, ": ", unreadable);
+  const std::string kind = file_kind(path);
+  require(kind == "a regular file", path, ": ", unreadable, ": ", kind, ", not a regular file");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  char magic[8] = {};
+  const size_t got = f ? std::fread(magic, 1, 8, f) : 0;
+  if (f) std::fclose(f);
+  require(got == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0, path, ": ", not_hdf5);
+}
+
+std::string describe_format(const std::string& format) {
+  if (format.empty()) return "an HDF5 file without a 'format' attribute";
+  for (const auto& [name, what] : {std::pair<const char*, const char*>{"tessera-graph", "a Tessera graph file"},
+                                   {"tessera-checkpoint", "a Tessera checkpoint"},
+                                   {"tessera-partition", "a Tessera partition file"},
+                                   {"tessera-predictions", "predictions written by tessera predict"},
+                                   {"tessera-embeddings", "embeddings written by tessera train"}})
+    if (format == name) return what;
+  return "an HDF5 file of format '" + format + "'";
+}
 
 H5Handle h5_create_file(const Communicator& comm, const std::string& path) {
   prepare_hdf5();

@@ -63,6 +63,15 @@ void h5_check(const Communicator& comm, bool ok, const std::string& message,
 /// Safe to call repeatedly.
 void prepare_hdf5();
 
+/// Local, before a file is opened: throws Error "<path>: <unreadable> (<reason>)" when it cannot be read,
+/// "<path>: <unreadable>: a FIFO, not a regular file" when it is not a regular file (a FIFO would block the
+/// reader), and "<path>: <not_hdf5>" when it does not start with HDF5's signature.
+void require_hdf5_signature(const std::string& path, const std::string& unreadable, const std::string& not_hdf5);
+
+/// What a file's root attribute `format` says it is, for messages: "a Tessera checkpoint" for
+/// "tessera-checkpoint", "an HDF5 file without a 'format' attribute" for "", and so on.
+std::string describe_format(const std::string& format);
+
 /// Collective open/create with the MPI-IO driver on `comm`. Throws Error naming `path`.
 H5Handle h5_create_file(const Communicator& comm, const std::string& path);
 /// Collective open with the MPI-IO driver; an invalid handle when the file cannot be opened.

@@ -217,16 +217,20 @@ std::vector<int32_t> read_partition(const Communicator& comm, const std::string&
     const Communicator self(MPI_COMM_SELF, false, nullptr);
     prepare_hdf5();
     int64_t n = 0;
-    if (!is_partition_file(path)) {
+    const bool own_file = is_partition_file(path);
+    if (!own_file) {
       const GraphFileReader reader(self, path);
       n = reader.meta().num_nodes;
     }
     const H5Handle file = h5_open_file(self, path, false);
     if (n == 0) require(h5_read_attr(file.get(), "num_nodes", n), path, ": no 'num_nodes' attribute");
     const std::string dataset = "/partition/" + name;
+    // The command that makes it: into the graph file, or (a partition file) from the graph it was made for.
+    std::string graph = path, output;
+    if (own_file && h5_read_attr(file.get(), "graph", graph)) output = " --output " + path;
     require(h5_exists(file.get(), "/partition") && h5_exists(file.get(), dataset), path, ": no partition '",
-            name, "' (run: tessera partition --data ", path, " --parts ", expected_parts, " --name ", name,
-            ")");
+            name, "' (make it with: tessera partition --data ", graph, " --parts ", expected_parts, " --name ",
+            name, output, ")");
     const H5Handle data = h5_open_dataset(file.get(), path, dataset);
     const std::vector<int64_t> shape = h5_shape(data.get());
     require(shape.size() == 1 && shape[0] == n, path, ": ", dataset, " has ", shape.empty() ? 0 : shape[0],

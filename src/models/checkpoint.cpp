@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tessera/comm/collectives.hpp"
+#include "tessera/comm/shared_output.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/graph/hdf5_io.hpp"
@@ -117,14 +118,8 @@ std::vector<std::string> run_differences(const nlohmann::json& saved, const nloh
 void save_checkpoint(const std::string& path, const CheckpointState& state, const TrainingProgress& progress,
                      const Communicator& comm) {
   prepare_hdf5();
-  int pid = int(getpid());
-  broadcast(comm, &pid, 1, 0, "checkpoint");
-  const std::string temp = path + ".tmp-" + std::to_string(pid);
-  comm.run_on(0, [&] {
-    std::FILE* probe = std::fopen(temp.c_str(), "wb");
-    require_os(probe != nullptr, path, ": cannot write checkpoint");
-    std::fclose(probe);
-  });
+  SharedOutput output(comm, path, "checkpoint");  // removes its temporary unless committed
+  const std::string& temp = output.temporary();
   try {
     H5Handle file = h5_create_file(comm, temp);
     const hid_t root = file.get();
@@ -151,16 +146,13 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
     comm.check(all_reduce_value(comm, int(H5Fclose(id) < 0), ReduceOp::Max, "checkpoint") == 0,
                path + ": writing the checkpoint failed (disk full?); the previous checkpoint is unchanged");
   } catch (const CollectiveError&) {
-    std::remove(temp.c_str());
     throw;
   } catch (const std::exception& e) {  // this rank alone: the job aborts, the temporary file goes first
     std::remove(temp.c_str());
     throw Error(path + ": writing the checkpoint failed (" + e.what() +
                 "); the previous checkpoint is unchanged");
   }
-  comm.run_on(0, [&] {
-    require_os(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename checkpoint");
-  });
+  output.commit();  // flushed on every rank, then renamed: a crash leaves the previous checkpoint or this one
 }
 
 namespace {
@@ -202,20 +194,15 @@ void check_run(const Communicator& comm, const std::string& path, hid_t root, co
 H5Handle open_checkpoint(const std::string& path, const Communicator& comm) {
   prepare_hdf5();
   comm.run_on(0, [&] {
-    require_os(access(path.c_str(), R_OK) == 0, path, ": no checkpoint to resume from");
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    char magic[8] = {};
-    const size_t got = f ? std::fread(magic, 1, 8, f) : 0;
-    if (f) std::fclose(f);
-    require(got == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0, path,
-            ": cannot open the checkpoint (not HDF5, corrupt or truncated)");
+    require_hdf5_signature(path, "no checkpoint to resume from",
+                           "cannot open the checkpoint (not HDF5, corrupt or truncated)");
   });
   H5Handle file = h5_open_file(comm, path, false);
   comm.check(file.valid(), path + ": cannot open the checkpoint (not HDF5, corrupt or truncated)");
   std::string format, problem;
   int64_t version = 0;
   if (!h5_read_attr(file.get(), "format", format) || format != kFormat)
-    problem = path + ": not a Tessera checkpoint";
+    problem = path + ": not a Tessera checkpoint: " + describe_format(format);
   else if (!h5_read_attr(file.get(), "version", version) || version != kVersion)
     problem = path + ": checkpoint version " + std::to_string(version) + ", this Tessera reads version " +
               std::to_string(kVersion);
@@ -279,6 +266,14 @@ CheckpointInfo read_checkpoint_info(const std::string& path, const Communicator&
   const std::string problem = read_attributes(path, file.get(), info, steps);
   h5_check(comm, problem.empty(), problem, {&file});
   info.run = saved_run(comm, path, file.get(), file);
+  // Every rank reads the same metadata: the same count everywhere.
+  for (const std::string& name : h5_group_members(file.get(), "/param")) {
+    H5Handle dataset(H5Dopen2(file.get(), ("/param/" + name).c_str(), H5P_DEFAULT));
+    int64_t values = 1;
+    for (const int64_t d : dataset.valid() ? h5_shape(dataset.get()) : std::vector<int64_t>{0})
+      values = d > 0 && values <= (int64_t(1) << 62) / d ? values * d : 0;
+    info.parameter_values += values;
+  }
   return info;
 }
 
@@ -306,6 +301,11 @@ void load_model_state(const std::string& path, Model& model, bool best, const Co
   const hid_t root = file.get();
   each([&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
            const BlockPlacement& b) { read_block(root, path, name, v, rows, cols, b); });
+  const int64_t nonfinite =
+      all_reduce_value(comm, count_nonfinite(params, buffers), ReduceOp::Sum, "checkpoint");
+  comm.check(nonfinite == 0, path + ": the checkpoint's " + (best ? "best-validation" : "final") +
+                                 " parameters hold " + std::to_string(nonfinite) +
+                                 " values that are not finite (a diverged run); refused");
 }
 
 TrainingProgress load_checkpoint(const std::string& path, const CheckpointState& state,

@@ -73,6 +73,7 @@ struct CheckpointInfo {
   TrainingProgress progress;  ///< epochs done and the best-validation record
   nlohmann::json run;         ///< the run identity (mode, options that change the result, graph fingerprint)
   bool has_best = false;      ///< it holds the best-validation epoch's parameters
+  int64_t parameter_values = 0;  ///< entries of every /param dataset (from the shapes; nothing read)
 };
 
 /// Collective: a checkpoint's attributes, checked as load_checkpoint checks them. Throws CollectiveError

@@ -24,8 +24,10 @@ struct MemoryBudget {
   std::string source;  // where the number came from
 };
 
+// Admitted with kMemoryMargin to spare: the model is meant never to be below the measured peak, and the
+// margin is room for what varies between runs and machines.
 bool fits(double bytes, const MemoryBudget& budget) {
-  return budget.bytes <= 0 || bytes <= double(budget.bytes);
+  return budget.bytes <= 0 || bytes * (1 + kMemoryMargin) <= double(budget.bytes);
 }
 
 MemoryBudget memory_budget(const TrainOptions& o, const Communicator& world) {
@@ -64,13 +66,14 @@ void check_memory(const ProblemSize& size, const GridShape& shape, const Machine
                                : "not checked (" + budget.source + ")"));
   if (fits(e.peak, budget)) return;
   std::string ways;
-  for (const MemoryWayOut& w : memory_ways_out(size, shape, machine, double(budget.bytes)))
+  for (const MemoryWayOut& w : memory_ways_out(size, shape, machine, double(budget.bytes) / (1 + kMemoryMargin)))
     ways += w.change + " (" + gib(w.peak_bytes) + "); ";
   ways = ways.empty() ? "Nothing is predicted to fit, on these ranks or on up to 64 times as many; "
                         "--memory-per-rank 0 runs anyway"
                       : "Predicted to fit: " + ways + "or --memory-per-rank 0 to run anyway";
   world.check(false, "grid " + shape.str() + " needs about " + gib(e.peak) +
-                         " per rank (predicted peak; load " + gib(e.load_peak) + "), more than the " +
+                         " per rank (predicted peak; load " + gib(e.load_peak) + "), which with the " +
+                         std::to_string(int(kMemoryMargin * 100 + 0.5)) + "% margin is more than the " +
                          gib(double(budget.bytes)) + " each rank has (" + budget.source + "). " + ways);
 }
 
@@ -167,7 +170,7 @@ GridShape choose_full_grid(TrainOptions& o, const GraphMeta& meta, const Communi
            gib(peak) + " of " + gib(double(budget.bytes)) + " per rank; without it the run would not fit)");
     }
   }
-  if (!said.empty()) log_line(said);
+  if (!said.empty() && !o.quiet) log_line(said);
   check_memory(run_problem(o, meta), shape, machine, budget, o, world);
   return shape;
 }

@@ -14,6 +14,13 @@
 
 namespace tessera {
 
+void refuse_existing_checkpoint(const std::string& dir, bool resume, bool overwrite) {
+  const std::string path = Checkpointer::path_in(dir);
+  require(resume || overwrite || file_kind(path).empty(), path,
+          ": a checkpoint of an earlier run is there; --resume continues it, --overwrite-checkpoint starts "
+          "over (replacing it at this run's first save)");
+}
+
 void check_writable(const Communicator& comm, const std::string& path, const std::string& what) {
   comm.run_on(0, [&] { probe_writable(path, what); });
 }
@@ -50,32 +57,19 @@ bool ConsoleReport::on_epoch(Trainer&, const EpochRecord& r) {
 namespace {
 
 // Rank 0: keeps the records of epochs up to `epochs_done` (records without an epoch too), through a
-// temporary and a rename; a missing file stays missing.
+// temporary and a rename (write_text_output); a missing file stays missing.
 void cut_metrics_back(const std::string& path, int64_t epochs_done) {
   std::ifstream in(path);
   if (!in) return;
-  const std::string temp = path + ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    require_os(bool(out), path, ": cannot rewrite metrics");
-    std::string line;
-    while (std::getline(in, line)) {
-      const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
-      if (record.is_object() && record.contains("epoch") && record["epoch"].is_number_integer() &&
-          record["epoch"].get<int64_t>() > epochs_done)
-        continue;
-      out << line << '\n';
-    }
-    out.flush();
-    if (!out) {
-      std::remove(temp.c_str());
-      require_os(false, path, ": cannot rewrite metrics");
-    }
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    if (record.is_object() && record.contains("epoch") && record["epoch"].is_number_integer() &&
+        record["epoch"].get<int64_t>() > epochs_done)
+      continue;
+    kept += line + '\n';
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    require_os(false, path, ": cannot rewrite metrics");
-  }
+  write_text_output(path, kept, "metrics");
 }
 
 }  // namespace
@@ -147,10 +141,13 @@ CheckpointState Checkpointer::state(Trainer& trainer) const {
 
 void Checkpointer::on_start(Trainer& trainer) {
   const std::string path = path_in(options_.dir);
+  if (!options_.lock) options_.lock = std::make_shared<CheckpointLock>(options_.dir, trainer.world());
   check_writable(trainer.world(), path, "checkpoints");
+  trainer.world().run_on(0, [&] { refuse_existing_checkpoint(options_.dir, options_.resume, options_.overwrite); });
   if (!options_.resume) return;
   trainer.progress() = load_checkpoint(path, state(trainer), trainer.world());
   log_line("resumed from " + path + " after epoch " + std::to_string(trainer.progress().epochs_done));
+  trainer.note_checkpoint(path + " after epoch " + std::to_string(trainer.progress().epochs_done));
   saved_at_ =
       trainer.progress().epochs_done;  // on disk already: a run with nothing left to do rewrites nothing
 }
@@ -158,6 +155,7 @@ void Checkpointer::on_start(Trainer& trainer) {
 void Checkpointer::save(Trainer& trainer) {
   save_checkpoint(path_in(options_.dir), state(trainer), trainer.progress(), trainer.world());
   saved_at_ = trainer.progress().epochs_done;
+  trainer.note_checkpoint(path_in(options_.dir) + " after epoch " + std::to_string(saved_at_));
 }
 
 void Checkpointer::after_epoch(Trainer& trainer, const EpochRecord& r) {

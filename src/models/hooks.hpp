@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tessera/core/kernel_profile.hpp"
+#include "tessera/models/checkpoint_lock.hpp"
 #include "tessera/models/trainer.hpp"
 
 namespace tessera {
@@ -70,6 +71,10 @@ struct CheckpointOptions {
   std::string dir;      ///< checkpoints go to DIR/checkpoint.h5
   int64_t every = 0;    ///< also every K epochs (0: only at the end); the end of a run always saves
   bool resume = false;  ///< load DIR/checkpoint.h5 before the first epoch
+  /// Without resume: replace a checkpoint already in DIR (otherwise the run is refused before any epoch).
+  bool overwrite = false;
+  /// The directory's lock (checkpoint_lock.hpp), held for the run: taken by on_start when not given.
+  std::shared_ptr<CheckpointLock> lock;
   /// The run's identity (CheckpointState::run): saved, and compared on resume.
   nlohmann::json run = nlohmann::json::object();
   bool accept_run_differences = false;  ///< resume although `run` differs (said in the log)
@@ -84,7 +89,8 @@ class Checkpointer : public TrainerHook {
   static std::string path_in(const std::string& dir) { return dir + "/checkpoint.h5"; }
   /// Checkpoints as `options` say (see CheckpointOptions).
   explicit Checkpointer(CheckpointOptions options) : options_(std::move(options)) {}
-  /// Checks that DIR can take a checkpoint (before any epoch runs), then resumes when asked.
+  /// Takes DIR's lock, checks that DIR can take a checkpoint and refuses one already there unless asked to
+  /// resume or overwrite it (before any epoch runs), then resumes when asked.
   void on_start(Trainer& trainer) override;
   /// Saves every `every` epochs, after the other hooks recorded the epoch.
   void after_epoch(Trainer& trainer, const EpochRecord& epoch) override;
@@ -144,5 +150,8 @@ class NodeOutputs : public TrainerHook {
 /// Collective: throws CollectiveError "<path>: cannot write <what> (<reason>)" on every rank unless rank 0
 /// can create `path` (probed with a temporary file next to it, removed again).
 void check_writable(const Communicator& comm, const std::string& path, const std::string& what);
+
+/// Local: throws Error when DIR/checkpoint.h5 exists and the run neither resumes nor overwrites it.
+void refuse_existing_checkpoint(const std::string& dir, bool resume, bool overwrite);
 
 }  // namespace tessera

@@ -9,32 +9,12 @@
 #include <type_traits>
 
 #include "tessera/comm/collectives.hpp"
+#include "tessera/comm/shared_output.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/hdf5_io.hpp"
 
 namespace tessera {
-
-namespace {
-
-// A temporary name every rank agrees on, and the rename that commits it (rank 0, checked on every rank).
-std::string temporary_name(const Communicator& comm, const std::string& path) {
-  int64_t pid = getpid();
-  broadcast(comm, &pid, 1, 0, "outputs");
-  return path + ".tmp-" + std::to_string(pid);
-}
-
-void commit(const Communicator& comm, const std::string& temp, const std::string& path) {
-  comm.run_on(0, [&] {
-    if (std::rename(temp.c_str(), path.c_str()) == 0) return;
-    const int code = errno;
-    std::remove(temp.c_str());
-    errno = code;
-    require_os(false, path, ": cannot rename the output");
-  });
-}
-
-}  // namespace
 
 std::pair<int64_t, int64_t> offset_in_rank_order(const Communicator& comm, int64_t mine) {
   std::vector<int64_t> counts(size_t(comm.size()));
@@ -50,10 +30,10 @@ void write_text_in_rank_order(const Communicator& comm, const std::string& path,
   // Each rank writes its text at the offset the lower ranks' text ends at.
   const int64_t bytes = int64_t(text.size());
   const int64_t offset = offset_in_rank_order(comm, bytes).first;
-  const std::string temp = temporary_name(comm, path);
+  SharedOutput output(comm, path, what);
   MPI_File file;
-  const int opened =
-      MPI_File_open(comm.get(), temp.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
+  const int opened = MPI_File_open(comm.get(), output.temporary().c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY,
+                                   MPI_INFO_NULL, &file);
   comm.check(opened == MPI_SUCCESS, path + ": cannot write " + what);
   check_mpi(MPI_File_set_size(file, 0), "MPI_File_set_size");
   // In rounds of at most the MPI chunk limit, as many on every rank (the write is collective).
@@ -71,10 +51,10 @@ void write_text_in_rank_order(const Communicator& comm, const std::string& path,
   const std::string problem =
       comm.first_problem(wrote == MPI_SUCCESS, path + ": writing " + what + " failed (disk full?)");
   if (!problem.empty()) {
-    if (comm.rank() == 0) std::remove(temp.c_str());
+    output.abandon();
     throw CollectiveError(problem);
   }
-  commit(comm, temp, path);
+  output.commit();
 }
 
 static_assert(std::is_same<hid_t, int64_t>::value, "write_hdf5_output passes a hid_t as int64_t");
@@ -82,20 +62,12 @@ static_assert(std::is_same<hid_t, int64_t>::value, "write_hdf5_output passes a h
 void write_hdf5_output(const Communicator& comm, const std::string& path, const std::string& what,
                        const std::function<void(int64_t file)>& fill) {
   prepare_hdf5();
-  const std::string temp = temporary_name(comm, path);
-  comm.run_on(0, [&] {
-    std::FILE* probe = std::fopen(temp.c_str(), "wb");
-    require_os(probe != nullptr, path, ": cannot write ", what);
-    std::fclose(probe);
-  });
-  try {
-    H5Handle file = h5_create_file(comm, temp);
+  SharedOutput output(comm, path, what);  // removes its temporary unless committed
+  {
+    H5Handle file = h5_create_file(comm, output.temporary());
     fill(file.get());
-  } catch (...) {
-    if (comm.rank() == 0) std::remove(temp.c_str());
-    throw;
   }
-  commit(comm, temp, path);
+  output.commit();
 }
 
 namespace {

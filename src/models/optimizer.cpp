@@ -89,6 +89,29 @@ void scale_gradient(const Parameter& p, float factor) {
 }
 }  // namespace
 
+namespace {
+// x - x is 0 for every finite x and NaN for NaN and inf (a test Kokkos 3.4 and 4.x compile alike).
+int64_t nonfinite_entries(const Vector<float>& v) {
+  int64_t n = 0;
+  Kokkos::parallel_reduce(
+      "tessera::count_nonfinite", Kokkos::RangePolicy<ExecSpace>(0, int64_t(v.extent(0))),
+      KOKKOS_LAMBDA(int64_t k, int64_t& c) {
+        const float x = v(k);
+        c += x - x == 0.0f ? 0 : 1;
+      },
+      n);
+  return n;
+}
+}  // namespace
+
+int64_t count_nonfinite(const std::vector<ParameterRef>& params, const std::vector<BufferRef>& buffers) {
+  const auto count = [](const Vector<float>& v) { return nonfinite_entries(v); };
+  int64_t n = 0;
+  for (const ParameterRef& p : params) n += count(p.param->value);
+  for (const BufferRef& b : buffers) n += count(*b.value);
+  return n;
+}
+
 double global_gradient_norm(const std::vector<ParameterRef>& params, const Communicator& world) {
   double squares = 0;
   for (const ParameterRef& p : params) squares += owned_squares(*p.param, p.placement);

@@ -65,6 +65,9 @@ class Adam {
   int64_t steps_ = 0;
 };
 
+/// Local: entries of the parameters' values and the buffers on this rank that are not finite (NaN, inf).
+int64_t count_nonfinite(const std::vector<ParameterRef>& params, const std::vector<BufferRef>& buffers);
+
 /// Collective over `world` (every rank of the run; every replica holding the same gradients): the L2 norm
 /// of the gradients of every parameter's global matrix, each entry counted once (its block's owner; padding
 /// left out), summed in double.

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -43,6 +44,16 @@ ModelConfig model_config_from(const std::string& description) {
   c.validate();
   require(c.describe() == description, refusal);  // any other kind or norm reads back differently
   return c;
+}
+
+double minimum_weight_count(const ModelConfig& c) {
+  double weights = 0, width = double(c.in);
+  for (int l = 0; l < c.layers; ++l) {
+    const double next = l + 1 == c.layers ? double(c.out) : double(c.hidden);
+    weights += width * next;
+    width = next;
+  }
+  return weights;
 }
 
 namespace {
@@ -119,6 +130,14 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
     problem = plan.checkpoint + ": " + e.what();
   }
   world.check(problem.empty(), problem);
+  // Before anything is built: a model attribute that claims more weights than the file stores was edited
+  // or damaged, and building it could exhaust the memory.
+  const double least = minimum_weight_count(plan.config);
+  world.check(least <= double(plan.info.parameter_values),
+              plan.checkpoint + ": its model attribute '" + plan.info.model + "' needs at least " +
+                  std::to_string(int64_t(least)) + " weights, but the file stores " +
+                  std::to_string(plan.info.parameter_values) +
+                  " parameter values (an edited or damaged checkpoint); refused");
   plan.config.seed = plan.info.seed;
   plan.config.dropout = plan.config.input_dropout = 0;  // no dropout layer: evaluation passes skip them
   const nlohmann::json& run = plan.info.run;
@@ -274,7 +293,7 @@ std::string first_line(const Plan& plan) {
 
 PredictResult run_prediction(const PredictOptions& o, const Communicator& world) {
   const Plan plan = make_plan(o, world);
-  log_line(first_line(plan));
+  if (!o.quiet) log_line(first_line(plan));
   check_graph(o, plan, world);
   // A reordered graph's outputs go in its original order: its original ids are checked before the forward.
   const GraphFileReader reader(world, o.data);
@@ -287,6 +306,20 @@ PredictResult run_prediction(const PredictOptions& o, const Communicator& world)
       to_output_order(world, assemble_block_rows(world, n, rows.classes, rows.logits), order);
   const BlockRows kept = to_output_order(
       world, assemble_block_rows(world, n, plan.keep_layer >= 0 ? rows.kept_width : 0, rows.kept), order);
+  // Finite parameters can still overflow in the forward: nothing is written from logits that are not finite
+  // (the predicted class of a row of NaN would be class 0).
+  int64_t nonfinite_rows = 0;
+  for (size_t i = 0; i < logits.present.size(); ++i)
+    for (int64_t j = 0; j < logits.width; ++j)
+      if (logits.present[i] && !std::isfinite(logits.values[i * size_t(logits.width) + size_t(j)])) {
+        ++nonfinite_rows;
+        break;
+      }
+  nonfinite_rows = all_reduce_value(world, nonfinite_rows, ReduceOp::Sum, "predict");
+  world.check(nonfinite_rows == 0, plan.checkpoint + ": the model's logits are not finite for " +
+                                       std::to_string(nonfinite_rows) +
+                                       " nodes (its parameters are finite, but the forward overflows); nothing "
+                                       "written");
   PredictResult result;
   result.parameters = plan.best ? "best" : "final";
   result.epoch = plan.best ? plan.info.progress.best_epoch : plan.info.progress.epochs_done;

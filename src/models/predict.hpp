@@ -67,6 +67,10 @@ struct PredictResult {
 /// none)"); dropout is not in it (inference does not use it). Throws Error on any other text.
 ModelConfig model_config_from(const std::string& description);
 
+/// The fewest weights a model of `config` holds (every layer's input width times its output width), from
+/// its description alone: a checkpoint that stores fewer parameter values does not hold that model.
+double minimum_weight_count(const ModelConfig& config);
+
 /// Collective over `world`: the inference the options describe. Throws CollectiveError (or Error) naming
 /// the file or option on bad input, before any expensive work where it can be known then.
 PredictResult run_prediction(const PredictOptions& options, const Communicator& world);

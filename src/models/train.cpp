@@ -64,6 +64,9 @@ void check_options(const TrainOptions& o, const Communicator& world) {
             "--patience needs evaluations (--eval-every 0 turns them off)");
     require(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
     require(!o.resume_force || o.resume, "--resume-force goes with --resume");
+    require(!o.overwrite_checkpoint || !o.checkpoint_dir.empty(), "--overwrite-checkpoint needs --checkpoint DIR");
+    require(!o.overwrite_checkpoint || !o.resume,
+            "--overwrite-checkpoint starts over and --resume continues: give one of them");
     require(o.partition_file.empty() || o.mode == TrainMode::Sampled,
             "--partition-file is for --mode sampled");
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
@@ -119,6 +122,7 @@ struct RunContext {
   GraphIdentity graph;
   nlohmann::json run;                               // the run identity a checkpoint stores
   bool best_is_last = false;                        // no validation nodes
+  std::shared_ptr<CheckpointLock> checkpoint_lock;  // held from before the load to the end of the run
   std::vector<std::unique_ptr<TrainerHook>> hooks;  // added after the library's, in this order
 };
 
@@ -194,6 +198,8 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
     c.dir = o.checkpoint_dir;
     c.every = o.checkpoint_every;
     c.resume = o.resume;
+    c.overwrite = o.overwrite_checkpoint;
+    c.lock = context.checkpoint_lock;
     c.run = context.run;
     c.accept_run_differences = o.resume_force;
     trainer.add_hook(std::make_unique<Checkpointer>(std::move(c)));
@@ -499,11 +505,20 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world,
   }
   check_options(options, world);
   check_paths(options, world);
+  // Taken before anything else reads or writes: a second job on this directory stops here.
+  std::shared_ptr<CheckpointLock> lock;
+  if (!options.checkpoint_dir.empty()) {
+    lock = std::make_shared<CheckpointLock>(options.checkpoint_dir, world);
+    world.run_on(0, [&] {
+      refuse_existing_checkpoint(options.checkpoint_dir, options.resume, options.overwrite_checkpoint);
+    });
+  }
   // Node outputs of a reordered graph go in its original order: its original ids are checked now, not
   // after the training.
   if (!options.predictions_path.empty() || !options.embeddings_path.empty())
     read_output_order(world, options.data);
   RunContext context = prepare_run(options, world);
+  context.checkpoint_lock = std::move(lock);
   context.hooks = std::move(hooks);
   set_vendor_tf32(options.allow_tf32);
   set_gemm_dtype(options.gemm_dtype);

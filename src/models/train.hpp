@@ -82,6 +82,7 @@ struct TrainOptions {
   std::string checkpoint_dir;    ///< DIR/checkpoint.h5
   int64_t checkpoint_every = 0;  ///< every K epochs; 0: at the end
   bool resume = false;           ///< continue from DIR/checkpoint.h5
+  bool overwrite_checkpoint = false;  ///< without resume: replace a checkpoint already in DIR
   /// Resume although the checkpoint was written with other result-changing options or another graph (the
   /// differences are said in the log); without it they are refused.
   bool resume_force = false;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "tessera/comm/collectives.hpp"
 #include "tessera/comm/device_collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/kernel_profile.hpp"
@@ -14,6 +15,7 @@
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/models/optimizer.hpp"
 #include "tessera/parallel3d/pmm.hpp"
 #include "trainer_report.hpp"
 
@@ -253,14 +255,32 @@ void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResul
   // Every rank holds the same value here (summed over the replicas; inside one, the loss is reduced over a
   // and c and replicated over b), so every rank stops together. Checkpoints on disk are from earlier epochs.
   if (!std::isfinite(loss))
-    throw CollectiveError("the training loss is " + std::to_string(loss) + " at epoch " +
-                          std::to_string(epoch + 1) + ", step " + std::to_string(step + 1) +
-                          " (diverged: try a smaller --lr); stopped, the last checkpoint is unchanged");
+    throw CollectiveError(
+        diverged(epoch + 1, "the training loss is " + std::to_string(loss) + " at step " + std::to_string(step + 1)));
   r.loss += loss / double(source_.steps_per_epoch());
   nlohmann::json metrics = source_.step_metrics();
   if (metrics.is_null()) return;
   const StepRecord s{epoch + 1, step + 1, loss, std::move(metrics)};
   for (TrainerHook* h : hooks_) h->on_step(*this, s);
+}
+
+std::string Trainer::diverged(int64_t epoch, const std::string& what) const {
+  return "diverged at epoch " + std::to_string(epoch) + ": " + what +
+         " (try a smaller --lr); stopped before anything of this epoch was recorded or saved" +
+         (last_checkpoint_.empty() ? std::string(" (no checkpoint was written)")
+                                   : ": the last checkpoint, " + last_checkpoint_ + ", is unchanged");
+}
+
+// Collective: non-finite parameters or buffers on any rank, or a non-finite validation loss, stop the run
+// before the epoch reaches the best-validation record, a hook, a checkpoint or an output.
+void Trainer::stop_if_diverged(const EpochRecord& r) {
+  int64_t bad[2] = {count_nonfinite(model_.parameters(), model_.buffers()),
+                    r.evaluated && !std::isfinite(r.valid_loss) ? 1 : 0};
+  all_reduce(world_, bad, 2, ReduceOp::Max, "report");
+  if (bad[1] != 0) throw CollectiveError(diverged(r.epoch, "the validation loss is " + std::to_string(r.valid_loss)));
+  if (bad[0] != 0)
+    throw CollectiveError(diverged(r.epoch, "parameters hold values that are not finite (" +
+                                                std::to_string(bad[0]) + " entries on one rank)"));
 }
 
 TrainResult Trainer::run() {
@@ -293,6 +313,9 @@ TrainResult Trainer::run() {
       const Accuracy a = source_.evaluate(model_, *loss_, epoch);
       r.train_acc = a.train, r.valid_acc = a.valid, r.test_acc = a.test, r.valid_loss = a.valid_loss;
       r.metric = a.metric;
+    }
+    stop_if_diverged(r);
+    if (r.evaluated) {
       r.best = record_if_best(progress_, r, options_.best_is_last);
       if (r.best) snapshot_state(model_, best_);
     }

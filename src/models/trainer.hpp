@@ -218,12 +218,17 @@ class Trainer {
   /// The parameter values then buffers of the best-validation epoch (local blocks, in parameters() then
   /// buffers() order); empty until an evaluation set one. Checkpoints save and restore it.
   std::vector<Vector<float>>& best_state() { return best_; }
+  /// Tells the trainer what a checkpointing hook last saved or resumed from ("ck/checkpoint.h5 after epoch
+  /// 4"): the message of a run stopped by divergence names it.
+  void note_checkpoint(std::string what) { last_checkpoint_ = std::move(what); }
   /// Collective where `fn` is: runs `fn` with the best-validation state in the model (the final state if
   /// there is none), then puts the final state back.
   void with_best_state(const std::function<void()>& fn);
 
  private:
   void train_step(int64_t epoch, int64_t step, EpochRecord& record, TrainResult& result);
+  void stop_if_diverged(const EpochRecord& record);
+  std::string diverged(int64_t epoch, const std::string& what) const;
   bool is_last_step(const StepInfo& at) const;
   void own_hook(std::unique_ptr<TrainerHook> hook);
   void sum_gradients_over_replicas();
@@ -249,6 +254,7 @@ class Trainer {
   PhaseTimers loss_timer_;  ///< the loss's device time ("loss")
   int stop_signal_ = 0;
   uint64_t seed_ = 0;
+  std::string last_checkpoint_;  // note_checkpoint
 };
 
 /// Collective over `comm`: every parameter (or its gradient) in global layout, concatenated in order.

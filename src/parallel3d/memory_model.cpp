@@ -195,10 +195,11 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   // ids, labels and three split masks.
   kept += 4 * np / s.x * double(layout.padded_dim(0)) / s.y + 8 * np / s.x;
   for (int t = 0; t < layout.num_adjacency_layouts(); ++t) kept += 19 * np / s.extent(roles_for_layer(t).c);
-  // MPI's own buffers grow with the messages it has moved, up to what the machine profile measured.
-  if (ranks > 1) e.process += std::min(m.mpi_bytes, largest_send);
-  e.load_peak = e.process + peak;
-  e.graph = kept;
+  // MPI's own buffers grow with the messages it has moved, up to what the machine profile measured, and
+  // with the peers whose shared-memory segments a rank maps.
+  if (ranks > 1) e.process += std::min(m.mpi_bytes, largest_send) + m.peer_bytes * std::min(ranks - 1, 64.0);
+  e.load_peak = e.process + (1 + kHeapSlack) * peak;
+  e.graph = (1 + kHeapSlack) * kept;
   // The input dropout's copy of the feature block, the layers and their shared workspace.
   double training = p.input_dropout ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
   double scratch = 0, input_grad = 0, gemm_scratch = 0;
@@ -217,7 +218,7 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   training += scratch + input_grad;
   training +=
       host_gemm_resident_bytes() + gemm_scratch;  // the GEMM library's own memory, from the first GEMM on
-  e.training = training;
+  e.training = (1 + kHeapSlack) * training;
   e.peak = std::max(e.load_peak, e.process + e.graph + e.training);
   return e;
 }

@@ -9,6 +9,7 @@
 
 #include "tessera/comm/process_grid.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/parallel3d/layout.hpp"
 
 namespace tessera {
@@ -78,6 +79,7 @@ MachineProfile load_machine_file(const std::string& path) {
     m.min_row_bytes = j.value("min_row_bytes", 64.0);
     m.process_bytes = j.value("process_bytes", m.process_bytes);
     m.mpi_bytes = j.value("mpi_bytes", m.mpi_bytes);
+    m.peer_bytes = j.value("peer_bytes", m.peer_bytes);
     m.gemm_rate = j.at("gemm_rate").get<double>();
     const auto positive = [&](double v, const char* key) {
       require(std::isfinite(v) && v > 0, path, ": ", key, " must be a positive number, not ", v);
@@ -109,14 +111,9 @@ void save_machine_file(const MachineProfile& m, const std::string& path) {
                             {"min_row_bytes", m.min_row_bytes},
                             {"process_bytes", m.process_bytes},
                             {"mpi_bytes", m.mpi_bytes},
+                            {"peer_bytes", m.peer_bytes},
                             {"gemm_rate", m.gemm_rate}};
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp);
-    require(bool(out), path, ": cannot write the machine file");
-    out << j.dump(2) << '\n';
-  }
-  require(std::rename(temp.c_str(), path.c_str()) == 0, path, ": cannot rename the machine file");
+  write_text_output(path, j.dump(2) + '\n', "the machine file");
 }
 
 std::pair<double, double> fit_allreduce_model(const std::vector<double>& bytes,

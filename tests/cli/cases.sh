@@ -207,14 +207,21 @@ case "$case_name" in
     expect_error "--lr must be finite and not negative, not -1" "-" -- "$TESSERA" train --data g.h5 --lr -1
     expect_error "--weight-decay must be finite and not negative, not -1" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --weight-decay -1
-    # Divergence stops the run where it happens, on every rank, and leaves epoch 1's checkpoint as it was.
+    # Divergence stops the run in the epoch where it happens, on every rank, before that epoch is recorded,
+    # saved or written out: the message names the last checkpoint, which stays as it was.
     mkdir -p ck
-    expect_error "the training loss is -?(nan|inf) at epoch 2, step 1 \(diverged" "-" -- \
-      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --lr 1e30 --epochs 5 --checkpoint ck --checkpoint-every 1
+    expect_error "diverged at epoch 1: the validation loss is -?(nan|inf) \(try a smaller --lr\); stopped before anything of this epoch was recorded or saved \(no checkpoint was written\)" "ck/checkpoint.h5" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --lr 1e38 --epochs 5 --checkpoint ck --checkpoint-every 1 \
+      --save-predictions p.txt --metrics m.jsonl
+    [ ! -e p.txt ] && ! grep -q '"epoch":1' m.jsonl || { echo "FAILED: the diverged epoch was recorded"; exit 1; }
+    $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 1 --checkpoint ck --quiet >/dev/null || exit 1
     cp ck/checkpoint.h5 epoch1.h5 || exit 1
-    expect_error "the training loss is -?(nan|inf) at epoch 1, step 2 \(diverged" "-" -- \
+    expect_error "diverged at epoch 2: .* the last checkpoint, ck/checkpoint.h5 after epoch 1, is unchanged" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --lr 1e38 --epochs 5 --checkpoint ck --checkpoint-every 1 \
+      --resume --resume-force
+    expect_error "diverged at epoch 1: (the training loss is -?(nan|inf) at step [0-9]|the validation loss|parameters hold)" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size 10 --steps-per-epoch 4 \
-      --lr 1e30 --epochs 2
+      --lr 1e38 --epochs 2
     cmp ck/checkpoint.h5 epoch1.h5 || { echo "FAILED: the checkpoint changed"; exit 1; }
     expect_error "nodir/p.txt: cannot write --save-predictions \(No such file or directory\)" "nodir" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x2 --batch-size 10 --save-predictions nodir/p.txt
@@ -225,7 +232,7 @@ case "$case_name" in
     expect_error "--parts 1000 is more than the graph's [0-9]+ nodes" "-" -- "$TESSERA" partition --data g.h5 --parts 1000
     expect_error "--method must be metis or random, not 'best'" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" partition --data g.h5 --parts 2 --method best
-    expect_error "g.h5: no partition 'metis-2' \(run: tessera partition --data g.h5 --parts 2" "-" -- \
+    expect_error "g.h5: no partition 'metis-2' \(make it with: tessera partition --data g.h5 --parts 2" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled
     "$TESSERA" partition --data g.h5 --parts 3 --method random >/dev/null || exit 1
     expect_error "partition 'random-3' has 3 parts but the job runs on 2 ranks" "-" -- \
@@ -355,7 +362,7 @@ PY
     printf '[train]\ndata = "g.h5"\nepochs = 2\nquiet = true\n' > section.toml
     "$TESSERA" train --config section.toml | grep -q "after 2 epochs" || { echo "FAILED: [train] section"; exit 1; }
     printf 'data = "g.h5"\nbogus = 3\n' > bad.toml
-    expect_error "bad.toml: unknown option 'bogus'" "-" -- $MPIEXEC -n 2 "$TESSERA" train --config bad.toml
+    expect_error "bad.toml: line 2: unknown option 'bogus'" "-" -- $MPIEXEC -n 2 "$TESSERA" train --config bad.toml
     expect_error "missing.toml: cannot read the configuration file" "-" -- "$TESSERA" train --config missing.toml ;;
   h5py_defaults)
     # A graph file whose string attributes h5py wrote with its defaults (variable-length UTF-8) reads and trains.
@@ -562,7 +569,8 @@ PY
       "$TESSERA" plan --data r.h5 --ranks 4 --machine summit ;;
   memory_plan)
     # The memory model's prediction, printed before the load, against the measured peaks (the load's and the
-    # run's) within 20% on grids of 1 to 8 ranks, on a graph big enough that its data outweighs the process;
+    # run's) on grids of 1 to 8 ranks, on a graph big enough that its data outweighs the process: never
+    # below the measurement, and above it by at most 25% (the run's peak) and 50% (the load's);
     # a grid predicted above --memory-per-rank is refused before the load, and --grid auto avoids it. The
     # load reports each phase as it ends, unless --quiet.
     if ldd "$TESSERA" | grep -q libasan; then echo "skipped: AddressSanitizer's shadow memory is not the program's"; exit 77; fi
@@ -575,9 +583,11 @@ pred = re.search(r"predicted peak ([0-9.]+) (MiB|GiB) \(load ([0-9.]+) (MiB|GiB)
 load = re.search(r"loaded .*peak memory ([0-9.]+) MiB per rank", text)
 peak = re.search(r"epochs; peak memory ([0-9.]+) MiB per rank", text)
 if not (pred and load and peak): sys.exit(f"FAILED: {sys.argv[1]}: missing lines\n{text}")
-for name, want, got in (("load", mib(pred[3], pred[4]), float(load[1])), ("peak", mib(pred[1], pred[2]), float(peak[1]))):
+for name, want, got, over in (("load", mib(pred[3], pred[4]), float(load[1]), 0.5),
+                              ("peak", mib(pred[1], pred[2]), float(peak[1]), 0.25)):
     print(f"{sys.argv[1]} {name}: predicted {want:.0f} MiB, measured {got:.1f} MiB ({100 * (want / got - 1):+.0f}%)")
-    if abs(want / got - 1) > 0.2: sys.exit(f"FAILED: {sys.argv[1]} {name} prediction off by more than 20%")
+    if want + 0.5 < got: sys.exit(f"FAILED: {sys.argv[1]} {name} predicted below the measured peak")
+    if want > (1 + over) * got: sys.exit(f"FAILED: {sys.argv[1]} {name} prediction more than {over:.0%} above")
 PY
     for grid in 1x1x1 2x1x1 1x2x2 2x2x2 1x1x8; do
       ranks=$(( $(tr x '*' <<<"$grid") ))
@@ -609,7 +619,7 @@ PY
     predicted() { sed -nE 's/^memory per rank on grid 2x2x2: predicted peak ([0-9]+) MiB.*/\1/p' <<<"$1"; }
     kept=$(predicted "$kept_out") recomputed=$(predicted "$out")
     [ -n "$kept" ] && [ -n "$recomputed" ] && [ "$recomputed" -lt "$kept" ] || { echo "FAILED: predictions '$kept' '$recomputed'"; exit 1; }
-    budget=$(( (kept + recomputed) / 2 ))M
+    budget=$(( (kept + recomputed) * 11 / 20 ))M  # between the two, each with the 10% margin
     expect_error "tessera: error: grid 2x2x2 needs about $kept MiB .* Predicted to fit: .*--recompute-aggregation \($recomputed MiB\); .*[0-9]+ ranks with --grid [0-9x]+ \([0-9]+ MiB\); or --memory-per-rank 0 to run anyway" "-" -- \
       $MPIEXEC -n 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --memory-per-rank "$budget" --memory-policy refuse
     out=$(mpi 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --memory-per-rank "$budget") || { echo "$out"; exit 1; }
