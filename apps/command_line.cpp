@@ -64,6 +64,10 @@ std::unique_ptr<CLI::App> make_app() {
       ->configurable(false);
   app->config_formatter(std::make_shared<TomlConfig>());
   app->allow_config_extras(CLI::config_extras_mode::error);
+  // Listed for --help: `tessera data` runs before the parser (main.cpp, run_data_command).
+  app->add_subcommand("data", "Benchmark datasets by name: tessera data list, tessera data get cora (downloads "
+                              "and converts; see tessera data --help)")
+      ->allow_extras();
   return app;
 }
 

@@ -36,6 +36,10 @@ void add_predict_command(CLI::App& app, Command& selected);
 /// `tessera plan --data F --ranks G ...`
 void add_plan_command(CLI::App& app, Command& selected);
 
+/// `tessera data ...`, before MPI starts: runs the recorded Python interpreter on `-m tessera.data` with the
+/// arguments after "data" (argv[2:]). Returns only when that cannot start.
+int run_data_command(int argc, char** argv);
+
 /// "1.2 GiB"-style text for a byte count.
 std::string human_bytes(double bytes);
 /// Rank 0 line: "peak memory per rank max X, all ranks Y".

@@ -15,6 +15,8 @@
 #include "tessera/core/runtime.hpp"
 
 int main(int argc, char** argv) {
+  // Downloads are not an MPI job: `tessera data` hands over to the Python package before MPI starts.
+  if (argc >= 2 && std::string(argv[1]) == "data") return tessera::app::run_data_command(argc, argv);
   tessera::restart_with_huge_page_malloc(argv);
   // MPI_THREAD_MULTIPLE: --mode sampled's worker thread communicates. An MPI that provides less still runs
   // every other mode; the sampled source checks the level it got.

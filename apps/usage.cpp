@@ -15,6 +15,12 @@
 #ifndef TESSERA_GIT_COMMIT
 #define TESSERA_GIT_COMMIT "unknown"
 #endif
+#ifndef TESSERA_PYTHON
+#define TESSERA_PYTHON ""
+#endif
+#ifndef TESSERA_PYTHON_BINDINGS
+#define TESSERA_PYTHON_BINDINGS 0
+#endif
 
 namespace tessera::app {
 
@@ -136,6 +142,11 @@ std::string version_text() {
 #endif
   if (onednn_gemm_available()) vendor += " oneDNN";
   text += (vendor.empty() ? " none" : vendor) + "; host BLAS: CBLAS\n";
+  const std::string python = TESSERA_PYTHON;
+  text += "Python: " + (python.empty() ? std::string("none found at configure time") : python) +
+          (TESSERA_PYTHON_BINDINGS ? " (the bindings are built for it: PYTHONPATH=<build>/python " + python +
+                                         ")\n"
+                                   : " (tessera data; the bindings are not built)\n");
   return text;
 }
 

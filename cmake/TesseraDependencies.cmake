@@ -7,6 +7,12 @@ find_package(Kokkos REQUIRED)
 if(Kokkos_VERSION VERSION_LESS 3.4)
   message(FATAL_ERROR "Tessera needs Kokkos 3.4 or later; found ${Kokkos_VERSION} at ${Kokkos_DIR}")
 endif()
+# MPI and HDF5 are found through their C interfaces (Tessera calls MPI's C API): a project that enabled C++
+# only (project(app CXX)) gets C enabled here, which FindMPI's C component and FindHDF5 need.
+get_property(tessera_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+if(NOT "C" IN_LIST tessera_languages)
+  enable_language(C)
+endif()
 find_package(MPI REQUIRED COMPONENTS C)
 set(HDF5_PREFER_PARALLEL TRUE)
 find_package(HDF5 REQUIRED COMPONENTS C)

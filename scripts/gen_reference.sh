@@ -12,7 +12,8 @@ out=${1:-$root/docs/reference}
 tessera=${TESSERA:-$root/build/apps/tessera}
 [ -x "$tessera" ] || { echo "gen_reference: $tessera: not built (scripts/setup.sh, or set TESSERA)" >&2; exit 2; }
 mkdir -p "$out"
-commands=("" prep "prep ogb" "prep synth" "prep reorder" info train predict plan partition bench "bench comm" "bench spmm" "bench gemm"
+export COLUMNS=80  # argparse (tessera data) wraps at the terminal's width: the same everywhere
+commands=("" data "data list" "data get" prep "prep ogb" "prep synth" "prep reorder" info train predict plan partition bench "bench comm" "bench spmm" "bench gemm"
   "bench stream")
 {
   echo "# Command-line reference"

@@ -5,12 +5,16 @@
 #
 #   scripts/setup.sh [--backend host|cuda|hip] [--cuda-arch 80|90] [--sanitize] [--with-bench] [--with-fuzz]
 #                    [--with-slurm] [--no-python] [--build-type Release|Debug] [--deps-only] [-j N]
+#                    [--kokkos-tarball FILE [--kokkos-sha256 HEX]]
 #
 #   host (default): Kokkos 3.4.01 with OpenMP+Serial into .deps/kokkos-host, Tessera into build/
 #   cuda:           Kokkos 3.4.01 with CUDA into .deps/kokkos-cuda, Tessera into build-cuda/ (sm_80: A100);
 #                   --cuda-arch 90 (H100/H200) uses .deps/kokkos-cuda-sm90 and build-cuda-sm90/
 #   hip:            Kokkos 3.4.01 with HIP for gfx90a (MI250X) and rocSPARSE, Debian's hipcc, into
 #                   .deps/kokkos-hip and build-hip/ (compile and link only here: no AMD GPU)
+#   --kokkos-tarball FILE: build Kokkos from a release tarball (kokkos-X.Y.ZZ.tar.gz as the Kokkos release
+#                   page or `git archive` makes it) into .deps/kokkos-X.Y.ZZ-host instead of Debian's 3.4; its
+#                   sha256 is checked against --kokkos-sha256, else FILE.sha256 beside it (else printed, unchecked)
 #   --sanitize:     host build with AddressSanitizer + UBSan into build-asan/
 #   --with-bench:   also PyTorch and h5py (Debian's python3-torch), for the baseline in scripts/bench_fullgraph.sh
 #   --with-fuzz:    also clang, libFuzzer and LLVM's OpenMP headers, for scripts/fuzz.sh
@@ -25,12 +29,14 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-backend=host cuda_arch=80 sanitize=OFF build_type=Release deps_only=0 with_bench=0 with_fuzz=0 with_slurm=0 jobs=$(nproc --all)
-no_packages=0 check_only=0 with_python=1
+backend=host cuda_arch=80 sanitize=OFF build_type="" deps_only=0 with_bench=0 with_fuzz=0 with_slurm=0 jobs=$(nproc --all)
+no_packages=0 check_only=0 with_python=1 kokkos_tarball="" kokkos_sha256=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
     --cuda-arch) cuda_arch=$2; shift 2 ;;
+    --kokkos-tarball) kokkos_tarball=$2; shift 2 ;;
+    --kokkos-sha256) kokkos_sha256=$2; shift 2 ;;
     --sanitize) sanitize=ON; shift ;;
     --with-bench) with_bench=1; shift ;;
     --with-fuzz) with_fuzz=1; shift ;;
@@ -177,12 +183,46 @@ build_kokkos() {  # $1 = host|cuda|cuda-sm90|hip, prints the install prefix
   echo "$prefix"
 }
 
+# A Kokkos release tarball: its checksum checked, its sources extracted once, built for the host.
+kokkos_from_tarball() {  # prints the install prefix on stdout: every message goes to stderr
+  local file=$1 want=$2
+  [ -f "$file" ] || { echo "setup: --kokkos-tarball $file: no such file" >&2; exit 1; }
+  [ -n "$want" ] || { [ -f "$file.sha256" ] && want=$(awk '{print $1; exit}' "$file.sha256"); }
+  local got; got=$(sha256sum "$file" | awk '{print $1}')
+  if [ -z "$want" ]; then
+    say "$file: sha256 $got (no --kokkos-sha256 or $file.sha256 to check it against)" >&2
+  elif [ "$got" != "$want" ]; then
+    echo "setup: $file: sha256 $got, expected $want; refusing to build from it" >&2; exit 1
+  fi
+  local top; top=$(tar -tzf "$file" | head -n 1 | cut -d/ -f1)
+  [[ "$top" =~ ^kokkos-[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+    { echo "setup: $file: not a Kokkos release tarball (its top folder is '$top', expected kokkos-X.Y.Z)" >&2; exit 1; }
+  local src=$deps/src/$top prefix=$deps/$top-host
+  if [ -f "$prefix/lib/cmake/Kokkos/KokkosConfig.cmake" ]; then echo "$prefix"; return; fi
+  if [ ! -f "$src/CMakeLists.txt" ]; then
+    mkdir -p "$deps/src" && tar -xzf "$file" -C "$deps/src" >&2
+  fi
+  say "building $top (host: OpenMP + Serial) into $prefix" >&2
+  cmake -S "$src" -B "$deps/build-$top" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
+    -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_CXX_STANDARD=17 -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+    -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_OPENMP=ON >"$deps/$top.log" 2>&1 \
+    && cmake --build "$deps/build-$top" -j "$jobs" >>"$deps/$top.log" 2>&1 \
+    && cmake --install "$deps/build-$top" >>"$deps/$top.log" 2>&1 \
+    || { echo "setup: $top build failed, see $deps/$top.log" >&2; tail -n 30 "$deps/$top.log" >&2; exit 1; }
+  rm -rf "$deps/build-$top"
+  echo "$prefix"
+}
+
 mkdir -p "$deps"
+[ -z "$kokkos_tarball" ] || [ "$backend" = host ] ||
+  { echo "setup: --kokkos-tarball builds a host Kokkos; GPU backends use their own (Kokkos_ROOT)" >&2; exit 2; }
 if [ "$backend" = cuda ]; then
   # nvcc_wrapper defaults to sm_35, which CUDA 13 no longer knows.
   export PATH=/usr/local/cuda/bin:$PATH NVCC_WRAPPER_DEFAULT_ARCH=sm_$cuda_arch
 fi
-if [ -n "${Kokkos_ROOT:-}" ]; then
+if [ -n "$kokkos_tarball" ]; then
+  kokkos_root=$(kokkos_from_tarball "$kokkos_tarball" "$kokkos_sha256")
+elif [ -n "${Kokkos_ROOT:-}" ]; then
   kokkos_root=$Kokkos_ROOT
   say "using the Kokkos at Kokkos_ROOT=$kokkos_root"
 elif [ "$no_packages" -eq 1 ]; then
@@ -226,11 +266,18 @@ if [ "$with_python" -eq 1 ] && [ "$backend" = host ] && [ "$sanitize" = OFF ]; t
     python_bindings=ON
   fi
 fi
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DKokkos_ROOT="$kokkos_root" \
-    -DTESSERA_SANITIZE="$sanitize" -DTESSERA_BUILD_PYTHON="$python_bindings" "${compiler[@]}"
-elif ! grep -q "^TESSERA_BUILD_PYTHON:BOOL=$python_bindings\$" "$build/CMakeCache.txt"; then
-  cmake "$build" -DTESSERA_BUILD_PYTHON="$python_bindings" >/dev/null  # a build from before the option
+# The Kokkos found, named by its config folder: a build made against another Kokkos is pointed at this one.
+kokkos_dir=$(dirname "$(ls "$kokkos_root"/lib/cmake/Kokkos/KokkosConfig.cmake "$kokkos_root"/lib64/cmake/Kokkos/KokkosConfig.cmake 2>/dev/null | head -n 1)")
+chosen=(-DKokkos_ROOT="$kokkos_root" -DKokkos_DIR="$kokkos_dir" -DTESSERA_BUILD_PYTHON="$python_bindings")
+if [ "$backend" = host ]; then
+  # Host builds go through the presets the test command uses (CMakePresets.json), with this Kokkos and
+  # the bindings as found: the README's two commands build the same thing.
+  preset=host; [ "$sanitize" = ON ] && preset=asan
+  [ -z "$build_type" ] || chosen+=(-DCMAKE_BUILD_TYPE="$build_type")  # else the preset's
+  (cd "$root" && cmake --preset "$preset" "${chosen[@]}" >"$deps/configure-$preset.log" 2>&1) ||
+    { tail -n 30 "$deps/configure-$preset.log"; echo "setup: configuring $build failed (full log: $deps/configure-$preset.log)"; exit 1; }
+elif [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${build_type:-Release}" -DTESSERA_SANITIZE="$sanitize" "${chosen[@]}" "${compiler[@]}"
 fi
 cmake --build "$build" -j "$jobs"
 say "built $build (tessera: $build/apps/tessera$([ "$python_bindings" = ON ] && echo "; Python: PYTHONPATH=$build/python"))"

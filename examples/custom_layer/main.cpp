@@ -34,6 +34,7 @@ void leaky_relu_backward(const Matrix<float>& g, const Matrix<const float>& y, f
 }
 
 // The whole layer: one GraphMultiply, one RowParameter, two kernels.
+// [snippet layer] (docs/tutorials/custom-layer.md shows the lines up to [end snippet]; a docs test compares)
 class LeakyGcn : public Layer {
  public:
   LeakyGcn(LayerSlot& slot, int64_t out_width, float slope)
@@ -41,8 +42,8 @@ class LeakyGcn : public Layer {
 
   Matrix<const float> forward(const Matrix<const float>& in, const GraphBatch& batch,
                               const PassInfo&) override {
-    out_ = multiply_.forward(in, batch);
-    bias_leaky_relu(out_, bias_.value(), slope_);
+    out_ = multiply_.forward(in, batch);            // A H W over the grid
+    bias_leaky_relu(out_, bias_.value(), slope_);   // this application's kernel, in place
     return out_;
   }
 
@@ -68,6 +69,7 @@ class LeakyGcn : public Layer {
   float slope_;
   Matrix<float> out_;
 };
+// [end snippet]
 
 }  // namespace
 
@@ -82,19 +84,22 @@ int main(int argc, char** argv) {
     load.normalize_features = true;
     const Graph3D graph = load_graph_3d(GraphFileReader(world, argv[1]), grid, load);
 
+    // [snippet model]
     const uint64_t seed = 1;  // the run's one seed: weights, dropout, sampling
     Sequential model(grid, graph.num_features, RunOptions{}, seed);
     model.add<Dropout>(0.5f);
-    model.add<LeakyGcn>(16, 0.1f);
+    model.add<LeakyGcn>(16, 0.1f);          // constructed as LeakyGcn(slot, 16, 0.1f)
     model.add<Dropout>(0.5f);
-    model.add<GcnConv>(graph.num_classes);
+    model.add<GcnConv>(graph.num_classes);  // library layers mix with yours
 
-    FullGraphSource source(graph, grid, world, model);
-    TrainerOptions options;
+    FullGraphSource source(graph, grid, world, model);  // asks the model what its batches need
+    TrainerOptions options;                 // fields set by name
     options.optimizer.weight_decay = 5e-4f;
     options.epochs = 200;
     Trainer trainer(model, source, world, options);
-    const TrainResult r = trainer.run();
+    trainer.add_hook(std::make_unique<ConsoleReport>());   // the console line tessera train prints
+    const TrainResult r = trainer.run();                    // r.test_at_best, r.history, ...
+    // [end snippet]
     if (world.rank() == 0)
       std::printf("custom_layer on grid %s (%s): best valid %.4f at epoch %lld, test accuracy %.4f\n",
                   grid.shape().str().c_str(), model.describe().c_str(), r.best_valid, (long long)r.best_epoch,

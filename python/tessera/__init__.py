@@ -13,6 +13,7 @@ Data (pure Python): graphs from arrays and from the formats PyG and DGL download
 
     tessera.write_graph("graph.h5", edge_index, x, y, train=train_idx, valid=val_idx, test=test_idx)
     graph = tessera.read_planetoid("data/Cora/raw", "cora")   # a Graph: arrays, splits, name
+    path = tessera.get_dataset("cora", root="data")           # downloaded and converted: data/cora.h5
 
 `python3 -m tessera.convert FORMAT IN OUT.h5` (or `tessera-convert`) wraps the readers.
 """
@@ -29,6 +30,13 @@ from .compose import (Sequential, GcnConv, SageConv, Linear, Dropout, ReLU, Batc
                       LoadedGraph, graph_from_arrays, load_graph, fit)
 
 
+def get_dataset(name, root=None, mirror=None):
+    """`tessera data get NAME` from Python: downloads (or finds) the benchmark dataset `name`, converts it and
+    returns the graph file's path, ROOT/NAME.h5 (ROOT: `root`, else $TESSERA_DATA_ROOT, else ./data)."""
+    from .data import get  # here: `python3 -m tessera.data` must not find the module imported already
+    return get(name, root, mirror)
+
+
 def __getattr__(name):
     if name == "Error":  # the bindings' exception type, loaded on first use
         from ._runtime import bindings
@@ -37,7 +45,7 @@ def __getattr__(name):
 
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "write_graph", "largest_connected_component", "per_class_split", "read_ogb",
+__all__ = ["Graph", "write_graph", "get_dataset", "largest_connected_component", "per_class_split", "read_ogb",
            "read_planetoid", "read_gnn_benchmark", "read_plain_npz", "read_graphsaint", "read_reddit", "READERS", "TrainResult",
            "train", "Sequential", "GcnConv", "SageConv", "Linear", "Dropout", "ReLU", "BatchNorm", "RmsNorm",
            "LoadedGraph", "graph_from_arrays", "load_graph", "fit", "Error"]

@@ -29,8 +29,11 @@ def bindings():
     if _bindings is not None:
         return _bindings
     if not bindings_available():
-        raise ImportError("tessera was installed without its C++ bindings: build with -DTESSERA_BUILD_PYTHON=ON "
-                          "(scripts/setup.sh does) and install with TESSERA_BUILD_DIR=<build> (docs/python.md)")
+        raise ImportError("tessera was installed without its C++ bindings (the converters and tessera data work "
+                          "without them; training does not): build them with `bash scripts/setup.sh` (which "
+                          "builds build/python), then `TESSERA_BUILD_DIR=$PWD/build pip install "
+                          "--no-build-isolation ./python`, or run with PYTHONPATH=build/python "
+                          "(docs/guide/python.md)")
     h5py = sys.modules.get("h5py")
     if h5py is not None and not h5py.get_config().mpi:
         raise ImportError("h5py was imported with the serial HDF5 before tessera's bindings, which use the parallel "

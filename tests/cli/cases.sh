@@ -1125,6 +1125,24 @@ PY
     grep -q "found Kokkos >= 3.4" <<<"$out" || { echo "$out"; echo "FAILED: no Kokkos"; exit 1; }
     [ ! -s called.log ] || { cat called.log; echo "FAILED: setup.sh --no-packages called a package tool"; exit 1; }
     echo "ok: no package tool called; every missing dependency named" ;;
+  setup_kokkos_tarball)
+    # setup.sh --kokkos-tarball checks the archive before it builds anything: a checksum that does not match
+    # (given, or in FILE.sha256 beside it) and an archive that is not a Kokkos release are refused.
+    mkdir -p kokkos-9.9.99 other && echo "project(Kokkos)" > kokkos-9.9.99/CMakeLists.txt && cp kokkos-9.9.99/CMakeLists.txt other/
+    tar -czf kokkos-9.9.99.tar.gz kokkos-9.9.99 && tar -czf other.tar.gz other
+    echo "0000000000000000000000000000000000000000000000000000000000000000  kokkos-9.9.99.tar.gz" > kokkos-9.9.99.tar.gz.sha256
+    sum=$(sha256sum kokkos-9.9.99.tar.gz | cut -d' ' -f1)
+    setup() { bash "$SOURCE_DIR/scripts/setup.sh" --deps-only "$@" 2>&1; }
+    out=$(setup --kokkos-tarball "$work/kokkos-9.9.99.tar.gz") && { echo "$out"; echo "FAILED: a wrong checksum was accepted"; exit 1; }
+    grep -q "kokkos-9.9.99.tar.gz: sha256 $sum, expected 0000000000000000000000000000000000000000000000000000000000000000; refusing to build from it" <<<"$out" ||
+      { echo "$out"; echo "FAILED: the checksum refusal"; exit 1; }
+    out=$(setup --kokkos-tarball "$work/other.tar.gz" --kokkos-sha256 "$(sha256sum other.tar.gz | cut -d' ' -f1)") &&
+      { echo "$out"; echo "FAILED: a foreign archive was accepted"; exit 1; }
+    grep -q "other.tar.gz: not a Kokkos release tarball (its top folder is 'other', expected kokkos-X.Y.Z)" <<<"$out" ||
+      { echo "$out"; echo "FAILED: the foreign archive's refusal"; exit 1; }
+    out=$(setup --kokkos-tarball "$work/absent.tar.gz") && exit 1
+    grep -q "absent.tar.gz: no such file" <<<"$out" || { echo "$out"; exit 1; }
+    echo "ok: a Kokkos tarball is checked before anything is built" ;;
   help_and_version)
     # --version says what the build is; a misspelt subcommand or option is named with its closest spelling
     # and the --help of the subcommand it was given to; train --help is in groups.

@@ -13,6 +13,7 @@ Exit 0: passed; 1: failed (each problem on a line); 77: skipped (what is missing
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,7 +82,53 @@ def check_links(root):
                 continue
             if "../shared" in text or "shared/DESIGN" in text:
                 problems.append(f"{os.path.relpath(path, root)}: points at ../shared")
+    problems += check_snippets(root) + check_message_paths(root)
     return problems, f"{len(pages(root))} pages"
+
+
+SNIPPET = re.compile(r"<!-- snippet: (\S+) (\S+) -->\n```[a-z]*\n(.*?)```", re.S)
+
+
+def snippet(path, name):
+    """The lines of `path` between `// [snippet NAME]` and `// [end snippet]`, dedented."""
+    lines = open(path).read().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip().startswith(f"// [snippet {name}]")), None)
+    if start is None:
+        return None
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() == "// [end snippet]")
+    block = lines[start + 1:end]
+    indent = min(len(line) - len(line.lstrip()) for line in block if line.strip())
+    return "\n".join(line[indent:] for line in block).rstrip() + "\n"
+
+
+def check_snippets(root):
+    """Code blocks marked <!-- snippet: FILE NAME --> are that region of FILE, character for character."""
+    problems = []
+    for page in pages(root):
+        for file, name, block in SNIPPET.findall(open(page).read()):
+            where = os.path.relpath(page, root)
+            source = os.path.join(root, file)
+            text = snippet(source, name) if os.path.exists(source) else None
+            if text is None:
+                problems.append(f"{where}: snippet '{name}' of {file}: no such region")
+            elif text != block:
+                problems.append(f"{where}: snippet '{name}' differs from {file} (copy the region into the page)")
+    return problems
+
+
+def check_message_paths(root):
+    """Every docs/ or datasets/ page a message of the program or the package names exists."""
+    problems = []
+    for top in ("src", "apps", "python/tessera", "scripts"):
+        for folder, _, files in os.walk(os.path.join(root, top)):
+            for f in files:
+                if not f.endswith((".cpp", ".hpp", ".py", ".sh")):
+                    continue
+                path = os.path.join(folder, f)
+                for named in set(re.findall(r"(?:docs|datasets)/[\w./-]+\.md", open(path, encoding="utf-8").read())):
+                    if not os.path.exists(os.path.join(root, named)):
+                        problems.append(f"{os.path.relpath(path, root)}: names {named}, which does not exist")
+    return problems
 
 
 def check_reference(root, tessera):
@@ -134,6 +181,12 @@ def check_tutorials(root, tessera, data):
         print(f"skipped: {data}/cora is absent (the tutorials run on Cora)")
         sys.exit(77)
     problems, ran = [], 0
+    # `tessera data get cora` in the tutorials downloads from a mirror: Planetoid's files of Cora, made from the
+    # OGB-layout copy (tests/fixtures/make_planetoid_mirror.py), as TESSERA_DATA_MIRROR points a compute node
+    # at a copy.
+    mirror = tempfile.mkdtemp(prefix="tessera-mirror-")
+    subprocess.run([sys.executable, os.path.join(root, "tests/fixtures/make_planetoid_mirror.py"),
+                    os.path.join(data, "cora"), mirror], check=True)
     folder = os.path.join(root, "docs/tutorials")
     for name in sorted(os.listdir(folder)):
         blocks = runnable_blocks(os.path.join(folder, name))
@@ -141,7 +194,7 @@ def check_tutorials(root, tessera, data):
             continue
         script = "set -euo pipefail\n" + "\n".join(blocks)
         # Debian's python3 (with NumPy and matplotlib) before another python3 that may come first on PATH.
-        env = dict(os.environ, DATA=data, TESSERA_ROOT=root, PYTHONDONTWRITEBYTECODE="1",
+        env = dict(os.environ, DATA=data, TESSERA_ROOT=root, PYTHONDONTWRITEBYTECODE="1", TESSERA_DATA_MIRROR=mirror,
                    # The build's package (with the bindings, where built) before the source tree's.
                    PYTHONPATH=os.pathsep.join([os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tessera))),
                                                             "python"),
@@ -156,6 +209,7 @@ def check_tutorials(root, tessera, data):
             problems.append(f"docs/tutorials/{name}: runnable blocks exit {result.returncode}:\n{tail}")
         else:
             print(f"docs/tutorials/{name}: {len(blocks)} runnable blocks ran")
+    shutil.rmtree(mirror, ignore_errors=True)
     if ran == 0:
         problems.append("docs/tutorials: no block marked <!-- runnable -->")
     return problems, f"{ran} runnable blocks"
