@@ -13,8 +13,8 @@
 #include <random>
 #include <sstream>
 
-#include "commands.hpp"
-#include "options.hpp"
+#include "tessera/cli/commands.hpp"
+#include "tessera/cli/options.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "commands.hpp"
+#include "tessera/cli/commands.hpp"
 
 #ifndef TESSERA_PYTHON
 #define TESSERA_PYTHON ""

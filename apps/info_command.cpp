@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "commands.hpp"
+#include "tessera/cli/commands.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/graph/graph_file.hpp"

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "command_line.hpp"
-#include "commands.hpp"
+#include "tessera/cli/command_line.hpp"
+#include "tessera/cli/commands.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/huge_pages.hpp"

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "commands.hpp"
-#include "options.hpp"
+#include "tessera/cli/commands.hpp"
+#include "tessera/cli/options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/graph/graph_file.hpp"

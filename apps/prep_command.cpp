@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "commands.hpp"
-#include "options.hpp"
+#include "tessera/cli/commands.hpp"
+#include "tessera/cli/options.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/paths.hpp"
 #include "tessera/core/timer.hpp"

@@ -18,11 +18,11 @@ case "$seconds" in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, n
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh --with-fuzz)" >&2; exit 2; }
 
 declare -A sources=(
-  [ogb_text]="src/graph/text_input.cpp"
-  [npz]="src/graph/npz_input.cpp"
-  [agent_answer]="src/prefetch/agent_answer.cpp"
-  [graph_file]="src/graph/graph_file.cpp src/graph/graph_check.cpp src/graph/hdf5_io.cpp"
-  [checkpoint]="src/models/checkpoint.cpp src/graph/hdf5_io.cpp"
+  [ogb_text]="src/tessera/graph/text_input.cpp"
+  [npz]="src/tessera/graph/npz_input.cpp"
+  [agent_answer]="src/tessera/prefetch/agent_answer.cpp"
+  [graph_file]="src/tessera/graph/graph_file.cpp src/tessera/graph/graph_check.cpp src/tessera/graph/hdf5_io.cpp"
+  [checkpoint]="src/tessera/models/training/checkpoint.cpp src/tessera/graph/hdf5_io.cpp"
 )
 declare -A uses_mpi=([graph_file]=1 [checkpoint]=1)
 
@@ -40,8 +40,7 @@ host_build_flags() {
     sed "s|^\.\./\.\./|$root/build/|" | tr '\n' ' '
 }
 out=$root/build-fuzz
-mkdir -p "$out/include" "$out/findings"
-ln -sfn "$root/src" "$out/include/tessera"
+mkdir -p "$out/findings"
 printf '%-14s %8s %12s %10s %8s %s\n' harness seconds executions exec/s corpus findings > "$out/summary.txt"
 status=0
 for h in "${harnesses[@]}"; do
@@ -57,7 +56,7 @@ for h in "${harnesses[@]}"; do
   fi
   # shellcheck disable=SC2086
   clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$out/include" "$root/tests/fuzz/fuzz_$h.cpp" $(cd "$root" && echo ${sources[$h]} | sed "s|^|$root/|; s| | $root/|g") \
+    -I"$root/src" "$root/tests/fuzz/fuzz_$h.cpp" $(cd "$root" && echo ${sources[$h]} | sed "s|^|$root/|; s| | $root/|g") \
     "${extra[@]}" -lz -o "$out/fuzz_$h"
   mkdir -p "$out/corpus/$h"
   echo "fuzz: running $h for $seconds s"

@@ -4,9 +4,9 @@
 # application that hands over its graph in memory never touches HDF5), and the headers that describe only a
 # grid's shape or cost must not need <mpi.h>. The preprocessor lists each header's dependencies (-MG keeps
 # going past headers it cannot find and lists them by name, so no include path but Tessera's is needed).
-#   tests/public_header_deps.sh CXX BUILD
+#   tests/public_header_deps.sh CXX SOURCE_DIR
 set -euo pipefail
-cxx=$1 include=$2/include/tessera
+cxx=$1 include=$2/src/tessera
 deps() { "$cxx" -std=c++17 -I"$(dirname "$include")" -M -MG -x c++ "$include/$1" | tr ' ' '\n'; }
 failed=0
 needs() {  # needs HEADER FILE -> 0 if HEADER's dependencies include FILE
@@ -18,7 +18,7 @@ needs() {  # needs HEADER FILE -> 0 if HEADER's dependencies include FILE
 needs graph/hdf5_io.hpp hdf5.h || { echo "public_header_deps: cannot see graph/hdf5_io.hpp's <hdf5.h>"; exit 1; }
 needs comm/communicator.hpp mpi.h || { echo "public_header_deps: cannot see comm/communicator.hpp's <mpi.h>"; exit 1; }
 count=0
-for h in "$include"/parallel3d/*.hpp "$include"/models/*.hpp; do
+for h in "$include"/parallel3d/*.hpp "$include"/models/*.hpp "$include"/models/*/*.hpp; do
   rel=${h#"$include"/}
   count=$((count + 1))
   if needs "$rel" hdf5.h; then echo "public_header_deps: $rel pulls in <hdf5.h>"; failed=1; fi

@@ -13,13 +13,13 @@
 #include <set>
 #include <type_traits>
 
-#include "../src/sampling/rank_bitmap.hpp"  // internal: both bit counts are tested
+#include "tessera/sampling/rank_bitmap.hpp"  // internal: both bit counts are tested
 #include "reference/dense.hpp"
 #include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/synth.hpp"
-#include "tessera/models/minibatch.hpp"
+#include "tessera/models/modes/minibatch.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/sampling/pipeline.hpp"
 

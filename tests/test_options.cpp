@@ -7,8 +7,8 @@
 
 #include <sstream>
 
-#include "config_file.hpp"
-#include "options.hpp"
+#include "tessera/cli/config_file.hpp"
+#include "tessera/cli/options.hpp"
 #include "tessera/core/error.hpp"
 
 using namespace tessera;

@@ -16,7 +16,7 @@
 #include "tessera/graph/permutation.hpp"
 #include "tessera/graph/reorder.hpp"
 #include "tessera/graph/synth.hpp"
-#include "tessera/models/node_outputs.hpp"
+#include "tessera/models/training/node_outputs.hpp"
 
 using namespace tessera;
 

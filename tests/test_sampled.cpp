@@ -17,7 +17,7 @@
 #include "tessera/graph/partition.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/graph/synth.hpp"
-#include "tessera/models/model.hpp"
+#include "tessera/models/nn/model.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/prefetch/remote_features.hpp"
 #include "tessera/sampling/neighbor.hpp"

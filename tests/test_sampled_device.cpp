@@ -9,7 +9,7 @@
 #include "support/fixtures.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/partitioned.hpp"
-#include "tessera/models/sampled.hpp"
+#include "tessera/models/modes/sampled.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/sampling/induced.hpp"
 

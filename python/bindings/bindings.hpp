@@ -11,7 +11,7 @@
 #include <string>
 
 #include "tessera/comm/communicator.hpp"
-#include "tessera/models/trainer.hpp"
+#include "tessera/models/training/trainer.hpp"
 
 namespace tessera::python {
 

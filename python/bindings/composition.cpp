@@ -8,16 +8,16 @@
 #include <algorithm>
 
 #include "bindings.hpp"
-#include "options.hpp"
+#include "tessera/cli/options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/graph_file.hpp"
-#include "tessera/models/activation.hpp"
-#include "tessera/models/conv.hpp"
-#include "tessera/models/full_graph.hpp"
-#include "tessera/models/hooks.hpp"
-#include "tessera/models/loss.hpp"
-#include "tessera/models/norm.hpp"
-#include "tessera/models/sequential.hpp"
+#include "tessera/models/nn/activation.hpp"
+#include "tessera/models/nn/conv.hpp"
+#include "tessera/models/modes/full_graph.hpp"
+#include "tessera/models/training/hooks.hpp"
+#include "tessera/models/nn/loss.hpp"
+#include "tessera/models/nn/norm.hpp"
+#include "tessera/models/nn/sequential.hpp"
 #include "tessera/parallel3d/graph3d.hpp"
 
 namespace tessera::python {

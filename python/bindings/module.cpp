@@ -12,7 +12,7 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/runtime.hpp"
-#include "tessera/models/hooks.hpp"
+#include "tessera/models/training/hooks.hpp"
 
 namespace tessera::python {
 

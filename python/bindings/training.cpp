@@ -4,7 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
-#include "command_line.hpp"
+#include "tessera/cli/command_line.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/models/train.hpp"

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "../../src/prefetch/agent_answer.hpp"
+#include "tessera/prefetch/agent_answer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)tessera::parse_agent_answer(std::string_view(reinterpret_cast<const char*>(data), size));

@@ -19,9 +19,9 @@
 #include "tessera/comm/process_grid.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/hdf5_io.hpp"
-#include "tessera/models/checkpoint.hpp"
-#include "tessera/models/conv.hpp"
-#include "tessera/models/norm.hpp"
+#include "tessera/models/training/checkpoint.hpp"
+#include "tessera/models/nn/conv.hpp"
+#include "tessera/models/nn/norm.hpp"
 
 namespace {
 

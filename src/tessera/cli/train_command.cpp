@@ -1,0 +1,487 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// `tessera train`: the command line (and a TOML file, `--config`) into TrainOptions, then run_training.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "tessera/cli/command_line.hpp"
+#include "tessera/cli/commands.hpp"
+#include "tessera/cli/options.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/stop_signals.hpp"
+#include "tessera/models/training/hooks.hpp"
+#include "tessera/models/train.hpp"
+#include "tessera/cli/usage.hpp"
+
+namespace tessera::app {
+
+namespace {
+
+// What CLI11 fills: strings where the library takes a type (parsed in to_options), the rest in place.
+struct Args {
+  TrainOptions o;
+  std::string mode = "full", grid, model = "gcn", norm = "none", optimizer = "adam", permute = "double",
+              lr_schedule = "constant";
+  std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
+              batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
+              memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto";
+  bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
+  float input_dropout = -1.0f;
+};
+
+void add_model_options(CLI::App* cmd, Args& a) {
+  ModelConfig& m = a.o.model;
+  cmd->add_option("--model", a.model, "gcn or sage")->capture_default_str();
+  cmd->add_option("--layers", m.layers, "Number of graph layers")->capture_default_str();
+  cmd->add_option("--hidden", m.hidden, "Hidden width")->capture_default_str();
+  cmd->add_option("--dropout", m.dropout, "Dropout on hidden layers")->capture_default_str();
+  cmd->add_option("--input-dropout", a.input_dropout, "Dropout on input features (default: --dropout)");
+  cmd->add_option("--norm", a.norm, "none, batch or rms (hidden layers)")->capture_default_str();
+  cmd->add_flag("--no-fuse", a.no_fuse, "Norm, ReLU and dropout as separate layers (for comparison)");
+  add_seed_option(cmd, m.seed, "Seed of initialization, dropout and sampling");
+  cmd->add_option("--optimizer", a.optimizer, "adam or adamw")->capture_default_str();
+  cmd->add_option("--lr", a.o.optimizer.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", a.o.optimizer.weight_decay, "Weight decay on weights (not biases)")
+      ->capture_default_str();
+  cmd->add_option("--lr-schedule", a.lr_schedule,
+                  "constant, step (--lr times --lr-gamma every --lr-step-every epochs) or cosine (down to "
+                  "--lr-min at the end of the run)")
+      ->capture_default_str();
+  cmd->add_option("--lr-warmup", a.o.schedule.warmup_epochs,
+                  "Epochs of linear warm-up before the schedule (fractions allowed; 0: none)")
+      ->capture_default_str();
+  cmd->add_option("--lr-step-every", a.o.schedule.step_every, "step schedule: epochs between decays")
+      ->capture_default_str();
+  cmd->add_option("--lr-gamma", a.o.schedule.gamma, "step schedule: the factor of each decay")
+      ->capture_default_str();
+  cmd->add_option("--lr-min", a.o.schedule.min_lr, "cosine schedule: the learning rate at the end")
+      ->capture_default_str();
+  cmd->add_option("--clip-grad-norm", a.o.clip_grad_norm,
+                  "Scale the gradients down to this global L2 norm before each update where theirs is larger "
+                  "(0: never)")
+      ->capture_default_str();
+  cmd->add_option("--epochs", a.o.epochs, "Epochs")->capture_default_str();
+  cmd->add_flag("--normalize-features", a.o.normalize_features, "Divide each feature row by its sum");
+}
+
+void add_grid_options(CLI::App* cmd, Args& a) {
+  cmd->add_option("--mode", a.mode,
+                  "full (one rank or a 3D grid), minibatch (4D grid DxXxYxZ) or sampled (partition-parallel "
+                  "neighbour sampling, one replica per rank)")
+      ->capture_default_str();
+  cmd->add_option("--grid", a.grid, "full: XxYxZ or auto (performance model); minibatch: DxXxYxZ");
+  cmd->add_option("--machine", a.o.machine, "--grid auto: perlmutter, frontier or local")
+      ->capture_default_str();
+  cmd->add_option("--machine-file", a.o.machine_file,
+                  "--grid auto: a file from tessera bench comm/spmm --fit");
+  cmd->add_option("--memory-per-rank", a.memory_per_rank,
+                  "full: memory each rank may use (e.g. 4G); a grid predicted to need more is refused before "
+                  "the load, and --grid auto picks among those that fit; 0: no check (default: the node's "
+                  "available memory shared by its ranks)");
+  cmd->add_option(
+         "--memory-policy", a.memory_policy,
+         "full: a run predicted not to fit: auto (recompute the aggregation where that fits, said in "
+         "the log) or refuse (list every way out with its prediction)")
+      ->capture_default_str();
+  cmd->add_option(
+      "--load-budget", a.load_budget,
+      "full / minibatch: bytes of one round of the load's exchanges per rank (e.g. 64M); a rank "
+      "sends its edges and features in as many rounds as that takes; 0: one round (default 256M)");
+  cmd->add_option("--permute", a.permute, "none, single or double permutation for load balance")
+      ->capture_default_str();
+  cmd->add_flag("--overlap", a.o.overlap, "Overlap each SpMM's all-reduce with the SpMM, in row chunks");
+  cmd->add_flag("--recompute-aggregation", a.o.recompute_aggregation,
+                "full / minibatch: keep no layer's A H for backward, aggregate again there (less memory, one "
+                "more SpMM and all-reduce per layer, same results)");
+  cmd->add_option("--comm-dtype", a.comm_dtype, "f32 or bf16 on the wire for the multiply's all-reduces")
+      ->capture_default_str();
+  cmd->add_option("--kernels", a.kernels, "auto, host, team (what device builds run) or vendor")
+      ->capture_default_str();
+  cmd->add_option("--gemm-dtype", a.gemm_dtype,
+                  "f32, or bf16: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN; AMX where "
+                  "the CPU has it)")
+      ->capture_default_str();
+  cmd->add_option("--host-gemm", a.host_gemm,
+                  "host fp32 GEMMs through auto (oneDNN where the build has it), blas or onednn")
+      ->capture_default_str();
+  cmd->add_flag("--allow-tf32", a.o.allow_tf32, "Vendor GEMMs may round fp32 inputs to TF32 (CUDA builds)");
+  cmd->add_option("--comm", a.comm,
+                  "device collectives: auto (NCCL with one GPU per rank, else MPI), mpi, mpi-host (MPI on "
+                  "host copies) or "
+                  "nccl (CUDA builds)")
+      ->capture_default_str();
+  cmd->add_option(
+      "--batch-size", a.batch_size,
+      "minibatch: vertices per sample, a count (1024) or a fraction of the nodes (0.1); sampled: seeds "
+      "per rank per step (default 1024)");
+  cmd->add_option("--steps-per-epoch", a.o.minibatch.steps_per_epoch,
+                  "minibatch / sampled: steps per epoch (default: about one pass over the nodes)");
+  cmd->add_flag("--no-sampler-thread", a.no_sampler_thread, "minibatch: build each batch when it is needed");
+  cmd->add_option(
+         "--sample-on", a.sample_on,
+         "minibatch / sampled: where training samples are built: host (a thread, then an upload), device "
+         "(kernels on the GPU or the host's threads, nothing uploaded; sampled mode on one rank only) or "
+         "auto (device on GPU builds; for sampled mode where it runs on one rank)")
+      ->capture_default_str();
+}
+
+void add_sampled_options(CLI::App* cmd, Args& a) {
+  SampledOptions& s = a.o.sampled;
+  cmd->add_option(
+      "--partition", a.o.partition,
+      "sampled: /partition/NAME from tessera partition (default metis-RANKS; block on one rank), or block");
+  cmd->add_option(
+      "--partition-file", a.o.partition_file,
+      "sampled: read the partition from this file (tessera partition --output) instead of --data");
+  cmd->add_option("--fanouts", a.fanouts,
+                  "sampled: neighbours per layer, input layer first (default 10 each)");
+  cmd->add_option("--prefetch-policy", a.prefetch_policy,
+                  "sampled: none, static, periodic, adaptive or external")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-fraction", s.fraction, "sampled: cache rows as a fraction of the halo")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-alpha", s.alpha, "sampled: per-step score decay of cached rows")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-interval", s.interval,
+                  "sampled: steps between evictions (periodic) and per window")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-agent", s.agent,
+                  "sampled, external: command that answers observations (JSON lines)");
+  cmd->add_option("--prefetch-agent-timeout", s.agent_timeout_s,
+                  "sampled, external: seconds to wait for an answer before falling back to periodic")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefetch-thread", a.no_prefetch_thread, "sampled: prepare each step when it is needed");
+  cmd->add_option("--eval", a.eval,
+                  "sampled: each evaluation on sampled neighbourhoods (sampled) or exact, layer-wise over "
+                  "every neighbour (exact: one pass over every node per evaluation)")
+      ->capture_default_str();
+  cmd->add_option("--final-eval", a.final_eval,
+                  "sampled: exact (the best parameters evaluated layer-wise at the end, and node outputs "
+                  "exact, where the memory allows) or sampled (neither)")
+      ->capture_default_str();
+  cmd->add_option("--simulate-network", a.network,
+                  "sampled, BENCHMARKS ONLY: LAT_US,GBPS - also wait as long as each exchange would take");
+}
+
+void add_output_options(CLI::App* cmd, Args& a) {
+  TrainOptions& o = a.o;
+  cmd->add_option("--metrics", o.metrics_path, "Write one JSON line per epoch (and per step, sampled) here");
+  cmd->add_option("--save-predictions", o.predictions_path,
+                  "Write the best-validation epoch's predicted class of every node here, one per line");
+  cmd->add_option(
+      "--save-embeddings", o.embeddings_path,
+      "Write the best-validation epoch's last hidden layer of every node here (HDF5, /embeddings)");
+  cmd->add_option("--checkpoint", o.checkpoint_dir, "Directory for DIR/checkpoint.h5");
+  cmd->add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every K epochs (0: at the end)");
+  cmd->add_flag("--resume", o.resume, "Continue from DIR/checkpoint.h5");
+  cmd->add_flag("--overwrite-checkpoint", o.overwrite_checkpoint,
+                "Start over although DIR/checkpoint.h5 exists (replaced at this run's first save); without it, "
+                "or --resume, such a run is refused");
+  cmd->add_flag("--resume-force", o.resume_force,
+                "With --resume: continue although the checkpoint was written with other result-changing "
+                "options or another graph (the differences are listed in the log)");
+  cmd->add_option("--eval-every", o.eval_every, "Evaluate every K epochs (and after the last); 0 = never")
+      ->capture_default_str();
+  cmd->add_option("--patience", o.patience, "Stop after K evaluations without a better validation accuracy")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", o.quiet, "Print only the summary");
+  cmd->add_flag("--verbose", o.console.verbose,
+                "After every epoch also its per-phase times over the ranks (where a replica has several), "
+                "sampling and cache lines; every load phase as it ends and the load's summary");
+  cmd->add_flag("--profile-kernels", o.profile_kernels,
+                "Time every kernel, copy and vendor call of the epochs after the first (device time on a "
+                "GPU) and print the largest per epoch at the end, rank 0's");
+  cmd->add_option("--details-every", o.console.details_every,
+                  "The per-epoch detail lines of --verbose after every K-th epoch only (0: never)")
+      ->capture_default_str();
+  cmd->add_flag("--print-config", a.print_config,
+                "Print the effective configuration (TOML for --config) and exit")
+      ->configurable(false);
+}
+
+// `tessera train --help` in groups, in this order.
+constexpr std::pair<const char*, const char*> kHelpGroups[] = {
+    {"--data", "Data"},
+    {"--normalize-features", "Data"},
+    {"--model", "Model"},
+    {"--layers", "Model"},
+    {"--hidden", "Model"},
+    {"--dropout", "Model"},
+    {"--input-dropout", "Model"},
+    {"--norm", "Model"},
+    {"--no-fuse", "Model"},
+    {"--seed", "Model"},
+    {"--optimizer", "Optimizer"},
+    {"--lr", "Optimizer"},
+    {"--weight-decay", "Optimizer"},
+    {"--lr-schedule", "Optimizer"},
+    {"--lr-warmup", "Optimizer"},
+    {"--lr-step-every", "Optimizer"},
+    {"--lr-gamma", "Optimizer"},
+    {"--lr-min", "Optimizer"},
+    {"--clip-grad-norm", "Optimizer"},
+    {"--epochs", "Optimizer"},
+    {"--eval-every", "Optimizer"},
+    {"--patience", "Optimizer"},
+    {"--mode", "Parallelism"},
+    {"--grid", "Parallelism"},
+    {"--machine", "Parallelism"},
+    {"--machine-file", "Parallelism"},
+    {"--memory-per-rank", "Parallelism"},
+    {"--memory-policy", "Parallelism"},
+    {"--permute", "Parallelism"},
+    {"--comm", "Parallelism"},
+    {"--comm-dtype", "Parallelism"},
+    {"--batch-size", "Mini-batch and sampled"},
+    {"--steps-per-epoch", "Mini-batch and sampled"},
+    {"--no-sampler-thread", "Mini-batch and sampled"},
+    {"--sample-on", "Mini-batch and sampled"},
+    {"--partition", "Sampled / prefetch"},
+    {"--partition-file", "Sampled / prefetch"},
+    {"--fanouts", "Sampled / prefetch"},
+    {"--prefetch-policy", "Sampled / prefetch"},
+    {"--prefetch-fraction", "Sampled / prefetch"},
+    {"--prefetch-alpha", "Sampled / prefetch"},
+    {"--prefetch-interval", "Sampled / prefetch"},
+    {"--prefetch-agent", "Sampled / prefetch"},
+    {"--prefetch-agent-timeout", "Sampled / prefetch"},
+    {"--no-prefetch-thread", "Sampled / prefetch"},
+    {"--eval", "Sampled / prefetch"},
+    {"--final-eval", "Sampled / prefetch"},
+    {"--metrics", "Output"},
+    {"--save-predictions", "Output"},
+    {"--save-embeddings", "Output"},
+    {"--checkpoint", "Output"},
+    {"--checkpoint-every", "Output"},
+    {"--resume", "Output"},
+    {"--resume-force", "Output"},
+    {"--overwrite-checkpoint", "Output"},
+    {"--quiet", "Output"},
+    {"--verbose", "Output"},
+    {"--profile-kernels", "Output"},
+    {"--details-every", "Output"},
+    {"--overlap", "Performance"},
+    {"--recompute-aggregation", "Performance"},
+    {"--load-budget", "Performance"},
+    {"--kernels", "Performance"},
+    {"--gemm-dtype", "Performance"},
+    {"--host-gemm", "Performance"},
+    {"--allow-tf32", "Performance"},
+    {"--print-config", "Diagnostics"},
+    {"--simulate-network", "Diagnostics"}};
+
+// Options that only one mode reads: given to another, they are refused, naming the mode they belong to.
+struct ModeOnly {
+  const char* name;
+  bool full, minibatch, sampled;
+};
+constexpr ModeOnly kModeOnly[] = {{"--batch-size", false, true, true},
+                                  {"--steps-per-epoch", false, true, true},
+                                  {"--no-sampler-thread", false, true, false},
+                                  {"--sample-on", false, true, true},
+                                  {"--partition", false, false, true},
+                                  {"--partition-file", false, false, true},
+                                  {"--fanouts", false, false, true},
+                                  {"--prefetch-policy", false, false, true},
+                                  {"--prefetch-fraction", false, false, true},
+                                  {"--prefetch-alpha", false, false, true},
+                                  {"--prefetch-interval", false, false, true},
+                                  {"--prefetch-agent", false, false, true},
+                                  {"--prefetch-agent-timeout", false, false, true},
+                                  {"--no-prefetch-thread", false, false, true},
+                                  {"--simulate-network", false, false, true},
+                                  {"--grid", true, true, false},
+                                  {"--permute", true, true, false},
+                                  {"--load-budget", true, true, false},
+                                  {"--recompute-aggregation", true, true, false},
+                                  {"--memory-per-rank", true, false, false},
+                                  {"--memory-policy", true, false, false},
+                                  {"--machine", true, false, false},
+                                  {"--machine-file", true, false, false}};
+
+// Whether the user chose this option: --print-config writes every option with its default value (and
+// flags as false), so such a value from a configuration file is not a choice.
+bool chosen(const CLI::App* cmd, const char* name) {
+  const CLI::Option* option = cmd->get_option(name);
+  if (option->count() == 0) return false;
+  const std::string value = option->as<std::string>();
+  return value != option->get_default_str() && value != "false" && !value.empty();
+}
+
+void refuse_other_modes_options(const CLI::App* cmd, TrainMode mode) {
+  for (const ModeOnly& m : kModeOnly) {
+    const bool here = mode == TrainMode::Full        ? m.full
+                      : mode == TrainMode::Minibatch ? m.minibatch
+                                                     : m.sampled;
+    if (here || !chosen(cmd, m.name)) continue;
+    std::string modes;
+    for (const auto& [on, name] :
+         {std::pair{m.full, "full"}, {m.minibatch, "minibatch"}, {m.sampled, "sampled"}})
+      if (on) modes += (modes.empty() ? "" : " / ") + std::string(name);
+    fail(m.name, " is for --mode ", modes, ", not --mode ", train_mode_name(mode));
+  }
+}
+
+// Values whose defaults are sentinels: given, they must be in range (a negative one must not mean default).
+void check_given_values(const CLI::App* cmd, const Args& a) {
+  if (chosen(cmd, "--input-dropout"))
+    require(a.input_dropout >= 0 && a.input_dropout < 1, "--input-dropout must be in [0, 1), not ",
+            a.input_dropout);
+  if (chosen(cmd, "--steps-per-epoch"))
+    require(a.o.minibatch.steps_per_epoch >= 1, "--steps-per-epoch must be at least 1, not ",
+            a.o.minibatch.steps_per_epoch);
+}
+
+// The strings into the library's types; throws Error naming the flag.
+TrainOptions to_options(Args& a, const CLI::App* cmd) {
+  TrainOptions o = a.o;
+  o.mode = parse_mode(a.mode);
+  refuse_other_modes_options(cmd, o.mode);
+  check_given_values(cmd, a);
+  if (o.mode == TrainMode::Minibatch && !a.grid.empty() && a.grid != "auto")
+    require(std::count(a.grid.begin(), a.grid.end(), 'x') == 3, "--grid '", a.grid,
+            "': --mode minibatch takes 4 axes DxXxYxZ (replicas first), e.g. 2x1x1x2");
+  ModelConfig& m = o.model;
+  m.kind = parse_model_kind(a.model);
+  m.norm = parse_norm(a.norm);
+  m.input_dropout = a.input_dropout < 0 ? m.dropout : a.input_dropout;
+  m.fuse = !a.no_fuse;
+  o.optimizer.kind = parse_optimizer(a.optimizer);
+  o.schedule.kind = parse_schedule(a.lr_schedule);
+  o.permute = parse_permute_mode(a.permute);
+  o.comm_dtype = parse_comm_dtype(a.comm_dtype);
+  o.gemm_dtype = parse_gemm_dtype(a.gemm_dtype);
+  o.host_gemm = parse_host_gemm(a.host_gemm);
+  o.kernels = parse_kernel_path(a.kernels);
+  o.comm = parse_comm_backend(a.comm);
+  require(a.memory_policy == "auto" || a.memory_policy == "refuse",
+          "--memory-policy must be auto or refuse, not '", a.memory_policy, "'");
+  o.memory_policy = a.memory_policy == "auto" ? MemoryPolicy::Auto : MemoryPolicy::Refuse;
+  if (!a.memory_per_rank.empty()) o.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");
+  if (!a.load_budget.empty()) o.exchange_budget = parse_byte_size(a.load_budget, "--load-budget");
+  if (a.grid == "auto")
+    o.auto_grid = true;
+  else if (!a.grid.empty())
+    o.grid = parse_grid(a.grid);
+  if (o.mode == TrainMode::Minibatch) {
+    require(!a.batch_size.empty(), "--mode minibatch needs --batch-size");
+    parse_minibatch_size(a.batch_size, o.minibatch);
+  }
+  o.minibatch.sampler_thread = !a.no_sampler_thread;
+  o.minibatch.sample_on = parse_sample_place(a.sample_on);
+  o.sampled.sample_on = o.minibatch.sample_on;
+  SampledOptions& s = o.sampled;
+  if (o.mode == TrainMode::Sampled && !a.batch_size.empty()) s.batch_size = parse_seed_count(a.batch_size);
+  s.steps_per_epoch = o.minibatch.steps_per_epoch;
+  if (!a.fanouts.empty()) s.fanouts = parse_fanouts(a.fanouts);
+  s.policy = parse_prefetch_policy(a.prefetch_policy);
+  s.thread = !a.no_prefetch_thread;
+  s.network = parse_network(a.network);
+  require(a.eval == "sampled" || a.eval == "exact", "--eval must be sampled or exact, not '", a.eval, "'");
+  require(a.final_eval == "exact" || a.final_eval == "sampled",
+          "--final-eval must be exact or sampled, not '", a.final_eval, "'");
+  s.exact_eval = a.eval == "exact";
+  s.exact_final = a.final_eval == "exact";
+  return o;
+}
+
+// Exit status of a run a signal stopped (sysexits' EX_TEMPFAIL: try again, i.e. resume).
+constexpr int kStoppedBySignal = 75;
+
+int report(const TrainResult& r, const TrainOptions& o) {
+  if (r.stop_signal != 0) {
+    const std::string epoch = std::to_string(r.history.empty() ? 0 : r.history.back().epoch);
+    log_line(std::string("stopped by ") + stop_signal_name(r.stop_signal) + " after epoch " + epoch + ": " +
+             (o.checkpoint_dir.empty()
+                  ? "no --checkpoint DIR was given, nothing saved"
+                  : Checkpointer::path_in(o.checkpoint_dir) + " written; continue with --resume") +
+             " (exit " + std::to_string(kStoppedBySignal) + ")");
+    return kStoppedBySignal;
+  }
+  // The first epoch carries one-time costs (first touches, plans, caches): left out of the mean when there
+  // are others, and the summary says so.
+  const size_t first = r.history.size() > 1 ? 1 : 0;
+  double total = 0;
+  for (size_t k = first; k < r.history.size(); ++k) total += r.history[k].seconds;
+  const size_t counted = r.history.size() - first;
+  const double mean = counted == 0 ? 0.0 : 1e3 * total / double(counted);
+  // Epochs over the whole run (a resumed run's too); the times are this job's.
+  char times[200];
+  std::snprintf(times, sizeof(times),
+                "(mean epoch %.1f ms over this job's %zu epochs%s; peak memory %.1f MiB per rank)", mean,
+                counted, first ? " after its first" : "", double(r.peak_bytes) / 1048576.0);
+  char line[400];
+  if (r.best_epoch < 0)  // --eval-every 0
+    std::snprintf(line, sizeof(line), "no evaluation after %lld epochs %s", (long long)r.epochs_done, times);
+  else
+    std::snprintf(line, sizeof(line), "best valid %.4f at epoch %lld: test %.4f after %lld epochs %s",
+                  r.best_valid, (long long)r.best_epoch, r.test_at_best, (long long)r.epochs_done, times);
+  log_line(line);
+  return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Command& selected, TrainRunner run) {
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a GCN or GraphSAGE model on a graph file");
+  cmd->add_option("--data", a->o.data, "Tessera .h5 graph file")->required();
+  add_model_options(cmd, *a);
+  add_grid_options(cmd, *a);
+  add_sampled_options(cmd, *a);
+  add_output_options(cmd, *a);
+  for (const auto& [name, group] : kHelpGroups) cmd->get_option(name)->group(group);
+  cmd->footer(
+      "Options can also come from a TOML file: tessera train --config run.toml (keys are the long option "
+      "names without dashes; the command line overrides the file; --print-config writes one).");
+  cmd->callback([&selected, a, cmd, run = std::move(run)] {
+    selected = [a, cmd, run](const Communicator& world) {
+      std::string invalid;
+      TrainOptions options;
+      try {
+        options = to_options(*a, cmd);
+      } catch (const std::exception& e) {
+        invalid = e.what();
+      }
+      // An option's problem names the --config file and line its value came from.
+      const CLI::App& root = *cmd->get_parent();
+      world.check(invalid.empty(), config_origin(root, invalid) + invalid);
+      try {
+        check_options(options, world);
+      } catch (const CollectiveError& e) {
+        throw CollectiveError(config_origin(root, e.what()) + e.what());
+      }
+      // The configuration as --print-config prints it and the metrics header records it: every value must
+      // read back as given (a line break cannot).
+      std::string config, problem;
+      try {
+        config = cmd->config_to_str(true, true);
+      } catch (const CLI::ConfigError& e) {
+        problem = e.what();
+      }
+      world.check(problem.empty(), problem);
+      // Printed only once the options are known to be valid (the file itself is read only by a run).
+      if (a->print_config) {
+        if (world.rank() == 0) std::printf("%s", config.c_str());
+        return 0;
+      }
+      options.metrics_header["version"] = version_short();
+      options.metrics_header["config"] = config;
+      return run(options, world);
+    };
+  });
+}
+
+void add_train_command(CLI::App& app, Command& selected) {
+  add_train_command(app, selected, [](const TrainOptions& given, const Communicator& world) {
+    TrainOptions options = given;
+    set_progress_enabled(!options.quiet);
+    // SIGTERM/SIGUSR1 from here on (during the load too) stop the run at an epoch end with a checkpoint.
+    const StopSignalWatch watch;
+    options.stop_on_signal = true;
+    return report(run_training(options, world), options);
+  });
+}
+
+}  // namespace tessera::app

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The pieces of a sampled step: a rank's seeds and each block's aggregation weights.
+#include <algorithm>
+#include <cmath>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/random.hpp"
+#include "tessera/models/modes/sampled.hpp"
+
+namespace tessera {
+
+HostCsr block_operator(const SampledBlock& b, Normalization normalization) {
+  require(b.src_degree.size() == b.src.size(), "block_operator: ", b.src_degree.size(), " degrees for ",
+          b.src.size(), " source nodes");
+  const std::vector<int64_t>& degree = b.src_degree;  // by index into src
+  HostCsr a;
+  a.num_rows = b.num_dst;
+  a.num_cols = int64_t(b.src.size());
+  const bool gcn = normalization == Normalization::Symmetric;
+  a.col_idx.reserve(b.col.size() + (gcn ? size_t(a.num_rows) : 0));
+  a.values.reserve(a.col_idx.capacity());
+  for (int64_t i = 0; i < a.num_rows; ++i) {
+    const int64_t begin = b.row_ptr[size_t(i)], end = b.row_ptr[size_t(i + 1)], k = end - begin;
+    const double d = double(degree[size_t(i)]);
+    if (gcn) {
+      a.col_idx.push_back(i);  // the node itself: destination i is source i
+      a.values.push_back(float(1.0 / (d + 1.0)));
+    }
+    for (int64_t e = begin; e < end; ++e) {
+      const int64_t j = b.col[size_t(e)];
+      const double du = double(degree[size_t(j)]);
+      a.col_idx.push_back(j);
+      a.values.push_back(gcn ? float(d / double(k) / std::sqrt((d + 1.0) * (du + 1.0)))
+                         : normalization == Normalization::Mean ? float(1.0 / double(k))
+                                                                : 1.0f);
+    }
+    a.row_ptr.push_back(int64_t(a.col_idx.size()));
+  }
+  return a;
+}
+
+std::vector<int64_t> step_seeds(const std::vector<int64_t>& train, const std::vector<int64_t>& labels,
+                                int64_t first, uint64_t seed, int64_t epoch, int64_t step, int64_t steps) {
+  std::vector<std::pair<uint64_t, int64_t>> keyed;
+  const uint64_t epoch_key = splitmix64(seed ^ splitmix64(uint64_t(epoch) + 0x5EEDull));
+  for (int64_t v : train)
+    if (labels[size_t(v - first)] >= 0) keyed.push_back({splitmix64(epoch_key ^ uint64_t(v)), v});
+  std::sort(keyed.begin(), keyed.end());
+  const int64_t n = int64_t(keyed.size());
+  std::vector<int64_t> out;
+  for (int64_t k = n * step / steps; k < n * (step + 1) / steps; ++k) out.push_back(keyed[size_t(k)].second);
+  return out;
+}
+
+HostCsr leading_identity(int64_t dst, int64_t src) {
+  HostCsr a;
+  a.num_rows = dst;
+  a.num_cols = src;
+  for (int64_t i = 0; i < dst; ++i) a.col_idx.push_back(i), a.row_ptr.push_back(i + 1);
+  return a;
+}
+
+}  // namespace tessera

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The distributed product of one graph layer on the 3D grid (docs/architecture.md §4, pmm.hpp): out = sum_t Op_t H W_t
+// over its terms — Aggregate (the graph's normalized adjacency) and Self (a node's own row: GraphSAGE's root
+// weight, a Linear layer). It takes the next graph layer of its slot, owns its weights ({value, placement},
+// initialized from global coordinates, so any grid starts from the same matrices) and its workspace, and
+// chooses (A H) W or transform-first A (H W) itself. A layer calls forward / backward and writes only its
+// epilogue; the role rotation, padding and block ownership stay in here.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/models/nn/layer.hpp"
+#include "tessera/parallel3d/pmm.hpp"
+
+namespace tessera {
+
+/// One term of a graph layer's product.
+enum class Term {
+  Aggregate,  ///< the graph's normalized adjacency: a node's in-neighbours
+  Self        ///< the node itself
+};
+
+/// What a GraphMultiply computes besides its width.
+struct MultiplyOptions {
+  std::vector<Term> terms{Term::Aggregate};  ///< one weight matrix per term
+  /// Checkpoint names of the weights, one per term, after "layer<l>." (default "weight" for a single
+  /// term, else "neighbour_weight" and "root_weight").
+  std::vector<std::string> weight_names;
+  /// The input never changes between passes on the static graph (layer 0 fed the fixed features without
+  /// input dropout): A X is then aggregated once and reused.
+  bool cached_input = false;
+};
+
+/// The product of one graph layer; see the file comment.
+class GraphMultiply {
+ public:
+  /// Takes the slot's next graph layer: the slot's activations in, `out_width` columns out.
+  GraphMultiply(LayerSlot& slot, int64_t out_width, MultiplyOptions options = {});
+  GraphMultiply(const GraphMultiply&) = delete;
+  GraphMultiply& operator=(const GraphMultiply&) = delete;
+
+  /// out (this rank's output block) = sum_t Op_t in W_t on batch.layers[layer()]. Owned; valid until the
+  /// next forward.
+  Matrix<float> forward(const Matrix<const float>& in, const GraphBatch& batch);
+  /// Sets every weight's gradient from grad_out (the output block's gradient); returns dL/d in when
+  /// `want_input_grad`, else an empty matrix. dL/d in lives in the model's workspace (workspace.hpp):
+  /// valid until the next graph layer's backward, which reads it as its grad_out and then overwrites it.
+  Matrix<float> backward(const Matrix<const float>& grad_out, bool want_input_grad);
+
+  /// One weight per term, in term order.
+  std::vector<ParameterRef> parameters();
+  /// The graph layer it took.
+  int layer() const { return layer_; }
+  /// Layout of its input (the slot's activations when it was built).
+  const ActivationLayout& input_layout() const { return in_; }
+  /// Layout of its output.
+  const ActivationLayout& output_layout() const { return out_; }
+  /// Whether it runs A (H W) (pmm.hpp).
+  bool transform_first() const { return transform_first_; }
+  /// The terms, in order.
+  const std::vector<Term>& terms() const { return options_.terms; }
+  /// The communicators and settings of its schedule.
+  const LayerComms& comms() const { return comms_; }
+
+ private:
+  LayerOperators operators(const LayerGraph& graph) const;
+  Matrix<const float> weights() const;
+  Matrix<float> weight_grads() const;
+
+  MultiplyOptions options_;
+  ActivationLayout in_, out_;
+  int layer_;
+  LayerComms comms_;
+  bool transform_first_;
+  bool recompute_;  // an (A H) W layer that aggregates again in backward instead of keeping agg
+  int64_t in_b_, w_cols_;
+  Vector<float> values_, grads_;  // every term's block, stacked by rows
+  std::vector<Parameter> weights_;
+  std::vector<BlockPlacement> placements_;
+  // Forward state kept for backward (leading rows of buffers that grow with headroom); the temporaries and
+  // the input gradient live in the model's shared workspace.
+  LayerOperators ops_;
+  Matrix<const float> input_;
+  const float* cached_for_ = nullptr;
+  Matrix<float> agg_, out_buffer_;
+  std::shared_ptr<LayerWorkspace> workspace_;
+  int64_t rows_in_ = 0, rows_out_ = 0;
+};
+
+}  // namespace tessera

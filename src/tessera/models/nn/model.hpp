@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The model the command line describes (--model, --layers, --hidden, --norm, --dropout): a Sequential of
+// library layers, the same on one rank and on any grid. An application builds its own Sequential (or
+// Model) instead when it wants other layers.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tessera/models/nn/norm.hpp"
+#include "tessera/models/nn/sequential.hpp"
+
+namespace tessera {
+
+/// The graph convolution of every layer.
+enum class ModelKind {
+  Gcn,  ///< GcnConv
+  Sage  ///< SageConv
+};
+/// "gcn" or "sage".
+const char* model_kind_name(ModelKind kind);
+/// The adjacency weights a kind aggregates with: Symmetric for GCN, Mean for GraphSAGE.
+Normalization normalization_for(ModelKind kind);
+
+/// A stack of graph convolutions.
+struct ModelConfig {
+  ModelKind kind = ModelKind::Gcn;  ///< the convolution
+  int layers = 2;                   ///< graph layers
+  int64_t in = 0;                   ///< input features (from the data)
+  int64_t hidden = 16;              ///< width of every hidden layer
+  int64_t out = 0;                  ///< classes (from the data)
+  float dropout = 0.5f;             ///< on hidden layers' outputs
+  float input_dropout = 0.5f;       ///< on the input features
+  NormKind norm = NormKind::None;   ///< after every hidden layer's convolution
+  uint64_t seed = 0;                ///< weight initialization (and the trainer's dropout keys)
+  bool fuse = true;                 ///< norm, ReLU and dropout in the norm's passes (false: separate layers)
+
+  /// "gcn 2x16 (in 1433, out 7, norm none)": what a checkpoint must match.
+  std::string describe() const;
+  /// Throws Error on impossible settings (no layers, zero widths, dropout outside [0, 1)).
+  void validate() const;
+};
+
+/// [Dropout(input)] then per layer a GcnConv / SageConv (without bias before BatchNorm); every hidden layer
+/// is followed by ReLU and dropout, fused into the convolution without a norm and into the norm with one
+/// (Norm, ReLU, Dropout layers when !config.fuse). `static_features`: the input block never changes
+/// between passes (full-graph training), so layer 0 may aggregate it once when there is no input dropout.
+std::unique_ptr<Sequential> build_model(const ModelConfig& config, const ProcessGrid& grid,
+                                        const RunOptions& run, bool static_features);
+
+}  // namespace tessera

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/nn/sequential.hpp"
+
+#include <set>
+
+#include "tessera/core/error.hpp"
+#include "tessera/models/nn/graph_multiply.hpp"
+
+namespace tessera {
+
+Sequential::Sequential(const ProcessGrid& grid, int64_t input_width, const RunOptions& run, uint64_t seed)
+    : slot_(grid, run, seed, input_width, &timers_),
+      embeddings_layout_(slot_.layout()),
+      layout_before_(slot_.layout()) {}
+
+void Sequential::push(std::unique_ptr<Layer> layer) {
+  std::set<std::string> names;
+  for (const ParameterRef& p : parameters()) names.insert(p.param->name);
+  for (const BufferRef& b : buffers()) names.insert(b.name);
+  for (const ParameterRef& p : layer->parameters())
+    require(names.insert(p.param->name).second, "model: two parameters named ", p.param->name);
+  for (const BufferRef& b : layer->buffers())
+    require(names.insert(b.name).second, "model: two buffers named ", b.name);
+  wants_input_grad_.push_back(has_parameters_);
+  has_parameters_ = has_parameters_ || !layer->parameters().empty();
+  // The input of the last layer that took a graph layer is the embedding.
+  if (slot_.graph_layers() > graph_layers_seen_) {
+    embedding_layer_ = layers_.size();
+    embeddings_layout_ = layout_before_;
+    if (graph_layers_seen_ > 0) stage_begin_.push_back(layers_.size());
+    stage_layouts_.push_back(layout_before_);
+  }
+  graph_layers_seen_ = slot_.graph_layers();
+  layout_before_ = slot_.layout();
+  layers_.push_back(std::move(layer));
+}
+
+Matrix<const float> Sequential::forward(const Matrix<const float>& input, const GraphBatch& batch,
+                                        const PassInfo& pass) {
+  require(!layers_.empty(), "model: no layers");
+  require(int64_t(batch.layers.size()) == graph_layers(), "model: ", graph_layers(),
+          " graph layers, but the batch has ", batch.layers.size());
+  stage_inputs_.assign(size_t(graph_layers()) + 1, Matrix<const float>());
+  Matrix<const float> h = input;
+  int stage = 0;
+  for (size_t k = 0; k < layers_.size(); ++k) {
+    if (k == embedding_layer_) embeddings_ = h;
+    if (stage < graph_layers() && k == stage_begin_[size_t(stage)]) stage_inputs_[size_t(stage++)] = h;
+    h = layers_[k]->forward(h, batch, pass);
+  }
+  stage_inputs_.back() = h;
+  return h;
+}
+
+Matrix<const float> Sequential::forward_stage(int l, const Matrix<const float>& input,
+                                              const GraphBatch& batch, const PassInfo& pass) {
+  require(l >= 0 && l < graph_layers(), "model: no graph layer ", l, " (", graph_layers(), " in all)");
+  require(int64_t(batch.layers.size()) > l, "model: the batch has no view for graph layer ", l);
+  const size_t end = l + 1 < graph_layers() ? stage_begin_[size_t(l + 1)] : layers_.size();
+  Matrix<const float> h = input;
+  for (size_t k = stage_begin_[size_t(l)]; k < end; ++k) {
+    if (k == embedding_layer_) embeddings_ = h;
+    h = layers_[k]->forward(h, batch, pass);
+  }
+  return h;
+}
+
+Matrix<const float> Sequential::graph_layer_input(int l) const {
+  require(l >= 0 && size_t(l) < stage_inputs_.size(), "model: no representation after ", l,
+          " graph layers (run a forward first; ", graph_layers(), " graph layers)");
+  return stage_inputs_[size_t(l)];
+}
+
+const ActivationLayout& Sequential::graph_layer_input_layout(int l) const {
+  require(l >= 0 && l <= graph_layers(), "model: no representation after ", l, " graph layers (",
+          graph_layers(), " graph layers)");
+  return size_t(l) < stage_layouts_.size() ? stage_layouts_[size_t(l)] : slot_.layout();
+}
+
+void Sequential::backward(const Matrix<float>& grad_logits, const PassInfo& pass) {
+  Matrix<float> grad = grad_logits;
+  for (size_t k = layers_.size(); k-- > 0;) {
+    grad = layers_[k]->backward(grad, wants_input_grad_[k], pass);
+    if (!wants_input_grad_[k]) break;  // nothing below has parameters
+  }
+}
+
+std::vector<ParameterRef> Sequential::parameters() {
+  std::vector<ParameterRef> out;
+  for (auto& layer : layers_)
+    for (const ParameterRef& p : layer->parameters()) out.push_back(p);
+  return out;
+}
+
+std::vector<BufferRef> Sequential::buffers() {
+  std::vector<BufferRef> out;
+  for (auto& layer : layers_)
+    for (const BufferRef& b : layer->buffers()) out.push_back(b);
+  return out;
+}
+
+Matrix<float> Sequential::logits_gradient_buffer(int64_t rows, int64_t cols) {
+  return slot_.workspace()->input_gradient(rows, cols);
+}
+
+std::string Sequential::describe() const {
+  if (!description_.empty()) return description_;
+  std::string s;
+  for (const auto& layer : layers_) s += (s.empty() ? "" : "; ") + layer->describe();
+  return s;
+}
+
+}  // namespace tessera

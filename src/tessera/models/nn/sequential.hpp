@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Models: what the Trainer drives (Model), and Sequential, a model made of layers in order. Layers are
+// added with add<L>(args...), which builds L(slot, args...) at the slot after the previous layer, so each
+// layer knows the grid and the layout of what it receives:
+//   Sequential model(grid, features);
+//   model.add<Dropout>(0.5f);
+//   ConvOptions hidden;
+//   hidden.relu = true;
+//   hidden.dropout = 0.5f;  // C++20: model.add<GcnConv>(16, ConvOptions{.relu = true, .dropout = 0.5f})
+//   model.add<GcnConv>(16, hidden);
+//   model.add<GcnConv>(classes);
+// An application can also derive from Model directly.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/models/nn/layer.hpp"
+
+namespace tessera {
+
+/// A model on the grid: logits from the input block, the parameters' gradients from the logits'.
+class Model {
+ public:
+  virtual ~Model() = default;
+  /// The logits block (output_layout()); `batch` holds the graph views of every graph layer.
+  virtual Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
+                                      const PassInfo& pass) = 0;
+  /// Backward of the last forward from dL/d logits (overwritten): sets every parameter's gradient.
+  virtual void backward(const Matrix<float>& grad_logits, const PassInfo& pass) = 0;
+  /// Every trainable parameter with its placement.
+  virtual std::vector<ParameterRef> parameters() = 0;
+  /// Every buffer a checkpoint keeps.
+  virtual std::vector<BufferRef> buffers() = 0;
+  /// Layout of the logits (columns: classes).
+  virtual const ActivationLayout& output_layout() const = 0;
+  /// Graph layers (the batch must hold this many views).
+  virtual int graph_layers() const = 0;
+  /// Whether a layer has a Self term: the batches must carry self blocks.
+  virtual bool needs_self_blocks() const = 0;
+  /// What its batches need of a graph: its depth and self blocks (full_graph_batch and the builders).
+  BatchNeeds batch_needs() const { return BatchNeeds{graph_layers(), needs_self_blocks()}; }
+  /// The weighting of the adjacency the model's layers are defined with (none: any, or no aggregation).
+  /// Sources built from a model refuse a graph weighted otherwise.
+  virtual std::optional<Normalization> aggregation() const { return std::nullopt; }
+  /// Identifies the model's shape; a checkpoint must come from a model with the same description.
+  virtual std::string describe() const = 0;
+  /// The last forward's input of the last graph layer: every node's last hidden representation
+  /// (--save-embeddings), and its layout.
+  virtual Matrix<const float> embeddings() const = 0;
+  /// See embeddings().
+  virtual const ActivationLayout& embeddings_layout() const = 0;
+  /// The grid it runs on.
+  virtual const ProcessGrid& grid() const = 0;
+  /// The run's seed: it keyed the weights' initialization, and keys dropout and sampling unless a trainer
+  /// or source is given another.
+  virtual uint64_t seed() const { return 0; }
+  /// Seconds per compute phase ("spmm", "gemm"), or null.
+  virtual const PhaseTimers* timers() const { return nullptr; }
+  /// Where the trainer may write dL/d logits (rows x cols) for backward, or an empty matrix: the trainer
+  /// then keeps a buffer of its own. Sequential hands out its layers' shared input-gradient buffer, which
+  /// the last layer reads in full before it writes its own input gradient there.
+  virtual Matrix<float> logits_gradient_buffer(int64_t rows, int64_t cols) {
+    (void)rows, (void)cols;
+    return Matrix<float>();
+  }
+};
+
+/// Layers applied in order.
+class Sequential : public Model {
+ public:
+  /// An empty model whose input is `input_width` features wide, its weights initialized from `seed`.
+  Sequential(const ProcessGrid& grid, int64_t input_width, const RunOptions& run = {}, uint64_t seed = 0);
+  Sequential(const Sequential&) = delete;
+  Sequential& operator=(const Sequential&) = delete;
+
+  /// Builds L(slot, args...) after the last layer and appends it.
+  template <class L, class... Args>
+  L& add(Args&&... args) {
+    auto layer = std::make_unique<L>(slot_, std::forward<Args>(args)...);
+    L& ref = *layer;
+    push(std::move(layer));
+    return ref;
+  }
+  /// The slot the next layer would be built at (its input layout).
+  const LayerSlot& slot() const { return slot_; }
+  /// Layers so far.
+  size_t size() const { return layers_.size(); }
+  /// Layer k.
+  Layer& layer(size_t k) { return *layers_[k]; }
+  /// Replaces describe()'s default (the layers' own descriptions).
+  void set_description(std::string text) { description_ = std::move(text); }
+
+  Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
+                              const PassInfo& pass) override;
+  /// Graph layer l's stage alone: the layers from the one that takes graph layer l (from the first layer
+  /// for l = 0) up to the one that takes graph layer l + 1 (to the end for the last). Its input is what
+  /// graph_layer_input(l) is after a whole forward; its output, graph_layer_input(l + 1) (the logits for
+  /// the last). `batch` needs only batch.layers[l] (and batch.input for l = 0). Layer-wise inference runs
+  /// the stages one after another over every node (inference.hpp); valid until the stage's next forward.
+  Matrix<const float> forward_stage(int l, const Matrix<const float>& input, const GraphBatch& batch,
+                                    const PassInfo& pass);
+  /// The input of graph layer l's stage in the last forward (l = 0: the model's input; l = graph_layers():
+  /// the logits): the node representation after l graph layers. Valid until the next forward.
+  Matrix<const float> graph_layer_input(int l) const;
+  /// The layout of graph_layer_input(l).
+  const ActivationLayout& graph_layer_input_layout(int l) const;
+  void backward(const Matrix<float>& grad_logits, const PassInfo& pass) override;
+  std::vector<ParameterRef> parameters() override;
+  std::vector<BufferRef> buffers() override;
+  const ActivationLayout& output_layout() const override { return slot_.layout(); }
+  int graph_layers() const override { return slot_.graph_layers(); }
+  bool needs_self_blocks() const override { return slot_.self_blocks(); }
+  std::optional<Normalization> aggregation() const override { return slot_.aggregation(); }
+  std::string describe() const override;
+  Matrix<const float> embeddings() const override { return embeddings_; }
+  const ActivationLayout& embeddings_layout() const override { return embeddings_layout_; }
+  const ProcessGrid& grid() const override { return slot_.grid(); }
+  uint64_t seed() const override { return slot_.seed(); }
+  const PhaseTimers* timers() const override { return &timers_; }
+  Matrix<float> logits_gradient_buffer(int64_t rows, int64_t cols) override;
+
+ private:
+  void push(std::unique_ptr<Layer> layer);
+  PhaseTimers timers_;
+  LayerSlot slot_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<bool> wants_input_grad_;  // some earlier layer has parameters
+  bool has_parameters_ = false;
+  int graph_layers_seen_ = 0;
+  size_t embedding_layer_ = 0;  // the layer that took the last graph layer
+  ActivationLayout embeddings_layout_, layout_before_;
+  Matrix<const float> embeddings_;
+  // Graph layer l's stage begins at layers_[stage_begin_[l]] (stage 0 at layer 0); one more entry: the end.
+  std::vector<size_t> stage_begin_ = {0};
+  std::vector<ActivationLayout> stage_layouts_;    // the input layout of each stage, then the output's
+  std::vector<Matrix<const float>> stage_inputs_;  // in the last forward, the same
+  std::string description_;
+};
+
+}  // namespace tessera

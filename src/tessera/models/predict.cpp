@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/predict.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "tessera/models/grid_choice.hpp"
+#include "tessera/models/training/prediction_file.hpp"
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
+#include "tessera/core/paths.hpp"
+#include "tessera/core/timer.hpp"
+#include "tessera/graph/fingerprint.hpp"
+#include "tessera/graph/hdf5_io.hpp"
+#include "tessera/graph/normalize.hpp"
+#include "tessera/graph/partitioned.hpp"
+#include "tessera/models/training/checkpoint.hpp"
+#include "tessera/models/modes/full_graph.hpp"
+#include "tessera/models/modes/layerwise.hpp"
+#include "tessera/models/training/node_outputs.hpp"
+
+namespace tessera {
+
+ModelConfig model_config_from(const std::string& description) {
+  ModelConfig c;
+  char kind[16] = "", norm[16] = "";
+  long long hidden = 0, in = 0, out = 0;
+  int layers = 0, used = 0;
+  const int got = std::sscanf(description.c_str(), "%15s %dx%lld (in %lld, out %lld, norm %15[a-z])%n", kind,
+                              &layers, &hidden, &in, &out, norm, &used);
+  const std::string refusal =
+      "'" + description + "' is not a model tessera builds (gcn or sage LxH (in F, out C, norm N))";
+  require(got == 6 && size_t(used) == description.size(), refusal);
+  c.kind = std::strcmp(kind, "sage") == 0 ? ModelKind::Sage : ModelKind::Gcn;
+  c.norm = std::strcmp(norm, "batch") == 0 ? NormKind::Batch
+           : std::strcmp(norm, "rms") == 0 ? NormKind::Rms
+                                           : NormKind::None;
+  c.layers = layers, c.hidden = hidden, c.in = in, c.out = out;
+  c.validate();
+  require(c.describe() == description, refusal);  // any other kind or norm reads back differently
+  return c;
+}
+
+double minimum_weight_count(const ModelConfig& c) {
+  double weights = 0, width = double(c.in);
+  for (int l = 0; l < c.layers; ++l) {
+    const double next = l + 1 == c.layers ? double(c.out) : double(c.hidden);
+    weights += width * next;
+    width = next;
+  }
+  return weights;
+}
+
+namespace {
+
+// What run_prediction settled before the load.
+struct Plan {
+  std::string checkpoint;  // the file
+  CheckpointInfo info;
+  ModelConfig config;
+  bool best = false;
+  bool normalize_features = false;
+  int keep_layer = -1;  // the embeddings' layer, -1: none
+  int split = -1;       // -1: every node
+  InferenceEngine engine = InferenceEngine::Full;
+};
+
+// Rows an engine left on this rank: logits and the kept representation, in file ids.
+struct EngineRows {
+  NodeRowBlock logits, kept;
+  int64_t classes = 0, kept_width = 0;
+  double seconds = 0;
+};
+
+std::string checkpoint_file(const std::string& given) {
+  struct stat st {};
+  const bool directory = stat(given.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return directory ? given + "/checkpoint.h5" : given;
+}
+
+void check_request(const PredictOptions& o, const Communicator& world) {
+  std::string problem;
+  if (o.checkpoint.empty())
+    problem = "--checkpoint is required (a checkpoint file or its directory)";
+  else if (o.data.empty())
+    problem = "--data is required (the graph to predict on)";
+  else if (o.output.empty() && o.csv.empty())
+    problem = "nothing to write: give --output FILE.h5 and/or --csv FILE";
+  else if ((o.probabilities || o.embeddings) && o.output.empty())
+    problem = std::string(o.probabilities ? "--probabilities" : "--embeddings") + " needs --output FILE.h5";
+  else if (o.nodes != "all" && o.nodes != "train" && o.nodes != "valid" && o.nodes != "test")
+    problem = "--nodes must be all, train, valid or test, not '" + o.nodes + "'";
+  else if (o.embeddings_layer != -1 && !o.embeddings)
+    problem = "--embeddings-layer goes with --embeddings";
+  else if (o.grid && o.engine == InferenceEngine::Layerwise)
+    problem = "--grid is for --engine full (layer-wise inference runs one part per rank)";
+  else if (!o.partition.empty() && o.engine == InferenceEngine::Full)
+    problem = "--partition is for --engine layerwise";
+  if (problem.empty()) {
+    const std::string file = checkpoint_file(o.checkpoint);
+    world.run_on(0, [&] {
+      require(access(file.c_str(), R_OK) == 0, "--checkpoint ", o.checkpoint, ": no checkpoint there (", file,
+              " cannot be read; give the file or the directory train --checkpoint wrote)");
+    });
+  }
+  world.check(problem.empty(), problem);
+  PathPlan plan;
+  plan.input(o.data, "--data");
+  plan.input(checkpoint_file(o.checkpoint), "--checkpoint");
+  plan.output_file(o.output, "--output");
+  plan.output_file(o.csv, "--csv");
+  world.run_on(0, [&] { plan.check_and_prepare(); });
+}
+
+// The checkpoint's model, which parameters, which nodes and engine: everything known before the load.
+Plan make_plan(const PredictOptions& o, const Communicator& world) {
+  check_request(o, world);
+  Plan plan;
+  plan.checkpoint = checkpoint_file(o.checkpoint);
+  plan.info = read_checkpoint_info(plan.checkpoint, world);
+  std::string problem;
+  try {
+    plan.config = model_config_from(plan.info.model);
+  } catch (const Error& e) {
+    problem = plan.checkpoint + ": " + e.what();
+  }
+  world.check(problem.empty(), problem);
+  // Before anything is built: a model attribute that claims more weights than the file stores was edited
+  // or damaged, and building it could exhaust the memory.
+  const double least = minimum_weight_count(plan.config);
+  world.check(least <= double(plan.info.parameter_values),
+              plan.checkpoint + ": its model attribute '" + plan.info.model + "' needs at least " +
+                  std::to_string(int64_t(least)) + " weights, but the file stores " +
+                  std::to_string(plan.info.parameter_values) +
+                  " parameter values (an edited or damaged checkpoint); refused");
+  plan.config.seed = plan.info.seed;
+  plan.config.dropout = plan.config.input_dropout = 0;  // no dropout layer: evaluation passes skip them
+  const nlohmann::json& run = plan.info.run;
+  plan.normalize_features = run.value("normalize_features", false);
+  plan.best = o.parameters == CheckpointParameters::Best ||
+              (o.parameters == CheckpointParameters::Auto && plan.info.has_best);
+  world.check(!plan.best || plan.info.has_best,
+              plan.checkpoint +
+                  ": --parameters best, but the checkpoint holds no best-validation parameters "
+                  "(no evaluation ran); use --parameters final");
+  const int layers = plan.config.layers;
+  if (o.embeddings) plan.keep_layer = o.embeddings_layer == -1 ? layers - 1 : o.embeddings_layer;
+  world.check(plan.keep_layer <= layers && plan.keep_layer >= -1,
+              "--embeddings-layer must be in [0, " + std::to_string(layers) + "] for this " +
+                  std::to_string(layers) + "-layer model, not " + std::to_string(o.embeddings_layer));
+  plan.split = o.nodes == "train" ? 0 : o.nodes == "valid" ? 1 : o.nodes == "test" ? 2 : -1;
+  plan.engine = o.engine != InferenceEngine::Auto               ? o.engine
+                : run.value("mode", std::string()) == "sampled" ? InferenceEngine::Layerwise
+                                                                : InferenceEngine::Full;
+  return plan;
+}
+
+// The graph against the model: same features and classes; another graph than the training one is said.
+void check_graph(const PredictOptions& o, const Plan& plan, const Communicator& world) {
+  const GraphIdentity g = graph_identity(world, o.data);
+  const ModelConfig& c = plan.config;
+  world.check(g.meta.num_features == c.in && g.meta.num_classes == c.out,
+              o.data + ": " + std::to_string(g.meta.num_features) + " features and " +
+                  std::to_string(g.meta.num_classes) + " classes, but the checkpoint's model takes " +
+                  std::to_string(c.in) + " features to " + std::to_string(c.out) + " classes");
+  world.check(plan.split < 0 || g.splits.count(o.nodes) > 0,
+              o.data + ": --nodes " + o.nodes + ", but the file has no split of that name");
+  const std::string trained_on = plan.info.run.value("graph_fingerprint", std::string());
+  if (!o.quiet && trained_on != g.fingerprint)
+    log_line("predict: " + o.data + " is not the graph the checkpoint was trained on (fingerprint " +
+             g.fingerprint + ", trained on " + trained_on + "): inference on a new graph");
+}
+
+// Rows `ids` (valid leading ones) of a block at `layout`, from replica 0 of the layout.
+NodeRowBlock rows_of(const Matrix<const float>& block, const LayerGraph& rows, const ActivationLayout& layout,
+                     const GridCoords& me) {
+  NodeRowBlock out;
+  out.col_begin = layout.col_begin;
+  out.cols = layout.local_cols;
+  if (me.get(layout.replica_axis) != 0) return out;
+  const auto ids = Kokkos::create_mirror_view_and_copy(HostSpace(), rows.output_ids);
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), block);
+  for (int64_t i = 0; i < rows.valid_rows; ++i) {
+    out.nodes.push_back(ids(i));
+    for (int64_t j = 0; j < out.cols; ++j) out.values.push_back(host(size_t(i), size_t(j)));
+  }
+  return out;
+}
+
+EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicator& world) {
+  const GraphFileReader reader(world, o.data);
+  TrainOptions t;
+  t.grid = o.grid;
+  t.auto_grid = !o.grid && world.size() > 1;
+  t.model = plan.config;
+  t.memory_per_rank = 0;  // the training memory model would over-predict a forward pass
+  t.normalize_features = plan.normalize_features;
+  t.kernels = o.kernels;
+  t.quiet = true;  // its memory line prices a training step
+  const GridShape shape = choose_full_grid(t, reader.meta(), world);
+  world.check(
+      shape.d == 1 && shape.size() == world.size(),
+      "--grid " + shape.str() + " is not a 3D grid of the job's " + std::to_string(world.size()) + " ranks");
+  const ProcessGrid grid(world, shape);
+  Graph3DOptions load = graph3d_options(t);
+  load.transposes = false;
+  const Graph3D graph = load_graph_3d(reader, grid, load);
+  const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);
+  load_model_state(plan.checkpoint, *model, plan.best, world);
+  const GraphBatch views = full_graph_batch(graph, check_model_fits_graph(*model, graph));
+  Stopwatch watch;
+  EngineRows rows;
+  const Matrix<const float> logits = model->forward(graph.features, views, PassInfo{false, 0, 0});
+  Kokkos::fence();
+  rows.seconds = watch.seconds();
+  const GridCoords& me = grid.coords();
+  rows.logits = rows_of(logits, rows_at(views, model->output_layout()), model->output_layout(), me);
+  rows.classes = plan.config.out;
+  if (plan.keep_layer >= 0) {
+    const ActivationLayout& at = model->graph_layer_input_layout(plan.keep_layer);
+    rows.kept = rows_of(model->graph_layer_input(plan.keep_layer), rows_at(views, at), at, me);
+    rows.kept_width = at.width;
+  }
+  if (!o.quiet) log_line("predict: full-graph forward on grid " + shape.str());
+  return rows;
+}
+
+// The partition layer-wise inference runs on: the one asked for, else metis-P where the file has it.
+std::string partition_for(const PredictOptions& o, const Communicator& world) {
+  if (!o.partition.empty()) return o.partition;
+  if (world.size() == 1) return "block";
+  const std::string metis = "metis-" + std::to_string(world.size());
+  int has = 0;
+  world.run_on(0, [&] {
+    prepare_hdf5();
+    H5Handle file(H5Fopen(o.data.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    has = file.valid() && h5_exists(file.get(), "/partition/" + metis);
+  });
+  broadcast(world, &has, 1, 0, "predict");
+  return has ? metis : "block";
+}
+
+EngineRows run_layerwise(const PredictOptions& o, const Plan& plan, const Communicator& world) {
+  const std::string partition = partition_for(o, world);
+  PartitionedGraph g = load_partitioned(world, o.data, partition);
+  if (plan.normalize_features)
+    normalize_feature_rows(HostMatrix<float>(g.features.data(), size_t(g.count), size_t(g.num_features)));
+  const ProcessGrid grid(world, GridShape{world.size(), 1, 1, 1});
+  const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);
+  load_model_state(plan.checkpoint, *model, plan.best, world);
+  LayerwiseOptions options;
+  options.keep_layer = plan.keep_layer;
+  options.progress = !o.quiet;
+  const LayerwiseResult r =
+      layerwise_inference(*model, g, world, normalization_for(plan.config.kind), options);
+  EngineRows rows;
+  rows.seconds = r.seconds;
+  rows.classes = r.classes;
+  rows.kept_width = r.kept_width;
+  rows.logits.nodes = rows.kept.nodes = g.file_id;
+  rows.logits.cols = r.classes;
+  rows.logits.values = r.logits;
+  rows.kept.cols = r.kept_width;
+  rows.kept.values = r.kept;
+  if (plan.keep_layer < 0) rows.kept.nodes.clear();
+  if (!o.quiet)
+    log_line("predict: layer-wise over partition " + partition + ", " + std::to_string(r.halo_rows) +
+             " halo rows fetched");
+  return rows;
+}
+
+std::string first_line(const Plan& plan) {
+  const TrainingProgress& p = plan.info.progress;
+  char line[320];
+  if (plan.best)
+    std::snprintf(line, sizeof(line),
+                  "predict: %s, best-validation parameters of epoch %lld (valid %.4f), model %s",
+                  plan.checkpoint.c_str(), (long long)p.best_epoch, p.best_valid, plan.info.model.c_str());
+  else
+    std::snprintf(line, sizeof(line), "predict: %s, final parameters of epoch %lld%s, model %s",
+                  plan.checkpoint.c_str(), (long long)p.epochs_done,
+                  plan.info.has_best ? "" : " (the checkpoint holds no best-validation parameters)",
+                  plan.info.model.c_str());
+  return line;
+}
+
+}  // namespace
+
+PredictResult run_prediction(const PredictOptions& o, const Communicator& world) {
+  const Plan plan = make_plan(o, world);
+  if (!o.quiet) log_line(first_line(plan));
+  check_graph(o, plan, world);
+  // A reordered graph's outputs go in its original order: its original ids are checked before the forward.
+  const GraphFileReader reader(world, o.data);
+  const OutputOrder order = read_output_order(reader, world);
+  const bool full = plan.engine == InferenceEngine::Full;
+  const EngineRows rows = full ? run_full(o, plan, world) : run_layerwise(o, plan, world);
+  const int64_t n = reader.meta().num_nodes;
+  // Rows go to the blocks of the file's node ids, then, for a reordered file, to those of its original ids.
+  const BlockRows logits =
+      to_output_order(world, assemble_block_rows(world, n, rows.classes, rows.logits), order);
+  const BlockRows kept = to_output_order(
+      world, assemble_block_rows(world, n, plan.keep_layer >= 0 ? rows.kept_width : 0, rows.kept), order);
+  // Finite parameters can still overflow in the forward: nothing is written from logits that are not finite
+  // (the predicted class of a row of NaN would be class 0).
+  int64_t nonfinite_rows = 0;
+  for (size_t i = 0; i < logits.present.size(); ++i)
+    for (int64_t j = 0; j < logits.width; ++j)
+      if (logits.present[i] && !std::isfinite(logits.values[i * size_t(logits.width) + size_t(j)])) {
+        ++nonfinite_rows;
+        break;
+      }
+  nonfinite_rows = all_reduce_value(world, nonfinite_rows, ReduceOp::Sum, "predict");
+  world.check(nonfinite_rows == 0, plan.checkpoint + ": the model's logits are not finite for " +
+                                       std::to_string(nonfinite_rows) +
+                                       " nodes (its parameters are finite, but the forward overflows); nothing "
+                                       "written");
+  PredictResult result;
+  result.parameters = plan.best ? "best" : "final";
+  result.epoch = plan.best ? plan.info.progress.best_epoch : plan.info.progress.epochs_done;
+  result.engine = full ? "full" : "layerwise";
+  result.seconds = rows.seconds;
+  PredictionWrite what;
+  what.path = o.output;
+  what.csv = o.csv;
+  what.split = plan.split;
+  what.probabilities = o.probabilities;
+  what.attributes = {{"format", "tessera-predictions"},
+                     {"model", plan.info.model},
+                     {"checkpoint", plan.checkpoint},
+                     {"parameters", result.parameters},
+                     {"epoch", result.epoch},
+                     {"engine", result.engine},
+                     {"nodes", o.nodes},
+                     {"graph", o.data},
+                     {"embeddings_layer", plan.keep_layer}};
+  result.accuracy = write_prediction_file(
+      world, logits, kept, truth_in_output_order(world, read_block_truth(reader, world), order), what,
+      result.rows);
+  result.peak_bytes = all_reduce_value(world, int64_t(peak_rss_bytes()), ReduceOp::Max, "report");
+  return result;
+}
+
+}  // namespace tessera

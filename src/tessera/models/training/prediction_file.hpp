@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Not installed: how tessera predict turns the pieces of rows an inference engine left on the ranks into
+// one file. Rows move to the rank whose block of node ids (block_range) they fall in, where each node's
+// logits row is whole: its class, probabilities and split accuracy are computed there, from the labels
+// and splits that rank reads of the graph file for its block, and every rank then writes its selected rows
+// at their offset in the output (parallel HDF5, MPI-IO for the CSV). No rank holds every node.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tessera/models/training/batch_source.hpp"
+#include "tessera/models/training/node_outputs.hpp"
+
+namespace tessera {
+
+class GraphFileReader;  // graph/graph_file.hpp
+
+/// Labels and split membership of this rank's block of nodes, read from the graph file.
+struct BlockTruth {
+  std::vector<int64_t> labels;          ///< per node of the block (-1: unlabeled)
+  std::vector<uint8_t> in[3];           ///< per node: in train, valid, test
+  bool has[3] = {false, false, false};  ///< the file has that split
+};
+
+/// Collective: the truth of [begin, begin + count) (block_range of this rank).
+BlockTruth read_block_truth(const GraphFileReader& reader, const Communicator& comm);
+
+/// Collective: `truth` (of this rank's block of the file's node ids) moved to the blocks of the nodes' ids
+/// in `order` (a reordered graph's original ids); returned as it is when the file is not reordered.
+BlockTruth truth_in_output_order(const Communicator& comm, const BlockTruth& truth, const OutputOrder& order);
+
+/// What to write (empty paths: not written) and of which nodes.
+struct PredictionWrite {
+  std::string path;            ///< HDF5: /nodes, /predictions, /probabilities, /embeddings
+  std::string csv;             ///< "node,prediction" lines
+  int split = -1;              ///< -1: every node; 0, 1, 2: train, valid, test only
+  bool probabilities = false;  ///< write /probabilities
+  nlohmann::json attributes;   ///< root attributes (strings and integers)
+};
+
+/// Collective: predictions (the first largest logit) of the block's nodes (every node's logits must have
+/// come), accuracy on each split over every rank, and the file(s). `embeddings` of width 0: none written.
+/// Returns the accuracies and sets `rows` to the nodes written.
+Accuracy write_prediction_file(const Communicator& comm, const BlockRows& logits, const BlockRows& embeddings,
+                               const BlockTruth& truth, const PredictionWrite& what, int64_t& rows);
+
+}  // namespace tessera
