@@ -12,12 +12,15 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/huge_pages.hpp"
+#include "tessera/core/log.hpp"
 #include "tessera/core/runtime.hpp"
 
 int main(int argc, char** argv) {
   // Downloads are not an MPI job: `tessera data` hands over to the Python package before MPI starts.
   if (argc >= 2 && std::string(argv[1]) == "data") return tessera::app::run_data_command(argc, argv);
   tessera::restart_with_huge_page_malloc(argv);
+  // The library names options as `name`; the program's messages name its flags.
+  tessera::set_message_renderer([](const std::string& message) { return tessera::app::with_flags(message); });
   // MPI_THREAD_MULTIPLE: --mode sampled's worker thread communicates. An MPI that provides less still runs
   // every other mode; the sampled source checks the level it got.
   return tessera::run_main(argc, argv, MPI_THREAD_MULTIPLE, [](int argc, char** argv) {

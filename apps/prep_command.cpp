@@ -75,7 +75,7 @@ void add_reorder_command(CLI::App& prep, Command& selected) {
   cmd->add_option("input", o->input, "Tessera graph file to reorder")->required();
   cmd->add_option("-o,--output", o->output, "Output .h5 file")->required();
   cmd->add_option("--order", *ordering, "rcm, degree or metis")
-      ->check(CLI::IsMember({"rcm", "degree", "metis"}))
+      ->check(CLI::IsMember(names_of(kNodeOrderingNames)))
       ->capture_default_str();
   cmd->add_option("--part-nodes", o->part_nodes, "metis: nodes per part")
       ->check(CLI::PositiveNumber)
@@ -83,9 +83,7 @@ void add_reorder_command(CLI::App& prep, Command& selected) {
   cmd->callback([&selected, o, ordering] {
     selected = [o, ordering](const Communicator& world) {
       check_prep_paths(world, "", o->output, o->input);
-      o->ordering = *ordering == "rcm"      ? NodeOrdering::Rcm
-                    : *ordering == "degree" ? NodeOrdering::Degree
-                                            : NodeOrdering::Metis;
+      o->ordering = *value_named(kNodeOrderingNames, *ordering);  // --order's check admitted it
       Stopwatch watch;
       ReorderReport report;
       // Serial: rank 0 reorders, the others wait for its verdict.

@@ -36,7 +36,7 @@ std::string cora_file() {
 // Mini-batches of half the nodes on the 1x1x1x1 grid, otherwise the same run.
 TrainOptions half_batches(TrainOptions o) {
   o.mode = TrainMode::Minibatch;
-  o.grid = GridShape{};
+  o.grid.shape = GridShape{};
   o.minibatch.batch_fraction = 0.5;
   return o;
 }
@@ -47,7 +47,7 @@ double full_graph_test_accuracy(const TrainOptions& o) {
   static std::map<std::string, double> done;
   const std::string key = run_identity(o, 1).dump() + o.data + "|" + std::to_string(o.model.seed) + "|" +
                           model_kind_name(o.model.kind) + "|" + std::to_string(o.model.hidden) + "|" +
-                          std::to_string(o.epochs) + "|" + std::to_string(o.model.layers);
+                          std::to_string(o.trainer.epochs) + "|" + std::to_string(o.model.layers);
   const auto found = done.find(key);
   if (found != done.end()) return found->second;
   return done[key] = run_training(o, Communicator::world()).test_at_best;
@@ -74,7 +74,7 @@ double mean_test_accuracy(ModelKind kind, GemmDtype gemm = GemmDtype::F32) {
   for (uint64_t seed = 0; seed < 10; ++seed) {
     TrainOptions o = fixtures::paper_setup(cora_file(), seed);
     o.model.kind = kind;
-    o.gemm_dtype = gemm;
+    o.compute.gemm_dtype = gemm;
     const double test = full_graph_test_accuracy(o);
     std::printf("%s %s seed %llu: test %.4f at the best-validation epoch\n", model_kind_name(kind),
                 gemm_dtype_name(gemm), (unsigned long long)seed, test);
@@ -147,7 +147,7 @@ TEST(MinibatchAccuracy, CsbmWithinOnePointOfFullGraph) {
   for (uint64_t seed = 0; seed < 3; ++seed) {
     TrainOptions o = fixtures::paper_setup(path, seed);
     o.model.hidden = 32;
-    o.epochs = 100;
+    o.trainer.epochs = 100;
     o.normalize_features = false;
     full.push_back(o);
     o.model.dropout = o.model.input_dropout = 0.0f;

@@ -337,7 +337,7 @@ TEST(Synthetic, BadOptionsAreCollectiveErrors) {
   SynthOptions o;
   o.num_nodes = 1;
   EXPECT_EQ(collective_error([&] { generate_synthetic(o, shared_scratch_dir() + "/bad.h5", world); }),
-            "synthetic graph: --nodes must be at least 2");
+            "synthetic graph: `nodes` must be at least 2");
   o.num_nodes = 10;
   o.rmat_a = 0.9;
   EXPECT_NE(

@@ -16,6 +16,7 @@
 #include "tessera/sampling/rank_bitmap.hpp"  // internal: both bit counts are tested
 #include "reference/dense.hpp"
 #include "support/fixtures.hpp"
+#include "support/final_weights.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/synth.hpp"
@@ -468,9 +469,9 @@ TrainOptions minibatch_options(const GridShape& shape, int64_t batch) {
   TrainOptions o;
   o.data = csbm_file();
   o.mode = TrainMode::Minibatch;
-  o.grid = shape;
+  o.grid.shape = shape;
   o.minibatch.batch_size = batch;
-  o.quiet = true;
+  o.outputs.quiet = true;
   return o;
 }
 
@@ -491,16 +492,16 @@ TEST(Minibatch, GradientsAreTheReplicaAverageOfTheDenseReference) {
         SCOPED_TRACE(shape.str() + (sage ? " sage" : " gcn") + " b " + std::to_string(b));
         TrainOptions o = minibatch_options(shape, b);
         o.minibatch.steps_per_epoch = 1;
-        o.epochs = 1;
+        o.trainer.epochs = 1;
         o.model.kind = sage ? ModelKind::Sage : ModelKind::Gcn;
         o.model.layers = 2;
         o.model.hidden = hidden;
         o.model.dropout = o.model.input_dropout = 0;
         o.model.seed = 4;
-        o.optimizer.lr = 0;
-        o.optimizer.weight_decay = 0;
-        o.keep_last_step = true;
-        const TrainResult r = run_training(o, world);
+        o.trainer.optimizer.lr = 0;
+        o.trainer.optimizer.weight_decay = 0;
+        o.trainer.keep_last_step = true;
+        const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world);
         // final_weights: the initial weights, in parameter order.
         const std::vector<float>& w = r.final_weights;
         std::vector<std::pair<int64_t, int64_t>> shapes = {
@@ -552,10 +553,10 @@ TEST(Minibatch, TinyBatchesFinishOnEveryFactorization) {
     SCOPED_TRACE(shape.str());
     TrainOptions o = minibatch_options(shape, 4);
     o.minibatch.steps_per_epoch = 2;
-    o.epochs = 2;
+    o.trainer.epochs = 2;
     o.model.layers = 3;
     o.model.hidden = 4;
-    const TrainResult r = run_training(o, world);
+    const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world);
     ASSERT_EQ(r.history.size(), 2u);
     for (const EpochRecord& e : r.history) {
       EXPECT_TRUE(std::isfinite(e.loss));
@@ -574,11 +575,11 @@ TEST(Minibatch, RecomputedAggregationChangesNoBit) {
       SCOPED_TRACE(shape.str() + " batch " + std::to_string(batch));
       TrainOptions o = minibatch_options(shape, batch);
       o.minibatch.steps_per_epoch = 3;
-      o.epochs = 2;
+      o.trainer.epochs = 2;
       o.model.layers = 3;
-      const TrainResult kept = run_training(o, world);
-      o.recompute_aggregation = true;
-      const TrainResult recomputed = run_training(o, world);
+      const fixtures::RunWithWeights kept = fixtures::run_training_with_weights(o, world);
+      o.compute.recompute_aggregation = true;
+      const fixtures::RunWithWeights recomputed = fixtures::run_training_with_weights(o, world);
       ASSERT_EQ(recomputed.history.size(), kept.history.size());
       for (size_t e = 0; e < kept.history.size(); ++e)
         EXPECT_EQ(recomputed.history[e].loss, kept.history[e].loss);
@@ -605,13 +606,13 @@ TEST(Minibatch, SamplerThreadComputesTheSameRun) {
   const int p = world.size();
   TrainOptions o = minibatch_options(p % 2 == 0 ? GridShape{2, 1, 1, p / 2} : GridShape{}, 0);
   o.minibatch.batch_fraction = 0.4;
-  o.epochs = 3;
+  o.trainer.epochs = 3;
   o.model.layers = 2;
   o.model.hidden = 8;
   o.model.norm = NormKind::Batch;
-  const TrainResult threaded = run_training(o, world);
+  const fixtures::RunWithWeights threaded = fixtures::run_training_with_weights(o, world);
   o.minibatch.sampler_thread = false;
-  const TrainResult inline_run = run_training(o, world);
+  const fixtures::RunWithWeights inline_run = fixtures::run_training_with_weights(o, world);
   ASSERT_EQ(threaded.history.size(), 3u);
   for (size_t e = 0; e < 3; ++e) EXPECT_EQ(threaded.history[e].loss, inline_run.history[e].loss);
   EXPECT_EQ(threaded.final_weights, inline_run.final_weights);
@@ -628,14 +629,14 @@ TEST(Minibatch, ResumeContinuesBitForBit) {
   o.model.hidden = 8;
   o.model.norm = NormKind::Batch;
   o.model.kind = ModelKind::Sage;
-  o.epochs = 6;
-  const TrainResult straight = run_training(o, world);
-  o.checkpoint_dir = fixtures::scratch_dir();
-  o.epochs = 3;
+  o.trainer.epochs = 6;
+  const fixtures::RunWithWeights straight = fixtures::run_training_with_weights(o, world);
+  o.checkpoint.dir = fixtures::scratch_dir();
+  o.trainer.epochs = 3;
   run_training(o, world);
-  o.epochs = 6;
-  o.resume = true;
-  const TrainResult resumed = run_training(o, world);
+  o.trainer.epochs = 6;
+  o.checkpoint.resume = true;
+  const fixtures::RunWithWeights resumed = fixtures::run_training_with_weights(o, world);
   ASSERT_EQ(resumed.history.size(), 3u);
   EXPECT_EQ(resumed.history.front().epoch, 4);
   for (size_t e = 0; e < 3; ++e) EXPECT_EQ(resumed.history[e].loss, straight.history[e + 3].loss);
@@ -649,15 +650,15 @@ TEST(Minibatch, DeviceCutTrainsTheSameRun) {
   const int p = world.size();
   TrainOptions o = minibatch_options(p % 2 == 0 ? GridShape{2, 1, 1, p / 2} : GridShape{}, 0);
   o.minibatch.batch_fraction = 0.3;
-  o.epochs = 2;
+  o.trainer.epochs = 2;
   o.model.kind = ModelKind::Sage;
   o.model.layers = 2;
   o.model.hidden = 8;
   o.model.norm = NormKind::Batch;
   o.minibatch.sample_on = SamplePlace::Host;
-  const TrainResult host = run_training(o, world);
+  const fixtures::RunWithWeights host = fixtures::run_training_with_weights(o, world);
   o.minibatch.sample_on = SamplePlace::Device;
-  const TrainResult device = run_training(o, world);
+  const fixtures::RunWithWeights device = fixtures::run_training_with_weights(o, world);
   ASSERT_EQ(device.history.size(), 2u);
   for (size_t e = 0; e < 2; ++e) EXPECT_EQ(device.history[e].loss, host.history[e].loss);
   EXPECT_EQ(device.final_weights, host.final_weights);

@@ -17,6 +17,7 @@
 
 #include "reference/layers.hpp"
 #include "support/fixtures.hpp"
+#include "support/final_weights.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/graph/hdf5_io.hpp"
@@ -582,9 +583,9 @@ TEST(Trainer, DivergenceStopsTheRunNamingTheEpoch) {
   g.num_edges = 800;
   g.seed = 9;
   o.data = fixtures::synthetic_file("diverge200.h5", g);
-  o.optimizer.lr = 1e30f;
-  o.epochs = 5;
-  o.quiet = true;
+  o.trainer.optimizer.lr = 1e30f;
+  o.trainer.epochs = 5;
+  o.outputs.quiet = true;
   try {
     run_training(o, Communicator::world());
     FAIL() << "a learning rate of 1e30 trained five epochs";
@@ -616,8 +617,8 @@ TrainOptions small_run(int64_t epochs) {
   o.model.hidden = 8;
   o.model.seed = 4;
   o.model.norm = NormKind::Batch;  // running statistics must survive a resume too
-  o.epochs = epochs;
-  o.quiet = true;
+  o.trainer.epochs = epochs;
+  o.outputs.quiet = true;
   return o;
 }
 
@@ -625,7 +626,8 @@ TrainOptions small_run(int64_t epochs) {
 
 TEST(Trainer, SameSeedGivesBitIdenticalLosses) {
   const Communicator world = Communicator::world();
-  const TrainResult a = run_training(small_run(30), world), b = run_training(small_run(30), world);
+  const fixtures::RunWithWeights a = fixtures::run_training_with_weights(small_run(30), world),
+                                 b = fixtures::run_training_with_weights(small_run(30), world);
   ASSERT_EQ(a.history.size(), 30u);
   for (size_t e = 0; e < a.history.size(); ++e) {
     EXPECT_EQ(a.history[e].loss, b.history[e].loss) << "epoch " << e + 1;
@@ -640,15 +642,15 @@ TEST(Trainer, SameSeedGivesBitIdenticalLosses) {
 
 TEST(Trainer, ResumeFromHalfwayGivesIdenticalFinalWeights) {
   const Communicator world = Communicator::world();
-  const TrainResult straight = run_training(small_run(200), world);
+  const fixtures::RunWithWeights straight = fixtures::run_training_with_weights(small_run(200), world);
   TrainOptions first = small_run(100);
-  first.checkpoint_dir = scratch_dir();
-  first.checkpoint_every = 50;
+  first.checkpoint.dir = scratch_dir();
+  first.checkpoint.every = 50;
   run_training(first, world);
   TrainOptions second = small_run(200);
-  second.checkpoint_dir = scratch_dir();
-  second.resume = true;
-  const TrainResult resumed = run_training(second, world);
+  second.checkpoint.dir = scratch_dir();
+  second.checkpoint.resume = true;
+  const fixtures::RunWithWeights resumed = fixtures::run_training_with_weights(second, world);
   ASSERT_EQ(resumed.history.size(), 100u);
   EXPECT_EQ(resumed.history.front().epoch, 101);
   EXPECT_EQ(resumed.final_weights, straight.final_weights);
@@ -661,7 +663,7 @@ TEST(Trainer, ResumeFromHalfwayGivesIdenticalFinalWeights) {
 // statistics would still move) nothing improves after epoch 1.
 TEST(Trainer, EarlyStoppingAfterPatienceEvaluations) {
   TrainOptions o = small_run(50);
-  o.optimizer.lr = 0;
+  o.trainer.optimizer.lr = 0;
   o.model.norm = NormKind::None;
   o.patience = 2;
   const TrainResult r = run_training(o, Communicator::world());
@@ -840,12 +842,12 @@ TEST(Trainer, ResumedRunWritesTheStraightRunsOutputsAndStopsAtTheSameEpoch) {
   const std::string dir = scratch_dir() + "/same-run";
   const auto outputs = [&](const std::string& tag, int64_t epochs, bool resume) {
     TrainOptions o = small_run(epochs);
-    o.optimizer.lr = 0.05f;
+    o.trainer.optimizer.lr = 0.05f;
     o.patience = 4;
-    o.checkpoint_dir = dir + "/ck-" + tag;
-    o.resume = resume;
-    o.predictions_path = dir + "/p-" + tag + ".txt";
-    o.embeddings_path = dir + "/e-" + tag + ".h5";
+    o.checkpoint.dir = dir + "/ck-" + tag;
+    o.checkpoint.resume = resume;
+    o.outputs.predictions = dir + "/p-" + tag + ".txt";
+    o.outputs.embeddings = dir + "/e-" + tag + ".h5";
     return run_training(o, world);
   };
   const TrainResult straight = outputs("a", 200, false);
@@ -872,12 +874,12 @@ TEST(Trainer, ResumedRunWritesTheStraightRunsOutputsAndStopsAtTheSameEpoch) {
 TEST(Trainer, ResumeWithOtherSettingsIsRefusedUnlessForced) {
   const Communicator world = Communicator::world();
   TrainOptions o = small_run(3);
-  o.checkpoint_dir = scratch_dir() + "/settings";
+  o.checkpoint.dir = scratch_dir() + "/settings";
   run_training(o, world);
   TrainOptions other = o;
-  other.epochs = 5;
-  other.resume = true;
-  other.optimizer.lr = 0.05f;
+  other.trainer.epochs = 5;
+  other.checkpoint.resume = true;
+  other.trainer.optimizer.lr = 0.05f;
   std::string message;
   try {
     run_training(other, world);
@@ -888,16 +890,16 @@ TEST(Trainer, ResumeWithOtherSettingsIsRefusedUnlessForced) {
       message.find("this run differs from the one that wrote the checkpoint: lr 0.05 (checkpoint: 0.01)"),
       std::string::npos)
       << message;
-  other.resume_force = true;
+  other.checkpoint.accept_run_differences = true;
   EXPECT_EQ(run_training(other, world).epochs_done, 5);
 }
 
 TEST(Trainer, WritesMetricsAndPredictions) {
   TrainOptions o = small_run(5);
-  o.metrics_path = scratch_dir() + "/metrics.jsonl";
-  o.predictions_path = scratch_dir() + "/predictions.txt";
+  o.outputs.metrics = scratch_dir() + "/metrics.jsonl";
+  o.outputs.predictions = scratch_dir() + "/predictions.txt";
   run_training(o, Communicator::world());
-  std::ifstream metrics(o.metrics_path), predictions(o.predictions_path);
+  std::ifstream metrics(o.outputs.metrics), predictions(o.outputs.predictions);
   std::string line;
   ASSERT_TRUE(std::getline(metrics, line));
   const nlohmann::json header = nlohmann::json::parse(line);
@@ -930,7 +932,7 @@ TEST(Trainer, BadCheckpointsAndSettingsAreClearErrors) {
   const std::string dir = scratch_dir() + "/bad";
   mkdir(dir.c_str(), 0755);
   TrainOptions o = small_run(3);
-  o.checkpoint_dir = dir;
+  o.checkpoint.dir = dir;
   run_training(o, world);
   auto message = [&](TrainOptions run) {
     try {
@@ -942,8 +944,8 @@ TEST(Trainer, BadCheckpointsAndSettingsAreClearErrors) {
   };
   TrainOptions wider = o;
   wider.model.hidden = 16;
-  wider.resume = true;
-  wider.epochs = 6;
+  wider.checkpoint.resume = true;
+  wider.trainer.epochs = 6;
   EXPECT_NE(message(wider).find(
                 "written for model gcn 2x8 (in 12, out 4, norm batch), but this run builds gcn 2x16"),
             std::string::npos)
@@ -954,8 +956,8 @@ TEST(Trainer, BadCheckpointsAndSettingsAreClearErrors) {
     h5_write_attr(file.get(), "epochs_done", int64_t(-3));
   }
   TrainOptions negative = o;
-  negative.resume = true;
-  negative.epochs = 6;
+  negative.checkpoint.resume = true;
+  negative.trainer.epochs = 6;
   EXPECT_NE(message(negative).find("checkpoint records -3 epochs done"), std::string::npos)
       << message(negative);
   {
@@ -963,12 +965,12 @@ TEST(Trainer, BadCheckpointsAndSettingsAreClearErrors) {
     corrupt << "garbage";
   }
   TrainOptions resume = o;
-  resume.resume = true;
-  resume.epochs = 6;
+  resume.checkpoint.resume = true;
+  resume.trainer.epochs = 6;
   EXPECT_NE(message(resume).find("cannot open the checkpoint"), std::string::npos) << message(resume);
   TrainOptions none = small_run(3);
   none.model.layers = 0;
-  EXPECT_EQ(message(none), "--layers must be in [1, 256], not 0");
+  EXPECT_EQ(message(none), "`layers` must be in [1, 256], not 0");  // the program words it --layers
   TrainOptions missing = small_run(3);
   missing.data = dir + "/nothing.h5";
   EXPECT_NE(message(missing).find("cannot read"), std::string::npos);

@@ -36,16 +36,16 @@ std::vector<int64_t> prediction_lines(const std::string& path) {
 
 TrainOptions run_in(TrainMode mode, const Communicator& world) {
   TrainOptions o = paper_setup(small_csbm_file(), 3);
-  o.epochs = 3;
+  o.trainer.epochs = 3;
   o.mode = mode;
-  if (mode == TrainMode::Full) o.grid = GridShape{1, 1, world.size()};
+  if (mode == TrainMode::Full) o.grid.shape = GridShape{1, 1, world.size()};
   if (mode == TrainMode::Minibatch) {
-    o.grid = GridShape{world.size(), 1, 1, 1};
+    o.grid.shape = GridShape{world.size(), 1, 1, 1};
     o.minibatch.batch_size = 64;
   }
   if (mode == TrainMode::Sampled) {
     o.sampled.batch_size = 32;
-    o.partition = "block";  // contiguous blocks of ids: no partition in the file needed
+    o.sampled.partition = "block";  // contiguous blocks of ids: no partition in the file needed
   }
   return o;
 }
@@ -58,9 +58,9 @@ TEST(NodeOutputs, KeptArraysAreTheFilesRowsInEveryMode) {
     SCOPED_TRACE(train_mode_name(mode));
     TrainOptions o = run_in(mode, world);
     const std::string stem = scratch_dir() + "/kept-" + train_mode_name(mode);
-    o.predictions_path = stem + ".txt";
-    o.embeddings_path = stem + ".h5";
-    o.keep_node_outputs = true;
+    o.outputs.predictions = stem + ".txt";
+    o.outputs.embeddings = stem + ".h5";
+    o.outputs.keep_node_outputs = true;
     TrainResult r = run_training(o, world);
     ASSERT_TRUE(r.node_outputs.has_value());
     const NodeOutputArrays& kept = *r.node_outputs;
@@ -69,15 +69,15 @@ TEST(NodeOutputs, KeptArraysAreTheFilesRowsInEveryMode) {
     EXPECT_EQ(kept.begin, begin);
     ASSERT_EQ(int64_t(kept.classes.size()), end - begin);
     int64_t width = 0;
-    const std::vector<float> file_rows = embedding_rows(o.embeddings_path, begin, end - begin, width);
+    const std::vector<float> file_rows = embedding_rows(o.outputs.embeddings, begin, end - begin, width);
     EXPECT_EQ(kept.width, width);
     EXPECT_EQ(kept.embeddings, file_rows);
-    const std::vector<int64_t> lines = prediction_lines(o.predictions_path);
+    const std::vector<int64_t> lines = prediction_lines(o.outputs.predictions);
     ASSERT_EQ(lines.size(), 301u);
     EXPECT_EQ(kept.classes, std::vector<int64_t>(lines.begin() + begin, lines.begin() + end));
     // Not asked for: nothing kept.
-    o.keep_node_outputs = false;
-    o.predictions_path = o.embeddings_path = "";
+    o.outputs.keep_node_outputs = false;
+    o.outputs.predictions = o.outputs.embeddings = "";
     EXPECT_FALSE(run_training(o, world).node_outputs.has_value());
   }
 }
@@ -110,11 +110,11 @@ class StopAfter : public TrainerHook {
 TEST(NodeOutputs, ApplicationHooksRunAfterTheLibrarysAndStopTheRun) {
   const Communicator world = Communicator::world();
   TrainOptions o = run_in(TrainMode::Full, world);
-  o.epochs = 10;
-  o.metrics_path = scratch_dir() + "/hooked.jsonl";
+  o.trainer.epochs = 10;
+  o.outputs.metrics = scratch_dir() + "/hooked.jsonl";
   std::vector<int64_t> lines;
   std::vector<std::unique_ptr<TrainerHook>> hooks;
-  hooks.push_back(std::make_unique<StopAfter>(2, o.metrics_path, lines));
+  hooks.push_back(std::make_unique<StopAfter>(2, o.outputs.metrics, lines));
   const TrainResult r = run_training(o, world, std::move(hooks));
   EXPECT_EQ(r.epochs_done, 2);
   ASSERT_EQ(r.history.size(), 2u);

@@ -16,6 +16,7 @@
 
 #include "reference/dense.hpp"
 #include "support/fixtures.hpp"
+#include "support/final_weights.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/graph_file.hpp"
@@ -64,8 +65,8 @@ TrainOptions run_options(const std::string& data, NormKind norm, ModelKind kind 
   o.model.layers = 3;
   o.model.hidden = 10;
   o.model.norm = norm;
-  o.epochs = 3;
-  o.keep_last_step = true;
+  o.trainer.epochs = 3;
+  o.trainer.keep_last_step = true;
   return o;
 }
 
@@ -78,7 +79,7 @@ double relative_difference(const std::vector<float>& x, const std::vector<float>
   return diff / top;
 }
 
-void expect_same_run(const TrainResult& got, const TrainResult& reference) {
+void expect_same_run(const fixtures::RunWithWeights& got, const fixtures::RunWithWeights& reference) {
   ASSERT_EQ(got.history.size(), reference.history.size());
   for (size_t e = 0; e < got.history.size(); ++e)
     EXPECT_NEAR(got.history[e].loss, reference.history[e].loss, 1e-5 * std::abs(reference.history[e].loss))
@@ -196,27 +197,27 @@ TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {
     for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage})
       for (NormKind norm : {NormKind::None, NormKind::Batch}) {
         if (norm == NormKind::Batch && (file != csbm_file() || kind == ModelKind::Sage)) continue;
-        const TrainResult reference = run_training(run_options(file, norm, kind), self);
+        const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(run_options(file, norm, kind), self);
         for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
           for (PermuteMode permute : {PermuteMode::None, PermuteMode::Double}) {
             SCOPED_TRACE(file + " " + model_kind_name(kind) + " grid " + shape.str() + " permute " +
                          permute_mode_name(permute) + " norm " + norm_name(norm));
             TrainOptions o = run_options(file, norm, kind);
-            o.grid = shape;
-            o.permute = permute;
-            expect_same_run(run_training(o, world), reference);
+            o.grid.shape = shape;
+            o.grid.permute = permute;
+            expect_same_run(fixtures::run_training_with_weights(o, world), reference);
             if (permute != PermuteMode::Double || norm != NormKind::None || file != csbm_file()) continue;
-            o.overlap = true;  // chunked SpMM with non-blocking all-reduces computes the same
-            expect_same_run(run_training(o, world), reference);
+            o.compute.overlap = true;  // chunked SpMM with non-blocking all-reduces computes the same
+            expect_same_run(fixtures::run_training_with_weights(o, world), reference);
             // The team kernels (what device builds run) compute the same, within rounding.
-            o.kernels = KernelPath::Team;
-            expect_same_run(run_training(o, world), reference);
-            o.kernels = KernelPath::Auto;
+            o.compute.kernels = KernelPath::Team;
+            expect_same_run(fixtures::run_training_with_weights(o, world), reference);
+            o.compute.kernels = KernelPath::Auto;
             if (kind == ModelKind::Sage) continue;
             // bf16 on the wire: one rounding per reduction (u = 2^-8) through 3 layers and 3 steps.
-            o.comm_dtype = CommDtype::Bf16;
+            o.compute.comm_dtype = CommDtype::Bf16;
             const TrainResult bf16 = run_training(o, world);
-            o.overlap = false;
+            o.compute.overlap = false;
             const TrainResult bf16_blocking = run_training(o, world);
             EXPECT_EQ(bf16.last_logits, bf16_blocking.last_logits);  // chunking changes no bit
             for (size_t e = 0; e < bf16.history.size(); ++e)
@@ -238,10 +239,10 @@ TEST(Train3D, FusedNormEpilogueChangesNoBit) {
     for (NormKind norm : {NormKind::Batch, NormKind::Rms}) {
       SCOPED_TRACE(shape.str() + " norm " + norm_name(norm));
       TrainOptions o = run_options(csbm_file(), norm);
-      o.grid = shape;
-      const TrainResult fused = run_training(o, world);
+      o.grid.shape = shape;
+      const fixtures::RunWithWeights fused = fixtures::run_training_with_weights(o, world);
       o.model.fuse = false;
-      const TrainResult separate = run_training(o, world);
+      const fixtures::RunWithWeights separate = fixtures::run_training_with_weights(o, world);
       EXPECT_EQ(fused.last_logits, separate.last_logits);
       EXPECT_EQ(fused.last_gradients, separate.last_gradients);
       EXPECT_EQ(fused.final_weights, separate.final_weights);
@@ -257,11 +258,11 @@ TEST(Train3D, RecomputedAggregationChangesNoBit) {
       for (bool overlap : {false, true}) {
         SCOPED_TRACE(shape.str() + " " + model_kind_name(kind) + (overlap ? " overlap" : ""));
         TrainOptions o = run_options(csbm_file(), NormKind::None, kind);
-        o.grid = shape;
-        o.overlap = overlap;
-        const TrainResult kept = run_training(o, world);
-        o.recompute_aggregation = true;
-        const TrainResult recomputed = run_training(o, world);
+        o.grid.shape = shape;
+        o.compute.overlap = overlap;
+        const fixtures::RunWithWeights kept = fixtures::run_training_with_weights(o, world);
+        o.compute.recompute_aggregation = true;
+        const fixtures::RunWithWeights recomputed = fixtures::run_training_with_weights(o, world);
         EXPECT_EQ(recomputed.last_logits, kept.last_logits);
         EXPECT_EQ(recomputed.last_gradients, kept.last_gradients);
         EXPECT_EQ(recomputed.final_weights, kept.final_weights);
@@ -418,25 +419,25 @@ TEST(Train3D, CheckpointResumesOnOtherGridsAndOneRank) {
   const GridShape second_grid = p == 8 ? GridShape{1, 1, 1, 4} : GridShape{1, 1, 1, 2};
   const int second_ranks = p == 8 ? 4 : 2;
   TrainOptions o = run_options(csbm_file(), NormKind::Batch);
-  o.epochs = 6;
-  o.grid = first_grid;
-  const TrainResult straight = run_training(o, world);
-  o.epochs = 3;
-  o.checkpoint_dir = shared_dir();
+  o.trainer.epochs = 6;
+  o.grid.shape = first_grid;
+  const fixtures::RunWithWeights straight = fixtures::run_training_with_weights(o, world);
+  o.trainer.epochs = 3;
+  o.checkpoint.dir = shared_dir();
   run_training(o, world);
-  o.epochs = 6;
-  o.resume = true;
+  o.trainer.epochs = 6;
+  o.checkpoint.resume = true;
   const Communicator part = world.split(world.rank() < second_ranks ? 0 : 1, world.rank());
   for (const std::optional<GridShape>& grid :
        {std::optional<GridShape>(second_grid), std::optional<GridShape>()}) {
     SCOPED_TRACE("resumed on " + (grid ? grid->str() : std::string("one rank")));
-    TrainResult resumed;
+    fixtures::RunWithWeights resumed;
     TrainOptions r = o;
-    r.grid = grid;
+    r.grid.shape = grid;
     if (!grid) {
-      if (world.rank() == 0) resumed = run_training(r, Communicator(MPI_COMM_SELF, false, nullptr));
+      if (world.rank() == 0) resumed = fixtures::run_training_with_weights(r, Communicator(MPI_COMM_SELF, false, nullptr));
     } else if (world.rank() < second_ranks) {
-      resumed = run_training(r, part);
+      resumed = fixtures::run_training_with_weights(r, part);
     }
     world.barrier();
     if (resumed.history.empty()) continue;  // ranks outside the resumed job
@@ -453,7 +454,7 @@ TEST(Train3D, BadGridsFailOnEveryRank) {
   const int p = world.size();
   auto message = [&](const GridShape& grid, const std::string& file) {
     TrainOptions o = run_options(file, NormKind::None);
-    o.grid = grid;
+    o.grid.shape = grid;
     try {
       run_training(o, world);
     } catch (const CollectiveError& e) {
@@ -462,7 +463,7 @@ TEST(Train3D, BadGridsFailOnEveryRank) {
     return std::string("no collective error");
   };
   EXPECT_EQ(message(GridShape{1, 1, 1, p + 1}, csbm_file()),
-            "--grid 1x1x" + std::to_string(p + 1) + " has " + std::to_string(p + 1) +
+            "`grid` 1x1x" + std::to_string(p + 1) + " has " + std::to_string(p + 1) +
                 " ranks but the job has " + std::to_string(p));
   EXPECT_EQ(message(GridShape{1, 1, 0, p}, csbm_file()),
             "grid '1x0x" + std::to_string(p) + "': every axis must be at least 1");
@@ -518,7 +519,7 @@ GraphRows uneven_rows(const std::string& path, const Communicator& world) {
 }
 
 // Three epochs with the library's pieces (as an application would assemble them).
-TrainResult train_pieces(const Graph3D& g, const ProcessGrid& grid, const Communicator& world) {
+fixtures::RunWithWeights train_pieces(const Graph3D& g, const ProcessGrid& grid, const Communicator& world) {
   ModelConfig config;
   config.kind = ModelKind::Sage;
   config.in = g.num_features;
@@ -528,7 +529,7 @@ TrainResult train_pieces(const Graph3D& g, const ProcessGrid& grid, const Commun
   const std::unique_ptr<Sequential> model = build_model(config, grid, RunOptions{}, true);
   FullGraphSource source(g, grid, world, *model);
   Trainer trainer(*model, source, world, TrainerOptions{AdamSettings{}, 3, 1, config.seed, false});
-  return trainer.run();
+  return fixtures::run_with_weights(trainer);
 }
 
 }  // namespace
@@ -543,7 +544,7 @@ TEST(GraphRows, InMemoryRowsTrainLikeTheFile) {
     const Graph3DOptions load{2, PermuteMode::Double, 2, Normalization::Mean, true, {}};
     const Graph3D from_file = load_graph_3d(GraphFileReader(world, csbm_file()), grid, load);
     const Graph3D from_rows = build_graph_3d(uneven_rows(csbm_file(), world), grid, load);
-    const TrainResult a = train_pieces(from_file, grid, world), b = train_pieces(from_rows, grid, world);
+    const fixtures::RunWithWeights a = train_pieces(from_file, grid, world), b = train_pieces(from_rows, grid, world);
     EXPECT_EQ(a.final_weights, b.final_weights);
     EXPECT_EQ(a.history.back().loss, b.history.back().loss);
     EXPECT_EQ(a.history.back().test_acc, b.history.back().test_acc);
@@ -635,12 +636,12 @@ TEST(Train3D, PredictionsAndEmbeddingsMatchTheOneRankRun) {
   const Communicator world = Communicator::world();
   const Communicator self(MPI_COMM_SELF, false, nullptr);
   TrainOptions o = run_options(csbm_file(), NormKind::Batch, ModelKind::Sage);
-  o.epochs = 4;
-  o.keep_last_step = false;
+  o.trainer.epochs = 4;
+  o.trainer.keep_last_step = false;
   const std::string dir = shared_dir() + "/outputs-";
   if (world.rank() == 0) {
-    o.predictions_path = dir + "one.txt";
-    o.embeddings_path = dir + "one.h5";
+    o.outputs.predictions = dir + "one.txt";
+    o.outputs.embeddings = dir + "one.h5";
     run_training(o, self);
   }
   world.barrier();
@@ -650,15 +651,15 @@ TEST(Train3D, PredictionsAndEmbeddingsMatchTheOneRankRun) {
   EXPECT_EQ(cols, 10);
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
     SCOPED_TRACE(shape.str());
-    o.grid = shape;
-    o.predictions_path = dir + "grid.txt";
-    o.embeddings_path = dir + "grid.h5";
+    o.grid.shape = shape;
+    o.outputs.predictions = dir + "grid.txt";
+    o.outputs.embeddings = dir + "grid.h5";
     run_training(o, world);
     int64_t r = 0, c = 0;
-    const std::vector<float> grid = read_embeddings(o.embeddings_path, r, c);
+    const std::vector<float> grid = read_embeddings(o.outputs.embeddings, r, c);
     ASSERT_EQ(grid.size(), one.size());
     EXPECT_LT(relative_difference(grid, one), 1e-5);
-    EXPECT_EQ(lines_of(o.predictions_path), lines_of(dir + "one.txt"));
+    EXPECT_EQ(lines_of(o.outputs.predictions), lines_of(dir + "one.txt"));
     world.barrier();
   }
 }

@@ -205,7 +205,7 @@ TEST(PerfModel, MemoryWaysOutEachFitAsPredicted) {
     EXPECT_DOUBLE_EQ(w.peak_bytes, predicted) << w.change;
     EXPECT_LE(w.peak_bytes, budget) << w.change;
     EXPECT_EQ(w.shape.size(), w.ranks) << w.change;
-    if (w.change == "--recompute-aggregation") recomputes = w.shape == shape && w.ranks == 8;
+    if (w.change == "`recompute-aggregation`") recomputes = w.shape == shape && w.ranks == 8;
     if (w.ranks > 8) {
       more_ranks = true;
       for (int fewer = 16; fewer < w.ranks; fewer *= 2)

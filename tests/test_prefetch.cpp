@@ -23,7 +23,7 @@ namespace {
 FeatureCache small_cache() {
   std::vector<int64_t> halo, degree;
   for (int64_t v = 19; v >= 10; --v) halo.push_back(v), degree.push_back(100 - v);
-  FeatureCacheOptions o;
+  PrefetchOptions o;
   o.fraction = 0.45;
   o.alpha = 0.5;
   o.interval = 2;
@@ -108,7 +108,7 @@ TEST(FeatureCache, EvictionCountsIdleStepsWhateverAlpha) {
   for (double alpha : {0.05, 0.1, 0.3}) {
     SCOPED_TRACE(alpha);
     std::vector<int64_t> halo = {1, 2}, degree = {5, 4};
-    FeatureCacheOptions o;
+    PrefetchOptions o;
     o.fraction = 0.5;  // one slot: node 1
     o.alpha = alpha;
     o.interval = 16;
@@ -143,11 +143,11 @@ TEST(FeatureCache, NeverExceedsCapacityAndRejectsBadSettings) {
     ASSERT_EQ(cache.capacity(), 4);
     expect_consistent(cache);
   }
-  FeatureCacheOptions bad;
+  PrefetchOptions bad;
   bad.fraction = 1.5;
   EXPECT_THROW(FeatureCache({1}, {1}, 2, bad), Error);
-  EXPECT_THROW(FeatureCache({1, 1}, {1, 1}, 2, FeatureCacheOptions{}), Error);
-  EXPECT_THROW(FeatureCache({1}, {1, 2}, 2, FeatureCacheOptions{}), Error);
+  EXPECT_THROW(FeatureCache({1, 1}, {1, 1}, 2, PrefetchOptions{}), Error);
+  EXPECT_THROW(FeatureCache({1}, {1, 2}, 2, PrefetchOptions{}), Error);
 }
 
 TEST(FeatureCache, ASlotHitInTheEvictionStepIsKept) {
@@ -164,8 +164,8 @@ TEST(FeatureCache, ASlotHitInTheEvictionStepIsKept) {
 }
 
 namespace {
-ControllerOptions controller_options(PrefetchPolicy policy, int64_t interval) {
-  ControllerOptions o;
+PrefetchOptions controller_options(PrefetchPolicy policy, int64_t interval) {
+  PrefetchOptions o;
   o.policy = policy;
   o.interval = interval;
   return o;

@@ -11,6 +11,7 @@
 
 #include "reference/dense.hpp"
 #include "support/fixtures.hpp"
+#include "support/final_weights.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/graph_file.hpp"
@@ -100,16 +101,16 @@ TrainOptions sampled_options(const std::string& partition) {
   TrainOptions o;
   o.data = fixtures::small_csbm_file();
   o.mode = TrainMode::Sampled;
-  o.partition = partition;
+  o.sampled.partition = partition;
   o.sampled.fanouts = {4, 3};
   o.sampled.batch_size = 6;
-  o.sampled.fraction = 0.5;
-  o.sampled.interval = 2;
+  o.sampled.prefetch.fraction = 0.5;
+  o.sampled.prefetch.interval = 2;
   o.model.layers = 2;
   o.model.hidden = 8;
   o.model.seed = 3;
-  o.epochs = 2;
-  o.quiet = true;
+  o.trainer.epochs = 2;
+  o.outputs.quiet = true;
   return o;
 }
 
@@ -337,7 +338,7 @@ TEST(Prefetch, FillInRoundsInstallsEachSlotsRow) {
   for (const bool empty_rank0 : {false, true})
     for (const int64_t round_bytes : {int64_t(1), RemoteFeatures::kFillRoundBytes}) {
       SCOPED_TRACE(std::to_string(round_bytes) + (empty_rank0 ? ", rank 0 without a cache" : ""));
-      FeatureCacheOptions o;
+      PrefetchOptions o;
       o.fraction = empty_rank0 && world().rank() == 0 ? 0.0 : 0.5;
       FeatureCache cache(g.halo, g.halo_degree, g.num_features, o);
       FetchStats stats;
@@ -480,9 +481,9 @@ TEST(SampledTraining, OneStepMatchesADenseReferenceOnTheWholeGraph) {
     o.model.dropout = o.model.input_dropout = 0;
     o.sampled.fanouts = {-1, -1};
     o.sampled.batch_size = 1000;
-    o.epochs = 1;
-    o.keep_last_step = true;
-    const TrainResult r = run_training(o, world());
+    o.trainer.epochs = 1;
+    o.trainer.keep_last_step = true;
+    const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
 
     ModelConfig c = o.model;
     c.in = w.f;
@@ -517,18 +518,18 @@ TEST(SampledTraining, OneStepMatchesADenseReferenceOnTheWholeGraph) {
 // off) must train bit for bit the same.
 TEST(SampledTraining, TheCacheChangesNoBit) {
   TrainOptions o = sampled_options(partitioned_file());
-  o.sampled.policy = PrefetchPolicy::None;
-  o.sampled.alpha = 0.3;
-  o.epochs = 6;  // at least 6 steps on 8 ranks: rows must age past the threshold before an eviction step
-  const TrainResult none = run_training(o, world());
+  o.sampled.prefetch.policy = PrefetchPolicy::None;
+  o.sampled.prefetch.alpha = 0.3;
+  o.trainer.epochs = 6;  // at least 6 steps on 8 ranks: rows must age past the threshold before an eviction step
+  const fixtures::RunWithWeights none = fixtures::run_training_with_weights(o, world());
   ASSERT_TRUE(none.prefetch.has_value());
   EXPECT_EQ(none.prefetch->cache_hits, 0);
   EXPECT_EQ(none.prefetch->fetched_rows, none.prefetch->remote_rows);
   for (PrefetchPolicy policy : {PrefetchPolicy::Static, PrefetchPolicy::Periodic, PrefetchPolicy::Adaptive}) {
     for (bool thread : {true, false}) {
-      o.sampled.policy = policy;
+      o.sampled.prefetch.policy = policy;
       o.sampled.thread = thread;
-      const TrainResult r = run_training(o, world());
+      const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
       ASSERT_TRUE(r.prefetch.has_value());
       ASSERT_EQ(r.history.size(), none.history.size());
       for (size_t e = 0; e < r.history.size(); ++e) EXPECT_EQ(r.history[e].loss, none.history[e].loss);
@@ -559,9 +560,9 @@ TEST(SampledTraining, RanksWithoutSeedsStepWithTheOthers) {
   if (world().size() > 4) GTEST_SKIP() << "4 nodes over " << world().size() << " ranks";
   TrainOptions o = sampled_options("");
   o.data = fixtures::four_node_file("four_sampled.h5");
-  o.partition = "block";
+  o.sampled.partition = "block";
   o.sampled.batch_size = 1;
-  const TrainResult r = run_training(o, world());
+  const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
   ASSERT_EQ(r.history.size(), 2u);
   for (const EpochRecord& e : r.history) {
     EXPECT_TRUE(std::isfinite(e.loss));
@@ -576,9 +577,9 @@ TEST(SampledTraining, RanksWithoutSeedsStepWithTheOthers) {
 // broken agent's fallback to periodic eviction is reported.
 TEST(SampledTraining, ExternalAgentsNeverStopTheRun) {
   TrainOptions o = sampled_options(partitioned_file());
-  o.sampled.policy = PrefetchPolicy::None;
-  o.epochs = 30;
-  const TrainResult reference = run_training(o, world());
+  o.sampled.prefetch.policy = PrefetchPolicy::None;
+  o.trainer.epochs = 30;
+  const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(o, world());
   struct Agent {
     const char* name;
     std::string command;
@@ -592,11 +593,11 @@ TEST(SampledTraining, ExternalAgentsNeverStopTheRun) {
       {"garbage", "while read line; do echo 'evict, please'; done", 30, true},
   };
   for (const Agent& a : agents) {
-    o.sampled.policy = PrefetchPolicy::External;
-    o.sampled.agent = a.command;
-    o.sampled.agent_timeout_s = a.timeout;
+    o.sampled.prefetch.policy = PrefetchPolicy::External;
+    o.sampled.prefetch.agent = a.command;
+    o.sampled.prefetch.agent_timeout_s = a.timeout;
     testing::internal::CaptureStderr();
-    const TrainResult r = run_training(o, world());
+    const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
     const std::string log = testing::internal::GetCapturedStderr();
     EXPECT_EQ(r.final_weights, reference.final_weights) << a.name;
     const bool fell_back = log.find("falling back to periodic") != std::string::npos;
@@ -613,14 +614,14 @@ TEST(SampledTraining, ExternalAgentsNeverStopTheRun) {
 TEST(SampledTraining, ResumeContinuesBitForBit) {
   TrainOptions o = sampled_options(partitioned_file());
   o.model.norm = NormKind::Batch;
-  o.epochs = 6;
-  const TrainResult straight = run_training(o, world());
-  o.checkpoint_dir = fixtures::scratch_dir();
-  o.epochs = 3;
+  o.trainer.epochs = 6;
+  const fixtures::RunWithWeights straight = fixtures::run_training_with_weights(o, world());
+  o.checkpoint.dir = fixtures::scratch_dir();
+  o.trainer.epochs = 3;
   run_training(o, world());
-  o.epochs = 6;
-  o.resume = true;
-  const TrainResult resumed = run_training(o, world());
+  o.trainer.epochs = 6;
+  o.checkpoint.resume = true;
+  const fixtures::RunWithWeights resumed = fixtures::run_training_with_weights(o, world());
   ASSERT_EQ(resumed.history.size(), 3u);
   EXPECT_EQ(resumed.history.front().epoch, 4);
   for (size_t e = 0; e < 3; ++e) EXPECT_EQ(resumed.history[e].loss, straight.history[e + 3].loss);

@@ -22,11 +22,11 @@ TrainOptions sage_setup(const std::string& data, uint64_t seed, int64_t seeds_pe
   TrainOptions o = fixtures::paper_setup(data, seed);
   o.mode = TrainMode::Sampled;
   o.model.kind = ModelKind::Sage;
-  o.epochs = 100;
-  o.eval_every = 5;
+  o.trainer.epochs = 100;
+  o.trainer.eval_every = 5;
   o.sampled.fanouts = {10, 10};
   o.sampled.batch_size = seeds_per_rank;
-  o.sampled.policy = PrefetchPolicy::Periodic;
+  o.sampled.prefetch.policy = PrefetchPolicy::Periodic;
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "support/fixtures.hpp"
+#include "support/final_weights.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/models/modes/sampled.hpp"
@@ -145,12 +146,12 @@ TEST(DeviceSampling, TrainingEqualsTheHostSamplersRunBitForBit) {
       o.model.hidden = 8;
       o.model.norm = NormKind::Batch;
       o.model.seed = 3;
-      o.epochs = 3;
-      o.quiet = true;
+      o.trainer.epochs = 3;
+      o.outputs.quiet = true;
       o.sampled.sample_on = SamplePlace::Host;
-      const TrainResult host = run_training(o, self());
+      const fixtures::RunWithWeights host = fixtures::run_training_with_weights(o, self());
       o.sampled.sample_on = SamplePlace::Device;
-      const TrainResult device = run_training(o, self());
+      const fixtures::RunWithWeights device = fixtures::run_training_with_weights(o, self());
       ASSERT_EQ(device.history.size(), host.history.size());
       for (size_t e = 0; e < host.history.size(); ++e) {
         EXPECT_EQ(device.history[e].loss, host.history[e].loss) << path << " epoch " << e;
@@ -165,16 +166,16 @@ TEST(DeviceSampling, MoreThanOneRankIsRefusedOnEveryRank) {
   TrainOptions o;
   o.data = fixtures::small_csbm_file();
   o.mode = TrainMode::Sampled;
-  o.partition = "block";
+  o.sampled.partition = "block";
   o.sampled.sample_on = SamplePlace::Device;
   o.model.layers = 2;
-  o.quiet = true;
+  o.outputs.quiet = true;
   try {
     run_training(o, world());
     ADD_FAILURE() << "--sample-on device ran on " << world().size() << " ranks";
   } catch (const Error& e) {
     EXPECT_NE(
-        std::string(e.what()).find("--sample-on device: sampled mode builds its steps on the device on one "
+        std::string(e.what()).find("`sample-on` device: sampled mode builds its steps on the device on one "
                                    "rank only"),
         std::string::npos)
         << e.what();

@@ -11,6 +11,7 @@
 #include <tessera/tessera.hpp>
 
 #include "support/fixtures.hpp"
+#include "support/final_weights.hpp"
 
 namespace tessera {
 namespace {
@@ -85,7 +86,7 @@ double max_relative(const std::vector<float>& x, const std::vector<float>& y) {
 }
 
 struct PieceRun {
-  TrainResult result;
+  fixtures::RunWithWeights result;
   // After the run: the global norm of the model's gradients (the last step's, as the update left them),
   // then after clip_gradient_norm to a quarter of it.
   double norm_before = 0, norm_after = 0;
@@ -122,7 +123,7 @@ PieceRun train_pieces(const Communicator& comm, const GridShape& shape, int64_t 
   trainer.set_loss(std::make_unique<SquaredError>());
   trainer.set_schedule(std::make_unique<WarmupSchedule>(2.0, std::make_unique<CosineSchedule>(0.1)));
   PieceRun run;
-  run.result = trainer.run();
+  run.result = fixtures::run_with_weights(trainer);
   run.norm_before = global_gradient_norm(model.parameters(), comm);
   clip_gradient_norm(model.parameters(), comm, run.norm_before / 4);
   run.norm_after = global_gradient_norm(model.parameters(), comm);
@@ -191,10 +192,10 @@ TEST(Schedule, RunIdentityNamesScheduleAndClipping) {
   EXPECT_FALSE(plain.contains("clip_grad_norm"));
   EXPECT_FALSE(plain.contains("epochs"));
   o.schedule.kind = ScheduleKind::Cosine;
-  o.clip_grad_norm = 1.0;
+  o.trainer.clip_grad_norm = 1.0;
   const nlohmann::json cosine = run_identity(o, 1);
   EXPECT_EQ(cosine["lr_schedule"], "cosine");
-  EXPECT_EQ(cosine["epochs"], o.epochs);  // the cosine's length
+  EXPECT_EQ(cosine["epochs"], o.trainer.epochs);  // the cosine's length
   EXPECT_EQ(cosine["clip_grad_norm"], 1.0);
 }
 
@@ -219,7 +220,7 @@ TEST(TrainingPieces, UserLossAndCosineScheduleOnEveryGrid) {
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
     SCOPED_TRACE(shape.str());
     const PieceRun run = train_pieces(world, shape, epochs, 0.0);
-    const TrainResult& r = run.result;
+    const fixtures::RunWithWeights& r = run.result;
     ASSERT_EQ(r.history.size(), h.size());
     for (size_t e = 0; e < h.size(); ++e) {
       EXPECT_NEAR(r.history[e].loss, h[e].loss, 1e-5 * h[e].loss) << "epoch " << e + 1;
@@ -270,7 +271,7 @@ TEST(TrainingPieces, EmptyBlocksEnterEveryCollective) {
   ASSERT_GT(h.front().grad_norm, 0.05);
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
     SCOPED_TRACE(shape.str());
-    const TrainResult r = train_pieces(world, shape, 5, 0.05, path).result;
+    const fixtures::RunWithWeights r = train_pieces(world, shape, 5, 0.05, path).result;
     ASSERT_EQ(r.history.size(), h.size());
     for (size_t e = 0; e < h.size(); ++e) {
       EXPECT_NEAR(r.history[e].loss, h[e].loss, 1e-5 * h[e].loss) << "epoch " << e + 1;
@@ -364,7 +365,7 @@ DepthRun train_depth(const Graph3D& graph, const ProcessGrid& grid, int depth, b
   TrainerOptions options;
   options.epochs = 2;
   Trainer trainer(model, *source, world, options);
-  const TrainResult r = trainer.run();
+  const fixtures::RunWithWeights r = fixtures::run_with_weights(trainer);
   DepthRun run{{}, r.final_weights};
   for (const EpochRecord& e : r.history)
     run.numbers.insert(run.numbers.end(), {e.loss, e.train_acc, e.valid_acc, e.test_acc, e.valid_loss});
@@ -477,7 +478,7 @@ std::vector<float> weights_after(const Communicator& comm, const GridShape& shap
   options.eval_every = 0;
   Trainer trainer(model, source, comm, options);
   if (step) trainer.set_step(std::move(step));
-  return trainer.run().final_weights;
+  return fixtures::run_with_weights(trainer).final_weights;
 }
 }  // namespace
 

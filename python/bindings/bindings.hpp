@@ -26,7 +26,12 @@ Communicator communicator_from(const py::object& comm);
 /// Runs `body` with the GIL released. A CollectiveError (every rank has it) becomes tessera.Error on every
 /// rank; any other exception was seen by one rank only while the others may wait in a collective, so, as
 /// the `tessera` program does, it is printed with its rank and the job is aborted: never a hang.
-void run_collective(const Communicator& world, const std::function<void()>& body);
+/// How a message names the options the library names as `name`: the program's flags (--name, for
+/// tessera.train, whose options are the program's) or Python keywords (name, with '_' for '-').
+enum class Words { Flags, Keywords };
+/// A library message with its options as Python keywords.
+std::string with_keywords(const std::string& message);
+void run_collective(const Communicator& world, const std::function<void()>& body, Words words = Words::Keywords);
 
 /// A trainer hook that calls Python: `on_epoch(json_text) -> bool` after every epoch (every rank),
 /// `on_step(json_text)` after every step of modes that report steps. An exception in either, on any rank,

@@ -56,17 +56,22 @@ const LoadedGraph& require_loaded(const LoadedGraph& g) {
   return g;
 }
 
+// The value `text` names in an enum's table, or Error naming the option (`option`) and the choices.
+template <class E, size_t N>
+E named(const char* option, const EnumName<E> (&table)[N], const std::string& text) {
+  if (const std::optional<E> value = value_named(table, text)) return *value;
+  fail("`", option, "` must be ", choices_of(table), ", not '", text, "'");
+}
+
 Normalization normalization_from(const std::string& name) {
-  if (name == "symmetric") return Normalization::Symmetric;
-  if (name == "mean") return Normalization::Mean;
-  if (name == "sum") return Normalization::Sum;
-  fail("normalization must be symmetric, mean or sum, not '", name, "'");
+  if (const std::optional<Normalization> value = value_named(kNormalizationNames, name)) return *value;
+  fail("normalization must be ", choices_of(kNormalizationNames), ", not '", name, "'");
 }
 
 Graph3DOptions graph_options(const py::dict& o) {
   Graph3DOptions load;
   load.layers = o["layers"].cast<int>();
-  load.permute = app::parse_permute_mode(o["permute"].cast<std::string>());
+  load.permute = named("permute", kPermuteModeNames, o["permute"].cast<std::string>());
   load.seed = o["seed"].cast<uint64_t>();
   load.normalization = normalization_from(o["normalization"].cast<std::string>());
   load.normalize_features = o["normalize_features"].cast<bool>();
@@ -170,24 +175,43 @@ std::unique_ptr<Loss> loss_from(const std::string& name) {
   fail("loss must be cross_entropy or binary_cross_entropy, not '", name, "'");
 }
 
+// fit()'s options: each given (not None) one over the C++ struct's default, so the defaults live in C++ only.
+template <class T>
+void take(const py::dict& o, const char* key, T& field) {
+  if (o.contains(key) && !o[key].is_none()) field = o[key].cast<T>();
+}
+
 TrainerOptions trainer_options(const py::dict& o) {
   TrainerOptions t;
-  t.epochs = o["epochs"].cast<int64_t>();
-  t.eval_every = o["eval_every"].cast<int64_t>();
-  t.optimizer.lr = o["lr"].cast<float>();
-  t.optimizer.weight_decay = o["weight_decay"].cast<float>();
-  t.clip_grad_norm = o["clip_grad_norm"].cast<double>();
+  take(o, "epochs", t.epochs);
+  take(o, "eval_every", t.eval_every);
+  take(o, "lr", t.optimizer.lr);
+  take(o, "weight_decay", t.optimizer.weight_decay);
+  take(o, "clip_grad_norm", t.clip_grad_norm);
   return t;
 }
 
 ScheduleSettings schedule_from(const py::dict& o) {
   ScheduleSettings s;
-  s.kind = app::parse_schedule(o["lr_schedule"].cast<std::string>());
-  s.warmup_epochs = o["lr_warmup"].cast<double>();
-  s.step_every = o["lr_step_every"].cast<double>();
-  s.gamma = o["lr_gamma"].cast<double>();
-  s.min_lr = o["lr_min"].cast<double>();
+  if (o.contains("lr_schedule") && !o["lr_schedule"].is_none())
+    s.kind = named("lr-schedule", kScheduleKindNames, o["lr_schedule"].cast<std::string>());
+  take(o, "lr_warmup", s.warmup_epochs);
+  take(o, "lr_step_every", s.step_every);
+  take(o, "lr_gamma", s.gamma);
+  take(o, "lr_min", s.min_lr);
   return s;
+}
+
+// The defaults fit() documents, read off the structs (TrainerOptions, AdamSettings, ScheduleSettings).
+py::dict fit_defaults() {
+  const TrainerOptions t;
+  const ScheduleSettings s;
+  py::dict d;
+  d["epochs"] = t.epochs, d["eval_every"] = t.eval_every, d["lr"] = t.optimizer.lr;
+  d["weight_decay"] = t.optimizer.weight_decay, d["clip_grad_norm"] = t.clip_grad_norm;
+  d["lr_schedule"] = schedule_name(s.kind), d["lr_warmup"] = s.warmup_epochs, d["lr_step_every"] = s.step_every;
+  d["lr_gamma"] = s.gamma, d["lr_min"] = s.min_lr;
+  return d;
 }
 
 // Full-graph training of a Sequential of `layers` on `g`.
@@ -267,6 +291,7 @@ void bind_composition(py::module_& m) {
   m.def("load_graph", &load_graph, py::arg("path"), py::arg("grid"), py::arg("options"), py::arg("comm"));
   m.def("fit", &fit, py::arg("graph"), py::arg("layers"), py::arg("seed"), py::arg("options"),
         py::arg("on_epoch"), py::arg("on_step"));
+  m.def("fit_defaults", &fit_defaults, "fit()'s defaults, as the C++ structs hold them");
 }
 
 }  // namespace tessera::python

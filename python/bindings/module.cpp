@@ -9,8 +9,11 @@
 #include <cstdio>
 
 #include "bindings.hpp"
+
+#include "tessera/cli/command_line.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
 #include "tessera/core/runtime.hpp"
 #include "tessera/models/training/hooks.hpp"
 
@@ -110,16 +113,46 @@ Communicator communicator_from(const py::object& comm) {
   return Communicator(given, false, nullptr).dup();
 }
 
-void run_collective(const Communicator& world, const std::function<void()>& body) {
+std::string with_keywords(const std::string& message) {
+  std::string out = message;
+  for (size_t open = out.find('`'); open != std::string::npos; open = out.find('`', open)) {
+    const size_t close = out.find('`', open + 1);
+    if (close == std::string::npos) break;
+    std::string name = out.substr(open + 1, close - open - 1);
+    for (char& c : name) c = c == '-' ? '_' : c;
+    out.replace(open, close - open + 1, name);
+    open += name.size();
+  }
+  return out;
+}
+
+namespace {
+// Log lines and errors word options as the call's caller spells them, for the call's duration.
+class RendererScope {
+ public:
+  explicit RendererScope(Words words)
+      : previous_(set_message_renderer(words == Words::Flags ? &app::with_flags : &with_keywords)) {}
+  ~RendererScope() { set_message_renderer(previous_); }
+  RendererScope(const RendererScope&) = delete;
+  RendererScope& operator=(const RendererScope&) = delete;
+
+ private:
+  MessageRenderer previous_;
+};
+}  // namespace
+
+void run_collective(const Communicator& world, const std::function<void()>& body, Words words) {
+  const RendererScope scope(words);
+  const auto worded = [](const std::string& message) { return render_message(message); };
   std::string collective;
   {
     py::gil_scoped_release release;
     try {
       body();
     } catch (const CollectiveError& e) {
-      collective = e.what();
+      collective = worded(e.what());
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "tessera: error: %s (rank %d)\n", e.what(), world.rank());
+      std::fprintf(stderr, "tessera: error: %s (rank %d)\n", worded(e.what()).c_str(), world.rank());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -188,7 +221,7 @@ PYBIND11_MODULE(_tessera, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const tessera::Error& e) {
-      PyErr_SetString(tp::error_type().ptr(), e.what());
+      PyErr_SetString(tp::error_type().ptr(), tp::with_keywords(e.what()).c_str());
     }
   });
   m.def(

@@ -24,16 +24,16 @@ py::object train(const std::vector<std::string>& args, const py::object& comm, p
   run_collective(world, [&] {
     options = app::parse_train_arguments(args, world);
     if (!options) return;
-    options->keep_node_outputs = keep_outputs;
-    set_progress_enabled(!options->quiet);
+    options->outputs.keep_node_outputs = keep_outputs;
+    set_progress_enabled(!options->outputs.quiet);
     // As the program does: SIGTERM / SIGUSR1 (a batch job's time limit) stop every rank at an epoch end,
     // with a checkpoint where one is asked for; TrainResult.stop_signal says so. A signal from before
     // this call is not this run's.
     StopSignalWatch::clear();
     const StopSignalWatch watch;
-    options->stop_on_signal = true;
+    options->trainer.stop_on_signal = true;
     result = run_training(*options, world, std::move(hooks));
-  });
+  }, Words::Flags);
   if (!options) return py::none();
   return result_to_python(std::move(result));
 }

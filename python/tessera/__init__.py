@@ -27,7 +27,7 @@ from .readers import (read_ogb, read_planetoid, read_gnn_benchmark, read_plain_n
                       READERS)
 from .training import TrainResult, train
 from .compose import (Sequential, GcnConv, SageConv, Linear, Dropout, ReLU, BatchNorm, RmsNorm,
-                      LoadedGraph, graph_from_arrays, load_graph, fit)
+                      LoadedGraph, graph_from_arrays, load_graph, fit, fit_defaults)
 
 
 def get_dataset(name, root=None, mirror=None):
@@ -48,4 +48,4 @@ __version__ = "0.1.0"
 __all__ = ["Graph", "write_graph", "get_dataset", "largest_connected_component", "per_class_split", "read_ogb",
            "read_planetoid", "read_gnn_benchmark", "read_plain_npz", "read_graphsaint", "read_reddit", "READERS", "TrainResult",
            "train", "Sequential", "GcnConv", "SageConv", "Linear", "Dropout", "ReLU", "BatchNorm", "RmsNorm",
-           "LoadedGraph", "graph_from_arrays", "load_graph", "fit", "Error"]
+           "LoadedGraph", "graph_from_arrays", "load_graph", "fit", "fit_defaults", "Error"]

@@ -41,6 +41,7 @@ class Linear(_Dense):
     kind = "linear"
 
 
+
 @dataclass(frozen=True)
 class Dropout:
     """Dropout on training passes at `rate`."""
@@ -183,19 +184,24 @@ def load_graph(path, *, grid: str = "", comm=None, normalization: str = "symmetr
     return LoadedGraph(bindings().load_graph(str(path), grid, options, comm))
 
 
-def fit(model: Sequential, graph: LoadedGraph, *, epochs: int = 200, lr: float = 0.01, weight_decay: float = 0.0,
-        eval_every: int = 1, clip_grad_norm: float = 0.0, loss: str = "cross_entropy",
-        lr_schedule: str = "constant", lr_warmup: float = 0.0, lr_step_every: float = 30, lr_gamma: float = 0.1,
-        lr_min: float = 0.0, hooks=(), keep_outputs: bool = True, quiet: bool = True) -> TrainResult:
+def fit_defaults() -> dict:
+    """fit()'s defaults, read off the C++ structs (TrainerOptions, AdamSettings, ScheduleSettings)."""
+    return dict(bindings().fit_defaults())
+
+
+def fit(model: Sequential, graph: LoadedGraph, *, epochs: int = None, lr: float = None, weight_decay: float = None,
+        eval_every: int = None, clip_grad_norm: float = None, loss: str = "cross_entropy",
+        lr_schedule: str = None, lr_warmup: float = None, lr_step_every: float = None, lr_gamma: float = None,
+        lr_min: float = None, hooks=(), keep_outputs: bool = True, quiet: bool = True) -> TrainResult:
     """Collective: trains `model` on the whole of `graph` with Adam (weight decay on weights, not biases).
     loss: cross_entropy (scored by accuracy) or binary_cross_entropy (one logit per node, scored by ROC-AUC).
     lr_schedule: constant, step (lr_gamma every lr_step_every epochs) or cosine (down to lr_min), after
-    lr_warmup epochs of linear warm-up. hooks and the result as in tessera.train."""
+    lr_warmup epochs of linear warm-up. An option left None takes the C++ library's default, which
+    `fit_defaults()` lists (the same as `tessera train`'s). hooks and the result as in tessera.train."""
     on_epoch, on_step = _hook_calls(hooks)
-    options = {"epochs": int(epochs), "lr": float(lr), "weight_decay": float(weight_decay),
-               "eval_every": int(eval_every), "clip_grad_norm": float(clip_grad_norm), "loss": loss,
-               "lr_schedule": lr_schedule, "lr_warmup": float(lr_warmup), "lr_step_every": float(lr_step_every),
-               "lr_gamma": float(lr_gamma), "lr_min": float(lr_min), "keep_outputs": bool(keep_outputs),
-               "quiet": bool(quiet)}
+    options = {"epochs": epochs, "lr": lr, "weight_decay": weight_decay, "eval_every": eval_every,
+               "clip_grad_norm": clip_grad_norm, "loss": loss, "lr_schedule": lr_schedule, "lr_warmup": lr_warmup,
+               "lr_step_every": lr_step_every, "lr_gamma": lr_gamma, "lr_min": lr_min,
+               "keep_outputs": bool(keep_outputs), "quiet": bool(quiet)}
     layers = [_layer_spec(layer) for layer in model.layers]
     return _result(bindings().fit(graph._handle, layers, model.seed, options, on_epoch, on_step))

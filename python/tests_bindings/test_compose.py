@@ -119,10 +119,11 @@ def test_refusals_on_every_rank(generated):
         tessera.fit(tessera.Sequential([tessera.GcnConv(3)]), mean)
     with pytest.raises(tessera.Error, match="loss must be"):
         tessera.fit(tessera.Sequential([tessera.GcnConv(3)]), g, loss="hinge")
-    for bad, message in ((dict(weight_decay=-1), "--weight-decay must be finite and not negative"),
-                         (dict(lr=-1), "--lr must be finite and not negative"),
-                         (dict(epochs=0), "--epochs must be at least 1"),
-                         (dict(lr_schedule="linear"), "--lr-schedule must be constant, step or cosine")):
+    # Library errors name the option as fit() takes it (the program's own messages name its flags).
+    for bad, message in ((dict(weight_decay=-1), "^weight_decay must be finite and not negative"),
+                         (dict(lr=-1), "^lr must be finite and not negative"),
+                         (dict(epochs=0), "^epochs must be at least 1"),
+                         (dict(lr_schedule="linear"), "^lr_schedule must be constant, step or cosine")):
         with pytest.raises(tessera.Error, match=message):
             tessera.fit(tessera.Sequential([tessera.GcnConv(3)]), g, **bad)
     for layer, message in ((tessera.GcnConv(4, dropout=-0.5), r"dropout must be in \[0, 1\), not -0.5"),
@@ -135,3 +136,23 @@ def test_refusals_on_every_rank(generated):
     if COMM.size > 1:
         with pytest.raises(tessera.Error, match="name the 3D grid of these"):
             tessera.load_graph(generated)
+
+
+def test_fit_defaults_are_the_programs():
+    """fit()'s defaults are read off the C++ structs: the same as `tessera train --print-config` writes."""
+    import subprocess
+    program = os.environ.get("TESSERA")
+    if not program:
+        pytest.skip("TESSERA is not set")
+    # A program of its own, outside this MPI job (its variables would make it join it).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_"))}
+    config = subprocess.run([program, "train", "--data", "x.h5", "--print-config"], capture_output=True, text=True,
+                            check=True, env=env).stdout
+    written = dict(line.split("=", 1) for line in config.splitlines() if "=" in line and not line.startswith("#"))
+    defaults = tessera.fit_defaults()
+    for key, option in (("epochs", "epochs"), ("lr", "lr"), ("weight_decay", "weight-decay"),
+                        ("eval_every", "eval-every"), ("clip_grad_norm", "clip-grad-norm"),
+                        ("lr_warmup", "lr-warmup"), ("lr_step_every", "lr-step-every"), ("lr_gamma", "lr-gamma"),
+                        ("lr_min", "lr-min")):
+        assert float(written[option]) == pytest.approx(float(defaults[key])), key
+    assert written["lr-schedule"] == f'"{defaults["lr_schedule"]}"'

@@ -232,8 +232,10 @@ case "$case_name" in
     expect_error "--parts 1000 is more than the graph's [0-9]+ nodes" "-" -- "$TESSERA" partition --data g.h5 --parts 1000
     expect_error "--method must be metis or random, not 'best'" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" partition --data g.h5 --parts 2 --method best
+    out=$($MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --epochs 1 2>&1) || { echo "$out"; exit 1; }
+    grep -qF "no partition metis-2 in g.h5: using block" <<<"$out" || { echo "$out"; echo "FAILED: no fallback line"; exit 1; }
     expect_error "g.h5: no partition 'metis-2' \(make it with: tessera partition --data g.h5 --parts 2" "-" -- \
-      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2
     "$TESSERA" partition --data g.h5 --parts 3 --method random >/dev/null || exit 1
     expect_error "partition 'random-3' has 3 parts but the job runs on 2 ranks" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --partition random-3

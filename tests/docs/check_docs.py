@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Checks the documentation against the repository and the built program.
 
-  check_docs.py links ROOT              every relative link and anchor in the Markdown pages resolves, and no
-                                        page or source points outside the repository (../shared)
+  check_docs.py links ROOT              every relative link and anchor in the Markdown pages resolves, every
+                                        "architecture.md §N" a source cites is a section, and no page or
+                                        source points outside the repository (../shared)
   check_docs.py reference ROOT TESSERA  docs/reference/cli.md, config.md and python.md are what gen_reference.sh
                                         writes now, and name every option of every subcommand
   check_docs.py tutorials ROOT TESSERA DATA
@@ -82,7 +83,7 @@ def check_links(root):
                 continue
             if "../shared" in text or "shared/DESIGN" in text:
                 problems.append(f"{os.path.relpath(path, root)}: points at ../shared")
-    problems += check_snippets(root) + check_message_paths(root)
+    problems += check_snippets(root) + check_message_paths(root) + check_section_citations(root)
     return problems, f"{len(pages(root))} pages"
 
 
@@ -128,6 +129,28 @@ def check_message_paths(root):
                 for named in set(re.findall(r"(?:docs|datasets)/[\w./-]+\.md", open(path, encoding="utf-8").read())):
                     if not os.path.exists(os.path.join(root, named)):
                         problems.append(f"{os.path.relpath(path, root)}: names {named}, which does not exist")
+    return problems
+
+
+CITATION = re.compile(r"architecture(?:\.md)?(?:\]\([^)]*\))? ?§(\d+)")
+
+
+def check_section_citations(root):
+    """Every "architecture.md §N" a source or page cites (and every §N inside that page) is a numbered section."""
+    page = os.path.join(root, "docs", "architecture.md")
+    text = open(page).read()
+    sections = set(re.findall(r"^## (\d+)\. ", text, re.M))
+    problems = [f"docs/architecture.md: cites §{n}, which is not a section"
+                for n in sorted(set(re.findall(r"§(\d+)", prose(text)))) if n not in sections]
+    for top in ("src", "apps", "python", "tests", "scripts", "docs", "examples", "README.md"):
+        start = os.path.join(root, top)
+        files = [start] if os.path.isfile(start) else [os.path.join(d, f) for d, _, fs in os.walk(start) for f in fs]
+        for path in files:
+            if not path.endswith((".cpp", ".hpp", ".py", ".sh", ".md", ".txt", ".cmake")):
+                continue
+            for n in sorted(set(CITATION.findall(open(path, encoding="utf-8").read()))):
+                if n not in sections:
+                    problems.append(f"{os.path.relpath(path, root)}: cites docs/architecture.md §{n}, which is not a section")
     return problems
 
 

@@ -75,11 +75,11 @@ inline TrainOptions paper_setup(const std::string& data, uint64_t seed) {
   o.model.hidden = 16;
   o.model.dropout = o.model.input_dropout = 0.5f;
   o.model.seed = seed;
-  o.optimizer.lr = 0.01f;
-  o.optimizer.weight_decay = 5e-4f;
-  o.epochs = 200;
+  o.trainer.optimizer.lr = 0.01f;
+  o.trainer.optimizer.weight_decay = 5e-4f;
+  o.trainer.epochs = 200;
   o.normalize_features = true;
-  o.quiet = true;
+  o.outputs.quiet = true;
   return o;
 }
 

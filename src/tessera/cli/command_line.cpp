@@ -55,6 +55,22 @@ std::string config_message(const std::string& what, const std::string& config) {
 
 }  // namespace
 
+std::string with_flags(const std::string& message) {
+  std::string out;
+  size_t at = 0;
+  while (true) {
+    const size_t open = message.find('`', at);
+    const size_t close = open == std::string::npos ? open : message.find('`', open + 1);
+    if (close == std::string::npos) break;
+    const std::string name = message.substr(open + 1, close - open - 1);
+    const bool option =
+        !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
+    out += message.substr(at, open - at) + (option ? "--" + name : message.substr(open, close - open + 1));
+    at = close + 1;
+  }
+  return out + message.substr(at);
+}
+
 std::unique_ptr<CLI::App> make_app() {
   auto app = std::make_unique<CLI::App>("Tessera: distributed graph neural network training", "tessera");
   app->require_subcommand(1);

@@ -15,6 +15,11 @@
 
 namespace tessera::app {
 
+/// A library message in the program's words: every option the library names in backquotes (`epochs`,
+/// `clip-grad-norm`) becomes its flag (--epochs, --clip-grad-norm). The program and the bindings' command-line
+/// entry use it.
+std::string with_flags(const std::string& message);
+
 /// The program's app: its description, --version and --config (subcommands are added by the caller).
 std::unique_ptr<CLI::App> make_app();
 

@@ -291,9 +291,11 @@ std::vector<CLI::ConfigItem> TomlConfig::from_config(std::istream& input) const 
 
 std::string TomlConfig::origin_of(const std::string& message) const {
   for (const auto& [key, line] : lines_) {
-    const std::string flag = "--" + key;
-    if (message.compare(0, flag.size(), flag) != 0) continue;
-    if (message.size() > flag.size() && is_bare_key_char(message[flag.size()])) continue;  // --lr vs --lr-min
+    // The program's flag (--lr) or the library's name for the option (`lr`).
+    const std::string flag = "--" + key, named = "`" + key + "`";
+    const bool as_flag = message.compare(0, flag.size(), flag) == 0 &&
+                         !(message.size() > flag.size() && is_bare_key_char(message[flag.size()]));  // --lr-min
+    if (!as_flag && message.compare(0, named.size(), named) != 0) continue;
     if (given_.count(flag) > 0) continue;  // the command line's value, not the file's
     return file_ + ": line " + std::to_string(line) + ": ";
   }

@@ -27,7 +27,7 @@ class TomlConfig : public CLI::ConfigBase {
     file_ = std::move(file);
     given_ = std::move(given);
   }
-  /// "FILE: line N: " when `message` is about an option (it starts with "--NAME") whose value came from
+  /// "FILE: line N: " when `message` is about an option (it starts with --NAME or `NAME`) whose value came from
   /// line N of the file read last, else "".
   std::string origin_of(const std::string& message) const;
   /// The options of `app` as TOML (its groups as comments when write_description), each value quoted and

@@ -150,120 +150,51 @@ SimulatedNetwork parse_network(const std::string& text) {
 }
 
 namespace {
-// The value whose name is `name` among `values`, or an error listing the names.
-template <class Enum, size_t N>
-Enum by_name(const std::string& flag, const std::string& name,
-             const std::pair<const char*, Enum> (&values)[N], const char* expected) {
-  for (const auto& [text, value] : values)
-    if (name == text) return value;
-  fail(flag, " must be ", expected, ", not '", name, "'");
+// The value `name` names in `table`, or Error "FLAG must be a, b or c, not 'name'".
+template <class E, size_t N>
+E by_name(const std::string& flag, const std::string& name, const EnumName<E> (&table)[N]) {
+  if (const std::optional<E> value = value_named(table, name)) return *value;
+  fail(flag, " must be ", choices_of(table), ", not '", name, "'");
+}
+
+// The same with the message "FLAG: expected a, b or c, got 'name'".
+template <class E, size_t N>
+E expected(const std::string& flag, const std::string& name, const EnumName<E> (&table)[N]) {
+  if (const std::optional<E> value = value_named(table, name)) return *value;
+  fail(flag, ": expected ", choices_of(table), ", got '", name, "'");
 }
 }  // namespace
 
-TrainMode parse_mode(const std::string& name) {
-  static const std::pair<const char*, TrainMode> v[] = {
-      {"full", TrainMode::Full}, {"minibatch", TrainMode::Minibatch}, {"sampled", TrainMode::Sampled}};
-  for (const auto& [text, value] : v)
-    if (name == text) return value;
-  fail("--mode: expected full, minibatch or sampled, got '", name, "'");
+TrainMode parse_mode(const std::string& name) { return expected("--mode", name, kTrainModeNames); }
+MemoryPolicy parse_memory_policy(const std::string& name) {
+  return by_name("--memory-policy", name, kMemoryPolicyNames);
 }
-
-ModelKind parse_model_kind(const std::string& name) {
-  static const std::pair<const char*, ModelKind> v[] = {{"gcn", ModelKind::Gcn}, {"sage", ModelKind::Sage}};
-  return by_name("--model", name, v, "gcn or sage");
-}
-
-NormKind parse_norm(const std::string& name) {
-  static const std::pair<const char*, NormKind> v[] = {
-      {"none", NormKind::None}, {"batch", NormKind::Batch}, {"rms", NormKind::Rms}};
-  return by_name("--norm", name, v, "none, batch or rms");
-}
-
-OptimizerKind parse_optimizer(const std::string& name) {
-  static const std::pair<const char*, OptimizerKind> v[] = {{"adam", OptimizerKind::Adam},
-                                                            {"adamw", OptimizerKind::AdamW}};
-  return by_name("--optimizer", name, v, "adam or adamw");
-}
-
-ScheduleKind parse_schedule(const std::string& name) {
-  static const std::pair<const char*, ScheduleKind> v[] = {
-      {"constant", ScheduleKind::Constant}, {"step", ScheduleKind::Step}, {"cosine", ScheduleKind::Cosine}};
-  return by_name("--lr-schedule", name, v, "constant, step or cosine");
-}
-
-PermuteMode parse_permute_mode(const std::string& name) {
-  static const std::pair<const char*, PermuteMode> v[] = {
-      {"none", PermuteMode::None}, {"single", PermuteMode::Single}, {"double", PermuteMode::Double}};
-  return by_name("--permute", name, v, "none, single or double");
-}
-
-CommDtype parse_comm_dtype(const std::string& name) {
-  if (name == "f32" || name == "fp32") return CommDtype::F32;
-  if (name == "bf16") return CommDtype::Bf16;
-  fail("--comm-dtype: expected f32 or bf16, got '", name, "'");
-}
-
-GemmDtype parse_gemm_dtype(const std::string& name) {
-  if (name == "f32" || name == "fp32") return GemmDtype::F32;
-  if (name == "bf16") return GemmDtype::Bf16;
-  fail("--gemm-dtype: expected f32 or bf16, got '", name, "'");
-}
-
+ModelKind parse_model_kind(const std::string& name) { return by_name("--model", name, kModelKindNames); }
+NormKind parse_norm(const std::string& name) { return by_name("--norm", name, kNormKindNames); }
+OptimizerKind parse_optimizer(const std::string& name) { return by_name("--optimizer", name, kOptimizerKindNames); }
+ScheduleKind parse_schedule(const std::string& name) { return by_name("--lr-schedule", name, kScheduleKindNames); }
+PermuteMode parse_permute_mode(const std::string& name) { return by_name("--permute", name, kPermuteModeNames); }
+CommDtype parse_comm_dtype(const std::string& name) { return expected("--comm-dtype", name, kCommDtypeNames); }
+GemmDtype parse_gemm_dtype(const std::string& name) { return expected("--gemm-dtype", name, kGemmDtypeNames); }
 HostGemmLibrary parse_host_gemm(const std::string& name) {
-  static const std::pair<const char*, HostGemmLibrary> v[] = {
-      {"auto", HostGemmLibrary::Auto}, {"blas", HostGemmLibrary::Blas}, {"onednn", HostGemmLibrary::OneDnn}};
-  return by_name("--host-gemm", name, v, "auto, blas or onednn");
+  return by_name("--host-gemm", name, kHostGemmLibraryNames);
 }
-
-KernelPath parse_kernel_path(const std::string& name) {
-  static const std::pair<const char*, KernelPath> v[] = {{"auto", KernelPath::Auto},
-                                                         {"host", KernelPath::Host},
-                                                         {"team", KernelPath::Team},
-                                                         {"vendor", KernelPath::Vendor}};
-  return by_name("--kernels", name, v, "auto, host, team or vendor");
-}
-
-CommBackend parse_comm_backend(const std::string& name) {
-  static const std::pair<const char*, CommBackend> v[] = {{"auto", CommBackend::Auto},
-                                                          {"mpi", CommBackend::Mpi},
-                                                          {"mpi-host", CommBackend::MpiHost},
-                                                          {"nccl", CommBackend::Nccl}};
-  return by_name("--comm", name, v, "auto, mpi, mpi-host or nccl");
-}
-
+KernelPath parse_kernel_path(const std::string& name) { return by_name("--kernels", name, kKernelPathNames); }
+CommBackend parse_comm_backend(const std::string& name) { return by_name("--comm", name, kCommBackendNames); }
 SamplePlace parse_sample_place(const std::string& name) {
-  static const std::pair<const char*, SamplePlace> v[] = {
-      {"auto", SamplePlace::Auto}, {"host", SamplePlace::Host}, {"device", SamplePlace::Device}};
-  return by_name("--sample-on", name, v, "auto, host or device");
+  return by_name("--sample-on", name, kSamplePlaceNames);
 }
-
 PrefetchPolicy parse_prefetch_policy(const std::string& name) {
-  static const std::pair<const char*, PrefetchPolicy> v[] = {{"none", PrefetchPolicy::None},
-                                                             {"static", PrefetchPolicy::Static},
-                                                             {"periodic", PrefetchPolicy::Periodic},
-                                                             {"adaptive", PrefetchPolicy::Adaptive},
-                                                             {"external", PrefetchPolicy::External}};
-  return by_name("--prefetch-policy", name, v, "none, static, periodic, adaptive or external");
+  return by_name("--prefetch-policy", name, kPrefetchPolicyNames);
 }
-
 PartitionMethod parse_partition_method(const std::string& name) {
-  static const std::pair<const char*, PartitionMethod> v[] = {{"metis", PartitionMethod::Metis},
-                                                              {"random", PartitionMethod::Random}};
-  return by_name("--method", name, v, "metis or random");
+  return by_name("--method", name, kPartitionMethodNames);
 }
-
 CheckpointParameters parse_checkpoint_parameters(const std::string& name) {
-  static const std::pair<const char*, CheckpointParameters> v[] = {{"auto", CheckpointParameters::Auto},
-                                                                   {"best", CheckpointParameters::Best},
-                                                                   {"final", CheckpointParameters::Final}};
-  return by_name("--parameters", name, v, "auto, best or final");
+  return by_name("--parameters", name, kCheckpointParametersNames);
 }
-
 InferenceEngine parse_inference_engine(const std::string& name) {
-  static const std::pair<const char*, InferenceEngine> v[] = {{"auto", InferenceEngine::Auto},
-                                                              {"full", InferenceEngine::Full},
-                                                              {"layerwise", InferenceEngine::Layerwise}};
-  return by_name("--engine", name, v, "auto, full or layerwise");
+  return by_name("--engine", name, kInferenceEngineNames);
 }
 
 }  // namespace tessera::app

@@ -43,6 +43,8 @@ SimulatedNetwork parse_network(const std::string& text);
 
 /// full, minibatch or sampled.
 TrainMode parse_mode(const std::string& name);
+/// auto or refuse (--memory-policy).
+MemoryPolicy parse_memory_policy(const std::string& name);
 /// gcn or sage.
 ModelKind parse_model_kind(const std::string& name);
 /// none, batch or rms.

@@ -28,6 +28,7 @@ struct Args {
               memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto";
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
+  int64_t steps_per_epoch = 0;  // the mode's (MinibatchOptions / SampledOptions::steps_per_epoch)
 };
 
 void add_model_options(CLI::App* cmd, Args& a) {
@@ -41,8 +42,8 @@ void add_model_options(CLI::App* cmd, Args& a) {
   cmd->add_flag("--no-fuse", a.no_fuse, "Norm, ReLU and dropout as separate layers (for comparison)");
   add_seed_option(cmd, m.seed, "Seed of initialization, dropout and sampling");
   cmd->add_option("--optimizer", a.optimizer, "adam or adamw")->capture_default_str();
-  cmd->add_option("--lr", a.o.optimizer.lr, "Learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", a.o.optimizer.weight_decay, "Weight decay on weights (not biases)")
+  cmd->add_option("--lr", a.o.trainer.optimizer.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", a.o.trainer.optimizer.weight_decay, "Weight decay on weights (not biases)")
       ->capture_default_str();
   cmd->add_option("--lr-schedule", a.lr_schedule,
                   "constant, step (--lr times --lr-gamma every --lr-step-every epochs) or cosine (down to "
@@ -57,11 +58,11 @@ void add_model_options(CLI::App* cmd, Args& a) {
       ->capture_default_str();
   cmd->add_option("--lr-min", a.o.schedule.min_lr, "cosine schedule: the learning rate at the end")
       ->capture_default_str();
-  cmd->add_option("--clip-grad-norm", a.o.clip_grad_norm,
+  cmd->add_option("--clip-grad-norm", a.o.trainer.clip_grad_norm,
                   "Scale the gradients down to this global L2 norm before each update where theirs is larger "
                   "(0: never)")
       ->capture_default_str();
-  cmd->add_option("--epochs", a.o.epochs, "Epochs")->capture_default_str();
+  cmd->add_option("--epochs", a.o.trainer.epochs, "Epochs")->capture_default_str();
   cmd->add_flag("--normalize-features", a.o.normalize_features, "Divide each feature row by its sum");
 }
 
@@ -71,9 +72,9 @@ void add_grid_options(CLI::App* cmd, Args& a) {
                   "neighbour sampling, one replica per rank)")
       ->capture_default_str();
   cmd->add_option("--grid", a.grid, "full: XxYxZ or auto (performance model); minibatch: DxXxYxZ");
-  cmd->add_option("--machine", a.o.machine, "--grid auto: perlmutter, frontier or local")
+  cmd->add_option("--machine", a.o.grid.machine, "--grid auto: perlmutter, frontier or local")
       ->capture_default_str();
-  cmd->add_option("--machine-file", a.o.machine_file,
+  cmd->add_option("--machine-file", a.o.grid.machine_file,
                   "--grid auto: a file from tessera bench comm/spmm --fit");
   cmd->add_option("--memory-per-rank", a.memory_per_rank,
                   "full: memory each rank may use (e.g. 4G); a grid predicted to need more is refused before "
@@ -90,8 +91,8 @@ void add_grid_options(CLI::App* cmd, Args& a) {
       "sends its edges and features in as many rounds as that takes; 0: one round (default 256M)");
   cmd->add_option("--permute", a.permute, "none, single or double permutation for load balance")
       ->capture_default_str();
-  cmd->add_flag("--overlap", a.o.overlap, "Overlap each SpMM's all-reduce with the SpMM, in row chunks");
-  cmd->add_flag("--recompute-aggregation", a.o.recompute_aggregation,
+  cmd->add_flag("--overlap", a.o.compute.overlap, "Overlap each SpMM's all-reduce with the SpMM, in row chunks");
+  cmd->add_flag("--recompute-aggregation", a.o.compute.recompute_aggregation,
                 "full / minibatch: keep no layer's A H for backward, aggregate again there (less memory, one "
                 "more SpMM and all-reduce per layer, same results)");
   cmd->add_option("--comm-dtype", a.comm_dtype, "f32 or bf16 on the wire for the multiply's all-reduces")
@@ -105,7 +106,7 @@ void add_grid_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--host-gemm", a.host_gemm,
                   "host fp32 GEMMs through auto (oneDNN where the build has it), blas or onednn")
       ->capture_default_str();
-  cmd->add_flag("--allow-tf32", a.o.allow_tf32, "Vendor GEMMs may round fp32 inputs to TF32 (CUDA builds)");
+  cmd->add_flag("--allow-tf32", a.o.compute.allow_tf32, "Vendor GEMMs may round fp32 inputs to TF32 (CUDA builds)");
   cmd->add_option("--comm", a.comm,
                   "device collectives: auto (NCCL with one GPU per rank, else MPI), mpi, mpi-host (MPI on "
                   "host copies) or "
@@ -115,7 +116,7 @@ void add_grid_options(CLI::App* cmd, Args& a) {
       "--batch-size", a.batch_size,
       "minibatch: vertices per sample, a count (1024) or a fraction of the nodes (0.1); sampled: seeds "
       "per rank per step (default 1024)");
-  cmd->add_option("--steps-per-epoch", a.o.minibatch.steps_per_epoch,
+  cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "minibatch / sampled: steps per epoch (default: about one pass over the nodes)");
   cmd->add_flag("--no-sampler-thread", a.no_sampler_thread, "minibatch: build each batch when it is needed");
   cmd->add_option(
@@ -129,26 +130,27 @@ void add_grid_options(CLI::App* cmd, Args& a) {
 void add_sampled_options(CLI::App* cmd, Args& a) {
   SampledOptions& s = a.o.sampled;
   cmd->add_option(
-      "--partition", a.o.partition,
-      "sampled: /partition/NAME from tessera partition (default metis-RANKS; block on one rank), or block");
+      "--partition", a.o.sampled.partition,
+      "sampled: /partition/NAME from tessera partition, or block (default metis-RANKS where the file has it, "
+      "else block)");
   cmd->add_option(
-      "--partition-file", a.o.partition_file,
+      "--partition-file", a.o.sampled.partition_file,
       "sampled: read the partition from this file (tessera partition --output) instead of --data");
   cmd->add_option("--fanouts", a.fanouts,
                   "sampled: neighbours per layer, input layer first (default 10 each)");
   cmd->add_option("--prefetch-policy", a.prefetch_policy,
                   "sampled: none, static, periodic, adaptive or external")
       ->capture_default_str();
-  cmd->add_option("--prefetch-fraction", s.fraction, "sampled: cache rows as a fraction of the halo")
+  cmd->add_option("--prefetch-fraction", s.prefetch.fraction, "sampled: cache rows as a fraction of the halo")
       ->capture_default_str();
-  cmd->add_option("--prefetch-alpha", s.alpha, "sampled: per-step score decay of cached rows")
+  cmd->add_option("--prefetch-alpha", s.prefetch.alpha, "sampled: per-step score decay of cached rows")
       ->capture_default_str();
-  cmd->add_option("--prefetch-interval", s.interval,
+  cmd->add_option("--prefetch-interval", s.prefetch.interval,
                   "sampled: steps between evictions (periodic) and per window")
       ->capture_default_str();
-  cmd->add_option("--prefetch-agent", s.agent,
+  cmd->add_option("--prefetch-agent", s.prefetch.agent,
                   "sampled, external: command that answers observations (JSON lines)");
-  cmd->add_option("--prefetch-agent-timeout", s.agent_timeout_s,
+  cmd->add_option("--prefetch-agent-timeout", s.prefetch.agent_timeout_s,
                   "sampled, external: seconds to wait for an answer before falling back to periodic")
       ->capture_default_str();
   cmd->add_flag("--no-prefetch-thread", a.no_prefetch_thread, "sampled: prepare each step when it is needed");
@@ -166,33 +168,33 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
 
 void add_output_options(CLI::App* cmd, Args& a) {
   TrainOptions& o = a.o;
-  cmd->add_option("--metrics", o.metrics_path, "Write one JSON line per epoch (and per step, sampled) here");
-  cmd->add_option("--save-predictions", o.predictions_path,
+  cmd->add_option("--metrics", o.outputs.metrics, "Write one JSON line per epoch (and per step, sampled) here");
+  cmd->add_option("--save-predictions", o.outputs.predictions,
                   "Write the best-validation epoch's predicted class of every node here, one per line");
   cmd->add_option(
-      "--save-embeddings", o.embeddings_path,
+      "--save-embeddings", o.outputs.embeddings,
       "Write the best-validation epoch's last hidden layer of every node here (HDF5, /embeddings)");
-  cmd->add_option("--checkpoint", o.checkpoint_dir, "Directory for DIR/checkpoint.h5");
-  cmd->add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every K epochs (0: at the end)");
-  cmd->add_flag("--resume", o.resume, "Continue from DIR/checkpoint.h5");
-  cmd->add_flag("--overwrite-checkpoint", o.overwrite_checkpoint,
+  cmd->add_option("--checkpoint", o.checkpoint.dir, "Directory for DIR/checkpoint.h5");
+  cmd->add_option("--checkpoint-every", o.checkpoint.every, "Checkpoint every K epochs (0: at the end)");
+  cmd->add_flag("--resume", o.checkpoint.resume, "Continue from DIR/checkpoint.h5");
+  cmd->add_flag("--overwrite-checkpoint", o.checkpoint.overwrite,
                 "Start over although DIR/checkpoint.h5 exists (replaced at this run's first save); without it, "
                 "or --resume, such a run is refused");
-  cmd->add_flag("--resume-force", o.resume_force,
+  cmd->add_flag("--resume-force", o.checkpoint.accept_run_differences,
                 "With --resume: continue although the checkpoint was written with other result-changing "
                 "options or another graph (the differences are listed in the log)");
-  cmd->add_option("--eval-every", o.eval_every, "Evaluate every K epochs (and after the last); 0 = never")
+  cmd->add_option("--eval-every", o.trainer.eval_every, "Evaluate every K epochs (and after the last); 0 = never")
       ->capture_default_str();
   cmd->add_option("--patience", o.patience, "Stop after K evaluations without a better validation accuracy")
       ->capture_default_str();
-  cmd->add_flag("--quiet", o.quiet, "Print only the summary");
-  cmd->add_flag("--verbose", o.console.verbose,
+  cmd->add_flag("--quiet", o.outputs.quiet, "Print only the summary");
+  cmd->add_flag("--verbose", o.outputs.console.verbose,
                 "After every epoch also its per-phase times over the ranks (where a replica has several), "
                 "sampling and cache lines; every load phase as it ends and the load's summary");
-  cmd->add_flag("--profile-kernels", o.profile_kernels,
+  cmd->add_flag("--profile-kernels", o.outputs.profile_kernels,
                 "Time every kernel, copy and vendor call of the epochs after the first (device time on a "
                 "GPU) and print the largest per epoch at the end, rank 0's");
-  cmd->add_option("--details-every", o.console.details_every,
+  cmd->add_option("--details-every", o.outputs.console.details_every,
                   "The per-epoch detail lines of --verbose after every K-th epoch only (0: never)")
       ->capture_default_str();
   cmd->add_flag("--print-config", a.print_config,
@@ -329,8 +331,7 @@ void check_given_values(const CLI::App* cmd, const Args& a) {
     require(a.input_dropout >= 0 && a.input_dropout < 1, "--input-dropout must be in [0, 1), not ",
             a.input_dropout);
   if (chosen(cmd, "--steps-per-epoch"))
-    require(a.o.minibatch.steps_per_epoch >= 1, "--steps-per-epoch must be at least 1, not ",
-            a.o.minibatch.steps_per_epoch);
+    require(a.steps_per_epoch >= 1, "--steps-per-epoch must be at least 1, not ", a.steps_per_epoch);
 }
 
 // The strings into the library's types; throws Error naming the flag.
@@ -347,35 +348,39 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   m.norm = parse_norm(a.norm);
   m.input_dropout = a.input_dropout < 0 ? m.dropout : a.input_dropout;
   m.fuse = !a.no_fuse;
-  o.optimizer.kind = parse_optimizer(a.optimizer);
+  o.trainer.optimizer.kind = parse_optimizer(a.optimizer);
   o.schedule.kind = parse_schedule(a.lr_schedule);
-  o.permute = parse_permute_mode(a.permute);
-  o.comm_dtype = parse_comm_dtype(a.comm_dtype);
-  o.gemm_dtype = parse_gemm_dtype(a.gemm_dtype);
-  o.host_gemm = parse_host_gemm(a.host_gemm);
-  o.kernels = parse_kernel_path(a.kernels);
-  o.comm = parse_comm_backend(a.comm);
-  require(a.memory_policy == "auto" || a.memory_policy == "refuse",
-          "--memory-policy must be auto or refuse, not '", a.memory_policy, "'");
-  o.memory_policy = a.memory_policy == "auto" ? MemoryPolicy::Auto : MemoryPolicy::Refuse;
-  if (!a.memory_per_rank.empty()) o.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");
-  if (!a.load_budget.empty()) o.exchange_budget = parse_byte_size(a.load_budget, "--load-budget");
+  o.grid.permute = parse_permute_mode(a.permute);
+  o.compute.comm_dtype = parse_comm_dtype(a.comm_dtype);
+  o.compute.gemm_dtype = parse_gemm_dtype(a.gemm_dtype);
+  o.compute.host_gemm = parse_host_gemm(a.host_gemm);
+  o.compute.kernels = parse_kernel_path(a.kernels);
+  o.compute.comm = parse_comm_backend(a.comm);
+  o.grid.memory_policy = parse_memory_policy(a.memory_policy);
+  if (!a.memory_per_rank.empty()) o.grid.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");
+  if (!a.load_budget.empty()) o.grid.exchange_budget = parse_byte_size(a.load_budget, "--load-budget");
   if (a.grid == "auto")
-    o.auto_grid = true;
+    o.grid.automatic = true;
   else if (!a.grid.empty())
-    o.grid = parse_grid(a.grid);
+    o.grid.shape = parse_grid(a.grid);
   if (o.mode == TrainMode::Minibatch) {
     require(!a.batch_size.empty(), "--mode minibatch needs --batch-size");
     parse_minibatch_size(a.batch_size, o.minibatch);
   }
   o.minibatch.sampler_thread = !a.no_sampler_thread;
-  o.minibatch.sample_on = parse_sample_place(a.sample_on);
-  o.sampled.sample_on = o.minibatch.sample_on;
+  // --steps-per-epoch and --sample-on go to the options of the mode that runs (each mode has its own).
+  const SamplePlace sample_on = parse_sample_place(a.sample_on);
+  if (o.mode == TrainMode::Sampled) {
+    o.sampled.sample_on = sample_on;
+    o.sampled.steps_per_epoch = a.steps_per_epoch;
+  } else {
+    o.minibatch.sample_on = sample_on;
+    o.minibatch.steps_per_epoch = a.steps_per_epoch;
+  }
   SampledOptions& s = o.sampled;
   if (o.mode == TrainMode::Sampled && !a.batch_size.empty()) s.batch_size = parse_seed_count(a.batch_size);
-  s.steps_per_epoch = o.minibatch.steps_per_epoch;
   if (!a.fanouts.empty()) s.fanouts = parse_fanouts(a.fanouts);
-  s.policy = parse_prefetch_policy(a.prefetch_policy);
+  s.prefetch.policy = parse_prefetch_policy(a.prefetch_policy);
   s.thread = !a.no_prefetch_thread;
   s.network = parse_network(a.network);
   require(a.eval == "sampled" || a.eval == "exact", "--eval must be sampled or exact, not '", a.eval, "'");
@@ -393,9 +398,9 @@ int report(const TrainResult& r, const TrainOptions& o) {
   if (r.stop_signal != 0) {
     const std::string epoch = std::to_string(r.history.empty() ? 0 : r.history.back().epoch);
     log_line(std::string("stopped by ") + stop_signal_name(r.stop_signal) + " after epoch " + epoch + ": " +
-             (o.checkpoint_dir.empty()
+             (o.checkpoint.dir.empty()
                   ? "no --checkpoint DIR was given, nothing saved"
-                  : Checkpointer::path_in(o.checkpoint_dir) + " written; continue with --resume") +
+                  : Checkpointer::path_in(o.checkpoint.dir) + " written; continue with --resume") +
              " (exit " + std::to_string(kStoppedBySignal) + ")");
     return kStoppedBySignal;
   }
@@ -466,8 +471,8 @@ void add_train_command(CLI::App& app, Command& selected, TrainRunner run) {
         if (world.rank() == 0) std::printf("%s", config.c_str());
         return 0;
       }
-      options.metrics_header["version"] = version_short();
-      options.metrics_header["config"] = config;
+      options.outputs.metrics_header["version"] = version_short();
+      options.outputs.metrics_header["config"] = config;
       return run(options, world);
     };
   });
@@ -476,10 +481,10 @@ void add_train_command(CLI::App& app, Command& selected, TrainRunner run) {
 void add_train_command(CLI::App& app, Command& selected) {
   add_train_command(app, selected, [](const TrainOptions& given, const Communicator& world) {
     TrainOptions options = given;
-    set_progress_enabled(!options.quiet);
+    set_progress_enabled(!options.outputs.quiet);
     // SIGTERM/SIGUSR1 from here on (during the load too) stop the run at an epoch end with a checkpoint.
     const StopSignalWatch watch;
-    options.stop_on_signal = true;
+    options.trainer.stop_on_signal = true;
     return report(run_training(options, world), options);
   });
 }

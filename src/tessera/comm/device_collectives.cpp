@@ -94,18 +94,6 @@ HostVector<T> host_buffer(int64_t count) {
 
 }  // namespace
 
-const char* comm_backend_name(CommBackend backend) {
-  switch (backend) {
-    case CommBackend::Mpi:
-      return "mpi";
-    case CommBackend::MpiHost:
-      return "mpi-host";
-    case CommBackend::Nccl:
-      return "nccl";
-    default:
-      return "auto";
-  }
-}
 
 bool nccl_available() {
 #if defined(TESSERA_HAVE_NCCL)
@@ -151,10 +139,10 @@ CommBackend resolve_comm_backend(CommBackend backend, const Communicator& world)
     std::set<std::string> devices;
     for (int r = 0; r < world.size(); ++r) devices.insert(std::string(all.data() + size_t(r) * sizeof(name)));
     if (int(devices.size()) < world.size())
-      reason = "two or more ranks share a GPU (NCCL needs one GPU per rank; --comm mpi runs shared GPUs)";
+      reason = "two or more ranks share a GPU (NCCL needs one GPU per rank; `comm` mpi runs shared GPUs)";
   }
   if (backend == CommBackend::Auto) return reason.empty() ? CommBackend::Nccl : CommBackend::Mpi;
-  world.check(reason.empty(), "--comm nccl: " + reason);
+  world.check(reason.empty(), "`comm` nccl: " + reason);
   return CommBackend::Nccl;
 }
 

@@ -15,6 +15,7 @@
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/comm/communicator.hpp"
+#include "tessera/core/enum_names.hpp"
 
 namespace tessera {
 
@@ -25,8 +26,14 @@ enum class CommBackend {
   MpiHost,  ///< MPI on host copies even where MPI claims device support (set_mpi_host_staging)
   Nccl      ///< NCCL (CUDA builds with NCCL; one GPU per rank)
 };
-/// "auto", "mpi", "mpi-host" or "nccl".
-const char* comm_backend_name(CommBackend backend);
+/// The names of CommBackend's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<CommBackend> kCommBackendNames[] = {
+    {CommBackend::Auto, "auto"},
+    {CommBackend::Mpi, "mpi"},
+    {CommBackend::MpiHost, "mpi-host"},
+    {CommBackend::Nccl, "nccl"}};
+/// auto or mpi or mpi-host or nccl: the name of a value.
+inline const char* comm_backend_name(CommBackend backend) { return name_of(kCommBackendNames, backend); }
 
 /// Whether this build has NCCL.
 bool nccl_available();

@@ -8,11 +8,6 @@
 
 namespace tessera {
 
-const char* axis_name(Axis axis) {
-  static const char* names[] = {"D", "X", "Y", "Z"};
-  return names[int(axis)];
-}
-
 namespace {
 // The member of (d, x, y, z) that `axis` names.
 template <class T>

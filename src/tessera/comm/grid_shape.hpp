@@ -10,8 +10,6 @@ namespace tessera {
 
 /// A grid axis: D (data-parallel replicas) and the three axes of a 3D replica.
 enum class Axis { D = 0, X = 1, Y = 2, Z = 3 };
-/// "D", "X", "Y" or "Z".
-const char* axis_name(Axis axis);
 
 /// Extents of the four axes.
 struct GridShape {

@@ -13,9 +13,6 @@
 
 namespace tessera {
 
-const char* comm_dtype_name(CommDtype dtype) {
-  return dtype == CommDtype::Bf16 ? "bf16" : "f32";
-}
 
 namespace {
 using Exec = ExecSpace;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/core/enum_names.hpp"
 #include "tessera/core/views.hpp"
 
 namespace tessera {
@@ -21,8 +22,13 @@ enum class CommDtype {
   F32,  ///< fp32 on the wire
   Bf16  ///< bf16 on the wire, fp32 sums
 };
-/// "f32" or "bf16".
-const char* comm_dtype_name(CommDtype dtype);
+/// The names of CommDtype's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<CommDtype> kCommDtypeNames[] = {
+    {CommDtype::F32, "f32"},
+    {CommDtype::F32, "fp32", true},
+    {CommDtype::Bf16, "bf16"}};
+/// f32 or bf16: the name of a value.
+inline const char* comm_dtype_name(CommDtype dtype) { return name_of(kCommDtypeNames, dtype); }
 
 /// A bf16 all-reduce in flight; the data must outlive it. Records one AllReduce of count * 2 bytes
 /// under `phase` when it completes (an fp32 all-reduce of the same data records count * 4). On one rank

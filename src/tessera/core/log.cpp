@@ -12,6 +12,7 @@ namespace tessera {
 namespace {
 int log_rank = 0;
 bool progress_enabled = true;
+MessageRenderer message_renderer = nullptr;
 
 double progress_interval(double requested) {
   const char* env = std::getenv("TESSERA_PROGRESS_SECONDS");
@@ -60,9 +61,19 @@ bool is_log_rank() {
   return log_rank == 0;
 }
 
+MessageRenderer set_message_renderer(MessageRenderer renderer) {
+  const MessageRenderer previous = message_renderer;
+  message_renderer = renderer;
+  return previous;
+}
+
+std::string render_message(const std::string& message) {
+  return message_renderer != nullptr ? message_renderer(message) : message;
+}
+
 void log_line(const std::string& line) {
   if (!is_log_rank()) return;
-  std::fprintf(stdout, "%s\n", line.c_str());
+  std::fprintf(stdout, "%s\n", render_message(line).c_str());
   std::fflush(stdout);
 }
 

@@ -13,7 +13,16 @@ void set_log_rank(int rank);
 /// This rank prints log lines.
 bool is_log_rank();
 
-/// Prints one line to stdout on rank 0.
+/// How errors and log lines are worded before they print. The library names options in backquotes
+/// (`epochs`); the default prints them so, and a program sets its own (the `tessera` program prints
+/// `epochs` as --epochs, the Python module as epochs).
+using MessageRenderer = std::string (*)(const std::string& message);
+/// Sets how messages are worded (null: as written); returns the renderer it replaces.
+MessageRenderer set_message_renderer(MessageRenderer renderer);
+/// `message` as the current renderer words it.
+std::string render_message(const std::string& message);
+
+/// Prints one line, as the message renderer words it, to stdout on rank 0.
 void log_line(const std::string& line);
 
 /// Progress reports on (false: none; `tessera train --quiet` turns them off). Default on.

@@ -87,14 +87,14 @@ int run_main(int argc, char** argv, int thread_level, const std::function<int(in
   try {
     return body(argc, argv);
   } catch (const CollectiveError& e) {
-    if (runtime.world_rank() == 0) std::fprintf(stderr, "tessera: error: %s\n", e.what());
+    if (runtime.world_rank() == 0) std::fprintf(stderr, "tessera: error: %s\n", render_message(e.what()).c_str());
     std::fflush(stderr);
     return 1;
   } catch (const std::exception& e) {
     if (runtime.world_size() > 1)
-      std::fprintf(stderr, "tessera: error: %s (rank %d)\n", e.what(), runtime.world_rank());
+      std::fprintf(stderr, "tessera: error: %s (rank %d)\n", render_message(e.what()).c_str(), runtime.world_rank());
     else
-      std::fprintf(stderr, "tessera: error: %s\n", e.what());
+      std::fprintf(stderr, "tessera: error: %s\n", render_message(e.what()).c_str());
   } catch (...) {
     std::fprintf(stderr, "tessera: error: unknown exception (rank %d)\n", runtime.world_rank());
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 namespace tessera {
 
@@ -35,7 +36,8 @@ void add_shutdown_hook(std::function<void()> fn);
 
 /// Runs body(argc, argv) inside a Runtime. A CollectiveError is printed by rank 0 and every rank
 /// returns 1 after a clean shutdown; any other exception is printed by the rank that caught it and
-/// the job is aborted with MPI_Abort(1), so ranks blocked in a collective never hang.
+/// the job is aborted with MPI_Abort(1), so ranks blocked in a collective never hang. Errors are worded
+/// by the message renderer (set_message_renderer, core/log.hpp).
 int run_main(int argc, char** argv, int thread_level, const std::function<int(int, char**)>& body);
 
 }  // namespace tessera

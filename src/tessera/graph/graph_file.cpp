@@ -147,10 +147,6 @@ void GraphFileWriter::set_num_edges(int64_t num_edges) {
   h5_write_attr(file_.get(), "num_edges", num_edges);
 }
 
-void GraphFileWriter::set_num_classes(int64_t num_classes) {
-  h5_write_attr(file_.get(), "num_classes", num_classes);
-}
-
 void GraphFileWriter::commit() {
   splits_.clear();
   for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_}) h->close();

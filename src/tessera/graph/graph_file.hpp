@@ -71,10 +71,8 @@ class GraphFileWriter {
   /// Collective: entries [first, first + count) of /node/original_id (created, sized num_nodes, on the first
   /// call): the id each node has in the file a reordered graph was made from (tessera prep reorder).
   void write_original_ids(int64_t first, int64_t count, const int64_t* values);
-  /// Collective: resizes /graph/indices and updates the num_edges and num_classes attributes.
+  /// Collective: resizes /graph/indices and updates the num_edges attribute.
   void set_num_edges(int64_t num_edges);
-  /// Collective: updates the num_classes attribute.
-  void set_num_classes(int64_t num_classes);
 
   /// Collective: closes the file and renames it to its final path.
   void commit();

@@ -26,7 +26,7 @@ CsrMatrix<float, HostSpace> gcn_normalize(const CsrMatrix<float, HostSpace>& a) 
   out.values = HostVector<float>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(nnz));
   std::vector<double> inv_sqrt_degree(static_cast<size_t>(n));
   for (int64_t v = 0; v < n; ++v)
-    inv_sqrt_degree[size_t(v)] = 1.0 / std::sqrt(double(out.row_ptr(v + 1) - out.row_ptr(v)));
+    inv_sqrt_degree[size_t(v)] = degree_scale(Normalization::Symmetric, double(out.row_ptr(v + 1) - out.row_ptr(v)));
   for (int64_t v = 0; v < n; ++v) {
     int64_t at = out.row_ptr(v);
     // Keep rows sorted: the self loop goes where it belongs among the sources.
@@ -42,17 +42,6 @@ CsrMatrix<float, HostSpace> gcn_normalize(const CsrMatrix<float, HostSpace>& a) 
       out.col_idx(at) = u;
       out.values(at++) = float(inv_sqrt_degree[size_t(v)] * inv_sqrt_degree[size_t(u)]);
     }
-  }
-  return out;
-}
-
-CsrMatrix<float, HostSpace> mean_normalize(const CsrMatrix<float, HostSpace>& a) {
-  CsrMatrix<float, HostSpace> out = a;
-  out.values = HostVector<float>(Kokkos::ViewAllocateWithoutInitializing("values"), size_t(a.nnz()));
-  for (int64_t v = 0; v < a.num_rows; ++v) {
-    const int64_t degree = a.row_ptr(v + 1) - a.row_ptr(v);
-    for (int64_t k = a.row_ptr(v); k < a.row_ptr(v + 1); ++k)
-      out.values(k) = (a.is_pattern() ? 1.0f : a.values(k)) / float(degree);
   }
   return out;
 }

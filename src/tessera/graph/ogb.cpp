@@ -231,7 +231,7 @@ std::string resolve_split_dir(const std::string& dir, const std::string& wanted)
   if (wanted.empty()) {
     std::string all;
     for (const std::string& k : kinds) all += (all.empty() ? "" : ", ") + k;
-    require(kinds.size() == 1, dir, "/split holds several splits (", all, "); choose one with --split");
+    require(kinds.size() == 1, dir, "/split holds several splits (", all, "); choose one with `split`");
     return dir + "/split/" + kinds[0];
   }
   require(std::find(kinds.begin(), kinds.end(), wanted) != kinds.end(), dir, "/split/", wanted,

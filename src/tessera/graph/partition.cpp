@@ -15,14 +15,12 @@
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/log.hpp"
 #include "tessera/core/random.hpp"
 #include "tessera/graph/graph_file.hpp"
 
 namespace tessera {
 
-const char* partition_method_name(PartitionMethod method) {
-  return method == PartitionMethod::Metis ? "metis" : "random";
-}
 
 namespace {
 
@@ -55,7 +53,7 @@ void symmetrize(const WholeGraph& g, const std::string& path, std::vector<idx_t>
   const int64_t n = int64_t(g.indptr.size()) - 1;
   const int64_t total = impl::symmetric_csr(g.indptr, g.indices, n <= limit ? limit : -1, xadj, adjncy);
   require(total <= limit && n <= limit, path, ": ", total,
-          " symmetric edges are too many for this METIS build (32-bit indices); use --method random");
+          " symmetric edges are too many for this METIS build (32-bit indices); use `method` random");
 }
 
 std::vector<int32_t> metis_parts(const WholeGraph& g, const std::string& path, int64_t parts) {
@@ -101,8 +99,8 @@ std::vector<int32_t> compute_partition(const std::string& path, int64_t parts, P
                                        uint64_t seed) {
   const WholeGraph g = read_whole(path);
   const int64_t n = int64_t(g.indptr.size()) - 1;
-  require(parts >= 1, path, ": --parts must be at least 1, not ", parts);
-  require(parts <= n, path, ": --parts ", parts, " is more than the graph's ", n, " nodes");
+  require(parts >= 1, path, ": `parts` must be at least 1, not ", parts);
+  require(parts <= n, path, ": `parts` ", parts, " is more than the graph's ", n, " nodes");
   if (parts == 1) return std::vector<int32_t>(size_t(n), 0);
   return method == PartitionMethod::Metis ? metis_parts(g, path, parts) : random_parts(n, parts, seed);
 }
@@ -191,7 +189,7 @@ void check_partition_file(const Communicator& comm, const std::string& path, int
   comm.run_on(0, [&] {
     const Communicator self(MPI_COMM_SELF, false, nullptr);
     prepare_hdf5();
-    require(access(path.c_str(), R_OK) == 0, path, ": --partition-file cannot be read (",
+    require(access(path.c_str(), R_OK) == 0, path, ": `partition-file` cannot be read (",
             std::strerror(errno), ")");
     const H5Handle file = h5_open_file(self, path, false);
     std::string format, fingerprint, graph;
@@ -206,6 +204,28 @@ void check_partition_file(const Communicator& comm, const std::string& path, int
             ", ", nodes, " nodes, fingerprint ", fingerprint, "), not this one (", num_nodes,
             " nodes, fingerprint ", graph_fingerprint, ")");
   });
+}
+
+std::string default_partition(const Communicator& comm, const std::string& path,
+                              const std::string& partition_file) {
+  if (comm.size() == 1) return "block";
+  const std::string metis = "metis-" + std::to_string(comm.size());
+  const std::string& source = partition_file.empty() ? path : partition_file;
+  int has = 0;
+  comm.run_on(0, [&] {
+    prepare_hdf5();
+    const Communicator self(MPI_COMM_SELF, false, nullptr);
+    const H5Handle file = h5_open_file(self, source, false);
+    has = h5_exists(file.get(), "/partition") && h5_exists(file.get(), "/partition/" + metis);
+  });
+  broadcast(comm, &has, 1, 0, "default_partition");
+  if (has) return metis;
+  // A partition file names what it holds; read_partition refuses it with the command that makes metis-P.
+  if (!partition_file.empty()) return metis;
+  log_line("no partition " + metis + " in " + path + ": using block (contiguous ranges of nodes); for fewer "
+           "edges between ranks make it with: tessera partition --data " + path + " --parts " +
+           std::to_string(comm.size()));
+  return "block";
 }
 
 std::vector<int32_t> read_partition(const Communicator& comm, const std::string& path,

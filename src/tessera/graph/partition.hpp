@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/core/enum_names.hpp"
 
 namespace tessera {
 
@@ -19,8 +20,12 @@ enum class PartitionMethod {
   Metis,  ///< METIS k-way, balanced by nodes, training nodes and in-edges
   Random  ///< a seeded random permutation cut into equal pieces
 };
-/// "metis" or "random".
-const char* partition_method_name(PartitionMethod method);
+/// The names of PartitionMethod's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<PartitionMethod> kPartitionMethodNames[] = {
+    {PartitionMethod::Metis, "metis"},
+    {PartitionMethod::Random, "random"}};
+/// metis or random: the name of a value.
+inline const char* partition_method_name(PartitionMethod method) { return name_of(kPartitionMethodNames, method); }
 
 /// How good a partition is.
 struct PartitionReport {
@@ -65,6 +70,14 @@ void check_partition_file(const Communicator& comm, const std::string& path, int
 std::vector<int32_t> read_partition(const Communicator& comm, const std::string& path,
                                     const std::string& name, int64_t expected_parts, int64_t first = 0,
                                     int64_t count = -1);
+
+/// Collective: the partition a run on comm's P ranks reads when none is named. One rank: "block".
+/// Otherwise metis-P where the file it is read from (`partition_file` when given, else `path`) has it.
+/// A graph file without one gives "block" (contiguous ranges of nodes, which every file serves) and a log
+/// line naming the command that makes metis-P; a partition file without one is refused (CollectiveError),
+/// since it was given for its partitions.
+std::string default_partition(const Communicator& comm, const std::string& path,
+                              const std::string& partition_file = "");
 
 /// Node renumbering by (part, old id): new_of_old[v] and the first new id of each part (parts + 1 entries).
 struct Renumbering {

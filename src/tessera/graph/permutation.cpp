@@ -8,9 +8,6 @@
 
 namespace tessera {
 
-const char* permute_mode_name(PermuteMode mode) {
-  return mode == PermuteMode::None ? "none" : mode == PermuteMode::Single ? "single" : "double";
-}
 
 RandomPermutation::RandomPermutation(int64_t n, uint64_t seed, uint64_t stream, int64_t chunk)
     : n_(n), chunk_(chunk), units_(chunk > 0 ? n / chunk : 0) {

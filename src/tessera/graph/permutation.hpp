@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "tessera/core/enum_names.hpp"
+
 #include "tessera/core/random.hpp"  // KOKKOS_INLINE_FUNCTION: p and p^-1 run on devices too
 
 namespace tessera {
@@ -19,8 +21,13 @@ enum class PermuteMode {
   Single,  ///< one permutation for rows and columns
   Double   ///< two independent permutations (p1 rows of even layers, p2 of odd ones)
 };
-/// "none", "single" or "double".
-const char* permute_mode_name(PermuteMode mode);
+/// The names of PermuteMode's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<PermuteMode> kPermuteModeNames[] = {
+    {PermuteMode::None, "none"},
+    {PermuteMode::Single, "single"},
+    {PermuteMode::Double, "double"}};
+/// none or single or double: the name of a value.
+inline const char* permute_mode_name(PermuteMode mode) { return name_of(kPermuteModeNames, mode); }
 
 /// A permutation of [0, n) evaluated in O(1) without a table (a keyed Feistel network).
 class RandomPermutation {

@@ -12,9 +12,6 @@
 
 namespace tessera {
 
-const char* node_ordering_name(NodeOrdering ordering) {
-  return ordering == NodeOrdering::Rcm ? "rcm" : ordering == NodeOrdering::Degree ? "degree" : "metis";
-}
 
 NodePattern symmetric_pattern(const std::vector<int64_t>& indptr, const std::vector<int64_t>& indices) {
   NodePattern p;

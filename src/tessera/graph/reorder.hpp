@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/enum_names.hpp"
 #include "tessera/graph/graph_file.hpp"
 
 namespace tessera {
@@ -20,8 +21,13 @@ enum class NodeOrdering {
   Degree,  ///< by in-degree, largest first (the hubs' rows together), ties by id
   Metis    ///< METIS k-way parts of about `part_nodes` nodes each, one after another, ids ascending inside
 };
-/// "rcm", "degree" or "metis".
-const char* node_ordering_name(NodeOrdering ordering);
+/// The names of NodeOrdering's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<NodeOrdering> kNodeOrderingNames[] = {
+    {NodeOrdering::Rcm, "rcm"},
+    {NodeOrdering::Degree, "degree"},
+    {NodeOrdering::Metis, "metis"}};
+/// rcm or degree or metis: the name of a value.
+inline const char* node_ordering_name(NodeOrdering ordering) { return name_of(kNodeOrderingNames, ordering); }
 
 /// A graph's symmetrized pattern: an edge u-v for every stored edge u -> v or v -> u, no self loops, no
 /// repeats, each row's neighbours ascending (CSR).

@@ -56,7 +56,7 @@ std::vector<int64_t> compute_order(const ReorderOptions& o, const WholeGraph& g)
     case NodeOrdering::Metis:
       break;
   }
-  require(o.part_nodes > 0, "--part-nodes must be positive, not ", o.part_nodes);
+  require(o.part_nodes > 0, "`part-nodes` must be positive, not ", o.part_nodes);
   const int64_t parts = std::max<int64_t>(1, (n + o.part_nodes - 1) / o.part_nodes);
   if (parts == 1) return order_by_part(std::vector<int32_t>(size_t(n), 0));
   return order_by_part(compute_partition(o.input, parts, PartitionMethod::Metis, 1));

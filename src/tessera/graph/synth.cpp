@@ -141,19 +141,19 @@ void check_synthetic_memory(const SynthOptions& o, const Communicator& comm) {
 }  // namespace
 
 GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, const Communicator& comm) {
-  comm.check(o.num_nodes >= 2, "synthetic graph: --nodes must be at least 2");
-  comm.check(o.num_edges >= 1, "synthetic graph: --edges must be at least 1");
-  comm.check(o.num_features >= 1, "synthetic graph: --features must be at least 1");
+  comm.check(o.num_nodes >= 2, "synthetic graph: `nodes` must be at least 2");
+  comm.check(o.num_edges >= 1, "synthetic graph: `edges` must be at least 1");
+  comm.check(o.num_features >= 1, "synthetic graph: `features` must be at least 1");
   comm.check(o.num_classes >= 1 && o.num_classes <= o.num_nodes,
-             "synthetic graph: --classes must be in [1, nodes]");
+             "synthetic graph: `classes` must be in [1, nodes]");
   comm.check(o.rmat_a > 0 && o.rmat_b >= 0 && o.rmat_c >= 0 && o.rmat_a + o.rmat_b + o.rmat_c < 1,
              "synthetic graph: R-MAT probabilities need a > 0, b, c >= 0 and a + b + c < 1");
-  comm.check(o.intra_class >= 0 && o.intra_class <= 1, "synthetic graph: --intra-class must be in [0, 1]");
+  comm.check(o.intra_class >= 0 && o.intra_class <= 1, "synthetic graph: `intra-class` must be in [0, 1]");
   comm.check(o.train_fraction >= 0 && o.valid_fraction >= 0 && o.train_fraction + o.valid_fraction <= 1,
              "synthetic graph: split fractions must be non-negative and sum to at most 1");
   constexpr int64_t kMaxCount = int64_t(1) << 40, kMaxFeatures = int64_t(1) << 20;
   comm.check(o.num_nodes <= kMaxCount && o.num_edges <= kMaxCount && o.num_features <= kMaxFeatures,
-             "synthetic graph: --nodes and --edges must be at most 2^40, --features at most 2^20");
+             "synthetic graph: `nodes` and `edges` must be at most 2^40, `features` at most 2^20");
   const int p = comm.size();
   check_synthetic_memory(o, comm);
   const auto [begin, end] = block_range(o.num_nodes, comm.rank(), p);

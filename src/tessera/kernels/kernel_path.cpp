@@ -31,7 +31,7 @@ HostGemmLibrary chosen_host_gemm = HostGemmLibrary::Auto;
 void require_bf16_gemm() {
   require(
       impl::bf16_gemm_runs(),
-      "--gemm-dtype bf16 needs oneDNN (libdnnl-dev; scripts/setup.sh installs it) and a CPU with AVX-512; "
+      "`gemm-dtype` bf16 needs oneDNN (libdnnl-dev; scripts/setup.sh installs it) and a CPU with AVX-512; "
       "this build or CPU has neither");
 }
 
@@ -40,18 +40,6 @@ const char* kind_name(KernelKind kind) {
 }
 }  // namespace
 
-const char* kernel_path_name(KernelPath path) {
-  switch (path) {
-    case KernelPath::Host:
-      return "host";
-    case KernelPath::Team:
-      return "team";
-    case KernelPath::Vendor:
-      return "vendor";
-    default:
-      return "auto";
-  }
-}
 
 bool kernel_path_available(KernelPath path, KernelKind kind) {
   switch (path) {
@@ -90,9 +78,6 @@ bool vendor_tf32_allowed() {
   return tf32_allowed;
 }
 
-const char* gemm_dtype_name(GemmDtype dtype) {
-  return dtype == GemmDtype::Bf16 ? "bf16" : "f32";
-}
 
 bool bf16_gemm_available() {
   return impl::bf16_gemm_runs();
@@ -106,7 +91,7 @@ void set_gemm_dtype(GemmDtype dtype) {
 void check_gemm_dtype(GemmDtype dtype, KernelPath path) {
   if (dtype == GemmDtype::F32) return;
   const KernelPath gemm_path = resolve_kernel_path(path, KernelKind::Gemm);
-  require(gemm_path == KernelPath::Host, "--gemm-dtype bf16 is for the host GEMM path (oneDNN); --kernels ",
+  require(gemm_path == KernelPath::Host, "`gemm-dtype` bf16 is for the host GEMM path (oneDNN); `kernels` ",
           kernel_path_name(path), " runs GEMMs on the ", kernel_path_name(gemm_path), " path");
   require_bf16_gemm();
 }
@@ -115,9 +100,6 @@ GemmDtype gemm_dtype() {
   return host_gemm_dtype;
 }
 
-const char* host_gemm_library_name(HostGemmLibrary library) {
-  return library == HostGemmLibrary::Blas ? "blas" : library == HostGemmLibrary::OneDnn ? "onednn" : "auto";
-}
 
 bool onednn_gemm_available() {
   return impl::onednn_built();
@@ -125,7 +107,7 @@ bool onednn_gemm_available() {
 
 void check_host_gemm_library(HostGemmLibrary library) {
   require(library != HostGemmLibrary::OneDnn || onednn_gemm_available(),
-          "--host-gemm onednn needs oneDNN (libdnnl-dev; scripts/setup.sh installs it); this build has none");
+          "`host-gemm` onednn needs oneDNN (libdnnl-dev; scripts/setup.sh installs it); this build has none");
 }
 
 void set_host_gemm_library(HostGemmLibrary library) {

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "tessera/core/enum_names.hpp"
+
 namespace tessera {
 
 /// A kernel implementation; an argument of every kernel (never an environment variable).
@@ -29,8 +31,14 @@ enum class KernelKind {
   Elementwise  ///< element-wise kernels and row / column reductions
 };
 
-/// "auto", "host", "team" or "vendor".
-const char* kernel_path_name(KernelPath path);
+/// The names of KernelPath's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<KernelPath> kKernelPathNames[] = {
+    {KernelPath::Auto, "auto"},
+    {KernelPath::Host, "host"},
+    {KernelPath::Team, "team"},
+    {KernelPath::Vendor, "vendor"}};
+/// auto or host or team or vendor: the name of a value.
+inline const char* kernel_path_name(KernelPath path) { return name_of(kKernelPathNames, path); }
 
 /// Whether `path` can run a kernel of `kind` in this build (Auto always can; Host GEMM needs host memory).
 bool kernel_path_available(KernelPath path, KernelKind kind);
@@ -48,8 +56,13 @@ enum class GemmDtype {
         ///< BF16)
 };
 
-/// "f32" or "bf16".
-const char* gemm_dtype_name(GemmDtype dtype);
+/// The names of GemmDtype's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<GemmDtype> kGemmDtypeNames[] = {
+    {GemmDtype::F32, "f32"},
+    {GemmDtype::F32, "fp32", true},
+    {GemmDtype::Bf16, "bf16"}};
+/// f32 or bf16: the name of a value.
+inline const char* gemm_dtype_name(GemmDtype dtype) { return name_of(kGemmDtypeNames, dtype); }
 /// Whether this build has the bf16 host GEMM (oneDNN) and it runs on this CPU.
 bool bf16_gemm_available();
 /// Sets how host-path float GEMMs compute, process-wide like set_vendor_tf32; double GEMMs and the team
@@ -68,8 +81,13 @@ enum class HostGemmLibrary {
   OneDnn  ///< oneDNN's sgemm: faster than OpenBLAS on a GNN layer's narrow shapes (docs/BENCHMARKS.md)
 };
 
-/// "auto", "blas" or "onednn".
-const char* host_gemm_library_name(HostGemmLibrary library);
+/// The names of HostGemmLibrary's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<HostGemmLibrary> kHostGemmLibraryNames[] = {
+    {HostGemmLibrary::Auto, "auto"},
+    {HostGemmLibrary::Blas, "blas"},
+    {HostGemmLibrary::OneDnn, "onednn"}};
+/// auto or blas or onednn: the name of a value.
+inline const char* host_gemm_library_name(HostGemmLibrary library) { return name_of(kHostGemmLibraryNames, library); }
 /// Whether this build has oneDNN's sgemm (host builds that found libdnnl).
 bool onednn_gemm_available();
 /// Throws Error for OneDnn where onednn_gemm_available() is false (like check_gemm_dtype, before a run).

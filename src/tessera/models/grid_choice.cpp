@@ -31,7 +31,7 @@ bool fits(double bytes, const MemoryBudget& budget) {
 }
 
 MemoryBudget memory_budget(const TrainOptions& o, const Communicator& world) {
-  if (o.memory_per_rank >= 0) return {o.memory_per_rank, "--memory-per-rank"};
+  if (o.grid.memory_per_rank >= 0) return {o.grid.memory_per_rank, "`memory-per-rank`"};
   const AvailableMemory node = available_memory();
   const int sharing = thread_choice().known ? std::max(1, thread_choice().node_ranks) : 1;
   const int64_t unknown = std::numeric_limits<int64_t>::max();
@@ -51,7 +51,7 @@ std::string gib(double bytes) {
 }
 
 MachineProfile machine_of(const TrainOptions& o) {
-  return o.machine_file.empty() ? builtin_machine(o.machine) : load_machine_file(o.machine_file);
+  return o.grid.machine_file.empty() ? builtin_machine(o.grid.machine) : load_machine_file(o.grid.machine_file);
 }
 
 // Before the load: the predicted peak per rank on `shape`, refused when above the budget with every way out
@@ -59,7 +59,7 @@ MachineProfile machine_of(const TrainOptions& o) {
 void check_memory(const ProblemSize& size, const GridShape& shape, const MachineProfile& machine,
                   const MemoryBudget& budget, const TrainOptions& o, const Communicator& world) {
   const MemoryEstimate e = predict_memory(size, shape, machine);
-  if (!o.quiet)
+  if (!o.outputs.quiet)
     log_line("memory per rank on grid " + shape.str() + ": predicted peak " + gib(e.peak) + " (load " +
              gib(e.load_peak) + ", graph " + gib(e.graph) + ", training " + gib(e.training) + "); " +
              (budget.bytes > 0 ? gib(double(budget.bytes)) + " available (" + budget.source + ")"
@@ -69,8 +69,8 @@ void check_memory(const ProblemSize& size, const GridShape& shape, const Machine
   for (const MemoryWayOut& w : memory_ways_out(size, shape, machine, double(budget.bytes) / (1 + kMemoryMargin)))
     ways += w.change + " (" + gib(w.peak_bytes) + "); ";
   ways = ways.empty() ? "Nothing is predicted to fit, on these ranks or on up to 64 times as many; "
-                        "--memory-per-rank 0 runs anyway"
-                      : "Predicted to fit: " + ways + "or --memory-per-rank 0 to run anyway";
+                        "`memory-per-rank` 0 runs anyway"
+                      : "Predicted to fit: " + ways + "or `memory-per-rank` 0 to run anyway";
   world.check(false, "grid " + shape.str() + " needs about " + gib(e.peak) +
                          " per rank (predicted peak; load " + gib(e.load_peak) + "), which with the " +
                          std::to_string(int(kMemoryMargin * 100 + 0.5)) + "% margin is more than the " +
@@ -82,8 +82,8 @@ void check_memory(const ProblemSize& size, const GridShape& shape, const Machine
 }  // namespace
 
 PermuteMode load_permutation(const TrainOptions& o) {
-  const bool one_rank = o.mode == TrainMode::Full && !o.grid && !o.auto_grid;
-  return one_rank ? PermuteMode::None : o.permute;
+  const bool one_rank = o.mode == TrainMode::Full && !o.grid.shape && !o.grid.automatic;
+  return one_rank ? PermuteMode::None : o.grid.permute;
 }
 
 Graph3DOptions graph3d_options(const TrainOptions& o) {
@@ -100,7 +100,7 @@ Graph3DOptions graph3d_options(const TrainOptions& o) {
 namespace {
 
 ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
-  ProblemSize size = problem_size(meta, o.model, o.recompute_aggregation, o.exchange_budget);
+  ProblemSize size = problem_size(meta, o.model, o.compute.recompute_aggregation, o.grid.exchange_budget);
   size.one_order = load_permutation(o) != PermuteMode::Double;
   return size;
 }
@@ -109,13 +109,13 @@ ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
 // which check_memory then refuses with the numbers). `said`: the line that tells the choice.
 GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const MemoryBudget& budget,
                        const Communicator& world, std::string& said) {
-  if (o.grid) {
-    world.check(o.grid->size() == world.size(), "--grid " + o.grid->str() + " has " +
-                                                    std::to_string(o.grid->size()) +
+  if (o.grid.shape) {
+    world.check(o.grid.shape->size() == world.size(), "`grid` " + o.grid.shape->str() + " has " +
+                                                    std::to_string(o.grid.shape->size()) +
                                                     " ranks but the job has " + std::to_string(world.size()));
-    return *o.grid;
+    return *o.grid.shape;
   }
-  if (!o.auto_grid) return GridShape{};  // one rank (run_training makes several ranks without --grid auto)
+  if (!o.grid.automatic) return GridShape{};  // one rank (run_training makes several ranks without --grid auto)
   std::string problem;
   GridCost best;
   try {
@@ -153,24 +153,24 @@ GridShape choose_full_grid(TrainOptions& o, const GraphMeta& meta, const Communi
   }
   world.check(problem.empty(), problem);
   // Every rank computes the same predictions from the same numbers: the same decision everywhere.
-  if (o.memory_policy == MemoryPolicy::Auto && !o.recompute_aggregation &&
+  if (o.grid.memory_policy == MemoryPolicy::Auto && !o.compute.recompute_aggregation &&
       !fits(predict_memory(run_problem(o, meta), shape, machine).peak, budget)) {
     TrainOptions recompute = o;
-    recompute.recompute_aggregation = true;
+    recompute.compute.recompute_aggregation = true;
     std::string said_again;
-    const GridShape again = o.auto_grid ? resolve_grid(recompute, meta, budget, world, said_again) : shape;
+    const GridShape again = o.grid.automatic ? resolve_grid(recompute, meta, budget, world, said_again) : shape;
     const double peak = predict_memory(run_problem(recompute, meta), again, machine).peak;
     if (fits(peak, budget)) {
-      o.recompute_aggregation = true;
+      o.compute.recompute_aggregation = true;
       shape = again;
       said = said_again;
       said +=
           (said.empty() ? "" : "\n") +
-          ("memory policy auto: --recompute-aggregation on grid " + shape.str() + " (predicted peak " +
+          ("memory policy auto: `recompute-aggregation` on grid " + shape.str() + " (predicted peak " +
            gib(peak) + " of " + gib(double(budget.bytes)) + " per rank; without it the run would not fit)");
     }
   }
-  if (!said.empty() && !o.quiet) log_line(said);
+  if (!said.empty() && !o.outputs.quiet) log_line(said);
   check_memory(run_problem(o, meta), shape, machine, budget, o, world);
   return shape;
 }

@@ -16,7 +16,7 @@
 #include "tessera/core/paths.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/graph/fingerprint.hpp"
-#include "tessera/graph/hdf5_io.hpp"
+#include "tessera/graph/partition.hpp"
 #include "tessera/graph/normalize.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/models/training/checkpoint.hpp"
@@ -86,34 +86,34 @@ std::string checkpoint_file(const std::string& given) {
 void check_request(const PredictOptions& o, const Communicator& world) {
   std::string problem;
   if (o.checkpoint.empty())
-    problem = "--checkpoint is required (a checkpoint file or its directory)";
+    problem = "`checkpoint` is required (a checkpoint file or its directory)";
   else if (o.data.empty())
-    problem = "--data is required (the graph to predict on)";
+    problem = "`data` is required (the graph to predict on)";
   else if (o.output.empty() && o.csv.empty())
-    problem = "nothing to write: give --output FILE.h5 and/or --csv FILE";
+    problem = "nothing to write: give `output` FILE.h5 and/or `csv` FILE";
   else if ((o.probabilities || o.embeddings) && o.output.empty())
-    problem = std::string(o.probabilities ? "--probabilities" : "--embeddings") + " needs --output FILE.h5";
+    problem = std::string(o.probabilities ? "`probabilities`" : "`embeddings`") + " needs `output` FILE.h5";
   else if (o.nodes != "all" && o.nodes != "train" && o.nodes != "valid" && o.nodes != "test")
-    problem = "--nodes must be all, train, valid or test, not '" + o.nodes + "'";
+    problem = "`nodes` must be all, train, valid or test, not '" + o.nodes + "'";
   else if (o.embeddings_layer != -1 && !o.embeddings)
-    problem = "--embeddings-layer goes with --embeddings";
+    problem = "`embeddings-layer` goes with `embeddings`";
   else if (o.grid && o.engine == InferenceEngine::Layerwise)
-    problem = "--grid is for --engine full (layer-wise inference runs one part per rank)";
+    problem = "`grid` is for `engine` full (layer-wise inference runs one part per rank)";
   else if (!o.partition.empty() && o.engine == InferenceEngine::Full)
-    problem = "--partition is for --engine layerwise";
+    problem = "`partition` is for `engine` layerwise";
   if (problem.empty()) {
     const std::string file = checkpoint_file(o.checkpoint);
     world.run_on(0, [&] {
-      require(access(file.c_str(), R_OK) == 0, "--checkpoint ", o.checkpoint, ": no checkpoint there (", file,
-              " cannot be read; give the file or the directory train --checkpoint wrote)");
+      require(access(file.c_str(), R_OK) == 0, "`checkpoint` ", o.checkpoint, ": no checkpoint there (", file,
+              " cannot be read; give the file or the directory train `checkpoint` wrote)");
     });
   }
   world.check(problem.empty(), problem);
   PathPlan plan;
-  plan.input(o.data, "--data");
-  plan.input(checkpoint_file(o.checkpoint), "--checkpoint");
-  plan.output_file(o.output, "--output");
-  plan.output_file(o.csv, "--csv");
+  plan.input(o.data, "`data`");
+  plan.input(checkpoint_file(o.checkpoint), "`checkpoint`");
+  plan.output_file(o.output, "`output`");
+  plan.output_file(o.csv, "`csv`");
   world.run_on(0, [&] { plan.check_and_prepare(); });
 }
 
@@ -146,12 +146,12 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
               (o.parameters == CheckpointParameters::Auto && plan.info.has_best);
   world.check(!plan.best || plan.info.has_best,
               plan.checkpoint +
-                  ": --parameters best, but the checkpoint holds no best-validation parameters "
-                  "(no evaluation ran); use --parameters final");
+                  ": `parameters` best, but the checkpoint holds no best-validation parameters "
+                  "(no evaluation ran); use `parameters` final");
   const int layers = plan.config.layers;
   if (o.embeddings) plan.keep_layer = o.embeddings_layer == -1 ? layers - 1 : o.embeddings_layer;
   world.check(plan.keep_layer <= layers && plan.keep_layer >= -1,
-              "--embeddings-layer must be in [0, " + std::to_string(layers) + "] for this " +
+              "`embeddings-layer` must be in [0, " + std::to_string(layers) + "] for this " +
                   std::to_string(layers) + "-layer model, not " + std::to_string(o.embeddings_layer));
   plan.split = o.nodes == "train" ? 0 : o.nodes == "valid" ? 1 : o.nodes == "test" ? 2 : -1;
   plan.engine = o.engine != InferenceEngine::Auto               ? o.engine
@@ -169,7 +169,7 @@ void check_graph(const PredictOptions& o, const Plan& plan, const Communicator& 
                   std::to_string(g.meta.num_classes) + " classes, but the checkpoint's model takes " +
                   std::to_string(c.in) + " features to " + std::to_string(c.out) + " classes");
   world.check(plan.split < 0 || g.splits.count(o.nodes) > 0,
-              o.data + ": --nodes " + o.nodes + ", but the file has no split of that name");
+              o.data + ": `nodes` " + o.nodes + ", but the file has no split of that name");
   const std::string trained_on = plan.info.run.value("graph_fingerprint", std::string());
   if (!o.quiet && trained_on != g.fingerprint)
     log_line("predict: " + o.data + " is not the graph the checkpoint was trained on (fingerprint " +
@@ -195,17 +195,17 @@ NodeRowBlock rows_of(const Matrix<const float>& block, const LayerGraph& rows, c
 EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicator& world) {
   const GraphFileReader reader(world, o.data);
   TrainOptions t;
-  t.grid = o.grid;
-  t.auto_grid = !o.grid && world.size() > 1;
+  t.grid.shape = o.grid;
+  t.grid.automatic = !o.grid && world.size() > 1;
   t.model = plan.config;
-  t.memory_per_rank = 0;  // the training memory model would over-predict a forward pass
+  t.grid.memory_per_rank = 0;  // the training memory model would over-predict a forward pass
   t.normalize_features = plan.normalize_features;
-  t.kernels = o.kernels;
-  t.quiet = true;  // its memory line prices a training step
+  t.compute.kernels = o.kernels;
+  t.outputs.quiet = true;  // its memory line prices a training step
   const GridShape shape = choose_full_grid(t, reader.meta(), world);
   world.check(
       shape.d == 1 && shape.size() == world.size(),
-      "--grid " + shape.str() + " is not a 3D grid of the job's " + std::to_string(world.size()) + " ranks");
+      "`grid` " + shape.str() + " is not a 3D grid of the job's " + std::to_string(world.size()) + " ranks");
   const ProcessGrid grid(world, shape);
   Graph3DOptions load = graph3d_options(t);
   load.transposes = false;
@@ -230,23 +230,8 @@ EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicato
   return rows;
 }
 
-// The partition layer-wise inference runs on: the one asked for, else metis-P where the file has it.
-std::string partition_for(const PredictOptions& o, const Communicator& world) {
-  if (!o.partition.empty()) return o.partition;
-  if (world.size() == 1) return "block";
-  const std::string metis = "metis-" + std::to_string(world.size());
-  int has = 0;
-  world.run_on(0, [&] {
-    prepare_hdf5();
-    H5Handle file(H5Fopen(o.data.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-    has = file.valid() && h5_exists(file.get(), "/partition/" + metis);
-  });
-  broadcast(world, &has, 1, 0, "predict");
-  return has ? metis : "block";
-}
-
 EngineRows run_layerwise(const PredictOptions& o, const Plan& plan, const Communicator& world) {
-  const std::string partition = partition_for(o, world);
+  const std::string partition = !o.partition.empty() ? o.partition : default_partition(world, o.data);
   PartitionedGraph g = load_partitioned(world, o.data, partition);
   if (plan.normalize_features)
     normalize_feature_rows(HostMatrix<float>(g.features.data(), size_t(g.count), size_t(g.num_features)));

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tessera/comm/grid_shape.hpp"
+#include "tessera/core/enum_names.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 #include "tessera/models/training/batch_source.hpp"
 #include "tessera/models/nn/model.hpp"
@@ -26,12 +27,20 @@ enum class CheckpointParameters {
   Final  ///< the last epoch's
 };
 
+/// The names of CheckpointParameters' values (core/enum_names.hpp).
+inline constexpr EnumName<CheckpointParameters> kCheckpointParametersNames[] = {
+    {CheckpointParameters::Auto, "auto"}, {CheckpointParameters::Best, "best"}, {CheckpointParameters::Final, "final"}};
+
 /// How an inference runs; both are exact.
 enum class InferenceEngine {
   Auto,      ///< layer-wise for a sampled-mode checkpoint, full for the others
   Full,      ///< one full-graph forward on a 3D grid (memory as a full-graph training step's forward)
   Layerwise  ///< graph layer by graph layer over partitions, O((owned + halo) x width) per rank
 };
+
+/// The names of InferenceEngine's values (core/enum_names.hpp).
+inline constexpr EnumName<InferenceEngine> kInferenceEngineNames[] = {
+    {InferenceEngine::Auto, "auto"}, {InferenceEngine::Full, "full"}, {InferenceEngine::Layerwise, "layerwise"}};
 
 /// What tessera predict does.
 struct PredictOptions {

@@ -47,64 +47,61 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     config.in = std::max<int64_t>(config.in, 1);
     config.out = std::max<int64_t>(config.out, 1);
     config.validate();
-    o.optimizer.validate();
-    require(o.epochs >= 1, "--epochs must be at least 1, not ", o.epochs);
-    o.schedule.validate(o.optimizer.lr, o.epochs);
-    require(std::isfinite(o.clip_grad_norm) && o.clip_grad_norm >= 0,
-            "--clip-grad-norm must be finite and not negative, not ", o.clip_grad_norm);
-    require(o.eval_every >= 0, "--eval-every must not be negative, not ", o.eval_every);
-    require(!o.profile_kernels || o.epochs >= 2,
-            "--profile-kernels leaves the first epoch out and needs --epochs 2 or more, not ", o.epochs);
-    require(o.console.details_every >= 0, "--details-every must not be negative, not ",
-            o.console.details_every);
-    require(o.checkpoint_every >= 0, "--checkpoint-every must not be negative");
-    require(o.exchange_budget >= 0, "--load-budget must not be negative");
-    require(o.patience >= 0, "--patience must not be negative, not ", o.patience);
-    require(o.patience == 0 || o.eval_every > 0,
-            "--patience needs evaluations (--eval-every 0 turns them off)");
-    require(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
-    require(!o.resume_force || o.resume, "--resume-force goes with --resume");
-    require(!o.overwrite_checkpoint || !o.checkpoint_dir.empty(), "--overwrite-checkpoint needs --checkpoint DIR");
-    require(!o.overwrite_checkpoint || !o.resume,
-            "--overwrite-checkpoint starts over and --resume continues: give one of them");
-    require(o.partition_file.empty() || o.mode == TrainMode::Sampled,
-            "--partition-file is for --mode sampled");
+    o.trainer.optimizer.validate();
+    require(o.trainer.epochs >= 1, "`epochs` must be at least 1, not ", o.trainer.epochs);
+    o.schedule.validate(o.trainer.optimizer.lr, o.trainer.epochs);
+    require(std::isfinite(o.trainer.clip_grad_norm) && o.trainer.clip_grad_norm >= 0,
+            "`clip-grad-norm` must be finite and not negative, not ", o.trainer.clip_grad_norm);
+    require(o.trainer.eval_every >= 0, "`eval-every` must not be negative, not ", o.trainer.eval_every);
+    require(!o.outputs.profile_kernels || o.trainer.epochs >= 2,
+            "`profile-kernels` leaves the first epoch out and needs `epochs` 2 or more, not ", o.trainer.epochs);
+    require(o.outputs.console.details_every >= 0, "`details-every` must not be negative, not ",
+            o.outputs.console.details_every);
+    require(o.checkpoint.every >= 0, "`checkpoint-every` must not be negative");
+    require(o.grid.exchange_budget >= 0, "`load-budget` must not be negative");
+    require(o.patience >= 0, "`patience` must not be negative, not ", o.patience);
+    require(o.patience == 0 || o.trainer.eval_every > 0,
+            "`patience` needs evaluations (`eval-every` 0 turns them off)");
+    require(!o.checkpoint.resume || !o.checkpoint.dir.empty(), "`resume` needs `checkpoint` DIR");
+    require(!o.checkpoint.accept_run_differences || o.checkpoint.resume, "`resume-force` goes with `resume`");
+    require(!o.checkpoint.overwrite || !o.checkpoint.dir.empty(), "`overwrite-checkpoint` needs `checkpoint` DIR");
+    require(!o.checkpoint.overwrite || !o.checkpoint.resume,
+            "`overwrite-checkpoint` starts over and `resume` continues: give one of them");
+    require(o.sampled.partition_file.empty() || o.mode == TrainMode::Sampled,
+            "`partition-file` is for `mode` sampled");
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
-      resolve_kernel_path(o.kernels, kind);  // a path this build lacks is refused before anything loads
-    check_gemm_dtype(o.gemm_dtype, o.kernels);
-    check_host_gemm_library(o.host_gemm);
-    require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
-            "--checkpoint-every needs --checkpoint DIR");
-    require(o.minibatch.steps_per_epoch >= 0, "--steps-per-epoch must be at least 1, not ",
+      resolve_kernel_path(o.compute.kernels, kind);  // a path this build lacks is refused before anything loads
+    check_gemm_dtype(o.compute.gemm_dtype, o.compute.kernels);
+    check_host_gemm_library(o.compute.host_gemm);
+    require(o.checkpoint.every == 0 || !o.checkpoint.dir.empty(),
+            "`checkpoint-every` needs `checkpoint` DIR");
+    require(o.minibatch.steps_per_epoch >= 0, "`steps-per-epoch` must be at least 1, not ",
             o.minibatch.steps_per_epoch);
     require(o.minibatch.batch_size >= 0 && o.minibatch.batch_size <= kMaxBatch,
-            "--batch-size must be in [1, ", kMaxBatch, "], not ", o.minibatch.batch_size);
+            "`batch-size` must be in [1, ", kMaxBatch, "], not ", o.minibatch.batch_size);
     const SampledOptions& s = o.sampled;
-    require(s.batch_size >= 1 && s.batch_size <= kMaxBatch, "--batch-size must be in [1, ", kMaxBatch,
+    require(s.batch_size >= 1 && s.batch_size <= kMaxBatch, "`batch-size` must be in [1, ", kMaxBatch,
             "] seeds per rank, not ", s.batch_size);
-    require(s.steps_per_epoch >= 0, "--steps-per-epoch must be at least 1, not ", s.steps_per_epoch);
-    require(std::isfinite(s.agent_timeout_s) && s.agent_timeout_s > 0 && s.agent_timeout_s <= 86400,
-            "--prefetch-agent-timeout must be in (0, 86400] seconds, not ", s.agent_timeout_s);
-    require(s.interval >= 1 && s.interval <= kMaxBatch, "--prefetch-interval must be in [1, ", kMaxBatch,
-            "], not ", s.interval);
-    require(o.eval_every <= kMaxEpochs && o.checkpoint_every <= kMaxEpochs && o.patience <= kMaxEpochs &&
-                o.epochs <= kMaxEpochs,
-            "--epochs, --eval-every, --checkpoint-every and --patience must be at most ", kMaxEpochs);
-    if (o.grid)
-      require(o.grid->d >= 1 && o.grid->x >= 1 && o.grid->y >= 1 && o.grid->z >= 1, "grid '", o.grid->str(),
+    require(s.steps_per_epoch >= 0, "`steps-per-epoch` must be at least 1, not ", s.steps_per_epoch);
+    s.prefetch.validate();
+    require(o.trainer.eval_every <= kMaxEpochs && o.checkpoint.every <= kMaxEpochs && o.patience <= kMaxEpochs &&
+                o.trainer.epochs <= kMaxEpochs,
+            "`epochs`, `eval-every`, `checkpoint-every` and `patience` must be at most ", kMaxEpochs);
+    if (o.grid.shape)
+      require(o.grid.shape->d >= 1 && o.grid.shape->x >= 1 && o.grid.shape->y >= 1 && o.grid.shape->z >= 1, "grid '", o.grid.shape->str(),
               "': every axis must be at least 1");
     if (o.mode == TrainMode::Minibatch)
-      require(o.grid.has_value(), "--mode minibatch needs --grid DxXxYxZ (e.g. ", world.size(), "x1x1x1)");
+      require(o.grid.shape.has_value(), "`mode` minibatch needs `grid` DxXxYxZ (e.g. ", world.size(), "x1x1x1)");
     if (o.mode == TrainMode::Sampled) {
-      require(!o.grid && !o.auto_grid,
-              "--grid is for --mode full / minibatch; --mode sampled runs one replica per rank");
-      require(!o.recompute_aggregation,
-              "--recompute-aggregation is for --mode full / minibatch (the sampled mode keeps no aggregation "
+      require(!o.grid.shape && !o.grid.automatic,
+              "`grid` is for `mode` full / minibatch; `mode` sampled runs one replica per rank");
+      require(!o.compute.recompute_aggregation,
+              "`recompute-aggregation` is for `mode` full / minibatch (the sampled mode keeps no aggregation "
               "between passes)");
     }
     if (o.mode == TrainMode::Full)
-      require(!o.grid || o.grid->d == 1, "--grid: full-graph training uses a 3D grid (XxYxZ), not ",
-              o.grid->str());
+      require(!o.grid.shape || o.grid.shape->d == 1, "`grid`: full-graph training uses a 3D grid (XxYxZ), not ",
+              o.grid.shape->str());
   } catch (const Error& e) {
     invalid = e.what();
   }
@@ -114,7 +111,7 @@ void check_options(const TrainOptions& o, const Communicator& world) {
 namespace {
 
 RunOptions run_options(const TrainOptions& o) {
-  return RunOptions{o.kernels, o.overlap ? kOverlapChunks : 0, o.comm_dtype, o.recompute_aggregation};
+  return RunOptions{o.compute.kernels, o.compute.overlap ? kOverlapChunks : 0, o.compute.comm_dtype, o.compute.recompute_aggregation};
 }
 
 // What run_training learned of the graph before the load: its identity, for checkpoints and the split check.
@@ -143,7 +140,7 @@ nlohmann::json metrics_header(const TrainOptions& o, const Communicator& world, 
                         {"edges", g.num_edges},
                         {"features", g.num_features},
                         {"classes", g.num_classes}}}};
-  if (o.metrics_header.is_object()) j.update(o.metrics_header);
+  if (o.outputs.metrics_header.is_object()) j.update(o.outputs.metrics_header);
   return j;
 }
 
@@ -175,48 +172,37 @@ class ExactFinalEvaluation : public TrainerHook {
 // loop.
 TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o, const Communicator& world,
                        RunContext& context, nlohmann::json load = nullptr) {
-  TrainerOptions loop;
-  loop.optimizer = o.optimizer;
-  loop.epochs = o.epochs;
-  loop.eval_every = o.eval_every;
-  loop.keep_last_step = o.keep_last_step;
-  loop.stop_on_signal = o.stop_on_signal;
+  TrainerOptions loop = o.trainer;
   loop.best_is_last = context.best_is_last;
-  loop.clip_grad_norm = o.clip_grad_norm;
   Trainer trainer(model, source, world, loop);
   if (!o.schedule.constant()) {
-    trainer.set_schedule(make_schedule(o.schedule, o.optimizer.lr));
-    if (!o.quiet) {
+    trainer.set_schedule(make_schedule(o.schedule, o.trainer.optimizer.lr));
+    if (!o.outputs.quiet) {
       char lr[32];
-      std::snprintf(lr, sizeof(lr), "%g", double(o.optimizer.lr));
+      std::snprintf(lr, sizeof(lr), "%g", double(o.trainer.optimizer.lr));
       log_line(std::string("learning rate ") + lr + ", " + trainer.schedule().describe());
     }
   }
   // The checkpointer first: a resume sets the progress the others start from.
-  if (!o.checkpoint_dir.empty()) {
-    CheckpointOptions c;
-    c.dir = o.checkpoint_dir;
-    c.every = o.checkpoint_every;
-    c.resume = o.resume;
-    c.overwrite = o.overwrite_checkpoint;
+  if (!o.checkpoint.dir.empty()) {
+    CheckpointOptions c = o.checkpoint;
     c.lock = context.checkpoint_lock;
     c.run = context.run;
-    c.accept_run_differences = o.resume_force;
     trainer.add_hook(std::make_unique<Checkpointer>(std::move(c)));
   }
-  if (!o.quiet) trainer.add_hook(std::make_unique<ConsoleReport>(o.console));
-  if (!o.metrics_path.empty())
-    trainer.add_hook(std::make_unique<MetricsFile>(o.metrics_path, std::move(load),
+  if (!o.outputs.quiet) trainer.add_hook(std::make_unique<ConsoleReport>(o.outputs.console));
+  if (!o.outputs.metrics.empty())
+    trainer.add_hook(std::make_unique<MetricsFile>(o.outputs.metrics, std::move(load),
                                                    metrics_header(o, world, model, context)));
   if (o.patience > 0) trainer.add_hook(std::make_unique<EarlyStopping>(o.patience));
   NodeOutputArrays kept;
-  if (!o.predictions_path.empty() || !o.embeddings_path.empty() || o.keep_node_outputs)
+  if (!o.outputs.predictions.empty() || !o.outputs.embeddings.empty() || o.outputs.keep_node_outputs)
     trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{
-        o.predictions_path, o.embeddings_path, o.data, o.keep_node_outputs ? &kept : nullptr}));
-  if (o.profile_kernels) trainer.add_hook(std::make_unique<KernelProfileReport>());
+        o.outputs.predictions, o.outputs.embeddings, o.data, o.outputs.keep_node_outputs ? &kept : nullptr}));
+  if (o.outputs.profile_kernels) trainer.add_hook(std::make_unique<KernelProfileReport>());
   for (std::unique_ptr<TrainerHook>& hook : context.hooks) trainer.add_hook(std::move(hook));
   TrainResult result = trainer.run();
-  if (o.keep_node_outputs) result.node_outputs = std::move(kept);
+  if (o.outputs.keep_node_outputs) result.node_outputs = std::move(kept);
   return result;
 }
 
@@ -258,7 +244,7 @@ std::string peak_memory(const Communicator& world) {
   return text;
 }
 
-// The grid, its device collectives on NCCL where o.comm resolves to it (collective).
+// The grid, its device collectives on NCCL where o.compute.comm resolves to it (collective).
 ProcessGrid make_grid(const Communicator& world, const GridShape& shape, CommBackend comm) {
   ProcessGrid grid(world, shape);
   const CommBackend resolved = resolve_comm_backend(comm, world);
@@ -280,7 +266,7 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
   int phases_done = 0;
   const auto progress = [&](const LoadPhase& p) {
     ++phases_done;
-    if (o.quiet || (!o.console.verbose && p.seconds < 1.0)) return;  // a slow phase is worth a line
+    if (o.outputs.quiet || (!o.outputs.console.verbose && p.seconds < 1.0)) return;  // a slow phase is worth a line
     char line[192];
     std::snprintf(line, sizeof(line), "load: %s done, phase %d of %d, %.2f s%s (rank 0, %.0f MiB peak)",
                   p.name.c_str(), phases_done, phase_count, p.seconds,
@@ -288,17 +274,17 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
                   double(peak_rss_bytes()) / 1048576.0);
     log_line(line);
   };
-  GridShape shape = o.grid ? *o.grid : GridShape{};
+  GridShape shape = o.grid.shape ? *o.grid.shape : GridShape{};
   if (o.mode == TrainMode::Full) shape = choose_full_grid(o, reader.meta(), world);
   if (o.mode == TrainMode::Minibatch)
-    world.check(shape.size() == world.size(), "--grid " + shape.str() + " has " +
+    world.check(shape.size() == world.size(), "`grid` " + shape.str() + " has " +
                                                   std::to_string(shape.size()) + " ranks but the job has " +
                                                   std::to_string(world.size()));
-  const ProcessGrid grid = make_grid(world, shape, o.comm);
+  const ProcessGrid grid = make_grid(world, shape, o.compute.comm);
   Graph3DOptions load = graph3d_options(o);
   load.transposes = o.mode == TrainMode::Full;  // mini-batch steps cut their own transposes
   load.on_phase = progress;
-  load.exchange_budget = o.exchange_budget;
+  load.exchange_budget = o.grid.exchange_budget;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   ModelConfig config = o.model;
   config.in = reader.meta().num_features;
@@ -322,7 +308,7 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
       graph.mean_nnz > 0 ? graph.max_nnz / graph.mean_nnz : 1.0, config.describe().c_str(),
       source->describe().c_str());
   log_line(line);
-  if (!o.quiet && o.console.verbose) log_line(describe_load_phases(graph.load_phases));
+  if (!o.outputs.quiet && o.outputs.console.verbose) log_line(describe_load_phases(graph.load_phases));
   TrainResult result = train_with(*model, *source, o, world, context, load_phases_json(graph.load_phases));
   result.peak_bytes = largest_peak(world);
   return result;
@@ -330,16 +316,16 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
 
 TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunContext& context) {
   Stopwatch load_watch;
-  const std::string partition = !o.partition.empty() ? o.partition
-                                : world.size() == 1  ? "block"
-                                                     : "metis-" + std::to_string(world.size());
-  if (!o.partition_file.empty())
-    check_partition_file(world, o.partition_file, context.graph.meta.num_nodes, context.graph.fingerprint);
-  PartitionedGraph graph = load_partitioned(world, o.data, partition, o.partition_file);
+  if (!o.sampled.partition_file.empty())
+    check_partition_file(world, o.sampled.partition_file, context.graph.meta.num_nodes, context.graph.fingerprint);
+  const std::string partition = !o.sampled.partition.empty()
+                                    ? o.sampled.partition
+                                    : default_partition(world, o.data, o.sampled.partition_file);
+  PartitionedGraph graph = load_partitioned(world, o.data, partition, o.sampled.partition_file);
   if (o.normalize_features)
     normalize_feature_rows(
         HostMatrix<float>(graph.features.data(), size_t(graph.count), size_t(graph.num_features)));
-  const ProcessGrid grid = make_grid(world, GridShape{world.size(), 1, 1, 1}, o.comm);
+  const ProcessGrid grid = make_grid(world, GridShape{world.size(), 1, 1, 1}, o.compute.comm);
   ModelConfig config = o.model;
   config.in = graph.num_features;
   config.out = graph.num_classes;
@@ -353,7 +339,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunCon
            std::to_string(load_watch.seconds()).substr(0, 5) + " s (" + peak + "); model " +
            config.describe() + "; " + source.describe());
   // The exact final evaluation comes before the application's hooks, which see its log line first.
-  if (o.sampled.exact_final && o.eval_every > 0 && !o.quiet)
+  if (o.sampled.exact_final && o.trainer.eval_every > 0 && !o.outputs.quiet)
     context.hooks.insert(context.hooks.begin(), std::make_unique<ExactFinalEvaluation>(source));
   TrainResult result = train_with(*model, source, o, world, context);
   result.prefetch = source.totals();
@@ -382,27 +368,24 @@ ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool r
   return size;
 }
 
-const char* train_mode_name(TrainMode mode) {
-  return mode == TrainMode::Minibatch ? "minibatch" : mode == TrainMode::Sampled ? "sampled" : "full";
-}
 
 void check_paths(const TrainOptions& o, const Communicator& world) {
   PathPlan plan;
-  plan.input(o.data, "--data");
-  plan.input(o.partition_file, "--partition-file");
-  plan.input(o.machine_file, "--machine-file");
-  if (!o.checkpoint_dir.empty()) {
-    plan.output_directory(o.checkpoint_dir, "--checkpoint");
-    const std::string checkpoint = Checkpointer::path_in(o.checkpoint_dir);
+  plan.input(o.data, "`data`");
+  plan.input(o.sampled.partition_file, "`partition-file`");
+  plan.input(o.grid.machine_file, "`machine-file`");
+  if (!o.checkpoint.dir.empty()) {
+    plan.output_directory(o.checkpoint.dir, "`checkpoint`");
+    const std::string checkpoint = Checkpointer::path_in(o.checkpoint.dir);
     // Resumed from, it is rewritten by design; no other output may name it either way.
-    if (o.resume)
-      plan.input(checkpoint, "--checkpoint (the checkpoint resumed from)");
+    if (o.checkpoint.resume)
+      plan.input(checkpoint, "`checkpoint` (the checkpoint resumed from)");
     else
-      plan.output_file(checkpoint, "--checkpoint (DIR/checkpoint.h5)");
+      plan.output_file(checkpoint, "`checkpoint` (DIR/checkpoint.h5)");
   }
-  plan.output_file(o.metrics_path, "--metrics");
-  plan.output_file(o.predictions_path, "--save-predictions");
-  plan.output_file(o.embeddings_path, "--save-embeddings");
+  plan.output_file(o.outputs.metrics, "`metrics`");
+  plan.output_file(o.outputs.predictions, "`save-predictions`");
+  plan.output_file(o.outputs.embeddings, "`save-embeddings`");
   world.run_on(0, [&] { plan.check_and_prepare(); });
 }
 
@@ -416,9 +399,9 @@ double decimal(float value) {
 }  // namespace
 
 nlohmann::json run_identity(const TrainOptions& o, int world_size) {
-  const AdamSettings& a = o.optimizer;
+  const AdamSettings& a = o.trainer.optimizer;
   nlohmann::json j = {{"mode", train_mode_name(o.mode)},
-                      {"optimizer", a.kind == OptimizerKind::AdamW ? "adamw" : "adam"},
+                      {"optimizer", optimizer_name(a.kind)},
                       {"lr", decimal(a.lr)},
                       {"beta1", decimal(a.beta1)},
                       {"beta2", decimal(a.beta2)},
@@ -427,10 +410,10 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
                       {"dropout", decimal(o.model.dropout)},
                       {"input_dropout", decimal(o.model.input_dropout)},
                       {"normalize_features", o.normalize_features},
-                      {"eval_every", o.eval_every},
+                      {"eval_every", o.trainer.eval_every},
                       {"patience", o.patience},
-                      {"comm_dtype", o.comm_dtype == CommDtype::Bf16 ? "bf16" : "f32"},
-                      {"gemm_dtype", o.gemm_dtype == GemmDtype::Bf16 ? "bf16" : "f32"}};
+                      {"comm_dtype", o.compute.comm_dtype == CommDtype::Bf16 ? "bf16" : "f32"},
+                      {"gemm_dtype", o.compute.gemm_dtype == GemmDtype::Bf16 ? "bf16" : "f32"}};
   // Only where set, so that checkpoints of runs without them still resume.
   const ScheduleSettings& schedule = o.schedule;
   if (!schedule.constant()) {
@@ -439,13 +422,13 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
     if (schedule.kind == ScheduleKind::Step) j["lr_step"] = {schedule.step_every, schedule.gamma};
     if (schedule.kind == ScheduleKind::Cosine) j["lr_min"] = schedule.min_lr;
     // The factors depend on the run's length: resuming with other --epochs would be another run.
-    if (schedule.depends_on_epochs()) j["epochs"] = o.epochs;
+    if (schedule.depends_on_epochs()) j["epochs"] = o.trainer.epochs;
   }
-  if (o.clip_grad_norm > 0) j["clip_grad_norm"] = o.clip_grad_norm;
+  if (o.trainer.clip_grad_norm > 0) j["clip_grad_norm"] = o.trainer.clip_grad_norm;
   // Full-graph runs resume on any grid (the same model up to float round-off); the data-parallel split of
   // mini-batch and sampled runs decides which samples each step trains on.
   if (o.mode == TrainMode::Minibatch) {
-    j["replicas"] = o.grid ? o.grid->d : 1;
+    j["replicas"] = o.grid.shape ? o.grid.shape->d : 1;
     j["batch_size"] = o.minibatch.batch_size;
     j["batch_fraction"] = o.minibatch.batch_fraction;
     j["steps_per_epoch"] = o.minibatch.steps_per_epoch;
@@ -455,7 +438,7 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
     j["batch_size"] = o.sampled.batch_size;
     j["fanouts"] = o.sampled.fanouts;
     j["steps_per_epoch"] = o.sampled.steps_per_epoch;
-    j["partition"] = o.partition;
+    j["partition"] = o.sampled.partition;
     if (o.sampled.exact_eval) j["eval"] = "exact";  // which epoch is the best (absent: sampled)
   }
   return j;
@@ -471,17 +454,17 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
   const bool has_valid = valid != context.graph.splits.end() && valid->second > 0;
   world.check(has_valid || o.patience == 0, o.data + ": no validation nodes (split 'valid' is " +
                                                 (valid == context.graph.splits.end() ? "missing" : "empty") +
-                                                "), so --patience cannot work; train with --patience 0");
+                                                "), so `patience` cannot work; train with `patience` 0");
   context.run = run_identity(o, world.size());
   context.run["graph_fingerprint"] = context.graph.fingerprint;
   context.run["graph_nodes"] = context.graph.meta.num_nodes;
   context.run["graph_edges"] = context.graph.meta.num_edges;
   // Refused before the load; with --resume-force the checkpointer lists the differences as it resumes.
-  if (o.resume && !o.resume_force)
-    check_checkpoint_run(Checkpointer::path_in(o.checkpoint_dir), context.run, world);
-  if (!has_valid && o.eval_every > 0) {
+  if (o.checkpoint.resume && !o.checkpoint.accept_run_differences)
+    check_checkpoint_run(Checkpointer::path_in(o.checkpoint.dir), context.run, world);
+  if (!has_valid && o.trainer.eval_every > 0) {
     context.best_is_last = true;
-    if (!o.quiet)
+    if (!o.outputs.quiet)
       log_line(o.data +
                " has no validation nodes: the best-validation record (and node outputs) is the "
                "last evaluated epoch");
@@ -499,34 +482,34 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world,
                          std::vector<std::unique_ptr<TrainerHook>> hooks) {
   TrainOptions options = given;
   // Several ranks and no grid: the performance model picks one, as --grid auto would (said in the log).
-  if (options.mode == TrainMode::Full && !options.grid && !options.auto_grid && world.size() > 1) {
-    options.auto_grid = true;
-    log_line("no --grid on " + std::to_string(world.size()) + " ranks: picking one as --grid auto");
+  if (options.mode == TrainMode::Full && !options.grid.shape && !options.grid.automatic && world.size() > 1) {
+    options.grid.automatic = true;
+    log_line("no `grid` on " + std::to_string(world.size()) + " ranks: picking one as `grid` auto");
   }
   check_options(options, world);
   check_paths(options, world);
   // Taken before anything else reads or writes: a second job on this directory stops here.
   std::shared_ptr<CheckpointLock> lock;
-  if (!options.checkpoint_dir.empty()) {
-    lock = std::make_shared<CheckpointLock>(options.checkpoint_dir, world);
+  if (!options.checkpoint.dir.empty()) {
+    lock = std::make_shared<CheckpointLock>(options.checkpoint.dir, world);
     world.run_on(0, [&] {
-      refuse_existing_checkpoint(options.checkpoint_dir, options.resume, options.overwrite_checkpoint);
+      refuse_existing_checkpoint(options.checkpoint.dir, options.checkpoint.resume, options.checkpoint.overwrite);
     });
   }
   // Node outputs of a reordered graph go in its original order: its original ids are checked now, not
   // after the training.
-  if (!options.predictions_path.empty() || !options.embeddings_path.empty())
+  if (!options.outputs.predictions.empty() || !options.outputs.embeddings.empty())
     read_output_order(world, options.data);
   RunContext context = prepare_run(options, world);
   context.checkpoint_lock = std::move(lock);
   context.hooks = std::move(hooks);
-  set_vendor_tf32(options.allow_tf32);
-  set_gemm_dtype(options.gemm_dtype);
-  set_host_gemm_library(options.host_gemm);
-  if (options.gemm_dtype == GemmDtype::Bf16 && !options.quiet)
+  set_vendor_tf32(options.compute.allow_tf32);
+  set_gemm_dtype(options.compute.gemm_dtype);
+  set_host_gemm_library(options.compute.host_gemm);
+  if (options.compute.gemm_dtype == GemmDtype::Bf16 && !options.outputs.quiet)
     log_line("gemm: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN)");
   // Before the load, which can be long: a wrong thread count is the first thing to see.
-  if (thread_choice().known && !options.quiet) log_line(thread_choice().describe());
+  if (thread_choice().known && !options.outputs.quiet) log_line(thread_choice().describe());
   return options.mode == TrainMode::Sampled ? run_sampled(options, world, context)
                                             : run_on_grid(options, world, context);
 }

@@ -296,7 +296,7 @@ Vector<double> degree_scales(const std::vector<int64_t>& degree, bool symmetric,
   const HostVector<double> host(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)),
                                 degree.size());
   for (size_t i = 0; i < degree.size(); ++i)
-    host(i) = symmetric ? 1.0 / std::sqrt(double(degree[i])) : 1.0 / double(degree[i]);
+    host(i) = degree_scale(symmetric ? Normalization::Symmetric : Normalization::Mean, double(degree[i]));
   return Kokkos::create_mirror_view_and_copy(DeviceSpace(), host);
 }
 

@@ -20,16 +20,6 @@
 
 namespace tessera {
 
-const char* normalization_name(Normalization normalization) {
-  switch (normalization) {
-    case Normalization::Mean:
-      return "mean";
-    case Normalization::Sum:
-      return "sum";
-    default:
-      return "symmetric";
-  }
-}
 
 namespace impl {
 

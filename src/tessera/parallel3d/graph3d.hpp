@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tessera/comm/grid_shape.hpp"
+#include "tessera/graph/normalize.hpp"
 #include "tessera/kernels/spmm.hpp"
 #include "tessera/parallel3d/layout.hpp"
 
@@ -24,17 +25,6 @@ class Communicator;     // comm/communicator.hpp
 class ProcessGrid;      // comm/process_grid.hpp
 class GraphFileReader;  // graph/graph_file.hpp
 struct RowCosts;        // graph/graph_file.hpp
-
-/// How the adjacency is weighted when it is distributed (row v holds the in-edges u -> v). Symmetric and
-/// Mean blocks are patterns with degree scales (CsrSpmm::scaled): entry (v, u) weighs
-/// float(d_v^-1/2 * d_u^-1/2) or float(1 / d_v), the products formed in double, as gcn_normalize does.
-enum class Normalization {
-  Symmetric,  ///< GCN: D^-1/2 (A + I) D^-1/2, D = in-degree + 1 (self loops added where missing)
-  Mean,       ///< GraphSAGE-mean: the average over in-neighbours other than v itself (D^-1 A)
-  Sum         ///< the edges as given, every weight one
-};
-/// "symmetric", "mean" or "sum".
-const char* normalization_name(Normalization normalization);
 
 /// A graph as an application holds it: every rank one contiguous block of rows (destination nodes), blocks
 /// in rank order covering [0, num_nodes) (sizes are free; a block may be empty).

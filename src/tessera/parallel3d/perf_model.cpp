@@ -49,7 +49,7 @@ MachineProfile builtin_machine(const std::string& name) {
     m.beta_intra = m.beta_inter = 4e9;
     m.memory_bandwidth = 14e9, m.gemm_rate = 60e9;  // per rank with one thread each
   } else {
-    fail("--machine must be perlmutter, frontier or local, not '", name, "'");
+    fail("`machine` must be perlmutter, frontier or local, not '", name, "'");
   }
   return m;
 }

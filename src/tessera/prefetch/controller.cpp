@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <nlohmann/json.hpp>
@@ -13,21 +14,6 @@
 
 namespace tessera {
 
-const char* prefetch_policy_name(PrefetchPolicy policy) {
-  switch (policy) {
-    case PrefetchPolicy::None:
-      return "none";
-    case PrefetchPolicy::Static:
-      return "static";
-    case PrefetchPolicy::Periodic:
-      return "periodic";
-    case PrefetchPolicy::Adaptive:
-      return "adaptive";
-    case PrefetchPolicy::External:
-      return "external";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -103,8 +89,9 @@ class AdaptiveController : public PrefetchController {
 
 class ExternalController : public PrefetchController {
  public:
-  explicit ExternalController(const ControllerOptions& o)
-      : options_(o), fallback_(PrefetchPolicy::Periodic, o.interval), window_(o.interval) {
+  ExternalController(const PrefetchOptions& o, int rank, int64_t capacity)
+      : options_(o), rank_(rank), capacity_(capacity), fallback_(PrefetchPolicy::Periodic, o.interval),
+        window_(o.interval) {
     try {
       agent_ = std::make_unique<AgentProcess>(o.agent);
     } catch (const Error& e) {
@@ -126,10 +113,10 @@ class ExternalController : public PrefetchController {
     totals_.evictions += o.evictions;
     if (!agent_ || (o.step + 1) % options_.interval != 0) return;
     const nlohmann::json line = {{"type", "observation"},
-                                 {"rank", options_.rank},
+                                 {"rank", rank_},
                                  {"window", window_id_},
                                  {"step", o.step},
-                                 {"capacity", options_.capacity},
+                                 {"capacity", capacity_},
                                  {"window_hit_rate", window_.hit_rate()},
                                  {"miss_trend", window_.miss_trend()},
                                  {"remote_rows", totals_.remote_rows},
@@ -176,10 +163,12 @@ class ExternalController : public PrefetchController {
     agent_.reset();
     // Every rank runs its own agent; each reports its own fallback.
     std::fprintf(stderr, "tessera: rank %d: prefetch agent '%s': %s; falling back to periodic eviction\n",
-                 options_.rank, options_.agent.c_str(), why.c_str());
+                 rank_, options_.agent.c_str(), why.c_str());
   }
 
-  ControllerOptions options_;
+  PrefetchOptions options_;
+  int rank_ = 0;          // reported to the agent and in the fallback message
+  int64_t capacity_ = 0;  // cache slots (reported to the agent)
   FixedController fallback_;
   Window window_;
   std::unique_ptr<AgentProcess> agent_;
@@ -192,16 +181,25 @@ class ExternalController : public PrefetchController {
 
 }  // namespace
 
-std::unique_ptr<PrefetchController> make_controller(const ControllerOptions& options) {
-  require(options.interval >= 1, "--prefetch-interval must be at least 1, not ", options.interval);
-  require(options.agent_timeout_s > 0, "--prefetch-agent-timeout must be positive, not ",
-          options.agent_timeout_s);
+void PrefetchOptions::validate() const {
+  require(fraction >= 0 && fraction <= 1, "`prefetch-fraction` must be in [0, 1], not ", fraction);
+  require(alpha > 0 && alpha < 1, "`prefetch-alpha` must be in (0, 1), not ", alpha);
+  require(interval >= 1 && interval <= (int64_t(1) << 30), "`prefetch-interval` must be in [1, ", int64_t(1) << 30,
+          "], not ", interval);
+  require(std::isfinite(agent_timeout_s) && agent_timeout_s > 0 && agent_timeout_s <= 86400,
+          "`prefetch-agent-timeout` must be in (0, 86400] seconds, not ", agent_timeout_s);
+  require(policy == PrefetchPolicy::External || agent.empty(), "`prefetch-agent` needs `prefetch-policy` external");
+  require(policy != PrefetchPolicy::External || !agent.empty(),
+          "`prefetch-policy` external needs `prefetch-agent` CMD");
+}
+
+std::unique_ptr<PrefetchController> make_controller(const PrefetchOptions& options, int rank, int64_t capacity) {
+  options.validate();
   switch (options.policy) {
     case PrefetchPolicy::Adaptive:
       return std::make_unique<AdaptiveController>(options.interval);
     case PrefetchPolicy::External:
-      require(!options.agent.empty(), "--prefetch-policy external needs --prefetch-agent CMD");
-      return std::make_unique<ExternalController>(options);
+      return std::make_unique<ExternalController>(options, rank, capacity);
     default:
       return std::make_unique<FixedController>(options.policy, options.interval);
   }

@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 
+#include "tessera/core/enum_names.hpp"
+
 namespace tessera {
 
 /// Who decides the cache's evictions (see the file comment).
@@ -27,17 +29,27 @@ enum class PrefetchPolicy {
   Adaptive,  ///< from the windowed hit rate and miss trend
   External   ///< an agent program's answers
 };
-/// "none", "static", "periodic", "adaptive" or "external".
-const char* prefetch_policy_name(PrefetchPolicy policy);
+/// The names of PrefetchPolicy's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<PrefetchPolicy> kPrefetchPolicyNames[] = {
+    {PrefetchPolicy::None, "none"},
+    {PrefetchPolicy::Static, "static"},
+    {PrefetchPolicy::Periodic, "periodic"},
+    {PrefetchPolicy::Adaptive, "adaptive"},
+    {PrefetchPolicy::External, "external"}};
+/// none or static or periodic or adaptive or external: the name of a value.
+inline const char* prefetch_policy_name(PrefetchPolicy policy) { return name_of(kPrefetchPolicyNames, policy); }
 
-/// A controller's settings.
-struct ControllerOptions {
-  PrefetchPolicy policy = PrefetchPolicy::Periodic;  ///< which controller
-  int64_t interval = 16;                             ///< Delta
-  std::string agent;                                 ///< external: the command (run with /bin/sh -c)
-  double agent_timeout_s = 5;                        ///< external: longest wait for an answer to a window
-  int rank = 0;                                      ///< reported to the agent and in the fallback message
-  int64_t capacity = 0;                              ///< cache slots (reported to the agent)
+/// The prefetch cache's settings, the one home of the sampled mode's prefetch options: the cache's capacity
+/// and scores (FeatureCache) and who decides its evictions (make_controller).
+struct PrefetchOptions {
+  PrefetchPolicy policy = PrefetchPolicy::Periodic;  ///< which controller (None: no cache)
+  double fraction = 0.25;                            ///< capacity = floor(fraction * |halo|) slots
+  double alpha = 0.05;                               ///< per-step score decay: scores times (1 - alpha)
+  int64_t interval = 16;       ///< Delta: steps between evictions (periodic), a controller's window
+  std::string agent;           ///< external: the command (run with /bin/sh -c)
+  double agent_timeout_s = 5;  ///< external: longest wait for an answer to a window
+  /// Throws Error naming the first option out of range (policy and agent must agree).
+  void validate() const;
 };
 
 /// What one step saw: the counts of RemoteFeatures' FetchStats.
@@ -62,6 +74,7 @@ class PrefetchController {
 };
 
 /// Throws Error on impossible options (interval < 1, external without an agent command).
-std::unique_ptr<PrefetchController> make_controller(const ControllerOptions& options);
+std::unique_ptr<PrefetchController> make_controller(const PrefetchOptions& options, int rank = 0,
+                                                    int64_t capacity = 0);
 
 }  // namespace tessera

@@ -10,15 +10,11 @@
 namespace tessera {
 
 FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>& degree, int64_t feature_dim,
-                           const FeatureCacheOptions& options)
+                           const PrefetchOptions& options)
     : options_(options), dim_(feature_dim) {
   require(halo.size() == degree.size(), "FeatureCache: ", halo.size(), " halo nodes but ", degree.size(),
           " degrees");
-  require(options.fraction >= 0 && options.fraction <= 1, "--prefetch-fraction must be in [0, 1], not ",
-          options.fraction);
-  require(options.alpha > 0 && options.alpha < 1, "prefetch decay alpha must be in (0, 1), not ",
-          options.alpha);
-  require(options.interval >= 1, "prefetch eviction interval must be at least 1, not ", options.interval);
+  options.validate();
   threshold_ = std::pow(1.0 - options.alpha, double(options.interval));
   // Initial fill: highest degree first, ties by lower id.
   std::vector<size_t> order(halo.size());

@@ -15,21 +15,16 @@
 #include <unordered_map>
 #include <vector>
 
-namespace tessera {
+#include "tessera/prefetch/controller.hpp"
 
-/// The cache's settings (docs/architecture.md §6).
-struct FeatureCacheOptions {
-  double fraction = 0.25;  ///< capacity = floor(fraction * |halo|) slots
-  double alpha = 0.05;     ///< per-step score decay: scores are multiplied by (1 - alpha)
-  int64_t interval = 16;   ///< Delta: evict every `interval` steps; threshold (1 - alpha)^Delta
-};
+namespace tessera {
 
 /// Feature rows of halo nodes kept between steps, with MassiveGNN's scores, miss counts and eviction rule.
 class FeatureCache {
  public:
   /// halo: the halo node ids (distinct); degree[k]: the degree of halo[k] (initial fill order).
   FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>& degree, int64_t feature_dim,
-               const FeatureCacheOptions& options);
+               const PrefetchOptions& options);
 
   /// Slots.
   int64_t capacity() const { return int64_t(slot_node_.size()); }
@@ -76,7 +71,7 @@ class FeatureCache {
   double threshold() const { return threshold_; }
 
  private:
-  FeatureCacheOptions options_;
+  PrefetchOptions options_;
   int64_t dim_;
   double threshold_;
   std::vector<int64_t> halo_;                   // sorted

@@ -2,8 +2,8 @@
 // Not installed: the element-wise launchers on the path a caller names (rows_host.hpp / rows_team.hpp).
 #pragma once
 
-#include "impl/rows_host.hpp"
-#include "impl/rows_team.hpp"
+#include "rows_host.hpp"
+#include "rows_team.hpp"
 #include "tessera/core/scratch.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 

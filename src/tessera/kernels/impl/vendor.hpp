@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "impl/gemm_kernels.hpp"
-#include "impl/spmm_kernels.hpp"
+#include "gemm_kernels.hpp"
+#include "spmm_kernels.hpp"
 
 namespace tessera::impl {
 

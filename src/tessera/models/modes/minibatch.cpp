@@ -67,7 +67,7 @@ CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a) {
 }
 
 float off_diagonal_scale(int64_t num_nodes, int64_t batch_size) {
-  require(batch_size >= 2 && batch_size <= num_nodes, "--batch-size ", batch_size,
+  require(batch_size >= 2 && batch_size <= num_nodes, "`batch-size` ", batch_size,
           " must be between 2 and the ", num_nodes, " nodes");
   return float(1.0 / pair_inclusion_probability(num_nodes, batch_size));
 }
@@ -163,9 +163,6 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   return d;
 }
 
-const char* sample_place_name(SamplePlace place) {
-  return place == SamplePlace::Auto ? "auto" : place == SamplePlace::Host ? "host" : "device";
-}
 
 MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                                  const MinibatchOptions& options, const Model& model)
@@ -186,8 +183,8 @@ MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, 
   if (b == 0) b = std::max<int64_t>(2, int64_t(options.batch_fraction * double(n)));
   try {
     require(options.batch_size > 0 || (options.batch_fraction > 0 && options.batch_fraction <= 1),
-            "--batch-size: give a count of vertices or a fraction of the nodes in (0, 1]");
-    require(b >= 2 && b <= n, "--batch-size ", b, " gives ", b,
+            "`batch-size`: give a count of vertices or a fraction of the nodes in (0, 1]");
+    require(b >= 2 && b <= n, "`batch-size` ", b, " gives ", b,
             " nodes; it must be between 2 and the graph's ", n);
     batch_size_ = b;
     // A device build cuts on the device (no upload per step); a host build where its sampler thread can

@@ -154,8 +154,6 @@ class MinibatchSource : public BatchSource {
   nlohmann::json epoch_metrics(std::vector<std::string>& lines) override;
   /// Vertices per sample.
   int64_t batch_size() const { return batch_size_; }
-  /// Where this source cuts its batches (Host or Device, never Auto).
-  SamplePlace sample_place() const { return device_builder_ ? SamplePlace::Device : SamplePlace::Host; }
 
  private:
   MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,

@@ -24,15 +24,12 @@ HostCsr block_operator(const SampledBlock& b, Normalization normalization) {
     const double d = double(degree[size_t(i)]);
     if (gcn) {
       a.col_idx.push_back(i);  // the node itself: destination i is source i
-      a.values.push_back(float(1.0 / (d + 1.0)));
+      a.values.push_back(sampled_self_weight(d));
     }
     for (int64_t e = begin; e < end; ++e) {
       const int64_t j = b.col[size_t(e)];
-      const double du = double(degree[size_t(j)]);
       a.col_idx.push_back(j);
-      a.values.push_back(gcn ? float(d / double(k) / std::sqrt((d + 1.0) * (du + 1.0)))
-                         : normalization == Normalization::Mean ? float(1.0 / double(k))
-                                                                : 1.0f);
+      a.values.push_back(sampled_edge_weight(normalization, d, double(degree[size_t(j)]), double(k)));
     }
     a.row_ptr.push_back(int64_t(a.col_idx.size()));
   }

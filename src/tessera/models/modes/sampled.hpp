@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tessera/comm/simulated_network.hpp"
+#include "tessera/graph/normalize.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/models/training/batch_source.hpp"
 #include "tessera/prefetch/controller.hpp"
@@ -28,6 +29,24 @@
 #include "tessera/sampling/neighbor_device.hpp"
 
 namespace tessera {
+
+/// The weight of a sampled block's edge from a source of in-degree `src_degree` into a destination of
+/// in-degree `dst_degree` of whose in-edges `kept` were drawn uniformly, such that the block's product is an
+/// unbiased estimate of the full aggregation: GCN's symmetric weight (degree_scale, graph/normalize.hpp, of
+/// d_v + 1 and d_u + 1) scaled by d_v / kept, the mean over the kept edges, or one (Sum). The one formula of
+/// the host and device samplers.
+KOKKOS_INLINE_FUNCTION float sampled_edge_weight(Normalization normalization, double dst_degree, double src_degree,
+                                                 double kept) {
+  return normalization == Normalization::Symmetric
+             ? float(dst_degree / kept * degree_scale(normalization, dst_degree + 1.0) *
+                     degree_scale(normalization, src_degree + 1.0))
+         : normalization == Normalization::Mean ? float(degree_scale(normalization, kept))
+                                                : 1.0f;
+}
+/// The weight of a destination's own entry in a GCN block: 1 / (d_v + 1), its loop's symmetric weight.
+KOKKOS_INLINE_FUNCTION float sampled_self_weight(double dst_degree) {
+  return float(degree_scale(Normalization::Mean, dst_degree + 1.0));
+}
 
 /// A sampled block's aggregation weights (plain host memory: the worker thread builds it), from the
 /// in-degrees of its src nodes (block.src_degree, which NeighborSampler fills).
@@ -56,12 +75,11 @@ struct SampledOptions {
   std::vector<int> fanouts;     ///< per layer, input layer first (-1: all); empty: 10 each
   int64_t batch_size = 1024;    ///< seeds per rank per step
   int64_t steps_per_epoch = 0;  ///< 0: the most training nodes of a rank / batch_size
-  PrefetchPolicy policy = PrefetchPolicy::Periodic;  ///< who decides the cache's evictions
-  double fraction = 0.25;                            ///< cache capacity, a fraction of the halo
-  double alpha = 0.05;                               ///< per-step score decay
-  int64_t interval = 16;                             ///< Delta: steps between evictions / a controller window
-  std::string agent;                                 ///< external controller command
-  double agent_timeout_s = 5;  ///< external: wait per window's answer before falling back to periodic
+  /// Which partition the run trains on: /partition/NAME of the graph file (empty: metis-RANKS, or block on
+  /// one rank), read from `partition_file` (tessera partition --output) where given.
+  std::string partition;
+  std::string partition_file;  ///< a partition file of its own instead of the graph file (empty: the graph)
+  PrefetchOptions prefetch;    ///< the remote-feature cache and who decides its evictions
   bool thread = true;          ///< prepare step t + 1 on a worker thread (needs MPI_THREAD_MULTIPLE)
   /// Every epoch's evaluation exact (layer-wise, every neighbour: layerwise.hpp) instead of on sampled
   /// neighbourhoods of the validation and test nodes.

@@ -19,7 +19,7 @@ using DeviceCsr = CsrMatrix<float, DeviceSpace, SpmmColumn>;
 }  // namespace
 
 DeviceCsr device_block_operator(const DeviceSampledBlock& b, Normalization normalization) {
-  const bool gcn = normalization == Normalization::Symmetric, mean = normalization == Normalization::Mean;
+  const bool gcn = normalization == Normalization::Symmetric;
   const int64_t n = b.num_dst, own = gcn ? 1 : 0;  // GCN puts each row's own entry first
   DeviceCsr a;
   a.num_rows = n;
@@ -41,15 +41,12 @@ DeviceCsr device_block_operator(const DeviceSampledBlock& b, Normalization norma
         int64_t at = begin + own * i;
         if (gcn) {
           out_col(at) = SpmmColumn(i);
-          out_value(at++) = float(1.0 / (d + 1.0));
+          out_value(at++) = sampled_self_weight(d);
         }
         for (int64_t e = begin; e < end; ++e, ++at) {
           const int64_t j = col(e);
-          const double du = double(degree(j));
           out_col(at) = SpmmColumn(j);
-          out_value(at) = gcn    ? float(d / double(k) / ::sqrt((d + 1.0) * (du + 1.0)))
-                          : mean ? float(1.0 / double(k))
-                                 : 1.0f;
+          out_value(at) = sampled_edge_weight(normalization, d, double(degree(j)), double(k));
         }
       });
   return a;
@@ -117,12 +114,12 @@ SamplePlace sampled_step_place(SamplePlace asked, bool device_build, int ranks, 
   if (asked == SamplePlace::Host) return SamplePlace::Host;
   require(
       ranks == 1,
-      "--sample-on device: sampled mode builds its steps on the device on one rank only (remote neighbour "
+      "`sample-on` device: sampled mode builds its steps on the device on one rank only (remote neighbour "
       "lists and the feature cache are host memory), not on ",
-      ranks, " ranks; use --sample-on host or auto");
-  require(fits, "--sample-on device: the graph's features, neighbour lists and labels take ",
+      ranks, " ranks; use `sample-on` host or auto");
+  require(fits, "`sample-on` device: the graph's features, neighbour lists and labels take ",
           double(resident_bytes) / double(1 << 30), " GiB of device memory, more than half of the ",
-          double(device_free) / double(1 << 30), " GiB free; use --sample-on host or auto");
+          double(device_free) / double(1 << 30), " GiB free; use `sample-on` host or auto");
   return SamplePlace::Device;
 }
 

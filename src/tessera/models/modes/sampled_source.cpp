@@ -293,18 +293,12 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
   const bool device_build = !std::is_same<DeviceSpace, HostSpace>::value;
   SamplePlace place = SamplePlace::Host;
   try {
-    require(int(o.fanouts.size()) == layers, "--fanouts lists ", o.fanouts.size(),
+    require(int(o.fanouts.size()) == layers, "`fanouts` lists ", o.fanouts.size(),
             " layers but the model has ", layers, " (one fanout per layer, input layer first)");
     for (int f : o.fanouts)
-      require(f >= 1 || f == -1, "--fanouts: expected positive integers or -1, not ", f);
-    require(o.batch_size >= 1, "--batch-size must be at least 1 seed per rank, not ", o.batch_size);
-    require(o.fraction >= 0 && o.fraction <= 1, "--prefetch-fraction must be in [0, 1], not ", o.fraction);
-    require(o.alpha > 0 && o.alpha < 1, "--prefetch-alpha must be in (0, 1), not ", o.alpha);
-    require(o.interval >= 1, "--prefetch-interval must be at least 1, not ", o.interval);
-    require(o.policy == PrefetchPolicy::External || o.agent.empty(),
-            "--prefetch-agent needs --prefetch-policy external");
-    require(o.policy != PrefetchPolicy::External || !o.agent.empty(),
-            "--prefetch-policy external needs --prefetch-agent CMD");
+      require(f >= 1 || f == -1, "`fanouts`: expected positive integers or -1, not ", f);
+    require(o.batch_size >= 1, "`batch-size` must be at least 1 seed per rank, not ", o.batch_size);
+    o.prefetch.validate();
     require(grid.shape().size() == grid.shape().d,
             "sampled training runs one replica per rank (grid Px1x1x1)");
     place = sampled_step_place(o.sample_on, device_build, world.size(),
@@ -322,9 +316,9 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
   int provided = 0;
   MPI_Query_thread(&provided);
   world.check(!o.thread || provided == MPI_THREAD_MULTIPLE,
-              "--mode sampled prepares each next step on a worker thread that communicates, which needs "
+              "`mode` sampled prepares each next step on a worker thread that communicates, which needs "
               "MPI_THREAD_MULTIPLE; this MPI library provides only level " +
-                  std::to_string(provided) + ". Rerun with --no-prefetch-thread");
+                  std::to_string(provided) + ". Rerun with `no-prefetch-thread`");
   s_ = std::make_unique<State>(graph, grid, world, o, normalization, self_blocks, seed);
   if (on_device)
     s_->device = std::make_unique<DeviceSampledSteps>(graph, o.fanouts, seed, normalization, self_blocks);
@@ -334,12 +328,10 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
   s_->eval_fetch = std::make_unique<RemoteFeatures>(world, graph, o.network);
   FetchStats fill;
   const std::vector<int64_t>& halo = graph.halo;
-  if (o.policy != PrefetchPolicy::None) {
-    s_->cache = std::make_unique<FeatureCache>(halo, graph.halo_degree, graph.num_features,
-                                               FeatureCacheOptions{o.fraction, o.alpha, o.interval});
+  if (o.prefetch.policy != PrefetchPolicy::None) {
+    s_->cache = std::make_unique<FeatureCache>(halo, graph.halo_degree, graph.num_features, o.prefetch);
     s_->fetch->fill(*s_->cache, fill);
-    s_->controller = make_controller(ControllerOptions{o.policy, o.interval, o.agent, o.agent_timeout_s,
-                                                       world.rank(), s_->cache->capacity()});
+    s_->controller = make_controller(o.prefetch, world.rank(), s_->cache->capacity());
   }
   int64_t labeled = 0;
   for (int64_t v : graph.train) labeled += graph.labels[size_t(v - graph.first)] >= 0;
@@ -364,7 +356,7 @@ std::string SampledSource::describe() const {
                 "cache %.0f%% of "
                 "the halo (initial fill %lld B); worker thread %s",
                 (long long)steps_, (long long)o.batch_size, (long long)s_->halo_total,
-                prefetch_policy_name(o.policy), o.policy == PrefetchPolicy::None ? 0.0 : 100 * o.fraction,
+                prefetch_policy_name(o.prefetch.policy), o.prefetch.policy == PrefetchPolicy::None ? 0.0 : 100 * o.prefetch.fraction,
                 (long long)s_->fill_bytes,
                 s_->device ? "off (steps sampled on the device)"
                 : o.thread ? "on"
@@ -458,7 +450,7 @@ nlohmann::json SampledSource::epoch_metrics(std::vector<std::string>& lines) {
   const double waited = s_->pipeline.waited_seconds() - s_->waited_before;
   s_->waited_before = s_->pipeline.waited_seconds();
   nlohmann::json j = {{"mode", "sampled"},
-                      {"policy", prefetch_policy_name(s_->o.policy)},
+                      {"policy", prefetch_policy_name(s_->o.prefetch.policy)},
                       {"remote_rows", int64_t(sums[kRemote])},
                       {"hit_rate", sums[kRemote] > 0 ? sums[kHits] / sums[kRemote] : 0.0},
                       {"fetched_rows", int64_t(sums[kFetchedRows])},

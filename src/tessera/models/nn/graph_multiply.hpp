@@ -57,8 +57,6 @@ class GraphMultiply {
   const ActivationLayout& input_layout() const { return in_; }
   /// Layout of its output.
   const ActivationLayout& output_layout() const { return out_; }
-  /// Whether it runs A (H W) (pmm.hpp).
-  bool transform_first() const { return transform_first_; }
   /// The terms, in order.
   const std::vector<Term>& terms() const { return options_.terms; }
   /// The communicators and settings of its schedule.

@@ -13,21 +13,11 @@
 #include <memory>
 #include <string>
 
-#include "tessera/parallel3d/loss3d.hpp"
+#include "tessera/models/nn/loss_input.hpp"
 
 namespace tessera {
 
 class Metric;  // metric.hpp
-
-/// What a loss sees of one training step on this rank.
-struct LossInput {
-  LogitsLayout layout;           ///< the axes that split the logits' rows and classes; the first class
-  Matrix<const float> logits;    ///< this rank's block: rows x local columns (padding past the classes)
-  Vector<const int64_t> labels;  ///< every row's class (-1: unlabeled or padding)
-  Vector<const uint8_t> mask;    ///< the rows the loss covers (a row counts where mask != 0 and label >= 0)
-  /// Local columns that are real classes: columns [0, real_columns()) of the block; the rest are padding.
-  int64_t real_columns() const;
-};
 
 /// A loss summed over the rows it covered on the whole grid.
 struct LossSum {

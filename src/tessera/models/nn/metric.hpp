@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "tessera/models/nn/loss.hpp"
+#include "tessera/comm/communicator.hpp"
+#include "tessera/models/nn/loss_input.hpp"
 
 namespace tessera {
 

@@ -9,9 +9,6 @@
 
 namespace tessera {
 
-const char* model_kind_name(ModelKind kind) {
-  return kind == ModelKind::Gcn ? "gcn" : "sage";
-}
 
 Normalization normalization_for(ModelKind kind) {
   return kind == ModelKind::Gcn ? Normalization::Symmetric : Normalization::Mean;
@@ -31,12 +28,12 @@ constexpr int64_t kMaxWidth = int64_t(1) << 24;
 }  // namespace
 
 void ModelConfig::validate() const {
-  require(layers >= 1 && layers <= kMaxLayers, "--layers must be in [1, ", kMaxLayers, "], not ", layers);
-  require((hidden >= 1 || layers == 1) && hidden <= kMaxWidth, "--hidden must be in [1, ", kMaxWidth,
+  require(layers >= 1 && layers <= kMaxLayers, "`layers` must be in [1, ", kMaxLayers, "], not ", layers);
+  require((hidden >= 1 || layers == 1) && hidden <= kMaxWidth, "`hidden` must be in [1, ", kMaxWidth,
           "], not ", hidden);
   require(in >= 1 && out >= 1, "the model needs at least one input feature and one class (in ", in, ", out ",
           out, ")");
-  require(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), not ", dropout);
+  require(dropout >= 0 && dropout < 1, "`dropout` must be in [0, 1), not ", dropout);
   require(input_dropout >= 0 && input_dropout < 1, "input dropout must be in [0, 1), not ", input_dropout);
 }
 

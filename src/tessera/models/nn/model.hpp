@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "tessera/core/enum_names.hpp"
 #include "tessera/models/nn/norm.hpp"
 #include "tessera/models/nn/sequential.hpp"
 
@@ -17,8 +18,12 @@ enum class ModelKind {
   Gcn,  ///< GcnConv
   Sage  ///< SageConv
 };
-/// "gcn" or "sage".
-const char* model_kind_name(ModelKind kind);
+/// The names of ModelKind's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<ModelKind> kModelKindNames[] = {
+    {ModelKind::Gcn, "gcn"},
+    {ModelKind::Sage, "sage"}};
+/// gcn or sage: the name of a value.
+inline const char* model_kind_name(ModelKind kind) { return name_of(kModelKindNames, kind); }
 /// The adjacency weights a kind aggregates with: Symmetric for GCN, Mean for GraphSAGE.
 Normalization normalization_for(ModelKind kind);
 

@@ -23,9 +23,6 @@ Matrix<float> leading_rows(const Matrix<float>& m, int64_t rows) {
 }
 }  // namespace
 
-const char* norm_name(NormKind kind) {
-  return kind == NormKind::Batch ? "batch" : kind == NormKind::Rms ? "rms" : "none";
-}
 
 FeatureNorm::FeatureNorm(LayerSlot& slot, const NormOptions& options, const char* kind)
     : options_(options),

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/enum_names.hpp"
 #include "tessera/kernels/norm.hpp"
 #include "tessera/models/nn/layer.hpp"
 
@@ -20,8 +21,13 @@ enum class NormKind {
   Batch,  ///< BatchNorm
   Rms     ///< RMSNorm
 };
-/// "none", "batch" or "rms".
-const char* norm_name(NormKind kind);
+/// The names of NormKind's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<NormKind> kNormKindNames[] = {
+    {NormKind::None, "none"},
+    {NormKind::Batch, "batch"},
+    {NormKind::Rms, "rms"}};
+/// none or batch or rms: the name of a value.
+inline const char* norm_name(NormKind kind) { return name_of(kNormKindNames, kind); }
 
 /// A normalization layer's settings.
 struct NormOptions {

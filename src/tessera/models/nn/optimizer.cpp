@@ -8,9 +8,6 @@
 
 namespace tessera {
 
-const char* optimizer_name(OptimizerKind kind) {
-  return kind == OptimizerKind::AdamW ? "adamw" : "adam";
-}
 
 namespace {
 std::vector<Parameter*> raw(const std::vector<ParameterRef>& refs) {
@@ -25,12 +22,12 @@ Adam::Adam(const std::vector<ParameterRef>& params, AdamSettings settings) : Ada
 void AdamSettings::validate() const {
   // NaN fails every comparison, so each check is written to pass only for good values.
   // lr = 0 is allowed: it freezes the weights, which is how gradients at the initial point are measured.
-  require(std::isfinite(lr) && lr >= 0, "--lr must be finite and not negative, not ", lr);
+  require(std::isfinite(lr) && lr >= 0, "`lr` must be finite and not negative, not ", lr);
   require(beta1 >= 0 && beta1 < 1, "Adam's beta1 must be in [0, 1), not ", beta1);
   require(beta2 >= 0 && beta2 < 1, "Adam's beta2 must be in [0, 1), not ", beta2);
   require(std::isfinite(eps) && eps > 0, "Adam's eps must be finite and positive, not ", eps);
   require(std::isfinite(weight_decay) && weight_decay >= 0,
-          "--weight-decay must be finite and not negative, not ", weight_decay);
+          "`weight-decay` must be finite and not negative, not ", weight_decay);
 }
 
 Adam::Adam(std::vector<Parameter*> params, AdamSettings settings) : params_(std::move(params)), s_(settings) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/core/enum_names.hpp"
 #include "tessera/models/nn/parameter.hpp"
 
 namespace tessera {
@@ -17,8 +18,12 @@ enum class OptimizerKind {
   Adam,  ///< weight decay added to the gradient
   AdamW  ///< decoupled weight decay
 };
-/// "adam" or "adamw".
-const char* optimizer_name(OptimizerKind kind);
+/// The names of OptimizerKind's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[] = {
+    {OptimizerKind::Adam, "adam"},
+    {OptimizerKind::AdamW, "adamw"}};
+/// adam or adamw: the name of a value.
+inline const char* optimizer_name(OptimizerKind kind) { return name_of(kOptimizerKindNames, kind); }
 
 /// The optimizer's settings.
 struct AdamSettings {

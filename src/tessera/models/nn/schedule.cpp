@@ -23,8 +23,8 @@ double ConstantSchedule::factor(const ScheduleClock& at) const {
 }
 
 StepSchedule::StepSchedule(double every, double gamma) : every_(every), gamma_(gamma) {
-  require(std::isfinite(every) && every > 0, "--lr-step-every must be positive, not ", every);
-  require(gamma > 0 && gamma <= 1, "--lr-gamma must be in (0, 1], not ", gamma);
+  require(std::isfinite(every) && every > 0, "`lr-step-every` must be positive, not ", every);
+  require(gamma > 0 && gamma <= 1, "`lr-gamma` must be in (0, 1], not ", gamma);
 }
 
 double StepSchedule::factor(const ScheduleClock& at) const {
@@ -37,7 +37,7 @@ std::string StepSchedule::describe() const {
 }
 
 CosineSchedule::CosineSchedule(double min_factor) : min_(min_factor) {
-  require(min_factor >= 0 && min_factor <= 1, "the cosine schedule's floor must be in [0, 1] of --lr, not ",
+  require(min_factor >= 0 && min_factor <= 1, "the cosine schedule's floor must be in [0, 1] of `lr`, not ",
           min_factor);
 }
 
@@ -52,7 +52,7 @@ std::string CosineSchedule::describe() const {
 
 WarmupSchedule::WarmupSchedule(double epochs, std::unique_ptr<LearningRateSchedule> after)
     : epochs_(epochs), after_(std::move(after)) {
-  require(std::isfinite(epochs) && epochs > 0, "--lr-warmup must be positive, not ", epochs);
+  require(std::isfinite(epochs) && epochs > 0, "`lr-warmup` must be positive, not ", epochs);
   require(after_ != nullptr, "a warm-up needs the schedule that follows it");
 }
 
@@ -66,25 +66,15 @@ std::string WarmupSchedule::describe() const {
   return "linear warm-up over " + number(epochs_) + " epochs, then " + after_->describe();
 }
 
-const char* schedule_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::Step:
-      return "step";
-    case ScheduleKind::Cosine:
-      return "cosine";
-    default:
-      return "constant";
-  }
-}
 
 void ScheduleSettings::validate(double lr, int64_t epochs) const {
-  require(std::isfinite(warmup_epochs) && warmup_epochs >= 0, "--lr-warmup must not be negative, not ",
+  require(std::isfinite(warmup_epochs) && warmup_epochs >= 0, "`lr-warmup` must not be negative, not ",
           warmup_epochs);
-  require(warmup_epochs < double(epochs) || warmup_epochs == 0, "--lr-warmup (", warmup_epochs,
-          " epochs) must end before the run does (--epochs ", epochs, ")");
-  require(std::isfinite(step_every) && step_every > 0, "--lr-step-every must be positive, not ", step_every);
-  require(gamma > 0 && gamma <= 1, "--lr-gamma must be in (0, 1], not ", gamma);
-  require(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr, "--lr-min must be in [0, --lr = ", lr,
+  require(warmup_epochs < double(epochs) || warmup_epochs == 0, "`lr-warmup` (", warmup_epochs,
+          " epochs) must end before the run does (`epochs` ", epochs, ")");
+  require(std::isfinite(step_every) && step_every > 0, "`lr-step-every` must be positive, not ", step_every);
+  require(gamma > 0 && gamma <= 1, "`lr-gamma` must be in (0, 1], not ", gamma);
+  require(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr, "`lr-min` must be in [0, `lr` = ", lr,
           "], not ", min_lr);
 }
 

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "tessera/core/enum_names.hpp"
+
 namespace tessera {
 
 /// Where a step is in the run, in epochs.
@@ -80,8 +82,13 @@ enum class ScheduleKind {
   Step,      ///< StepSchedule
   Cosine     ///< CosineSchedule
 };
-/// "constant", "step" or "cosine".
-const char* schedule_name(ScheduleKind kind);
+/// The names of ScheduleKind's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<ScheduleKind> kScheduleKindNames[] = {
+    {ScheduleKind::Constant, "constant"},
+    {ScheduleKind::Step, "step"},
+    {ScheduleKind::Cosine, "cosine"}};
+/// constant or step or cosine: the name of a value.
+inline const char* schedule_name(ScheduleKind kind) { return name_of(kScheduleKindNames, kind); }
 
 /// A schedule as options (`--lr-schedule`, `--lr-warmup`, `--lr-step-every`, `--lr-gamma`, `--lr-min`).
 struct ScheduleSettings {

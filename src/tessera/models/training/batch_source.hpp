@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/core/enum_names.hpp"
 #include "tessera/models/nn/loss.hpp"
 #include "tessera/models/training/node_outputs.hpp"
 #include "tessera/models/nn/sequential.hpp"
@@ -26,8 +27,13 @@ enum class SamplePlace {
   Host,   ///< on the host (a thread builds the next step's sample during the step), uploaded each step
   Device  ///< in kernels on the execution space (a GPU's, or the host's threads), nothing uploaded
 };
-/// "auto", "host" or "device".
-const char* sample_place_name(SamplePlace place);
+/// The names of SamplePlace's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+inline constexpr EnumName<SamplePlace> kSamplePlaceNames[] = {
+    {SamplePlace::Auto, "auto"},
+    {SamplePlace::Host, "host"},
+    {SamplePlace::Device, "device"}};
+/// auto or host or device: the name of a value.
+inline const char* sample_place_name(SamplePlace place) { return name_of(kSamplePlaceNames, place); }
 
 /// One training step's data on this rank.
 struct Batch {

@@ -175,7 +175,7 @@ std::string differences_message(const std::string& path, const std::vector<std::
   std::string list;
   for (const std::string& d : differences) list += (list.empty() ? "" : "; ") + d;
   return path + ": this run differs from the one that wrote the checkpoint: " + list +
-         ". Resume with the same settings and graph, or add --resume-force to continue anyway";
+         ". Resume with the same settings and graph, or add `resume-force` to continue anyway";
 }
 
 // The checkpoint's run against this one: refused with every difference unless the caller accepts them.
@@ -186,7 +186,7 @@ void check_run(const Communicator& comm, const std::string& path, hid_t root, co
   if (!state.accept_run_differences) h5_check(comm, false, differences_message(path, differences), {&file});
   std::string list;
   for (const std::string& d : differences) list += (list.empty() ? "" : "; ") + d;
-  log_line("resuming " + path + " although this run differs from the checkpoint's (--resume-force): " + list);
+  log_line("resuming " + path + " although this run differs from the checkpoint's (`resume-force`): " + list);
 }
 
 // Collective: the checkpoint file opened after checking it is there and looks like HDF5, and its format and
@@ -319,7 +319,7 @@ TrainingProgress load_checkpoint(const std::string& path, const CheckpointState&
   if (problem.empty() && info.model != state.model)
     problem = path + ": written for model " + info.model + ", but this run builds " + state.model;
   else if (problem.empty() && info.seed != state.seed)
-    problem = path + ": written with --seed " + std::to_string(info.seed) + ", this run uses " +
+    problem = path + ": written with `seed` " + std::to_string(info.seed) + ", this run uses " +
               std::to_string(state.seed);
   h5_check(comm, problem.empty(), problem, {&file});
   check_shapes(comm, path, file, [&](const auto& fn) { for_each_array(state, fn); });

@@ -82,7 +82,7 @@ CheckpointLock::CheckpointLock(const std::string& dir, const Communicator& comm)
       }
       fail(dir, ": another job trains into this checkpoint directory (",
            holder.empty() ? std::string("its lock file names no holder") : holder,
-           "); wait for it to end or give this run another --checkpoint");
+           "); wait for it to end or give this run another `checkpoint`");
     }
     const std::string previous = file_text(fd);
     if (!previous.empty())

@@ -17,7 +17,7 @@ namespace tessera {
 void refuse_existing_checkpoint(const std::string& dir, bool resume, bool overwrite) {
   const std::string path = Checkpointer::path_in(dir);
   require(resume || overwrite || file_kind(path).empty(), path,
-          ": a checkpoint of an earlier run is there; --resume continues it, --overwrite-checkpoint starts "
+          ": a checkpoint of an earlier run is there; `resume` continues it, `overwrite-checkpoint` starts "
           "over (replacing it at this run's first save)");
 }
 

@@ -84,11 +84,6 @@ BlockRows prediction_table(const Communicator& comm, int64_t num_nodes, const No
 
 }  // namespace
 
-void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,
-                       const NodeClasses& mine, const OutputOrder& order) {
-  output_predictions(comm, NodeOutputPaths{path, "", "", nullptr}, num_nodes, mine, order);
-}
-
 void output_predictions(const Communicator& comm, const NodeOutputPaths& paths, int64_t num_nodes,
                         const NodeClasses& mine, const OutputOrder& order) {
   const BlockRows table = prediction_table(comm, num_nodes, mine, order);

@@ -100,10 +100,6 @@ void write_text_in_rank_order(const Communicator& comm, const std::string& path,
 void write_hdf5_output(const Communicator& comm, const std::string& path, const std::string& what,
                        const std::function<void(int64_t file)>& fill);
 
-/// Collective: `path` gets one line per node in `order`, its class (-1 for a node no rank sent).
-void write_predictions(const Communicator& comm, const std::string& path, int64_t num_nodes,
-                       const NodeClasses& mine, const OutputOrder& order = {});
-
 /// Collective: `path` gets the HDF5 dataset /embeddings, float32 [num_nodes, width] (zeros where no rank sent
 /// a value) in `order`, with root attributes format = "tessera-embeddings", model = `model`, epoch = `epoch`.
 void write_embeddings(const Communicator& comm, const std::string& path, int64_t num_nodes, int64_t width,

@@ -105,11 +105,11 @@ Trainer::Trainer(Model& model, BatchSource& source, const Communicator& world, c
       schedule_(std::make_unique<ConstantSchedule>()),
       step_(std::make_unique<DefaultStep>()),
       seed_(options.seed.value_or(model.seed())) {
-  world.check(options.epochs >= 1, "--epochs must be at least 1, not " + std::to_string(options.epochs));
-  world.check(options.eval_every >= 0, "--eval-every must not be negative");
+  world.check(options.epochs >= 1, "`epochs` must be at least 1, not " + std::to_string(options.epochs));
+  world.check(options.eval_every >= 0, "`eval-every` must not be negative");
   world.check(
       std::isfinite(options.clip_grad_norm) && options.clip_grad_norm >= 0,
-      "--clip-grad-norm must be finite and not negative, not " + std::to_string(options.clip_grad_norm));
+      "`clip-grad-norm` must be finite and not negative, not " + std::to_string(options.clip_grad_norm));
   int64_t total = 0;
   for (const ParameterRef& p : model.parameters()) total += p.param->size();
   flat_grads_ = Vector<float>("trainer.gradients", size_t(total));
@@ -266,7 +266,7 @@ void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResul
 
 std::string Trainer::diverged(int64_t epoch, const std::string& what) const {
   return "diverged at epoch " + std::to_string(epoch) + ": " + what +
-         " (try a smaller --lr); stopped before anything of this epoch was recorded or saved" +
+         " (try a smaller `lr`); stopped before anything of this epoch was recorded or saved" +
          (last_checkpoint_.empty() ? std::string(" (no checkpoint was written)")
                                    : ": the last checkpoint, " + last_checkpoint_ + ", is unchanged");
 }
@@ -346,7 +346,6 @@ TrainResult Trainer::run() {
   result.test_at_best = progress_.test_at_best;
   result.stop_signal = stop_signal_;
   result.epochs_done = progress_.epochs_done;
-  result.final_weights = gather_global(model_.parameters(), world_, false);
   // Consumed: a later run in this process starts without it.
   if (options_.stop_on_signal) StopSignalWatch::clear();
   return result;

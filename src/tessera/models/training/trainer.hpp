@@ -83,11 +83,10 @@ struct TrainResult {
   int64_t best_epoch = -1;           ///< best-validation epoch (-1: never evaluated)
   double best_valid = 0;             ///< its validation accuracy
   double test_at_best = 0;           ///< its test accuracy
-  std::vector<float> final_weights;  ///< every parameter in global layout, concatenated (resume checks)
   /// With keep_last_step: the last step's logits (this 3D replica's rows, nodes x classes in node order).
   std::vector<float> last_logits;
   /// With keep_last_step: every parameter's gradient of the last step (before Adam), global layout, in
-  /// final_weights order.
+  /// parameter order (gather_global).
   std::vector<float> last_gradients;
   /// Sampled mode: what the feature cache saved over the run, summed over ranks; empty in the other modes.
   std::optional<PrefetchTotals> prefetch;

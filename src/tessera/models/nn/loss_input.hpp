@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What a loss or a metric sees of one batch's logits on this rank: the block, where it sits on the grid, the
+// rows' labels and the mask of rows covered. Shared by loss.hpp and metric.hpp, which depend on it and not
+// on each other.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/parallel3d/loss3d.hpp"
+
+namespace tessera {
+
+/// What a loss or metric sees of one batch on this rank.
+struct LossInput {
+  LogitsLayout layout;           ///< the axes that split the logits' rows and classes; the first class
+  Matrix<const float> logits;    ///< this rank's block: rows x local columns (padding past the classes)
+  Vector<const int64_t> labels;  ///< every row's class (-1: unlabeled or padding)
+  Vector<const uint8_t> mask;    ///< the rows the loss covers (a row counts where mask != 0 and label >= 0)
+  /// Local columns that are real classes: columns [0, real_columns()) of the block; the rest are padding.
+  int64_t real_columns() const;
+};
+
+}  // namespace tessera
