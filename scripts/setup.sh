@@ -130,7 +130,7 @@ patch_kokkos_for_cuda13() {
   # nvcc_wrapper's default sm_35 no longer exists in CUDA 13; newer wrappers read this variable.
   sed -i 's/^default_arch="sm_35"/default_arch=${NVCC_WRAPPER_DEFAULT_ARCH:-"sm_80"}/' "$src/bin/nvcc_wrapper"
   sed -i 's/^#ifndef KOKKOS_IMPL_HALF_TYPE_DEFINED$/#if !defined(KOKKOS_IMPL_HALF_TYPE_DEFINED) \&\& CUDA_VERSION < 13000/' \
-    "$src/tessera/core/src/Cuda/Kokkos_Cuda_Half.hpp"
+    "$src/core/src/Cuda/Kokkos_Cuda_Half.hpp"
   if ! grep -q 'TESSERA_CUDA13_PREFETCH' "$pf"; then
     perl -0pi -e 's/CUDA_SAFE_CALL\(cudaMemPrefetchAsync\(ptr, bytes, space.cuda_device\(\),\s*space.cuda_stream\(\)\)\);/\/\/ TESSERA_CUDA13_PREFETCH\n#if CUDA_VERSION >= 13000\n    CUDA_SAFE_CALL(cudaMemPrefetchAsync(ptr, bytes, cudaMemLocation{cudaMemLocationTypeDevice, space.cuda_device()}, 0, space.cuda_stream()));\n#else\n    CUDA_SAFE_CALL(cudaMemPrefetchAsync(ptr, bytes, space.cuda_device(), space.cuda_stream()));\n#endif/' "$pf"
     grep -q 'TESSERA_CUDA13_PREFETCH' "$pf" || { echo "setup: could not patch $pf for CUDA 13" >&2; exit 1; }

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <string>
 #include <thread>
 #if defined(KOKKOS_ENABLE_OPENMP)
 #include <omp.h>
@@ -60,6 +62,25 @@ std::vector<int> cpu_ids(const uint64_t* words) {
 const char* nonempty_env(const char* name) {
   const char* value = std::getenv(name);
   return value && *value ? value : nullptr;
+}
+
+// Kokkos 3.7 renamed --kokkos-threads to --kokkos-num-threads and 4.x reads only the new name, 3.4 only
+// the old one: either spelling is rewritten, in place, to the one this Kokkos reads.
+void spell_thread_arguments(int argc, char** argv) {
+#if KOKKOS_VERSION >= 30700
+  const std::string from = "--kokkos-threads", to = "--kokkos-num-threads";
+#else
+  const std::string from = "--kokkos-num-threads", to = "--kokkos-threads";
+#endif
+  static std::deque<std::string> respelled;  // argv points into it until the program ends
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument.compare(0, from.size(), from) != 0) continue;
+    const std::string rest = argument.substr(from.size());
+    if (!rest.empty() && rest[0] != '=') continue;
+    respelled.push_back(to + rest);
+    argv[i] = respelled.back().data();
+  }
 }
 
 // The user's own choice of thread count, if any (the name of where it came from).
@@ -150,7 +171,11 @@ void warn_thread_cap(const char* source, long asked) {
 
 // A user's explicit count above Kokkos' limit is lowered to it where it is read, with a warning.
 void cap_explicit_threads(int argc, char** argv, const char* setting) {
+#if KOKKOS_VERSION >= 30700
   static char capped_argument[] = "--kokkos-num-threads=512";
+#else
+  static char capped_argument[] = "--kokkos-threads=512";
+#endif
   if (std::strcmp(setting, "--kokkos-threads") == 0) {
     for (int i = 1; i < argc; ++i) {
       const char* eq = std::strchr(argv[i], '=');
@@ -172,6 +197,7 @@ void cap_explicit_threads(int argc, char** argv, const char* setting) {
 // whether Tessera checks the node's threads (OpenMP builds), so Kokkos' own warning can be silenced.
 bool choose_threads(int argc, char** argv, const std::vector<std::vector<int>>& masks, int node_rank,
                     ThreadChoice& choice) {
+  spell_thread_arguments(argc, argv);
   const int cpus_per_task = slurm_cpus_per_task();
   const int threads = std::min(kKokkosMaxThreads, default_thread_count(masks, node_rank, cpus_per_task));
   const char* setting = explicit_thread_setting(argc, argv);
