@@ -21,7 +21,7 @@ using namespace tessera;
 namespace {
 
 // Node v's in-neighbours: two pseudo-random ones, itself when v % 3 == 0, and a repeated edge when
-// v % 4 == 1 (duplicates add). `symmetric`: the graph plus its reverse (A + A^T).
+// v % 4 == 1 (duplicates add; with `symmetric`, a self loop is listed twice and still counts once). `symmetric`: the graph plus its reverse (A + A^T).
 std::vector<int64_t> in_neighbours(int64_t v, int64_t n, bool symmetric = false) {
   std::vector<int64_t> u;
   for (const int64_t w : {(3 * v + 1) % n, (5 * v + 2) % n})
@@ -61,8 +61,7 @@ std::vector<std::vector<double>> dense_reference(int64_t n, Normalization normal
   for (int64_t v = 0; v < n; ++v)
     for (int64_t u : in_neighbours(v, n, symmetric)) a[size_t(v)][size_t(u)] += 1;
   if (normalization == Normalization::Symmetric) {
-    for (int64_t v = 0; v < n; ++v)
-      if (a[size_t(v)][size_t(v)] == 0) a[size_t(v)][size_t(v)] = 1;  // GCN's self loop where missing
+    for (int64_t v = 0; v < n; ++v) a[size_t(v)][size_t(v)] = 1;  // one self loop, however often listed
     std::vector<double> degree(size_t(n), 0.0);
     for (int64_t v = 0; v < n; ++v)
       for (int64_t u = 0; u < n; ++u) degree[size_t(v)] += a[size_t(v)][size_t(u)];

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Aggregation matrices built from a graph's in-edges (row v lists the sources u of edges u -> v):
-//   GCN:  A_hat = D^-1/2 (A + I) D^-1/2, D = in-degree + 1, self loops added where missing (as PyG's
-//   gcn_norm) mean: D^-1 A, the neighbour average of GraphSAGE-mean (rows without in-edges stay zero)
+//   GCN:  A_hat = D^-1/2 (A + I) D^-1/2, D = in-degree + 1, one self loop per node however often the
+//   file lists it (as PyG's gcn_norm) mean: D^-1 A, the neighbour average of GraphSAGE-mean (rows without in-edges stay zero)
 // and feature row normalization (each row divided by its sum, as Kipf & Welling preprocess Cora).
 #pragma once
 
@@ -17,7 +17,7 @@ namespace tessera {
 /// Mean blocks are patterns with degree scales (CsrSpmm::scaled): entry (v, u) weighs
 /// float(d_v^-1/2 * d_u^-1/2) or float(1 / d_v), the products formed in double, as gcn_normalize does.
 enum class Normalization {
-  Symmetric,  ///< GCN: D^-1/2 (A + I) D^-1/2, D = in-degree + 1 (self loops added where missing)
+  Symmetric,  ///< GCN: D^-1/2 (A + I) D^-1/2, D = in-degree + 1 (the file's self loops stand for the one I adds)
   Mean,       ///< GraphSAGE-mean: the average over in-neighbours other than v itself (D^-1 A)
   Sum         ///< the edges as given, every weight one
 };

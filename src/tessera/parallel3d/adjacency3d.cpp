@@ -75,7 +75,8 @@ BlockCsr csr_from_entries(ReceivedEntries&& entries, int64_t rows, int64_t cols)
 }
 
 // Calls emit(v, u) for every nonzero of this rank's rows [begin, end) of the normalized adjacency (their
-// in-edges and, for Symmetric, the self loop GCN adds; Mean leaves a row's own node out), in a fixed order.
+// in-edges other than the row's own node, and for Symmetric one self loop, however often the file lists
+// it: PyG's gcn_norm and GATConv do the same), in a fixed order.
 template <class Emit>
 void for_each_nonzero(const GraphRows& r, Normalization normalization, int64_t begin, int64_t end,
                       const Emit& emit) {
@@ -83,9 +84,9 @@ void for_each_nonzero(const GraphRows& r, Normalization normalization, int64_t b
     const int64_t v = r.first_row + i;
     for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k) {
       const int64_t u = r.indices[size_t(k)];
-      if (normalization != Normalization::Mean || u != v) emit(v, u);
+      if (normalization == Normalization::Sum || u != v) emit(v, u);
     }
-    if (normalization == Normalization::Symmetric && !has_self_loop(r, i)) emit(v, v);
+    if (normalization == Normalization::Symmetric) emit(v, v);
   }
 }
 

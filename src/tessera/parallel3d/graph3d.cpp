@@ -36,17 +36,10 @@ RowRounds::RowRounds(const Communicator& comm, int64_t rows, int64_t budget,
   count_ = int(all_reduce_value(comm, int64_t(begins_.size()) - 1, ReduceOp::Max, "load"));
 }
 
-bool has_self_loop(const GraphRows& r, int64_t i) {
-  for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k)
-    if (r.indices[size_t(k)] == r.first_row + i) return true;
-  return false;
-}
-
 }  // namespace impl
 
 namespace {
 
-using impl::has_self_loop;
 using impl::RowRounds;
 
 // Phase 1: this rank's rows' degrees, and where every rank's rows begin (one all-gather of P offsets): a
@@ -57,11 +50,10 @@ impl::RowDegrees degrees(const GraphRows& r, Normalization normalization, const 
   d.local.resize(size_t(r.rows()));
   for (int64_t i = 0; i < r.rows(); ++i) {
     const int64_t count = r.indptr[size_t(i + 1)] - r.indptr[size_t(i)];
-    int64_t loops = 0;  // a row may list its own node more than once (duplicate edges add)
+    int64_t loops = 0;  // a row may list its own node more than once: all stand for the one self loop
     for (int64_t k = r.indptr[size_t(i)]; k < r.indptr[size_t(i + 1)]; ++k)
       loops += r.indices[size_t(k)] == r.first_row + i;
-    d.local[size_t(i)] =
-        normalization == Normalization::Symmetric ? count + (loops > 0 ? 0 : 1) : count - loops;
+    d.local[size_t(i)] = normalization == Normalization::Symmetric ? count - loops + 1 : count - loops;
   }
   d.row_begins.resize(size_t(comm.size()));
   all_gather(comm, &r.first_row, 1, d.row_begins.data(), "load degrees");

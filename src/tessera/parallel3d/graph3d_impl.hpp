@@ -18,11 +18,8 @@ std::string check_rows(const GraphRows& rows);
 /// Collective: check_rows on every rank, then that the blocks tile [0, num_nodes) in rank order.
 void validate_rows(const GraphRows& rows, const Communicator& comm);
 
-/// Whether row i of `rows` lists its own node among its in-neighbours.
-bool has_self_loop(const GraphRows& rows, int64_t i);
-
-/// The degrees the weights need, where they are: this rank's rows' (in-degree plus the self loop GCN adds
-/// for Symmetric; in-neighbours other than the row's own node for Mean; none for Sum) and every rank's
+/// The degrees the weights need, where they are: this rank's rows' (in-neighbours other than the row's own
+/// node, plus one self loop for Symmetric; the in-degree as listed for Sum) and every rank's
 /// first row, so that a block's builder can ask the reader of any row.
 struct RowDegrees {
   std::vector<int64_t> local;       ///< one per row of this rank
