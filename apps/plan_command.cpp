@@ -22,6 +22,8 @@ void add_plan_command(CLI::App& app, Command& selected) {
     std::string data, machine = "local", machine_file;
     int ranks = 0, layers = 2;  // train's defaults
     int64_t hidden = 16;
+    std::string model = "gcn";
+    int64_t heads = 8, output_heads = 1;
     bool recompute_aggregation = false;
     std::string load_budget;
   };
@@ -29,8 +31,14 @@ void add_plan_command(CLI::App& app, Command& selected) {
   CLI::App* plan = app.add_subcommand("plan", "Rank every 3D grid for a rank count by predicted epoch time");
   plan->add_option("--data", a->data, "Tessera .h5 graph file (only its sizes are read)")->required();
   plan->add_option("--ranks", a->ranks, "Number of ranks (GPUs)")->required()->check(CLI::PositiveNumber);
-  plan->add_option("--layers", a->layers, "GCN layers")->capture_default_str();
-  plan->add_option("--hidden", a->hidden, "Hidden width")->capture_default_str();
+  plan->add_option("--layers", a->layers, "Graph layers")->capture_default_str();
+  plan->add_option("--hidden", a->hidden, "Hidden width (GAT: per head)")->capture_default_str();
+  plan->add_option("--model", a->model, "as train's: gcn, sage or gat (GAT's attention is counted per edge)")
+      ->capture_default_str();
+  plan->add_option("--heads", a->heads, "as train's: gat's heads of every hidden layer")
+      ->capture_default_str();
+  plan->add_option("--output-heads", a->output_heads, "as train's: gat's heads of the last layer")
+      ->capture_default_str();
   plan->add_option("--machine", a->machine, "perlmutter, frontier or local")->capture_default_str();
   plan->add_flag("--recompute-aggregation", a->recompute_aggregation,
                  "as train's: layers keep no A H for backward (less memory, more SpMM)");
@@ -45,8 +53,11 @@ void add_plan_command(CLI::App& app, Command& selected) {
       try {
         ModelConfig check;
         check.in = check.out = 1;
+        check.kind = parse_model_kind(a->model);
         check.layers = a->layers;
         check.hidden = a->hidden;
+        check.heads = a->heads;
+        check.output_heads = a->output_heads;
         check.validate();  // the bounds train uses
         if (!a->load_budget.empty()) load_budget = parse_byte_size(a->load_budget, "--load-budget");
         machine = machine_from_options(a->machine, a->machine_file);
@@ -55,9 +66,12 @@ void add_plan_command(CLI::App& app, Command& selected) {
       }
       world.check(problem.empty(), problem);
       const GraphFileReader reader(world, a->data);
-      ModelConfig model;  // the command line's defaults besides layers and width (GCN, dropout)
+      ModelConfig model;  // the command line's defaults besides the model, layers, width and heads (dropout)
+      model.kind = parse_model_kind(a->model);
       model.layers = a->layers;
       model.hidden = a->hidden;
+      model.heads = a->heads;
+      model.output_heads = a->output_heads;
       const ProblemSize size = problem_size(reader.meta(), model, a->recompute_aggregation, load_budget);
       char line[256];
       std::snprintf(line, sizeof(line),

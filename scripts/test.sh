@@ -15,10 +15,12 @@
 #                                         on a fresh machine) into build-kokkos3/ and run a short job on it
 #   scripts/test.sh --require-all         fail unless every part the README promises was built (the Python
 #                                         bindings, the CUDA compile check) — what CI runs (.ci/run)
+#   scripts/test.sh --long                also run the tests labelled `long` (accuracy over many seeds on
+#                                         large grids: an hour or more on two cores), left out by default
 #   extra arguments after -- go to ctest (e.g. -- -L distributed)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-sanitize=0 cuda=1 hip=0 smoke=0 require_all=0 ctest_args=() kokkos=()
+sanitize=0 cuda=1 hip=0 smoke=0 require_all=0 long=0 ctest_args=() kokkos=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize) sanitize=1; cuda=0; shift ;;
@@ -28,6 +30,7 @@ while [ $# -gt 0 ]; do
     --kokkos-sha256) kokkos+=(--kokkos-sha256 "$2"); shift 2 ;;
     --smoke-default-kokkos) smoke=1; shift ;;
     --require-all) require_all=1; shift ;;
+    --long) long=1; shift ;;
     --) shift; ctest_args=("$@"); break ;;
     *) echo "test.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
@@ -41,6 +44,7 @@ bash "$root/scripts/setup.sh" "${setup[@]}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
+[ "$long" -eq 1 ] || ctest_args=(-LE long "${ctest_args[@]}")
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" "${ctest_args[@]}") 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e

@@ -16,24 +16,24 @@
 #include <set>
 
 #include "reference/layers.hpp"
-#include "support/fixtures.hpp"
 #include "support/final_weights.hpp"
+#include "support/fixtures.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/graph/hdf5_io.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 #include "tessera/kernels/loss.hpp"
-#include "tessera/models/nn/activation.hpp"
-#include "tessera/models/training/checkpoint.hpp"
-#include "tessera/models/nn/conv.hpp"
 #include "tessera/models/modes/full_graph.hpp"
-#include "tessera/models/training/hooks.hpp"
+#include "tessera/models/nn/activation.hpp"
+#include "tessera/models/nn/conv.hpp"
 #include "tessera/models/nn/model.hpp"
 #include "tessera/models/nn/optimizer.hpp"
 #include "tessera/models/nn/random_streams.hpp"
-#include "tessera/models/train.hpp"
 #include "tessera/models/nn/workspace.hpp"
+#include "tessera/models/train.hpp"
+#include "tessera/models/training/checkpoint.hpp"
+#include "tessera/models/training/hooks.hpp"
 
 using namespace tessera;
 using namespace tessera::reference;
@@ -671,6 +671,48 @@ TEST(Trainer, EarlyStoppingAfterPatienceEvaluations) {
   EXPECT_EQ(r.best_epoch, 1);
 }
 
+// The GAT paper's selection, replayed here from the run's own validation accuracies and losses: progress is
+// an accuracy at least the highest or a loss at most the lowest; the best, the last evaluation where both
+// held; the run stops after `patience` evaluations without progress. A resumed run selects and stops alike.
+TEST(Trainer, AccuracyAndLossSelection) {
+  TrainOptions o = small_run(300);
+  o.model.norm = NormKind::None;
+  o.model.dropout = o.model.input_dropout = 0.5f;
+  o.trainer.optimizer.lr = 0.05f;  // over-fits: the validation loss turns
+  o.trainer.selection = Selection::AccuracyAndLoss;
+  o.patience = 6;
+  const TrainResult r = run_training(o, Communicator::world());
+  double max_acc = -1, min_loss = 1e300;
+  int64_t best = -1, quiet = 0, stop = -1;
+  for (const EpochRecord& e : r.history) {
+    const bool acc = e.valid_acc >= max_acc, loss = e.valid_loss <= min_loss;
+    max_acc = std::max(max_acc, e.valid_acc), min_loss = std::min(min_loss, e.valid_loss);
+    if (acc && loss) best = e.epoch;
+    quiet = acc || loss ? 0 : quiet + 1;
+    EXPECT_EQ(e.best, acc && loss) << "epoch " << e.epoch;
+    if (quiet == o.patience) {
+      stop = e.epoch;
+      break;
+    }
+  }
+  EXPECT_EQ(r.best_epoch, best);
+  EXPECT_EQ(r.epochs_done, stop < 0 ? o.trainer.epochs : stop);
+  EXPECT_GT(stop, 0) << "the patience never ran out: the test shows nothing of it";
+  // Resumed from a checkpoint of an earlier epoch: the same best and the same stop.
+  const std::string dir = fixtures::scratch_dir() + "/selection";
+  TrainOptions first = o;
+  first.trainer.epochs = std::max<int64_t>(r.best_epoch - 1, 1);
+  first.checkpoint.dir = dir;
+  run_training(first, Communicator::world());
+  TrainOptions rest = o;
+  rest.checkpoint.dir = dir;
+  rest.checkpoint.resume = true;
+  const TrainResult resumed = run_training(rest, Communicator::world());
+  EXPECT_EQ(resumed.best_epoch, r.best_epoch);
+  EXPECT_EQ(resumed.epochs_done, r.epochs_done);
+  EXPECT_EQ(resumed.test_at_best, r.test_at_best);
+}
+
 namespace {
 // An application's hook: counts what it sees and stops the run after `stop_at` epochs.
 struct CountingHook : TrainerHook {
@@ -993,4 +1035,3 @@ TEST(GraphConv, DropoutOutsideZeroToOneIsRefused) {
     }
   }
 }
-

@@ -9,9 +9,10 @@
 #include <cmath>
 #include <set>
 
+#include "reference/attention.hpp"
 #include "reference/dense.hpp"
-#include "support/fixtures.hpp"
 #include "support/final_weights.hpp"
+#include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/graph_file.hpp"
@@ -469,15 +470,50 @@ std::vector<double> dense_gradients(const WholeGraph& w, ModelKind kind, const s
   return out;
 }
 
+// The same step of a 2-layer GAT (2 concatenated heads, ELU, then 2 averaged heads): parameters [W, a_src,
+// a_dst, b] per layer.
+std::vector<double> dense_gat_gradients(const WholeGraph& w, const std::vector<Dense>& params,
+                                        const std::vector<int64_t>& seeds) {
+  using namespace reference;
+  const int64_t n = w.n;
+  GatSpec first, second;
+  first.mask = Dense(n, n);
+  for (int64_t v = 0; v < n; ++v) {
+    first.mask(v, v) = 1;
+    for (int64_t u : w.in[size_t(v)]) first.mask(v, u) = 1;
+  }
+  second.mask = first.mask;
+  first.heads = 2, first.act = Act::Elu;
+  second.heads = 2, second.concat = false;
+  Dense x(n, w.f);
+  for (size_t k = 0; k < x.a.size(); ++k) x.a[k] = w.x[k];
+  const GatWeights p0{params[0], params[1], params[2], params[3]},
+      p1{params[4], params[5], params[6], params[7]};
+  GatTape t0, t1;
+  const Dense z = gat_forward(second, p1, gat_forward(first, p0, x, t0), t1);
+  std::vector<uint8_t> mask(size_t(n), 0);
+  for (int64_t v : seeds) mask[size_t(v)] = 1;
+  Dense g;
+  softmax_cross_entropy(z, w.labels, mask, &g);
+  const GatGrads g1 = gat_backward(second, p1, t1, g);
+  const GatGrads g0 = gat_backward(first, p0, t0, g1.x);
+  std::vector<double> out;
+  for (const Dense* d :
+       {&g0.w, &g0.att_src, &g0.att_dst, &g0.bias, &g1.w, &g1.att_src, &g1.att_dst, &g1.bias})
+    out.insert(out.end(), d->a.begin(), d->a.end());
+  return out;
+}
+
 }  // namespace
 
 // Keeping every neighbour makes the blocks exact, so one step on P ranks must give the gradient of the mean
 // loss over all ranks' seeds on the whole graph (each rank's first step takes all its training nodes here).
 TEST(SampledTraining, OneStepMatchesADenseReferenceOnTheWholeGraph) {
   const WholeGraph w = read_whole(fixtures::small_csbm_file());
-  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
+  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat}) {
     TrainOptions o = sampled_options(partitioned_file());
     o.model.kind = kind;
+    if (kind == ModelKind::Gat) o.model.hidden = 4, o.model.heads = 2, o.model.output_heads = 2;
     o.model.dropout = o.model.input_dropout = 0;
     o.sampled.fanouts = {-1, -1};
     o.sampled.batch_size = 1000;
@@ -503,7 +539,8 @@ TEST(SampledTraining, OneStepMatchesADenseReferenceOnTheWholeGraph) {
     std::vector<int64_t> seeds;
     for (int64_t v : w.train)
       if (w.labels[size_t(v)] >= 0) seeds.push_back(v);
-    const std::vector<double> expect = dense_gradients(w, kind, params, seeds);
+    const std::vector<double> expect = kind == ModelKind::Gat ? dense_gat_gradients(w, params, seeds)
+                                                              : dense_gradients(w, kind, params, seeds);
     ASSERT_EQ(r.last_gradients.size(), expect.size());
     double worst = 0, scale = 1e-12;
     for (size_t k = 0; k < expect.size(); ++k) {
@@ -520,7 +557,8 @@ TEST(SampledTraining, TheCacheChangesNoBit) {
   TrainOptions o = sampled_options(partitioned_file());
   o.sampled.prefetch.policy = PrefetchPolicy::None;
   o.sampled.prefetch.alpha = 0.3;
-  o.trainer.epochs = 6;  // at least 6 steps on 8 ranks: rows must age past the threshold before an eviction step
+  o.trainer.epochs =
+      6;  // at least 6 steps on 8 ranks: rows must age past the threshold before an eviction step
   const fixtures::RunWithWeights none = fixtures::run_training_with_weights(o, world());
   ASSERT_TRUE(none.prefetch.has_value());
   EXPECT_EQ(none.prefetch->cache_hits, 0);

@@ -35,18 +35,11 @@ TrainOptions sage_setup(const std::string& data, uint64_t seed, int64_t seeds_pe
 TEST(SampledAccuracy, CoraSageOnFourRanksMatchesOneRank) {
   const Communicator world = Communicator::world();
   ASSERT_EQ(world.size(), 4) << "run with 4 ranks";
-  const std::string dir = TESSERA_SHARED_DIR "/datasets/cora";
-  if (access((dir + "/raw/edge.csv.gz").c_str(), R_OK) != 0) GTEST_SKIP() << dir << " is absent";
-  const std::string path = fixtures::scratch_dir() + "/cora.h5";
-  world.run_on(0, [&] {
-    OgbConvertOptions o;
-    o.dataset_dir = dir;
-    o.output = path;
-    o.symmetrize = true;
-    convert_ogb(o, Communicator(MPI_COMM_SELF, false, nullptr));
-    const std::vector<int32_t> part = compute_partition(path, 4, PartitionMethod::Metis, 1);
-    write_partition(path, "metis-4", part, 4, PartitionMethod::Metis, evaluate_partition(path, part, 4));
+  const std::string path = fixtures::cora_in_scratch([](const std::string& file) {
+    const std::vector<int32_t> part = compute_partition(file, 4, PartitionMethod::Metis, 1);
+    write_partition(file, "metis-4", part, 4, PartitionMethod::Metis, evaluate_partition(file, part, 4));
   });
+  if (path.empty()) GTEST_SKIP() << TESSERA_SHARED_DIR "/datasets/cora is absent";
 
   // One rank, the same global batch (4 x 32 seeds per step), one seed per rank in parallel.
   const Communicator self(MPI_COMM_SELF, false, nullptr);

@@ -6,8 +6,8 @@
 // the world refuses --sample-on device with one message.
 #include <gtest/gtest.h>
 
-#include "support/fixtures.hpp"
 #include "support/final_weights.hpp"
+#include "support/fixtures.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/models/modes/sampled.hpp"
@@ -135,7 +135,7 @@ TEST(DeviceSampling, BlockWeightsAndTransposesAreTheHostOnesBitForBit) {
 // order.
 TEST(DeviceSampling, TrainingEqualsTheHostSamplersRunBitForBit) {
   for (const std::string& path : {fixtures::small_csbm_file(), rmat_file()})
-    for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
+    for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat}) {
       TrainOptions o;
       o.data = path;
       o.mode = TrainMode::Sampled;
@@ -144,6 +144,7 @@ TEST(DeviceSampling, TrainingEqualsTheHostSamplersRunBitForBit) {
       o.model.kind = kind;
       o.model.layers = 2;
       o.model.hidden = 8;
+      o.model.heads = kind == ModelKind::Gat ? 2 : 8;
       o.model.norm = NormKind::Batch;
       o.model.seed = 3;
       o.trainer.epochs = 3;

@@ -11,13 +11,14 @@
 #include "tessera/cli/options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/graph_file.hpp"
-#include "tessera/models/nn/activation.hpp"
-#include "tessera/models/nn/conv.hpp"
 #include "tessera/models/modes/full_graph.hpp"
-#include "tessera/models/training/hooks.hpp"
+#include "tessera/models/nn/activation.hpp"
+#include "tessera/models/nn/attention.hpp"
+#include "tessera/models/nn/conv.hpp"
 #include "tessera/models/nn/loss.hpp"
 #include "tessera/models/nn/norm.hpp"
 #include "tessera/models/nn/sequential.hpp"
+#include "tessera/models/training/hooks.hpp"
 #include "tessera/parallel3d/graph3d.hpp"
 
 namespace tessera::python {
@@ -140,7 +141,24 @@ std::shared_ptr<LoadedGraph> load_graph(const std::string& path, const std::stri
   return tracked(g);
 }
 
-// One layer spec: (kind, width, relu, dropout, bias).
+// A GatConv's settings from its spec's dict.
+GatOptions gat_options(const py::dict& extra, float dropout, bool bias) {
+  GatOptions o;
+  o.heads = extra["heads"].cast<int64_t>();
+  o.concat = extra["concat"].cast<bool>();
+  o.negative_slope = extra["negative_slope"].cast<float>();
+  o.attention_dropout = extra["attention_dropout"].cast<float>();
+  const std::string activation = extra["activation"].cast<std::string>();
+  const std::optional<Activation> named = value_named(kActivationNames, activation);
+  if (!named)
+    fail("GatConv: activation must be None, ", choices_of(kActivationNames), ", not '", activation, "'");
+  o.activation = *named;
+  o.dropout = dropout;
+  o.bias = bias;
+  return o;
+}
+
+// One layer spec: (kind, width, relu, dropout, bias, extra settings).
 void add_layer(Sequential& model, const py::tuple& spec) {
   const std::string kind = spec[0].cast<std::string>();
   ConvOptions conv;
@@ -157,6 +175,8 @@ void add_layer(Sequential& model, const py::tuple& spec) {
     model.add<SageConv>(width, conv);
   else if (kind == "linear")
     model.add<Linear>(width, conv);
+  else if (kind == "gat")
+    model.add<GatConv>(width, gat_options(spec[5].cast<py::dict>(), conv.dropout, conv.bias));
   else if (kind == "dropout")
     model.add<Dropout>(conv.dropout);
   else if (kind == "relu")
@@ -209,7 +229,8 @@ py::dict fit_defaults() {
   py::dict d;
   d["epochs"] = t.epochs, d["eval_every"] = t.eval_every, d["lr"] = t.optimizer.lr;
   d["weight_decay"] = t.optimizer.weight_decay, d["clip_grad_norm"] = t.clip_grad_norm;
-  d["lr_schedule"] = schedule_name(s.kind), d["lr_warmup"] = s.warmup_epochs, d["lr_step_every"] = s.step_every;
+  d["lr_schedule"] = schedule_name(s.kind), d["lr_warmup"] = s.warmup_epochs,
+  d["lr_step_every"] = s.step_every;
   d["lr_gamma"] = s.gamma, d["lr_min"] = s.min_lr;
   return d;
 }

@@ -26,7 +26,7 @@ from .graph import Graph, write_graph, largest_connected_component, per_class_sp
 from .readers import (read_ogb, read_planetoid, read_gnn_benchmark, read_plain_npz, read_graphsaint, read_reddit,
                       READERS)
 from .training import TrainResult, train
-from .compose import (Sequential, GcnConv, SageConv, Linear, Dropout, ReLU, BatchNorm, RmsNorm,
+from .compose import (Sequential, GcnConv, SageConv, GatConv, Linear, Dropout, ReLU, BatchNorm, RmsNorm,
                       LoadedGraph, graph_from_arrays, load_graph, fit, fit_defaults)
 
 
@@ -47,5 +47,5 @@ def __getattr__(name):
 __version__ = "0.1.0"
 __all__ = ["Graph", "write_graph", "get_dataset", "largest_connected_component", "per_class_split", "read_ogb",
            "read_planetoid", "read_gnn_benchmark", "read_plain_npz", "read_graphsaint", "read_reddit", "READERS", "TrainResult",
-           "train", "Sequential", "GcnConv", "SageConv", "Linear", "Dropout", "ReLU", "BatchNorm", "RmsNorm",
+           "train", "Sequential", "GcnConv", "SageConv", "GatConv", "Linear", "Dropout", "ReLU", "BatchNorm", "RmsNorm",
            "LoadedGraph", "graph_from_arrays", "load_graph", "fit", "fit_defaults", "Error"]

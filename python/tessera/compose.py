@@ -41,6 +41,23 @@ class Linear(_Dense):
     kind = "linear"
 
 
+@dataclass(frozen=True)
+class GatConv:
+    """Graph attention (GAT; PyG's GATConv): `heads` heads of `width` features each, a node's scores
+    LeakyReLU(`negative_slope`) of a_src . z_u + a_dst . z_v over its in-edges and its self loop, softmax per
+    node; the heads concatenated (heads x width columns) or averaged (width); then bias, `activation` (None,
+    "relu" or "elu") and dropout. `attention_dropout` drops attention coefficients on training passes (what
+    PyG's GATConv calls `dropout`). Needs a `symmetric` graph, as GcnConv."""
+    width: int
+    heads: int = 1
+    concat: bool = True
+    negative_slope: float = 0.2
+    attention_dropout: float = 0.0
+    activation: Optional[str] = None
+    dropout: float = 0.0
+    bias: bool = True
+    kind = "gat"
+
 
 @dataclass(frozen=True)
 class Dropout:
@@ -74,8 +91,14 @@ class RmsNorm:
 def _layer_spec(layer):
     width = getattr(layer, "width", 0)
     dropout = getattr(layer, "rate", getattr(layer, "dropout", 0.0))
+    extra = {}
+    if layer.kind == "gat":
+        extra = {"heads": int(layer.heads), "concat": bool(layer.concat),
+                 "negative_slope": float(layer.negative_slope),
+                 "attention_dropout": float(layer.attention_dropout),
+                 "activation": "none" if layer.activation is None else str(layer.activation)}
     return (layer.kind, int(width), bool(getattr(layer, "relu", False)), float(dropout),
-            bool(getattr(layer, "bias", True)))
+            bool(getattr(layer, "bias", True)), extra)
 
 
 class Sequential:

@@ -156,3 +156,23 @@ def test_fit_defaults_are_the_programs():
                         ("lr_min", "lr-min")):
         assert float(written[option]) == pytest.approx(float(defaults[key])), key
     assert written["lr-schedule"] == f'"{defaults["lr_schedule"]}"'
+
+
+def test_composed_gat_is_the_programs_gat(generated):
+    """GatConv layers composed in Python train as `tessera train --model gat` does: the same initial weights
+    (keyed by the seed and the layer), losses and outputs."""
+    g = tessera.load_graph(generated, grid=grid(), normalization="symmetric", seed=5)
+    model = tessera.Sequential([tessera.Dropout(0.2),
+                                tessera.GatConv(4, heads=3, activation="elu", attention_dropout=0.3, dropout=0.2),
+                                tessera.GatConv(3, heads=2, concat=False, attention_dropout=0.3)], seed=11)
+    composed = tessera.fit(model, g, epochs=5, lr=0.02, weight_decay=5e-4)
+    g.release()
+    program = tessera.train(data=generated, grid=grid(), permute="double", seed=11, model="gat", hidden=4, heads=3,
+                            output_heads=2, dropout=0.2, input_dropout=0.2, attention_dropout=0.3, epochs=5,
+                            lr=0.02, weight_decay=5e-4, quiet=True)
+    assert [e["loss"] for e in composed.history] == pytest.approx([e["loss"] for e in program.history], rel=1e-6)
+    assert composed.history[-1]["loss"] < composed.history[0]["loss"]
+    np.testing.assert_allclose(composed.embeddings, program.embeddings, rtol=1e-5, atol=1e-6)
+    with pytest.raises(tessera.Error, match="activation must be None, none, relu or elu, not 'tanh'"):
+        tessera.fit(tessera.Sequential([tessera.GatConv(3, activation="tanh")]),
+                    tessera.load_graph(generated, grid=grid(), normalization="symmetric"), epochs=1)

@@ -114,6 +114,55 @@ PY
       exit 1
     grep -q "exact evaluation" <<<"$out" && { echo "FAILED: an exact evaluation with --final-eval sampled"; exit 1; }
     exit 0 ;;
+  predict_gat)
+    $py -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: no python3-h5py / numpy"; exit 77; }
+    "$TESSERA" prep synth --kind csbm --nodes 600 --edges 3000 --features 12 --classes 4 --seed 3 -o g.h5 >/dev/null || exit 1
+    "$TESSERA" partition --data g.h5 --parts 2 >/dev/null && "$TESSERA" partition --data g.h5 --parts 4 >/dev/null || exit 1
+    gat=(--model gat --hidden 4 --heads 3 --output-heads 2 --attention-dropout 0.2 --quiet)
+    # GAT checkpoints of the three modes (a resumed full-graph run is the straight one), against the reference.
+    mpi 4 "$TESSERA" train --data g.h5 --grid 1x2x2 --epochs 6 --checkpoint full "${gat[@]}" >/dev/null || exit 1
+    "$TESSERA" train --data g.h5 --epochs 3 --checkpoint half "${gat[@]}" >/dev/null || exit 1
+    mpi 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --epochs 6 --checkpoint half --resume "${gat[@]}" >/dev/null || exit 1
+    $py - full/checkpoint.h5 half/checkpoint.h5 <<'PY' || exit 1
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+for name in a["param"]:
+    error = np.abs(a["param/" + name][:] - b["param/" + name][:]).max() / max(1.0, np.abs(a["param/" + name][:]).max())
+    assert error < 1e-4, f"the resumed run's {name} differs by {error}"
+PY
+    mpi 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x1x1x1 --batch-size 0.3 --epochs 4 --checkpoint mini \
+      "${gat[@]}" >/dev/null || exit 1
+    mpi 2 "$TESSERA" train --data g.h5 --mode sampled --epochs 3 --checkpoint sampled --eval-every 0 "${gat[@]}" \
+      >/dev/null || exit 1
+    for ck in full mini sampled; do
+      "$TESSERA" predict --checkpoint $ck --data g.h5 --output $ck-1.h5 --probabilities --embeddings --quiet \
+        >/dev/null || exit 1
+      reference g.h5 $ck/checkpoint.h5 $ck-1.h5
+    done
+    for ranks in 2 4; do
+      mpi $ranks "$TESSERA" predict --checkpoint sampled --data g.h5 --output s.h5 --probabilities --embeddings \
+        --embeddings-layer 1 --engine layerwise --quiet >/dev/null || exit 1
+      reference g.h5 sampled/checkpoint.h5 s.h5
+    done
+    mpi 8 "$TESSERA" predict --checkpoint full --data g.h5 --output f.h5 --embeddings --grid 2x2x2 --quiet >/dev/null || exit 1
+    reference g.h5 full/checkpoint.h5 f.h5
+    # Nine nodes on 8 ranks (nearly empty blocks, one-row parts), and a multigraph through both engines.
+    "$TESSERA" prep synth --kind csbm --nodes 9 --edges 16 --features 3 --classes 2 --seed 2 -o tiny.h5 >/dev/null || exit 1
+    "$TESSERA" train --data tiny.h5 --epochs 2 --checkpoint tiny "${gat[@]}" >/dev/null || exit 1
+    for engine in "--engine layerwise" "--grid 2x2x2"; do
+      mpi 8 "$TESSERA" predict --checkpoint tiny --data tiny.h5 --output t.h5 --probabilities $engine --quiet \
+        >/dev/null || exit 1
+      reference tiny.h5 tiny/checkpoint.h5 t.h5
+    done
+    $py "$SOURCE_DIR/tests/fixtures/make_ogb_fixture.py" ogb >/dev/null || exit 1
+    "$TESSERA" prep ogb ogb -o multi.h5 >/dev/null || exit 1
+    "$TESSERA" train --data multi.h5 --epochs 3 --checkpoint multi "${gat[@]}" >/dev/null || exit 1
+    for engine in full layerwise; do
+      mpi 2 "$TESSERA" predict --checkpoint multi --data multi.h5 --output u.h5 --probabilities --engine $engine \
+        --quiet >/dev/null || exit 1
+      reference multi.h5 multi/checkpoint.h5 u.h5
+    done
+    exit 0 ;;
   bad_predict)
     setup
     expect_error "--checkpoint is required" "-" -- "$TESSERA" predict --data g.h5 --csv p.csv

@@ -3,8 +3,10 @@
 """An independent reference for `tessera predict`: the model's forward in dense double precision with NumPy,
 from the graph file and the checkpoint's arrays alone (GCN: D^-1/2 (A + I) D^-1/2 with D the in-degree + 1;
 SAGE-mean: the in-neighbours' mean times the neighbour weight plus the node's own row times the root
-weight; a repeated edge counts as often as it is listed, as PyG's message passing counts it; self loops of
-the file are left out, GCN's I standing for them), compared with a predictions file.
+weight; GAT: per head the softmax over a node's in-edges and its self loop of LeakyReLU(0.2) scores, hidden
+heads concatenated with ELU, the last layer's averaged; a repeated edge counts as often as it is listed, as
+PyG's message passing counts it; self loops of the file are left out, GCN's I and GAT's one self loop
+standing for them), compared with a predictions file.
 
 reference_forward.py GRAPH.h5 CHECKPOINT.h5 PREDICTIONS.h5: exit 0 when the file's nodes, predictions,
 probabilities and embeddings (where present) match the reference; else prints the first difference, exit 1.
@@ -31,8 +33,30 @@ def dense_operators(g):
     return gcn, mean
 
 
+def attention(g, h, w, att_src, att_dst, concat):
+    """One GAT layer's heads combined (before bias), every listed in-edge and one self loop per node."""
+    n = int(g.attrs["num_nodes"])
+    indptr, indices = g["graph/indptr"][:], g["graph/indices"][:]
+    dst = np.repeat(np.arange(n), np.diff(indptr))
+    keep = indices != dst
+    dst = np.concatenate([dst[keep], np.arange(n)])
+    src = np.concatenate([indices[keep], np.arange(n)])
+    heads, width = att_src.shape
+    z = (h @ w).reshape(n, heads, width)
+    score = (z * att_src).sum(-1)[src] + (z * att_dst).sum(-1)[dst]
+    score = np.where(score > 0, score, 0.2 * score)
+    top = np.full((n, heads), -np.inf)
+    np.maximum.at(top, dst, score)
+    e = np.exp(score - top[dst])
+    total = np.zeros((n, heads))
+    np.add.at(total, dst, e)
+    out = np.zeros((n, heads, width))
+    np.add.at(out, dst, (e / total[dst])[:, :, None] * z[src])
+    return out.reshape(n, heads * width) if concat else out.mean(axis=1)
+
+
 def forward(g, ck, parameters):
-    kind, layers = re.match(r"(gcn|sage) (\d+)x", ck.attrs["model"].decode()
+    kind, layers = re.match(r"(gcn|sage|gat) (\d+)x", ck.attrs["model"].decode()
                             if isinstance(ck.attrs["model"], bytes) else ck.attrs["model"]).groups()
     layers = int(layers)
     prefix = "best/param/" if parameters == "best" else "param/"
@@ -41,6 +65,11 @@ def forward(g, ck, parameters):
     outputs = [h]
     for l in range(layers):
         p = lambda name: ck[prefix + f"layer{l}.{name}"][:].astype(np.float64)
+        if kind == "gat":
+            z = attention(g, h, p("weight"), p("att_src"), p("att_dst"), l + 1 < layers) + p("bias")[0]
+            h = np.where(z > 0, z, np.expm1(np.minimum(z, 0))) if l + 1 < layers else z
+            outputs.append(h)
+            continue
         if kind == "gcn":
             z = gcn @ h @ p("weight")
         else:

@@ -3,6 +3,8 @@
 // SBM whose sizes divide by nothing in particular (padding on every grid). Collective on first use.
 #pragma once
 
+#include <unistd.h>
+
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/graph/ogb.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/train.hpp"
 
@@ -29,6 +32,26 @@ inline const std::string& scratch_dir() {
   }
   return dir;
 }
+
+#ifdef TESSERA_SHARED_DIR
+/// Cora (../shared/datasets/cora, symmetrized) converted by rank 0 into the scratch directory, then `also`
+/// run there on the file (a partition, say); collective over the world. Empty when the dataset is absent.
+template <class Also>
+std::string cora_in_scratch(const Also& also) {
+  const std::string dir = TESSERA_SHARED_DIR "/datasets/cora";
+  if (access((dir + "/raw/edge.csv.gz").c_str(), R_OK) != 0) return "";
+  const std::string path = scratch_dir() + "/cora.h5";
+  Communicator::world().run_on(0, [&] {
+    OgbConvertOptions o;
+    o.dataset_dir = dir;
+    o.output = path;
+    o.symmetrize = true;
+    convert_ogb(o, Communicator(MPI_COMM_SELF, false, nullptr));
+    also(path);
+  });
+  return path;
+}
+#endif
 
 /// A synthetic graph file `name` in the scratch directory (collective over the world).
 inline std::string synthetic_file(const std::string& name, const SynthOptions& options) {

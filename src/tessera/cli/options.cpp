@@ -14,10 +14,11 @@ namespace tessera::app {
 
 uint64_t parse_seed(const std::string& text, const std::string& flag) {
   constexpr uint64_t kMax = (uint64_t(1) << 63) - 1;
-  const bool digits = !text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos;
+  const bool digits =
+      !text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos;
   const uint64_t value = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
-  require(digits && value <= kMax, flag, " must be a whole number from 0 to 2^63 - 1 (", kMax, "), not '", text,
-          "'");
+  require(digits && value <= kMax, flag, " must be a whole number from 0 to 2^63 - 1 (", kMax, "), not '",
+          text, "'");
   return value;
 }
 
@@ -165,22 +166,45 @@ E expected(const std::string& flag, const std::string& name, const EnumName<E> (
 }
 }  // namespace
 
-TrainMode parse_mode(const std::string& name) { return expected("--mode", name, kTrainModeNames); }
+TrainMode parse_mode(const std::string& name) {
+  return expected("--mode", name, kTrainModeNames);
+}
 MemoryPolicy parse_memory_policy(const std::string& name) {
   return by_name("--memory-policy", name, kMemoryPolicyNames);
 }
-ModelKind parse_model_kind(const std::string& name) { return by_name("--model", name, kModelKindNames); }
-NormKind parse_norm(const std::string& name) { return by_name("--norm", name, kNormKindNames); }
-OptimizerKind parse_optimizer(const std::string& name) { return by_name("--optimizer", name, kOptimizerKindNames); }
-ScheduleKind parse_schedule(const std::string& name) { return by_name("--lr-schedule", name, kScheduleKindNames); }
-PermuteMode parse_permute_mode(const std::string& name) { return by_name("--permute", name, kPermuteModeNames); }
-CommDtype parse_comm_dtype(const std::string& name) { return expected("--comm-dtype", name, kCommDtypeNames); }
-GemmDtype parse_gemm_dtype(const std::string& name) { return expected("--gemm-dtype", name, kGemmDtypeNames); }
+ModelKind parse_model_kind(const std::string& name) {
+  return by_name("--model", name, kModelKindNames);
+}
+NormKind parse_norm(const std::string& name) {
+  return by_name("--norm", name, kNormKindNames);
+}
+OptimizerKind parse_optimizer(const std::string& name) {
+  return by_name("--optimizer", name, kOptimizerKindNames);
+}
+ScheduleKind parse_schedule(const std::string& name) {
+  return by_name("--lr-schedule", name, kScheduleKindNames);
+}
+Selection parse_selection(const std::string& name) {
+  return by_name("--selection", name, kSelectionNames);
+}
+PermuteMode parse_permute_mode(const std::string& name) {
+  return by_name("--permute", name, kPermuteModeNames);
+}
+CommDtype parse_comm_dtype(const std::string& name) {
+  return expected("--comm-dtype", name, kCommDtypeNames);
+}
+GemmDtype parse_gemm_dtype(const std::string& name) {
+  return expected("--gemm-dtype", name, kGemmDtypeNames);
+}
 HostGemmLibrary parse_host_gemm(const std::string& name) {
   return by_name("--host-gemm", name, kHostGemmLibraryNames);
 }
-KernelPath parse_kernel_path(const std::string& name) { return by_name("--kernels", name, kKernelPathNames); }
-CommBackend parse_comm_backend(const std::string& name) { return by_name("--comm", name, kCommBackendNames); }
+KernelPath parse_kernel_path(const std::string& name) {
+  return by_name("--kernels", name, kKernelPathNames);
+}
+CommBackend parse_comm_backend(const std::string& name) {
+  return by_name("--comm", name, kCommBackendNames);
+}
 SamplePlace parse_sample_place(const std::string& name) {
   return by_name("--sample-on", name, kSamplePlaceNames);
 }

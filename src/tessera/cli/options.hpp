@@ -53,6 +53,8 @@ NormKind parse_norm(const std::string& name);
 OptimizerKind parse_optimizer(const std::string& name);
 /// constant, step or cosine.
 ScheduleKind parse_schedule(const std::string& name);
+/// --selection: accuracy or accuracy-and-loss.
+Selection parse_selection(const std::string& name);
 /// none, single or double.
 PermuteMode parse_permute_mode(const std::string& name);
 /// f32 (fp32) or bf16.

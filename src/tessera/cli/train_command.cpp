@@ -7,12 +7,12 @@
 #include "tessera/cli/command_line.hpp"
 #include "tessera/cli/commands.hpp"
 #include "tessera/cli/options.hpp"
+#include "tessera/cli/usage.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/stop_signals.hpp"
-#include "tessera/models/training/hooks.hpp"
 #include "tessera/models/train.hpp"
-#include "tessera/cli/usage.hpp"
+#include "tessera/models/training/hooks.hpp"
 
 namespace tessera::app {
 
@@ -25,7 +25,8 @@ struct Args {
               lr_schedule = "constant";
   std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
-              memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto";
+              memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto",
+              selection = "accuracy";
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
   int64_t steps_per_epoch = 0;  // the mode's (MinibatchOptions / SampledOptions::steps_per_epoch)
@@ -33,9 +34,15 @@ struct Args {
 
 void add_model_options(CLI::App* cmd, Args& a) {
   ModelConfig& m = a.o.model;
-  cmd->add_option("--model", a.model, "gcn or sage")->capture_default_str();
+  cmd->add_option("--model", a.model, "gcn, sage or gat")->capture_default_str();
   cmd->add_option("--layers", m.layers, "Number of graph layers")->capture_default_str();
-  cmd->add_option("--hidden", m.hidden, "Hidden width")->capture_default_str();
+  cmd->add_option("--hidden", m.hidden, "Hidden width (gat: per head)")->capture_default_str();
+  cmd->add_option("--heads", m.heads, "gat: attention heads of the hidden layers (concatenated)")
+      ->capture_default_str();
+  cmd->add_option("--output-heads", m.output_heads, "gat: attention heads of the last layer (averaged)")
+      ->capture_default_str();
+  cmd->add_option("--attention-dropout", m.attention_dropout, "gat: dropout on the attention coefficients")
+      ->capture_default_str();
   cmd->add_option("--dropout", m.dropout, "Dropout on hidden layers")->capture_default_str();
   cmd->add_option("--input-dropout", a.input_dropout, "Dropout on input features (default: --dropout)");
   cmd->add_option("--norm", a.norm, "none, batch or rms (hidden layers)")->capture_default_str();
@@ -43,7 +50,8 @@ void add_model_options(CLI::App* cmd, Args& a) {
   add_seed_option(cmd, m.seed, "Seed of initialization, dropout and sampling");
   cmd->add_option("--optimizer", a.optimizer, "adam or adamw")->capture_default_str();
   cmd->add_option("--lr", a.o.trainer.optimizer.lr, "Learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", a.o.trainer.optimizer.weight_decay, "Weight decay on weights (not biases)")
+  cmd->add_option("--weight-decay", a.o.trainer.optimizer.weight_decay,
+                  "Weight decay on weights (not biases)")
       ->capture_default_str();
   cmd->add_option("--lr-schedule", a.lr_schedule,
                   "constant, step (--lr times --lr-gamma every --lr-step-every epochs) or cosine (down to "
@@ -91,7 +99,8 @@ void add_grid_options(CLI::App* cmd, Args& a) {
       "sends its edges and features in as many rounds as that takes; 0: one round (default 256M)");
   cmd->add_option("--permute", a.permute, "none, single or double permutation for load balance")
       ->capture_default_str();
-  cmd->add_flag("--overlap", a.o.compute.overlap, "Overlap each SpMM's all-reduce with the SpMM, in row chunks");
+  cmd->add_flag("--overlap", a.o.compute.overlap,
+                "Overlap each SpMM's all-reduce with the SpMM, in row chunks");
   cmd->add_flag("--recompute-aggregation", a.o.compute.recompute_aggregation,
                 "full / minibatch: keep no layer's A H for backward, aggregate again there (less memory, one "
                 "more SpMM and all-reduce per layer, same results)");
@@ -106,7 +115,8 @@ void add_grid_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--host-gemm", a.host_gemm,
                   "host fp32 GEMMs through auto (oneDNN where the build has it), blas or onednn")
       ->capture_default_str();
-  cmd->add_flag("--allow-tf32", a.o.compute.allow_tf32, "Vendor GEMMs may round fp32 inputs to TF32 (CUDA builds)");
+  cmd->add_flag("--allow-tf32", a.o.compute.allow_tf32,
+                "Vendor GEMMs may round fp32 inputs to TF32 (CUDA builds)");
   cmd->add_option("--comm", a.comm,
                   "device collectives: auto (NCCL with one GPU per rank, else MPI), mpi, mpi-host (MPI on "
                   "host copies) or "
@@ -168,7 +178,8 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
 
 void add_output_options(CLI::App* cmd, Args& a) {
   TrainOptions& o = a.o;
-  cmd->add_option("--metrics", o.outputs.metrics, "Write one JSON line per epoch (and per step, sampled) here");
+  cmd->add_option("--metrics", o.outputs.metrics,
+                  "Write one JSON line per epoch (and per step, sampled) here");
   cmd->add_option("--save-predictions", o.outputs.predictions,
                   "Write the best-validation epoch's predicted class of every node here, one per line");
   cmd->add_option(
@@ -177,15 +188,23 @@ void add_output_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--checkpoint", o.checkpoint.dir, "Directory for DIR/checkpoint.h5");
   cmd->add_option("--checkpoint-every", o.checkpoint.every, "Checkpoint every K epochs (0: at the end)");
   cmd->add_flag("--resume", o.checkpoint.resume, "Continue from DIR/checkpoint.h5");
-  cmd->add_flag("--overwrite-checkpoint", o.checkpoint.overwrite,
-                "Start over although DIR/checkpoint.h5 exists (replaced at this run's first save); without it, "
-                "or --resume, such a run is refused");
+  cmd->add_flag(
+      "--overwrite-checkpoint", o.checkpoint.overwrite,
+      "Start over although DIR/checkpoint.h5 exists (replaced at this run's first save); without it, "
+      "or --resume, such a run is refused");
   cmd->add_flag("--resume-force", o.checkpoint.accept_run_differences,
                 "With --resume: continue although the checkpoint was written with other result-changing "
                 "options or another graph (the differences are listed in the log)");
-  cmd->add_option("--eval-every", o.trainer.eval_every, "Evaluate every K epochs (and after the last); 0 = never")
+  cmd->add_option("--eval-every", o.trainer.eval_every,
+                  "Evaluate every K epochs (and after the last); 0 = never")
       ->capture_default_str();
   cmd->add_option("--patience", o.patience, "Stop after K evaluations without a better validation accuracy")
+      ->capture_default_str();
+  cmd->add_option(
+         "--selection", a.selection,
+         "The best evaluation, and progress for --patience: accuracy (the highest validation "
+         "accuracy) or accuracy-and-loss (the GAT paper's: progress is a validation accuracy at least "
+         "its highest or a loss at most its lowest; the best, the last evaluation where both held)")
       ->capture_default_str();
   cmd->add_flag("--quiet", o.outputs.quiet, "Print only the summary");
   cmd->add_flag("--verbose", o.outputs.console.verbose,
@@ -209,6 +228,9 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--model", "Model"},
     {"--layers", "Model"},
     {"--hidden", "Model"},
+    {"--heads", "Model"},
+    {"--output-heads", "Model"},
+    {"--attention-dropout", "Model"},
     {"--dropout", "Model"},
     {"--input-dropout", "Model"},
     {"--norm", "Model"},
@@ -226,6 +248,7 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--epochs", "Optimizer"},
     {"--eval-every", "Optimizer"},
     {"--patience", "Optimizer"},
+    {"--selection", "Optimizer"},
     {"--mode", "Parallelism"},
     {"--grid", "Parallelism"},
     {"--machine", "Parallelism"},
@@ -350,6 +373,7 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   m.fuse = !a.no_fuse;
   o.trainer.optimizer.kind = parse_optimizer(a.optimizer);
   o.schedule.kind = parse_schedule(a.lr_schedule);
+  o.trainer.selection = parse_selection(a.selection);
   o.grid.permute = parse_permute_mode(a.permute);
   o.compute.comm_dtype = parse_comm_dtype(a.comm_dtype);
   o.compute.gemm_dtype = parse_gemm_dtype(a.gemm_dtype);
@@ -357,7 +381,8 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   o.compute.kernels = parse_kernel_path(a.kernels);
   o.compute.comm = parse_comm_backend(a.comm);
   o.grid.memory_policy = parse_memory_policy(a.memory_policy);
-  if (!a.memory_per_rank.empty()) o.grid.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");
+  if (!a.memory_per_rank.empty())
+    o.grid.memory_per_rank = parse_byte_size(a.memory_per_rank, "--memory-per-rank");
   if (!a.load_budget.empty()) o.grid.exchange_budget = parse_byte_size(a.load_budget, "--load-budget");
   if (a.grid == "auto")
     o.grid.automatic = true;
@@ -430,7 +455,7 @@ int report(const TrainResult& r, const TrainOptions& o) {
 
 void add_train_command(CLI::App& app, Command& selected, TrainRunner run) {
   auto a = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a GCN or GraphSAGE model on a graph file");
+  CLI::App* cmd = app.add_subcommand("train", "Train a GCN, GraphSAGE or GAT model on a graph file");
   cmd->add_option("--data", a->o.data, "Tessera .h5 graph file")->required();
   add_model_options(cmd, *a);
   add_grid_options(cmd, *a);

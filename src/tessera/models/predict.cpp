@@ -8,35 +8,45 @@
 #include <cstdio>
 #include <cstring>
 
-#include "tessera/models/grid_choice.hpp"
-#include "tessera/models/training/prediction_file.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/paths.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/graph/fingerprint.hpp"
-#include "tessera/graph/partition.hpp"
 #include "tessera/graph/normalize.hpp"
+#include "tessera/graph/partition.hpp"
 #include "tessera/graph/partitioned.hpp"
-#include "tessera/models/training/checkpoint.hpp"
+#include "tessera/models/grid_choice.hpp"
 #include "tessera/models/modes/full_graph.hpp"
 #include "tessera/models/modes/layerwise.hpp"
+#include "tessera/models/training/checkpoint.hpp"
 #include "tessera/models/training/node_outputs.hpp"
+#include "tessera/models/training/prediction_file.hpp"
 
 namespace tessera {
 
 ModelConfig model_config_from(const std::string& description) {
   ModelConfig c;
   char kind[16] = "", norm[16] = "";
-  long long hidden = 0, in = 0, out = 0;
+  long long hidden = 0, in = 0, out = 0, heads = 8, output_heads = 1;
   int layers = 0, used = 0;
-  const int got = std::sscanf(description.c_str(), "%15s %dx%lld (in %lld, out %lld, norm %15[a-z])%n", kind,
-                              &layers, &hidden, &in, &out, norm, &used);
+  int got = std::sscanf(description.c_str(), "%15s %dx%lld (in %lld, out %lld, norm %15[a-z])%n", kind,
+                        &layers, &hidden, &in, &out, norm, &used);
+  if (got == 6 && size_t(used) != description.size())  // a GAT names its heads too
+    got = std::sscanf(description.c_str(),
+                      "%15s %dx%lld (in %lld, out %lld, norm %15[a-z], heads %lld, output heads %lld)%n",
+                      kind, &layers, &hidden, &in, &out, norm, &heads, &output_heads, &used) -
+          2;
   const std::string refusal =
-      "'" + description + "' is not a model tessera builds (gcn or sage LxH (in F, out C, norm N))";
+      "'" + description +
+      "' is not a model tessera builds (gcn, sage or gat LxH (in F, out C, norm N[, heads "
+      "A, output heads B]))";
   require(got == 6 && size_t(used) == description.size(), refusal);
-  c.kind = std::strcmp(kind, "sage") == 0 ? ModelKind::Sage : ModelKind::Gcn;
+  c.kind = std::strcmp(kind, "sage") == 0  ? ModelKind::Sage
+           : std::strcmp(kind, "gat") == 0 ? ModelKind::Gat
+                                           : ModelKind::Gcn;
+  c.heads = heads, c.output_heads = output_heads;
   c.norm = std::strcmp(norm, "batch") == 0 ? NormKind::Batch
            : std::strcmp(norm, "rms") == 0 ? NormKind::Rms
                                            : NormKind::None;
@@ -48,10 +58,13 @@ ModelConfig model_config_from(const std::string& description) {
 
 double minimum_weight_count(const ModelConfig& c) {
   double weights = 0, width = double(c.in);
+  const bool gat = c.kind == ModelKind::Gat;
   for (int l = 0; l < c.layers; ++l) {
-    const double next = l + 1 == c.layers ? double(c.out) : double(c.hidden);
-    weights += width * next;
-    width = next;
+    const bool last = l + 1 == c.layers;
+    const double next = last ? double(c.out) : double(c.hidden);
+    const double heads = gat ? double(last ? c.output_heads : c.heads) : 1.0;
+    weights += width * next * heads;  // a GAT's projection: every head's columns
+    width = gat && !last ? next * heads : next;
   }
   return weights;
 }
@@ -301,10 +314,10 @@ PredictResult run_prediction(const PredictOptions& o, const Communicator& world)
         break;
       }
   nonfinite_rows = all_reduce_value(world, nonfinite_rows, ReduceOp::Sum, "predict");
-  world.check(nonfinite_rows == 0, plan.checkpoint + ": the model's logits are not finite for " +
-                                       std::to_string(nonfinite_rows) +
-                                       " nodes (its parameters are finite, but the forward overflows); nothing "
-                                       "written");
+  world.check(nonfinite_rows == 0,
+              plan.checkpoint + ": the model's logits are not finite for " + std::to_string(nonfinite_rows) +
+                  " nodes (its parameters are finite, but the forward overflows); nothing "
+                  "written");
   PredictResult result;
   result.parameters = plan.best ? "best" : "final";
   result.epoch = plan.best ? plan.info.progress.best_epoch : plan.info.progress.epochs_done;

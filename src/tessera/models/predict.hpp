@@ -15,8 +15,8 @@
 #include "tessera/comm/grid_shape.hpp"
 #include "tessera/core/enum_names.hpp"
 #include "tessera/kernels/kernel_path.hpp"
-#include "tessera/models/training/batch_source.hpp"
 #include "tessera/models/nn/model.hpp"
+#include "tessera/models/training/batch_source.hpp"
 
 namespace tessera {
 
@@ -29,7 +29,9 @@ enum class CheckpointParameters {
 
 /// The names of CheckpointParameters' values (core/enum_names.hpp).
 inline constexpr EnumName<CheckpointParameters> kCheckpointParametersNames[] = {
-    {CheckpointParameters::Auto, "auto"}, {CheckpointParameters::Best, "best"}, {CheckpointParameters::Final, "final"}};
+    {CheckpointParameters::Auto, "auto"},
+    {CheckpointParameters::Best, "best"},
+    {CheckpointParameters::Final, "final"}};
 
 /// How an inference runs; both are exact.
 enum class InferenceEngine {
@@ -40,7 +42,9 @@ enum class InferenceEngine {
 
 /// The names of InferenceEngine's values (core/enum_names.hpp).
 inline constexpr EnumName<InferenceEngine> kInferenceEngineNames[] = {
-    {InferenceEngine::Auto, "auto"}, {InferenceEngine::Full, "full"}, {InferenceEngine::Layerwise, "layerwise"}};
+    {InferenceEngine::Auto, "auto"},
+    {InferenceEngine::Full, "full"},
+    {InferenceEngine::Layerwise, "layerwise"}};
 
 /// What tessera predict does.
 struct PredictOptions {
@@ -73,10 +77,12 @@ struct PredictResult {
 };
 
 /// The configuration a ModelConfig::describe() text was made from ("gcn 2x16 (in 1433, out 7, norm
-/// none)"); dropout is not in it (inference does not use it). Throws Error on any other text.
+/// none)", "gat 2x8 (in 1433, out 7, norm none, heads 8, output heads 1)"); dropout is not in it (inference
+/// does not use it). Throws Error on any other text.
 ModelConfig model_config_from(const std::string& description);
 
-/// The fewest weights a model of `config` holds (every layer's input width times its output width), from
+/// The fewest weights a model of `config` holds (every layer's input width times its output width, a GAT's
+/// times its heads), from
 /// its description alone: a checkpoint that stores fewer parameter values does not hold that model.
 double minimum_weight_count(const ModelConfig& config);
 

@@ -54,7 +54,8 @@ void check_options(const TrainOptions& o, const Communicator& world) {
             "`clip-grad-norm` must be finite and not negative, not ", o.trainer.clip_grad_norm);
     require(o.trainer.eval_every >= 0, "`eval-every` must not be negative, not ", o.trainer.eval_every);
     require(!o.outputs.profile_kernels || o.trainer.epochs >= 2,
-            "`profile-kernels` leaves the first epoch out and needs `epochs` 2 or more, not ", o.trainer.epochs);
+            "`profile-kernels` leaves the first epoch out and needs `epochs` 2 or more, not ",
+            o.trainer.epochs);
     require(o.outputs.console.details_every >= 0, "`details-every` must not be negative, not ",
             o.outputs.console.details_every);
     require(o.checkpoint.every >= 0, "`checkpoint-every` must not be negative");
@@ -64,13 +65,15 @@ void check_options(const TrainOptions& o, const Communicator& world) {
             "`patience` needs evaluations (`eval-every` 0 turns them off)");
     require(!o.checkpoint.resume || !o.checkpoint.dir.empty(), "`resume` needs `checkpoint` DIR");
     require(!o.checkpoint.accept_run_differences || o.checkpoint.resume, "`resume-force` goes with `resume`");
-    require(!o.checkpoint.overwrite || !o.checkpoint.dir.empty(), "`overwrite-checkpoint` needs `checkpoint` DIR");
+    require(!o.checkpoint.overwrite || !o.checkpoint.dir.empty(),
+            "`overwrite-checkpoint` needs `checkpoint` DIR");
     require(!o.checkpoint.overwrite || !o.checkpoint.resume,
             "`overwrite-checkpoint` starts over and `resume` continues: give one of them");
     require(o.sampled.partition_file.empty() || o.mode == TrainMode::Sampled,
             "`partition-file` is for `mode` sampled");
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
-      resolve_kernel_path(o.compute.kernels, kind);  // a path this build lacks is refused before anything loads
+      resolve_kernel_path(o.compute.kernels,
+                          kind);  // a path this build lacks is refused before anything loads
     check_gemm_dtype(o.compute.gemm_dtype, o.compute.kernels);
     check_host_gemm_library(o.compute.host_gemm);
     require(o.checkpoint.every == 0 || !o.checkpoint.dir.empty(),
@@ -84,14 +87,15 @@ void check_options(const TrainOptions& o, const Communicator& world) {
             "] seeds per rank, not ", s.batch_size);
     require(s.steps_per_epoch >= 0, "`steps-per-epoch` must be at least 1, not ", s.steps_per_epoch);
     s.prefetch.validate();
-    require(o.trainer.eval_every <= kMaxEpochs && o.checkpoint.every <= kMaxEpochs && o.patience <= kMaxEpochs &&
-                o.trainer.epochs <= kMaxEpochs,
+    require(o.trainer.eval_every <= kMaxEpochs && o.checkpoint.every <= kMaxEpochs &&
+                o.patience <= kMaxEpochs && o.trainer.epochs <= kMaxEpochs,
             "`epochs`, `eval-every`, `checkpoint-every` and `patience` must be at most ", kMaxEpochs);
     if (o.grid.shape)
-      require(o.grid.shape->d >= 1 && o.grid.shape->x >= 1 && o.grid.shape->y >= 1 && o.grid.shape->z >= 1, "grid '", o.grid.shape->str(),
-              "': every axis must be at least 1");
+      require(o.grid.shape->d >= 1 && o.grid.shape->x >= 1 && o.grid.shape->y >= 1 && o.grid.shape->z >= 1,
+              "grid '", o.grid.shape->str(), "': every axis must be at least 1");
     if (o.mode == TrainMode::Minibatch)
-      require(o.grid.shape.has_value(), "`mode` minibatch needs `grid` DxXxYxZ (e.g. ", world.size(), "x1x1x1)");
+      require(o.grid.shape.has_value(), "`mode` minibatch needs `grid` DxXxYxZ (e.g. ", world.size(),
+              "x1x1x1)");
     if (o.mode == TrainMode::Sampled) {
       require(!o.grid.shape && !o.grid.automatic,
               "`grid` is for `mode` full / minibatch; `mode` sampled runs one replica per rank");
@@ -100,8 +104,8 @@ void check_options(const TrainOptions& o, const Communicator& world) {
               "between passes)");
     }
     if (o.mode == TrainMode::Full)
-      require(!o.grid.shape || o.grid.shape->d == 1, "`grid`: full-graph training uses a 3D grid (XxYxZ), not ",
-              o.grid.shape->str());
+      require(!o.grid.shape || o.grid.shape->d == 1,
+              "`grid`: full-graph training uses a 3D grid (XxYxZ), not ", o.grid.shape->str());
   } catch (const Error& e) {
     invalid = e.what();
   }
@@ -111,7 +115,8 @@ void check_options(const TrainOptions& o, const Communicator& world) {
 namespace {
 
 RunOptions run_options(const TrainOptions& o) {
-  return RunOptions{o.compute.kernels, o.compute.overlap ? kOverlapChunks : 0, o.compute.comm_dtype, o.compute.recompute_aggregation};
+  return RunOptions{o.compute.kernels, o.compute.overlap ? kOverlapChunks : 0, o.compute.comm_dtype,
+                    o.compute.recompute_aggregation};
 }
 
 // What run_training learned of the graph before the load: its identity, for checkpoints and the split check.
@@ -266,7 +271,8 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
   int phases_done = 0;
   const auto progress = [&](const LoadPhase& p) {
     ++phases_done;
-    if (o.outputs.quiet || (!o.outputs.console.verbose && p.seconds < 1.0)) return;  // a slow phase is worth a line
+    if (o.outputs.quiet || (!o.outputs.console.verbose && p.seconds < 1.0))
+      return;  // a slow phase is worth a line
     char line[192];
     std::snprintf(line, sizeof(line), "load: %s done, phase %d of %d, %.2f s%s (rank 0, %.0f MiB peak)",
                   p.name.c_str(), phases_done, phase_count, p.seconds,
@@ -317,7 +323,8 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
 TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunContext& context) {
   Stopwatch load_watch;
   if (!o.sampled.partition_file.empty())
-    check_partition_file(world, o.sampled.partition_file, context.graph.meta.num_nodes, context.graph.fingerprint);
+    check_partition_file(world, o.sampled.partition_file, context.graph.meta.num_nodes,
+                         context.graph.fingerprint);
   const std::string partition = !o.sampled.partition.empty()
                                     ? o.sampled.partition
                                     : default_partition(world, o.data, o.sampled.partition_file);
@@ -360,14 +367,15 @@ ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool r
   size.symmetric = normalization_for(model.kind) == Normalization::Symmetric;
   size.nnz = meta.num_edges + (size.symmetric ? meta.num_nodes : 0);
   size.dims.push_back(meta.num_features);
-  for (int l = 1; l < model.layers; ++l) size.dims.push_back(model.hidden);
+  const bool gat = model.kind == ModelKind::Gat;
+  for (int l = 1; l < model.layers; ++l) size.dims.push_back(gat ? model.heads * model.hidden : model.hidden);
   size.dims.push_back(meta.num_classes);
   size.terms = model.kind == ModelKind::Sage ? 2 : 1;
+  if (gat) size.heads = model.heads, size.output_heads = model.output_heads;
   size.input_dropout = model.input_dropout > 0;
   size.norm = model.norm != NormKind::None;
   return size;
 }
-
 
 void check_paths(const TrainOptions& o, const Communicator& world) {
   PathPlan plan;
@@ -415,6 +423,7 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
                       {"comm_dtype", o.compute.comm_dtype == CommDtype::Bf16 ? "bf16" : "f32"},
                       {"gemm_dtype", o.compute.gemm_dtype == GemmDtype::Bf16 ? "bf16" : "f32"}};
   // Only where set, so that checkpoints of runs without them still resume.
+  if (o.trainer.selection != Selection::Accuracy) j["selection"] = selection_name(o.trainer.selection);
   const ScheduleSettings& schedule = o.schedule;
   if (!schedule.constant()) {
     j["lr_schedule"] = schedule_name(schedule.kind);
@@ -425,6 +434,7 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
     if (schedule.depends_on_epochs()) j["epochs"] = o.trainer.epochs;
   }
   if (o.trainer.clip_grad_norm > 0) j["clip_grad_norm"] = o.trainer.clip_grad_norm;
+  if (o.model.kind == ModelKind::Gat) j["attention_dropout"] = decimal(o.model.attention_dropout);
   // Full-graph runs resume on any grid (the same model up to float round-off); the data-parallel split of
   // mini-batch and sampled runs decides which samples each step trains on.
   if (o.mode == TrainMode::Minibatch) {
@@ -493,7 +503,8 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world,
   if (!options.checkpoint.dir.empty()) {
     lock = std::make_shared<CheckpointLock>(options.checkpoint.dir, world);
     world.run_on(0, [&] {
-      refuse_existing_checkpoint(options.checkpoint.dir, options.checkpoint.resume, options.checkpoint.overwrite);
+      refuse_existing_checkpoint(options.checkpoint.dir, options.checkpoint.resume,
+                                 options.checkpoint.overwrite);
     });
   }
   // Node outputs of a reordered graph go in its original order: its original ids are checked now, not

@@ -166,6 +166,34 @@ LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
   return f;
 }
 
+// GatConv's buffers (models/nn/attention.hpp): kept from forward to backward z (rows_a x H F), the node terms
+// (src, dst_in by rows_a; dst, row max, row sum by rows_c), the attention (edges x H, unless recomputed), the
+// pre-activation and the output, the weights (value, gradient, Adam's two moments and the trainer's flat
+// copy), the transpose positions (int64 per edge) and the self block; scratch forward y (rows_c x H F) and
+// backward [g_y, row terms], g_score (edges x H) and [g_z, g_src, g_dst] or the gathered output.
+LayerFloats attention_floats(const ProblemSize& p, const Layout3D& layout, int l) {
+  const GridShape& s = layout.shape();
+  const AxisRoles r = roles_for_layer(l);
+  const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c);
+  const double np = double(layout.padded_nodes()), rows_c = np / gc, rows_a = np / ga;
+  const bool last = l + 1 == layout.layers();
+  const double heads = double(last ? p.output_heads : p.heads);
+  const double zw = last ? heads * double(layout.dim(l + 1)) : double(layout.dim(l + 1));
+  const double in_b = double(layout.padded_dim(l)) / gb, out_local = double(layout.padded_dim(l + 1)) / ga;
+  const double edges = double(p.nnz) / (ga * gc) * heads;  // this rank's block, every head
+  LayerFloats f;
+  f.kept = rows_a * zw + 2 * rows_a * heads + 3 * rows_c * heads + (p.recompute ? 0.0 : edges) +
+           2 * rows_c * out_local + 5 * (in_b * zw + 2 * zw) + 2 * double(p.nnz) / (ga * gc) + 3.0 * rows_c;
+  const double forward = rows_c * zw + (p.recompute ? edges : 0.0);
+  const double backward = rows_c * (zw + 2 * heads) + (p.recompute ? edges : 0.0) + edges +
+                          std::max(rows_a * (zw + 2 * heads), 2 * rows_c * out_local * ga);
+  f.scratch = std::max(forward, backward);
+  if (l > 0) f.input_grad = rows_a * in_b;
+  f.gemm_scratch_bytes = host_gemm_scratch_bytes(int64_t(in_b), int64_t(zw), int64_t(rows_a));
+  if (p.norm && !last) f.kept += rows_c * out_local;
+  return f;
+}
+
 }  // namespace
 
 MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const MachineProfile& m) {
@@ -204,7 +232,7 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   double training = p.input_dropout ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
   double scratch = 0, input_grad = 0, gemm_scratch = 0;
   for (int l = 0; l < layout.layers(); ++l) {
-    const LayerFloats f = layer_floats(p, layout, l);
+    const LayerFloats f = p.heads > 0 ? attention_floats(p, layout, l) : layer_floats(p, layout, l);
     training += 4 * f.kept;
     scratch = std::max(scratch, 4 * f.scratch);
     input_grad = std::max(input_grad, 4 * f.input_grad);

@@ -69,7 +69,12 @@ struct ProblemSize {
   bool input_dropout = true;  ///< the input features are copied by a dropout (layer 0 is not cached)
   bool symmetric = true;      ///< symmetric normalization (GCN): a self loop per node where missing
   bool norm = false;          ///< a (fused) norm after every hidden layer
-  bool recompute = false;     ///< --recompute-aggregation: (A H) W layers keep no aggregation
+  bool recompute = false;  ///< --recompute-aggregation: (A H) W layers keep no aggregation, GAT no attention
+  /// Graph attention (GatConv): the hidden layers' heads (0: no attention layers). A GAT's dims are its
+  /// layers' outputs: heads x hidden for hidden layers (concatenated), the classes last (output_heads
+  /// averaged).
+  int64_t heads = 0;
+  int64_t output_heads = 1;                          ///< GAT: the last layer's heads
   int64_t exchange_budget = kDefaultExchangeBudget;  ///< the load's (Graph3DOptions::exchange_budget)
   bool symmetric_graph = false;  ///< the file says every edge's reverse is stored (GraphMeta::symmetric)
   bool one_order = false;        ///< rows and columns in one order (--permute none or single, one rank)
@@ -120,7 +125,7 @@ std::vector<GridCost> plan_grids(const ProblemSize& problem, int ranks, const Ma
 
 /// One change the memory model predicts lets a run fit its memory, with the prediction.
 struct MemoryWayOut {
-  std::string change;      ///< as the user would type it, e.g. "--recompute-aggregation", "--grid 1x2x4"
+  std::string change;      ///< as the user would type it, e.g. "`recompute-aggregation`", "`grid` 1x2x4"
   GridShape shape;         ///< the grid it runs on
   int ranks = 0;           ///< its ranks
   bool recompute = false;  ///< with the aggregation recomputed in backward

@@ -133,6 +133,8 @@ void save_checkpoint(const std::string& path, const CheckpointState& state, cons
     h5_write_attr(root, "best_valid", progress.best_valid);
     h5_write_attr(root, "test_at_best", progress.test_at_best);
     h5_write_attr(root, "evaluations_since_best", progress.evaluations_since_best);
+    h5_write_attr(root, "max_valid", progress.max_valid);
+    h5_write_attr(root, "min_valid_loss", progress.min_valid_loss);
     h5_write_attr(root, "run", state.run.dump());
     const auto write = [&](const std::string& name, const Vector<float>& v, int64_t rows, int64_t cols,
                            const BlockPlacement& b) { write_block(root, name, v, rows, cols, b); };
@@ -227,6 +229,11 @@ std::string read_attributes(const std::string& path, hid_t root, CheckpointInfo&
       !h5_read_attr(root, "test_at_best", progress.test_at_best) ||
       !h5_read_attr(root, "evaluations_since_best", progress.evaluations_since_best))
     return path + ": checkpoint attributes are missing (corrupt file?)";
+  // Written since the accuracy-and-loss selection; an older checkpoint's best accuracy is its running
+  // maximum.
+  if (!h5_read_attr(root, "max_valid", progress.max_valid)) progress.max_valid = progress.best_valid;
+  if (!h5_read_attr(root, "min_valid_loss", progress.min_valid_loss))
+    progress.min_valid_loss = std::numeric_limits<double>::infinity();
   info.seed = uint64_t(seed);
   if (progress.epochs_done < 0 || steps < 0 || progress.evaluations_since_best < 0 ||
       (progress.best_epoch != -1 && (progress.best_epoch < 1 || progress.best_epoch > progress.epochs_done)))

@@ -25,7 +25,9 @@ struct TrainingProgress {
   int64_t best_epoch = -1;             ///< best-validation epoch so far (-1: none evaluated)
   double best_valid = -1.0;            ///< its validation accuracy
   double test_at_best = 0.0;           ///< its test accuracy
-  int64_t evaluations_since_best = 0;  ///< evaluations after the best one (early stopping's patience)
+  int64_t evaluations_since_best = 0;  ///< evaluations without progress (early stopping's patience)
+  double max_valid = -1.0;  ///< the highest validation accuracy so far (Selection::AccuracyAndLoss)
+  double min_valid_loss = std::numeric_limits<double>::infinity();  ///< the lowest validation loss so far
 };
 
 /// What a checkpoint holds, with where each rank's piece sits in the global arrays.

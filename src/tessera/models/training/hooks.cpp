@@ -143,7 +143,8 @@ void Checkpointer::on_start(Trainer& trainer) {
   const std::string path = path_in(options_.dir);
   if (!options_.lock) options_.lock = std::make_shared<CheckpointLock>(options_.dir, trainer.world());
   check_writable(trainer.world(), path, "checkpoints");
-  trainer.world().run_on(0, [&] { refuse_existing_checkpoint(options_.dir, options_.resume, options_.overwrite); });
+  trainer.world().run_on(
+      0, [&] { refuse_existing_checkpoint(options_.dir, options_.resume, options_.overwrite); });
   if (!options_.resume) return;
   trainer.progress() = load_checkpoint(path, state(trainer), trainer.world());
   log_line("resumed from " + path + " after epoch " + std::to_string(trainer.progress().epochs_done));
@@ -171,9 +172,10 @@ void Checkpointer::on_finish(Trainer& trainer) {
 bool EarlyStopping::on_epoch(Trainer& trainer, const EpochRecord& r) {
   const TrainingProgress& p = trainer.progress();
   if (!r.evaluated || p.evaluations_since_best < patience_) return true;
-  log_line("early stop after epoch " + std::to_string(r.epoch) + ": no better validation accuracy in " +
-           std::to_string(patience_) + " evaluations (best " + std::to_string(p.best_valid) + " at epoch " +
-           std::to_string(p.best_epoch) + ")");
+  const bool both = trainer.options().selection == Selection::AccuracyAndLoss;
+  log_line("early stop after epoch " + std::to_string(r.epoch) + ": no better validation accuracy" +
+           (both ? " or loss" : "") + " in " + std::to_string(patience_) + " evaluations (best " +
+           std::to_string(p.best_valid) + " at epoch " + std::to_string(p.best_epoch) + ")");
   return false;
 }
 

@@ -103,8 +103,9 @@ class Checkpointer : public TrainerHook {
   int64_t saved_at_ = -1;
 };
 
-/// Stops after `patience` evaluations in a row without a new best validation accuracy (counted by the
-/// trainer, so a resumed run keeps counting where the checkpoint left off).
+/// Stops after `patience` evaluations in a row without progress (a better validation accuracy; with
+/// Selection::AccuracyAndLoss, or a loss at most the lowest), counted by the trainer, so a resumed run keeps
+/// counting where the checkpoint left off.
 class EarlyStopping : public TrainerHook {
  public:
   /// patience >= 1.

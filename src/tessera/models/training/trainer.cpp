@@ -16,8 +16,8 @@
 #include "tessera/core/timer.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/models/nn/optimizer.hpp"
-#include "tessera/parallel3d/pmm.hpp"
 #include "tessera/models/training/trainer_report.hpp"
+#include "tessera/parallel3d/pmm.hpp"
 
 namespace tessera {
 
@@ -30,17 +30,29 @@ void scale_vector(const Vector<float>& v, float factor) {
       KOKKOS_LAMBDA(int64_t k) { v(k) *= factor; });
 }
 
-// Ties keep the earlier epoch, unless the graph has no validation nodes (best_is_last): then the latest.
-bool record_if_best(TrainingProgress& progress, const EpochRecord& r, bool best_is_last) {
+// Whether evaluation r is the new best (Selection); counts evaluations without progress. Accuracy: ties keep
+// the earlier epoch, unless the graph has no validation nodes (best_is_last): then the latest.
+bool record_if_best(TrainingProgress& progress, const EpochRecord& r, const TrainerOptions& options) {
   if (!r.evaluated) return false;
-  if (r.valid_acc <= progress.best_valid && !best_is_last) {
+  const bool accuracy_held = r.valid_acc >= progress.max_valid,
+             loss_held = r.valid_loss <= progress.min_valid_loss;
+  progress.max_valid = std::max(progress.max_valid, r.valid_acc);
+  progress.min_valid_loss = std::min(progress.min_valid_loss, r.valid_loss);
+  bool best = options.best_is_last || r.valid_acc > progress.best_valid;
+  bool progressed = best;
+  if (options.selection == Selection::AccuracyAndLoss && !options.best_is_last) {
+    best = accuracy_held && loss_held;
+    progressed = accuracy_held || loss_held;
+  }
+  if (!progressed) {
     ++progress.evaluations_since_best;
     return false;
   }
+  progress.evaluations_since_best = 0;
+  if (!best) return false;
   progress.best_valid = r.valid_acc;
   progress.best_epoch = r.epoch;
   progress.test_at_best = r.test_acc;
-  progress.evaluations_since_best = 0;
   return true;
 }
 
@@ -255,8 +267,8 @@ void Trainer::train_step(int64_t epoch, int64_t step, EpochRecord& r, TrainResul
   // Every rank holds the same value here (summed over the replicas; inside one, the loss is reduced over a
   // and c and replicated over b), so every rank stops together. Checkpoints on disk are from earlier epochs.
   if (!std::isfinite(loss))
-    throw CollectiveError(
-        diverged(epoch + 1, "the training loss is " + std::to_string(loss) + " at step " + std::to_string(step + 1)));
+    throw CollectiveError(diverged(
+        epoch + 1, "the training loss is " + std::to_string(loss) + " at step " + std::to_string(step + 1)));
   r.loss += loss / double(source_.steps_per_epoch());
   nlohmann::json metrics = source_.step_metrics();
   if (metrics.is_null()) return;
@@ -277,7 +289,8 @@ void Trainer::stop_if_diverged(const EpochRecord& r) {
   int64_t bad[2] = {count_nonfinite(model_.parameters(), model_.buffers()),
                     r.evaluated && !std::isfinite(r.valid_loss) ? 1 : 0};
   all_reduce(world_, bad, 2, ReduceOp::Max, "report");
-  if (bad[1] != 0) throw CollectiveError(diverged(r.epoch, "the validation loss is " + std::to_string(r.valid_loss)));
+  if (bad[1] != 0)
+    throw CollectiveError(diverged(r.epoch, "the validation loss is " + std::to_string(r.valid_loss)));
   if (bad[0] != 0)
     throw CollectiveError(diverged(r.epoch, "parameters hold values that are not finite (" +
                                                 std::to_string(bad[0]) + " entries on one rank)"));
@@ -316,7 +329,7 @@ TrainResult Trainer::run() {
     }
     stop_if_diverged(r);
     if (r.evaluated) {
-      r.best = record_if_best(progress_, r, options_.best_is_last);
+      r.best = record_if_best(progress_, r, options_);
       if (r.best) snapshot_state(model_, best_);
     }
     r.eval_s = eval_watch.seconds();

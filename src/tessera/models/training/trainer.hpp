@@ -17,13 +17,32 @@
 #include <vector>
 
 #include "tessera/core/timer.hpp"
-#include "tessera/models/training/batch_source.hpp"
-#include "tessera/models/training/checkpoint.hpp"
 #include "tessera/models/nn/loss.hpp"
 #include "tessera/models/nn/optimizer.hpp"
 #include "tessera/models/nn/schedule.hpp"
+#include "tessera/models/training/batch_source.hpp"
+#include "tessera/models/training/checkpoint.hpp"
 
 namespace tessera {
+
+/// Which evaluation is the best (its state kept, its test accuracy reported, node outputs written from it)
+/// and what counts as progress for early stopping.
+enum class Selection {
+  /// The highest validation accuracy (the earliest of ties); progress is a higher one.
+  Accuracy,
+  /// The GAT paper's (Velickovic et al. 2018, its reference code): progress is a validation accuracy at least
+  /// the highest so far or a validation loss at most the lowest so far; the best is the last evaluation where
+  /// both held.
+  AccuracyAndLoss
+};
+/// The names of Selection's values (core/enum_names.hpp): what the command line, the bindings and messages
+/// use.
+inline constexpr EnumName<Selection> kSelectionNames[] = {{Selection::Accuracy, "accuracy"},
+                                                          {Selection::AccuracyAndLoss, "accuracy-and-loss"}};
+/// accuracy or accuracy-and-loss: the name of a value.
+inline const char* selection_name(Selection selection) {
+  return name_of(kSelectionNames, selection);
+}
 
 /// What the loop does besides the model and the data. Set the fields by name (C++20: designated
 /// initializers, in this order).
@@ -41,6 +60,8 @@ struct TrainerOptions {
   /// The graph has no validation nodes: every evaluation counts as the best so far, so the best-validation
   /// record (and what node outputs are written from) is the last evaluated epoch.
   bool best_is_last = false;
+  /// Which evaluation is the best, and what early stopping counts as progress.
+  Selection selection = Selection::Accuracy;
   /// > 0: before each update, the gradients are scaled down to this global L2 norm where theirs is larger
   /// (clip_gradient_norm).
   double clip_grad_norm = 0;
