@@ -92,7 +92,10 @@ TEST(Options, NamesRoundTripAndBadNamesListTheChoices) {
   for (TrainMode m : {TrainMode::Full, TrainMode::Minibatch, TrainMode::Sampled})
     EXPECT_EQ(parse_mode(train_mode_name(m)), m);
   for (NormKind k : {NormKind::None, NormKind::Batch, NormKind::Rms}) EXPECT_EQ(parse_norm(norm_name(k)), k);
-  for (ModelKind k : {ModelKind::Gcn, ModelKind::Sage}) EXPECT_EQ(parse_model_kind(model_kind_name(k)), k);
+  for (ModelKind k : {ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat})
+    EXPECT_EQ(parse_model_kind(model_kind_name(k)), k);
+  for (Selection s : {Selection::Accuracy, Selection::AccuracyAndLoss})
+    EXPECT_EQ(parse_selection(selection_name(s)), s);
   for (PermuteMode p : {PermuteMode::None, PermuteMode::Single, PermuteMode::Double})
     EXPECT_EQ(parse_permute_mode(permute_mode_name(p)), p);
   EXPECT_EQ(parse_comm_dtype("fp32"), CommDtype::F32);
@@ -102,7 +105,9 @@ TEST(Options, NamesRoundTripAndBadNamesListTheChoices) {
             "--prefetch-policy must be none, static, periodic, adaptive or external, not 'lru'");
   EXPECT_EQ(message([] { parse_kernel_path("gpu"); }),
             "--kernels must be auto, host, team or vendor, not 'gpu'");
-  EXPECT_EQ(message([] { parse_model_kind("gat"); }), "--model must be gcn or sage, not 'gat'");
+  EXPECT_EQ(message([] { parse_model_kind("gin"); }), "--model must be gcn, sage or gat, not 'gin'");
+  EXPECT_EQ(message([] { parse_selection("loss"); }),
+            "--selection must be accuracy or accuracy-and-loss, not 'loss'");
   EXPECT_EQ(message([] { parse_mode("mini"); }), "--mode: expected full, minibatch or sampled, got 'mini'");
   EXPECT_EQ(parse_optimizer("adamw"), OptimizerKind::AdamW);
   EXPECT_EQ(parse_partition_method("random"), PartitionMethod::Random);
