@@ -30,11 +30,12 @@ echo "== PyTorch GAT ($threads threads)"
 torch_line=$(/usr/bin/python3 "$root/scripts/torch_gat.py" --h5 "$graph" --layers $layers --hidden $hidden \
   --heads $heads --output-heads $output_heads --epochs $epochs --threads "$threads")
 echo "$torch_line"
-model=(--model gat --layers $layers --hidden $hidden --heads $heads --output-heads $output_heads --epochs $epochs
-       --dropout 0 --weight-decay 0 --lr 0.005 --eval-every $epochs)
+model=(--model gat --layers $layers --hidden $hidden --heads $heads --output-heads $output_heads
+       --dropout 0 --weight-decay 0 --lr 0.005)
 for round in $(seq "$rounds"); do
   echo "== round $round of $rounds: Tessera (1 rank x $threads threads)"
-  mpiexec -n 1 "$tessera" train --data "$graph" "${model[@]}" --metrics "$work/metrics-$round.jsonl" | tail -n 2
+  mpiexec -n 1 "$tessera" train --data "$graph" "${model[@]}" --epochs $epochs --eval-every $epochs \
+    --metrics "$work/metrics-$round.jsonl" | tail -n 2
   echo "== round $round: machine ceilings"
   mpiexec -n 1 "$tessera" bench gemm --m $nodes --n $((heads * hidden)) --k $features | tee "$work/gemm-$round.txt"
   mpiexec -n 1 "$tessera" bench stream | tee "$work/stream-$round.txt"
