@@ -51,7 +51,7 @@ class TomlConfig : public CLI::ConfigBase {
 const CLI::App* find_subcommand(const CLI::App* app, const std::string& name);
 
 /// `text` as a TOML value: bare for integers, floats and booleans, else a basic string with \" \\ and
-/// \uXXXX escapes. Throws CLI::ConfigError for text with a line break or another control character.
+/// four-hex-digit \u escapes. Throws CLI::ConfigError for text with a line break or another control character.
 std::string toml_value(const std::string& text);
 
 }  // namespace tessera::app

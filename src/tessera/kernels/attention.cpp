@@ -9,6 +9,7 @@
 
 #include "impl/rows.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/scratch.hpp"
 
 namespace tessera {
 
@@ -299,9 +300,9 @@ void attention_node_score_gradients(const Matrix<const float>& z, const Matrix<c
           g_z(n, c) += g_src(n, h) * att_src(h, f) + g_dst(n, h) * att_dst(h, f);
         }
       });
-  // Column sums in the fixed blocks of impl::reduce_columns: [src terms | dst terms], 2 H F columns.
-  const Vector<float> sums(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.g_att"),
-                           size_t(2 * cols));
+  // Column sums in the fixed blocks of impl::reduce_columns: [src terms | dst terms], 2 H F columns, on
+  // scratch rather than an allocation per layer and step.
+  const Vector<float> sums = scratch_vector<float>("attention.g_att", size_t(2 * cols));
   impl::reduce_columns<float>(
       path, "tessera::attention_att_gradients", rows, 2 * cols, sums,
       KOKKOS_LAMBDA(int64_t n, int64_t c0, int64_t c1, float* acc) {
