@@ -992,6 +992,19 @@ PY
     "$TESSERA" prep synth --nodes 200 --edges 800 --classes 3 --train-fraction 0.02 -o few.h5 >/dev/null || exit 1
     mpi 4 "$TESSERA" train --data few.h5 --mode sampled --partition block --norm batch --epochs 1 --batch-size 4 --quiet \
       >/dev/null 2>&1 || { echo "FAILED: sampled --norm batch with ranks that hold no training node"; exit 1; }
+    # GAT's options and --selection, checked on every rank before the load; plan checks the same bounds.
+    expect_error "--heads must be in \[1, 1024\], not 0" "m.jsonl" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --model gat --heads 0 --metrics m.jsonl
+    expect_error "--output-heads must be in \[1, 1024\], not 2000" "m.jsonl" -- \
+      "$TESSERA" train --data g.h5 --model gat --output-heads 2000 --metrics m.jsonl
+    expect_error "--attention-dropout must be in \[0, 1), not 1.5" "m.jsonl" -- \
+      "$TESSERA" train --data g.h5 --model gat --attention-dropout 1.5 --metrics m.jsonl
+    expect_error "--heads, --output-heads and --attention-dropout are for --model gat" "m.jsonl" -- \
+      "$TESSERA" train --data g.h5 --heads 4 --metrics m.jsonl
+    expect_error "--selection must be accuracy or accuracy-and-loss, not 'loss'" "m.jsonl" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --selection loss --metrics m.jsonl
+    expect_error "--heads must be in \[1, 1024\], not 0" "-" -- "$TESSERA" plan --data g.h5 --ranks 2 --model gat --heads 0
+    expect_error "--model must be gcn, sage or gat, not 'gin'" "-" -- "$TESSERA" plan --data g.h5 --ranks 2 --model gin
     # The schedule's and clipping's options, each checked on every rank before the load.
     expect_error "--lr-schedule must be constant, step or cosine, not 'linear'" "m.jsonl" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --lr-schedule linear --metrics m.jsonl
