@@ -166,7 +166,14 @@ case "$case_name" in
     head -c 2000 ck/checkpoint.h5 > ck/cut && mv ck/cut ck/checkpoint.h5
     expect_error "ck/checkpoint.h5: cannot open the checkpoint" "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume
     rm ck/checkpoint.h5
-    expect_error "ck/checkpoint.h5: no checkpoint to resume from" "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume ;;
+    expect_error "ck/checkpoint.h5: no checkpoint to resume from" "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume
+    # The selection's running bests (--selection accuracy-and-loss) are checked where they are read.
+    "$TESSERA" train --data g.h5 --epochs 3 --checkpoint ck --quiet >/dev/null || exit 1
+    py=python3; $py -c 'import h5py' 2>/dev/null || py=/usr/bin/python3
+    $py -c 'import h5py, sys; f = h5py.File(sys.argv[1], "r+"); f.attrs["min_valid_loss"] = float("nan")' \
+      ck/checkpoint.h5 || exit 1
+    expect_error "ck/checkpoint.h5: checkpoint records a highest validation accuracy of .* and a lowest validation loss of nan \(corrupt file\?\)" \
+      "-" -- "$TESSERA" train --data g.h5 --epochs 6 --checkpoint ck --resume ;;
   bad_train_multirank)
     good_h5
     out=$($MPIEXEC -n 2 "$TESSERA" train --data g.h5 --epochs 2 2>&1) || { echo "$out"; echo "FAILED: 2 ranks without --grid"; exit 1; }

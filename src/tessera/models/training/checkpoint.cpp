@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/comm/shared_output.hpp"
@@ -234,6 +236,10 @@ std::string read_attributes(const std::string& path, hid_t root, CheckpointInfo&
   if (!h5_read_attr(root, "max_valid", progress.max_valid)) progress.max_valid = progress.best_valid;
   if (!h5_read_attr(root, "min_valid_loss", progress.min_valid_loss))
     progress.min_valid_loss = std::numeric_limits<double>::infinity();
+  if (!(progress.max_valid >= -1 && progress.max_valid <= 1) || std::isnan(progress.min_valid_loss) ||
+      progress.min_valid_loss < 0)
+    return path + ": checkpoint records a highest validation accuracy of " + std::to_string(progress.max_valid) +
+           " and a lowest validation loss of " + std::to_string(progress.min_valid_loss) + " (corrupt file?)";
   info.seed = uint64_t(seed);
   if (progress.epochs_done < 0 || steps < 0 || progress.evaluations_since_best < 0 ||
       (progress.best_epoch != -1 && (progress.best_epoch < 1 || progress.best_epoch > progress.epochs_done)))
