@@ -92,6 +92,24 @@ TEST(CounterRng, StreamsAndSeedsDiffer) {
   EXPECT_LE(same_ac, 1);
 }
 
+TEST(CounterRng, BatchedWordsAreWhatBelowScales) {
+  const CounterRng rng(5, 77);
+  for (const size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000)}) {
+    std::vector<uint64_t> a(count), b(count), words(count, 0);
+    for (size_t i = 0; i < count; ++i) {
+      a[i] = splitmix64(i) >> (i % 40);  // small and full-width counters alike
+      b[i] = i * 0x9E3779B97F4A7C15ull;
+    }
+    rng.below_words(a.data(), b.data(), count, words.data());
+    for (size_t i = 0; i < count; ++i) {
+      const Philox4x32Block r = rng.bits(a[i], b[i]);
+      ASSERT_EQ(words[i], uint64_t(r.v[2]) << 32 | r.v[3]) << i;
+      for (const uint64_t n : {uint64_t(1), uint64_t(2), uint64_t(15), uint64_t(1) << 40})
+        ASSERT_EQ(mul_high64(words[i], n), rng.below(a[i], b[i], n)) << i << " below " << n;
+    }
+  }
+}
+
 TEST(CounterRng, DistributionsHaveTheirMoments) {
   const CounterRng rng(3, 9);
   const int n = 200000;

@@ -5,6 +5,7 @@
 // that lookup 6% of a sampled training step, more than the sampling itself. Ids only: -1 marks a free slot.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -42,8 +43,22 @@ class FlatIdMap {
     return -1;
   }
 
+  /// Asks for the line find(id) starts at (a hint: looking up many ids, each a likely cache miss).
+  void prefetch(int64_t id) const {
+    if (id < 0) return;
+    __builtin_prefetch(keys_.data() + home(id));
+    __builtin_prefetch(values_.data() + home(id));
+  }
+
   /// Ids stored.
   size_t size() const { return size_; }
+
+  /// Forgets every id and keeps the table (a map reused for each layer of a sample allocates once).
+  void clear() {
+    if (size_ == 0) return;
+    std::fill(keys_.begin(), keys_.end(), kFree);
+    size_ = 0;
+  }
 
  private:
   static constexpr int64_t kFree = -1;

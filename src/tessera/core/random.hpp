@@ -85,6 +85,10 @@ class CounterRng {
     return mul_high64(uint64_t(r.v[2]) << 32 | r.v[3], n);
   }
 
+  /// The 64 random bits below(a[i], b[i], n) scales, for i < count, in one pass the compiler vectorizes
+  /// (AVX-512 or AVX2 where the CPU has them): below(a, b, n) == mul_high64(words[i], n). Host only.
+  void below_words(const uint64_t* a, const uint64_t* b, size_t count, uint64_t* words) const;
+
   /// Standard normal (Box-Muller on words 0 and 1).
   KOKKOS_INLINE_FUNCTION float normal(uint64_t a, uint64_t b) const {
     const Philox4x32Block r = bits(a, b);

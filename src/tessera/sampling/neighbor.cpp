@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <unordered_map>
+#include <array>
+#include <climits>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/random.hpp"
@@ -22,72 +23,386 @@ void sample_neighbors(const int64_t* nbrs, int64_t degree, int fanout, const Nei
   for (size_t q = at; q < out.size(); ++q) out[q] = nbrs[out[q]];
 }
 
+namespace detail {
+
+// Sources looked ahead of the one whose degree is read: far enough for a miss to land first.
+constexpr size_t kDegreeAhead = 16;
+
+/// A block's source list as it grows, with the index from node to position: a dense array over the
+/// rank's local nodes (owned, then halo: most of a METIS partition's frontier; one load from a table that
+/// fits in L2 per sampled edge, and no branch on whether the node is new) and a hash map for nodes two hops
+/// away. Each source is kept with its local index (-1: none) and in-degree. Reused for every layer.
+class SourceIndex {
+ public:
+  explicit SourceIndex(size_t local_nodes) : dense_(local_nodes, -1) {}
+
+  /// Starts a block whose first sources are `frontier` (distinct).
+  void start(const std::vector<int64_t>& frontier, const std::vector<int64_t>& local,
+             const std::vector<int64_t>& degree) {
+    size_ = 0;
+    reserve(frontier.size());
+    for (size_t i = 0; i < frontier.size(); ++i) add(frontier[i], local[i], degree[i]);
+  }
+
+  /// Room for `more` sources.
+  void reserve(size_t more) {
+    require(size_ + more < size_t(INT32_MAX), "neighbour sampling: a block of over 2^31 source nodes");
+    if (size_ + more + 1 <= ids_.size()) return;
+    ids_.resize(2 * (size_ + more + 1));
+    local_.resize(ids_.size());
+    degree_.resize(ids_.size());
+  }
+
+  /// The position of `id` (local index `local`, or -1) among the sources, after adding it if it is new.
+  int64_t add(int64_t id, int64_t local, int64_t degree) {
+    ids_[size_] = id;  // kept only if id is new
+    local_[size_] = local;
+    degree_[size_] = degree;
+    if (uint64_t(local) < dense_.size()) {
+      const int32_t slot = dense_[size_t(local)];
+      const int32_t position = slot >= 0 ? slot : int32_t(size_);
+      dense_[size_t(local)] = position;
+      size_ += size_t(slot < 0);
+      return position;
+    }
+    const auto [position, inserted] = far_.try_emplace(id, int64_t(size_));
+    size_ += size_t(inserted);
+    return position;
+  }
+
+  /// The sources so far: ids, local indices, degrees.
+  size_t size() const { return size_; }
+  const int64_t* ids() const { return ids_.data(); }
+  const int64_t* locals() const { return local_.data(); }
+  int64_t* degrees() { return degree_.data(); }
+
+  /// Copies the sources out and forgets them.
+  void finish(std::vector<int64_t>& ids, std::vector<int64_t>& locals, std::vector<int64_t>& degrees) {
+    const auto end = std::ptrdiff_t(size_);
+    ids.assign(ids_.begin(), ids_.begin() + end);
+    locals.assign(local_.begin(), local_.begin() + end);
+    degrees.assign(degree_.begin(), degree_.begin() + end);
+    for (const int64_t local : locals)
+      if (local >= 0) dense_[size_t(local)] = -1;
+    far_.clear();
+    size_ = 0;
+  }
+
+ private:
+  std::vector<int32_t> dense_;
+  FlatIdMap far_;
+  std::vector<int64_t> ids_, local_, degree_;  // the first size_ entries are the sources
+  size_t size_ = 0;
+};
+
+/// The sampled neighbour lists of a layer's frontier nodes that other ranks own, as their owners sent
+/// them: [count, neighbours..., their in-degrees...] per node; at[i] is frontier node i's offset (-1 when
+/// this rank owns it).
+struct RemoteLists {
+  std::vector<int64_t> lists;
+  std::vector<int64_t> at;
+};
+
+/// A rank's nodes as local indices: owned ones first (id - first), then the halo's (count + k for halo[k]).
+struct LocalIndex {
+  FlatIdMap halo_index;            // halo node -> k
+  std::vector<int32_t> local_col;  // each in-neighbour of graph.col as a local index
+
+  LocalIndex(const PartitionedGraph& graph, int rank) : halo_index(graph.halo.size()) {
+    require(graph.count + int64_t(graph.halo.size()) < INT32_MAX, graph.path,
+            ": neighbour sampling indexes a rank's owned and halo nodes in 32 bits, and rank ", rank, " has ",
+            graph.count + int64_t(graph.halo.size()));
+    for (size_t k = 0; k < graph.halo.size(); ++k) halo_index.try_emplace(graph.halo[k], int64_t(k));
+    local_col.resize(graph.col.size());
+    for (size_t e = 0; e < graph.col.size(); ++e) {
+      const int64_t u = graph.col[e];
+      const int64_t local = graph.owns(u) ? u - graph.first : graph.count + halo_index.find(u);
+      require(local >= graph.count || graph.owns(u), graph.path, ": in-neighbour ", u, " of rank ", rank,
+              "'s nodes is neither owned nor in its halo");
+      local_col[e] = int32_t(local);
+    }
+  }
+};
+
+/// A layer's destination nodes: ids, local indices (-1: two hops away) and in-degrees.
+struct Frontier {
+  std::vector<int64_t> ids, local, degree;
+};
+
+/// Samples owned nodes a chunk at a time, drawing what sample_neighbors draws one node at a time: the
+/// Philox words of every draw in the chunk made in one vectorized pass, then Floyd's selection and the
+/// neighbours' ids node by node. The chunk's lists are asked for before the words are made, so the pass
+/// hides their misses.
+class ChunkSampler {
+ public:
+  static constexpr size_t kChunk = 64;
+
+  ChunkSampler(const PartitionedGraph& graph, const int32_t* local_col, int fanout, const CounterRng& rng)
+      : graph_(graph), local_col_(local_col), fanout_(fanout), rng_(rng) {
+    const size_t draws = kChunk * size_t(std::max(fanout, 0));
+    a_.resize(draws);
+    b_.resize(draws);
+    words_.resize(draws);
+    drawn_.resize(size_t(std::max(fanout, 0)));
+  }
+
+  /// Samples nodes[0, n), n <= kChunk, all owned by this rank: the draws' words, then each node's
+  /// positions in its list, then (one loop of independent loads) the neighbours at those positions.
+  void sample(const int64_t* nodes, size_t n) {
+    size_t draws = 0, kept = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t i = nodes[k] - graph_.first;
+      begin_[k] = graph_.row_ptr[size_t(i)];
+      degree_[k] = graph_.row_ptr[size_t(i + 1)] - begin_[k];
+      const bool whole = fanout_ < 0 || degree_[k] <= fanout_;
+      kept += size_t(whole ? degree_[k] : fanout_);
+      if (whole) continue;
+      for (int64_t j = degree_[k] - fanout_; j < degree_[k]; ++j, ++draws) {
+        a_[draws] = uint64_t(nodes[k]);
+        b_[draws] = uint64_t(j);
+      }
+    }
+    rng_.below_words(a_.data(), b_.data(), draws, words_.data());
+    at_.resize(kept);
+    draws = kept = 0;
+    for (size_t k = 0; k < n; ++k) {
+      int64_t* at = at_.data() + kept;
+      if (fanout_ < 0 || degree_[k] <= fanout_) {
+        for (int64_t e = 0; e < degree_[k]; ++e) at[e] = begin_[k] + e;
+        kept += size_t(degree_[k]);
+      } else {
+        draw_positions_from(words_.data() + draws, degree_[k], fanout_, drawn_.data(), at);
+        for (int64_t q = 0; q < fanout_; ++q) at[q] += begin_[k];
+        draws += size_t(fanout_);
+        kept += size_t(fanout_);
+      }
+      end_[k] = kept;
+    }
+    out_.resize(kept);
+    local_.resize(kept);
+    const int64_t* col = graph_.col.data();
+    for (size_t q = 0; q < kept; ++q) {
+      out_[q] = col[at_[q]];
+      local_[q] = local_col_[at_[q]];
+    }
+  }
+
+  /// Asks for the lines of an owned node's neighbour list (up to a few; a hub's draws land anywhere).
+  void prefetch_list(int64_t node) const {
+    const int64_t* offset = graph_.row_ptr.data() + (node - graph_.first);
+    const int64_t* list = graph_.col.data() + offset[0];
+    const int64_t length = std::min<int64_t>(offset[1] - offset[0], 32);
+    for (int64_t e = 0; e < length; e += 8) __builtin_prefetch(list + e);
+    if (length > 0) __builtin_prefetch(list + length - 1);
+  }
+
+  /// The sampled neighbours of the chunk's k-th node: [begin(k), end(k)).
+  const int64_t* begin(size_t k) const { return out_.data() + (k == 0 ? 0 : end_[k - 1]); }
+  const int64_t* end(size_t k) const { return out_.data() + end_[k]; }
+  /// Their local indices (as NeighborSampler::local_of gives them).
+  const int32_t* locals(size_t k) const { return local_.data() + (k == 0 ? 0 : end_[k - 1]); }
+
+ private:
+  const PartitionedGraph& graph_;
+  const int32_t* local_col_;
+  int fanout_;
+  CounterRng rng_;
+  std::array<int64_t, kChunk> begin_{}, degree_{};
+  std::array<size_t, kChunk> end_{};
+  std::vector<uint64_t> a_, b_, words_;
+  std::vector<int64_t> drawn_, at_, out_;  // Floyd's scratch; each kept edge's offset in col; its id
+  std::vector<int32_t> local_;              // and its local index
+};
+
+}  // namespace detail
+
+using detail::ChunkSampler;
+using detail::Frontier;
+using detail::LocalIndex;
+using detail::RemoteLists;
+using detail::SourceIndex;
+using detail::kDegreeAhead;
+
 NeighborSampler::NeighborSampler(const Communicator& comm, const PartitionedGraph& graph,
                                  std::vector<int> fanouts, uint64_t seed, SimulatedNetwork network)
-    : comm_(comm), graph_(graph), fanouts_(std::move(fanouts)), seed_(seed), network_(network) {}
+    : comm_(comm),
+      graph_(graph),
+      fanouts_(std::move(fanouts)),
+      seed_(seed),
+      network_(network),
+      local_(std::make_shared<const LocalIndex>(graph, comm.rank())) {}
+
+NeighborSampler::NeighborSampler(const Communicator& comm, const NeighborSampler& same)
+    : comm_(comm),
+      graph_(same.graph_),
+      fanouts_(same.fanouts_),
+      seed_(same.seed_),
+      network_(same.network_),
+      local_(same.local_) {}
+
+NeighborSampler::~NeighborSampler() = default;
+
+std::unique_ptr<SourceIndex> NeighborSampler::take_index() const {
+  const std::lock_guard<std::mutex> lock(index_mutex_);
+  if (spare_index_) return std::move(spare_index_);
+  return std::make_unique<SourceIndex>(size_t(graph_.count) + graph_.halo.size());
+}
+
+void NeighborSampler::give_back(std::unique_ptr<SourceIndex> index) const {
+  const std::lock_guard<std::mutex> lock(index_mutex_);
+  spare_index_ = std::move(index);
+}
+
+int64_t NeighborSampler::local_of(int64_t node) const {
+  if (graph_.owns(node)) return node - graph_.first;
+  const int64_t k = local_->halo_index.find(node);
+  return k >= 0 ? graph_.count + k : -1;
+}
+
+int64_t NeighborSampler::local_degree(int64_t local) const {
+  if (local < graph_.count) return graph_.row_ptr[size_t(local + 1)] - graph_.row_ptr[size_t(local)];
+  return graph_.halo_degree[size_t(local - graph_.count)];
+}
+
+int64_t NeighborSampler::degree_of(int64_t node) const {
+  const int64_t local = local_of(node);
+  return local >= 0 ? local_degree(local) : graph_.degree_of(node);  // graph_ names what it cannot place
+}
+
+void NeighborSampler::prefetch_offsets(int64_t node) const {
+  if (graph_.owns(node)) __builtin_prefetch(graph_.row_ptr.data() + (node - graph_.first));
+}
+
+void NeighborSampler::prefetch_degree(int64_t local) const {
+  if (local < graph_.count)
+    __builtin_prefetch(graph_.row_ptr.data() + local);
+  else
+    __builtin_prefetch(graph_.halo_degree.data() + (local - graph_.count));
+}
+
+// Sends the frontier's nodes owned elsewhere to their owners, who sample them and answer with their lists
+// in request order (a neighbour of a remote node may be two hops from every node of this rank: its degree,
+// for the GCN weights, comes with it). Collective: every rank enters it once per layer.
+RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
+                                          const std::vector<int64_t>& frontier) const {
+  const int ranks = comm_.size();
+  std::vector<std::vector<int64_t>> ask(static_cast<size_t>(ranks));
+  RemoteLists remote;
+  remote.at.assign(frontier.size(), -1);
+  std::vector<int> owner_of(frontier.size(), -1);
+  for (size_t i = 0; i < frontier.size(); ++i)
+    if (!graph_.owns(frontier[i])) {
+      owner_of[i] = graph_.owner(frontier[i]);
+      ask[size_t(owner_of[i])].push_back(frontier[i]);
+    }
+  std::vector<int64_t> asked_counts;
+  const std::vector<int64_t> asked = exchange_buckets_on(comm_, ask, "sample requests", network_, &asked_counts);
+  std::vector<std::vector<int64_t>> answer(static_cast<size_t>(ranks));
+  ChunkSampler draws(graph_, local_->local_col.data(), fanouts_[size_t(layer)], neighbor_rng(key, layer));
+  size_t k = 0;
+  for (int r = 0; r < ranks; ++r)
+    for (const size_t end = k + size_t(asked_counts[size_t(r)]); k < end;) {
+      const size_t n = std::min(ChunkSampler::kChunk, end - k);
+      for (size_t q = k; q < k + n; ++q)
+        require(graph_.owns(asked[q]), "neighbour sampling: rank ", comm_.rank(), " asked for node ",
+                asked[q], " it does not own");
+      draws.sample(asked.data() + k, n);
+      std::vector<int64_t>& out = answer[size_t(r)];
+      for (size_t q = 0; q < n; ++q) {
+        out.push_back(int64_t(draws.end(q) - draws.begin(q)));
+        out.insert(out.end(), draws.begin(q), draws.end(q));
+        for (const int32_t* u = draws.locals(q); u != draws.locals(q) + (draws.end(q) - draws.begin(q)); ++u)
+          out.push_back(local_degree(*u));
+      }
+      k += n;
+    }
+  remote.lists = exchange_buckets_on(comm_, answer, "sample answers", network_);
+  // Each rank's answers arrive in the order this rank asked: the offset of the n-th node asked of rank r.
+  std::vector<std::vector<int64_t>> offset(static_cast<size_t>(ranks));
+  size_t at = 0;
+  for (int r = 0; r < ranks; ++r)
+    for (size_t n = 0; n < ask[size_t(r)].size(); ++n) {
+      offset[size_t(r)].push_back(int64_t(at));
+      at += size_t(1 + 2 * remote.lists[at]);
+    }
+  std::vector<size_t> next(static_cast<size_t>(ranks), 0);
+  for (size_t i = 0; i < frontier.size(); ++i)
+    if (owner_of[i] >= 0) remote.at[i] = offset[size_t(owner_of[i])][next[size_t(owner_of[i])]++];
+  return remote;
+}
+
+// One layer's block: the frontier's nodes first, then each new neighbour by first use, as build_blocks
+// numbers them; each source's in-degree recorded as it enters.
+void NeighborSampler::build_block(int layer, const NeighborKey& key, const Frontier& frontier,
+                                  const RemoteLists& remote, SourceIndex& index, SampledBlock& b) const {
+  constexpr size_t kChunk = ChunkSampler::kChunk;
+  // A new source's degree: sent with a remote list, or looked up below, all at once (kUnknown until then).
+  constexpr int64_t kUnknown = -1;
+  const size_t n = frontier.ids.size();
+  b.num_dst = int64_t(n);
+  index.start(frontier.ids, frontier.local, frontier.degree);
+  b.row_ptr.assign(n + 1, 0);
+  b.col.clear();
+  ChunkSampler draws(graph_, local_->local_col.data(), fanouts_[size_t(layer)], neighbor_rng(key, layer));
+  std::array<int64_t, kChunk> owned;
+  for (size_t c = 0; c < n; c += kChunk) {
+    // Two chunks ahead: the offsets; one ahead (their offsets likely cached by now): the lists.
+    const size_t end = std::min(n, c + kChunk);
+    for (size_t i = end + kChunk; i < std::min(n, end + 2 * kChunk); ++i) prefetch_offsets(frontier.ids[i]);
+    for (size_t i = end; i < std::min(n, end + kChunk); ++i)
+      if (graph_.owns(frontier.ids[i])) draws.prefetch_list(frontier.ids[i]);
+    size_t m = 0, edges = 0;
+    for (size_t i = c; i < end; ++i)
+      if (remote.at[i] < 0)
+        owned[m++] = frontier.ids[i];
+      else
+        edges += size_t(remote.lists[size_t(remote.at[i])]);
+    draws.sample(owned.data(), m);
+    edges += size_t(m > 0 ? draws.end(m - 1) - draws.begin(0) : 0);
+    index.reserve(edges);
+    size_t e = b.col.size();
+    b.col.resize(e + edges);
+    for (size_t i = c, k = 0; i < end; ++i) {
+      if (remote.at[i] < 0) {
+        const int32_t* local = draws.locals(k);
+        for (const int64_t* u = draws.begin(k); u != draws.end(k); ++u, ++local)
+          b.col[e++] = index.add(*u, *local, kUnknown);
+        ++k;
+      } else {
+        const int64_t* list = remote.lists.data() + remote.at[i];
+        for (int64_t q = 0; q < list[0]; ++q)
+          b.col[e++] = index.add(list[1 + q], local_of(list[1 + q]), list[1 + list[0] + q]);
+      }
+      b.row_ptr[i + 1] = int64_t(e);
+    }
+  }
+  const int64_t* local = index.locals();
+  int64_t* degree = index.degrees();
+  for (size_t k = n; k < index.size(); ++k) {
+    if (k + kDegreeAhead < index.size() && degree[k + kDegreeAhead] == kUnknown)
+      prefetch_degree(local[k + kDegreeAhead]);
+    if (degree[k] == kUnknown) degree[k] = local_degree(local[k]);
+  }
+}
 
 std::vector<SampledBlock> NeighborSampler::sample(const std::vector<int64_t>& seeds, int64_t epoch,
                                                   int64_t step) const {
   const NeighborKey key{seed_, epoch, step};
-  const int ranks = comm_.size();
-  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> remote;  // node -> (offset, count) in lists
-  std::unordered_map<int64_t, int64_t> far_degree;  // degrees the owners sent of nodes this rank cannot see
-  std::vector<int64_t> lists;
-  auto sample_owned = [&](int layer, int64_t v, std::vector<int64_t>& out) {
-    const int64_t i = v - graph_.first;
-    const int64_t begin = graph_.row_ptr[size_t(i)], end = graph_.row_ptr[size_t(i + 1)];
-    sample_neighbors(graph_.col.data() + begin, end - begin, fanouts_[size_t(layer)], key, layer, v, out);
-  };
-  // Before each layer: send the frontier's remote nodes to their owners, who sample them and answer with
-  // [count, neighbours..., their degrees...] per node, in request order (a neighbour of a remote node may be
-  // two hops from every node of this rank: its degree, for the GCN weights, comes with it).
-  auto prepare = [&](int layer, const std::vector<int64_t>& frontier) {
-    std::vector<std::vector<int64_t>> ask(static_cast<size_t>(ranks));
-    for (int64_t v : frontier)
-      if (!graph_.owns(v)) ask[size_t(graph_.owner(v))].push_back(v);
-    std::vector<int64_t> asked_counts;
-    const std::vector<int64_t> asked =
-        exchange_buckets_on(comm_, ask, "sample requests", network_, &asked_counts);
-    std::vector<std::vector<int64_t>> answer(static_cast<size_t>(ranks));
-    size_t k = 0;
-    for (int r = 0; r < ranks; ++r)
-      for (int64_t j = 0; j < asked_counts[size_t(r)]; ++j, ++k) {
-        std::vector<int64_t>& out = answer[size_t(r)];
-        const size_t header = out.size();
-        out.push_back(0);
-        require(graph_.owns(asked[k]), "neighbour sampling: rank ", comm_.rank(), " asked for node ",
-                asked[k], " it does not own");
-        sample_owned(layer, asked[k], out);
-        const int64_t count = int64_t(out.size() - header - 1);
-        out[header] = count;
-        for (int64_t e = 0; e < count; ++e) out.push_back(graph_.degree_of(out[header + 1 + size_t(e)]));
-      }
-    lists = exchange_buckets_on(comm_, answer, "sample answers", network_);
-    remote.clear();
-    size_t at = 0;
-    for (int r = 0; r < ranks; ++r)
-      for (int64_t v : ask[size_t(r)]) {
-        const int64_t count = lists[at];
-        remote[v] = {int64_t(at + 1), count};
-        for (int64_t e = 0; e < count; ++e)
-          if (!graph_.owns(lists[at + 1 + size_t(e)]))
-            far_degree[lists[at + 1 + size_t(e)]] = lists[at + 1 + size_t(count + e)];
-        at += size_t(1 + 2 * count);
-      }
-  };
-  auto sample = [&](int layer, int64_t v, std::vector<int64_t>& out) {
-    if (graph_.owns(v)) return sample_owned(layer, v, out);
-    const auto [offset, count] = remote.at(v);
-    out.insert(out.end(), lists.begin() + offset, lists.begin() + offset + count);
-  };
-  std::vector<SampledBlock> blocks = build_blocks(seeds, int(fanouts_.size()), sample, prepare);
-  for (SampledBlock& b : blocks) {
-    b.src_degree.reserve(b.src.size());
-    for (int64_t v : b.src) {
-      const auto far = far_degree.find(v);
-      b.src_degree.push_back(far != far_degree.end() ? far->second : graph_.degree_of(v));
-    }
+  std::vector<SampledBlock> blocks(fanouts_.size());
+  std::unique_ptr<SourceIndex> index = take_index();
+  Frontier frontier{seeds, {}, {}};
+  for (const int64_t v : seeds) {
+    frontier.local.push_back(local_of(v));
+    frontier.degree.push_back(degree_of(v));
   }
+  for (int l = int(fanouts_.size()) - 1; l >= 0; --l) {
+    SampledBlock& b = blocks[size_t(l)];
+    build_block(l, key, frontier, remote_lists(l, key, frontier.ids), *index, b);
+    index->finish(frontier.ids, frontier.local, frontier.degree);
+    b.src = frontier.ids;
+    b.src_degree = frontier.degree;
+  }
+  give_back(std::move(index));
   return blocks;
 }
 

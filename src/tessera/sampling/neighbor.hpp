@@ -8,14 +8,24 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "tessera/comm/simulated_network.hpp"
+#include "tessera/core/flat_id_map.hpp"
 #include "tessera/core/random.hpp"
 #include "tessera/graph/partitioned.hpp"
 
 namespace tessera {
+
+namespace detail {
+class SourceIndex;
+struct RemoteLists;
+struct Frontier;
+struct LocalIndex;
+}  // namespace detail
 
 /// What a neighbour sample is a function of, besides the layer and the node.
 struct NeighborKey {
@@ -42,23 +52,52 @@ KOKKOS_INLINE_FUNCTION CounterRng neighbor_rng(const NeighborKey& key, int layer
                                          splitmix64(uint64_t(key.step) * 64 + uint64_t(layer))));
 }
 
+/// One draw of Floyd's algorithm: position j's candidate t (uniform in [0, j]) joins out[0, m), or j
+/// itself when t is already there.
+KOKKOS_INLINE_FUNCTION void floyd_step(int64_t t, int64_t j, int64_t* out, int64_t& m) {
+  bool taken = false;
+  for (int64_t q = 0; q < m; ++q) taken = taken || out[q] == t;
+  out[m++] = taken ? j : t;
+}
+
+/// Insertion sort of a fanout's few positions.
+KOKKOS_INLINE_FUNCTION void sort_positions(int64_t* out, int64_t m) {
+  for (int64_t q = 1; q < m; ++q) {
+    const int64_t x = out[q];
+    int64_t r = q;
+    for (; r > 0 && out[r - 1] > x; --r) out[r] = out[r - 1];
+    out[r] = x;
+  }
+}
+
 /// Floyd's algorithm: `fanout` distinct positions of [0, degree) (0 < fanout < degree), each draw keyed by
 /// (node, j), written to out[0, fanout) in increasing order. Quadratic in the fanout, which is small; a
 /// device thread runs it in the output it fills, so no sampler allocates per node.
 KOKKOS_INLINE_FUNCTION void draw_positions(const CounterRng& rng, int64_t node, int64_t degree,
                                            int64_t fanout, int64_t* out) {
   int64_t m = 0;
-  for (int64_t j = degree - fanout; j < degree; ++j) {
-    const int64_t t = int64_t(rng.below(uint64_t(node), uint64_t(j), uint64_t(j + 1)));
-    bool taken = false;
-    for (int64_t q = 0; q < m; ++q) taken = taken || out[q] == t;
-    out[m++] = taken ? j : t;
+  for (int64_t j = degree - fanout; j < degree; ++j)
+    floyd_step(int64_t(rng.below(uint64_t(node), uint64_t(j), uint64_t(j + 1))), j, out, m);
+  sort_positions(out, m);
+}
+
+/// draw_positions from the draws' random words made beforehand (CounterRng::below_words of counters
+/// (node, j) for j = degree - fanout, ..., degree - 1, in that order): the same positions, without a
+/// data-dependent branch (a sampler's mispredicted branches cost more than its arithmetic). `drawn` holds
+/// fanout entries of scratch.
+inline void draw_positions_from(const uint64_t* words, int64_t degree, int64_t fanout, int64_t* drawn,
+                                int64_t* out) {
+  for (int64_t q = 0; q < fanout; ++q) {
+    const int64_t j = degree - fanout + q;
+    const int64_t t = int64_t(mul_high64(words[q], uint64_t(j + 1)));
+    int64_t taken = 0;
+    for (int64_t p = 0; p < q; ++p) taken |= int64_t(drawn[p] == t);
+    drawn[q] = taken ? j : t;  // a conditional move
   }
-  for (int64_t q = 1; q < m; ++q) {
-    const int64_t x = out[q];
-    int64_t r = q;
-    for (; r > 0 && out[r - 1] > x; --r) out[r] = out[r - 1];
-    out[r] = x;
+  for (int64_t q = 0; q < fanout; ++q) {  // distinct: each goes where the count of smaller ones says
+    int64_t rank = 0;
+    for (int64_t p = 0; p < fanout; ++p) rank += int64_t(drawn[p] < drawn[q]);
+    out[rank] = drawn[q];
   }
 }
 
@@ -84,6 +123,10 @@ class NeighborSampler {
   /// Collective use only: every rank calls sample() once per step, with its own (possibly empty) seeds.
   NeighborSampler(const Communicator& comm, const PartitionedGraph& graph, std::vector<int> fanouts,
                   uint64_t seed, SimulatedNetwork network = {});
+  /// A sampler of the same graph, fanouts, seed and network on another communicator (`same`'s indices
+  /// shared, not rebuilt). `same` may be destroyed first.
+  NeighborSampler(const Communicator& comm, const NeighborSampler& same);
+  ~NeighborSampler();
 
   /// blocks[l] feeds layer l; blocks.back() has the seeds as destinations.
   std::vector<SampledBlock> sample(const std::vector<int64_t>& seeds, int64_t epoch, int64_t step) const;
@@ -91,11 +134,30 @@ class NeighborSampler {
   const std::vector<int>& fanouts() const { return fanouts_; }
 
  private:
+  // A node's local index: owned nodes first, then the halo's (-1 for any other node).
+  int64_t local_of(int64_t node) const;
+  // The in-degree of a local node; of an owned or halo node (throws for any other).
+  int64_t local_degree(int64_t local) const;
+  int64_t degree_of(int64_t node) const;
+  // Ask for the lines an owned node's list offsets, or a local node's degree, will be read from.
+  void prefetch_offsets(int64_t node) const;
+  void prefetch_degree(int64_t local) const;
+  detail::RemoteLists remote_lists(int layer, const NeighborKey& key, const std::vector<int64_t>& frontier) const;
+  void build_block(int layer, const NeighborKey& key, const detail::Frontier& frontier,
+                   const detail::RemoteLists& remote, detail::SourceIndex& index, SampledBlock& b) const;
+
   const Communicator& comm_;
   const PartitionedGraph& graph_;
   std::vector<int> fanouts_;
   uint64_t seed_;
   SimulatedNetwork network_;
+  std::shared_ptr<const detail::LocalIndex> local_;  // halo ids and graph_.col as local indices
+  // The index a sample builds its blocks with, kept for the next (one per concurrent caller: a caller that
+  // finds none makes its own, and the last one back is kept).
+  std::unique_ptr<detail::SourceIndex> take_index() const;
+  void give_back(std::unique_ptr<detail::SourceIndex> index) const;
+  mutable std::mutex index_mutex_;
+  mutable std::unique_ptr<detail::SourceIndex> spare_index_;
 };
 
 }  // namespace tessera
