@@ -218,7 +218,7 @@ TEST(BinaryCrossEntropy, MinibatchAndSampledEvaluateInRocArea) {
     const std::unique_ptr<Sequential> model = one_logit_gcn(sampled_grid, parts.num_features);
     SampledOptions o;
     o.batch_size = 16;
-    o.thread = false;
+    o.thread = StepThread::Off;
     o.exact_eval = exact;
     // The weighting given for a model whose layers name none must be the one they name where they do.
     EXPECT_THROW(SampledSource(parts, sampled_grid, world, o, *model, Normalization::Mean), Error);

@@ -19,6 +19,7 @@
 #include "tessera/graph/partition.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/graph/synth.hpp"
+#include "tessera/models/modes/sampled.hpp"
 #include "tessera/models/nn/model.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/prefetch/remote_features.hpp"
@@ -354,6 +355,71 @@ TEST(Prefetch, FillInRoundsInstallsEachSlotsRow) {
     }
 }
 
+TEST(Sampling, AnEpochsStepsCoverItsLabeledTrainingNodesOnce) {
+  const int64_t first = 100;
+  std::vector<int64_t> train, labels(50, 1);
+  for (int64_t v = first; v < first + 50; v += 2) train.push_back(v);
+  labels[4] = -1;  // node 104: in the split, unlabeled
+  EpochSeeds cached(train, labels, first, 9);
+  std::vector<int64_t> previous_order;
+  for (const int64_t epoch : {0, 1, 0, 3}) {  // revisited, as a resumed run does
+    for (const int64_t steps : {int64_t(1), int64_t(4), int64_t(24), int64_t(30)}) {
+      std::vector<int64_t> order;
+      for (int64_t step = 0; step < steps; ++step) {
+        const std::vector<int64_t> seeds = step_seeds(train, labels, first, 9, epoch, step, steps);
+        EXPECT_EQ(cached.seeds(epoch, step, steps), seeds);
+        EXPECT_LE(std::abs(int64_t(seeds.size()) - 24 / steps), 1);
+        order.insert(order.end(), seeds.begin(), seeds.end());
+      }
+      std::vector<int64_t> sorted = order, expect = train;
+      std::sort(sorted.begin(), sorted.end());
+      expect.erase(std::find(expect.begin(), expect.end(), 104));
+      EXPECT_EQ(sorted, expect);
+      if (steps == 1 && epoch == 1) {
+        EXPECT_NE(order, previous_order);  // a new shuffle each epoch
+      }
+      if (steps == 1) previous_order = order;
+    }
+  }
+}
+
+TEST(SampledTraining, TheWorkerThreadRunsWhereACoreIsFree) {
+  std::string why;
+  // 2 ranks of one thread on 2 CPUs: the worker would take its time from the step.
+  EXPECT_FALSE(uses_step_thread(StepThread::Auto, 2, 2, 2, &why));
+  EXPECT_EQ(why, "auto: 2 ranks' 2 threads fill the node's 2 CPUs");
+  EXPECT_TRUE(uses_step_thread(StepThread::Auto, 2, 4, 2, &why));  // one free CPU per rank
+  EXPECT_EQ(why, "auto: 2 ranks' 2 threads leave a CPU per rank free of the node's 4 CPUs");
+  EXPECT_FALSE(uses_step_thread(StepThread::Auto, 2, 4, 4));  // 2 threads each fill 4 CPUs
+  EXPECT_FALSE(uses_step_thread(StepThread::Auto, 1, 8, 8));
+  EXPECT_TRUE(uses_step_thread(StepThread::Auto, 1, 8, 7));
+  EXPECT_TRUE(uses_step_thread(StepThread::On, 2, 2, 2, &why));  // as asked, whatever the cores
+  EXPECT_EQ(why, "as asked");
+  EXPECT_FALSE(uses_step_thread(StepThread::Off, 1, 64, 1));
+}
+
+TEST(Sampling, DrawsFromBatchedWordsAreFloydsDraws) {
+  const CounterRng rng = neighbor_rng(NeighborKey{3, 1, 4}, 2);
+  std::vector<int64_t> expect(32), got(32), scratch(32);
+  for (int64_t node : {int64_t(0), int64_t(12345), int64_t(1) << 40})
+    for (int64_t degree = 2; degree <= 64; degree += degree < 20 ? 1 : 11)
+      for (int64_t fanout = 1; fanout < std::min<int64_t>(degree, 32); ++fanout) {
+        draw_positions(rng, node, degree, fanout, expect.data());
+        std::vector<uint64_t> a(static_cast<size_t>(fanout), uint64_t(node)), b;
+        std::vector<uint64_t> words(static_cast<size_t>(fanout));
+        for (int64_t j = degree - fanout; j < degree; ++j) b.push_back(uint64_t(j));
+        rng.below_words(a.data(), b.data(), a.size(), words.data());
+        draw_positions_from(words.data(), degree, fanout, scratch.data(), got.data());
+        for (int64_t q = 0; q < fanout; ++q)
+          ASSERT_EQ(got[size_t(q)], expect[size_t(q)]) << "node " << node << ", " << fanout << " of " << degree;
+        // Floyd's output: distinct positions of [0, degree), increasing.
+        for (int64_t q = 0; q < fanout; ++q) {
+          ASSERT_GE(got[size_t(q)], q == 0 ? 0 : got[size_t(q - 1)] + 1);
+          ASSERT_LT(got[size_t(q)], degree);
+        }
+      }
+}
+
 TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
   const std::string& path = fixtures::small_csbm_file();
   const PartitionedGraph g = load_partitioned(world(), path, partitioned_file());
@@ -564,7 +630,7 @@ TEST(SampledTraining, TheCacheChangesNoBit) {
   EXPECT_EQ(none.prefetch->cache_hits, 0);
   EXPECT_EQ(none.prefetch->fetched_rows, none.prefetch->remote_rows);
   for (PrefetchPolicy policy : {PrefetchPolicy::Static, PrefetchPolicy::Periodic, PrefetchPolicy::Adaptive}) {
-    for (bool thread : {true, false}) {
+    for (StepThread thread : {StepThread::On, StepThread::Off}) {
       o.sampled.prefetch.policy = policy;
       o.sampled.thread = thread;
       const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());

@@ -241,6 +241,15 @@ case "$case_name" in
       $MPIEXEC -n 2 "$TESSERA" partition --data g.h5 --parts 2 --method best
     out=$($MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --epochs 1 2>&1) || { echo "$out"; exit 1; }
     grep -qF "no partition metis-2 in g.h5: using block" <<<"$out" || { echo "$out"; echo "FAILED: no fallback line"; exit 1; }
+    # The worker thread as chosen: auto says why; on and off as asked.
+    grep -Eq "worker thread (on|off) \(auto: 2 ranks' [0-9]+ threads? (fill|leave)" <<<"$out" ||
+      { echo "$out"; echo "FAILED: no worker-thread choice"; exit 1; }
+    out=$($MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --epochs 1 --prefetch-thread on 2>&1) || { echo "$out"; exit 1; }
+    grep -qF "worker thread on (as asked)" <<<"$out" || { echo "$out"; echo "FAILED: --prefetch-thread on"; exit 1; }
+    expect_error "--prefetch-thread must be auto, on or off, not 'maybe'" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --prefetch-thread maybe
+    expect_error "--no-prefetch-thread and --prefetch-thread on contradict each other: give one" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --prefetch-thread on --no-prefetch-thread
     expect_error "g.h5: no partition 'metis-2' \(make it with: tessera partition --data g.h5 --parts 2" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2
     "$TESSERA" partition --data g.h5 --parts 3 --method random >/dev/null || exit 1
@@ -1048,7 +1057,7 @@ PY
     expect_error "--batch-size: --mode sampled takes a count of seeds per rank from 1 to 2\^30" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --batch-size 9223372036854775807
     expect_error "--batch-size: at most 2\^30 vertices" "-" -- "$TESSERA" train --data g.h5 --mode minibatch --grid 1x1x1x1 --batch-size 99999999999
-    for option in "--fanouts 5,5" "--prefetch-fraction 0.3" "--partition block" "--steps-per-epoch 3" "--no-prefetch-thread"; do
+    for option in "--fanouts 5,5" "--prefetch-fraction 0.3" "--partition block" "--steps-per-epoch 3" "--no-prefetch-thread" "--prefetch-thread on"; do
       expect_error "${option%% *} is for --mode (minibatch / )?sampled, not --mode full" "-" -- "$TESSERA" train --data g.h5 $option
     done
     expect_error "--grid is for --mode full / minibatch, not --mode sampled" "-" -- "$TESSERA" train --data g.h5 --mode sampled --grid 1x1x1

@@ -208,6 +208,9 @@ CommBackend parse_comm_backend(const std::string& name) {
 SamplePlace parse_sample_place(const std::string& name) {
   return by_name("--sample-on", name, kSamplePlaceNames);
 }
+StepThread parse_step_thread(const std::string& name) {
+  return by_name("--prefetch-thread", name, kStepThreadNames);
+}
 PrefetchPolicy parse_prefetch_policy(const std::string& name) {
   return by_name("--prefetch-policy", name, kPrefetchPolicyNames);
 }

@@ -71,6 +71,8 @@ CommBackend parse_comm_backend(const std::string& name);
 PrefetchPolicy parse_prefetch_policy(const std::string& name);
 /// "auto", "host" or "device" (--sample-on).
 SamplePlace parse_sample_place(const std::string& name);
+/// "auto", "on" or "off" (--prefetch-thread).
+StepThread parse_step_thread(const std::string& name);
 /// metis or random.
 PartitionMethod parse_partition_method(const std::string& name);
 /// predict --parameters: auto, best or final.

@@ -26,7 +26,7 @@ struct Args {
   std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
               memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto",
-              selection = "accuracy";
+              selection = "accuracy", prefetch_thread = "auto";
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
   int64_t steps_per_epoch = 0;  // the mode's (MinibatchOptions / SampledOptions::steps_per_epoch)
@@ -163,7 +163,11 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--prefetch-agent-timeout", s.prefetch.agent_timeout_s,
                   "sampled, external: seconds to wait for an answer before falling back to periodic")
       ->capture_default_str();
-  cmd->add_flag("--no-prefetch-thread", a.no_prefetch_thread, "sampled: prepare each step when it is needed");
+  cmd->add_option("--prefetch-thread", a.prefetch_thread,
+                  "sampled: prepare each next step on a worker thread while a step trains (on), when it is "
+                  "needed (off), or auto: on where every rank has a CPU to spare beside its threads")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefetch-thread", a.no_prefetch_thread, "sampled: the same as --prefetch-thread off");
   cmd->add_option("--eval", a.eval,
                   "sampled: each evaluation on sampled neighbourhoods (sampled) or exact, layer-wise over "
                   "every neighbour (exact: one pass over every node per evaluation)")
@@ -271,6 +275,7 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--prefetch-interval", "Sampled / prefetch"},
     {"--prefetch-agent", "Sampled / prefetch"},
     {"--prefetch-agent-timeout", "Sampled / prefetch"},
+    {"--prefetch-thread", "Sampled / prefetch"},
     {"--no-prefetch-thread", "Sampled / prefetch"},
     {"--eval", "Sampled / prefetch"},
     {"--final-eval", "Sampled / prefetch"},
@@ -314,6 +319,7 @@ constexpr ModeOnly kModeOnly[] = {{"--batch-size", false, true, true},
                                   {"--prefetch-interval", false, false, true},
                                   {"--prefetch-agent", false, false, true},
                                   {"--prefetch-agent-timeout", false, false, true},
+                                  {"--prefetch-thread", false, false, true},
                                   {"--no-prefetch-thread", false, false, true},
                                   {"--simulate-network", false, false, true},
                                   {"--grid", true, true, false},
@@ -406,7 +412,10 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   if (o.mode == TrainMode::Sampled && !a.batch_size.empty()) s.batch_size = parse_seed_count(a.batch_size);
   if (!a.fanouts.empty()) s.fanouts = parse_fanouts(a.fanouts);
   s.prefetch.policy = parse_prefetch_policy(a.prefetch_policy);
-  s.thread = !a.no_prefetch_thread;
+  s.thread = parse_step_thread(a.prefetch_thread);
+  require(!a.no_prefetch_thread || s.thread != StepThread::On,
+          "--no-prefetch-thread and --prefetch-thread on contradict each other: give one");
+  if (a.no_prefetch_thread) s.thread = StepThread::Off;
   s.network = parse_network(a.network);
   require(a.eval == "sampled" || a.eval == "exact", "--eval must be sampled or exact, not '", a.eval, "'");
   require(a.final_eval == "exact" || a.final_eval == "sampled",

@@ -36,17 +36,55 @@ HostCsr block_operator(const SampledBlock& b, Normalization normalization) {
   return a;
 }
 
-std::vector<int64_t> step_seeds(const std::vector<int64_t>& train, const std::vector<int64_t>& labels,
-                                int64_t first, uint64_t seed, int64_t epoch, int64_t step, int64_t steps) {
+namespace {
+
+// The labeled training nodes in the epoch's order.
+std::vector<int64_t> epoch_order(const std::vector<int64_t>& train, const std::vector<int64_t>& labels,
+                                 int64_t first, uint64_t seed, int64_t epoch) {
   std::vector<std::pair<uint64_t, int64_t>> keyed;
   const uint64_t epoch_key = splitmix64(seed ^ splitmix64(uint64_t(epoch) + 0x5EEDull));
   for (int64_t v : train)
     if (labels[size_t(v - first)] >= 0) keyed.push_back({splitmix64(epoch_key ^ uint64_t(v)), v});
   std::sort(keyed.begin(), keyed.end());
-  const int64_t n = int64_t(keyed.size());
-  std::vector<int64_t> out;
-  for (int64_t k = n * step / steps; k < n * (step + 1) / steps; ++k) out.push_back(keyed[size_t(k)].second);
-  return out;
+  std::vector<int64_t> order;
+  order.reserve(keyed.size());
+  for (const auto& entry : keyed) order.push_back(entry.second);
+  return order;
+}
+
+std::vector<int64_t> step_piece(const std::vector<int64_t>& order, int64_t step, int64_t steps) {
+  const int64_t n = int64_t(order.size());
+  return std::vector<int64_t>(order.begin() + n * step / steps, order.begin() + n * (step + 1) / steps);
+}
+
+}  // namespace
+
+std::vector<int64_t> step_seeds(const std::vector<int64_t>& train, const std::vector<int64_t>& labels,
+                                int64_t first, uint64_t seed, int64_t epoch, int64_t step, int64_t steps) {
+  return step_piece(epoch_order(train, labels, first, seed, epoch), step, steps);
+}
+
+std::vector<int64_t> EpochSeeds::seeds(int64_t epoch, int64_t step, int64_t steps) {
+  if (epoch != epoch_) {
+    order_ = epoch_order(train_, labels_, first_, seed_, epoch);
+    epoch_ = epoch;
+  }
+  return step_piece(order_, step, steps);
+}
+
+bool uses_step_thread(StepThread asked, int node_ranks, int node_cpus, int node_threads, std::string* reason) {
+  const bool spare = node_threads + node_ranks <= node_cpus;
+  const bool on = asked == StepThread::On || (asked == StepThread::Auto && spare);
+  if (reason) {
+    if (asked != StepThread::Auto)
+      *reason = "as asked";
+    else
+      *reason = "auto: " + std::to_string(node_ranks) + (node_ranks == 1 ? " rank's " : " ranks' ") +
+                std::to_string(node_threads) + (node_threads == 1 ? " thread" : " threads") +
+                (spare ? " leave a CPU per rank free of the node's " : " fill the node's ") +
+                std::to_string(node_cpus) + (node_cpus == 1 ? " CPU" : " CPUs");
+  }
+  return on;
 }
 
 HostCsr leading_identity(int64_t dst, int64_t src) {

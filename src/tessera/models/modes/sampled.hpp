@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tessera/comm/simulated_network.hpp"
+#include "tessera/core/enum_names.hpp"
 #include "tessera/graph/normalize.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/models/training/batch_source.hpp"
@@ -70,6 +71,42 @@ CsrMatrix<float, DeviceSpace, SpmmColumn> device_leading_identity(int64_t dst, i
 std::vector<int64_t> step_seeds(const std::vector<int64_t>& train, const std::vector<int64_t>& labels,
                                 int64_t first, uint64_t seed, int64_t epoch, int64_t step, int64_t steps);
 
+/// step_seeds for every step of an epoch, shuffling once per epoch (a sort of the training nodes) instead
+/// of once per step. Not thread-safe: one caller (the thread that builds batches).
+class EpochSeeds {
+ public:
+  EpochSeeds(const std::vector<int64_t>& train, const std::vector<int64_t>& labels, int64_t first,
+             uint64_t seed)
+      : train_(train), labels_(labels), first_(first), seed_(seed) {}
+  /// What step_seeds(train, labels, first, seed, epoch, step, steps) returns.
+  std::vector<int64_t> seeds(int64_t epoch, int64_t step, int64_t steps);
+
+ private:
+  const std::vector<int64_t>& train_;
+  const std::vector<int64_t>& labels_;
+  int64_t first_;
+  uint64_t seed_;
+  int64_t epoch_ = -1;
+  std::vector<int64_t> order_;  // the epoch's shuffle
+};
+
+/// Where a sampled run prepares each next training step (sample, cache lookup, fetch).
+enum class StepThread {
+  Auto,  ///< On where every rank of the node has a CPU to spare beside its compute threads, else Off
+  On,    ///< a worker thread prepares step t + 1 while step t trains (needs MPI_THREAD_MULTIPLE)
+  Off    ///< each step is prepared when it is needed, on the rank's own thread
+};
+inline constexpr EnumName<StepThread> kStepThreadNames[] = {
+    {StepThread::Auto, "auto"}, {StepThread::On, "on"}, {StepThread::Off, "off"}};
+/// auto, on or off: the name of a value.
+inline const char* step_thread_name(StepThread t) { return name_of(kStepThreadNames, t); }
+
+/// Whether a sampled run uses its worker thread: On and Off as asked; Auto where the node's `node_cpus`
+/// leave one for each of its `node_ranks` ranks' workers beside their `node_threads` compute threads
+/// (otherwise the worker takes its time from the step it overlaps). `reason` (may be null) gets why.
+bool uses_step_thread(StepThread asked, int node_ranks, int node_cpus, int node_threads,
+                      std::string* reason = nullptr);
+
 /// The mode's settings.
 struct SampledOptions {
   std::vector<int> fanouts;     ///< per layer, input layer first (-1: all); empty: 10 each
@@ -80,7 +117,7 @@ struct SampledOptions {
   std::string partition;
   std::string partition_file;  ///< a partition file of its own instead of the graph file (empty: the graph)
   PrefetchOptions prefetch;    ///< the remote-feature cache and who decides its evictions
-  bool thread = true;          ///< prepare step t + 1 on a worker thread (needs MPI_THREAD_MULTIPLE)
+  StepThread thread = StepThread::Auto;  ///< where step t + 1 is prepared while step t trains
   /// Every epoch's evaluation exact (layer-wise, every neighbour: layerwise.hpp) instead of on sampled
   /// neighbourhoods of the validation and test nodes.
   bool exact_eval = false;
@@ -207,6 +244,8 @@ class SampledSource : public BatchSource {
   Normalization normalization_;
   int exact_refused_ = -1;  // -1: not asked yet
   int64_t steps_ = 0, gradient_bytes_ = 0;
+  bool thread_ = false;        // whether a worker thread prepares the steps
+  std::string thread_reason_;  // and why, for the console
   PrefetchTotals totals_;
 };
 

@@ -9,6 +9,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/memory.hpp"
+#include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/models/nn/metric.hpp"
 #include "tessera/models/modes/minibatch.hpp"
@@ -68,6 +69,7 @@ struct SampledSource::State {
   Normalization normalization;
   bool self_blocks;
   uint64_t seed;
+  EpochSeeds training_seeds;  // used by the thread that builds training steps only
   Communicator worker;  // the worker thread's traffic
   std::unique_ptr<NeighborSampler> sampler, eval_sampler;
   std::unique_ptr<RemoteFeatures> fetch, eval_fetch;
@@ -96,7 +98,8 @@ struct SampledSource::State {
   double waited_before = 0, upload_s = 0;
 
   State(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
-        const SampledOptions& options, Normalization normalization, bool self_blocks, uint64_t seed)
+        const SampledOptions& options, Normalization normalization, bool self_blocks, uint64_t seed,
+        bool thread)
       : g(graph),
         grid(grid),
         world(world),
@@ -104,8 +107,9 @@ struct SampledSource::State {
         normalization(normalization),
         self_blocks(self_blocks),
         seed(seed),
+        training_seeds(graph.train, graph.labels, graph.first, seed),
         worker(world.dup(false)),
-        pipeline(options.thread) {}
+        pipeline(thread) {}
 
   PreparedStep prepare(const NeighborSampler& s, const RemoteFeatures& f, const std::vector<int64_t>& seeds,
                        int64_t epoch, int64_t step, bool training);
@@ -153,13 +157,13 @@ PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const Remot
 }
 
 PreparedStep SampledSource::State::prepare_training(int64_t epoch, int64_t step) {
-  return prepare(*sampler, *fetch, step_seeds(g.train, g.labels, g.first, seed, epoch, step, steps), epoch,
+  return prepare(*sampler, *fetch, training_seeds.seeds(epoch, step, steps), epoch,
                  step, true);
 }
 
 const Batch& SampledSource::State::device_batch(int64_t epoch, int64_t step) {
   PreparedStep p;
-  p.seeds = step_seeds(g.train, g.labels, g.first, seed, epoch, step, steps);
+  p.seeds = training_seeds.seeds(epoch, step, steps);
   const Batch& built = device->build(p.seeds, epoch, step);
   p.sample_s = device->sample_seconds();
   p.gather_s = device->gather_seconds();
@@ -312,18 +316,26 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
     log_line(
         "sampled steps built on the host: the graph's features and neighbour lists do not fit in half "
         "of the device's free memory");
-  if (on_device) o.thread = false;  // nothing left for a worker thread to prepare
+  if (on_device) o.thread = StepThread::Off;  // nothing left for a worker thread to prepare
   int provided = 0;
   MPI_Query_thread(&provided);
-  world.check(!o.thread || provided == MPI_THREAD_MULTIPLE,
+  if (provided != MPI_THREAD_MULTIPLE && o.thread == StepThread::Auto) o.thread = StepThread::Off;
+  const ThreadChoice& threads = thread_choice();
+  const bool thread = threads.known ? uses_step_thread(o.thread, threads.node_ranks, threads.node_cpus,
+                                                       threads.node_threads, &thread_reason_)
+                                    : o.thread != StepThread::Off;
+  if (!threads.known) thread_reason_ = o.thread == StepThread::Auto ? "auto" : "as asked";
+  if (on_device) thread_reason_ = "steps sampled on the device";
+  world.check(!thread || provided == MPI_THREAD_MULTIPLE,
               "`mode` sampled prepares each next step on a worker thread that communicates, which needs "
               "MPI_THREAD_MULTIPLE; this MPI library provides only level " +
-                  std::to_string(provided) + ". Rerun with `no-prefetch-thread`");
-  s_ = std::make_unique<State>(graph, grid, world, o, normalization, self_blocks, seed);
+                  std::to_string(provided) + ". Rerun with `prefetch-thread` off");
+  s_ = std::make_unique<State>(graph, grid, world, o, normalization, self_blocks, seed, thread);
+  thread_ = thread;
   if (on_device)
     s_->device = std::make_unique<DeviceSampledSteps>(graph, o.fanouts, seed, normalization, self_blocks);
   s_->sampler = std::make_unique<NeighborSampler>(s_->worker, graph, o.fanouts, seed, o.network);
-  s_->eval_sampler = std::make_unique<NeighborSampler>(world, graph, o.fanouts, seed, o.network);
+  s_->eval_sampler = std::make_unique<NeighborSampler>(world, *s_->sampler);
   s_->fetch = std::make_unique<RemoteFeatures>(s_->worker, graph, o.network);
   s_->eval_fetch = std::make_unique<RemoteFeatures>(world, graph, o.network);
   FetchStats fill;
@@ -354,13 +366,11 @@ std::string SampledSource::describe() const {
   std::snprintf(line, sizeof(line),
                 "%lld steps per epoch, %lld seeds per rank; halo %lld rows over all ranks; prefetch %s, "
                 "cache %.0f%% of "
-                "the halo (initial fill %lld B); worker thread %s",
+                "the halo (initial fill %lld B); worker thread %s (%s)",
                 (long long)steps_, (long long)o.batch_size, (long long)s_->halo_total,
                 prefetch_policy_name(o.prefetch.policy), o.prefetch.policy == PrefetchPolicy::None ? 0.0 : 100 * o.prefetch.fraction,
                 (long long)s_->fill_bytes,
-                s_->device ? "off (steps sampled on the device)"
-                : o.thread ? "on"
-                           : "off");
+                thread_ ? "on" : "off", thread_reason_.c_str());
   return line;
 }
 
