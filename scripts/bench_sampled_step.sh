@@ -5,8 +5,10 @@
 # SBM that `scripts/ogb_suite.sh --synthetic` trains on: datasets/ogbn-arxiv/dataset.sh) on RANKS ranks
 # (default 2, one thread each), METIS-partitioned, trained with datasets/ogbn-arxiv/sampled.toml (GraphSAGE
 # 3 x 256, BatchNorm, dropout 0.5, fanouts 5,10,15, 1024 seeds per rank) for 2 epochs without evaluation;
-# the second epoch's means per step. Each run with the worker thread (as trained) and this build also
-# without it (--no-prefetch-thread: the phases then add up to the step). The floor: every phase's bytes at
+# the second epoch's means per step. Each build with its default settings (this build's default runs the
+# worker thread only where each rank has a CPU to spare: here, with one thread per rank on as many cores as
+# ranks, without it, so the phases add up to the step), and this build also with the worker thread
+# (--prefetch-thread on). The floor: every phase's bytes at
 # the bandwidth each rank gets while all ranks stream (`tessera bench stream`, RANKS at once), the GEMMs at
 # the rate `tessera bench gemm` measures for each of the step's shapes on one thread (scripts/sampled_floor.py).
 #   scripts/bench_sampled_step.sh [RANKS]
@@ -64,8 +66,8 @@ for round in $(seq "$rounds"); do
     train "$label, round $round" "$program" "$work/$label-$round.jsonl"
     runs+=("$label-$round=$work/$label-$round.jsonl")
   done
-  train "this, no worker thread, round $round" "$tessera" "$work/serial-$round.jsonl" --no-prefetch-thread
-  runs+=("serial-$round=$work/serial-$round.jsonl")
+  train "this, worker thread on, round $round" "$tessera" "$work/thread-$round.jsonl" --prefetch-thread on
+  runs+=("thread-$round=$work/thread-$round.jsonl")
 done
 steps=$(sed -nE 's/.* ([0-9]+) steps per epoch.*/\1/p' "$work/this-1.jsonl.log" | head -n 1)
 

@@ -94,7 +94,7 @@ TEST(CounterRng, StreamsAndSeedsDiffer) {
 
 TEST(CounterRng, BatchedWordsAreWhatBelowScales) {
   const CounterRng rng(5, 77);
-  for (const size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000)}) {
+  for (const size_t count : {size_t(0), size_t(1), size_t(7), size_t(16), size_t(1000)}) {
     std::vector<uint64_t> a(count), b(count), words(count, 0);
     for (size_t i = 0; i < count; ++i) {
       a[i] = splitmix64(i) >> (i % 40);  // small and full-width counters alike
@@ -108,6 +108,21 @@ TEST(CounterRng, BatchedWordsAreWhatBelowScales) {
         ASSERT_EQ(mul_high64(words[i], n), rng.below(a[i], b[i], n)) << i << " below " << n;
     }
   }
+}
+
+TEST(CounterRng, RunsOfBlocksAreTheBlocks) {
+  const CounterRng rng(8, 3);
+  std::vector<uint32_t> words;
+  for (const int count : {0, 1, 15, 16, 17, 32, 100})
+    for (const uint64_t b : {uint64_t(0), uint64_t(0xFFFFFFF8u), ~uint64_t(0) - 5}) {  // carries into the high word
+      const uint64_t a = uint64_t(77) << 33 | 5;
+      words.assign(size_t(4 * count), 0);
+      rng.bits_run(a, b, count, words.data());
+      for (int k = 0; k < count; ++k) {
+        const Philox4x32Block r = rng.bits(a, b + uint64_t(k));
+        for (int q = 0; q < 4; ++q) ASSERT_EQ(words[size_t(q * count + k)], r.v[q]) << count << ", " << k;
+      }
+    }
 }
 
 TEST(CounterRng, DistributionsHaveTheirMoments) {

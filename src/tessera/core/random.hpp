@@ -89,6 +89,10 @@ class CounterRng {
   /// (AVX-512 or AVX2 where the CPU has them): below(a, b, n) == mul_high64(words[i], n). Host only.
   void below_words(const uint64_t* a, const uint64_t* b, size_t count, uint64_t* words) const;
 
+  /// bits(a, b + k) for k < count, word q of block k into words[q * count + k], in one vectorized pass
+  /// (host only): a run of counters along one row, as dropout masks use them.
+  void bits_run(uint64_t a, uint64_t b, int count, uint32_t* words) const;
+
   /// Standard normal (Box-Muller on words 0 and 1).
   KOKKOS_INLINE_FUNCTION float normal(uint64_t a, uint64_t b) const {
     const Philox4x32Block r = bits(a, b);

@@ -63,13 +63,29 @@ class DropoutMask {
   KOKKOS_INLINE_FUNCTION void keep_factors(int64_t global_row, int64_t first_block, int count,
                                            Scalar* factors) const {
     const Scalar kept = Scalar(scale());
+    auto factors_of = [&](int k, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3) {
+      const uint32_t w[4] = {w0, w1, w2, w3};
+      for (int q = 0; q < 4; ++q) {
+        factors[8 * k + 2 * q] = (w[q] & 0xFFFFu) >= threshold_ ? kept : Scalar(0);
+        factors[8 * k + 2 * q + 1] = (w[q] >> 16) >= threshold_ ? kept : Scalar(0);
+      }
+    };
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
     for (int k = 0; k < count; ++k) {
       const Philox4x32Block r = rng_.bits(uint64_t(global_row), uint64_t(first_block + k));
-      for (int q = 0; q < 4; ++q) {
-        factors[8 * k + 2 * q] = (r.v[q] & 0xFFFFu) >= threshold_ ? kept : Scalar(0);
-        factors[8 * k + 2 * q + 1] = (r.v[q] >> 16) >= threshold_ ? kept : Scalar(0);
-      }
+      factors_of(k, r.v[0], r.v[1], r.v[2], r.v[3]);
     }
+#else
+    // The host makes the blocks of a run in one vectorized pass (CounterRng::bits_run: AVX-512 where the
+    // CPU has it, though the library is built for the baseline ISA).
+    constexpr int kRun = 32;
+    uint32_t words[4 * kRun];
+    for (int k0 = 0; k0 < count; k0 += kRun) {
+      const int n = count - k0 < kRun ? count - k0 : kRun;
+      rng_.bits_run(uint64_t(global_row), uint64_t(first_block + k0), n, words);
+      for (int k = 0; k < n; ++k) factors_of(k0 + k, words[k], words[n + k], words[2 * n + k], words[3 * n + k]);
+    }
+#endif
   }
   /// Whether local entry (i, j) is kept.
   KOKKOS_INLINE_FUNCTION bool keep(int64_t i, int64_t j) const {
