@@ -114,7 +114,8 @@ TEST(CounterRng, RunsOfBlocksAreTheBlocks) {
   const CounterRng rng(8, 3);
   std::vector<uint32_t> words;
   for (const int count : {0, 1, 15, 16, 17, 32, 100})
-    for (const uint64_t b : {uint64_t(0), uint64_t(0xFFFFFFF8u), ~uint64_t(0) - 5}) {  // carries into the high word
+    for (const uint64_t b :
+         {uint64_t(0), uint64_t(0xFFFFFFF8u), ~uint64_t(0) - 5}) {  // carries into the high word
       const uint64_t a = uint64_t(77) << 33 | 5;
       words.assign(size_t(4 * count), 0);
       rng.bits_run(a, b, count, words.data());

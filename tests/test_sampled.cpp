@@ -411,7 +411,8 @@ TEST(Sampling, DrawsFromBatchedWordsAreFloydsDraws) {
         rng.below_words(a.data(), b.data(), a.size(), words.data());
         draw_positions_from(words.data(), degree, fanout, scratch.data(), got.data());
         for (int64_t q = 0; q < fanout; ++q)
-          ASSERT_EQ(got[size_t(q)], expect[size_t(q)]) << "node " << node << ", " << fanout << " of " << degree;
+          ASSERT_EQ(got[size_t(q)], expect[size_t(q)])
+              << "node " << node << ", " << fanout << " of " << degree;
         // Floyd's output: distinct positions of [0, degree), increasing.
         for (int64_t q = 0; q < fanout; ++q) {
           ASSERT_GE(got[size_t(q)], q == 0 ? 0 : got[size_t(q - 1)] + 1);

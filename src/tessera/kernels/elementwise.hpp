@@ -83,7 +83,8 @@ class DropoutMask {
     for (int k0 = 0; k0 < count; k0 += kRun) {
       const int n = count - k0 < kRun ? count - k0 : kRun;
       rng_.bits_run(uint64_t(global_row), uint64_t(first_block + k0), n, words);
-      for (int k = 0; k < n; ++k) factors_of(k0 + k, words[k], words[n + k], words[2 * n + k], words[3 * n + k]);
+      for (int k = 0; k < n; ++k)
+        factors_of(k0 + k, words[k], words[n + k], words[2 * n + k], words[3 * n + k]);
     }
 #endif
   }

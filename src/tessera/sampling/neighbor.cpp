@@ -2,9 +2,9 @@
 #include "tessera/sampling/neighbor.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <array>
 #include <climits>
+#include <cstdlib>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/random.hpp"
@@ -211,17 +211,17 @@ class ChunkSampler {
   std::array<size_t, kChunk> end_{};
   std::vector<uint64_t> a_, b_, words_;
   std::vector<int64_t> drawn_, at_, out_;  // Floyd's scratch; each kept edge's offset in col; its id
-  std::vector<int32_t> local_;              // and its local index
+  std::vector<int32_t> local_;             // and its local index
 };
 
 }  // namespace detail
 
 using detail::ChunkSampler;
 using detail::Frontier;
+using detail::kDegreeAhead;
 using detail::LocalIndex;
 using detail::RemoteLists;
 using detail::SourceIndex;
-using detail::kDegreeAhead;
 
 NeighborSampler::NeighborSampler(const Communicator& comm, const PartitionedGraph& graph,
                                  std::vector<int> fanouts, uint64_t seed, SimulatedNetwork network)
@@ -296,7 +296,8 @@ RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
       ask[size_t(owner_of[i])].push_back(frontier[i]);
     }
   std::vector<int64_t> asked_counts;
-  const std::vector<int64_t> asked = exchange_buckets_on(comm_, ask, "sample requests", network_, &asked_counts);
+  const std::vector<int64_t> asked =
+      exchange_buckets_on(comm_, ask, "sample requests", network_, &asked_counts);
   std::vector<std::vector<int64_t>> answer(static_cast<size_t>(ranks));
   ChunkSampler draws(graph_, local_->local_col.data(), fanouts_[size_t(layer)], neighbor_rng(key, layer));
   size_t k = 0;

@@ -142,7 +142,8 @@ class NeighborSampler {
   // Ask for the lines an owned node's list offsets, or a local node's degree, will be read from.
   void prefetch_offsets(int64_t node) const;
   void prefetch_degree(int64_t local) const;
-  detail::RemoteLists remote_lists(int layer, const NeighborKey& key, const std::vector<int64_t>& frontier) const;
+  detail::RemoteLists remote_lists(int layer, const NeighborKey& key,
+                                   const std::vector<int64_t>& frontier) const;
   void build_block(int layer, const NeighborKey& key, const detail::Frontier& frontier,
                    const detail::RemoteLists& remote, detail::SourceIndex& index, SampledBlock& b) const;
 

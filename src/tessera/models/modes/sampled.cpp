@@ -72,7 +72,8 @@ std::vector<int64_t> EpochSeeds::seeds(int64_t epoch, int64_t step, int64_t step
   return step_piece(order_, step, steps);
 }
 
-bool uses_step_thread(StepThread asked, int node_ranks, int node_cpus, int node_threads, std::string* reason) {
+bool uses_step_thread(StepThread asked, int node_ranks, int node_cpus, int node_threads,
+                      std::string* reason) {
   const bool spare = node_threads + node_ranks <= node_cpus;
   const bool on = asked == StepThread::On || (asked == StepThread::Auto && spare);
   if (reason) {

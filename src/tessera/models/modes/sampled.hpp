@@ -99,7 +99,9 @@ enum class StepThread {
 inline constexpr EnumName<StepThread> kStepThreadNames[] = {
     {StepThread::Auto, "auto"}, {StepThread::On, "on"}, {StepThread::Off, "off"}};
 /// auto, on or off: the name of a value.
-inline const char* step_thread_name(StepThread t) { return name_of(kStepThreadNames, t); }
+inline const char* step_thread_name(StepThread t) {
+  return name_of(kStepThreadNames, t);
+}
 
 /// Whether a sampled run uses its worker thread: On and Off as asked; Auto where the node's `node_cpus`
 /// leave one for each of its `node_ranks` ranks' workers beside their `node_threads` compute threads

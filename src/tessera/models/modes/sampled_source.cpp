@@ -11,10 +11,10 @@
 #include "tessera/core/memory.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
-#include "tessera/models/nn/metric.hpp"
 #include "tessera/models/modes/minibatch.hpp"
-#include "tessera/models/training/node_outputs.hpp"
 #include "tessera/models/modes/sampled.hpp"
+#include "tessera/models/nn/metric.hpp"
+#include "tessera/models/training/node_outputs.hpp"
 #include "tessera/prefetch/remote_features.hpp"
 #include "tessera/sampling/pipeline.hpp"
 
@@ -157,8 +157,7 @@ PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const Remot
 }
 
 PreparedStep SampledSource::State::prepare_training(int64_t epoch, int64_t step) {
-  return prepare(*sampler, *fetch, training_seeds.seeds(epoch, step, steps), epoch,
-                 step, true);
+  return prepare(*sampler, *fetch, training_seeds.seeds(epoch, step, steps), epoch, step, true);
 }
 
 const Batch& SampledSource::State::device_batch(int64_t epoch, int64_t step) {
@@ -368,9 +367,9 @@ std::string SampledSource::describe() const {
                 "cache %.0f%% of "
                 "the halo (initial fill %lld B); worker thread %s (%s)",
                 (long long)steps_, (long long)o.batch_size, (long long)s_->halo_total,
-                prefetch_policy_name(o.prefetch.policy), o.prefetch.policy == PrefetchPolicy::None ? 0.0 : 100 * o.prefetch.fraction,
-                (long long)s_->fill_bytes,
-                thread_ ? "on" : "off", thread_reason_.c_str());
+                prefetch_policy_name(o.prefetch.policy),
+                o.prefetch.policy == PrefetchPolicy::None ? 0.0 : 100 * o.prefetch.fraction,
+                (long long)s_->fill_bytes, thread_ ? "on" : "off", thread_reason_.c_str());
   return line;
 }
 
