@@ -476,6 +476,13 @@ TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
   }
 }
 
+TEST(Sampling, SeedsThatNameANodeTwiceAreRefused) {
+  const PartitionedGraph g = load_partitioned(world(), fixtures::small_csbm_file(), partitioned_file());
+  const NeighborSampler sampler(world(), g, {3, 5}, 11);
+  const std::vector<int64_t> seeds = {g.first, g.first};  // every rank owns at least one node
+  EXPECT_THROW(sampler.sample(seeds, 0, 0), Error);
+}
+
 namespace {
 
 // One step of a 2-layer model on the whole graph in double precision: the mean cross-entropy over `seeds`

@@ -42,6 +42,7 @@ class SourceIndex {
     size_ = 0;
     reserve(frontier.size());
     for (size_t i = 0; i < frontier.size(); ++i) add(frontier[i], local[i], degree[i]);
+    require(size_ == frontier.size(), "neighbour sampling: the seeds name a node twice");
   }
 
   /// Room for `more` sources.
@@ -130,9 +131,9 @@ struct Frontier {
 };
 
 /// Samples owned nodes a chunk at a time, drawing what sample_neighbors draws one node at a time: the
-/// Philox words of every draw in the chunk made in one vectorized pass, then Floyd's selection and the
-/// neighbours' ids node by node. The chunk's lists are asked for before the words are made, so the pass
-/// hides their misses.
+/// Philox words of every draw in the chunk made in one vectorized pass, then Floyd's selection node by
+/// node, then the chosen neighbours read in one loop of independent loads (the caller asks for the next
+/// chunk's lists meanwhile, prefetch_list).
 class ChunkSampler {
  public:
   static constexpr size_t kChunk = 64;
