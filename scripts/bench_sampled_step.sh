@@ -6,8 +6,8 @@
 # (default 2, one thread each), METIS-partitioned, trained with datasets/ogbn-arxiv/sampled.toml (GraphSAGE
 # 3 x 256, BatchNorm, dropout 0.5, fanouts 5,10,15, 1024 seeds per rank) for 2 epochs without evaluation;
 # the second epoch's means per step. Each build with its default settings (this build's default runs the
-# worker thread only where each rank has a CPU to spare: here, with one thread per rank on as many cores as
-# ranks, without it, so the phases add up to the step), and this build also with the worker thread
+# worker thread except where ranks of one thread each fill the cores: here it runs without it, so the
+# phases add up to the step), and this build also with the worker thread
 # (--prefetch-thread on). The floor: every phase's bytes at
 # the bandwidth each rank gets while all ranks stream (`tessera bench stream`, RANKS at once), the GEMMs at
 # the rate `tessera bench gemm` measures for each of the step's shapes on one thread (scripts/sampled_floor.py).

@@ -383,15 +383,18 @@ TEST(Sampling, AnEpochsStepsCoverItsLabeledTrainingNodesOnce) {
   }
 }
 
-TEST(SampledTraining, TheWorkerThreadRunsWhereACoreIsFree) {
+TEST(SampledTraining, TheWorkerThreadRunsUnlessItWouldShareARanksOneCore) {
   std::string why;
   // 2 ranks of one thread on 2 CPUs: the worker would take its time from the step.
   EXPECT_FALSE(uses_step_thread(StepThread::Auto, 2, 2, 2, &why));
-  EXPECT_EQ(why, "auto: 2 ranks' 2 threads fill the node's 2 CPUs");
+  EXPECT_EQ(why, "auto: 2 ranks' 2 threads fill the node's 2 CPUs, one a rank");
   EXPECT_TRUE(uses_step_thread(StepThread::Auto, 2, 4, 2, &why));  // one free CPU per rank
   EXPECT_EQ(why, "auto: 2 ranks' 2 threads leave a CPU per rank free of the node's 4 CPUs");
-  EXPECT_FALSE(uses_step_thread(StepThread::Auto, 2, 4, 4));  // 2 threads each fill 4 CPUs
-  EXPECT_FALSE(uses_step_thread(StepThread::Auto, 1, 8, 8));
+  EXPECT_TRUE(uses_step_thread(StepThread::Auto, 2, 4, 4, &why));  // 2 threads a rank: the worker shares them
+  EXPECT_EQ(why, "auto: 2 ranks' 4 threads on the node's 4 CPUs, more than one a rank");
+  EXPECT_TRUE(uses_step_thread(StepThread::Auto, 4, 64, 64));  // Slurm's -c 16
+  EXPECT_FALSE(uses_step_thread(StepThread::Auto, 8, 8, 8));
+  EXPECT_FALSE(uses_step_thread(StepThread::Auto, 8, 4, 8));  // oversubscribed
   EXPECT_TRUE(uses_step_thread(StepThread::Auto, 1, 8, 7));
   EXPECT_TRUE(uses_step_thread(StepThread::On, 2, 2, 2, &why));  // as asked, whatever the cores
   EXPECT_EQ(why, "as asked");

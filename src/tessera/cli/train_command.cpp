@@ -165,7 +165,7 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
       ->capture_default_str();
   cmd->add_option("--prefetch-thread", a.prefetch_thread,
                   "sampled: prepare each next step on a worker thread while a step trains (on), when it is "
-                  "needed (off), or auto: on where every rank has a CPU to spare beside its threads")
+                  "needed (off), or auto: on unless ranks of one thread each fill the node's CPUs")
       ->capture_default_str();
   cmd->add_flag("--no-prefetch-thread", a.no_prefetch_thread, "sampled: the same as --prefetch-thread off");
   cmd->add_option("--eval", a.eval,

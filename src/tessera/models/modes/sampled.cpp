@@ -75,16 +75,20 @@ std::vector<int64_t> EpochSeeds::seeds(int64_t epoch, int64_t step, int64_t step
 bool uses_step_thread(StepThread asked, int node_ranks, int node_cpus, int node_threads,
                       std::string* reason) {
   const bool spare = node_threads + node_ranks <= node_cpus;
-  const bool on = asked == StepThread::On || (asked == StepThread::Auto && spare);
-  if (reason) {
-    if (asked != StepThread::Auto)
-      *reason = "as asked";
-    else
-      *reason = "auto: " + std::to_string(node_ranks) + (node_ranks == 1 ? " rank's " : " ranks' ") +
-                std::to_string(node_threads) + (node_threads == 1 ? " thread" : " threads") +
-                (spare ? " leave a CPU per rank free of the node's " : " fill the node's ") +
-                std::to_string(node_cpus) + (node_cpus == 1 ? " CPU" : " CPUs");
-  }
+  const bool single = node_threads <= node_ranks;  // one compute thread per rank
+  const bool on = asked == StepThread::On || (asked == StepThread::Auto && (spare || !single));
+  if (!reason) return on;
+  const std::string ranks = std::to_string(node_ranks) + (node_ranks == 1 ? " rank's " : " ranks' ") +
+                            std::to_string(node_threads) + (node_threads == 1 ? " thread" : " threads");
+  const std::string cpus = std::to_string(node_cpus) + (node_cpus == 1 ? " CPU" : " CPUs");
+  if (asked != StepThread::Auto)
+    *reason = "as asked";
+  else if (spare)
+    *reason = "auto: " + ranks + " leave a CPU per rank free of the node's " + cpus;
+  else if (!single)
+    *reason = "auto: " + ranks + " on the node's " + cpus + ", more than one a rank";
+  else
+    *reason = "auto: " + ranks + " fill the node's " + cpus + ", one a rank";
   return on;
 }
 

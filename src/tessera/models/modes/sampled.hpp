@@ -75,6 +75,7 @@ std::vector<int64_t> step_seeds(const std::vector<int64_t>& train, const std::ve
 /// of once per step. Not thread-safe: one caller (the thread that builds batches).
 class EpochSeeds {
  public:
+  /// As step_seeds takes them; `train` and `labels` must outlive this.
   EpochSeeds(const std::vector<int64_t>& train, const std::vector<int64_t>& labels, int64_t first,
              uint64_t seed)
       : train_(train), labels_(labels), first_(first), seed_(seed) {}
@@ -92,10 +93,11 @@ class EpochSeeds {
 
 /// Where a sampled run prepares each next training step (sample, cache lookup, fetch).
 enum class StepThread {
-  Auto,  ///< On where every rank of the node has a CPU to spare beside its compute threads, else Off
+  Auto,  ///< On, except where each rank runs one thread and the ranks fill the node's CPUs
   On,    ///< a worker thread prepares step t + 1 while step t trains (needs MPI_THREAD_MULTIPLE)
   Off    ///< each step is prepared when it is needed, on the rank's own thread
 };
+/// The names --prefetch-thread takes.
 inline constexpr EnumName<StepThread> kStepThreadNames[] = {
     {StepThread::Auto, "auto"}, {StepThread::On, "on"}, {StepThread::Off, "off"}};
 /// auto, on or off: the name of a value.
@@ -103,9 +105,10 @@ inline const char* step_thread_name(StepThread t) {
   return name_of(kStepThreadNames, t);
 }
 
-/// Whether a sampled run uses its worker thread: On and Off as asked; Auto where the node's `node_cpus`
-/// leave one for each of its `node_ranks` ranks' workers beside their `node_threads` compute threads
-/// (otherwise the worker takes its time from the step it overlaps). `reason` (may be null) gets why.
+/// Whether a sampled run uses its worker thread: On and Off as asked; Auto off only where each of the
+/// node's `node_ranks` ranks runs one compute thread (`node_threads` in all) and the node's `node_cpus`
+/// leave none free for the workers: there the worker shares its rank's one core and the step was measured
+/// slower with it. `reason` (may be null) gets why.
 bool uses_step_thread(StepThread asked, int node_ranks, int node_cpus, int node_threads,
                       std::string* reason = nullptr);
 
