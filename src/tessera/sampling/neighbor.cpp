@@ -36,13 +36,16 @@ class SourceIndex {
  public:
   explicit SourceIndex(size_t local_nodes) : dense_(local_nodes, -1) {}
 
-  /// Starts a block whose first sources are `frontier` (distinct).
+  /// Starts a block whose first sources are `frontier`, each at its own position even where a node repeats
+  /// (as build_blocks numbers them; the index keeps the first).
   void start(const std::vector<int64_t>& frontier, const std::vector<int64_t>& local,
              const std::vector<int64_t>& degree) {
     size_ = 0;
     reserve(frontier.size());
-    for (size_t i = 0; i < frontier.size(); ++i) add(frontier[i], local[i], degree[i]);
-    require(size_ == frontier.size(), "neighbour sampling: the seeds name a node twice");
+    for (size_t i = 0; i < frontier.size(); ++i) {
+      add(frontier[i], local[i], degree[i]);
+      size_ = i + 1;
+    }
   }
 
   /// Room for `more` sources.
@@ -123,11 +126,6 @@ struct LocalIndex {
       local_col[e] = int32_t(local);
     }
   }
-};
-
-/// A layer's destination nodes: ids, local indices (-1: two hops away) and in-degrees.
-struct Frontier {
-  std::vector<int64_t> ids, local, degree;
 };
 
 /// Samples owned nodes a chunk at a time, drawing what sample_neighbors draws one node at a time: the
@@ -218,7 +216,6 @@ class ChunkSampler {
 }  // namespace detail
 
 using detail::ChunkSampler;
-using detail::Frontier;
 using detail::kDegreeAhead;
 using detail::LocalIndex;
 using detail::RemoteLists;
@@ -335,14 +332,15 @@ RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
 
 // One layer's block: the frontier's nodes first, then each new neighbour by first use, as build_blocks
 // numbers them; each source's in-degree recorded as it enters.
-void NeighborSampler::build_block(int layer, const NeighborKey& key, const Frontier& frontier,
+void NeighborSampler::build_block(int layer, const NeighborKey& key, const std::vector<int64_t>& ids,
+                                  const std::vector<int64_t>& local, const std::vector<int64_t>& degree,
                                   const RemoteLists& remote, SourceIndex& index, SampledBlock& b) const {
   constexpr size_t kChunk = ChunkSampler::kChunk;
   // A new source's degree: sent with a remote list, or looked up below, all at once (kUnknown until then).
   constexpr int64_t kUnknown = -1;
-  const size_t n = frontier.ids.size();
+  const size_t n = ids.size();
   b.num_dst = int64_t(n);
-  index.start(frontier.ids, frontier.local, frontier.degree);
+  index.start(ids, local, degree);
   b.row_ptr.assign(n + 1, 0);
   b.col.clear();
   ChunkSampler draws(graph_, local_->local_col.data(), fanouts_[size_t(layer)], neighbor_rng(key, layer));
@@ -350,13 +348,13 @@ void NeighborSampler::build_block(int layer, const NeighborKey& key, const Front
   for (size_t c = 0; c < n; c += kChunk) {
     // Two chunks ahead: the offsets; one ahead (their offsets likely cached by now): the lists.
     const size_t end = std::min(n, c + kChunk);
-    for (size_t i = end + kChunk; i < std::min(n, end + 2 * kChunk); ++i) prefetch_offsets(frontier.ids[i]);
+    for (size_t i = end + kChunk; i < std::min(n, end + 2 * kChunk); ++i) prefetch_offsets(ids[i]);
     for (size_t i = end; i < std::min(n, end + kChunk); ++i)
-      if (graph_.owns(frontier.ids[i])) draws.prefetch_list(frontier.ids[i]);
+      if (graph_.owns(ids[i])) draws.prefetch_list(ids[i]);
     size_t m = 0, edges = 0;
     for (size_t i = c; i < end; ++i)
       if (remote.at[i] < 0)
-        owned[m++] = frontier.ids[i];
+        owned[m++] = ids[i];
       else
         edges += size_t(remote.lists[size_t(remote.at[i])]);
     draws.sample(owned.data(), m);
@@ -378,12 +376,12 @@ void NeighborSampler::build_block(int layer, const NeighborKey& key, const Front
       b.row_ptr[i + 1] = int64_t(e);
     }
   }
-  const int64_t* local = index.locals();
-  int64_t* degree = index.degrees();
+  const int64_t* source_local = index.locals();
+  int64_t* source_degree = index.degrees();
   for (size_t k = n; k < index.size(); ++k) {
-    if (k + kDegreeAhead < index.size() && degree[k + kDegreeAhead] == kUnknown)
-      prefetch_degree(local[k + kDegreeAhead]);
-    if (degree[k] == kUnknown) degree[k] = local_degree(local[k]);
+    if (k + kDegreeAhead < index.size() && source_degree[k + kDegreeAhead] == kUnknown)
+      prefetch_degree(source_local[k + kDegreeAhead]);
+    if (source_degree[k] == kUnknown) source_degree[k] = local_degree(source_local[k]);
   }
 }
 
@@ -392,17 +390,20 @@ std::vector<SampledBlock> NeighborSampler::sample(const std::vector<int64_t>& se
   const NeighborKey key{seed_, epoch, step};
   std::vector<SampledBlock> blocks(fanouts_.size());
   std::unique_ptr<SourceIndex> index = take_index();
-  Frontier frontier{seeds, {}, {}};
+  // A layer's destination nodes are the seeds, then the block before's sources (its ids and degrees).
+  const std::vector<int64_t>* ids = &seeds;
+  std::vector<int64_t> local, seed_degree;
   for (const int64_t v : seeds) {
-    frontier.local.push_back(local_of(v));
-    frontier.degree.push_back(degree_of(v));
+    local.push_back(local_of(v));
+    seed_degree.push_back(degree_of(v));
   }
+  const std::vector<int64_t>* degree = &seed_degree;
   for (int l = int(fanouts_.size()) - 1; l >= 0; --l) {
     SampledBlock& b = blocks[size_t(l)];
-    build_block(l, key, frontier, remote_lists(l, key, frontier.ids), *index, b);
-    index->finish(frontier.ids, frontier.local, frontier.degree);
-    b.src = frontier.ids;
-    b.src_degree = frontier.degree;
+    build_block(l, key, *ids, local, *degree, remote_lists(l, key, *ids), *index, b);
+    index->finish(b.src, local, b.src_degree);
+    ids = &b.src;
+    degree = &b.src_degree;
   }
   give_back(std::move(index));
   return blocks;

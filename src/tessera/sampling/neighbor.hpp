@@ -23,7 +23,6 @@ namespace tessera {
 namespace detail {
 class SourceIndex;
 struct RemoteLists;
-struct Frontier;
 struct LocalIndex;
 }  // namespace detail
 
@@ -144,7 +143,9 @@ class NeighborSampler {
   void prefetch_degree(int64_t local) const;
   detail::RemoteLists remote_lists(int layer, const NeighborKey& key,
                                    const std::vector<int64_t>& frontier) const;
-  void build_block(int layer, const NeighborKey& key, const detail::Frontier& frontier,
+  // One layer's block from its destination nodes (ids, local indices, in-degrees) and the remote lists.
+  void build_block(int layer, const NeighborKey& key, const std::vector<int64_t>& ids,
+                   const std::vector<int64_t>& local, const std::vector<int64_t>& degree,
                    const detail::RemoteLists& remote, detail::SourceIndex& index, SampledBlock& b) const;
 
   const Communicator& comm_;

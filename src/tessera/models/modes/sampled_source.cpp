@@ -318,13 +318,20 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
   if (on_device) o.thread = StepThread::Off;  // nothing left for a worker thread to prepare
   int provided = 0;
   MPI_Query_thread(&provided);
-  if (provided != MPI_THREAD_MULTIPLE && o.thread == StepThread::Auto) o.thread = StepThread::Off;
+  // Where the choice is not auto's to make: steps built on the device, or an MPI without the thread level.
   const ThreadChoice& threads = thread_choice();
-  const bool thread = threads.known ? uses_step_thread(o.thread, threads.node_ranks, threads.node_cpus,
-                                                       threads.node_threads, &thread_reason_)
-                                    : o.thread != StepThread::Off;
-  if (!threads.known) thread_reason_ = o.thread == StepThread::Auto ? "auto" : "as asked";
-  if (on_device) thread_reason_ = "steps sampled on the device";
+  bool thread = o.thread == StepThread::On;
+  if (on_device)
+    thread_reason_ = "steps sampled on the device";
+  else if (o.thread == StepThread::Auto && provided != MPI_THREAD_MULTIPLE)
+    thread_reason_ = "auto: the MPI library provides no MPI_THREAD_MULTIPLE";
+  else if (threads.known) {
+    thread = uses_step_thread(o.thread, threads.node_ranks, threads.node_cpus, threads.node_threads,
+                              &thread_reason_);
+  } else {
+    thread = o.thread != StepThread::Off;
+    thread_reason_ = o.thread == StepThread::Auto ? "auto" : "as asked";
+  }
   world.check(!thread || provided == MPI_THREAD_MULTIPLE,
               "`mode` sampled prepares each next step on a worker thread that communicates, which needs "
               "MPI_THREAD_MULTIPLE; this MPI library provides only level " +
