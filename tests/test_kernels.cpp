@@ -7,6 +7,7 @@
 #endif
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -18,6 +19,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/impl/fast_math.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/kernels/spmm.hpp"
@@ -656,4 +658,63 @@ TYPED_TEST(KernelTest, ReductionsAndScaling) {
   }
   // Column reductions use the same fixed row blocks on every path: the same bits.
   for (size_t p = 1; p < column_results.size(); ++p) EXPECT_EQ(column_results[p].a, column_results[0].a);
+}
+
+namespace {
+
+// The distance in floats between two finite floats of the same sign.
+int64_t ulps_apart(float a, float b) {
+  int32_t x, y;
+  std::memcpy(&x, &a, sizeof x);
+  std::memcpy(&y, &b, sizeof y);
+  return std::llabs(int64_t(x) - int64_t(y));
+}
+
+}  // namespace
+
+// The attention kernels' exp and expm1 against double precision rounded to float: every 4099th float of
+// [-88, 88] and every float of the stretches where their formulas change (around 0, +-0.25 where expm1
+// switches series, the ends of the range). Measured over every 7th float of the range and every float of
+// [-1e-3, 1e-3]: exp within 1 ulp, expm1 within 4 (its largest error is at +-ln2/2, from exp's there).
+TEST(FastMath, ExpAndExpm1WithinTheirStatedUlps) {
+  int64_t worst_exp = 0, worst_expm1 = 0;
+  float at_exp = 0, at_expm1 = 0;
+  const auto check = [&](float x) {
+    const double e = std::exp(double(x));
+    if (e >= double(std::numeric_limits<float>::min()) && e <= double(std::numeric_limits<float>::max())) {
+      const int64_t u = ulps_apart(impl::exp_approx(x), float(e));
+      if (u > worst_exp) worst_exp = u, at_exp = x;
+    }
+    const float m = float(std::expm1(double(x))), got = impl::expm1_approx(x);
+    const int64_t u = m == 0.0f ? (got == 0.0f ? 0 : INT32_MAX)
+                                : (std::signbit(m) == std::signbit(got) ? ulps_apart(got, m) : INT32_MAX);
+    if (u > worst_expm1) worst_expm1 = u, at_expm1 = x;
+  };
+  // Floats by their bit patterns: [0, 88] upwards from +0, [-88, 0] upwards from -0 (a sign flip).
+  const auto bits_of = [](float x) {
+    int32_t b;
+    std::memcpy(&b, &x, sizeof b);
+    return b;
+  };
+  const auto from_bits = [](int32_t b) {
+    float x;
+    std::memcpy(&x, &b, sizeof x);
+    return x;
+  };
+  for (int32_t b = 0; b <= bits_of(88.0f); b += 4099) check(from_bits(b)), check(-from_bits(b));
+  for (const float centre : {0.0f, 0.25f, -0.25f, 0.34657359f, -0.34657359f, -87.3365f, 88.7228f}) {
+    const int32_t c = bits_of(std::abs(centre));
+    for (int32_t b = std::max(0, c - 20000); b <= c + 20000; ++b)
+      check(std::signbit(centre) ? -from_bits(b) : from_bits(b));
+  }
+  EXPECT_LE(worst_exp, 2) << "at " << at_exp;
+  EXPECT_LE(worst_expm1, 4) << "at " << at_expm1;
+  // Below the smallest normal float e^x is 0, past the largest +inf; NaN stays NaN.
+  EXPECT_EQ(impl::exp_approx(-88.0f), 0.0f);
+  EXPECT_EQ(impl::exp_approx(-1000.0f), 0.0f);
+  EXPECT_EQ(impl::exp_approx(89.0f), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(impl::exp_approx(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(impl::exp_approx(0.0f), 1.0f);
+  EXPECT_EQ(impl::expm1_approx(0.0f), 0.0f);
+  EXPECT_EQ(impl::expm1_approx(-100.0f), -1.0f);
 }

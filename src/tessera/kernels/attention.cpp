@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Each kernel is one op(i, j0, j1) over the columns [j0, j1) of row i (heads or features), launched on the
-// host path (a row per task, its columns in one loop) or the team path (an entry per thread) by
-// impl::for_each_row. Sums over a row's entries run in storage order inside op on both paths, so the two
-// give the same bits.
+// The edge kernels of graph attention (attention.hpp; the node-level ones are in attention_heads.cpp). Each
+// is an op(i, j0, j1) over the columns [j0, j1) of row i (heads or features), launched on the host path (a
+// row per task) or the team path (an entry per thread) by impl::for_each_row, or one op per path
+// (impl::for_each_row_split) where the host keeps a row's per-head values in local arrays. Sums over a
+// row's entries run in storage order on both paths, so the two give the same bits.
 #include "tessera/kernels/attention.hpp"
 
 #include <cmath>
+#include <type_traits>
 
+#include "impl/fast_math.hpp"
+#include "impl/head_segments.hpp"
+#include "impl/host_loops.hpp"
 #include "impl/rows.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/core/scratch.hpp"
 
 namespace tessera {
 
@@ -81,27 +85,80 @@ Vector<int64_t> transpose_positions(const EdgePattern& forward, const EdgePatter
   return where;
 }
 
-void attention_node_scores(const Matrix<const float>& z, const Matrix<const float>& att_src,
-                           const Matrix<const float>& att_dst, const Matrix<float>& src,
-                           const Matrix<float>& dst, KernelPath path) {
-  const int64_t heads = int64_t(att_src.extent(0)), width = int64_t(att_src.extent(1));
-  require(int64_t(z.extent(1)) == heads * width && src.extent(0) == z.extent(0) &&
-              dst.extent(0) == z.extent(0) && int64_t(src.extent(1)) == heads &&
-              int64_t(dst.extent(1)) == heads,
-          "attention_node_scores: shapes do not match");
-  impl::for_each_row(
-      path, "tessera::attention_node_scores", int64_t(z.extent(0)), heads,
-      KOKKOS_LAMBDA(int64_t n, int64_t h0, int64_t h1) {
-        for (int64_t h = h0; h < h1; ++h) {
-          float s = 0.0f, d = 0.0f;
-          for (int64_t f = 0; f < width; ++f) {
-            s += z(n, h * width + f) * att_src(h, f);
-            d += z(n, h * width + f) * att_dst(h, f);
+// The host ops below keep a row's per-head running values in local arrays of kHeadTile heads and walk the
+// row's entries once per tile, edges outer and heads inner (the team ops: one head, entries in order). Per
+// head and per column the sums run over the entries in the same order on both. A whole tile's head count
+// is a compile-time constant: with a run-time count GCC took the loops' scalar versions.
+constexpr int64_t kHeadTile = 8;
+using WholeTile = std::integral_constant<int64_t, kHeadTile>;
+
+// body(t, n) for the tiles [t, t + n) of heads [h0, h1): n is WholeTile but for a last, partial tile.
+template <class Body>
+void for_head_tiles(int64_t h0, int64_t h1, const Body& body) {
+  int64_t t = h0;
+  for (; t + kHeadTile <= h1; t += kHeadTile) body(t, WholeTile());
+  if (t < h1) body(t, h1 - t);
+}
+
+// f(w) with w the head width as a compile-time constant where it is one of the common ones.
+template <class F>
+void with_head_width(int64_t width, const F& f) {
+  switch (width) {
+    case 4:
+      return f(std::integral_constant<int64_t, 4>());
+    case 8:
+      return f(std::integral_constant<int64_t, 8>());
+    case 16:
+      return f(std::integral_constant<int64_t, 16>());
+    case 32:
+      return f(std::integral_constant<int64_t, 32>());
+    default:
+      return f(width);
+  }
+}
+
+// The host's weighted sum of one row: out[c] = the sum over entries p in [p0, p1) of weight(p, node(p), h)
+// row(node(p))[c], for every column c of H heads of `width` (out has H width columns); the sums in entry
+// order in a local tile of heads, the rows kPrefetch entries ahead requested early (the gathers are what
+// the loop waits for).
+
+constexpr int64_t kAccFloats = 256;
+
+template <class Node, class Weight, class Row>
+void weighted_row_sum(int64_t heads, int64_t width, int64_t p0, int64_t p1, float* out, const Node& node,
+                      const Weight& weight, const Row& row) {
+  // Column tiles of at most kAccFloats: whole heads where a head fits, else pieces of one head.
+  const int64_t tile_heads = width <= kAccFloats ? kAccFloats / width : 1;
+  const int64_t piece = width <= kAccFloats ? width : kAccFloats;
+  with_head_width(piece, [&](auto f_count) {
+    for (int64_t h0 = 0; h0 < heads; h0 += tile_heads) {
+      const int64_t h1 = heads - h0 < tile_heads ? heads : h0 + tile_heads;
+      for (int64_t f0 = 0; f0 < width; f0 += f_count) {
+        const int64_t f1 = width - f0 < f_count ? width : f0 + f_count;  // < f0 + f_count: a last piece
+        const int64_t n = f1 - f0;
+        float acc[kAccFloats];
+        for (int64_t c = 0; c < (h1 - h0) * f_count; ++c) acc[c] = 0.0f;
+        for (int64_t p = p0; p < p1; ++p) {
+          if (p + impl::kPrefetchAhead < p1)
+            impl::prefetch_bytes(row(node(p + impl::kPrefetchAhead)) + h0 * width,
+                                 (h1 - h0) * width * int64_t(sizeof(float)));
+          const int64_t j = node(p);
+          const float* r = row(j);
+          for (int64_t h = h0; h < h1; ++h) {
+            const float w = weight(p, j, h);
+            float* acc_h = acc + (h - h0) * f_count;
+            const float* x = r + h * width + f0;
+            if (n == f_count)
+              for (int64_t f = 0; f < f_count; ++f) acc_h[f] += w * x[f];
+            else
+              for (int64_t f = 0; f < n; ++f) acc_h[f] += w * x[f];
           }
-          src(n, h) = s;
-          dst(n, h) = d;
         }
-      });
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t f = 0; f < n; ++f) out[h * width + f0 + f] = acc[(h - h0) * f_count + f];
+      }
+    }
+  });
 }
 
 void attention_row_max(const AttentionBlock& a, const Matrix<const float>& dst,
@@ -111,8 +168,25 @@ void attention_row_max(const AttentionBlock& a, const Matrix<const float>& dst,
   const auto rp = a.forward.row_ptr;
   const auto ci = a.forward.col_idx;
   const float slope = a.negative_slope;
-  impl::for_each_row(
+  impl::for_each_row_split(
       path, "tessera::attention_row_max", a.forward.num_rows, a.heads,
+      [=](int64_t i, int64_t h0, int64_t h1) {
+        for_head_tiles(h0, h1, [&](int64_t t, auto n) {
+          float m[kHeadTile], d[kHeadTile];
+          for (int64_t k = 0; k < n; ++k) m[k] = -INFINITY, d[k] = dst(i, t + k);
+          for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+            if (e + impl::kPrefetchAhead < rp(i + 1))
+              __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
+            const float* s = &src(ci(e), t);
+            TESSERA_SIMD
+            for (int64_t k = 0; k < n; ++k) {
+              const float v = leaky_relu(d[k] + s[k], slope);
+              m[k] = v > m[k] ? v : m[k];
+            }
+          }
+          for (int64_t k = 0; k < n; ++k) row_max(i, t + k) = m[k];
+        });
+      },
       KOKKOS_LAMBDA(int64_t i, int64_t h0, int64_t h1) {
         for (int64_t h = h0; h < h1; ++h) {
           float m = -INFINITY;
@@ -132,13 +206,32 @@ void attention_exponentials(const AttentionBlock& a, const Matrix<const float>& 
   const auto rp = a.forward.row_ptr;
   const auto ci = a.forward.col_idx;
   const float slope = a.negative_slope;
-  impl::for_each_row(
+  impl::for_each_row_split(
       path, "tessera::attention_exponentials", a.forward.num_rows, a.heads,
+      [=](int64_t i, int64_t h0, int64_t h1) {
+        for_head_tiles(h0, h1, [&](int64_t t, auto n) {
+          float sum[kHeadTile], d[kHeadTile], m[kHeadTile];
+          for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f, d[k] = dst(i, t + k), m[k] = row_max(i, t + k);
+          for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+            if (e + impl::kPrefetchAhead < rp(i + 1))
+              __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
+            const float* s = &src(ci(e), t);
+            float* out = &alpha(e, t);
+            TESSERA_SIMD
+            for (int64_t k = 0; k < n; ++k) {
+              const float x = impl::exp_approx(leaky_relu(d[k] + s[k], slope) - m[k]);
+              out[k] = x;
+              sum[k] += x;
+            }
+          }
+          for (int64_t k = 0; k < n; ++k) row_sum(i, t + k) = sum[k];
+        });
+      },
       KOKKOS_LAMBDA(int64_t i, int64_t h0, int64_t h1) {
         for (int64_t h = h0; h < h1; ++h) {
           float sum = 0.0f;
           for (int64_t e = rp(i); e < rp(i + 1); ++e) {
-            const float x = ::expf(leaky_relu(dst(i, h) + src(ci(e), h), slope) - row_max(i, h));
+            const float x = impl::exp_approx(leaky_relu(dst(i, h) + src(ci(e), h), slope) - row_max(i, h));
             alpha(e, h) = x;
             sum += x;
           }
@@ -151,8 +244,18 @@ void attention_normalize(const AttentionBlock& a, const Matrix<const float>& row
                          const Matrix<float>& alpha, KernelPath path) {
   check_edges(a, alpha, "alpha");
   const auto rp = a.forward.row_ptr;
-  impl::for_each_row(
+  impl::for_each_row_split(
       path, "tessera::attention_normalize", a.forward.num_rows, a.heads,
+      [=](int64_t i, int64_t h0, int64_t h1) {
+        for_head_tiles(h0, h1, [&](int64_t t, auto n) {
+          float inverse[kHeadTile];
+          for (int64_t k = 0; k < n; ++k) inverse[k] = 1.0f / row_sum(i, t + k);
+          for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+            float* out = &alpha(e, t);
+            for (int64_t k = 0; k < n; ++k) out[k] *= inverse[k];
+          }
+        });
+      },
       KOKKOS_LAMBDA(int64_t i, int64_t h0, int64_t h1) {
         for (int64_t h = h0; h < h1; ++h) {
           const float inverse = 1.0f / row_sum(i, h);
@@ -171,16 +274,23 @@ void attention_aggregate(const AttentionBlock& a, const Matrix<const float>& alp
           "attention_aggregate: shapes do not match");
   const auto rp = a.forward.row_ptr;
   const auto ci = a.forward.col_idx;
-  impl::for_each_row(
+  const int64_t heads = a.heads;
+  impl::for_each_row_split(
       path, "tessera::attention_aggregate", a.forward.num_rows, cols,
+      [=](int64_t i, int64_t, int64_t) {
+        weighted_row_sum(
+            heads, width, rp(i), rp(i + 1), &y(i, 0), [&](int64_t e) { return int64_t(ci(e)); },
+            [&](int64_t e, int64_t j, int64_t h) { return alpha(e, h) * dropout.factor(i, j, h); },
+            [&](int64_t j) { return &z(j, 0); });
+      },
       KOKKOS_LAMBDA(int64_t i, int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) y(i, c) = 0.0f;
         for (int64_t e = rp(i); e < rp(i + 1); ++e) {
           const int64_t j = ci(e);
-          for (int64_t c = c0; c < c1; ++c) {
-            const int64_t h = c / width;
-            y(i, c) += alpha(e, h) * dropout.factor(i, j, h) * z(j, c);
-          }
+          impl::for_head_segments(c0, c1, width, [&](int64_t h, int64_t begin, int64_t end) {
+            const float w = alpha(e, h) * dropout.factor(i, j, h);
+            for (int64_t c = begin; c < end; ++c) y(i, c) += w * z(j, c);
+          });
         }
       });
 }
@@ -198,16 +308,23 @@ void attention_aggregate_transpose(const AttentionBlock& a, const Matrix<const f
   const auto rp = a.transpose.row_ptr;
   const auto ci = a.transpose.col_idx;
   const auto where = a.where;
-  impl::for_each_row(
+  const int64_t heads = a.heads;
+  impl::for_each_row_split(
       path, "tessera::attention_aggregate_transpose", a.transpose.num_rows, cols,
+      [=](int64_t j, int64_t, int64_t) {
+        weighted_row_sum(
+            heads, width, rp(j), rp(j + 1), &g_z(j, 0), [&](int64_t t) { return int64_t(ci(t)); },
+            [&](int64_t t, int64_t i, int64_t h) { return alpha(where(t), h) * dropout.factor(i, j, h); },
+            [&](int64_t i) { return &g_y(i, 0); });
+      },
       KOKKOS_LAMBDA(int64_t j, int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) g_z(j, c) = 0.0f;
         for (int64_t t = rp(j); t < rp(j + 1); ++t) {
           const int64_t i = ci(t), e = where(t);
-          for (int64_t c = c0; c < c1; ++c) {
-            const int64_t h = c / width;
-            g_z(j, c) += alpha(e, h) * dropout.factor(i, j, h) * g_y(i, c);
-          }
+          impl::for_head_segments(c0, c1, width, [&](int64_t h, int64_t begin, int64_t end) {
+            const float w = alpha(e, h) * dropout.factor(i, j, h);
+            for (int64_t c = begin; c < end; ++c) g_z(j, c) += w * g_y(i, c);
+          });
         }
       });
 }
@@ -221,8 +338,31 @@ void attention_edge_gradients(const AttentionBlock& a, const Matrix<const float>
   const int64_t width = int64_t(z.extent(1)) / a.heads;
   const auto rp = a.forward.row_ptr;
   const auto ci = a.forward.col_idx;
-  impl::for_each_row(
+  impl::for_each_row_split(
       path, "tessera::attention_edge_gradients", a.forward.num_rows, a.heads,
+      [=](int64_t i, int64_t h0, int64_t h1) {
+        for_head_tiles(h0, h1, [&](int64_t t, auto n) {
+          float dot_sum[kHeadTile];
+          for (int64_t k = 0; k < n; ++k) dot_sum[k] = 0.0f;
+          for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+            if (e + impl::kPrefetchAhead < rp(i + 1))
+              impl::prefetch_bytes(&z(ci(e + impl::kPrefetchAhead), t * width),
+                                   n * width * int64_t(sizeof(float)));
+            const int64_t j = ci(e);
+            for (int64_t k = 0; k < n; ++k) {
+              const int64_t h = t + k;
+              const float* gy = &g_y(i, h * width);
+              const float* zj = &z(j, h * width);
+              float dot = 0.0f;
+              for (int64_t f = 0; f < width; ++f) dot += gy[f] * zj[f];
+              const float g = dot * dropout.factor(i, j, h);
+              g_alpha(e, h) = g;
+              dot_sum[k] += alpha(e, h) * g;
+            }
+          }
+          for (int64_t k = 0; k < n; ++k) row_dot(i, t + k) = dot_sum[k];
+        });
+      },
       KOKKOS_LAMBDA(int64_t i, int64_t h0, int64_t h1) {
         for (int64_t h = h0; h < h1; ++h) {
           float dot_sum = 0.0f;
@@ -247,8 +387,28 @@ void attention_score_gradients(const AttentionBlock& a, const Matrix<const float
   const auto rp = a.forward.row_ptr;
   const auto ci = a.forward.col_idx;
   const float slope = a.negative_slope;
-  impl::for_each_row(
+  impl::for_each_row_split(
       path, "tessera::attention_score_gradients", a.forward.num_rows, a.heads,
+      [=](int64_t i, int64_t h0, int64_t h1) {
+        for_head_tiles(h0, h1, [&](int64_t t, auto n) {
+          float sum[kHeadTile], d[kHeadTile], r[kHeadTile];
+          for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f, d[k] = dst(i, t + k), r[k] = row_dot(i, t + k);
+          for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+            if (e + impl::kPrefetchAhead < rp(i + 1))
+              __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
+            const float* s = &src(ci(e), t);
+            const float* al = &alpha(e, t);
+            float* g = &g_alpha(e, t);
+            TESSERA_SIMD
+            for (int64_t k = 0; k < n; ++k) {
+              const float v = al[k] * (g[k] - r[k]) * leaky_relu_slope(d[k] + s[k], slope);
+              g[k] = v;
+              sum[k] += v;
+            }
+          }
+          for (int64_t k = 0; k < n; ++k) g_dst(i, t + k) = sum[k];
+        });
+      },
       KOKKOS_LAMBDA(int64_t i, int64_t h0, int64_t h1) {
         for (int64_t h = h0; h < h1; ++h) {
           float sum = 0.0f;
@@ -271,134 +431,25 @@ void attention_source_gradients(const AttentionBlock& a, const Matrix<const floa
           "attention_source_gradients: shapes do not match");
   const auto rp = a.transpose.row_ptr;
   const auto where = a.where;
-  impl::for_each_row(
+  impl::for_each_row_split(
       path, "tessera::attention_source_gradients", a.transpose.num_rows, a.heads,
+      [=](int64_t j, int64_t h0, int64_t h1) {
+        for_head_tiles(h0, h1, [&](int64_t t, auto n) {
+          float sum[kHeadTile];
+          for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f;
+          for (int64_t p = rp(j); p < rp(j + 1); ++p) {
+            const float* g = &g_score(where(p), t);
+            for (int64_t k = 0; k < n; ++k) sum[k] += g[k];
+          }
+          for (int64_t k = 0; k < n; ++k) g_src(j, t + k) = sum[k];
+        });
+      },
       KOKKOS_LAMBDA(int64_t j, int64_t h0, int64_t h1) {
         for (int64_t h = h0; h < h1; ++h) {
           float sum = 0.0f;
           for (int64_t t = rp(j); t < rp(j + 1); ++t) sum += g_score(where(t), h);
           g_src(j, h) = sum;
         }
-      });
-}
-
-void attention_node_score_gradients(const Matrix<const float>& z, const Matrix<const float>& att_src,
-                                    const Matrix<const float>& att_dst, const Matrix<const float>& g_src,
-                                    const Matrix<const float>& g_dst, const Matrix<float>& g_z,
-                                    const Matrix<float>& g_att_src, const Matrix<float>& g_att_dst,
-                                    KernelPath path) {
-  const int64_t heads = int64_t(att_src.extent(0)), width = int64_t(att_src.extent(1));
-  const int64_t rows = int64_t(z.extent(0)), cols = heads * width;
-  require(int64_t(z.extent(1)) == cols && g_z.extent(0) == z.extent(0) && g_z.extent(1) == z.extent(1) &&
-              g_src.extent(0) == z.extent(0) && g_dst.extent(0) == z.extent(0),
-          "attention_node_score_gradients: shapes do not match");
-  impl::for_each_row(
-      path, "tessera::attention_score_terms_backward", rows, cols,
-      KOKKOS_LAMBDA(int64_t n, int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const int64_t h = c / width, f = c - h * width;
-          g_z(n, c) += g_src(n, h) * att_src(h, f) + g_dst(n, h) * att_dst(h, f);
-        }
-      });
-  // Column sums in the fixed blocks of impl::reduce_columns: [src terms | dst terms], 2 H F columns, on
-  // scratch rather than an allocation per layer and step.
-  const Vector<float> sums = scratch_vector<float>("attention.g_att", size_t(2 * cols));
-  impl::reduce_columns<float>(
-      path, "tessera::attention_att_gradients", rows, 2 * cols, sums,
-      KOKKOS_LAMBDA(int64_t n, int64_t c0, int64_t c1, float* acc) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const int64_t k = c < cols ? c : c - cols, h = k / width;
-          acc[c - c0] += (c < cols ? g_src(n, h) : g_dst(n, h)) * z(n, k);
-        }
-      });
-  const Matrix<float> src_sums(sums.data(), size_t(heads), size_t(width));
-  const Matrix<float> dst_sums(sums.data() + cols, size_t(heads), size_t(width));
-  Kokkos::deep_copy(g_att_src, src_sums);
-  Kokkos::deep_copy(g_att_dst, dst_sums);
-}
-
-namespace {
-
-KOKKOS_INLINE_FUNCTION float activate(float x, Activation activation) {
-  if (activation == Activation::Relu) return x > 0.0f ? x : 0.0f;
-  if (activation == Activation::Elu) return x > 0.0f ? x : ::expm1f(x);
-  return x;
-}
-
-KOKKOS_INLINE_FUNCTION float activation_slope(float x, Activation activation) {
-  if (activation == Activation::Relu) return x > 0.0f ? 1.0f : 0.0f;
-  if (activation == Activation::Elu) return x > 0.0f ? 1.0f : ::expf(x);
-  return 1.0f;
-}
-
-}  // namespace
-
-void attention_heads_forward(const Matrix<const float>& y, const Vector<const float>& bias,
-                             const HeadsOutput& o, const Matrix<float>& pre, const Matrix<float>& out,
-                             KernelPath path) {
-  const int64_t cols = int64_t(pre.extent(1)), heads = o.heads, zw = int64_t(y.extent(1));
-  const int64_t width = o.concat ? zw : zw / heads;
-  require(pre.extent(0) == y.extent(0) && out.extent(0) == y.extent(0) && out.extent(1) == pre.extent(1) &&
-              o.width == (o.concat ? zw : width) && (bias.extent(0) == 0 || int64_t(bias.extent(0)) == cols),
-          "attention_heads_forward: shapes do not match");
-  const bool concat = o.concat, has_bias = bias.extent(0) > 0;
-  const int64_t first = o.col_begin, total = o.width;
-  const Activation activation = o.activation;
-  const DropoutMask dropout = o.dropout;
-  const float inverse_heads = 1.0f / float(heads);
-  impl::for_each_row(
-      path, "tessera::attention_heads_forward", int64_t(y.extent(0)), cols,
-      KOKKOS_LAMBDA(int64_t i, int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const int64_t g = first + c;
-          float v = 0.0f;
-          if (g < total) {
-            if (concat) {
-              v = y(i, g);
-            } else {
-              for (int64_t h = 0; h < heads; ++h) v += y(i, h * width + g);
-              v *= inverse_heads;
-            }
-            if (has_bias) v += bias(c);
-          }
-          pre(i, c) = v;
-          out(i, c) =
-              g < total ? activate(v, activation) * (dropout.keep(i, c) ? dropout.scale() : 0.0f) : 0.0f;
-        }
-      },
-      impl::dropout_chunk(dropout));
-}
-
-void attention_heads_output_backward(const Matrix<float>& grad, const Matrix<const float>& pre,
-                                     const HeadsOutput& o, KernelPath path) {
-  require(grad.extent(0) == pre.extent(0) && grad.extent(1) == pre.extent(1),
-          "attention_heads_output_backward: shapes do not match");
-  const Activation activation = o.activation;
-  const DropoutMask dropout = o.dropout;
-  const int64_t first = o.col_begin, total = o.width;
-  impl::for_each_row(
-      path, "tessera::attention_heads_output_backward", int64_t(grad.extent(0)), int64_t(grad.extent(1)),
-      KOKKOS_LAMBDA(int64_t i, int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c)
-          grad(i, c) = first + c < total ? grad(i, c) * (dropout.keep(i, c) ? dropout.scale() : 0.0f) *
-                                               activation_slope(pre(i, c), activation)
-                                         : 0.0f;
-      },
-      impl::dropout_chunk(dropout));
-}
-
-void attention_heads_backward(const Matrix<const float>& g_out, const HeadsOutput& o,
-                              const Matrix<float>& g_y, KernelPath path) {
-  const int64_t zw = int64_t(g_y.extent(1)), heads = o.heads, width = o.concat ? zw : zw / heads;
-  require(g_out.extent(0) == g_y.extent(0) && int64_t(g_out.extent(1)) >= (o.concat ? zw : width),
-          "attention_heads_backward: shapes do not match");
-  const bool concat = o.concat;
-  const float inverse_heads = 1.0f / float(heads);
-  impl::for_each_row(
-      path, "tessera::attention_heads_backward", int64_t(g_y.extent(0)), zw,
-      KOKKOS_LAMBDA(int64_t i, int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c)
-          g_y(i, c) = concat ? g_out(i, c) : g_out(i, c % width) * inverse_heads;
       });
 }
 

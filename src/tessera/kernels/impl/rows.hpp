@@ -2,6 +2,8 @@
 // Not installed: the element-wise launchers on the path a caller names (rows_host.hpp / rows_team.hpp).
 #pragma once
 
+#include <type_traits>
+
 #include "rows_host.hpp"
 #include "rows_team.hpp"
 #include "tessera/core/scratch.hpp"
@@ -26,6 +28,23 @@ void for_each_row(KernelPath path, const char* name, int64_t rows, int64_t cols,
     for_each_row_team(name, rows, cols, op, chunk);
   else
     for_each_row_host(name, rows, cols, op);
+}
+
+/// for_each_row with one formulation per path: `host_op` for the host path of a host build (a plain host
+/// lambda given a whole row, free to keep a row's running values in local arrays and to prefetch),
+/// `team_op` for the team path and for the host path of device builds, whose row loops run on the device
+/// (a GPU thread would keep local arrays in slow local memory). Both must sum in the same order.
+template <class HostOp, class TeamOp>
+void for_each_row_split(KernelPath path, const char* name, int64_t rows, int64_t cols, const HostOp& host_op,
+                        const TeamOp& team_op, int64_t chunk = 1) {
+  if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team) {
+    for_each_row_team(name, rows, cols, team_op, chunk);
+  } else if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
+    for_each_row_host(name, rows, cols, host_op);
+  } else {
+    (void)host_op;
+    for_each_row_host(name, rows, cols, team_op);
+  }
 }
 
 /// out(i) = sum of term(i, j0, j1) over the chunks of row i.
