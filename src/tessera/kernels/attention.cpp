@@ -119,14 +119,13 @@ void with_head_width(int64_t width, const F& f) {
 
 // The host's weighted sum of one row: out[c] = the sum over entries p in [p0, p1) of weight(p, node(p), h)
 // row(node(p))[c], for every column c of H heads of `width` (out has H width columns); the sums in entry
-// order in a local tile of heads, the rows kPrefetch entries ahead requested early (the gathers are what
-// the loop waits for).
-
+// order in a local tile of heads; the rows of the entry impl::kPrefetchAhead ahead requested early, and
+// whatever its weight reads (weight_ahead): the gathers are what the loop waits for.
 constexpr int64_t kAccFloats = 256;
 
-template <class Node, class Weight, class Row>
+template <class Node, class Weight, class Row, class Ahead>
 void weighted_row_sum(int64_t heads, int64_t width, int64_t p0, int64_t p1, float* out, const Node& node,
-                      const Weight& weight, const Row& row) {
+                      const Weight& weight, const Row& row, const Ahead& weight_ahead) {
   // Column tiles of at most kAccFloats: whole heads where a head fits, else pieces of one head.
   const int64_t tile_heads = width <= kAccFloats ? kAccFloats / width : 1;
   const int64_t piece = width <= kAccFloats ? width : kAccFloats;
@@ -139,9 +138,11 @@ void weighted_row_sum(int64_t heads, int64_t width, int64_t p0, int64_t p1, floa
         float acc[kAccFloats];
         for (int64_t c = 0; c < (h1 - h0) * f_count; ++c) acc[c] = 0.0f;
         for (int64_t p = p0; p < p1; ++p) {
-          if (p + impl::kPrefetchAhead < p1)
+          if (p + impl::kPrefetchAhead < p1) {
             impl::prefetch_bytes(row(node(p + impl::kPrefetchAhead)) + h0 * width,
                                  (h1 - h0) * width * int64_t(sizeof(float)));
+            weight_ahead(p + impl::kPrefetchAhead);
+          }
           const int64_t j = node(p);
           const float* r = row(j);
           for (int64_t h = h0; h < h1; ++h) {
@@ -281,7 +282,7 @@ void attention_aggregate(const AttentionBlock& a, const Matrix<const float>& alp
         weighted_row_sum(
             heads, width, rp(i), rp(i + 1), &y(i, 0), [&](int64_t e) { return int64_t(ci(e)); },
             [&](int64_t e, int64_t j, int64_t h) { return alpha(e, h) * dropout.factor(i, j, h); },
-            [&](int64_t j) { return &z(j, 0); });
+            [&](int64_t j) { return &z(j, 0); }, [](int64_t) {});
       },
       KOKKOS_LAMBDA(int64_t i, int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) y(i, c) = 0.0f;
@@ -315,7 +316,8 @@ void attention_aggregate_transpose(const AttentionBlock& a, const Matrix<const f
         weighted_row_sum(
             heads, width, rp(j), rp(j + 1), &g_z(j, 0), [&](int64_t t) { return int64_t(ci(t)); },
             [&](int64_t t, int64_t i, int64_t h) { return alpha(where(t), h) * dropout.factor(i, j, h); },
-            [&](int64_t i) { return &g_y(i, 0); });
+            [&](int64_t i) { return &g_y(i, 0); },
+            [&](int64_t t) { __builtin_prefetch(&alpha(where(t), 0)); });
       },
       KOKKOS_LAMBDA(int64_t j, int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) g_z(j, c) = 0.0f;
@@ -438,6 +440,8 @@ void attention_source_gradients(const AttentionBlock& a, const Matrix<const floa
           float sum[kHeadTile];
           for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f;
           for (int64_t p = rp(j); p < rp(j + 1); ++p) {
+            if (p + impl::kPrefetchAhead < rp(j + 1))
+              __builtin_prefetch(&g_score(where(p + impl::kPrefetchAhead), t));
             const float* g = &g_score(where(p), t);
             for (int64_t k = 0; k < n; ++k) sum[k] += g[k];
           }
