@@ -79,12 +79,15 @@ void add_plan_command(CLI::App& app, Command& selected) {
                     a->data.c_str(), (long long)size.nodes, (long long)size.nnz, a->layers,
                     (long long)a->hidden, a->ranks, machine.name.c_str());
       log_line(line);
-      log_line("rank  grid        epoch (s)   comm (s)   spmm (s)   gemm (s)   memory/rank (load peak)");
+      log_line(
+          "rank  grid        epoch (s)   comm (s)   spmm (s)   gemm (s)   comm/rank   memory/rank (load "
+          "peak)");
       int rank = 1;
       for (const GridCost& c : plan_grids(size, a->ranks, machine)) {
-        std::snprintf(line, sizeof(line), "%4d  %-10s %10.4f %10.4f %10.4f %10.4f   %s (%s)", rank++,
-                      c.shape.str().c_str(), c.total_s, c.comm_s, c.spmm_s, c.gemm_s,
-                      human_bytes(c.memory_bytes).c_str(), human_bytes(c.load_memory_bytes).c_str());
+        std::snprintf(line, sizeof(line), "%4d  %-10s %10.4f %10.4f %10.4f %10.4f  %7.1f MB   %s (%s)",
+                      rank++, c.shape.str().c_str(), c.total_s, c.comm_s, c.spmm_s, c.gemm_s,
+                      c.comm_bytes / 1e6, human_bytes(c.memory_bytes).c_str(),
+                      human_bytes(c.load_memory_bytes).c_str());
         log_line(line);
       }
       return 0;

@@ -101,6 +101,14 @@ double relative_gap(const Matrix<const float>& got, const Matrix<const float>& w
   return gap / top;
 }
 
+// Two formulations that sum in the same order agree to the bit, within round-off where the compiler may
+// fuse multiply-adds differently in the two.
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+constexpr double kSameSums = 1e-6;
+#else
+constexpr double kSameSums = 0.0;
+#endif
+
 // Every attention kernel's outputs on one path, from the same inputs.
 std::vector<Matrix<float>> attention_kernels_on(KernelPath path, const AttentionBlock& a, int64_t width,
                                                 const EdgeDropout& drop, uint64_t seed) {
@@ -126,7 +134,15 @@ std::vector<Matrix<float>> attention_kernels_on(KernelPath path, const Attention
   attention_score_gradients(a, alpha, row_dot, dst, src, g_score, g_dst, path);
   attention_source_gradients(a, g_score, g_src, path);
   attention_node_score_gradients(z, att_src, att_dst, g_src, g_dst, g_z, g_att_src, g_att_dst, path);
-  return {src, dst, row_max, row_sum, alpha, y, g_z, g_score, row_dot, g_dst, g_src, g_att_src, g_att_dst};
+  // The fused forward of whole rows gives what the four kernels above gave, to the bit.
+  const Matrix<float> max2 = make(n, heads), sum2 = make(n, heads), alpha2 = make(e, heads),
+                      y2 = make(n, cols);
+  attention_forward_whole_rows(a, dst, src, max2, sum2, alpha2, drop, z, y2, path);
+  for (const auto& [fused, apart] :
+       {std::pair(max2, row_max), std::pair(sum2, row_sum), std::pair(alpha2, alpha), std::pair(y2, y)})
+    EXPECT_LE(relative_gap(fused, apart), kSameSums) << kernel_path_name(path);
+  return {src,     dst,   row_max, row_sum,   alpha,     y,      g_z, g_score,
+          row_dot, g_dst, g_src,   g_att_src, g_att_dst, alpha2, y2};
 }
 
 }  // namespace
@@ -144,8 +160,9 @@ TEST(AttentionKernels, HostPathEqualsTeamPathForEveryTileAndWidth) {
     GTEST_SKIP() << "needs the host and team paths";
   std::vector<std::set<int64_t>> in = random_graph(40, 160, 3);
   for (int64_t v = 0; v < 39; v += 2) in[0].insert(v + 1), in[size_t(v + 1)].insert(0);  // a hub row
-  const char* names[] = {"src",     "dst",     "row_max", "row_sum", "alpha",     "y",        "g_z",
-                         "g_score", "row_dot", "g_dst",   "g_src",   "g_att_src", "g_att_dst"};
+  const char* names[] = {"src",   "dst",       "row_max",   "row_sum",     "alpha",
+                         "y",     "g_z",       "g_score",   "row_dot",     "g_dst",
+                         "g_src", "g_att_src", "g_att_dst", "fused alpha", "fused y"};
   for (const auto& [heads, width] :
        std::vector<std::pair<int64_t, int64_t>>{{1, 40}, {3, 5}, {8, 8}, {11, 4}, {17, 3}, {2, 300}, {9, 16}})
     for (const float rate : {0.0f, 0.4f}) {
@@ -156,12 +173,7 @@ TEST(AttentionKernels, HostPathEqualsTeamPathForEveryTileAndWidth) {
       const EdgeDropout drop = rate > 0 ? EdgeDropout(rate, 5, 2, heads, ids, ids) : EdgeDropout();
       const auto host = attention_kernels_on(KernelPath::Host, a, width, drop, 17);
       const auto team = attention_kernels_on(KernelPath::Team, a, width, drop, 17);
-#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
-      const double tolerance = 1e-6;  // multiply-adds fused differently in the two formulations
-#else
-      const double tolerance = 0.0;
-#endif
       for (size_t k = 0; k < host.size(); ++k)
-        EXPECT_LE(relative_gap(host[k], team[k]), tolerance) << names[k];
+        EXPECT_LE(relative_gap(host[k], team[k]), kSameSums) << names[k];
     }
 }

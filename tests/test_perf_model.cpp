@@ -85,9 +85,11 @@ TEST(PerfModel, TransformFirstLayersMoveTheirOutputWidth) {
   auto allgather = [](double bytes) { return 1.0 / 2 * bytes / 1e9 + 1e-6; };
   // Grid 1x1x2. Layer 0 (a X, b Y, c Z): only W's and b's gradients over c. Layer 1 (a Z, b X, c Y)
   // narrows 16 -> 4 and runs A (H W): A T over a, the output gradient gathered over a, W's gradient over a.
+  // The loss, its classes split over a: the rows' maximum (fp32) and two sums (fp64) over a.
   const GridCost c = predict_epoch(p, GridShape{1, 1, 1, 2}, m);
   const double expected = allreduce(4.0 * (8 * 16 + 16)) + allreduce(4.0 * 1000 * 4) +
-                          allgather(4.0 * 1000 * 4) + allreduce(4.0 * 16 * 4);
+                          allgather(4.0 * 1000 * 4) + allreduce(4.0 * 16 * 4) + allreduce(4.0 * 1000) +
+                          allreduce(16.0 * 1000);
   EXPECT_NEAR(c.comm_s, expected, 1e-12);
   const Layout3D layout(GridShape{1, 1, 1, 2}, 1000, p.dims, PermuteMode::None, 0);
   EXPECT_FALSE(layout.transforms_first(0));  // A X is aggregated once

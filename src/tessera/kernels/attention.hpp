@@ -111,6 +111,17 @@ void attention_exponentials(const AttentionBlock& a, const Matrix<const float>& 
 void attention_normalize(const AttentionBlock& a, const Matrix<const float>& row_sum,
                          const Matrix<float>& alpha, KernelPath path = KernelPath::Auto);
 
+/// The forward of a block that holds its rows whole (no other rank holds part of one: nothing to sum over
+/// ranks between the steps): attention_row_max, attention_exponentials, attention_normalize and
+/// attention_aggregate in one. The host path takes each row once through all four (the row's scores kept in
+/// alpha between them, its source terms and z rows gathered once each), the team path runs the four
+/// kernels; both give what the four give.
+void attention_forward_whole_rows(const AttentionBlock& a, const Matrix<const float>& dst,
+                                  const Matrix<const float>& src, const Matrix<float>& row_max,
+                                  const Matrix<float>& row_sum, const Matrix<float>& alpha,
+                                  const EdgeDropout& dropout, const Matrix<const float>& z,
+                                  const Matrix<float>& y, KernelPath path = KernelPath::Auto);
+
 /// y (rows x H F) = sum over row i's entries of alpha(e, h) dropout(e, h) z(j, h, :).
 void attention_aggregate(const AttentionBlock& a, const Matrix<const float>& alpha,
                          const EdgeDropout& dropout, const Matrix<const float>& z, const Matrix<float>& y,

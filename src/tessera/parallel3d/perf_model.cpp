@@ -226,48 +226,129 @@ double predict_spmm_seconds(double nnz, double width, double rows, double cols, 
   return bytes / m.memory_bandwidth;
 }
 
+namespace {
+
+// One epoch's predicted costs, summed layer by layer; collectives add their seconds and, along an axis of
+// more than one rank, the bytes this rank contributes (comm_stats.hpp's convention).
+struct EpochSum {
+  const GridShape& s;
+  const MachineProfile& m;
+  GridCost cost;
+
+  void all_reduce(double bytes, Axis axis) {
+    cost.comm_s += allreduce_seconds(bytes, s, axis, m);
+    if (s.extent(axis) > 1) cost.comm_bytes += bytes;
+  }
+  // An all-gather of `bytes` in all: each rank contributes its 1/p.
+  void all_gather(double bytes, Axis axis) {
+    cost.comm_s += allgather_seconds(bytes, s, axis, m);
+    if (s.extent(axis) > 1) cost.comm_bytes += bytes / s.extent(axis);
+  }
+};
+
+// A transform-first GCN layer: T = H W (over b), A T (over a); G gathered over a, A^T G (over c), gW (over
+// a), bias (over c).
+void transform_first_layer(const ProblemSize& problem, const Layout3D& layout, int l, EpochSum& e) {
+  const AxisRoles r = roles_for_layer(l);
+  const GridShape& s = e.s;
+  const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c), np = double(layout.padded_nodes());
+  const double in = double(layout.padded_dim(l)) / gb, out = double(layout.padded_dim(l + 1)) / ga;
+  const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
+  const double width = double(layout.padded_dim(l + 1));
+  e.all_reduce(4 * rows_a * width, r.b);
+  e.all_reduce(4 * rows_c * width, r.a);
+  e.all_gather(4 * rows_c * width, r.a);
+  e.all_reduce(4 * rows_a * width, r.c);
+  e.all_reduce(4 * in * width, r.a);
+  e.all_reduce(4 * out, r.c);
+  e.cost.spmm_s += predict_spmm_seconds(nnz, width, rows_c, rows_a, e.m) +
+                   predict_spmm_seconds(nnz, width, rows_a, rows_c, e.m);
+  e.cost.gemm_s += 3 * 2.0 * rows_a * in * width / e.m.gemm_rate;
+}
+
+// A GCN or GraphSAGE layer, aggregation first. Forward: AGG = A H (all-reduce over a), OUT = AGG W (over
+// b). Backward: gW (over c), gAGG (over a) and gH (over c); layer 0 has no input gradient.
+void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, int l, EpochSum& e) {
+  const AxisRoles r = roles_for_layer(l);
+  const GridShape& s = e.s;
+  const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c), np = double(layout.padded_nodes());
+  const double in = double(layout.padded_dim(l)) / gb, out = double(layout.padded_dim(l + 1)) / ga;
+  const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
+  e.all_reduce(4 * rows_c * in, r.a);
+  e.all_reduce(4 * rows_c * out, r.b);
+  e.all_reduce(4 * (in * out + out), r.c);
+  // --recompute-aggregation: backward runs A H and its all-reduce over a again (the model does not know a
+  // cached input, which keeps its aggregation).
+  const double passes = problem.recompute ? 2 : 1;
+  if (problem.recompute) e.all_reduce(4 * rows_c * in, r.a);
+  e.cost.spmm_s += passes * predict_spmm_seconds(nnz, in, rows_c, rows_a, e.m);
+  e.cost.gemm_s += 2.0 * rows_c * in * out / e.m.gemm_rate * (l == 0 ? 2 : 3);
+  if (l > 0) {
+    e.all_reduce(4 * rows_c * in, r.a);
+    e.all_reduce(4 * rows_a * in, r.c);
+    e.cost.spmm_s += predict_spmm_seconds(nnz, in, rows_a, rows_c, e.m);
+  }
+}
+
+// A graph attention layer (GatConv): z = H W summed over b (z: the block's columns, rows_a, every head);
+// the destination terms, the softmax's row maximum and sum, and the weighted sum y over a (the rows,
+// rows_c); backward the output gathered over a, the softmax's two row terms over a, [g_z, g_src, g_dst]
+// over c, W's gradient and the attention vectors' over a, the bias over c. The edge passes: the weighted
+// sum, its transpose and the SDDMM priced as SpMMs of the heads' width, the row maximum, exponentials,
+// normalization, score and source gradients as SpMMs of width H.
+void attention_layer(const ProblemSize& problem, const Layout3D& layout, int l, EpochSum& e) {
+  const AxisRoles r = roles_for_layer(l);
+  const GridShape& s = e.s;
+  const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c), np = double(layout.padded_nodes());
+  const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
+  const bool last = l + 1 == layout.layers();
+  const double heads = double(last ? problem.output_heads : problem.heads);
+  const double zw = last ? heads * double(layout.dim(l + 1)) : double(layout.dim(l + 1)), width = zw / heads;
+  const double in_b = double(layout.padded_dim(l)) / gb, out_local = double(layout.padded_dim(l + 1)) / ga;
+  const double softmax_passes = problem.recompute ? 2 : 1;
+  e.all_reduce(4 * rows_a * zw, r.b);
+  e.all_reduce(4 * rows_c * heads, r.a);
+  for (int k = 0; k < softmax_passes; ++k)
+    e.all_reduce(4 * rows_c * heads, r.a), e.all_reduce(4 * rows_c * heads, r.a);
+  e.all_reduce(4 * rows_c * zw, r.a);
+  e.all_reduce(4 * out_local, r.c);
+  e.all_gather(4 * rows_c * out_local * ga, r.a);
+  e.all_reduce(4 * rows_c * heads, r.a), e.all_reduce(4 * rows_c * heads, r.a);
+  e.all_reduce(4 * rows_a * (zw + 2 * heads), r.c);
+  e.all_reduce(4 * in_b * zw, r.a), e.all_reduce(4 * zw, r.a), e.all_reduce(4 * zw, r.a);
+  const double wide = predict_spmm_seconds(nnz, zw, rows_c, rows_a, e.m);
+  const double narrow = predict_spmm_seconds(nnz, heads, rows_c, rows_a, e.m);
+  e.cost.spmm_s += 3 * wide + (3 * softmax_passes + 2) * narrow;
+  (void)width;
+  e.cost.gemm_s += 2.0 * rows_a * in_b * zw / e.m.gemm_rate * (l == 0 ? 2 : 3);
+}
+
+// The softmax cross-entropy over the logits block (the last layer's output rows, rows_c, its classes split
+// over a): the row maximum (fp32) and the rows' two sums (fp64) over a, the loss and count over c.
+void loss_exchange(const Layout3D& layout, EpochSum& e) {
+  const AxisRoles r = roles_for_layer(layout.layers() - 1);
+  const double rows_c = double(layout.padded_nodes()) / e.s.extent(r.c);
+  e.all_reduce(4 * rows_c, r.a);
+  e.all_reduce(16 * rows_c, r.a);
+  e.all_reduce(16, r.c);
+}
+
+}  // namespace
+
 GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const MachineProfile& m) {
   const Layout3D layout(s, problem.nodes, problem.dims, PermuteMode::None, 0);
-  const int layers = layout.layers();
-  const double np = double(layout.padded_nodes()), g = double(s.x) * s.y * s.z;
-  GridCost cost;
-  cost.shape = s;
-  for (int l = 0; l < layers; ++l) {
-    const AxisRoles r = roles_for_layer(l);
-    const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c);
-    const double in = double(layout.padded_dim(l)) / gb, out = double(layout.padded_dim(l + 1)) / ga;
-    const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
-    if (layout.transforms_first(l)) {
-      // T = H W (over b), A T (over a); G gathered over a, A^T G (over c), gW (over a), bias (over c).
-      const double width = double(layout.padded_dim(l + 1));
-      cost.comm_s += allreduce_seconds(4 * rows_a * width, s, r.b, m) +
-                     allreduce_seconds(4 * rows_c * width, s, r.a, m) +
-                     allgather_seconds(4 * rows_c * width, s, r.a, m) +
-                     allreduce_seconds(4 * rows_a * width, s, r.c, m) +
-                     allreduce_seconds(4 * in * width, s, r.a, m) + allreduce_seconds(4 * out, s, r.c, m);
-      cost.spmm_s += predict_spmm_seconds(nnz, width, rows_c, rows_a, m) +
-                     predict_spmm_seconds(nnz, width, rows_a, rows_c, m);
-      cost.gemm_s += 3 * 2.0 * rows_a * in * width / m.gemm_rate;
-      continue;
-    }
-    // Forward: AGG = A H (all-reduce over a), OUT = AGG W (over b). Backward: gW (over c), gAGG (over a)
-    // and gH (over c); layer 0 has no input gradient.
-    cost.comm_s += allreduce_seconds(4 * rows_c * in, s, r.a, m) +
-                   allreduce_seconds(4 * rows_c * out, s, r.b, m) +
-                   allreduce_seconds(4 * (in * out + out), s, r.c, m);
-    // --recompute-aggregation: backward runs A H and its all-reduce over a again (the model does not
-    // know a cached input, which keeps its aggregation).
-    const double passes = problem.recompute ? 2 : 1;
-    cost.comm_s += (passes - 1) * allreduce_seconds(4 * rows_c * in, s, r.a, m);
-    cost.spmm_s += passes * predict_spmm_seconds(nnz, in, rows_c, rows_a, m);
-    cost.gemm_s += 2.0 * rows_c * in * out / m.gemm_rate * (l == 0 ? 2 : 3);
-    if (l > 0) {
-      cost.comm_s +=
-          allreduce_seconds(4 * rows_c * in, s, r.a, m) + allreduce_seconds(4 * rows_a * in, s, r.c, m);
-      cost.spmm_s += predict_spmm_seconds(nnz, in, rows_a, rows_c, m);
-    }
+  EpochSum e{s, m, GridCost{}};
+  e.cost.shape = s;
+  for (int l = 0; l < layout.layers(); ++l) {
+    if (problem.heads > 0)
+      attention_layer(problem, layout, l, e);
+    else if (layout.transforms_first(l))
+      transform_first_layer(problem, layout, l, e);
+    else
+      aggregate_first_layer(problem, layout, l, e);
   }
-  (void)g;
+  loss_exchange(layout, e);
+  GridCost cost = e.cost;
   cost.total_s = cost.comm_s + cost.spmm_s + cost.gemm_s;
   const MemoryEstimate memory = predict_memory(problem, s, m);
   cost.memory_bytes = memory.peak;

@@ -109,11 +109,15 @@ MemoryEstimate predict_memory(const ProblemSize& problem, const GridShape& shape
 
 /// A grid's predicted epoch.
 struct GridCost {
-  GridShape shape;               ///< the grid
-  double comm_s = 0;             ///< communication
-  double spmm_s = 0;             ///< sparse products
-  double gemm_s = 0;             ///< dense products
-  double total_s = 0;            ///< their sum
+  GridShape shape;     ///< the grid
+  double comm_s = 0;   ///< communication
+  double spmm_s = 0;   ///< sparse products
+  double gemm_s = 0;   ///< dense products
+  double total_s = 0;  ///< their sum
+  /// Bytes each rank contributes per epoch to the layers' and the loss's collectives, counted as the
+  /// communicator's statistics count them (comm_stats.hpp: an all-reduce's buffer, an all-gather's own
+  /// block), in fp32; the reports' and checks' few scalars are not counted.
+  double comm_bytes = 0;
   double memory_bytes = 0;       ///< per rank: predict_memory's peak
   double load_memory_bytes = 0;  ///< per rank: predict_memory's load peak
 };

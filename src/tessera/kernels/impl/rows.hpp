@@ -47,6 +47,21 @@ void for_each_row_split(KernelPath path, const char* name, int64_t rows, int64_t
   }
 }
 
+/// for_each_row_split over the rows of a sparse block, whose work follows their degrees: the host op's rows
+/// handed out as threads free up (for_each_uneven_row_host).
+template <class HostOp, class TeamOp>
+void for_each_sparse_row(KernelPath path, const char* name, int64_t rows, int64_t cols, const HostOp& host_op,
+                         const TeamOp& team_op) {
+  if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team) {
+    for_each_row_team(name, rows, cols, team_op, 1);
+  } else if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
+    for_each_uneven_row_host(name, rows, cols, host_op);
+  } else {
+    (void)host_op;
+    for_each_row_host(name, rows, cols, team_op);
+  }
+}
+
 /// out(i) = sum of term(i, j0, j1) over the chunks of row i.
 template <class Scalar, class Term>
 void reduce_rows(KernelPath path, const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out,

@@ -27,6 +27,16 @@ void for_each_row_host(const char* name, int64_t rows, int64_t cols, const Op& o
       name, Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(int64_t i) { op(i, int64_t(0), cols); });
 }
 
+/// for_each_row_host for rows of uneven work (a sparse block's rows, whose degrees follow the graph's):
+/// rows handed out in chunks of 64 as threads free up, not split evenly by count up front, where the rows
+/// of a power-law graph's hubs would leave one thread most of the edges. Each row is still one task.
+template <class Op>
+void for_each_uneven_row_host(const char* name, int64_t rows, int64_t cols, const Op& op) {
+  Kokkos::parallel_for(
+      name, Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, rows, Kokkos::ChunkSize(64)),
+      KOKKOS_LAMBDA(int64_t i) { op(i, int64_t(0), cols); });
+}
+
 template <class Scalar, class Term>
 void reduce_rows_host(const char* name, int64_t rows, int64_t cols, const Vector<Scalar>& out,
                       const Term& term) {

@@ -198,11 +198,17 @@ Matrix<const float> GatConv::forward(const Matrix<const float>& in, const GraphB
       workspace_->scratch({rows_out_ * z_width_, recompute_ ? edges * heads : 0});
   const Matrix<float> alpha = recompute_ ? Matrix<float>(piece[1], size_t(edges), size_t(heads))
                                          : leading_rows(alpha_, "gat.alpha", edges, heads);
-  attention(a, t, alpha);
   const Matrix<float> y(piece[0], size_t(rows_out_), size_t(z_width_));
   const EdgeDropout drop = attention_dropout(pass);
-  spmm_timed(comms_, [&] { attention_aggregate(a, alpha, drop, t.z, y, path); });
-  sum_over(*comms_.a, y.data(), int64_t(y.size()), phase::kForwardA, comms_.dtype);
+  if (comms_.a->size() == 1) {  // whole rows here: the softmax and the weighted sum in one pass
+    spmm_timed(comms_, [&] {
+      attention_forward_whole_rows(a, t.dst, t.src, t.row_max, t.row_sum, alpha, drop, t.z, y, path);
+    });
+  } else {
+    attention(a, t, alpha);
+    spmm_timed(comms_, [&] { attention_aggregate(a, alpha, drop, t.z, y, path); });
+    sum_over(*comms_.a, y.data(), int64_t(y.size()), phase::kForwardA, comms_.dtype);
+  }
   const Matrix<float> pre = leading_rows(pre_, "gat.pre", rows_out_, out_.local_cols);
   const Matrix<float> out = leading_rows(out_buffer_, "gat.out", rows_out_, out_.local_cols);
   const Vector<const float> bias = bias_ ? bias_->value() : Vector<const float>();

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The attention forward of a block that holds its rows whole, fused on the host path (attention.hpp). Per
+// row: the scores and their maximum (the source terms gathered once, the scores parked in alpha), the
+// exponentials and their sum over the parked scores, the normalization, then the weighted sum of z's rows:
+// the row's alpha stays in cache between the passes instead of going to memory and back three times. Each
+// value is formed by the same operations in the same order as the separate kernels form it.
+#include <cmath>
+#include <type_traits>
+
+#include "impl/attention_rows.hpp"
+#include "impl/fast_math.hpp"
+#include "impl/rows.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/attention.hpp"
+
+namespace tessera {
+
+namespace {
+
+// Row i's scores into alpha and their maximum per head (heads [t, t + n)).
+template <class Src, class Cols, class Offsets, class Tile>
+void scores_and_maximum(int64_t i, int64_t t, Tile n, const Offsets& rp, const Cols& ci, const Src& src,
+                        const Matrix<const float>& dst, float slope, const Matrix<float>& alpha, float* m) {
+  float d[impl::kHeadTile];
+  for (int64_t k = 0; k < n; ++k) m[k] = -INFINITY, d[k] = dst(i, t + k);
+  for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+    if (e + impl::kPrefetchAhead < rp(i + 1)) __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
+    const float* s = &src(ci(e), t);
+    float* score = &alpha(e, t);
+    TESSERA_SIMD
+    for (int64_t k = 0; k < n; ++k) {
+      const float v = impl::leaky_relu(d[k] + s[k], slope);
+      score[k] = v;
+      m[k] = v > m[k] ? v : m[k];
+    }
+  }
+}
+
+// The parked scores of row i become exp(score - m), then are divided by their sum (heads [t, t + n)).
+template <class Offsets, class Tile>
+void softmax_in_place(int64_t i, int64_t t, Tile n, const Offsets& rp, const float* m,
+                      const Matrix<float>& alpha, float* sum) {
+  for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f;
+  for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+    float* x = &alpha(e, t);
+    TESSERA_SIMD
+    for (int64_t k = 0; k < n; ++k) {
+      x[k] = impl::exp_approx(x[k] - m[k]);
+      sum[k] += x[k];
+    }
+  }
+  float inverse[impl::kHeadTile];
+  for (int64_t k = 0; k < n; ++k) inverse[k] = 1.0f / sum[k];
+  for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+    float* x = &alpha(e, t);
+    for (int64_t k = 0; k < n; ++k) x[k] *= inverse[k];
+  }
+}
+
+// The host path: each row through all four steps. A template so that a device build, whose host path runs
+// its row loops on the device, never instantiates it.
+template <class Space>
+void fused_on_host(const AttentionBlock& a, const Matrix<const float>& dst, const Matrix<const float>& src,
+                   const Matrix<float>& row_max, const Matrix<float>& row_sum, const Matrix<float>& alpha,
+                   const EdgeDropout& dropout, const Matrix<const float>& z, const Matrix<float>& y) {
+  const int64_t heads = a.heads, cols = int64_t(z.extent(1)), width = cols / heads;
+  require(int64_t(dst.extent(0)) >= a.forward.num_rows && int64_t(src.extent(0)) >= a.forward.num_cols &&
+              int64_t(dst.extent(1)) == heads && int64_t(src.extent(1)) == heads &&
+              int64_t(alpha.extent(0)) == a.forward.nnz() && int64_t(alpha.extent(1)) == heads &&
+              int64_t(y.extent(0)) == a.forward.num_rows && y.extent(1) == z.extent(1) &&
+              int64_t(z.extent(0)) >= a.forward.num_cols && width * heads == cols,
+          "attention_forward_whole_rows: shapes do not match");
+  const auto rp = a.forward.row_ptr;
+  const auto ci = a.forward.col_idx;
+  const float slope = a.negative_slope;
+  impl::for_each_uneven_row_host(
+      "tessera::attention_forward_whole_rows", a.forward.num_rows, heads,
+      [=](int64_t i, int64_t h0, int64_t h1) {
+        impl::for_head_tiles(h0, h1, [&](int64_t t, auto n) {
+          float m[impl::kHeadTile], sum[impl::kHeadTile];
+          scores_and_maximum(i, t, n, rp, ci, src, dst, slope, alpha, m);
+          softmax_in_place(i, t, n, rp, m, alpha, sum);
+          for (int64_t k = 0; k < n; ++k) row_max(i, t + k) = m[k], row_sum(i, t + k) = sum[k];
+        });
+        impl::weighted_row_sum(
+            heads, width, rp(i), rp(i + 1), &y(i, 0), [&](int64_t e) { return int64_t(ci(e)); },
+            [&](int64_t e, int64_t j, int64_t h) { return alpha(e, h) * dropout.factor(i, j, h); },
+            [&](int64_t j) { return &z(j, 0); }, [](int64_t) {});
+      });
+}
+
+// The four kernels in turn where the host op cannot run (the team path; any path of a device build).
+template <class Space>
+void forward_whole_rows(const AttentionBlock& a, const Matrix<const float>& dst,
+                        const Matrix<const float>& src, const Matrix<float>& row_max,
+                        const Matrix<float>& row_sum, const Matrix<float>& alpha, const EdgeDropout& dropout,
+                        const Matrix<const float>& z, const Matrix<float>& y, KernelPath path) {
+  if constexpr (std::is_same<Space, HostSpace>::value) {
+    if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Host)
+      return fused_on_host<Space>(a, dst, src, row_max, row_sum, alpha, dropout, z, y);
+  }
+  attention_row_max(a, dst, src, row_max, path);
+  attention_exponentials(a, dst, src, row_max, alpha, row_sum, path);
+  attention_normalize(a, row_sum, alpha, path);
+  attention_aggregate(a, alpha, dropout, z, y, path);
+}
+
+}  // namespace
+
+void attention_forward_whole_rows(const AttentionBlock& a, const Matrix<const float>& dst,
+                                  const Matrix<const float>& src, const Matrix<float>& row_max,
+                                  const Matrix<float>& row_sum, const Matrix<float>& alpha,
+                                  const EdgeDropout& dropout, const Matrix<const float>& z,
+                                  const Matrix<float>& y, KernelPath path) {
+  forward_whole_rows<DeviceSpace>(a, dst, src, row_max, row_sum, alpha, dropout, z, y, path);
+}
+
+}  // namespace tessera
