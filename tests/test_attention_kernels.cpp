@@ -141,8 +141,14 @@ std::vector<Matrix<float>> attention_kernels_on(KernelPath path, const Attention
   for (const auto& [fused, apart] :
        {std::pair(max2, row_max), std::pair(sum2, row_sum), std::pair(alpha2, alpha), std::pair(y2, y)})
     EXPECT_LE(relative_gap(fused, apart), kSameSums) << kernel_path_name(path);
-  return {src,     dst,   row_max, row_sum,   alpha,     y,      g_z, g_score,
-          row_dot, g_dst, g_src,   g_att_src, g_att_dst, alpha2, y2};
+  // And the fused SDDMM and softmax backward what the two kernels gave.
+  const Matrix<float> score2 = make(e, heads), dot2 = make(n, heads), g_dst2 = make(n, heads);
+  attention_edge_backward_whole_rows(a, alpha, drop, g_y, z, dst, src, score2, dot2, g_dst2, path);
+  for (const auto& [fused, apart] :
+       {std::pair(score2, g_score), std::pair(dot2, row_dot), std::pair(g_dst2, g_dst)})
+    EXPECT_LE(relative_gap(fused, apart), kSameSums) << kernel_path_name(path);
+  return {src,   dst,   row_max,   row_sum,   alpha,  y,  g_z,    g_score, row_dot,
+          g_dst, g_src, g_att_src, g_att_dst, alpha2, y2, score2, g_dst2};
 }
 
 }  // namespace
@@ -160,9 +166,9 @@ TEST(AttentionKernels, HostPathEqualsTeamPathForEveryTileAndWidth) {
     GTEST_SKIP() << "needs the host and team paths";
   std::vector<std::set<int64_t>> in = random_graph(40, 160, 3);
   for (int64_t v = 0; v < 39; v += 2) in[0].insert(v + 1), in[size_t(v + 1)].insert(0);  // a hub row
-  const char* names[] = {"src",   "dst",       "row_max",   "row_sum",     "alpha",
-                         "y",     "g_z",       "g_score",   "row_dot",     "g_dst",
-                         "g_src", "g_att_src", "g_att_dst", "fused alpha", "fused y"};
+  const char* names[] = {"src",       "dst",         "row_max", "row_sum",       "alpha",      "y",
+                         "g_z",       "g_score",     "row_dot", "g_dst",         "g_src",      "g_att_src",
+                         "g_att_dst", "fused alpha", "fused y", "fused g_score", "fused g_dst"};
   for (const auto& [heads, width] :
        std::vector<std::pair<int64_t, int64_t>>{{1, 40}, {3, 5}, {8, 8}, {11, 4}, {17, 3}, {2, 300}, {9, 16}})
     for (const float rate : {0.0f, 0.4f}) {

@@ -267,23 +267,7 @@ void attention_edge_gradients(const AttentionBlock& a, const Matrix<const float>
       [=](int64_t i, int64_t h0, int64_t h1) {
         for_head_tiles(h0, h1, [&](int64_t t, auto n) {
           float dot_sum[kHeadTile];
-          for (int64_t k = 0; k < n; ++k) dot_sum[k] = 0.0f;
-          for (int64_t e = rp(i); e < rp(i + 1); ++e) {
-            if (e + impl::kPrefetchAhead < rp(i + 1))
-              impl::prefetch_bytes(&z(ci(e + impl::kPrefetchAhead), t * width),
-                                   n * width * int64_t(sizeof(float)));
-            const int64_t j = ci(e);
-            for (int64_t k = 0; k < n; ++k) {
-              const int64_t h = t + k;
-              const float* gy = &g_y(i, h * width);
-              const float* zj = &z(j, h * width);
-              float dot = 0.0f;
-              for (int64_t f = 0; f < width; ++f) dot += gy[f] * zj[f];
-              const float g = dot * dropout.factor(i, j, h);
-              g_alpha(e, h) = g;
-              dot_sum[k] += alpha(e, h) * g;
-            }
-          }
+          impl::edge_gradient_row(i, t, n, rp, ci, alpha, dropout, g_y, z, width, g_alpha, dot_sum);
           for (int64_t k = 0; k < n; ++k) row_dot(i, t + k) = dot_sum[k];
         });
       },
@@ -315,21 +299,8 @@ void attention_score_gradients(const AttentionBlock& a, const Matrix<const float
       path, "tessera::attention_score_gradients", a.forward.num_rows, a.heads,
       [=](int64_t i, int64_t h0, int64_t h1) {
         for_head_tiles(h0, h1, [&](int64_t t, auto n) {
-          float sum[kHeadTile], d[kHeadTile], r[kHeadTile];
-          for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f, d[k] = dst(i, t + k), r[k] = row_dot(i, t + k);
-          for (int64_t e = rp(i); e < rp(i + 1); ++e) {
-            if (e + impl::kPrefetchAhead < rp(i + 1))
-              __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
-            const float* s = &src(ci(e), t);
-            const float* al = &alpha(e, t);
-            float* g = &g_alpha(e, t);
-            TESSERA_SIMD
-            for (int64_t k = 0; k < n; ++k) {
-              const float v = al[k] * (g[k] - r[k]) * leaky_relu_slope(d[k] + s[k], slope);
-              g[k] = v;
-              sum[k] += v;
-            }
-          }
+          float sum[kHeadTile];
+          impl::score_gradient_row(i, t, n, rp, ci, alpha, row_dot, dst, src, slope, g_alpha, sum);
           for (int64_t k = 0; k < n; ++k) g_dst(i, t + k) = sum[k];
         });
       },

@@ -147,6 +147,16 @@ void attention_score_gradients(const AttentionBlock& a, const Matrix<const float
                                const Matrix<const float>& src, const Matrix<float>& g_alpha,
                                const Matrix<float>& g_dst, KernelPath path = KernelPath::Auto);
 
+/// attention_edge_gradients then attention_score_gradients, for a block that holds its rows whole (row_dot
+/// needs no sum over ranks between them): on the host path in one pass per row (the row's g_alpha kept in
+/// cache between the two), the two kernels on the team path; both give what the two give.
+void attention_edge_backward_whole_rows(const AttentionBlock& a, const Matrix<const float>& alpha,
+                                        const EdgeDropout& dropout, const Matrix<const float>& g_y,
+                                        const Matrix<const float>& z, const Matrix<const float>& dst,
+                                        const Matrix<const float>& src, const Matrix<float>& g_score,
+                                        const Matrix<float>& row_dot, const Matrix<float>& g_dst,
+                                        KernelPath path = KernelPath::Auto);
+
 /// g_src(j, h) = the sum of g_score(e, h) over column j's entries here (over a.transpose).
 void attention_source_gradients(const AttentionBlock& a, const Matrix<const float>& g_score,
                                 const Matrix<float>& g_src, KernelPath path = KernelPath::Auto);

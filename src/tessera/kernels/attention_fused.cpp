@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The attention forward of a block that holds its rows whole, fused on the host path (attention.hpp). Per
-// row: the scores and their maximum (the source terms gathered once, the scores parked in alpha), the
-// exponentials and their sum over the parked scores, the normalization, then the weighted sum of z's rows:
-// the row's alpha stays in cache between the passes instead of going to memory and back three times. Each
-// value is formed by the same operations in the same order as the separate kernels form it.
+// The attention passes of a block that holds its rows whole, fused on the host path (attention.hpp). The
+// forward, per row: the scores and their maximum (the source terms gathered once, the scores parked in
+// alpha), the exponentials and their sum over the parked scores, the normalization, then the weighted sum of
+// z's rows: the row's alpha stays in cache between the passes instead of going to memory and back three
+// times. Each value is formed by the same operations in the same order as the separate kernels form it. The
+// backward, per row: the SDDMM and the softmax's backward, the row's g_alpha kept in cache between them.
 #include <cmath>
 #include <type_traits>
 
@@ -105,7 +106,60 @@ void forward_whole_rows(const AttentionBlock& a, const Matrix<const float>& dst,
   attention_aggregate(a, alpha, dropout, z, y, path);
 }
 
+// The backward's host path: each row's SDDMM and softmax backward in one pass.
+template <class Space>
+void edge_backward_on_host(const AttentionBlock& a, const Matrix<const float>& alpha,
+                           const EdgeDropout& dropout, const Matrix<const float>& g_y,
+                           const Matrix<const float>& z, const Matrix<const float>& dst,
+                           const Matrix<const float>& src, const Matrix<float>& g_score,
+                           const Matrix<float>& row_dot, const Matrix<float>& g_dst) {
+  const int64_t heads = a.heads, width = int64_t(z.extent(1)) / heads;
+  require(int64_t(alpha.extent(0)) == a.forward.nnz() && g_score.extent(0) == alpha.extent(0) &&
+              int64_t(alpha.extent(1)) == heads && g_score.extent(1) == alpha.extent(1) &&
+              int64_t(row_dot.extent(0)) >= a.forward.num_rows &&
+              int64_t(g_dst.extent(0)) >= a.forward.num_rows && width * heads == int64_t(z.extent(1)),
+          "attention_edge_backward_whole_rows: shapes do not match");
+  const auto rp = a.forward.row_ptr;
+  const auto ci = a.forward.col_idx;
+  const float slope = a.negative_slope;
+  const Matrix<const float> dots = row_dot;
+  impl::for_each_uneven_row_host(
+      "tessera::attention_edge_backward_whole_rows", a.forward.num_rows, heads,
+      [=](int64_t i, int64_t h0, int64_t h1) {
+        impl::for_head_tiles(h0, h1, [&](int64_t t, auto n) {
+          float dot_sum[impl::kHeadTile], sum[impl::kHeadTile];
+          impl::edge_gradient_row(i, t, n, rp, ci, alpha, dropout, g_y, z, width, g_score, dot_sum);
+          for (int64_t k = 0; k < n; ++k) row_dot(i, t + k) = dot_sum[k];
+          impl::score_gradient_row(i, t, n, rp, ci, alpha, dots, dst, src, slope, g_score, sum);
+          for (int64_t k = 0; k < n; ++k) g_dst(i, t + k) = sum[k];
+        });
+      });
+}
+
+template <class Space>
+void edge_backward_whole_rows(const AttentionBlock& a, const Matrix<const float>& alpha,
+                              const EdgeDropout& dropout, const Matrix<const float>& g_y,
+                              const Matrix<const float>& z, const Matrix<const float>& dst,
+                              const Matrix<const float>& src, const Matrix<float>& g_score,
+                              const Matrix<float>& row_dot, const Matrix<float>& g_dst, KernelPath path) {
+  if constexpr (std::is_same<Space, HostSpace>::value) {
+    if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Host)
+      return edge_backward_on_host<Space>(a, alpha, dropout, g_y, z, dst, src, g_score, row_dot, g_dst);
+  }
+  attention_edge_gradients(a, alpha, dropout, g_y, z, g_score, row_dot, path);
+  attention_score_gradients(a, alpha, row_dot, dst, src, g_score, g_dst, path);
+}
+
 }  // namespace
+
+void attention_edge_backward_whole_rows(const AttentionBlock& a, const Matrix<const float>& alpha,
+                                        const EdgeDropout& dropout, const Matrix<const float>& g_y,
+                                        const Matrix<const float>& z, const Matrix<const float>& dst,
+                                        const Matrix<const float>& src, const Matrix<float>& g_score,
+                                        const Matrix<float>& row_dot, const Matrix<float>& g_dst,
+                                        KernelPath path) {
+  edge_backward_whole_rows<DeviceSpace>(a, alpha, dropout, g_y, z, dst, src, g_score, row_dot, g_dst, path);
+}
 
 void attention_forward_whole_rows(const AttentionBlock& a, const Matrix<const float>& dst,
                                   const Matrix<const float>& src, const Matrix<float>& row_max,

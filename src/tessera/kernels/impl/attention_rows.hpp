@@ -100,4 +100,50 @@ void weighted_row_sum(int64_t heads, int64_t width, int64_t p0, int64_t p1, floa
   });
 }
 
+/// Row i's SDDMM for heads [t, t + n): g_alpha(e, h) = dropout g_y(i, h, :) . z(j, h, :) for its entries
+/// e (j = ci(e)), and dot_sum[k] = the sum of alpha(e, t + k) g_alpha(e, t + k) over them.
+template <class Offsets, class Cols, class Alpha, class Dropout, class Rows, class Out, class Tile>
+void edge_gradient_row(int64_t i, int64_t t, Tile n, const Offsets& rp, const Cols& ci, const Alpha& alpha,
+                       const Dropout& dropout, const Rows& g_y, const Rows& z, int64_t width,
+                       const Out& g_alpha, float* dot_sum) {
+  for (int64_t k = 0; k < n; ++k) dot_sum[k] = 0.0f;
+  for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+    if (e + kPrefetchAhead < rp(i + 1))
+      prefetch_bytes(&z(ci(e + kPrefetchAhead), t * width), n * width * int64_t(sizeof(float)));
+    const int64_t j = ci(e);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t h = t + k;
+      const float* gy = &g_y(i, h * width);
+      const float* zj = &z(j, h * width);
+      float dot = 0.0f;
+      for (int64_t f = 0; f < width; ++f) dot += gy[f] * zj[f];
+      const float g = dot * dropout.factor(i, j, h);
+      g_alpha(e, h) = g;
+      dot_sum[k] += alpha(e, h) * g;
+    }
+  }
+}
+
+/// Row i's softmax backward for heads [t, t + n), in place: g_alpha(e, h) becomes alpha (g_alpha - row_dot(i,
+/// h)) LeakyReLU'(dst(i, h) + src(j, h)), and sum[k] its sum over the row's entries.
+template <class Offsets, class Cols, class Alpha, class Terms, class Out, class Tile>
+void score_gradient_row(int64_t i, int64_t t, Tile n, const Offsets& rp, const Cols& ci, const Alpha& alpha,
+                        const Terms& row_dot, const Terms& dst, const Terms& src, float slope,
+                        const Out& g_alpha, float* sum) {
+  float d[kHeadTile], r[kHeadTile];
+  for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f, d[k] = dst(i, t + k), r[k] = row_dot(i, t + k);
+  for (int64_t e = rp(i); e < rp(i + 1); ++e) {
+    if (e + kPrefetchAhead < rp(i + 1)) __builtin_prefetch(&src(ci(e + kPrefetchAhead), t));
+    const float* s = &src(ci(e), t);
+    const float* al = &alpha(e, t);
+    float* g = &g_alpha(e, t);
+    TESSERA_SIMD
+    for (int64_t k = 0; k < n; ++k) {
+      const float v = al[k] * (g[k] - r[k]) * leaky_relu_slope(d[k] + s[k], slope);
+      g[k] = v;
+      sum[k] += v;
+    }
+  }
+}
+
 }  // namespace tessera::impl

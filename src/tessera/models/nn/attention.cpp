@@ -254,10 +254,14 @@ Matrix<float> GatConv::backward(const Matrix<float>& grad_out, bool want_input_g
   if (recompute_) attention(a, t, alpha);
   const EdgeDropout drop = attention_dropout(pass);
   const Matrix<float> g_score(piece[1], size_t(edges), size_t(heads));
-  attention_edge_gradients(a, alpha, drop, g_y, t.z, g_score, row_dot, path);
-  sum_over(*comms_.a, row_dot.data(), int64_t(row_dot.size()), phase::kBackwardA);
-  attention_score_gradients(a, alpha, row_dot, t.dst, t.src, g_score, g_dst, path);
-  sum_over(*comms_.a, g_dst.data(), int64_t(g_dst.size()), phase::kBackwardA);
+  if (comms_.a->size() == 1) {  // whole rows here: no sum between the SDDMM and the softmax backward
+    attention_edge_backward_whole_rows(a, alpha, drop, g_y, t.z, t.dst, t.src, g_score, row_dot, g_dst, path);
+  } else {
+    attention_edge_gradients(a, alpha, drop, g_y, t.z, g_score, row_dot, path);
+    sum_over(*comms_.a, row_dot.data(), int64_t(row_dot.size()), phase::kBackwardA);
+    attention_score_gradients(a, alpha, row_dot, t.dst, t.src, g_score, g_dst, path);
+    sum_over(*comms_.a, g_dst.data(), int64_t(g_dst.size()), phase::kBackwardA);
+  }
   // z's, the sources' and the moved destination terms' gradients, summed over c at once.
   Carver third(piece[2]);
   const Matrix<float> g_z = third.next(rows_in_, z_width_), g_src = third.next(rows_in_, heads),
