@@ -48,7 +48,9 @@ KOKKOS_INLINE_FUNCTION float exp_approx(float x) {
   p = p * r + 1.0f;
   // 2^k as two factors: k reaches 128 at the top of the range, one past the largest exponent.
   const int32_t half = ki >> 1;
-  const float scale_a = bits_float((half + 127) << 23), scale_b = bits_float((ki - half + 127) << 23);
+  // Shifted as unsigned: for a NaN x, k is garbage (the result is NaN through r) and must not overflow.
+  const float scale_a = bits_float(int32_t(uint32_t(half + 127) << 23)),
+              scale_b = bits_float(int32_t(uint32_t(ki - half + 127) << 23));
   const float y = p * scale_a * scale_b;
   return x < -87.3365478f ? 0.0f : (x > 88.7228317f ? INFINITY : y);
 }
