@@ -14,6 +14,7 @@
 #include "reference/dense.hpp"
 #include "support/final_weights.hpp"
 #include "support/fixtures.hpp"
+#include "support/random_graph.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/models/modes/full_graph.hpp"
 #include "tessera/models/nn/attention.hpp"
@@ -66,15 +67,7 @@ Dense dense_of(const Parameter& p) {
 
 // A random undirected graph's in-edge lists (no self loops; the last node isolated).
 std::vector<std::set<int64_t>> random_graph(int64_t n, int64_t edges, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<std::set<int64_t>> in(static_cast<size_t>(n));
-  for (int64_t e = 0; e < edges; ++e) {
-    const int64_t u = int64_t(gen() % uint64_t(n - 1)), v = int64_t(gen() % uint64_t(n - 1));
-    if (u == v) continue;
-    in[size_t(v)].insert(u);
-    in[size_t(u)].insert(v);
-  }
-  return in;
+  return fixtures::random_in_edges(n, edges, seed, 1);
 }
 
 Graph3D graph_from(const ProcessGrid& grid, const std::vector<std::set<int64_t>>& in, const Dense& x) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "reference/dense.hpp"
+#include "support/random_graph.hpp"
 #include "tessera/comm/communicator.hpp"
 #include "tessera/kernels/attention.hpp"
 #include "tessera/kernels/spmm.hpp"
@@ -24,15 +25,7 @@ namespace {
 
 // A random undirected graph's in-edge lists (no self loops; the last node isolated).
 std::vector<std::set<int64_t>> random_graph(int64_t n, int64_t edges, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<std::set<int64_t>> in(static_cast<size_t>(n));
-  for (int64_t e = 0; e < edges; ++e) {
-    const int64_t u = int64_t(gen() % uint64_t(n - 1)), v = int64_t(gen() % uint64_t(n - 1));
-    if (u == v) continue;
-    in[size_t(v)].insert(u);
-    in[size_t(u)].insert(v);
-  }
-  return in;
+  return fixtures::random_in_edges(n, edges, seed, 1);
 }
 
 }  // namespace

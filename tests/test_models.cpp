@@ -18,6 +18,7 @@
 #include "reference/layers.hpp"
 #include "support/final_weights.hpp"
 #include "support/fixtures.hpp"
+#include "support/random_graph.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/stop_signals.hpp"
 #include "tessera/graph/hdf5_io.hpp"
@@ -42,16 +43,7 @@ namespace {
 
 // A random undirected graph with a few isolated nodes, as in-edge lists (no self loops).
 std::vector<std::set<int64_t>> random_graph(int64_t n, int64_t edges, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<std::set<int64_t>> in(static_cast<size_t>(n));
-  for (int64_t e = 0; e < edges; ++e) {
-    const int64_t u = int64_t(gen() % uint64_t(n - 2)),
-                  v = int64_t(gen() % uint64_t(n - 2));  // n-2, n-1 isolated
-    if (u == v) continue;
-    in[size_t(v)].insert(u);
-    in[size_t(u)].insert(v);
-  }
-  return in;
+  return fixtures::random_in_edges(n, edges, seed, 2);
 }
 
 // Dense aggregation operators computed here, independently of the loader: GCN's D^-1/2 (A + I) D^-1/2 and
