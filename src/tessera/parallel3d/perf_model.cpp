@@ -303,23 +303,22 @@ void attention_layer(const ProblemSize& problem, const Layout3D& layout, int l, 
   const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
   const bool last = l + 1 == layout.layers();
   const double heads = double(last ? problem.output_heads : problem.heads);
-  const double zw = last ? heads * double(layout.dim(l + 1)) : double(layout.dim(l + 1)), width = zw / heads;
+  const double zw = last ? heads * double(layout.dim(l + 1)) : double(layout.dim(l + 1));
   const double in_b = double(layout.padded_dim(l)) / gb, out_local = double(layout.padded_dim(l + 1)) / ga;
   const double softmax_passes = problem.recompute ? 2 : 1;
-  e.all_reduce(4 * rows_a * zw, r.b);
-  e.all_reduce(4 * rows_c * heads, r.a);
+  e.all_reduce(4 * rows_a * zw, r.b);     // z
+  e.all_reduce(4 * rows_c * heads, r.a);  // the destination terms
   for (int k = 0; k < softmax_passes; ++k)
-    e.all_reduce(4 * rows_c * heads, r.a), e.all_reduce(4 * rows_c * heads, r.a);
-  e.all_reduce(4 * rows_c * zw, r.a);
-  e.all_reduce(4 * out_local, r.c);
-  e.all_gather(4 * rows_c * out_local * ga, r.a);
-  e.all_reduce(4 * rows_c * heads, r.a), e.all_reduce(4 * rows_c * heads, r.a);
-  e.all_reduce(4 * rows_a * (zw + 2 * heads), r.c);
-  e.all_reduce(4 * in_b * zw, r.a), e.all_reduce(4 * zw, r.a), e.all_reduce(4 * zw, r.a);
+    e.all_reduce(4 * rows_c * heads, r.a), e.all_reduce(4 * rows_c * heads, r.a);  // row maximum, sum
+  e.all_reduce(4 * rows_c * zw, r.a);                                              // y
+  e.all_reduce(4 * out_local, r.c);                                                // the bias' gradient
+  e.all_gather(4 * rows_c * out_local * ga, r.a);                                  // the output gradient
+  e.all_reduce(4 * rows_c * heads, r.a), e.all_reduce(4 * rows_c * heads, r.a);    // row_dot, g_dst
+  e.all_reduce(4 * rows_a * (zw + 2 * heads), r.c);                                // [g_z, g_src, g_dst]
+  e.all_reduce(4 * in_b * zw, r.a), e.all_reduce(4 * zw, r.a), e.all_reduce(4 * zw, r.a);  // W, att_*
   const double wide = predict_spmm_seconds(nnz, zw, rows_c, rows_a, e.m);
   const double narrow = predict_spmm_seconds(nnz, heads, rows_c, rows_a, e.m);
   e.cost.spmm_s += 3 * wide + (3 * softmax_passes + 2) * narrow;
-  (void)width;
   e.cost.gemm_s += 2.0 * rows_a * in_b * zw / e.m.gemm_rate * (l == 0 ? 2 : 3);
 }
 
