@@ -671,7 +671,7 @@ PY
     expect_error "tessera: error: --memory-per-rank: expected a size such as 4G" "-" -- \
       "$TESSERA" train --data r.h5 --memory-per-rank 4x
     # A budget just under the fastest grid's predicted peak: --grid auto must take another grid.
-    read -r fastest need unit < <("$TESSERA" plan --data r.h5 --ranks 8 --layers 2 --hidden 64 | awk '$1 == 1 {print $2, $7, $8}')
+    read -r fastest need unit < <("$TESSERA" plan --data r.h5 --ranks 8 --layers 2 --hidden 64 | awk '$1 == 1 {print $2, $9, $10}')
     [ "$unit" = MiB ] || { echo "FAILED: expected the fastest grid's peak in MiB, got '$need $unit'"; exit 1; }
     budget=$(( ${need%.*} - 1 ))M
     out=$(mpi 8 "$TESSERA" train --data r.h5 --grid auto --layers 2 --hidden 64 --epochs 1 --memory-per-rank "$budget") || exit 1
