@@ -246,14 +246,28 @@ struct EpochSum {
   }
 };
 
+// Layer l's axis roles and the blocks a rank holds: the adjacency block's nonzeros, its rows (over c) and
+// columns (over a), the layer's input columns over b and output columns over a.
+struct LayerBlocks {
+  AxisRoles r;
+  double ga, gb, gc, rows_c, rows_a, nnz, in, out;
+};
+
+LayerBlocks layer_blocks(const ProblemSize& problem, const Layout3D& layout, int l, const GridShape& s) {
+  LayerBlocks b{roles_for_layer(l), 0, 0, 0, 0, 0, 0, 0, 0};
+  b.ga = s.extent(b.r.a), b.gb = s.extent(b.r.b), b.gc = s.extent(b.r.c);
+  const double np = double(layout.padded_nodes());
+  b.rows_c = np / b.gc, b.rows_a = np / b.ga, b.nnz = double(problem.nnz) / (b.ga * b.gc);
+  b.in = double(layout.padded_dim(l)) / b.gb, b.out = double(layout.padded_dim(l + 1)) / b.ga;
+  return b;
+}
+
 // A transform-first GCN layer: T = H W (over b), A T (over a); G gathered over a, A^T G (over c), gW (over
 // a), bias (over c).
 void transform_first_layer(const ProblemSize& problem, const Layout3D& layout, int l, EpochSum& e) {
-  const AxisRoles r = roles_for_layer(l);
-  const GridShape& s = e.s;
-  const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c), np = double(layout.padded_nodes());
-  const double in = double(layout.padded_dim(l)) / gb, out = double(layout.padded_dim(l + 1)) / ga;
-  const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
+  const LayerBlocks b = layer_blocks(problem, layout, l, e.s);
+  const AxisRoles r = b.r;
+  const double in = b.in, out = b.out, rows_c = b.rows_c, rows_a = b.rows_a, nnz = b.nnz;
   const double width = double(layout.padded_dim(l + 1));
   e.all_reduce(4 * rows_a * width, r.b);
   e.all_reduce(4 * rows_c * width, r.a);
@@ -269,11 +283,9 @@ void transform_first_layer(const ProblemSize& problem, const Layout3D& layout, i
 // A GCN or GraphSAGE layer, aggregation first. Forward: AGG = A H (all-reduce over a), OUT = AGG W (over
 // b). Backward: gW (over c), gAGG (over a) and gH (over c); layer 0 has no input gradient.
 void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, int l, EpochSum& e) {
-  const AxisRoles r = roles_for_layer(l);
-  const GridShape& s = e.s;
-  const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c), np = double(layout.padded_nodes());
-  const double in = double(layout.padded_dim(l)) / gb, out = double(layout.padded_dim(l + 1)) / ga;
-  const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
+  const LayerBlocks b = layer_blocks(problem, layout, l, e.s);
+  const AxisRoles r = b.r;
+  const double in = b.in, out = b.out, rows_c = b.rows_c, rows_a = b.rows_a, nnz = b.nnz;
   e.all_reduce(4 * rows_c * in, r.a);
   e.all_reduce(4 * rows_c * out, r.b);
   e.all_reduce(4 * (in * out + out), r.c);
@@ -297,14 +309,13 @@ void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, i
 // sum, its transpose and the SDDMM priced as SpMMs of the heads' width, the row maximum, exponentials,
 // normalization, score and source gradients as SpMMs of width H.
 void attention_layer(const ProblemSize& problem, const Layout3D& layout, int l, EpochSum& e) {
-  const AxisRoles r = roles_for_layer(l);
-  const GridShape& s = e.s;
-  const double ga = s.extent(r.a), gb = s.extent(r.b), gc = s.extent(r.c), np = double(layout.padded_nodes());
-  const double rows_c = np / gc, rows_a = np / ga, nnz = double(problem.nnz) / (ga * gc);
+  const LayerBlocks b = layer_blocks(problem, layout, l, e.s);
+  const AxisRoles r = b.r;
+  const double ga = b.ga, rows_c = b.rows_c, rows_a = b.rows_a, nnz = b.nnz;
   const bool last = l + 1 == layout.layers();
   const double heads = double(last ? problem.output_heads : problem.heads);
   const double zw = last ? heads * double(layout.dim(l + 1)) : double(layout.dim(l + 1));
-  const double in_b = double(layout.padded_dim(l)) / gb, out_local = double(layout.padded_dim(l + 1)) / ga;
+  const double in_b = b.in, out_local = b.out;
   const double softmax_passes = problem.recompute ? 2 : 1;
   e.all_reduce(4 * rows_a * zw, r.b);     // z
   e.all_reduce(4 * rows_c * heads, r.a);  // the destination terms

@@ -30,21 +30,30 @@ void for_each_row(KernelPath path, const char* name, int64_t rows, int64_t cols,
     for_each_row_host(name, rows, cols, op);
 }
 
-/// for_each_row with one formulation per path: `host_op` for the host path of a host build (a plain host
-/// lambda given a whole row, free to keep a row's running values in local arrays and to prefetch),
-/// `team_op` for the team path and for the host path of device builds, whose row loops run on the device
-/// (a GPU thread would keep local arrays in slow local memory). Both must sum in the same order.
-template <class HostOp, class TeamOp>
-void for_each_row_split(KernelPath path, const char* name, int64_t rows, int64_t cols, const HostOp& host_op,
-                        const TeamOp& team_op, int64_t chunk = 1) {
+/// The launch both split launchers share: `team_op` on the team path and on the host path of device builds
+/// (whose row loops run on the device, where a thread would keep local arrays in slow local memory),
+/// `host_op` through `launch_host` on a host build's host path.
+template <class HostOp, class TeamOp, class HostLaunch>
+void launch_split(KernelPath path, const char* name, int64_t rows, int64_t cols, const HostOp& host_op,
+                  const TeamOp& team_op, int64_t chunk, const HostLaunch& launch_host) {
   if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team) {
     for_each_row_team(name, rows, cols, team_op, chunk);
   } else if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
-    for_each_row_host(name, rows, cols, host_op);
+    launch_host(name, rows, cols, host_op);
   } else {
-    (void)host_op;
+    (void)host_op, (void)launch_host;
     for_each_row_host(name, rows, cols, team_op);
   }
+}
+
+/// for_each_row with one formulation per path: `host_op` for the host path of a host build (a plain host
+/// lambda given a whole row, free to keep a row's running values in local arrays and to prefetch),
+/// `team_op` elsewhere (launch_split). Both must sum in the same order.
+template <class HostOp, class TeamOp>
+void for_each_row_split(KernelPath path, const char* name, int64_t rows, int64_t cols, const HostOp& host_op,
+                        const TeamOp& team_op, int64_t chunk = 1) {
+  launch_split(path, name, rows, cols, host_op, team_op, chunk,
+               [](const char* n, int64_t r, int64_t c, const auto& op) { for_each_row_host(n, r, c, op); });
 }
 
 /// for_each_row_split over the rows of a sparse block, whose work follows their degrees: the host op's rows
@@ -52,14 +61,9 @@ void for_each_row_split(KernelPath path, const char* name, int64_t rows, int64_t
 template <class HostOp, class TeamOp>
 void for_each_sparse_row(KernelPath path, const char* name, int64_t rows, int64_t cols, const HostOp& host_op,
                          const TeamOp& team_op) {
-  if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team) {
-    for_each_row_team(name, rows, cols, team_op, 1);
-  } else if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {
-    for_each_uneven_row_host(name, rows, cols, host_op);
-  } else {
-    (void)host_op;
-    for_each_row_host(name, rows, cols, team_op);
-  }
+  launch_split(
+      path, name, rows, cols, host_op, team_op, 1,
+      [](const char* n, int64_t r, int64_t c, const auto& op) { for_each_uneven_row_host(n, r, c, op); });
 }
 
 /// out(i) = sum of term(i, j0, j1) over the chunks of row i.
