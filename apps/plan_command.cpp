@@ -7,6 +7,7 @@
 #include "tessera/cli/options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/parallel3d/perf_model.hpp"
@@ -19,7 +20,7 @@ MachineProfile machine_from_options(const std::string& machine, const std::strin
 
 void add_plan_command(CLI::App& app, Command& selected) {
   struct Args {
-    std::string data, machine = "local", machine_file;
+    std::string data, machine = "local", machine_file, save_machine;
     int ranks = 0, layers = 2;  // train's defaults
     int64_t hidden = 16;
     std::string model = "gcn";
@@ -45,6 +46,8 @@ void add_plan_command(CLI::App& app, Command& selected) {
   plan->add_option("--load-budget", a->load_budget, "as train's: bytes of one round of the load's exchanges");
   plan->add_option("--machine-file", a->machine_file,
                    "Machine file written by tessera bench comm / spmm --fit");
+  plan->add_option("--save-machine", a->save_machine,
+                   "Also write the machine profile planned with (built-in or file) as a machine file");
   plan->callback([&selected, a] {
     selected = [a](const Communicator& world) {
       MachineProfile machine;
@@ -61,6 +64,13 @@ void add_plan_command(CLI::App& app, Command& selected) {
         check.validate();  // the bounds train uses
         if (!a->load_budget.empty()) load_budget = parse_byte_size(a->load_budget, "--load-budget");
         machine = machine_from_options(a->machine, a->machine_file);
+        if (!a->save_machine.empty()) {
+          PathPlan paths;
+          paths.input(a->data, "`data`");
+          paths.input(a->machine_file, "`machine-file`");
+          paths.output_file(a->save_machine, "`save-machine`");
+          paths.check_and_prepare();
+        }
       } catch (const Error& e) {
         problem = e.what();
       }
@@ -79,13 +89,17 @@ void add_plan_command(CLI::App& app, Command& selected) {
                     a->data.c_str(), (long long)size.nodes, (long long)size.nnz, a->layers,
                     (long long)a->hidden, a->ranks, machine.name.c_str());
       log_line(line);
+      if (!a->save_machine.empty()) {
+        world.run_on(0, [&] { save_machine_file(machine, a->save_machine); });
+        log_line("wrote the machine profile to " + a->save_machine);
+      }
       log_line(
-          "rank  grid        epoch (s)   comm (s)   spmm (s)   gemm (s)   comm/rank   memory/rank (load "
-          "peak)");
+          "rank  grid        epoch (s)   comm (s)   spmm (s)   gemm (s)  other (s)   comm/rank   "
+          "memory/rank (load peak)");
       int rank = 1;
       for (const GridCost& c : plan_grids(size, a->ranks, machine)) {
-        std::snprintf(line, sizeof(line), "%4d  %-10s %10.4f %10.4f %10.4f %10.4f  %7.1f MB   %s (%s)",
-                      rank++, c.shape.str().c_str(), c.total_s, c.comm_s, c.spmm_s, c.gemm_s,
+        std::snprintf(line, sizeof(line), "%4d  %-10s %10.4f %10.4f %10.4f %10.4f %10.4f  %7.1f MB   %s (%s)",
+                      rank++, c.shape.str().c_str(), c.total_s, c.comm_s, c.spmm_s, c.gemm_s, c.other_s,
                       c.comm_bytes / 1e6, human_bytes(c.memory_bytes).c_str(),
                       human_bytes(c.load_memory_bytes).c_str());
         log_line(line);

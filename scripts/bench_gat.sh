@@ -79,5 +79,5 @@ print("2x2x2 grid, bytes of the busiest rank in epoch 2 (training only):",
       f"{second['bytes_max_rank'] / 1e6:.1f} MB;",
       ", ".join(f"{k[6:]} {second[k] / 1e6:.1f} MB"
                 for k in sorted(k for k in second if k.startswith('bytes_') and k != 'bytes_max_rank')),
-      f"; the performance model (tessera plan) {plan[6]} MB")
+      f"; the performance model (tessera plan) {plan[7]} MB")
 PY

@@ -585,6 +585,22 @@ PY
     echo "$pick"
     expect_error "--machine must be perlmutter, frontier or local, not 'summit'" "-" -- \
       "$TESSERA" plan --data r.h5 --ranks 4 --machine summit ;;
+  plan_calibration)
+    # The published epochs the GPU profiles are calibrated against, through the command line as a user
+    # plans them (sizes-only graph files), within 0.8-1.25x; --save-machine writes the profile planned
+    # with, which plans the same from a file, and never over an input.
+    py=python3; $py -c 'import h5py' 2>/dev/null || py=/usr/bin/python3
+    $py "$SOURCE_DIR/scripts/calibrate_plan.py" --tessera "$TESSERA" || { echo "FAILED: calibration"; exit 1; }
+    "$TESSERA" prep synth --kind rmat --nodes 3000 --edges 20000 --features 16 --classes 4 -o r.h5 >/dev/null || exit 1
+    "$TESSERA" plan --data r.h5 --ranks 8 --machine frontier --save-machine f.json >built.txt || exit 1
+    grep -q '"gathered_element_bytes": 59' f.json || { echo "FAILED: saved profile"; cat f.json; exit 1; }
+    "$TESSERA" plan --data r.h5 --ranks 8 --machine-file f.json >file.txt || exit 1
+    diff <(grep -E '^ +[0-9]+  ' built.txt) <(grep -E '^ +[0-9]+  ' file.txt) || { echo "FAILED: file plans differ"; exit 1; }
+    cp f.json keep.json
+    expect_error "save-machine" "-" -- "$TESSERA" plan --data r.h5 --ranks 2 --machine-file f.json --save-machine f.json
+    cmp f.json keep.json || { echo "FAILED: the machine file read was overwritten"; exit 1; }
+    expect_error "save-machine" "-" -- "$TESSERA" plan --data r.h5 --ranks 2 --save-machine r.h5
+    echo "ok: calibration points, --save-machine" ;;
   memory_plan)
     # The memory model's prediction, printed before the load, against the measured peaks (the load's and the
     # run's) on grids of 1 to 8 ranks, on a graph big enough that its data outweighs the process: never
@@ -671,7 +687,7 @@ PY
     expect_error "tessera: error: --memory-per-rank: expected a size such as 4G" "-" -- \
       "$TESSERA" train --data r.h5 --memory-per-rank 4x
     # A budget just under the fastest grid's predicted peak: --grid auto must take another grid.
-    read -r fastest need unit < <("$TESSERA" plan --data r.h5 --ranks 8 --layers 2 --hidden 64 | awk '$1 == 1 {print $2, $9, $10}')
+    read -r fastest need unit < <("$TESSERA" plan --data r.h5 --ranks 8 --layers 2 --hidden 64 | awk '$1 == 1 {print $2, $10, $11}')
     [ "$unit" = MiB ] || { echo "FAILED: expected the fastest grid's peak in MiB, got '$need $unit'"; exit 1; }
     budget=$(( ${need%.*} - 1 ))M
     out=$(mpi 8 "$TESSERA" train --data r.h5 --grid auto --layers 2 --hidden 64 --epochs 1 --memory-per-rank "$budget") || exit 1

@@ -17,31 +17,52 @@ namespace tessera {
 MachineProfile builtin_machine(const std::string& name) {
   MachineProfile m;
   m.name = name;
+  // Where each constant comes from: [vendor] the hardware's specification, [published] a measurement
+  // published by others, [fit] scripts/calibrate_plan.py --fit against Plexus's published epochs of a
+  // 3-layer GCN (scripts/calibration/plexus-epochs.json; docs/guide/full-graph.md has the table).
   if (name == "perlmutter") {
     // 4 A100-40GB per node, NVLink 3 within the node, 4 Slingshot-11 NICs (25 GB/s each) between nodes.
     m.ranks_per_node = 4;
-    m.alpha_intra = 5e-6, m.beta_intra = 150e9;
-    m.alpha_inter = 1e-5, m.beta_inter = 22e9;
-    m.memory_bandwidth = 1.4e12, m.gemm_rate = 60e12;  // HBM2 (sustained), TF32 GEMM (sustained)
-    // A warp gathers one row per nonzero; rows narrower than 128 floats leave lanes and sectors idle
-    // (Plexus measured SpMM 8x slower after splitting features over 64 GPUs).
-    m.min_row_bytes = 512;
-    // cuSPARSE's CSR SpMM (through torch.sparse.mm) on one A100-40GB, seconds per nonzero by dense width,
-    // as published by the Plexus authors: github.com/hpcgroup/plexus, analysis/kernel_curve.json (commit
-    // c3f26604), regime "large(H>L2)": a random 2.4M x 2.4M matrix with 108.3M nonzeros, the dense
-    // operand larger than L2, as a full graph's blocks are. Narrow widths cost nearly as much per nonzero
-    // as 32 columns: the feature-split penalty the roofline's min_row_bytes approximated.
+    // [fit] All-reduce bandwidth: 36 GB/s inside a node (a quarter of what NCCL reaches on NVLink 3 with
+    // one large message: the 3D scheme's are mid-sized and every group of the node reduces at once),
+    // 19.7 GB/s across nodes (of a NIC's 25). Latencies [vendor-order estimates] are too small to fit.
+    m.alpha_intra = 5e-6, m.beta_intra = 35.6e9;
+    m.alpha_inter = 1e-5, m.beta_inter = 19.7e9;
+    // [vendor] HBM2 sustained (of 1.55 TB/s), TF32 GEMM sustained (of 156 TFLOP/s).
+    m.memory_bandwidth = 1.4e12, m.gemm_rate = 60e12;
+    // [fit] One layer's forward and backward beyond its data: launches, dispatch, synchronizations.
+    m.layer_seconds = 2.45e-3;
+    // [published] cuSPARSE's CSR SpMM (through torch.sparse.mm) on one A100-40GB, seconds per nonzero by
+    // dense width, as published by the Plexus authors: github.com/hpcgroup/plexus,
+    // analysis/kernel_curve.json (commit c3f26604), regime "large(H>L2)": a random 2.4M x 2.4M matrix with
+    // 108.3M nonzeros, the dense operand larger than L2, as a full graph's blocks are. Narrow widths cost
+    // nearly as much per nonzero as 32 columns: the feature-split penalty (Plexus measured SpMM 8x slower
+    // after splitting features over 64 GPUs).
     m.spmm_curve = {{4, 1.648e-10},  {8, 1.766e-10},   {16, 1.819e-10}, {32, 1.914e-10},
                     {64, 2.578e-10}, {128, 4.016e-10}, {256, 7.997e-10}};
+    m.min_row_bytes = 512;  // the roofline's, unused beside the curve: a row of 128 floats per warp
   } else if (name == "frontier") {
     // 8 MI250X GCDs per node on Infinity Fabric, 4 Slingshot-11 NICs per node (one per 2 GCDs).
     m.ranks_per_node = 8;
-    m.alpha_intra = 8e-6, m.beta_intra = 50e9;
-    m.alpha_inter = 1.5e-5, m.beta_inter = 11e9;
+    // [fit] All-reduce bandwidth inside a node 2.48 GB/s, across nodes 24 GB/s. The inside figure is far
+    // below Infinity Fabric's 50-100 GB/s: it is what the published epochs imply (on 4 GCDs products,
+    // whose activations are 10x Reddit's, takes 1.46x as long), and the fit cannot tell a slow collective
+    // from another cost that grows with the rows a rank holds. The across figure is twice a GCD's share of
+    // the node's NICs (12.5 GB/s): with that share the 256-GCD products epoch is predicted 1.47x. Measure
+    // both on the machine (`tessera bench comm --write`) before trusting Frontier's choice between grids.
+    m.alpha_intra = 8e-6, m.beta_intra = 2.48e9;
+    m.alpha_inter = 1.5e-5, m.beta_inter = 24.0e9;
+    // [vendor] HBM2e sustained (of 1.6 TB/s per GCD), FP32 matrix GEMM sustained (of 47.9 TFLOP/s).
     m.memory_bandwidth = 1.3e12, m.gemm_rate = 20e12;
-    // No published rocSPARSE SpMM measurement on an MI250X GCD was within reach when this was written: the
-    // roofline prices it (measure one with `tessera bench spmm --fit --write` on the machine).
-    m.min_row_bytes = 512;
+    // [fit] rocSPARSE's SpMM (through PyTorch) is priced by the roofline with every element of a gathered
+    // row moving 59 bytes, about a 64-byte line each: 14x an A100's time per nonzero at 128 columns, as the
+    // 4-GCD epochs (12.7x and 10x Perlmutter's) require. No measured MI250X curve was within reach.
+    m.gathered_element_bytes = 59;
+    // A row narrower than 32 columns costs what 32 cost, as the A100's published curve shows (flat below
+    // 32): splitting the features stays dearer than splitting the nodes (Plexus measured 8x on 64 GPUs).
+    m.min_row_bytes = 32 * 59;
+    // [fit, Perlmutter's] the same software's fixed cost per layer.
+    m.layer_seconds = 2.45e-3;
   } else if (name == "local") {
     // Measured on the 2-core development machine (tessera bench comm/stream/gemm, 2 ranks in shared memory).
     m.ranks_per_node = 1 << 20;
@@ -77,6 +98,8 @@ MachineProfile load_machine_file(const std::string& path) {
               path, ": spmm_curve needs positive [width, seconds per nonzero] pairs with widths ascending");
     m.memory_bandwidth = j.at("memory_bandwidth").get<double>();
     m.min_row_bytes = j.value("min_row_bytes", 64.0);
+    m.gathered_element_bytes = j.value("gathered_element_bytes", 4.0);
+    m.layer_seconds = j.value("layer_seconds", 0.0);
     m.process_bytes = j.value("process_bytes", m.process_bytes);
     m.mpi_bytes = j.value("mpi_bytes", m.mpi_bytes);
     m.peer_bytes = j.value("peer_bytes", m.peer_bytes);
@@ -90,6 +113,9 @@ MachineProfile load_machine_file(const std::string& path) {
             path, ": alpha_intra and alpha_inter (latencies) must be finite and not negative");
     positive(m.beta_intra, "beta_intra"), positive(m.beta_inter, "beta_inter");
     positive(m.memory_bandwidth, "memory_bandwidth"), positive(m.gemm_rate, "gemm_rate");
+    positive(m.gathered_element_bytes, "gathered_element_bytes");
+    require(std::isfinite(m.layer_seconds) && m.layer_seconds >= 0, path,
+            ": layer_seconds must be finite and not negative");
     return m;
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": not a valid machine file (", e.what(), ")");
@@ -109,6 +135,8 @@ void save_machine_file(const MachineProfile& m, const std::string& path) {
                             {"spmm_curve", m.spmm_curve},
                             {"memory_bandwidth", m.memory_bandwidth},
                             {"min_row_bytes", m.min_row_bytes},
+                            {"gathered_element_bytes", m.gathered_element_bytes},
+                            {"layer_seconds", m.layer_seconds},
                             {"process_bytes", m.process_bytes},
                             {"mpi_bytes", m.mpi_bytes},
                             {"peer_bytes", m.peer_bytes},
@@ -222,7 +250,8 @@ double predict_spmm_seconds(double nnz, double width, double rows, double cols, 
   }
   if (!m.spmm_curve.empty()) return nnz * curve_seconds_per_nonzero(m.spmm_curve, width);
   // Roofline: the CSR arrays, one input row per nonzero (at least a cache line), the output block.
-  const double bytes = 12.0 * nnz + std::max(m.min_row_bytes, 4.0 * width) * nnz + 4.0 * width * rows;
+  const double row_bytes = std::max(m.min_row_bytes, m.gathered_element_bytes * width);
+  const double bytes = 12.0 * nnz + row_bytes * nnz + 4.0 * width * rows;
   return bytes / m.memory_bandwidth;
 }
 
@@ -243,6 +272,13 @@ struct EpochSum {
   void all_gather(double bytes, Axis axis) {
     cost.comm_s += allgather_seconds(bytes, s, axis, m);
     if (s.extent(axis) > 1) cost.comm_bytes += bytes / s.extent(axis);
+  }
+  // The element-wise passes over a layer's output block of `elements` floats: forward, the bias,
+  // activation and dropout read it and write it; backward, the gradient and the saved output (or mask)
+  // are read and the input gradient written (the last layer: the loss's passes over the logits, as many).
+  void elementwise(double elements) {
+    constexpr double passes = 5;
+    cost.other_s += passes * 4 * elements / m.memory_bandwidth;
   }
 };
 
@@ -277,6 +313,7 @@ void transform_first_layer(const ProblemSize& problem, const Layout3D& layout, i
   e.all_reduce(4 * out, r.c);
   e.cost.spmm_s += predict_spmm_seconds(nnz, width, rows_c, rows_a, e.m) +
                    predict_spmm_seconds(nnz, width, rows_a, rows_c, e.m);
+  e.elementwise(rows_c * width);
   e.cost.gemm_s += 3 * 2.0 * rows_a * in * width / e.m.gemm_rate;
 }
 
@@ -295,6 +332,7 @@ void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, i
   if (problem.recompute) e.all_reduce(4 * rows_c * in, r.a);
   e.cost.spmm_s += passes * predict_spmm_seconds(nnz, in, rows_c, rows_a, e.m);
   e.cost.gemm_s += 2.0 * rows_c * in * out / e.m.gemm_rate * (l == 0 ? 2 : 3);
+  e.elementwise(rows_c * out);
   if (l > 0) {
     e.all_reduce(4 * rows_c * in, r.a);
     e.all_reduce(4 * rows_a * in, r.c);
@@ -331,6 +369,7 @@ void attention_layer(const ProblemSize& problem, const Layout3D& layout, int l, 
   const double narrow = predict_spmm_seconds(nnz, heads, rows_c, rows_a, e.m);
   e.cost.spmm_s += 3 * wide + (3 * softmax_passes + 2) * narrow;
   e.cost.gemm_s += 2.0 * rows_a * in_b * zw / e.m.gemm_rate * (l == 0 ? 2 : 3);
+  e.elementwise(rows_c * zw);
 }
 
 // The softmax cross-entropy over the logits block (the last layer's output rows, rows_c, its classes split
@@ -359,7 +398,8 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
   }
   loss_exchange(layout, e);
   GridCost cost = e.cost;
-  cost.total_s = cost.comm_s + cost.spmm_s + cost.gemm_s;
+  cost.other_s += layout.layers() * m.layer_seconds;
+  cost.total_s = cost.comm_s + cost.spmm_s + cost.gemm_s + cost.other_s;
   const MemoryEstimate memory = predict_memory(problem, s, m);
   cost.memory_bytes = memory.peak;
   cost.load_memory_bytes = memory.load_peak;

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Performance model of one full-graph training epoch on a 3D grid (docs/architecture.md §4), used by `tessera
-// plan` and
-// `--grid auto`: communication (ring all-reduce, 2(p-1)/p * bytes / beta + 2(p-1) * alpha, with alpha and
+// Performance model of one full-graph training epoch on a 3D grid (docs/architecture.md §4), used by
+// `tessera plan` and `--grid auto`: communication (ring all-reduce, 2(p-1)/p * bytes / beta + 2(p-1) * alpha, with alpha and
 // beta depending on whether the group fits in a node: Y groups are innermost), SpMM (Plexus eq. 4.4,
 // c0 sqrt(f) + c1 sqrt(f) (N/Ga)/(D/Gb) + c2 sqrt(f) (N/Gc)/(D/Gb) with f = nnz D / G, coefficients fitted
-// by `tessera bench spmm --fit`; or a bandwidth roofline for machines without fitted coefficients) and
-// GEMM (flops / rate). Every factorization of G is evaluated, not only powers of two.
+// by `tessera bench spmm --fit`; a measured curve of seconds per nonzero by width; or a bandwidth
+// roofline), GEMM (flops / rate), and the element-wise passes and a fixed cost per layer. Every
+// factorization of G is evaluated, not only powers of two. The built-in GPU profiles are calibrated
+// against published epoch times (scripts/calibrate_plan.py).
 #pragma once
 
 #include <string>
@@ -35,7 +36,13 @@ struct MachineProfile {
   std::vector<std::pair<double, double>> spmm_curve;
   double memory_bandwidth = 1e11;  ///< bytes/s
   double min_row_bytes = 64;  ///< roofline: a gathered row costs at least this much (narrow rows waste lanes)
+  /// Roofline: the bytes one gathered element of a row moves: 4 where a row's floats are read together
+  /// (coalesced), up to a cache line where each float of a gathered row is fetched on its own.
+  double gathered_element_bytes = 4;
   double gemm_rate = 1e11;    ///< flop/s
+  /// Fixed cost of one graph layer's forward and backward beyond its data (kernel launches, the host's
+  /// dispatch, the synchronizations of its collectives), seconds.
+  double layer_seconds = 0;
   /// Resident memory of a rank before it holds any data (MPI, Kokkos, libraries, and what the first
   /// training step adds: the GEMM library's code and OpenMP's threads); a 200-node graph's run on a host
   /// build peaks at 38.8 MiB on one rank (2026-11-28, Debian bookworm, Open MPI 4.1).
@@ -113,6 +120,9 @@ struct GridCost {
   double comm_s = 0;   ///< communication
   double spmm_s = 0;   ///< sparse products
   double gemm_s = 0;   ///< dense products
+  /// Element-wise passes (bias, activation, dropout and their gradients, the loss over the logits) at
+  /// the memory bandwidth, and the layers' fixed costs (MachineProfile::layer_seconds)
+  double other_s = 0;
   double total_s = 0;  ///< their sum
   /// Bytes each rank contributes per epoch to the layers' and the loss's collectives, counted as the
   /// communicator's statistics count them (comm_stats.hpp: an all-reduce's buffer, an all-gather's own
