@@ -27,6 +27,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
     int64_t heads = 8, output_heads = 1;
     bool recompute_aggregation = false;
     std::string load_budget;
+    std::string schedule = "tessera";
   };
   auto a = std::make_shared<Args>();
   CLI::App* plan = app.add_subcommand("plan", "Rank every 3D grid for a rank count by predicted epoch time");
@@ -46,6 +47,11 @@ void add_plan_command(CLI::App& app, Command& selected) {
   plan->add_option("--load-budget", a->load_budget, "as train's: bytes of one round of the load's exchanges");
   plan->add_option("--machine-file", a->machine_file,
                    "Machine file written by tessera bench comm / spmm --fit");
+  plan->add_option("--schedule", a->schedule,
+                   "tessera (what train runs) or plexus: GCN layers as Plexus's implementation runs them, every "
+                   "layer aggregation first (to compare with Plexus's published epochs)")
+      ->check(CLI::IsMember({"tessera", "plexus"}))
+      ->capture_default_str();
   plan->add_option("--save-machine", a->save_machine,
                    "Also write the machine profile planned with (built-in or file) as a machine file");
   plan->callback([&selected, a] {
@@ -62,6 +68,8 @@ void add_plan_command(CLI::App& app, Command& selected) {
         check.heads = a->heads;
         check.output_heads = a->output_heads;
         check.validate();  // the bounds train uses
+        require(a->schedule == "tessera" || check.kind == ModelKind::Gcn,
+                "--schedule plexus prices GCN layers only, not --model ", a->model);
         if (!a->load_budget.empty()) load_budget = parse_byte_size(a->load_budget, "--load-budget");
         machine = machine_from_options(a->machine, a->machine_file);
         if (!a->save_machine.empty()) {
@@ -82,7 +90,8 @@ void add_plan_command(CLI::App& app, Command& selected) {
       model.hidden = a->hidden;
       model.heads = a->heads;
       model.output_heads = a->output_heads;
-      const ProblemSize size = problem_size(reader.meta(), model, a->recompute_aggregation, load_budget);
+      ProblemSize size = problem_size(reader.meta(), model, a->recompute_aggregation, load_budget);
+      size.plexus_schedule = a->schedule == "plexus";
       char line[256];
       std::snprintf(line, sizeof(line),
                     "plan: %s, %lld nodes, %lld nonzeros, %d layers, hidden %lld, %d ranks, machine %s",

@@ -4,8 +4,9 @@
 
 The points (scripts/calibration/plexus-epochs.json) are Plexus's published epochs of a 3-layer GCN on
 Perlmutter and Frontier. For each point the script writes a sizes-only graph file (plan reads no
-adjacency), runs `tessera plan` and takes its fastest grid's epoch: the prediction of the grid it would
-choose, as Plexus reports its best grid.
+adjacency), runs `tessera plan --schedule plexus` (the layers as Plexus runs them: every layer
+aggregation first) and takes its fastest grid's epoch: the prediction of the grid it would choose, as
+Plexus reports its best grid.
 
   calibrate_plan.py                  the table of predicted against published for the built-in profiles;
                                      exit status 1 where a point is outside 0.8-1.25x
@@ -30,12 +31,14 @@ POINTS = os.path.join(HERE, "calibration", "plexus-epochs.json")
 LOW, HIGH = 0.8, 1.25
 
 # The terms each profile leaves to the fit (machine-file keys), searched as factors on the built-in values.
-# Every other constant is a vendor figure or a published measurement (builtin_machine in perf_model.cpp);
-# Frontier's layer_seconds is Perlmutter's fit (the same software), not fitted again on four points.
+# Every other constant is a vendor figure or a published measurement (builtin_machine in perf_model.cpp).
+# Frontier has four points and four free terms: its fit is exact by construction, not a check.
 FREE = {
     "perlmutter": ["beta_intra", "beta_inter", "layer_seconds"],
-    "frontier": ["beta_intra", "beta_inter", "gathered_element_bytes"],
+    "frontier": ["beta_intra", "beta_inter", "gathered_element_bytes", "layer_seconds"],
 }
+# Terms tied to a free one: a row narrower than 32 columns costs what 32 cost (the A100 curve's shape).
+TIED = {"min_row_bytes": lambda p: 32 * p["gathered_element_bytes"]}
 
 
 # Each free term stays within this factor (its log) of its built-in value: a fit that wants more is a sign
@@ -58,7 +61,7 @@ def sizes_only_graph(path, g):
 
 def plan_command(tessera, graph, ranks, model, machine_args):
     return [tessera, "plan", "--data", graph, "--ranks", str(ranks), "--layers", str(model["layers"]),
-            "--hidden", str(model["hidden"])] + machine_args
+            "--hidden", str(model["hidden"]), "--schedule", "plexus"] + machine_args
 
 
 def fastest_grid(output):
@@ -124,6 +127,9 @@ def calibrate(a, data, machines, work):
                 p = dict(base)
                 for key, v in zip(free, x):
                     p[key] = (base[key] or 1e-3) * math.exp(v)
+                for key, rule in TIED.items():
+                    if "gathered_element_bytes" in free:
+                        p[key] = rule(p)
                 return p
 
             def residuals(x):
@@ -136,7 +142,8 @@ def calibrate(a, data, machines, work):
                            bounds=[(-BOUND, BOUND)] * n,
                            options=dict(xatol=0.01, fatol=1e-4, initial_simplex=simplex))
             profile = with_factors(fit.x)
-            print(f"{machine}: fitted " + ", ".join(f"{k} {profile[k]:.4g}" for k in free))
+            shown = free + [k for k in TIED if "gathered_element_bytes" in free]
+            print(f"{machine}: fitted " + ", ".join(f"{k} {profile[k]:.4g}" for k in shown))
             if a.write:
                 os.makedirs(a.write, exist_ok=True)
                 json.dump(profile, open(os.path.join(a.write, machine + ".json"), "w"), indent=2)

@@ -593,13 +593,15 @@ PY
     $py "$SOURCE_DIR/scripts/calibrate_plan.py" --tessera "$TESSERA" || { echo "FAILED: calibration"; exit 1; }
     "$TESSERA" prep synth --kind rmat --nodes 3000 --edges 20000 --features 16 --classes 4 -o r.h5 >/dev/null || exit 1
     "$TESSERA" plan --data r.h5 --ranks 8 --machine frontier --save-machine f.json >built.txt || exit 1
-    grep -q '"gathered_element_bytes": 59' f.json || { echo "FAILED: saved profile"; cat f.json; exit 1; }
+    grep -q '"gathered_element_bytes": 28' f.json || { echo "FAILED: saved profile"; cat f.json; exit 1; }
     "$TESSERA" plan --data r.h5 --ranks 8 --machine-file f.json >file.txt || exit 1
     diff <(grep -E '^ +[0-9]+  ' built.txt) <(grep -E '^ +[0-9]+  ' file.txt) || { echo "FAILED: file plans differ"; exit 1; }
     cp f.json keep.json
     expect_error "save-machine" "-" -- "$TESSERA" plan --data r.h5 --ranks 2 --machine-file f.json --save-machine f.json
     cmp f.json keep.json || { echo "FAILED: the machine file read was overwritten"; exit 1; }
     expect_error "save-machine" "-" -- "$TESSERA" plan --data r.h5 --ranks 2 --save-machine r.h5
+    expect_error "--schedule plexus prices GCN layers only, not --model sage" "-" -- \
+      "$TESSERA" plan --data r.h5 --ranks 2 --model sage --schedule plexus
     echo "ok: calibration points, --save-machine" ;;
   memory_plan)
     # The memory model's prediction, printed before the load, against the measured peaks (the load's and the

@@ -23,15 +23,15 @@ MachineProfile builtin_machine(const std::string& name) {
   if (name == "perlmutter") {
     // 4 A100-40GB per node, NVLink 3 within the node, 4 Slingshot-11 NICs (25 GB/s each) between nodes.
     m.ranks_per_node = 4;
-    // [fit] All-reduce bandwidth: 36 GB/s inside a node (a quarter of what NCCL reaches on NVLink 3 with
-    // one large message: the 3D scheme's are mid-sized and every group of the node reduces at once),
-    // 19.7 GB/s across nodes (of a NIC's 25). Latencies [vendor-order estimates] are too small to fit.
-    m.alpha_intra = 5e-6, m.beta_intra = 35.6e9;
-    m.alpha_inter = 1e-5, m.beta_inter = 19.7e9;
+    // [fit] All-reduce bandwidth: 69 GB/s inside a node (NCCL's all-gather on 4 A100s reached 51-151 GB/s
+    // from 4 to 64 MB in the Plexus authors' analysis/collective_curve.json), 18 GB/s across nodes (of a
+    // NIC's 25). Latencies [vendor-order estimates] are too small for the points to fit.
+    m.alpha_intra = 5e-6, m.beta_intra = 68.7e9;
+    m.alpha_inter = 1e-5, m.beta_inter = 18.0e9;
     // [vendor] HBM2 sustained (of 1.55 TB/s), TF32 GEMM sustained (of 156 TFLOP/s).
     m.memory_bandwidth = 1.4e12, m.gemm_rate = 60e12;
     // [fit] One layer's forward and backward beyond its data: launches, dispatch, synchronizations.
-    m.layer_seconds = 2.45e-3;
+    m.layer_seconds = 0.54e-3;
     // [published] cuSPARSE's CSR SpMM (through torch.sparse.mm) on one A100-40GB, seconds per nonzero by
     // dense width, as published by the Plexus authors: github.com/hpcgroup/plexus,
     // analysis/kernel_curve.json (commit c3f26604), regime "large(H>L2)": a random 2.4M x 2.4M matrix with
@@ -40,29 +40,37 @@ MachineProfile builtin_machine(const std::string& name) {
     // after splitting features over 64 GPUs).
     m.spmm_curve = {{4, 1.648e-10},  {8, 1.766e-10},   {16, 1.819e-10}, {32, 1.914e-10},
                     {64, 2.578e-10}, {128, 4.016e-10}, {256, 7.997e-10}};
+    m.spmm_curve_columns = 2.4e6;
+    // [published] The same file's regime "small(H<L2)": a random 120k x 120k matrix with 5.2M nonzeros:
+    // 0.7-0.77x the large regime's time per nonzero (the rows gathered from stay in the 40 MB L2 longer).
+    m.spmm_curve_small = {{4, 1.167e-10},  {8, 1.185e-10},   {16, 1.238e-10}, {32, 1.421e-10},
+                          {64, 1.948e-10}, {128, 3.074e-10}, {256, 5.976e-10}};
+    m.spmm_curve_small_columns = 1.2e5;
     m.min_row_bytes = 512;  // the roofline's, unused beside the curve: a row of 128 floats per warp
   } else if (name == "frontier") {
     // 8 MI250X GCDs per node on Infinity Fabric, 4 Slingshot-11 NICs per node (one per 2 GCDs).
     m.ranks_per_node = 8;
-    // [fit] All-reduce bandwidth inside a node 2.48 GB/s, across nodes 24 GB/s. The inside figure is far
+    // [fit] All-reduce bandwidth inside a node 3.04 GB/s, across nodes 32.4 GB/s. The inside figure is far
     // below Infinity Fabric's 50-100 GB/s: it is what the published epochs imply (on 4 GCDs products,
     // whose activations are 10x Reddit's, takes 1.46x as long), and the fit cannot tell a slow collective
-    // from another cost that grows with the rows a rank holds. The across figure is twice a GCD's share of
-    // the node's NICs (12.5 GB/s): with that share the 256-GCD products epoch is predicted 1.47x. Measure
-    // both on the machine (`tessera bench comm --write`) before trusting Frontier's choice between grids.
-    m.alpha_intra = 8e-6, m.beta_intra = 2.48e9;
-    m.alpha_inter = 1.5e-5, m.beta_inter = 24.0e9;
+    // from another cost that grows with the rows a rank holds. The across figure is above a GCD's share
+    // of the node's NICs (12.5 GB/s; a ring over a group with several ranks per node crosses between
+    // nodes at two of its links only); with that share the 256-GCD products epoch is predicted 1.5x.
+    // Measure both on the machine (`tessera bench comm --write`) before trusting Frontier's grid choice.
+    m.alpha_intra = 8e-6, m.beta_intra = 3.04e9;
+    m.alpha_inter = 1.5e-5, m.beta_inter = 32.4e9;
     // [vendor] HBM2e sustained (of 1.6 TB/s per GCD), FP32 matrix GEMM sustained (of 47.9 TFLOP/s).
     m.memory_bandwidth = 1.3e12, m.gemm_rate = 20e12;
     // [fit] rocSPARSE's SpMM (through PyTorch) is priced by the roofline with every element of a gathered
-    // row moving 59 bytes, about a 64-byte line each: 14x an A100's time per nonzero at 128 columns, as the
+    // row moving 28 bytes, about a 32-byte sector each: 7x an A100's time per nonzero at 128 columns, as the
     // 4-GCD epochs (12.7x and 10x Perlmutter's) require. No measured MI250X curve was within reach.
-    m.gathered_element_bytes = 59;
+    m.gathered_element_bytes = 28;
     // A row narrower than 32 columns costs what 32 cost, as the A100's published curve shows (flat below
     // 32): splitting the features stays dearer than splitting the nodes (Plexus measured 8x on 64 GPUs).
-    m.min_row_bytes = 32 * 59;
-    // [fit, Perlmutter's] the same software's fixed cost per layer.
-    m.layer_seconds = 2.45e-3;
+    m.min_row_bytes = 32 * 28;
+    // [fit] One layer's forward and backward beyond its data: 11x Perlmutter's (launches and collectives
+    // through ROCm and RCCL); with four terms on four points the Frontier fit is exact by construction.
+    m.layer_seconds = 6.2e-3;
   } else if (name == "local") {
     // Measured on the 2-core development machine (tessera bench comm/stream/gemm, 2 ranks in shared memory).
     m.ranks_per_node = 1 << 20;
@@ -91,11 +99,20 @@ MachineProfile load_machine_file(const std::string& path) {
     m.spmm_c0 = j.value("spmm_c0", 0.0);
     m.spmm_c1 = j.value("spmm_c1", 0.0);
     m.spmm_c2 = j.value("spmm_c2", 0.0);
-    m.spmm_curve = j.value("spmm_curve", std::vector<std::pair<double, double>>());
-    for (size_t i = 0; i < m.spmm_curve.size(); ++i)
-      require(m.spmm_curve[i].first > 0 && m.spmm_curve[i].second > 0 &&
-                  (i == 0 || m.spmm_curve[i].first > m.spmm_curve[i - 1].first),
-              path, ": spmm_curve needs positive [width, seconds per nonzero] pairs with widths ascending");
+    for (auto [key, curve] : {std::pair<const char*, std::vector<std::pair<double, double>>*>{
+                                  "spmm_curve", &m.spmm_curve},
+                              {"spmm_curve_small", &m.spmm_curve_small}}) {
+      *curve = j.value(key, std::vector<std::pair<double, double>>());
+      for (size_t i = 0; i < curve->size(); ++i)
+        require((*curve)[i].first > 0 && (*curve)[i].second > 0 &&
+                    (i == 0 || (*curve)[i].first > (*curve)[i - 1].first),
+                path, ": ", key, " needs positive [width, seconds per nonzero] pairs with widths ascending");
+    }
+    m.spmm_curve_columns = j.value("spmm_curve_columns", 0.0);
+    m.spmm_curve_small_columns = j.value("spmm_curve_small_columns", 0.0);
+    require(m.spmm_curve_small.empty() || (m.spmm_curve_small_columns > 0 &&
+                                           m.spmm_curve_columns > m.spmm_curve_small_columns),
+            path, ": spmm_curve_small needs spmm_curve_small_columns > 0 and spmm_curve_columns above it");
     m.memory_bandwidth = j.at("memory_bandwidth").get<double>();
     m.min_row_bytes = j.value("min_row_bytes", 64.0);
     m.gathered_element_bytes = j.value("gathered_element_bytes", 4.0);
@@ -133,6 +150,9 @@ void save_machine_file(const MachineProfile& m, const std::string& path) {
                             {"spmm_c1", m.spmm_c1},
                             {"spmm_c2", m.spmm_c2},
                             {"spmm_curve", m.spmm_curve},
+                            {"spmm_curve_columns", m.spmm_curve_columns},
+                            {"spmm_curve_small", m.spmm_curve_small},
+                            {"spmm_curve_small_columns", m.spmm_curve_small_columns},
                             {"memory_bandwidth", m.memory_bandwidth},
                             {"min_row_bytes", m.min_row_bytes},
                             {"gathered_element_bytes", m.gathered_element_bytes},
@@ -248,7 +268,15 @@ double predict_spmm_seconds(double nnz, double width, double rows, double cols, 
     const std::vector<double> x = spmm_terms(nnz, width, rows, cols);
     return std::max(0.0, m.spmm_c0 * x[0] + m.spmm_c1 * x[1] + m.spmm_c2 * x[2]);
   }
-  if (!m.spmm_curve.empty()) return nnz * curve_seconds_per_nonzero(m.spmm_curve, width);
+  if (!m.spmm_curve.empty()) {
+    const double large = curve_seconds_per_nonzero(m.spmm_curve, width);
+    if (m.spmm_curve_small.empty() || cols >= m.spmm_curve_columns) return nnz * large;
+    const double small = curve_seconds_per_nonzero(m.spmm_curve_small, width);
+    if (cols <= m.spmm_curve_small_columns) return nnz * small;
+    const double t = std::log(cols / m.spmm_curve_small_columns) /
+                     std::log(m.spmm_curve_columns / m.spmm_curve_small_columns);
+    return nnz * (small + t * (large - small));
+  }
   // Roofline: the CSR arrays, one input row per nonzero (at least a cache line), the output block.
   const double row_bytes = std::max(m.min_row_bytes, m.gathered_element_bytes * width);
   const double bytes = 12.0 * nnz + row_bytes * nnz + 4.0 * width * rows;
@@ -272,6 +300,11 @@ struct EpochSum {
   void all_gather(double bytes, Axis axis) {
     cost.comm_s += allgather_seconds(bytes, s, axis, m);
     if (s.extent(axis) > 1) cost.comm_bytes += bytes / s.extent(axis);
+  }
+  // A reduce-scatter of `bytes` per rank: the ring moves what an all-gather of as many bytes does.
+  void reduce_scatter(double bytes, Axis axis) {
+    cost.comm_s += allgather_seconds(bytes, s, axis, m);
+    if (s.extent(axis) > 1) cost.comm_bytes += bytes;
   }
   // The element-wise passes over a layer's output block of `elements` floats: forward, the bias,
   // activation and dropout read it and write it; backward, the gradient and the saved output (or mask)
@@ -298,44 +331,53 @@ LayerBlocks layer_blocks(const ProblemSize& problem, const Layout3D& layout, int
   return b;
 }
 
-// A transform-first GCN layer: T = H W (over b), A T (over a); G gathered over a, A^T G (over c), gW (over
-// a), bias (over c).
+// A transform-first GCN or GraphSAGE layer: T = H W per adjacency term (over b), the terms' A T summed (over
+// a); the output gradient gathered over a, A^T G per term (over c), W's gradient (over a), the bias (over c).
 void transform_first_layer(const ProblemSize& problem, const Layout3D& layout, int l, EpochSum& e) {
   const LayerBlocks b = layer_blocks(problem, layout, l, e.s);
   const AxisRoles r = b.r;
   const double in = b.in, out = b.out, rows_c = b.rows_c, rows_a = b.rows_a, nnz = b.nnz;
-  const double width = double(layout.padded_dim(l + 1));
-  e.all_reduce(4 * rows_a * width, r.b);
+  const double width = double(layout.padded_dim(l + 1)), terms = problem.terms;
+  e.all_reduce(4 * terms * rows_a * width, r.b);
   e.all_reduce(4 * rows_c * width, r.a);
   e.all_gather(4 * rows_c * width, r.a);
-  e.all_reduce(4 * rows_a * width, r.c);
-  e.all_reduce(4 * in * width, r.a);
+  e.all_reduce(4 * terms * rows_a * width, r.c);
+  e.all_reduce(4 * terms * in * width, r.a);
   e.all_reduce(4 * out, r.c);
   e.cost.spmm_s += predict_spmm_seconds(nnz, width, rows_c, rows_a, e.m) +
                    predict_spmm_seconds(nnz, width, rows_a, rows_c, e.m);
   e.elementwise(rows_c * width);
-  e.cost.gemm_s += 3 * 2.0 * rows_a * in * width / e.m.gemm_rate;
+  e.cost.gemm_s += terms * 2.0 * rows_a * in * width / e.m.gemm_rate * (l == 0 ? 2 : 3);
 }
 
-// A GCN or GraphSAGE layer, aggregation first. Forward: AGG = A H (all-reduce over a), OUT = AGG W (over
-// b). Backward: gW (over c), gAGG (over a) and gH (over c); layer 0 has no input gradient.
-void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, int l, EpochSum& e) {
+// A GCN or GraphSAGE layer, aggregation first. Forward: AGG = A H per adjacency term (over a), OUT = AGG W
+// (over b). Backward: W's gradient and the bias (over c), the aggregation's gradient (over a) and the
+// input's (over c); layer 0 has no input gradient. A cached input (layer 0 on fixed features without input
+// dropout) aggregates once per run, not per epoch: neither its SpMM nor its sum is counted. Plexus's
+// schedule (ProblemSize::plexus_schedule) gathers layer 0's features over c and computes its input gradient,
+// reduce-scattered over c.
+void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, int l, bool cached,
+                           EpochSum& e) {
   const LayerBlocks b = layer_blocks(problem, layout, l, e.s);
   const AxisRoles r = b.r;
   const double in = b.in, out = b.out, rows_c = b.rows_c, rows_a = b.rows_a, nnz = b.nnz;
-  e.all_reduce(4 * rows_c * in, r.a);
+  const double terms = problem.terms;
+  // --recompute-aggregation: backward runs A H and its sum over a again (a cached input keeps its own).
+  const int aggregations = cached ? 0 : problem.recompute ? 2 : 1;
+  for (int k = 0; k < aggregations; ++k) e.all_reduce(4 * terms * rows_c * in, r.a);
   e.all_reduce(4 * rows_c * out, r.b);
-  e.all_reduce(4 * (in * out + out), r.c);
-  // --recompute-aggregation: backward runs A H and its all-reduce over a again (the model does not know a
-  // cached input, which keeps its aggregation).
-  const double passes = problem.recompute ? 2 : 1;
-  if (problem.recompute) e.all_reduce(4 * rows_c * in, r.a);
-  e.cost.spmm_s += passes * predict_spmm_seconds(nnz, in, rows_c, rows_a, e.m);
-  e.cost.gemm_s += 2.0 * rows_c * in * out / e.m.gemm_rate * (l == 0 ? 2 : 3);
+  e.all_reduce(4 * (terms * in * out + out), r.c);
+  e.cost.spmm_s += aggregations * predict_spmm_seconds(nnz, in, rows_c, rows_a, e.m);
+  e.cost.gemm_s += terms * 2.0 * rows_c * in * out / e.m.gemm_rate * (l == 0 ? 2 : 3);
   e.elementwise(rows_c * out);
-  if (l > 0) {
-    e.all_reduce(4 * rows_c * in, r.a);
-    e.all_reduce(4 * rows_a * in, r.c);
+  const bool plexus_input = problem.plexus_schedule && l == 0;
+  if (plexus_input) e.all_gather(4 * rows_a * in, r.c);
+  if (l > 0 || plexus_input) {
+    e.all_reduce(4 * terms * rows_c * in, r.a);
+    if (plexus_input)
+      e.reduce_scatter(4 * rows_a * in, r.c);
+    else
+      e.all_reduce(4 * rows_a * in, r.c);
     e.cost.spmm_s += predict_spmm_seconds(nnz, in, rows_a, rows_c, e.m);
   }
 }
@@ -389,12 +431,14 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
   EpochSum e{s, m, GridCost{}};
   e.cost.shape = s;
   for (int l = 0; l < layout.layers(); ++l) {
+    // As the layers decide (GraphMultiply): layer 0 on fixed features without input dropout is cached.
+    const bool cached = l == 0 && !problem.input_dropout && !problem.plexus_schedule;
     if (problem.heads > 0)
       attention_layer(problem, layout, l, e);
-    else if (layout.transforms_first(l))
+    else if (!problem.plexus_schedule && transforms_first(l, layout.dim(l), layout.dim(l + 1), s, cached))
       transform_first_layer(problem, layout, l, e);
     else
-      aggregate_first_layer(problem, layout, l, e);
+      aggregate_first_layer(problem, layout, l, cached, e);
   }
   loss_exchange(layout, e);
   GridCost cost = e.cost;

@@ -34,6 +34,12 @@ struct MachineProfile {
   /// (linear between widths, the first width's rate below it, proportional to the width past the last);
   /// empty: the roofline with memory_bandwidth.
   std::vector<std::pair<double, double>> spmm_curve;
+  double spmm_curve_columns = 0;  ///< columns of the matrix spmm_curve was measured on (0: any block)
+  /// The same measured on a matrix of spmm_curve_small_columns columns (fewer rows to gather from, more of
+  /// them in cache): a block with at most that many columns is priced by it, one between the two sizes
+  /// in proportion to the logarithm of its columns; empty: spmm_curve for every block.
+  std::vector<std::pair<double, double>> spmm_curve_small;
+  double spmm_curve_small_columns = 0;  ///< see spmm_curve_small
   double memory_bandwidth = 1e11;  ///< bytes/s
   double min_row_bytes = 64;  ///< roofline: a gathered row costs at least this much (narrow rows waste lanes)
   /// Roofline: the bytes one gathered element of a row moves: 4 where a row's floats are read together
@@ -85,6 +91,11 @@ struct ProblemSize {
   int64_t exchange_budget = kDefaultExchangeBudget;  ///< the load's (Graph3DOptions::exchange_budget)
   bool symmetric_graph = false;  ///< the file says every edge's reverse is stored (GraphMeta::symmetric)
   bool one_order = false;        ///< rows and columns in one order (--permute none or single, one rank)
+  /// Price GCN layers as Plexus's implementation runs them (github.com/hpcgroup/plexus, plexus/gcn_conv.py)
+  /// instead of as Tessera does: every layer aggregation first at its input width (layer 0 included,
+  /// never cached), layer 0's features gathered over c and its input gradient computed and
+  /// reduce-scattered back. The calibration against Plexus's published epochs prices this schedule.
+  bool plexus_schedule = false;
 };
 
 /// The heap's share beyond the data terms: freed blocks below glibc's mmap threshold (which it raises up
