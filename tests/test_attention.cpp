@@ -14,6 +14,7 @@
 #include "reference/dense.hpp"
 #include "support/final_weights.hpp"
 #include "support/fixtures.hpp"
+#include "support/predicted_bytes.hpp"
 #include "support/random_graph.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/models/modes/full_graph.hpp"
@@ -21,7 +22,6 @@
 #include "tessera/models/nn/model.hpp"
 #include "tessera/models/nn/random_streams.hpp"
 #include "tessera/models/train.hpp"
-#include "tessera/parallel3d/perf_model.hpp"
 
 using namespace tessera;
 using namespace tessera::reference;
@@ -439,24 +439,10 @@ TEST(GatModel, MinibatchOnEveryGridEqualsItsReplicasAlone) {
 // predicts, to the byte but for the epoch reports' own sums, with the attention kept and recomputed.
 TEST(GatModel, EveryGridMovesTheBytesThePerformanceModelPredicts) {
   const Communicator world = Communicator::world();
-  TrainOptions o = gat_run(fixtures::small_csbm_file(), false);
-  o.trainer.epochs = 2;
-  o.trainer.eval_every = 0;
-  o.trainer.keep_last_step = false;
-  const Communicator self(MPI_COMM_SELF, false, nullptr);
-  const GraphMeta meta = GraphFileReader(self, o.data).meta();
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
     for (const bool recompute : {false, true}) {
       SCOPED_TRACE(shape.str() + (recompute ? " recompute" : " kept"));
-      o.grid.shape = shape;
-      o.compute.recompute_aggregation = recompute;
-      const TrainResult r = run_training(o, world);
-      ASSERT_EQ(r.history.size(), 2u);
-      const double measured = r.history[1].metrics.value("bytes_max_rank", 0.0);
-      const ProblemSize problem = problem_size(meta, o.model, recompute);
-      const double predicted = predict_epoch(problem, shape, builtin_machine("local")).comm_bytes;
-      // Past the model: the epoch reports' two 8-byte sums.
-      EXPECT_GE(measured, predicted);
-      EXPECT_LE(measured, predicted + 16);
+      fixtures::expect_predicted_epoch_bytes(gat_run(fixtures::small_csbm_file(), false), shape, recompute,
+                                             world);
     }
 }

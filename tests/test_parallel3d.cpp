@@ -17,6 +17,7 @@
 #include "reference/dense.hpp"
 #include "support/fixtures.hpp"
 #include "support/final_weights.hpp"
+#include "support/predicted_bytes.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/graph_file.hpp"
@@ -29,7 +30,6 @@
 #include "tessera/models/train.hpp"
 #include "tessera/parallel3d/balance.hpp"
 #include "tessera/parallel3d/loss3d.hpp"
-#include "tessera/parallel3d/perf_model.hpp"
 
 using namespace tessera;
 
@@ -380,8 +380,6 @@ TEST(Train3D, CollectivesMoveExactlyTheScheduledBytes) {
 // dropout: its aggregation is not repeated in the second epoch) or not, the aggregation kept or recomputed.
 TEST(Train3D, EveryGridMovesTheBytesThePerformanceModelPredicts) {
   const Communicator world = Communicator::world();
-  const Communicator self(MPI_COMM_SELF, false, nullptr);
-  const GraphMeta meta = GraphFileReader(self, csbm_file()).meta();
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
     for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage})
       for (const bool input_dropout : {false, true})
@@ -391,18 +389,7 @@ TEST(Train3D, EveryGridMovesTheBytesThePerformanceModelPredicts) {
           TrainOptions o = run_options(csbm_file(), NormKind::None, kind);
           o.model.hidden = 3;  // narrower than the features on some grids: transform-first there
           o.model.input_dropout = input_dropout ? 0.5f : 0.0f;
-          o.trainer.epochs = 2;
-          o.trainer.eval_every = 0;
-          o.trainer.keep_last_step = false;
-          o.grid.shape = shape;
-          o.compute.recompute_aggregation = recompute;
-          const TrainResult r = run_training(o, world);
-          ASSERT_EQ(r.history.size(), 2u);
-          const double measured = r.history[1].metrics.value("bytes_max_rank", 0.0);
-          const ProblemSize problem = problem_size(meta, o.model, recompute);
-          const double predicted = predict_epoch(problem, shape, builtin_machine("local")).comm_bytes;
-          EXPECT_GE(measured, predicted);
-          EXPECT_LE(measured, predicted + 16);
+          fixtures::expect_predicted_epoch_bytes(o, shape, recompute, world);
         }
 }
 
