@@ -47,9 +47,10 @@ void add_plan_command(CLI::App& app, Command& selected) {
   plan->add_option("--load-budget", a->load_budget, "as train's: bytes of one round of the load's exchanges");
   plan->add_option("--machine-file", a->machine_file,
                    "Machine file written by tessera bench comm / spmm --fit");
-  plan->add_option("--schedule", a->schedule,
-                   "tessera (what train runs) or plexus: GCN layers as Plexus's implementation runs them, every "
-                   "layer aggregation first (to compare with Plexus's published epochs)")
+  plan->add_option(
+          "--schedule", a->schedule,
+          "tessera (what train runs) or plexus: GCN layers as Plexus's implementation runs them, every "
+          "layer aggregation first (to compare with Plexus's published epochs)")
       ->check(CLI::IsMember({"tessera", "plexus"}))
       ->capture_default_str();
   plan->add_option("--save-machine", a->save_machine,
@@ -72,17 +73,18 @@ void add_plan_command(CLI::App& app, Command& selected) {
                 "--schedule plexus prices GCN layers only, not --model ", a->model);
         if (!a->load_budget.empty()) load_budget = parse_byte_size(a->load_budget, "--load-budget");
         machine = machine_from_options(a->machine, a->machine_file);
-        if (!a->save_machine.empty()) {
+      } catch (const Error& e) {
+        problem = e.what();
+      }
+      world.check(problem.empty(), problem);
+      if (!a->save_machine.empty())
+        world.run_on(0, [&] {
           PathPlan paths;
           paths.input(a->data, "`data`");
           paths.input(a->machine_file, "`machine-file`");
           paths.output_file(a->save_machine, "`save-machine`");
           paths.check_and_prepare();
-        }
-      } catch (const Error& e) {
-        problem = e.what();
-      }
-      world.check(problem.empty(), problem);
+        });
       const GraphFileReader reader(world, a->data);
       ModelConfig model;  // the command line's defaults besides the model, layers, width and heads (dropout)
       model.kind = parse_model_kind(a->model);

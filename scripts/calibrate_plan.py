@@ -37,8 +37,9 @@ FREE = {
     "perlmutter": ["beta_intra", "beta_inter", "layer_seconds"],
     "frontier": ["beta_intra", "beta_inter", "gathered_element_bytes", "layer_seconds"],
 }
-# Terms tied to a free one: a row narrower than 32 columns costs what 32 cost (the A100 curve's shape).
-TIED = {"min_row_bytes": lambda p: 32 * p["gathered_element_bytes"]}
+# Terms tied to a free one (key: (free term, rule)): a row narrower than 32 columns costs what 32 cost, as on
+# the A100's published curve.
+TIED = {"min_row_bytes": ("gathered_element_bytes", lambda v: 32 * v)}
 
 
 # Each free term stays within this factor (its log) of its built-in value: a fit that wants more is a sign
@@ -91,7 +92,8 @@ def main():
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--write", metavar="DIR")
     a = ap.parse_args()
-    data = json.load(open(POINTS))
+    with open(POINTS) as f:
+        data = json.load(f)
     machines = a.machine or sorted(FREE, reverse=True)
     with tempfile.TemporaryDirectory(prefix="tessera-calibrate-") as work:
         return calibrate(a, data, machines, work)
@@ -108,7 +110,8 @@ def calibrate(a, data, machines, work):
         base_file = os.path.join(work, machine + ".json")
         plan_all([plan_command(a.tessera, graphs[points[0]["graph"]], 1, data["model"],
                                ["--machine", machine, "--save-machine", base_file])])
-        base = json.load(open(base_file))
+        with open(base_file) as f:
+            base = json.load(f)
         profile = dict(base)
 
         def predictions(p):
@@ -122,14 +125,14 @@ def calibrate(a, data, machines, work):
             from scipy.optimize import minimize  # only the fit needs SciPy
 
             free = FREE[machine]
+            tied = {key: t for key, t in TIED.items() if t[0] in free}
 
             def with_factors(x):
                 p = dict(base)
                 for key, v in zip(free, x):
                     p[key] = (base[key] or 1e-3) * math.exp(v)
-                for key, rule in TIED.items():
-                    if "gathered_element_bytes" in free:
-                        p[key] = rule(p)
+                for key, (source, rule) in tied.items():
+                    p[key] = rule(p[source])
                 return p
 
             def residuals(x):
@@ -142,11 +145,11 @@ def calibrate(a, data, machines, work):
                            bounds=[(-BOUND, BOUND)] * n,
                            options=dict(xatol=0.01, fatol=1e-4, initial_simplex=simplex))
             profile = with_factors(fit.x)
-            shown = free + [k for k in TIED if "gathered_element_bytes" in free]
-            print(f"{machine}: fitted " + ", ".join(f"{k} {profile[k]:.4g}" for k in shown))
+            print(f"{machine}: fitted " + ", ".join(f"{k} {profile[k]:.4g}" for k in free + list(tied)))
             if a.write:
                 os.makedirs(a.write, exist_ok=True)
-                json.dump(profile, open(os.path.join(a.write, machine + ".json"), "w"), indent=2)
+                with open(os.path.join(a.write, machine + ".json"), "w") as f:
+                    json.dump(profile, f, indent=2)
         print(f"{'machine':<11}{'graph':<10}{'ranks':>5}  {'grid':<8}{'published':>10}{'predicted':>10}"
               f"{'ratio':>7}   comm / spmm / gemm / other (s)")
         for r, q in zip(predictions(profile), points):

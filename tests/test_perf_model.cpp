@@ -93,11 +93,14 @@ TEST(PerfModel, TransformFirstLayersMoveTheirOutputWidth) {
                           allgather(4.0 * 1000 * 4) + allreduce(4.0 * 16 * 4) + allreduce(4.0 * 1000) +
                           allreduce(16.0 * 1000);
   EXPECT_NEAR(c.comm_s, expected, 1e-12);
+  ProblemSize cached = p;
+  cached.input_dropout = false;
   const Layout3D layout(GridShape{1, 1, 1, 2}, 1000, p.dims, PermuteMode::None, 0);
-  EXPECT_FALSE(layout.transforms_first(0));  // A X is aggregated once
-  EXPECT_TRUE(layout.transforms_first(1));
+  EXPECT_FALSE(runs_transform_first(cached, layout, 0));  // A X is aggregated once
+  EXPECT_TRUE(runs_transform_first(cached, layout, 1));
   const Layout3D split(GridShape{1, 4, 1, 1}, 1000, {8, 16, 4}, PermuteMode::None, 0);
-  EXPECT_FALSE(split.transforms_first(1));  // b = X splits the input into blocks of 4: no narrower than out
+  EXPECT_FALSE(runs_transform_first(cached, split,
+                                    1));  // b = X splits the input into blocks of 4: no narrower than out
 }
 
 TEST(PerfModel, AllReduceFitStaysPositiveOnNoisyMeasurements) {
@@ -151,8 +154,8 @@ TEST(PerfModel, PerlmutterPricesSpmmFromThePublishedA100Curve) {
   // The published small matrix (120k columns) at its own curve, and a block between the two sizes between
   // the two curves in proportion to the logarithm of its columns (sqrt(120k x 2.4M): halfway).
   EXPECT_NEAR(predict_spmm_seconds(5177174, 64, 1.2e5, 1.2e5, m), 5177174 * 1.948e-10, 1e-9);
-  EXPECT_NEAR(predict_spmm_seconds(1e7, 128, 1e5, std::sqrt(1.2e5 * 2.4e6), m), 1e7 * (3.074e-10 + 4.016e-10) / 2,
-              1e-9);
+  EXPECT_NEAR(predict_spmm_seconds(1e7, 128, 1e5, std::sqrt(1.2e5 * 2.4e6), m),
+              1e7 * (3.074e-10 + 4.016e-10) / 2, 1e-9);
   // Frontier has no published curve: the roofline, each gathered element a 28-byte fetch (fitted).
   const MachineProfile f = builtin_machine("frontier");
   EXPECT_TRUE(f.spmm_curve.empty());
@@ -175,27 +178,25 @@ TEST(PerfModel, MachineFilesRoundTripAndBadOnesAreErrors) {
   const MachineProfile perlmutter = builtin_machine("perlmutter");
   save_machine_file(perlmutter, path);
   EXPECT_EQ(load_machine_file(path).spmm_curve, perlmutter.spmm_curve);
-  std::ofstream(path)
-      << "{\"ranks_per_node\": 4, \"alpha_intra\": 1e-6, \"beta_intra\": 1e9, \"alpha_inter\": "
-         "1e-6, \"beta_inter\": 1e9, \"memory_bandwidth\": 1e11, \"gemm_rate\": 1e12, "
-         "\"spmm_curve\": [[64, 1e-10], [32, 2e-10]]}";
-  try {
-    load_machine_file(path);
-    FAIL() << "accepted a curve with descending widths";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path + ": spmm_curve needs positive"), std::string::npos)
-        << e.what();
-  }
-  std::ofstream(path)
-      << "{\"ranks_per_node\": 4, \"alpha_intra\": 1e-6, \"beta_intra\": 1e9, \"alpha_inter\": "
-         "1e-6, \"beta_inter\": 1e9, \"memory_bandwidth\": 1e11, \"gemm_rate\": 1e12, "
-         "\"layer_seconds\": -1}";
-  try {
-    load_machine_file(path);
-    FAIL() << "accepted a negative layer_seconds";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path + ": layer_seconds must be"), std::string::npos) << e.what();
-  }
+  // A valid file's fields plus one bad one: refused with a message naming the file and the field.
+  const auto expect_refused = [&](const std::string& extra, const std::string& message) {
+    std::ofstream(path) << "{\"ranks_per_node\": 4, \"alpha_intra\": 1e-6, \"beta_intra\": 1e9, "
+                           "\"alpha_inter\": 1e-6, \"beta_inter\": 1e9, \"memory_bandwidth\": 1e11, "
+                           "\"gemm_rate\": 1e12, "
+                        << extra << "}";
+    try {
+      load_machine_file(path);
+      ADD_FAILURE() << "accepted " << extra;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": " + message), std::string::npos) << e.what();
+    }
+  };
+  expect_refused("\"spmm_curve\": [[64, 1e-10], [32, 2e-10]]", "spmm_curve needs positive");
+  expect_refused("\"spmm_curve_small\": [[32, 0]]", "spmm_curve_small needs positive");
+  expect_refused("\"spmm_curve_small\": [[32, 1e-10]], \"spmm_curve_columns\": 1e6",
+                 "spmm_curve_small needs spmm_curve_small_columns > 0");
+  expect_refused("\"layer_seconds\": -1", "layer_seconds must be");
+  expect_refused("\"gathered_element_bytes\": 0", "gathered_element_bytes must be a positive number");
   std::ofstream(path) << "{\"name\": \"broken\"}";
   try {
     load_machine_file(path);

@@ -602,6 +602,10 @@ PY
     expect_error "save-machine" "-" -- "$TESSERA" plan --data r.h5 --ranks 2 --save-machine r.h5
     expect_error "--schedule plexus prices GCN layers only, not --model sage" "-" -- \
       "$TESSERA" plan --data r.h5 --ranks 2 --model sage --schedule plexus
+    expect_error "--schedule: plexus2 not in" "-" -- "$TESSERA" plan --data r.h5 --ranks 2 --schedule plexus2
+    sed 's/"layer_seconds": [0-9.e-]*/"layer_seconds": -1/' f.json >neg.json
+    expect_error "neg.json: layer_seconds must be finite and not negative" "-" -- \
+      "$TESSERA" plan --data r.h5 --ranks 2 --machine-file neg.json
     echo "ok: calibration points, --save-machine" ;;
   memory_plan)
     # The memory model's prediction, printed before the load, against the measured peaks (the load's and the

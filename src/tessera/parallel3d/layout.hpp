@@ -112,12 +112,6 @@ class Layout3D {
   std::pair<int64_t, int64_t> dim_block(int i, Axis axis, int k) const {
     return width_block(dims_[size_t(i)], shape(), axis, k);
   }
-  /// transforms_first for layer l of this model, fed fixed features without input dropout (what the
-  /// performance model prices).
-  bool transforms_first(int layer) const {
-    return tessera::transforms_first(layer, dims_[size_t(layer)], dims_[size_t(layer) + 1], shape(),
-                                     layer == 0);
-  }
   /// Distinct adjacency layouts: layer l uses layout l mod 6 (rotation l mod 3, permutation parity l mod 2).
   int num_adjacency_layouts() const { return layers() < 6 ? layers() : 6; }
 

@@ -144,8 +144,7 @@ LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
   const double np = double(layout.padded_nodes()), rows_c = np / gc, rows_a = np / ga;
   const double in_b = double(layout.padded_dim(l)) / gb, out_full = double(layout.padded_dim(l + 1));
   const double out_local = out_full / ga;
-  const bool cached = l == 0 && !p.input_dropout;
-  const bool first = transforms_first(l, layout.dim(l), layout.dim(l + 1), s, cached);
+  const bool cached = caches_input(p, l), first = runs_transform_first(p, layout, l);
   LayerFloats f;
   f.kept = rows_c * out_local + 5 * k * in_b * (first ? out_full : out_local);
   if (first) {

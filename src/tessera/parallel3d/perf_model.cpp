@@ -99,9 +99,9 @@ MachineProfile load_machine_file(const std::string& path) {
     m.spmm_c0 = j.value("spmm_c0", 0.0);
     m.spmm_c1 = j.value("spmm_c1", 0.0);
     m.spmm_c2 = j.value("spmm_c2", 0.0);
-    for (auto [key, curve] : {std::pair<const char*, std::vector<std::pair<double, double>>*>{
-                                  "spmm_curve", &m.spmm_curve},
-                              {"spmm_curve_small", &m.spmm_curve_small}}) {
+    for (auto [key, curve] :
+         {std::pair<const char*, std::vector<std::pair<double, double>>*>{"spmm_curve", &m.spmm_curve},
+          {"spmm_curve_small", &m.spmm_curve_small}}) {
       *curve = j.value(key, std::vector<std::pair<double, double>>());
       for (size_t i = 0; i < curve->size(); ++i)
         require((*curve)[i].first > 0 && (*curve)[i].second > 0 &&
@@ -110,8 +110,8 @@ MachineProfile load_machine_file(const std::string& path) {
     }
     m.spmm_curve_columns = j.value("spmm_curve_columns", 0.0);
     m.spmm_curve_small_columns = j.value("spmm_curve_small_columns", 0.0);
-    require(m.spmm_curve_small.empty() || (m.spmm_curve_small_columns > 0 &&
-                                           m.spmm_curve_columns > m.spmm_curve_small_columns),
+    require(m.spmm_curve_small.empty() ||
+                (m.spmm_curve_small_columns > 0 && m.spmm_curve_columns > m.spmm_curve_small_columns),
             path, ": spmm_curve_small needs spmm_curve_small_columns > 0 and spmm_curve_columns above it");
     m.memory_bandwidth = j.at("memory_bandwidth").get<double>();
     m.min_row_bytes = j.value("min_row_bytes", 64.0);
@@ -356,30 +356,28 @@ void transform_first_layer(const ProblemSize& problem, const Layout3D& layout, i
 // dropout) aggregates once per run, not per epoch: neither its SpMM nor its sum is counted. Plexus's
 // schedule (ProblemSize::plexus_schedule) gathers layer 0's features over c and computes its input gradient,
 // reduce-scattered over c.
-void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, int l, bool cached,
-                           EpochSum& e) {
+void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, int l, EpochSum& e) {
   const LayerBlocks b = layer_blocks(problem, layout, l, e.s);
   const AxisRoles r = b.r;
   const double in = b.in, out = b.out, rows_c = b.rows_c, rows_a = b.rows_a, nnz = b.nnz;
   const double terms = problem.terms;
   // --recompute-aggregation: backward runs A H and its sum over a again (a cached input keeps its own).
-  const int aggregations = cached ? 0 : problem.recompute ? 2 : 1;
+  const int aggregations = caches_input(problem, l) ? 0 : problem.recompute ? 2 : 1;
   for (int k = 0; k < aggregations; ++k) e.all_reduce(4 * terms * rows_c * in, r.a);
   e.all_reduce(4 * rows_c * out, r.b);
   e.all_reduce(4 * (terms * in * out + out), r.c);
   e.cost.spmm_s += aggregations * predict_spmm_seconds(nnz, in, rows_c, rows_a, e.m);
   e.cost.gemm_s += terms * 2.0 * rows_c * in * out / e.m.gemm_rate * (l == 0 ? 2 : 3);
   e.elementwise(rows_c * out);
-  const bool plexus_input = problem.plexus_schedule && l == 0;
-  if (plexus_input) e.all_gather(4 * rows_a * in, r.c);
-  if (l > 0 || plexus_input) {
-    e.all_reduce(4 * terms * rows_c * in, r.a);
-    if (plexus_input)
-      e.reduce_scatter(4 * rows_a * in, r.c);
-    else
-      e.all_reduce(4 * rows_a * in, r.c);
-    e.cost.spmm_s += predict_spmm_seconds(nnz, in, rows_a, rows_c, e.m);
+  if (l == 0 && !problem.plexus_schedule) return;  // layer 0 has no input gradient
+  e.all_reduce(4 * terms * rows_c * in, r.a);
+  if (l == 0) {  // Plexus's layer 0: its features gathered over c, their gradient reduce-scattered back
+    e.all_gather(4 * rows_a * in, r.c);
+    e.reduce_scatter(4 * rows_a * in, r.c);
+  } else {
+    e.all_reduce(4 * rows_a * in, r.c);
   }
+  e.cost.spmm_s += predict_spmm_seconds(nnz, in, rows_a, rows_c, e.m);
 }
 
 // A graph attention layer (GatConv): z = H W summed over b (z: the block's columns, rows_a, every head);
@@ -431,14 +429,12 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
   EpochSum e{s, m, GridCost{}};
   e.cost.shape = s;
   for (int l = 0; l < layout.layers(); ++l) {
-    // As the layers decide (GraphMultiply): layer 0 on fixed features without input dropout is cached.
-    const bool cached = l == 0 && !problem.input_dropout && !problem.plexus_schedule;
     if (problem.heads > 0)
       attention_layer(problem, layout, l, e);
-    else if (!problem.plexus_schedule && transforms_first(l, layout.dim(l), layout.dim(l + 1), s, cached))
+    else if (runs_transform_first(problem, layout, l))
       transform_first_layer(problem, layout, l, e);
     else
-      aggregate_first_layer(problem, layout, l, cached, e);
+      aggregate_first_layer(problem, layout, l, e);
   }
   loss_exchange(layout, e);
   GridCost cost = e.cost;

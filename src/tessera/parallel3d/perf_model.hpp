@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Performance model of one full-graph training epoch on a 3D grid (docs/architecture.md §4), used by
-// `tessera plan` and `--grid auto`: communication (ring all-reduce, 2(p-1)/p * bytes / beta + 2(p-1) * alpha, with alpha and
-// beta depending on whether the group fits in a node: Y groups are innermost), SpMM (Plexus eq. 4.4,
-// c0 sqrt(f) + c1 sqrt(f) (N/Ga)/(D/Gb) + c2 sqrt(f) (N/Gc)/(D/Gb) with f = nnz D / G, coefficients fitted
-// by `tessera bench spmm --fit`; a measured curve of seconds per nonzero by width; or a bandwidth
+// `tessera plan` and `--grid auto`: communication (ring all-reduce, 2(p-1)/p * bytes / beta + 2(p-1) * alpha,
+// with alpha and beta depending on whether the group fits in a node: Y groups are innermost), SpMM (Plexus
+// eq. 4.4, c0 sqrt(f) + c1 sqrt(f) (N/Ga)/(D/Gb) + c2 sqrt(f) (N/Gc)/(D/Gb) with f = nnz D / G, coefficients
+// fitted by `tessera bench spmm --fit`; a measured curve of seconds per nonzero by width; or a bandwidth
 // roofline), GEMM (flops / rate), and the element-wise passes and a fixed cost per layer. Every
 // factorization of G is evaluated, not only powers of two. The built-in GPU profiles are calibrated
 // against published epoch times (scripts/calibrate_plan.py).
@@ -40,12 +40,12 @@ struct MachineProfile {
   /// in proportion to the logarithm of its columns; empty: spmm_curve for every block.
   std::vector<std::pair<double, double>> spmm_curve_small;
   double spmm_curve_small_columns = 0;  ///< see spmm_curve_small
-  double memory_bandwidth = 1e11;  ///< bytes/s
+  double memory_bandwidth = 1e11;       ///< bytes/s
   double min_row_bytes = 64;  ///< roofline: a gathered row costs at least this much (narrow rows waste lanes)
   /// Roofline: the bytes one gathered element of a row moves: 4 where a row's floats are read together
   /// (coalesced), up to a cache line where each float of a gathered row is fetched on its own.
   double gathered_element_bytes = 4;
-  double gemm_rate = 1e11;    ///< flop/s
+  double gemm_rate = 1e11;  ///< flop/s
   /// Fixed cost of one graph layer's forward and backward beyond its data (kernel launches, the host's
   /// dispatch, the synchronizations of its collectives), seconds.
   double layer_seconds = 0;
@@ -98,6 +98,19 @@ struct ProblemSize {
   bool plexus_schedule = false;
 };
 
+/// Whether layer l of `problem` aggregates its input once per run instead of every epoch, as the layers
+/// decide (models/nn/model.cpp): layer 0 on fixed features without input dropout; never in Plexus's
+/// schedule.
+inline bool caches_input(const ProblemSize& problem, int l) {
+  return l == 0 && !problem.input_dropout && !problem.plexus_schedule;
+}
+/// Whether layer l of `problem` on `layout`'s grid runs transform-first (A (H W)), as GraphMultiply
+/// decides; never in Plexus's schedule.
+inline bool runs_transform_first(const ProblemSize& problem, const Layout3D& layout, int l) {
+  return !problem.plexus_schedule &&
+         transforms_first(l, layout.dim(l), layout.dim(l + 1), layout.shape(), caches_input(problem, l));
+}
+
 /// The heap's share beyond the data terms: freed blocks below glibc's mmap threshold (which it raises up
 /// to 32 MiB as large arrays are freed) stay in the process, and MPI's reduction temporaries come and go
 /// beside the layers' buffers. Measured: the term-by-term model fell 3-15% short of the peak on the
@@ -127,10 +140,10 @@ MemoryEstimate predict_memory(const ProblemSize& problem, const GridShape& shape
 
 /// A grid's predicted epoch.
 struct GridCost {
-  GridShape shape;     ///< the grid
-  double comm_s = 0;   ///< communication
-  double spmm_s = 0;   ///< sparse products
-  double gemm_s = 0;   ///< dense products
+  GridShape shape;    ///< the grid
+  double comm_s = 0;  ///< communication
+  double spmm_s = 0;  ///< sparse products
+  double gemm_s = 0;  ///< dense products
   /// Element-wise passes (bias, activation, dropout and their gradients, the loss over the logits) at
   /// the memory bandwidth, and the layers' fixed costs (MachineProfile::layer_seconds)
   double other_s = 0;
