@@ -37,8 +37,22 @@ void add_info_command(CLI::App& app, Command& selected) {
       log_line(line);
       std::snprintf(line, sizeof(line), "features:  %lld", (long long)m.num_features);
       log_line(line);
-      std::snprintf(line, sizeof(line), "classes:   %lld (%lld labeled nodes)", (long long)m.num_classes,
-                    (long long)s.labeled_nodes);
+      if (m.num_edge_features > 0) {
+        std::snprintf(line, sizeof(line), "edge features: %lld per edge", (long long)m.num_edge_features);
+        log_line(line);
+      }
+      if (m.multi_label) {
+        const double observed = double(m.num_nodes) * double(m.num_classes);
+        std::snprintf(line, sizeof(line),
+                      "tasks:     %lld, multi-label (%lld labeled nodes; %.1f%% of entries observed, "
+                      "%.1f%% of those positive)",
+                      (long long)m.num_classes, (long long)s.labeled_nodes,
+                      100.0 * s.observed_labels / observed,
+                      s.observed_labels ? 100.0 * s.positive_labels / s.observed_labels : 0.0);
+      } else {
+        std::snprintf(line, sizeof(line), "classes:   %lld (%lld labeled nodes; single-label)",
+                      (long long)m.num_classes, (long long)s.labeled_nodes);
+      }
       log_line(line);
       std::string splits;
       for (const SplitInfo& split : reader.splits())

@@ -19,9 +19,10 @@ namespace {
 
 void print_written(const std::string& path, const GraphMeta& meta, double seconds) {
   char line[512];
-  std::snprintf(line, sizeof(line), "wrote %s: %lld nodes, %lld edges, %lld features, %lld classes (%.1f s)",
+  std::snprintf(line, sizeof(line), "wrote %s: %lld nodes, %lld edges, %lld features, %lld %s (%.1f s)",
                 path.c_str(), (long long)meta.num_nodes, (long long)meta.num_edges,
-                (long long)meta.num_features, (long long)meta.num_classes, seconds);
+                (long long)meta.num_features, (long long)meta.num_classes,
+                meta.multi_label ? "tasks (multi-label)" : "classes", seconds);
   log_line(line);
 }
 
@@ -138,6 +139,14 @@ void add_prep_command(CLI::App& app, Command& selected) {
   synth_cmd->add_option("--edges", synth->num_edges, "Undirected edges to draw")->capture_default_str();
   synth_cmd->add_option("--features", synth->num_features, "Features per node")->capture_default_str();
   synth_cmd->add_option("--classes", synth->num_classes, "Classes")->capture_default_str();
+  synth_cmd
+      ->add_option("--tasks", synth->tasks,
+                   "> 0: a multi-label graph of that many binary tasks, each leaning on the classes")
+      ->capture_default_str();
+  synth_cmd
+      ->add_option("--unobserved", synth->unobserved_fraction,
+                   "Multi-label: share of label entries stored unobserved (-1)")
+      ->capture_default_str();
   add_seed_option(synth_cmd, synth->seed, "Random seed");
   synth_cmd->add_option("--intra-class", synth->intra_class, "CSBM: fraction of edges inside a class")
       ->capture_default_str();

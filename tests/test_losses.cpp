@@ -140,7 +140,7 @@ TEST(BinaryCrossEntropy, SumAndGradientFollowTheFormula) {
   const Matrix<float> grad("grad", 5, 2);
   BinaryCrossEntropy bce;
   const LogitsLayout layout{&self, &self, 0, 1};
-  const LossSum s = bce.sum_and_gradient(LossInput{layout, logits, labels, mask}, grad);
+  const LossSum s = bce.sum_and_gradient(LossInput{layout, logits, labels, mask, {}}, grad);
   EXPECT_EQ(s.count, 4);
   double want = 0;
   for (size_t i = 0; i < 4; ++i)
@@ -157,8 +157,8 @@ TEST(BinaryCrossEntropy, SumAndGradientFollowTheFormula) {
   // Another label than 0 or 1, or a second logit column, is refused.
   host_y(1) = 2;
   const auto three = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host_y);
-  EXPECT_THROW(bce.sum_and_gradient(LossInput{layout, logits, three, mask}, grad), Error);
-  EXPECT_THROW(bce.sum_and_gradient(LossInput{LogitsLayout{&self, &self, 0, 2}, logits, labels, mask}, grad),
+  EXPECT_THROW(bce.sum_and_gradient(LossInput{layout, logits, three, mask, {}}, grad), Error);
+  EXPECT_THROW(bce.sum_and_gradient(LossInput{LogitsLayout{&self, &self, 0, 2}, logits, labels, mask, {}}, grad),
                Error);
 }
 

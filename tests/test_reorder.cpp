@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <random>
 #include <set>
@@ -214,6 +215,61 @@ TEST_P(ReorderedFile, HoldsTheInputGraphUnderNewNames) {
   EXPECT_FALSE(read_output_order(world, input).reordered);
   world.barrier();
   if (world.rank() == 0) std::remove(input.c_str()), std::remove(output.c_str());
+}
+
+// A multi-label file with edge features: node i's label row is input node original[i]'s, and each stored edge
+// carries its own features (here the edge's original endpoints) to its new place.
+TEST(Reorder, CarriesTheLabelMatrixAndEdgeFeatures) {
+  const Communicator world = Communicator::world();
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  SynthOptions s;
+  s.kind = SynthKind::Rmat;
+  s.num_nodes = 300, s.num_edges = 1200, s.num_features = 2, s.num_classes = 3, s.tasks = 3;
+  s.unobserved_fraction = 0.2;
+  const std::string synthetic = fixtures::synthetic_file("reorder-tasks.h5", s);
+  const std::string input = fixtures::scratch_dir() + "/reorder-tasks-edges.h5";
+  const std::string output = fixtures::scratch_dir() + "/reorder-tasks-out.h5";
+  world.run_on(0, [&] {
+    const GraphFileReader r(self, synthetic);
+    GraphMeta m = r.meta();
+    m.num_edge_features = 2;
+    const int64_t n = m.num_nodes, e = m.num_edges;
+    std::map<std::string, int64_t> sizes;
+    for (const SplitInfo& split : r.splits()) sizes[split.name] = split.size;
+    GraphFileWriter w(self, input, m, sizes);
+    const std::vector<int64_t> indptr = r.read_indptr(0, n + 1), indices = r.read_indices(0, e);
+    std::vector<float> ends;
+    for (int64_t v = 0; v < n; ++v)
+      for (int64_t k = indptr[size_t(v)]; k < indptr[size_t(v) + 1]; ++k)
+        ends.push_back(float(indices[size_t(k)])), ends.push_back(float(v));
+    w.write_indptr(0, n + 1, indptr.data()), w.write_indices(0, e, indices.data());
+    w.write_features(0, n, r.read_features(0, n).data());
+    w.write_label_matrix(0, n, r.read_label_matrix(0, n).data());
+    w.write_edge_features(0, e, ends.data());
+    for (const SplitInfo& split : r.splits())
+      w.write_split(split.name, 0, split.size, r.read_split(split.name, 0, split.size).data());
+    w.commit();
+    ReorderOptions o;
+    o.input = input, o.output = output, o.ordering = NodeOrdering::Rcm;
+    reorder_graph_file(o);
+  });
+  const GraphFileReader before(world, input), after(world, output);
+  ASSERT_TRUE(after.meta().multi_label);
+  ASSERT_EQ(after.meta().num_edge_features, 2);
+  EXPECT_NO_THROW(validate_graph(after, world));
+  const int64_t n = s.num_nodes, e = after.meta().num_edges;
+  const std::vector<int64_t> original = after.read_original_ids(0, n);
+  const std::vector<int8_t> ya = before.read_label_matrix(0, n), yb = after.read_label_matrix(0, n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t t = 0; t < 3; ++t)
+      EXPECT_EQ(yb[size_t(i * 3 + t)], ya[size_t(original[size_t(i)] * 3 + t)]) << "node " << i;
+  const std::vector<int64_t> indptr = after.read_indptr(0, n + 1), indices = after.read_indices(0, e);
+  const std::vector<float> ends = after.read_edge_features(0, e);
+  for (int64_t v = 0; v < n; ++v)
+    for (int64_t k = indptr[size_t(v)]; k < indptr[size_t(v) + 1]; ++k) {
+      EXPECT_EQ(ends[size_t(2 * k)], float(original[size_t(indices[size_t(k)])])) << "edge " << k;
+      EXPECT_EQ(ends[size_t(2 * k + 1)], float(original[size_t(v)])) << "edge " << k;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryOrdering, ReorderedFile,

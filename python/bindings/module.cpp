@@ -192,9 +192,10 @@ py::dict result_to_python(TrainResult&& r) {
   }
   if (r.node_outputs) {
     NodeOutputArrays& o = *r.node_outputs;
-    const auto rows = py::ssize_t(o.classes.size());
+    // A multi-label graph's run keeps no class per node: its rows are the embeddings'.
+    const auto rows = py::ssize_t(o.width > 0 ? o.embeddings.size() / size_t(o.width) : o.classes.size());
     d["node_begin"] = o.begin;
-    d["predictions"] = owned_array(std::move(o.classes), {rows});
+    if (py::ssize_t(o.classes.size()) == rows) d["predictions"] = owned_array(std::move(o.classes), {rows});
     d["embeddings"] = owned_array(std::move(o.embeddings), {rows, py::ssize_t(o.width)});
   }
   return d;

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A graph as arrays (the `Graph` the readers return) and `write_graph`, which writes a Tessera graph file:
 
-    /                        attrs: format="tessera-graph", version=1, name, num_nodes, num_edges,
-                                    num_features, num_classes, symmetric, source
+    /                        attrs: format="tessera-graph", version=1 (2: multi-label or edge features),
+                                    name, num_nodes, num_edges, num_features, num_classes, symmetric, source;
+                                    version 2 adds task="multi-label", num_edge_features
     /graph/indptr, indices   int64: CSR by destination (row v lists the sources u of edges u -> v)
     /node/features           float32 [N, F], chunked by rows
-    /node/labels             int64 [N], -1 = unlabeled
+    /node/labels             int64 [N], -1 = unlabeled; multi-label: int8 [N, T] of 1, 0, -1 = unobserved
+    /edge/features           float32 [E, Fe] in /graph/indices' order (optional)
     /split/train|valid|test  int64 node ids
 
 Every argument is checked as `tessera info` checks the file, before anything is written (ValueError naming
@@ -96,27 +98,62 @@ def _disjoint(splits):
         seen[s] = ids
 
 
-def _csr_by_destination(e, n, symmetrize):
-    """indptr, indices with row v listing the sources of v's in-edges, each row sorted; a symmetrized graph
-    has every edge in both directions once (self loops once), as `tessera prep ogb --symmetrize`."""
+def _csr_by_destination(e, n, symmetrize, edge_attr=None):
+    """indptr, indices with row v listing the sources of v's in-edges, each row sorted, and the edges'
+    features in that order; a symmetrized graph has every edge in both directions once (self loops once), as
+    `tessera prep ogb --symmetrize`: a reverse edge carries its edge's features, and of an edge listed twice
+    the first listing's are kept."""
     src, dst = e[0], e[1]
+    edge_id = np.arange(src.size, dtype=np.int64)
     if symmetrize:
         loop = src == dst
         src, dst = np.concatenate([src, dst[~loop]]), np.concatenate([dst, src[~loop]])
-    order = np.lexsort((src, dst))
-    src, dst = src[order], dst[order]
+        edge_id = np.concatenate([edge_id, edge_id[~loop]])
+    order = np.lexsort((edge_id, src, dst))
+    src, dst, edge_id = src[order], dst[order], edge_id[order]
     if symmetrize and src.size:
         keep = np.ones(src.size, dtype=bool)
         keep[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-        src, dst = src[keep], dst[keep]
+        src, dst, edge_id = src[keep], dst[keep], edge_id[keep]
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
-    return indptr, src.astype(np.int64)
+    return indptr, src.astype(np.int64), (None if edge_attr is None else edge_attr[edge_id])
+
+
+def _checked_edge_attr(edge_attr, edges):
+    """float32 [E, Fe] features of the E edges as given, finite."""
+    a = np.asarray(edge_attr)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2 or a.shape[0] != edges or not 1 <= a.shape[1] <= MAX_FEATURES:
+        raise ValueError(f"edge_attr: expected [{edges}, features] (one row per edge), got shape {a.shape}")
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise ValueError(f"edge_attr: features must be numbers, not {a.dtype}")
+    a = a.astype(np.float32)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"edge_attr: edge {int(np.argwhere(~np.isfinite(a))[0][0])} holds a value that is not finite")
+    return a
 
 
 def _is_symmetric(indptr, indices, n):
     a = sp.csr_matrix((np.ones(indices.size, dtype=np.int8), indices, indptr), shape=(n, n))
     return (a != a.T).nnz == 0
+
+
+def _checked_label_matrix(y, n):
+    """A multi-label matrix [n, T] of 1, 0 and -1 (unobserved) as int8."""
+    if y.shape[0] != n or y.shape[1] < 1 or y.shape[1] > MAX_CLASSES:
+        raise ValueError(f"y: a multi-label matrix must be [{n}, tasks] (one row per row of x), got {y.shape}")
+    if y.size and not (np.issubdtype(y.dtype, np.integer) or y.dtype == bool):
+        raise ValueError(f"y: multi-label entries must be integers 1, 0 or -1 (unobserved), not {y.dtype}")
+    y = y.astype(np.int64)
+    bad = (y < -1) | (y > 1)
+    if bad.any():
+        row, task = (int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"y: row {row}, task {task} is {int(y[row, task])} (multi-label entries are 1, 0 or -1)")
+    if not (y >= 0).any():
+        raise ValueError("y: no entry is observed (every entry is -1): nothing to train or score")
+    return y.astype(np.int8)
 
 
 def _checked_features_labels(x, y):
@@ -136,6 +173,8 @@ def _checked_features_labels(x, y):
         row = int(np.argwhere(~np.isfinite(x))[0][0])
         raise ValueError(f"x: row {row} holds a value that is not finite (or too large for float32)")
     y = np.asarray(y)
+    if y.ndim == 2:
+        return x, _checked_label_matrix(y, x.shape[0])
     if y.shape != (x.shape[0],) or (y.size and not np.issubdtype(y.dtype, np.integer)):
         raise ValueError(f"y: expected {x.shape[0]} integer labels (one per row of x), got {y.dtype} {y.shape}")
     y = y.astype(np.int64)
@@ -164,32 +203,43 @@ def _classes(y, num_classes):
 
 
 def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="graph", symmetrize=False,
-                num_classes=None, source="python"):
+                num_classes=None, source="python", edge_attr=None):
     """Writes a Tessera graph file at `path`.
 
     edges: a (2, E) array of edges u -> v (edges[0] = sources, as PyG's edge_index) or an N x N scipy matrix
     with an entry at (u, v) per edge; x: [N, F] features (dense or scipy); y: [N] integer labels, -1 for
-    unlabeled (at least one node labeled); train / valid / test: node ids (an integer array) or boolean masks
+    unlabeled (at least one node labeled), or an [N, T] matrix of 1, 0 and -1 (unobserved) for a multi-label
+    graph of T binary tasks; edge_attr: [E, Fe] features of the edges as given (PyG's edge_attr); train / valid / test: node ids (an integer array) or boolean masks
     of length N (a bool array), disjoint (None: no such split); symmetrize: add every edge's reverse (and drop
     duplicates), as most node-classification benchmarks are used; num_classes: default max(y) + 1. Every file
     it accepts passes `tessera info`. Returns a dict of the sizes written."""
     x, y = _checked_features_labels(x, y)
     n = x.shape[0]
     e = _edge_index(edges, n)
-    classes = _classes(y, num_classes)
+    multi_label = y.ndim == 2
+    if multi_label and num_classes is not None and num_classes != y.shape[1]:
+        raise ValueError(f"num_classes: {num_classes}, but y has {y.shape[1]} task columns")
+    classes = y.shape[1] if multi_label else _classes(y, num_classes)
+    attr = None if edge_attr is None else _checked_edge_attr(edge_attr, e.shape[1])
     splits = {s: _split_ids(s, v, n) for s, v in zip(SPLITS, (train, valid, test)) if v is not None}
     _disjoint(splits)
-    indptr, indices = _csr_by_destination(e, n, symmetrize)
+    indptr, indices, attr = _csr_by_destination(e, n, symmetrize, attr)
     if indices.size > MAX_EDGES:
         raise ValueError(f"edges: {indices.size} edges; at most 2^48")
     symmetric = bool(symmetrize) or _is_symmetric(indptr, indices, n)
     import h5py  # here: a process that only reads arrays need not load HDF5
     with atomic_output(path, "the graph file") as temp:
         with h5py.File(temp, "w") as f:
-            for key, value in (("format", "tessera-graph"), ("version", 1), ("name", str(name)), ("num_nodes", n),
-                               ("num_edges", int(indices.size)), ("num_features", int(x.shape[1])),
+            version = 2 if multi_label or attr is not None else 1
+            for key, value in (("format", "tessera-graph"), ("version", version), ("name", str(name)),
+                               ("num_nodes", n), ("num_edges", int(indices.size)), ("num_features", int(x.shape[1])),
                                ("num_classes", classes), ("symmetric", int(symmetric)), ("source", str(source))):
                 f.attrs[key] = np.int64(value) if isinstance(value, int) else value
+            if multi_label:
+                f.attrs["task"] = "multi-label"
+            if attr is not None:
+                f.attrs["num_edge_features"] = np.int64(attr.shape[1])
+                f.create_dataset("edge/features", data=attr)
             f.create_dataset("graph/indptr", data=indptr)
             f.create_dataset("graph/indices", data=indices)
             rows = max(1, min(n, (1 << 20) // max(1, 4 * x.shape[1])))
@@ -198,6 +248,7 @@ def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="g
             for s, ids in splits.items():
                 f.create_dataset(f"split/{s}", data=ids)
     return dict(nodes=n, edges=int(indices.size), features=int(x.shape[1]), classes=classes,
+                multi_label=multi_label, edge_features=0 if attr is None else int(attr.shape[1]),
                 symmetric=symmetric, splits={s: int(v.size) for s, v in splits.items()})
 
 

@@ -17,7 +17,8 @@ class TrainResult:
 
     history: one dict per epoch this call ran, with the metrics file's keys (epoch, loss, lr, train_acc,
     valid_acc, test_acc, valid_loss, metric where evaluated, epoch_s, ...). predictions and embeddings (where
-    kept) cover this rank's block of node ids, node_begin on, in the graph file's node order."""
+    kept) cover this rank's block of node ids, node_begin on, in the graph file's node order; a multi-label
+    graph's run keeps no predictions (None)."""
     history: List[Dict[str, Any]]
     best_epoch: int
     best_valid: float
@@ -34,7 +35,8 @@ class TrainResult:
     @property
     def node_ids(self):
         """The node id of each row of predictions and embeddings."""
-        rows = 0 if self.predictions is None else len(self.predictions)
+        rows = len(self.predictions) if self.predictions is not None else \
+            len(self.embeddings) if self.embeddings is not None else 0
         return np.arange(self.node_begin, self.node_begin + rows, dtype=np.int64)
 
 

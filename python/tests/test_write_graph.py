@@ -123,3 +123,46 @@ def test_convert_ogb_exit_codes(tmp_path, ogb_fixture):
     r = convert("ogb", tmp_path / "none", tmp_path / "o.h5")
     assert r.returncode == 1 and "num-node-list.csv.gz: no such file" in r.stderr
     assert convert("ogb", raw, tmp_path / "o.h5").returncode == 0 and (tmp_path / "o.h5").exists()
+
+
+def test_multi_label_and_edge_features(tmp_path, program, ogb_fixture):
+    """A label matrix and edge features make a version 2 file: each stored edge carries the features of the
+    edge it came from (its reverse's, where symmetrizing added it); info and train read it."""
+    _, a = ogb_fixture
+    n, edges = a["x"].shape[0], a["edges"]
+    rng = np.random.default_rng(4)
+    y = rng.integers(-1, 2, size=(n, 3))
+    attr = rng.normal(size=(edges.shape[1], 2)).astype(np.float32)
+    sizes = tessera.write_graph(str(tmp_path / "ml.h5"), edges, a["x"], y, a["train"], a["valid"], a["test"],
+                                symmetrize=True, edge_attr=attr)
+    assert sizes["multi_label"] and sizes["edge_features"] == 2 and sizes["classes"] == 3
+    given = {}
+    for k, (u, v) in enumerate(edges.T):
+        given.setdefault((int(u), int(v)), k)
+        given.setdefault((int(v), int(u)), k)
+    with h5py.File(tmp_path / "ml.h5") as f:
+        assert int(f.attrs["version"]) == 2 and f.attrs["task"] == "multi-label"
+        assert int(f.attrs["num_edge_features"]) == 2
+        assert np.array_equal(f["node/labels"][:], y) and f["node/labels"].dtype == np.int8
+        indptr, indices, stored = f["graph/indptr"][:], f["graph/indices"][:], f["edge/features"][:]
+    for v in range(n):
+        for k in range(indptr[v], indptr[v + 1]):
+            assert np.array_equal(stored[k], attr[given[(int(indices[k]), v)]]), (indices[k], v)
+    info = program("info", tmp_path / "ml.h5").stdout
+    assert "tasks:     3, multi-label" in info and "edge features: 2 per edge" in info and "valid:     yes" in info
+    out = program("train", "--data", tmp_path / "ml.h5", "--epochs", 3, "--metric", "ap").stdout
+    assert "average_precision" in out and "best valid" in out.splitlines()[-1]
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(y=np.full((50, 2), 2)), "y: row 0, task 0 is 2 (multi-label entries are 1, 0 or -1)"),
+    (dict(y=np.full((50, 2), -1)), "y: no entry is observed"),
+    (dict(y=np.zeros((49, 2), dtype=int)), "y: a multi-label matrix must be [50, tasks]"),
+    (dict(edge_attr=np.zeros((3, 2))), "edge_attr: expected ["),
+])
+def test_refused_multi_label_inputs(tmp_path, ogb_fixture, change, message):
+    _, a = ogb_fixture
+    with pytest.raises(ValueError) as e:
+        tessera.write_graph(str(tmp_path / "bad.h5"), **{**a, **change})
+    assert message in str(e.value)
+    assert not (tmp_path / "bad.h5").exists()

@@ -186,3 +186,32 @@ def test_a_serial_h5py_first_is_refused(shared_dir):
     stderr = COMM.bcast(stderr)  # every rank judges rank 0's run: no rank leaves the others behind
     assert "ImportError: h5py was imported with the serial HDF5" in stderr, stderr
 
+
+
+def test_a_multi_label_graph_trains_and_scores_its_metric(shared_dir):
+    """A label matrix written from Python trains in the chosen metric, the same on a grid as on one rank (the
+    program's own run); the run keeps embeddings, no class per node."""
+    path = os.path.join(shared_dir, "tasks.h5")
+    if COMM.rank == 0:
+        rng = np.random.default_rng(2)
+        n, blocks = 120, np.arange(120) % 3
+        x = rng.normal(size=(n, 6)) + 0.8 * np.eye(3)[blocks] @ rng.normal(size=(3, 6))
+        y = (rng.random((n, 4)) < np.where(rng.random((3, 4)) < 0.5, 0.85, 0.15)[blocks]).astype(np.int64)
+        y[rng.random((n, 4)) < 0.1] = -1
+        same = blocks[:, None] == blocks[None, :]
+        u, v = np.nonzero(np.triu(rng.random((n, n)) < np.where(same, 0.08, 0.01), 1))
+        order = rng.permutation(n)
+        tessera.write_graph(path, np.vstack([u, v]), x, y, train=order[:60], valid=order[60:90],
+                            test=order[90:], symmetrize=True)
+    COMM.barrier()
+    options = dict(data=path, epochs=15, metric="f1-micro", pos_weight=[2], quiet=True)
+    r = tessera.train({**options, "grid": grid() or None})
+    assert r.metric == "f1_micro" and r.predictions is None and r.embeddings.shape[1] == 16
+    if COMM.rank == 0:
+        alone = tessera.train(options, comm=COMM.Split(COMM.rank, 0) if COMM.size > 1 else None)
+    else:
+        COMM.Split(1, 0)
+        alone = None
+    alone = COMM.bcast(alone.history if alone else None)
+    assert [e["loss"] for e in r.history] == pytest.approx([e["loss"] for e in alone], rel=1e-5)
+    assert 0 < r.best_valid <= 1

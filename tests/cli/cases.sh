@@ -39,6 +39,39 @@ case "$case_name" in
     # The same seed on a different rank count gives the same file contents (h5diff compares values).
     h5diff a.h5 b.h5 || { echo "FAILED: 2-rank and 3-rank files differ"; exit 1; }
     mpi 2 "$TESSERA" info a.h5 | grep -q "valid:     yes" || exit 1 ;;
+  train_multi_label)
+    # A multi-label graph: info says so, train scores it in the chosen metric (the same on a 2x2x1 grid as
+    # on one rank), reorder keeps it multi-label, and what it cannot do yet is refused with one line.
+    out=$(mpi 2 "$TESSERA" prep synth --nodes 1500 --edges 7000 --classes 4 --tasks 6 --unobserved 0.1 \
+          --signal 0.5 -o ml.h5) || exit 1
+    grep -qF "6 tasks (multi-label)" <<<"$out" || { echo "FAILED: prep line: $out"; exit 1; }
+    out=$("$TESSERA" info ml.h5) || exit 1
+    echo "$out"
+    grep -qE "^tasks: +6, multi-label \(1500 labeled nodes; (8[5-9]|9[0-5])\.[0-9]% of entries observed" <<<"$out" ||
+      { echo "FAILED: no tasks line"; exit 1; }
+    one=$("$TESSERA" train --data ml.h5 --epochs 20 --eval-every 10 --metric f1-macro --pos-weight 2 --quiet) || exit 1
+    grid=$(mpi 4 "$TESSERA" train --data ml.h5 --grid 2x2x1 --epochs 20 --eval-every 10 --metric f1-macro \
+           --pos-weight 2 --quiet) || exit 1
+    echo "$one"; echo "$grid"
+    one=$(tail -1 <<<"$one") grid=$(tail -1 <<<"$grid")
+    [ "${one%%(mean*}" = "${grid%%(mean*}" ] || { echo "FAILED: the grid's result differs"; exit 1; }
+    "$TESSERA" train --data ml.h5 --epochs 2 --checkpoint ck | grep -q "roc_auc  train" ||
+      { echo "FAILED: not scored by roc_auc"; exit 1; }
+    expect_error "ml.h5: a multi-label graph; predict writes one class per node" "p.txt" -- \
+      "$TESSERA" predict --checkpoint ck --data ml.h5 --output p.txt
+    "$TESSERA" prep reorder ml.h5 -o re.h5 --order rcm >/dev/null || exit 1
+    "$TESSERA" info re.h5 | grep -q "tasks:     6, multi-label" || { echo "FAILED: reorder lost the tasks"; exit 1; }
+    expect_error "ml.h5 is multi-label \(6 tasks\): it trains in --mode full" - -- \
+      "$TESSERA" train --data ml.h5 --mode sampled --batch-size 32
+    expect_error "--metric accuracy scores a single-label task" - -- "$TESSERA" train --data ml.h5 --metric accuracy
+    expect_error "--pos-weight gives 2 weights for 6 tasks" - -- "$TESSERA" train --data ml.h5 --pos-weight 1,2
+    "$TESSERA" prep synth --nodes 300 --edges 900 -o single.h5 >/dev/null || exit 1
+    expect_error "--metric rocauc scores a multi-label task; a single-label graph is scored by accuracy" - -- \
+      "$TESSERA" train --data single.h5 --metric rocauc
+    expect_error "--pos-weight weighs the positive labels of a multi-label graph" - -- \
+      "$TESSERA" train --data single.h5 --pos-weight 2
+    expect_error "--metric must be auto, accuracy, rocauc, ap, f1-micro or f1-macro, not 'auc'" - -- \
+      "$TESSERA" train --data single.h5 --metric auc ;;
   bad_truncated_gzip)
     fixture --defect truncated-gzip
     expect_error "ds/raw/edge.csv.gz: line [0-9]+: (truncated|corrupt)" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;

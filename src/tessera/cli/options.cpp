@@ -109,12 +109,22 @@ int64_t parse_byte_size(const std::string& text, const std::string& flag) {
   return int64_t(bytes);
 }
 
+namespace {
+// "a,b,,c" -> {"a", "b", "", "c"}: every item between commas, empty ones too (the parsers refuse them).
+std::vector<std::string> comma_separated(const std::string& text) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    items.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+}  // namespace
+
 std::vector<int> parse_fanouts(const std::string& text) {
   std::vector<int> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
+  for (const std::string& item : comma_separated(text)) {
     char* end = nullptr;
     const long value = std::strtol(item.c_str(), &end, 10);
     require(!item.empty() && *end == '\0' && (value >= 1 || value == -1) && value <= 1000000,
@@ -122,7 +132,20 @@ std::vector<int> parse_fanouts(const std::string& text) {
             "15,10,5; got '",
             text, "'");
     out.push_back(int(value));
-    at = comma + 1;
+  }
+  return out;
+}
+
+std::vector<float> parse_positive_weights(const std::string& text) {
+  std::vector<float> out;
+  for (const std::string& item : comma_separated(text)) {
+    char* end = nullptr;
+    const double value = std::strtod(item.c_str(), &end);
+    require(!item.empty() && *end == '\0' && std::isfinite(value) && value > 0 && value < 1e30,
+            "--pos-weight: expected positive numbers separated by commas (one for every task, or one per "
+            "task), got '",
+            text, "'");
+    out.push_back(float(value));
   }
   return out;
 }
@@ -183,6 +206,9 @@ OptimizerKind parse_optimizer(const std::string& name) {
 }
 ScheduleKind parse_schedule(const std::string& name) {
   return by_name("--lr-schedule", name, kScheduleKindNames);
+}
+MetricKind parse_metric(const std::string& name) {
+  return by_name("--metric", name, kMetricKindNames);
 }
 Selection parse_selection(const std::string& name) {
   return by_name("--selection", name, kSelectionNames);

@@ -38,6 +38,10 @@ int64_t parse_seed_count(const std::string& text);
 int64_t parse_byte_size(const std::string& text, const std::string& flag);
 /// "15,10,5": one fanout per layer, input layer first; -1 = every neighbour.
 std::vector<int> parse_fanouts(const std::string& text);
+/// --pos-weight "2.5" or "1,4,0.5": positive, finite weights separated by commas.
+std::vector<float> parse_positive_weights(const std::string& text);
+/// --metric: auto, accuracy, rocauc, ap, f1-micro or f1-macro.
+MetricKind parse_metric(const std::string& name);
 /// "LAT_US,GBPS" (empty: off).
 SimulatedNetwork parse_network(const std::string& text);
 

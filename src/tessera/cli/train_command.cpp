@@ -26,7 +26,7 @@ struct Args {
   std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
               memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto",
-              selection = "accuracy", prefetch_thread = "auto";
+              selection = "accuracy", prefetch_thread = "auto", metric = "auto", positive_weight;
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
   int64_t steps_per_epoch = 0;  // the mode's (MinibatchOptions / SampledOptions::steps_per_epoch)
@@ -205,6 +205,15 @@ void add_output_options(CLI::App* cmd, Args& a) {
   cmd->add_option("--patience", o.patience, "Stop after K evaluations without a better validation accuracy")
       ->capture_default_str();
   cmd->add_option(
+         "--metric", a.metric,
+         "What evaluation reports and the best epoch is chosen by: auto (accuracy for a single-label "
+         "graph, rocauc for a multi-label one), accuracy, rocauc, ap, f1-micro or f1-macro "
+         "(multi-label: mean over tasks)")
+      ->capture_default_str();
+  cmd->add_option("--pos-weight", a.positive_weight,
+                  "Multi-label graphs: the loss's weight of positive labels, one value for every task or "
+                  "one per task (W1,W2,...); default 1");
+  cmd->add_option(
          "--selection", a.selection,
          "The best evaluation, and progress for --patience: accuracy (the highest validation "
          "accuracy) or accuracy-and-loss (the GAT paper's: progress is a validation accuracy at least "
@@ -253,6 +262,8 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--eval-every", "Optimizer"},
     {"--patience", "Optimizer"},
     {"--selection", "Optimizer"},
+    {"--metric", "Optimizer"},
+    {"--pos-weight", "Optimizer"},
     {"--mode", "Parallelism"},
     {"--grid", "Parallelism"},
     {"--machine", "Parallelism"},
@@ -380,6 +391,8 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   o.trainer.optimizer.kind = parse_optimizer(a.optimizer);
   o.schedule.kind = parse_schedule(a.lr_schedule);
   o.trainer.selection = parse_selection(a.selection);
+  o.task.metric = parse_metric(a.metric);
+  if (!a.positive_weight.empty()) o.task.positive_weight = parse_positive_weights(a.positive_weight);
   o.grid.permute = parse_permute_mode(a.permute);
   o.compute.comm_dtype = parse_comm_dtype(a.comm_dtype);
   o.compute.gemm_dtype = parse_gemm_dtype(a.gemm_dtype);

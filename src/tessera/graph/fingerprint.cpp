@@ -44,6 +44,9 @@ GraphIdentity read_identity(const std::string& path) {
   Fnv h;
   const GraphMeta& m = id.meta;
   for (int64_t v : {m.num_nodes, m.num_edges, m.num_features, m.num_classes, int64_t(m.symmetric)}) h.add(v);
+  // Only where present, so that a version 1 file keeps the fingerprint its checkpoints carry.
+  if (m.multi_label || m.num_edge_features > 0)
+    h.add(std::vector<int64_t>{int64_t(m.multi_label), m.num_edge_features});
   for (const SplitInfo& s : reader.splits()) {
     id.splits[s.name] = s.size;
     h.add(s.name);
@@ -57,7 +60,12 @@ GraphIdentity read_identity(const std::string& path) {
   for (int64_t k = 0; k < samples; ++k) {
     const int64_t row = samples > 1 ? k * (m.num_nodes - 1) / (samples - 1) : 0;
     h.add(reader.read_features(row, 1));
-    h.add(reader.read_labels(row, 1));
+    if (m.multi_label) {
+      const std::vector<int8_t> tasks = reader.read_label_matrix(row, 1);
+      h.add(std::vector<int64_t>(tasks.begin(), tasks.end()));
+    } else {
+      h.add(reader.read_labels(row, 1));
+    }
     const std::vector<int64_t> offsets = reader.read_indptr(row, 2);
     h.add(offsets);
     const int64_t edges = std::min(kEdgesPerRow, std::max<int64_t>(0, offsets[1] - offsets[0]));
@@ -81,6 +89,8 @@ GraphIdentity graph_identity(const Communicator& comm, const std::string& path) 
                         {"features", id.meta.num_features},
                         {"classes", id.meta.num_classes},
                         {"symmetric", id.meta.symmetric},
+                        {"multi_label", id.meta.multi_label},
+                        {"edge_features", id.meta.num_edge_features},
                         {"splits", id.splits},
                         {"fingerprint", id.fingerprint}};
     text = j.dump();
@@ -97,6 +107,8 @@ GraphIdentity graph_identity(const Communicator& comm, const std::string& path) 
   id.meta.num_features = j["features"];
   id.meta.num_classes = j["classes"];
   id.meta.symmetric = j["symmetric"];
+  id.meta.multi_label = j["multi_label"];
+  id.meta.num_edge_features = j["edge_features"];
   id.splits = j["splits"].get<std::map<std::string, int64_t>>();
   id.fingerprint = j["fingerprint"];
   return id;

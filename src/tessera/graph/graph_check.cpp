@@ -66,6 +66,23 @@ void RowBlockCheck::labels(const int64_t* labels) {
   }
 }
 
+void RowBlockCheck::label_matrix(const int8_t* values) {
+  const int64_t tasks = meta_.num_classes;
+  for (int64_t i = 0; i < rows_; ++i) {
+    bool observed = false;
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int8_t y = values[i * tasks + t];
+      expect(y >= -1 && y <= 1, "dataset /node/labels: row ", first_ + i, ", task ", t, " is ", int(y),
+             " (1, 0, or -1 for unobserved)");
+      observed = observed || y >= 0;
+      counts_.observed_labels += y >= 0;
+      counts_.positive_labels += y == 1;
+    }
+    counts_.labeled_nodes += observed;
+    counts_.max_label = std::max<int64_t>(counts_.max_label, observed ? 0 : -1);
+  }
+}
+
 void RowBlockCheck::features(const float* features) {
   const int64_t count = rows_ * meta_.num_features;
   for (int64_t k = 0; k < count && problem_.empty(); ++k)
@@ -146,6 +163,27 @@ void check_original_ids(const GraphFileReader& reader, const Communicator& comm)
   reader.check(!found, found ? problem.str() : std::string());
 }
 
+void check_edge_features(const GraphFileReader& reader, const Communicator& comm) {
+  const int64_t width = reader.meta().num_edge_features;
+  if (width == 0) return;  // the same on every rank: the file's metadata
+  const auto [begin, end] = block_range(reader.meta().num_edges, comm.rank(), comm.size());
+  const int64_t block = std::max<int64_t>(1, (int64_t(16) << 20) / (4 * width));
+  const int64_t rounds = all_reduce_value(comm, (end - begin + block - 1) / block, ReduceOp::Max, "validate");
+  std::ostringstream problem;
+  bool found = false;
+  for (int64_t round = 0; round < rounds; ++round) {  // collective reads: the same rounds on every rank
+    const int64_t first = std::min(begin + round * block, end), count = std::min(block, end - first);
+    const std::vector<float> values = reader.read_edge_features(first, count);
+    for (int64_t k = 0; k < count * width && !found; ++k)
+      if (!std::isfinite(values[size_t(k)])) {
+        problem << reader.path() << ": dataset /edge/features: edge " << first + k / width << ", column "
+                << k % width << " is " << values[size_t(k)];
+        found = true;
+      }
+  }
+  reader.check(!found, problem.str());
+}
+
 GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& comm) {
   const GraphMeta& m = reader.meta();
   const std::vector<int64_t> begins = balanced_row_begins(reader, comm);
@@ -163,7 +201,10 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
     RowBlockCheck check(reader, first, rows);
     const auto [lo, hi] = check.offsets(reader.read_indptr(first, rows + 1));
     check.sources(reader.read_indices(lo, hi - lo).data());
-    check.labels(reader.read_labels(first, rows).data());
+    if (m.multi_label)
+      check.label_matrix(reader.read_label_matrix(first, rows).data());
+    else
+      check.labels(reader.read_labels(first, rows).data());
     check.features(reader.read_features(first, rows).data());
     if (problem.empty()) problem = check.problem();
     local.min_degree = std::min(local.min_degree, check.counts().min_degree);
@@ -171,10 +212,13 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
     local.labeled_nodes += check.counts().labeled_nodes;
     local.self_loops += check.counts().self_loops;
     local.max_label = std::max(local.max_label, check.counts().max_label);
+    local.observed_labels += check.counts().observed_labels;
+    local.positive_labels += check.counts().positive_labels;
   }
   reader.check(problem.empty(), problem);
   read_split_marks(reader, comm, block_begins(m.num_nodes, comm.size()));
   check_original_ids(reader, comm);
+  check_edge_features(reader, comm);
 
   GraphSummary global;
   global.min_degree = all_reduce_value(comm, local.min_degree, ReduceOp::Min, "validate");
@@ -182,6 +226,8 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
   global.labeled_nodes = all_reduce_value(comm, local.labeled_nodes, ReduceOp::Sum, "validate");
   global.self_loops = all_reduce_value(comm, local.self_loops, ReduceOp::Sum, "validate");
   global.max_label = all_reduce_value(comm, local.max_label, ReduceOp::Max, "validate");
+  global.observed_labels = all_reduce_value(comm, local.observed_labels, ReduceOp::Sum, "validate");
+  global.positive_labels = all_reduce_value(comm, local.positive_labels, ReduceOp::Sum, "validate");
   global.mean_degree = double(m.num_edges) / double(m.num_nodes);
   return global;
 }

@@ -49,6 +49,25 @@ int64_t feature_chunk_rows(int64_t features) {
   return std::max<int64_t>(1, (int64_t(1) << 20) / (4 * std::max<int64_t>(features, 1)));
 }
 
+// The attributes version 2 added (task, num_edge_features) into `meta`; a problem, or empty.
+std::string read_version_2_attributes(const std::string& path, hid_t root, int64_t version, GraphMeta& meta) {
+  std::string task;
+  if (h5_read_attr(root, "task", task)) {
+    if (version < 2)
+      return path + ": root attribute 'task' in a version " + std::to_string(version) + " file";
+    if (task != kMultiLabelTask && task != "single-label")
+      return path + ": root attribute task is '" + task + "', expected 'single-label' or '" +
+             kMultiLabelTask + "'";
+    meta.multi_label = task == kMultiLabelTask;
+  }
+  if (h5_read_attr(root, "num_edge_features", meta.num_edge_features) && version < 2)
+    return path + ": root attribute 'num_edge_features' in a version " + std::to_string(version) + " file";
+  if (meta.num_edge_features < 0 || meta.num_edge_features > (int64_t(1) << 24))
+    return path + ": root attribute num_edge_features is " + std::to_string(meta.num_edge_features) +
+           " (0 to 2^24)";
+  return "";
+}
+
 }  // namespace
 
 // ---- writer -----------------------------------------------------------------------------------------
@@ -58,6 +77,9 @@ GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, con
     : comm_(comm.get(), false, comm.shared_stats()), path_(std::move(path)) {
   comm_.check(meta.num_nodes > 0, path_ + ": a graph needs at least one node");
   comm_.check(meta.num_features > 0, path_ + ": a graph needs at least one feature per node");
+  comm_.check(!meta.multi_label || meta.num_classes > 0,
+              path_ + ": a multi-label graph needs at least one task");
+  comm_.check(meta.num_edge_features >= 0, path_ + ": negative num_edge_features");
   // Fails early, with the operating system's reason, if the output cannot be created.
   output_ = std::make_unique<SharedOutput>(comm_, path_, "the graph file");
   temp_path_ = output_->temporary();
@@ -65,7 +87,7 @@ GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, con
   file_ = h5_create_file(comm_, temp_path_);
   const hid_t root = file_.get();
   h5_write_attr(root, "format", std::string(kGraphFormat));
-  h5_write_attr(root, "version", kGraphVersion);
+  h5_write_attr(root, "version", meta.version());
   h5_write_attr(root, "name", meta.name);
   h5_write_attr(root, "source", meta.source);
   h5_write_attr(root, "num_nodes", meta.num_nodes);
@@ -73,14 +95,22 @@ GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, con
   h5_write_attr(root, "num_features", meta.num_features);
   h5_write_attr(root, "num_classes", meta.num_classes);
   h5_write_attr(root, "symmetric", int64_t(meta.symmetric ? 1 : 0));
+  if (meta.multi_label) h5_write_attr(root, "task", std::string(kMultiLabelTask));
+  if (meta.num_edge_features > 0) h5_write_attr(root, "num_edge_features", meta.num_edge_features);
   const int64_t n = meta.num_nodes;
-  num_nodes_ = n;
+  meta_ = meta;
   indptr_ = h5_create_dataset(root, "/graph/indptr", H5T_STD_I64LE, {n + 1}, 0, false);
   indices_ =
       h5_create_dataset(root, "/graph/indices", H5T_STD_I64LE, {meta.num_edges}, int64_t(1) << 18, true);
   features_ = h5_create_dataset(root, "/node/features", H5T_IEEE_F32LE, {n, meta.num_features},
                                 feature_chunk_rows(meta.num_features), false);
-  labels_ = h5_create_dataset(root, "/node/labels", H5T_STD_I64LE, {n}, 0, false);
+  labels_ = meta.multi_label
+                ? h5_create_dataset(root, "/node/labels", H5T_STD_I8LE, {n, meta.num_classes}, 0, false)
+                : h5_create_dataset(root, "/node/labels", H5T_STD_I64LE, {n}, 0, false);
+  if (meta.num_edge_features > 0)
+    edge_features_ =
+        h5_create_dataset(root, "/edge/features", H5T_IEEE_F32LE, {meta.num_edges, meta.num_edge_features},
+                          feature_chunk_rows(meta.num_edge_features), true);
   for (const auto& [name, size] : split_sizes)
     splits_[name] = h5_create_dataset(root, "/split/" + name, H5T_STD_I64LE, {size}, 0, false);
 }
@@ -91,12 +121,14 @@ GraphFileWriter::~GraphFileWriter() {
     // Unwinding from an error: closing is collective and might block if other ranks are elsewhere, so
     // the handles are left to the shutdown hook (or to the abort); the file goes now.
     for (auto& [name, h] : splits_) h.release();
-    for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_}) h->release();
+    for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &edge_features_, &file_})
+      h->release();
     std::remove(temp_path_.c_str());
     return;
   }
   splits_.clear();
-  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_}) h->close();
+  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &edge_features_, &file_})
+    h->close();
   // output_ removes the temporary (rank 0)
 }
 
@@ -125,7 +157,18 @@ void GraphFileWriter::write_features(int64_t first_row, int64_t rows, const floa
 }
 
 void GraphFileWriter::write_labels(int64_t first, int64_t count, const int64_t* values) {
+  require(!meta_.multi_label, path_, ": write_labels on a multi-label graph (write_label_matrix)");
   write(labels_, H5T_NATIVE_INT64, first, count, values);
+}
+
+void GraphFileWriter::write_label_matrix(int64_t first_row, int64_t rows, const int8_t* values) {
+  require(meta_.multi_label, path_, ": write_label_matrix on a single-label graph (write_labels)");
+  write(labels_, H5T_NATIVE_INT8, first_row, rows, values);
+}
+
+void GraphFileWriter::write_edge_features(int64_t first, int64_t count, const float* values) {
+  require(edge_features_.valid(), path_, ": write_edge_features on a graph declared without them");
+  write(edge_features_, H5T_NATIVE_FLOAT, first, count, values);
 }
 
 void GraphFileWriter::write_split(const std::string& name, int64_t first, int64_t count,
@@ -138,18 +181,21 @@ void GraphFileWriter::write_split(const std::string& name, int64_t first, int64_
 void GraphFileWriter::write_original_ids(int64_t first, int64_t count, const int64_t* values) {
   if (!original_ids_.valid())
     original_ids_ =
-        h5_create_dataset(file_.get(), "/node/original_id", H5T_STD_I64LE, {num_nodes_}, 0, false);
+        h5_create_dataset(file_.get(), "/node/original_id", H5T_STD_I64LE, {meta_.num_nodes}, 0, false);
   write(original_ids_, H5T_NATIVE_INT64, first, count, values);
 }
 
 void GraphFileWriter::set_num_edges(int64_t num_edges) {
   h5_set_extent(indices_.get(), {num_edges});
+  if (edge_features_.valid()) h5_set_extent(edge_features_.get(), {num_edges, meta_.num_edge_features});
+  meta_.num_edges = num_edges;
   h5_write_attr(file_.get(), "num_edges", num_edges);
 }
 
 void GraphFileWriter::commit() {
   splits_.clear();
-  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_}) h->close();
+  for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &edge_features_, &file_})
+    h->close();
   output_->commit();
   committed_ = true;
 }
@@ -179,8 +225,10 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
          "not a Tessera graph file: " + describe_format(format) +
              (format.empty() ? "" : " (root attribute format is '" + format + "')"));
   expect(h5_read_attr(root, "version", version), "root attribute 'version' is missing or not one integer");
-  expect(version == kGraphVersion, "schema version " + std::to_string(version) +
-                                       ", this Tessera reads version " + std::to_string(kGraphVersion));
+  expect(version >= 1 && version <= kGraphVersion, "schema version " + std::to_string(version) +
+                                                       ", this Tessera reads versions 1 to " +
+                                                       std::to_string(kGraphVersion));
+  if (problem.empty()) problem = read_version_2_attributes(path_, root, version, meta_);
   for (auto [name, value] : {std::pair<const char*, int64_t*>{"num_nodes", &meta_.num_nodes},
                              {"num_edges", &meta_.num_edges},
                              {"num_features", &meta_.num_features},
@@ -202,6 +250,7 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
              std::to_string(meta_.num_features) + ", num_classes " + std::to_string(meta_.num_classes) +
              "; at most 2^40 nodes, 2^48 edges, 2^24 "
              "features and classes)");
+  expect(!meta_.multi_label || meta_.num_classes > 0, "a multi-label graph with num_classes 0 (no task)");
   check(problem.empty(), problem);
 
   struct Expected {
@@ -211,10 +260,12 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
     H5T_class_t type;
   };
   const int64_t n = meta_.num_nodes;
-  for (const Expected& e : {Expected{&indptr_, "/graph/indptr", {n + 1}, H5T_INTEGER},
-                            Expected{&indices_, "/graph/indices", {meta_.num_edges}, H5T_INTEGER},
-                            Expected{&features_, "/node/features", {n, meta_.num_features}, H5T_FLOAT},
-                            Expected{&labels_, "/node/labels", {n}, H5T_INTEGER}}) {
+  for (const Expected& e :
+       {Expected{&indptr_, "/graph/indptr", {n + 1}, H5T_INTEGER},
+        Expected{&indices_, "/graph/indices", {meta_.num_edges}, H5T_INTEGER},
+        Expected{&features_, "/node/features", {n, meta_.num_features}, H5T_FLOAT},
+        meta_.multi_label ? Expected{&labels_, "/node/labels", {n, meta_.num_classes}, H5T_INTEGER}
+                          : Expected{&labels_, "/node/labels", {n}, H5T_INTEGER}}) {
     if (!problem.empty()) break;
     if (!h5_exists(root, e.name)) {
       expect(false, std::string("dataset ") + e.name + " is missing");
@@ -227,6 +278,18 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
     expect(h5_type_class(e.handle->get()) == e.type,
            std::string("dataset ") + e.name +
                (e.type == H5T_FLOAT ? " must hold floats" : " must hold integers"));
+  }
+  if (problem.empty() && meta_.num_edge_features > 0) {
+    expect(h5_exists(root, "/edge/features"), "dataset /edge/features is missing (num_edge_features is " +
+                                                  std::to_string(meta_.num_edge_features) + ")");
+    if (problem.empty()) {
+      edge_features_ = h5_open_dataset(root, path_, "/edge/features");
+      const std::vector<int64_t> dims = h5_shape(edge_features_.get());
+      const std::vector<int64_t> want{meta_.num_edges, meta_.num_edge_features};
+      expect(dims == want && h5_type_class(edge_features_.get()) == H5T_FLOAT,
+             "dataset /edge/features must be floats of shape " + shape_text(want) + ", has shape " +
+                 shape_text(dims));
+    }
   }
   if (problem.empty() && h5_exists(root, "/node/original_id")) {
     original_ids_ = h5_open_dataset(root, path_, "/node/original_id");
@@ -273,9 +336,33 @@ std::vector<float> GraphFileReader::read_features(int64_t first_row, int64_t row
 }
 
 std::vector<int64_t> GraphFileReader::read_labels(int64_t first, int64_t count) const {
+  if (meta_.multi_label)
+    return observed_rows(read_label_matrix(first, count).data(), count, meta_.num_classes);
   std::vector<int64_t> out(static_cast<size_t>(count));
   h5_read_rows(labels_.get(), H5T_NATIVE_INT64, first, count, out.data());
   return out;
+}
+
+std::vector<int8_t> GraphFileReader::read_label_matrix(int64_t first_row, int64_t rows) const {
+  require(meta_.multi_label, path_, ": not a multi-label graph (its /node/labels holds one class per node)");
+  std::vector<int8_t> out(size_t(rows * meta_.num_classes));
+  h5_read_rows(labels_.get(), H5T_NATIVE_INT8, first_row, rows, out.data());
+  return out;
+}
+
+std::vector<float> GraphFileReader::read_edge_features(int64_t first, int64_t count) const {
+  require(edge_features_.valid(), path_, ": the graph has no /edge/features");
+  std::vector<float> out(size_t(count * meta_.num_edge_features));
+  h5_read_rows(edge_features_.get(), H5T_NATIVE_FLOAT, first, count, out.data());
+  return out;
+}
+
+std::vector<int64_t> observed_rows(const int8_t* matrix, int64_t rows, int64_t tasks) {
+  std::vector<int64_t> labels(size_t(rows), -1);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t t = 0; t < tasks && labels[size_t(i)] < 0; ++t)
+      if (matrix[i * tasks + t] >= 0) labels[size_t(i)] = 0;
+  return labels;
 }
 
 std::vector<int64_t> GraphFileReader::read_original_ids(int64_t first, int64_t count) const {
@@ -295,7 +382,8 @@ std::vector<int64_t> GraphFileReader::read_split(const std::string& name, int64_
 }
 
 void GraphFileReader::check(bool ok, const std::string& problem) const {
-  h5_check(comm_, ok, problem, {&indptr_, &indices_, &features_, &labels_, &original_ids_, &file_});
+  h5_check(comm_, ok, problem,
+           {&indptr_, &indices_, &features_, &labels_, &original_ids_, &edge_features_, &file_});
 }
 
 GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
@@ -317,8 +405,17 @@ GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
   h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, slice.features.data());
   values.features(slice.features.data());
   slice.labels = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("labels"), size_t(rows));
-  h5_read_rows(labels_.get(), H5T_NATIVE_INT64, first_row, rows, slice.labels.data());
-  values.labels(slice.labels.data());
+  if (meta_.multi_label) {
+    slice.label_matrix = HostMatrix<int8_t>(Kokkos::ViewAllocateWithoutInitializing("label_matrix"),
+                                            size_t(rows), size_t(meta_.num_classes));
+    h5_read_rows(labels_.get(), H5T_NATIVE_INT8, first_row, rows, slice.label_matrix.data());
+    values.label_matrix(slice.label_matrix.data());
+    const std::vector<int64_t> observed = observed_rows(slice.label_matrix.data(), rows, meta_.num_classes);
+    std::copy(observed.begin(), observed.end(), slice.labels.data());
+  } else {
+    h5_read_rows(labels_.get(), H5T_NATIVE_INT64, first_row, rows, slice.labels.data());
+    values.labels(slice.labels.data());
+  }
   check(values.problem().empty(), values.problem());
   a.row_ptr = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("row_ptr"), size_t(rows + 1));
   for (int64_t i = 0; i <= rows; ++i) a.row_ptr(i) = indptr[size_t(i)] - begin;

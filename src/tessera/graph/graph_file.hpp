@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The Tessera graph file (HDF5, schema version 1, docs/architecture.md §3): CSR by destination, float32
-// features, int64 labels (-1 = unlabeled), OGB-named splits. Written collectively to a temporary name and
-// renamed on commit, so a failed write never leaves a file behind; read collectively, each rank its own rows.
+// The Tessera graph file (HDF5, docs/architecture.md §3): CSR by destination, float32 features, int64 labels
+// (-1 = unlabeled), OGB-named splits. Schema version 2 adds multi-label graphs (a label matrix of 1, 0 and -1
+// = unobserved per node and task) and per-edge features; a file with neither is written as version 1, so
+// single-label files are unchanged. Written collectively to a temporary name and renamed on commit, so a
+// failed write never leaves a file behind; read collectively, each rank its own rows.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +21,10 @@ namespace tessera {
 
 /// The root attribute `format` of a graph file.
 inline constexpr const char* kGraphFormat = "tessera-graph";
-/// The schema version this Tessera reads and writes.
-inline constexpr int64_t kGraphVersion = 1;
+/// The newest schema version this Tessera reads and writes (it reads every version from 1).
+inline constexpr int64_t kGraphVersion = 2;
+/// The root attribute `task` of a multi-label graph file (version 2; absent: single-label).
+inline constexpr const char* kMultiLabelTask = "multi-label";
 
 /// A graph file's root attributes.
 struct GraphMeta {
@@ -29,8 +33,14 @@ struct GraphMeta {
   int64_t num_nodes = 0;     ///< nodes
   int64_t num_edges = 0;     ///< stored (directed) edges
   int64_t num_features = 0;  ///< feature columns
-  int64_t num_classes = 0;   ///< label classes
+  int64_t num_classes = 0;   ///< label classes; of a multi-label graph, its tasks (label columns)
   bool symmetric = false;    ///< every edge's reverse is stored
+  /// /node/labels is a matrix [num_nodes, num_classes] of 1, 0 and -1 (unobserved): a binary task per
+  /// column (schema version 2), not one class per node.
+  bool multi_label = false;
+  int64_t num_edge_features = 0;  ///< columns of /edge/features (version 2; 0: the file has none)
+  /// The schema version a file with this content is written as: 1 unless it needs version 2.
+  int64_t version() const { return multi_label || num_edge_features > 0 ? 2 : 1; }
 };
 
 /// The rows [first_row, first_row + rows) of a graph file: in-edges, features and labels.
@@ -38,7 +48,10 @@ struct GraphSlice {
   int64_t first_row = 0;                  ///< the first row's node id
   CsrMatrix<float, HostSpace> adjacency;  ///< local rows, global column (source) ids, pattern only
   HostMatrix<float> features;             ///< rows x num_features
-  HostVector<int64_t> labels;             ///< rows
+  /// rows: the class of each row, -1 unlabeled; of a multi-label graph, 0 where the row has an observed
+  /// task label and -1 where it has none (the row-level "labeled" every split and count uses)
+  HostVector<int64_t> labels;
+  HostMatrix<int8_t> label_matrix;  ///< multi-label graphs: rows x tasks of 1, 0, -1 (unobserved); else empty
 };
 
 /// [begin, end) of the rows rank `rank` of `ranks` owns in a block distribution of `n` rows.
@@ -64,8 +77,13 @@ class GraphFileWriter {
   void write_indices(int64_t first, int64_t count, const int64_t* values);
   /// Collective: rows [first_row, first_row + rows) of /node/features.
   void write_features(int64_t first_row, int64_t rows, const float* values);
-  /// Collective: entries [first, first + count) of /node/labels.
+  /// Collective: entries [first, first + count) of /node/labels (a single-label graph).
   void write_labels(int64_t first, int64_t count, const int64_t* values);
+  /// Collective: rows [first_row, first_row + rows) of a multi-label graph's /node/labels, rows x tasks.
+  void write_label_matrix(int64_t first_row, int64_t rows, const int8_t* values);
+  /// Collective: rows [first, first + count) of /edge/features (count x num_edge_features), in the order
+  /// of /graph/indices.
+  void write_edge_features(int64_t first, int64_t count, const float* values);
   /// Collective: entries [first, first + count) of /split/NAME.
   void write_split(const std::string& name, int64_t first, int64_t count, const int64_t* values);
   /// Collective: entries [first, first + count) of /node/original_id (created, sized num_nodes, on the first
@@ -82,9 +100,9 @@ class GraphFileWriter {
   Communicator comm_;  // not owned: a view of the caller's, so a temporary Communicator::world() is safe
   std::string path_, temp_path_;
   std::unique_ptr<SharedOutput> output_;  // before the handles: they close before it removes the temporary
-  H5Handle file_, indptr_, indices_, features_, labels_, original_ids_;
+  H5Handle file_, indptr_, indices_, features_, labels_, original_ids_, edge_features_;
   std::map<std::string, H5Handle> splits_;
-  int64_t num_nodes_ = 0;
+  GraphMeta meta_;
   bool committed_ = false;
 };
 
@@ -119,8 +137,15 @@ class GraphFileReader {
   std::vector<int64_t> read_indices(int64_t first, int64_t count) const;
   /// Collective: rows [first_row, first_row + rows) of /node/features, row-major.
   std::vector<float> read_features(int64_t first_row, int64_t rows) const;
-  /// Collective: entries [first, first + count) of /node/labels.
+  /// Collective: entries [first, first + count) of /node/labels; of a multi-label graph, 0 for a row with
+  /// an observed task label and -1 for one without (GraphSlice::labels).
   std::vector<int64_t> read_labels(int64_t first, int64_t count) const;
+  /// Collective: rows [first_row, first_row + rows) of a multi-label graph's label matrix, rows x tasks
+  /// (meta().multi_label must hold).
+  std::vector<int8_t> read_label_matrix(int64_t first_row, int64_t rows) const;
+  /// Collective: rows [first, first + count) of /edge/features, count x num_edge_features (the file must
+  /// have them).
+  std::vector<float> read_edge_features(int64_t first, int64_t count) const;
   /// Collective: entries [first, first + count) of /split/NAME.
   std::vector<int64_t> read_split(const std::string& name, int64_t first, int64_t count) const;
 
@@ -141,7 +166,7 @@ class GraphFileReader {
   GraphMeta meta_;
   std::vector<SplitInfo> splits_;
   // Mutable for check(), which closes them on a collective error.
-  mutable H5Handle file_, indptr_, indices_, features_, labels_, original_ids_;
+  mutable H5Handle file_, indptr_, indices_, features_, labels_, original_ids_, edge_features_;
 };
 
 /// What a rank spends per in-edge and per row of the rows it reads (balanced_row_begins).
@@ -159,12 +184,14 @@ std::vector<int64_t> balanced_row_begins(const GraphFileReader& reader, const Co
 
 /// What `tessera info` reports; the counts are global.
 struct GraphSummary {
-  int64_t min_degree = 0;     ///< smallest in-degree
-  int64_t max_degree = 0;     ///< largest in-degree
-  double mean_degree = 0.0;   ///< mean in-degree
-  int64_t labeled_nodes = 0;  ///< nodes with a label
-  int64_t self_loops = 0;     ///< stored edges v -> v
-  int64_t max_label = -1;     ///< the largest label
+  int64_t min_degree = 0;       ///< smallest in-degree
+  int64_t max_degree = 0;       ///< largest in-degree
+  double mean_degree = 0.0;     ///< mean in-degree
+  int64_t labeled_nodes = 0;    ///< nodes with a label
+  int64_t self_loops = 0;       ///< stored edges v -> v
+  int64_t max_label = -1;       ///< the largest label
+  int64_t observed_labels = 0;  ///< multi-label graphs: entries of the label matrix that are 0 or 1
+  int64_t positive_labels = 0;  ///< multi-label graphs: entries that are 1
 };
 
 /// Collective deep check of every value (offsets, node ids, labels, finite features, split ids), each
@@ -186,8 +213,10 @@ class RowBlockCheck {
   std::pair<int64_t, int64_t> offsets(const std::vector<int64_t>& indptr);
   /// The rows' sources: entries [lo, hi) of /graph/indices, as offsets() returned them.
   void sources(const int64_t* indices);
-  /// The rows' labels.
+  /// The rows' labels (a single-label graph).
   void labels(const int64_t* labels);
+  /// The rows' label matrix (a multi-label graph), rows x tasks: each entry 1, 0 or -1.
+  void label_matrix(const int8_t* values);
   /// The rows' features, row-major.
   void features(const float* features);
   /// The first problem found ("FILE: dataset ...: ..."), or empty.
@@ -216,6 +245,13 @@ std::vector<uint32_t> read_split_marks(const GraphFileReader& reader, const Comm
 /// permutation of [0, num_nodes): ids in range, none listed twice. Each id goes to the rank whose block
 /// holds it, O(N/P) memory per rank. validate_graph runs it.
 void check_original_ids(const GraphFileReader& reader, const Communicator& comm);
+
+/// The row-level labels of a multi-label block (rows x tasks): 0 for a row with an observed entry, else -1.
+std::vector<int64_t> observed_rows(const int8_t* matrix, int64_t rows, int64_t tasks);
+
+/// Collective: throws CollectiveError naming the file, row and column of the first /edge/features value
+/// that is not finite (nothing when the file has none). validate_graph runs it.
+void check_edge_features(const GraphFileReader& reader, const Communicator& comm);
 
 /// Every rank's first row of a block distribution of n rows over `ranks`, and n last.
 std::vector<int64_t> block_begins(int64_t n, int ranks);

@@ -2,6 +2,7 @@
 // tessera prep reorder: a graph file renumbered by a locality ordering (reorder.hpp).
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/timer.hpp"
@@ -16,7 +17,8 @@ namespace {
 // Every array of the input, each value checked as `tessera info` checks it.
 struct WholeGraph {
   std::vector<int64_t> indptr, indices, labels, original;
-  std::vector<float> features;
+  std::vector<float> features, edge_features;  // edge features: num_edges x width, in the indices' order
+  std::vector<int8_t> label_matrix;            // multi-label graphs: nodes x tasks
   std::map<std::string, std::vector<int64_t>> splits;
 };
 
@@ -28,8 +30,13 @@ WholeGraph read_whole_graph(const GraphFileReader& reader, const Communicator& s
   const auto [lo, hi] = check.offsets(g.indptr);
   g.indices = reader.read_indices(lo, hi - lo);
   check.sources(g.indices.data());
-  g.labels = reader.read_labels(0, n);
-  check.labels(g.labels.data());
+  if (reader.meta().multi_label) {
+    g.label_matrix = reader.read_label_matrix(0, n);
+    check.label_matrix(g.label_matrix.data());
+  } else {
+    g.labels = reader.read_labels(0, n);
+    check.labels(g.labels.data());
+  }
   g.features = reader.read_features(0, n);
   check.features(g.features.data());
   reader.check(check.problem().empty(), check.problem());
@@ -37,6 +44,9 @@ WholeGraph read_whole_graph(const GraphFileReader& reader, const Communicator& s
   check_original_ids(reader, self);
   for (const SplitInfo& s : reader.splits()) g.splits[s.name] = reader.read_split(s.name, 0, s.size);
   if (reader.has_original_ids()) g.original = reader.read_original_ids(0, n);
+  check_edge_features(reader, self);
+  if (reader.meta().num_edge_features > 0)
+    g.edge_features = reader.read_edge_features(0, reader.meta().num_edges);
   return g;
 }
 
@@ -62,20 +72,41 @@ std::vector<int64_t> compute_order(const ReorderOptions& o, const WholeGraph& g)
   return order_by_part(compute_partition(o.input, parts, PartitionMethod::Metis, 1));
 }
 
-// The renumbered adjacency: row i is the old row order[i], its sources renamed and ascending.
+// The renumbered adjacency: row i is the old row order[i], its sources renamed and ascending; old_edge[k]
+// is the input's index of output edge k (what carries its features).
 void renumber_edges(const WholeGraph& g, const std::vector<int64_t>& order,
                     const std::vector<int64_t>& new_of_old, std::vector<int64_t>& indptr,
-                    std::vector<int64_t>& indices) {
+                    std::vector<int64_t>& indices, std::vector<int64_t>& old_edge) {
   const size_t n = order.size();
   indptr.assign(n + 1, 0);
   indices.resize(g.indices.size());
+  old_edge.resize(g.indices.size());
   for (size_t i = 0; i < n; ++i) {
-    const int64_t old = order[i], begin = indptr[i];
-    int64_t at = begin;
-    for (int64_t k = g.indptr[size_t(old)]; k < g.indptr[size_t(old) + 1]; ++k)
-      indices[size_t(at++)] = new_of_old[size_t(g.indices[size_t(k)])];
-    std::sort(indices.begin() + begin, indices.begin() + at);
-    indptr[i + 1] = at;
+    const int64_t old = order[i], begin = indptr[i],
+                  degree = g.indptr[size_t(old) + 1] - g.indptr[size_t(old)];
+    const auto first = old_edge.begin() + begin, last = first + degree;
+    std::iota(first, last, g.indptr[size_t(old)]);
+    const auto source = [&](int64_t k) { return new_of_old[size_t(g.indices[size_t(k)])]; };
+    std::stable_sort(first, last, [&](int64_t a, int64_t b) { return source(a) < source(b); });
+    for (int64_t k = begin; k < begin + degree; ++k) indices[size_t(k)] = source(old_edge[size_t(k)]);
+    indptr[i + 1] = begin + degree;
+  }
+}
+
+// Rows of `values` (width per row) in the order `take` lists them, written through `write` in 64 MiB pieces.
+template <class T, class Write>
+void write_rows_in_order(const std::vector<T>& values, int64_t width, const std::vector<int64_t>& take,
+                         Write write) {
+  const int64_t count_all = int64_t(take.size());
+  const int64_t chunk =
+      std::max<int64_t>(1, (int64_t(64) << 20) / (int64_t(sizeof(T)) * std::max<int64_t>(width, 1)));
+  std::vector<T> rows;
+  for (int64_t first = 0; first < count_all; first += chunk) {
+    const int64_t count = std::min(chunk, count_all - first);
+    rows.resize(size_t(count * width));
+    for (int64_t i = 0; i < count; ++i)
+      std::copy_n(values.begin() + take[size_t(first + i)] * width, width, rows.begin() + i * width);
+    write(first, count, rows.data());
   }
 }
 
@@ -88,13 +119,23 @@ double write_reordered(const ReorderOptions& o, const GraphMeta& meta, const Who
   std::map<std::string, int64_t> split_sizes;
   for (const auto& [name, ids] : g.splits) split_sizes[name] = int64_t(ids.size());
   GraphFileWriter out(self, o.output, meta, split_sizes);
-  std::vector<int64_t> indptr, indices;
-  renumber_edges(g, order, new_of_old, indptr, indices);
+  std::vector<int64_t> indptr, indices, old_edge;
+  renumber_edges(g, order, new_of_old, indptr, indices, old_edge);
   out.write_indptr(0, n + 1, indptr.data());
   out.write_indices(0, int64_t(indices.size()), indices.data());
+  if (meta.num_edge_features > 0)
+    write_rows_in_order(
+        g.edge_features, meta.num_edge_features, old_edge,
+        [&](int64_t first, int64_t count, const float* v) { out.write_edge_features(first, count, v); });
   std::vector<int64_t> per_node(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) per_node[size_t(i)] = g.labels[size_t(order[size_t(i)])];
-  out.write_labels(0, n, per_node.data());
+  if (meta.multi_label)
+    write_rows_in_order(
+        g.label_matrix, meta.num_classes, order,
+        [&](int64_t first, int64_t count, const int8_t* v) { out.write_label_matrix(first, count, v); });
+  else {
+    for (int64_t i = 0; i < n; ++i) per_node[size_t(i)] = g.labels[size_t(order[size_t(i)])];
+    out.write_labels(0, n, per_node.data());
+  }
   for (int64_t i = 0; i < n; ++i)
     per_node[size_t(i)] = g.original.empty() ? order[size_t(i)] : g.original[size_t(order[size_t(i)])];
   out.write_original_ids(0, n, per_node.data());
@@ -104,15 +145,9 @@ double write_reordered(const ReorderOptions& o, const GraphMeta& meta, const Who
     std::sort(renamed.begin(), renamed.end());
     out.write_split(name, 0, int64_t(renamed.size()), renamed.data());
   }
-  const int64_t chunk = std::max<int64_t>(1, (int64_t(64) << 20) / (4 * f));  // rows per 64 MiB write
-  std::vector<float> rows;
-  for (int64_t first = 0; first < n; first += chunk) {
-    const int64_t count = std::min(chunk, n - first);
-    rows.resize(size_t(count * f));
-    for (int64_t i = 0; i < count; ++i)
-      std::copy_n(g.features.begin() + order[size_t(first + i)] * f, f, rows.begin() + i * f);
-    out.write_features(first, count, rows.data());
-  }
+  write_rows_in_order(g.features, f, order, [&](int64_t first, int64_t count, const float* v) {
+    out.write_features(first, count, v);
+  });
   out.commit();
   return edges_within(indptr, indices, o.window);
 }

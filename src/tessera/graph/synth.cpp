@@ -17,7 +17,14 @@ namespace tessera {
 namespace {
 
 // Random streams: what each number is for.
-enum Stream : uint64_t { kEdges = 1, kFeatures = 2, kClassMeans = 3, kSplit = 4 };
+enum Stream : uint64_t {
+  kEdges = 1,
+  kFeatures = 2,
+  kClassMeans = 3,
+  kSplit = 4,
+  kTaskLean = 5,
+  kTaskDraw = 6
+};
 
 int ceil_log2(int64_t n) {
   int bits = 0;
@@ -113,6 +120,13 @@ int64_t csbm_class(const SynthOptions& o, int64_t v) {
   return v % o.num_classes;
 }
 
+int8_t synthetic_task_label(const SynthOptions& o, int64_t cls, int64_t v, int64_t t) {
+  const CounterRng lean(o.seed, kTaskLean), draw(o.seed, kTaskDraw);
+  if (draw.uniform_double(uint64_t(v), uint64_t(2 * t + 1)) < o.unobserved_fraction) return -1;
+  const double p = lean.uniform_double(uint64_t(cls), uint64_t(t)) < 0.5 ? 0.85 : 0.15;
+  return draw.uniform_double(uint64_t(v), uint64_t(2 * t)) < p ? 1 : 0;
+}
+
 std::pair<int64_t, int64_t> synthetic_edge(const SynthOptions& o, int64_t e) {
   return o.kind == SynthKind::Rmat ? rmat_edge(o, e) : csbm_edge(o, e);
 }
@@ -149,6 +163,9 @@ GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, c
   comm.check(o.rmat_a > 0 && o.rmat_b >= 0 && o.rmat_c >= 0 && o.rmat_a + o.rmat_b + o.rmat_c < 1,
              "synthetic graph: R-MAT probabilities need a > 0, b, c >= 0 and a + b + c < 1");
   comm.check(o.intra_class >= 0 && o.intra_class <= 1, "synthetic graph: `intra-class` must be in [0, 1]");
+  comm.check(o.tasks >= 0 && o.tasks <= (int64_t(1) << 24), "synthetic graph: `tasks` must be in [0, 2^24]");
+  comm.check(o.unobserved_fraction >= 0 && o.unobserved_fraction < 1,
+             "synthetic graph: `unobserved` must be in [0, 1)");
   comm.check(o.train_fraction >= 0 && o.valid_fraction >= 0 && o.train_fraction + o.valid_fraction <= 1,
              "synthetic graph: split fractions must be non-negative and sum to at most 1");
   constexpr int64_t kMaxCount = int64_t(1) << 40, kMaxFeatures = int64_t(1) << 20;
@@ -201,7 +218,8 @@ GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, c
   meta.num_nodes = o.num_nodes;
   meta.num_edges = total_edges;
   meta.num_features = o.num_features;
-  meta.num_classes = o.num_classes;
+  meta.num_classes = o.tasks > 0 ? o.tasks : o.num_classes;
+  meta.multi_label = o.tasks > 0;
   meta.symmetric = true;
   GraphFileWriter writer(comm, output, meta, split_sizes);
 
@@ -218,7 +236,15 @@ GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, c
   for (int64_t i = 0; i < rows; ++i)
     labels[size_t(i)] = rmat ? std::min<int64_t>(o.num_classes - 1, ceil_log2(degree[size_t(i)] + 1))
                              : csbm_class(o, begin + i);
-  writer.write_labels(begin, rows, labels.data());
+  if (o.tasks > 0) {
+    std::vector<int8_t> matrix(size_t(rows * o.tasks));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t t = 0; t < o.tasks; ++t)
+        matrix[size_t(i * o.tasks + t)] = synthetic_task_label(o, labels[size_t(i)], begin + i, t);
+    writer.write_label_matrix(begin, rows, matrix.data());
+  } else {
+    writer.write_labels(begin, rows, labels.data());
+  }
   for (const char* kind : {"train", "valid", "test"})
     writer.write_split(kind, split_offsets[kind], int64_t(split_ids[kind].size()), split_ids[kind].data());
 

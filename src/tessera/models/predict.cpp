@@ -176,6 +176,9 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
 // The graph against the model: same features and classes; another graph than the training one is said.
 void check_graph(const PredictOptions& o, const Plan& plan, const Communicator& world) {
   const GraphIdentity g = graph_identity(world, o.data);
+  world.check(!g.meta.multi_label, o.data +
+                                       ": a multi-label graph; predict writes one class per node and its "
+                                       "accuracy, not per-task scores (not yet offered)");
   const ModelConfig& c = plan.config;
   world.check(g.meta.num_features == c.in && g.meta.num_classes == c.out,
               o.data + ": " + std::to_string(g.meta.num_features) + " features and " +

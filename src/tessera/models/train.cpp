@@ -120,6 +120,14 @@ RunOptions run_options(const TrainOptions& o) {
 }
 
 // What run_training learned of the graph before the load: its identity, for checkpoints and the split check.
+// The multi-label loss's weight per task: none, one for every task, or one per task.
+std::vector<float> task_weights(const TaskOptions& task, int64_t tasks) {
+  const std::vector<float>& w = task.positive_weight;
+  require(w.size() <= 1 || int64_t(w.size()) == tasks, "`pos-weight` gives ", w.size(), " weights for ",
+          tasks, " tasks (one for every task, or one per task)");
+  return w.size() == 1 ? std::vector<float>(size_t(tasks), w[0]) : w;
+}
+
 struct RunContext {
   GraphIdentity graph;
   nlohmann::json run;                               // the run identity a checkpoint stores
@@ -180,6 +188,9 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   TrainerOptions loop = o.trainer;
   loop.best_is_last = context.best_is_last;
   Trainer trainer(model, source, world, loop);
+  if (context.graph.meta.multi_label)
+    trainer.set_loss(std::make_unique<MultiLabelBinaryCrossEntropy>(
+        task_weights(o.task, context.graph.meta.num_classes), o.task.metric));
   if (!o.schedule.constant()) {
     trainer.set_schedule(make_schedule(o.schedule, o.trainer.optimizer.lr));
     if (!o.outputs.quiet) {
@@ -435,6 +446,12 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
   }
   if (o.trainer.clip_grad_norm > 0) j["clip_grad_norm"] = o.trainer.clip_grad_norm;
   if (o.model.kind == ModelKind::Gat) j["attention_dropout"] = decimal(o.model.attention_dropout);
+  if (o.task.metric != MetricKind::Auto) j["metric"] = name_of(kMetricKindNames, o.task.metric);
+  if (!o.task.positive_weight.empty()) {
+    std::vector<double> weights;
+    for (float w : o.task.positive_weight) weights.push_back(decimal(w));
+    j["pos_weight"] = weights;
+  }
   // Full-graph runs resume on any grid (the same model up to float round-off); the data-parallel split of
   // mini-batch and sampled runs decides which samples each step trains on.
   if (o.mode == TrainMode::Minibatch) {
@@ -456,10 +473,28 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
 
 namespace {
 
+// The graph's task against what the options ask of it, on every rank before the load.
+void check_task(const TrainOptions& o, const GraphMeta& meta, const Communicator& world) {
+  world.run_agreed([&] {
+    make_metric(o.task.metric, meta.multi_label);
+    require(meta.multi_label || o.task.positive_weight.empty(),
+            "`pos-weight` weighs the positive labels of a ", "multi-label graph; ", o.data,
+            " is single-label");
+    task_weights(o.task, meta.num_classes);
+    if (!meta.multi_label) return;
+    require(o.mode == TrainMode::Full, o.data, " is multi-label (", meta.num_classes,
+            " tasks): it trains in ",
+            "`mode` full; mini-batch and sampled batches do not carry a label matrix");
+    require(o.outputs.predictions.empty(), o.data, " is multi-label: `predictions` writes one class per ",
+            "node, not per-task scores (`embeddings` and the metrics file work)");
+  });
+}
+
 // Before the load: the graph's identity, and what an empty validation split means for the run.
 RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
   RunContext context;
   context.graph = graph_identity(world, o.data);
+  check_task(o, context.graph.meta, world);
   const auto valid = context.graph.splits.find("valid");
   const bool has_valid = valid != context.graph.splits.end() && valid->second > 0;
   world.check(has_valid || o.patience == 0, o.data + ": no validation nodes (split 'valid' is " +

@@ -18,6 +18,7 @@
 #include "tessera/kernels/kernel_path.hpp"
 #include "tessera/models/modes/minibatch.hpp"
 #include "tessera/models/modes/sampled.hpp"
+#include "tessera/models/nn/metric.hpp"
 #include "tessera/models/nn/model.hpp"
 #include "tessera/models/nn/schedule.hpp"
 #include "tessera/models/training/hooks.hpp"
@@ -32,13 +33,14 @@ enum class TrainMode {
   Minibatch,  ///< uniform vertex mini-batches on a 4D grid (docs/architecture.md, "Mini-batch training")
   Sampled     ///< partition-parallel neighbour samples with the prefetch cache (docs/architecture.md)
 };
-/// The names of TrainMode's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+/// The names of TrainMode's values (core/enum_names.hpp): what the command line, the bindings and messages
+/// use.
 inline constexpr EnumName<TrainMode> kTrainModeNames[] = {
-    {TrainMode::Full, "full"},
-    {TrainMode::Minibatch, "minibatch"},
-    {TrainMode::Sampled, "sampled"}};
+    {TrainMode::Full, "full"}, {TrainMode::Minibatch, "minibatch"}, {TrainMode::Sampled, "sampled"}};
 /// full or minibatch or sampled: the name of a value.
-inline const char* train_mode_name(TrainMode mode) { return name_of(kTrainModeNames, mode); }
+inline const char* train_mode_name(TrainMode mode) {
+  return name_of(kTrainModeNames, mode);
+}
 
 /// What a full-graph run the memory model predicts not to fit does.
 enum class MemoryPolicy {
@@ -47,7 +49,7 @@ enum class MemoryPolicy {
 };
 /// The names of MemoryPolicy's values (core/enum_names.hpp).
 inline constexpr EnumName<MemoryPolicy> kMemoryPolicyNames[] = {{MemoryPolicy::Auto, "auto"},
-                                                               {MemoryPolicy::Refuse, "refuse"}};
+                                                                {MemoryPolicy::Refuse, "refuse"}};
 
 /// Full and mini-batch runs: the grid, and what the performance and memory models need to choose or check it.
 struct GridOptions {
@@ -100,6 +102,16 @@ struct OutputOptions {
   nlohmann::json metrics_header = nlohmann::json::object();
 };
 
+/// What the run learns and is judged by. The task comes from the graph file: single-label (softmax
+/// cross-entropy) or multi-label (MultiLabelBinaryCrossEntropy, GraphMeta::multi_label).
+struct TaskOptions {
+  /// The metric evaluation reports, the best epoch is chosen by and `patience` watches (make_metric).
+  MetricKind metric = MetricKind::Auto;
+  /// Multi-label: the weight of each task's positive entries, one value (every task) or one per task;
+  /// empty: 1.
+  std::vector<float> positive_weight;
+};
+
 /// Everything a run needs, typed (the command line's strings are parsed in src/tessera/cli).
 struct TrainOptions {
   std::string data;                  ///< the graph file (docs/reference/graph-format.md)
@@ -109,10 +121,11 @@ struct TrainOptions {
   /// The loop: optimizer, epochs, evaluation interval, clipping (its seed and best_is_last come from the
   /// model and the data).
   TrainerOptions trainer;
-  ScheduleSettings schedule;  ///< the learning rate's schedule (constant by default)
-  int64_t patience = 0;       ///< stop after K evaluations without a better validation accuracy; 0: never
-  GridOptions grid;           ///< full / minibatch: the grid
-  ComputeOptions compute;     ///< kernels and collectives
+  TaskOptions task;            ///< the metric, the multi-label loss's weights
+  ScheduleSettings schedule;   ///< the learning rate's schedule (constant by default)
+  int64_t patience = 0;        ///< stop after K evaluations without a better validation accuracy; 0: never
+  GridOptions grid;            ///< full / minibatch: the grid
+  ComputeOptions compute;      ///< kernels and collectives
   MinibatchOptions minibatch;  ///< minibatch mode
   SampledOptions sampled;      ///< sampled mode
   /// DIR/checkpoint.h5: dir (empty: none), every, resume, overwrite, accept_run_differences (resume although

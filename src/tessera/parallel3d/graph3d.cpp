@@ -20,7 +20,6 @@
 
 namespace tessera {
 
-
 namespace impl {
 
 RowRounds::RowRounds(const Communicator& comm, int64_t rows, int64_t budget,
@@ -182,7 +181,12 @@ int node_data_twin(const NodeLayout& layout, int t) {
 }
 
 // Each row's (layout, position, label, split bits) for the ranks that hold its output row in each of
-// `layouts` layouts (rows by c, replicated over a and b), layouts sharing their node data sent once.
+// `layouts` layouts (rows by c, replicated over a and b), layouts sharing their node data sent once. A
+// multi-label row's tasks follow its four words, packed eight to a word (label_words of them).
+int64_t label_words(const GraphRows& r) {
+  return r.multi_label ? (r.num_classes + 7) / 8 : 0;
+}
+
 std::vector<std::vector<int64_t>> label_buckets(const GraphRows& r, const ProcessGrid& grid,
                                                 const NodeLayout& layout, int layouts) {
   const GridShape& shape = grid.shape();
@@ -199,8 +203,13 @@ std::vector<std::vector<int64_t>> label_buckets(const GraphRows& r, const Proces
       for (int ka = 0; ka < shape.extent(roles.a); ++ka)
         for (int kb = 0; kb < shape.extent(roles.b); ++kb) {
           const int dest = grid.rank_of(row_owner.with(roles.a, ka).with(roles.b, kb)) % p;
-          buckets[size_t(dest)].insert(buckets[size_t(dest)].end(),
-                                       {t, pos, r.labels[size_t(i)], int64_t(r.splits[size_t(i)])});
+          std::vector<int64_t>& bucket = buckets[size_t(dest)];
+          bucket.insert(bucket.end(), {t, pos, r.labels[size_t(i)], int64_t(r.splits[size_t(i)])});
+          const size_t words = size_t(label_words(r));
+          bucket.resize(bucket.size() + words, 0);
+          if (words > 0)
+            std::memcpy(bucket.data() + bucket.size() - words, &r.label_matrix[size_t(i * r.num_classes)],
+                        size_t(r.num_classes));
         }
     }
   }
@@ -222,19 +231,26 @@ void distribute_labels(const GraphRows& r, const ProcessGrid& grid, int layouts,
   const std::vector<int64_t> got =
       exchange_buckets(comm, label_buckets(r, grid, g.layout, layouts), "load labels");
   std::vector<HostVector<int64_t>> labels(static_cast<size_t>(layouts));
+  std::vector<HostMatrix<int8_t>> targets(static_cast<size_t>(layouts));
   std::vector<std::vector<HostVector<uint8_t>>> masks(static_cast<size_t>(layouts));
   for (int t = 0; t < layouts; ++t) {
     if (node_data_twin(g.layout, t) >= 0) continue;  // nothing arrives for it: it shares its twin's
     const int64_t row_block = g.layout.padded_nodes() / grid.shape().extent(roles_for_layer(t).c);
     labels[size_t(t)] = HostVector<int64_t>("labels", size_t(row_block));
     Kokkos::deep_copy(labels[size_t(t)], int64_t(-1));
+    if (r.multi_label) {
+      targets[size_t(t)] = HostMatrix<int8_t>("targets", size_t(row_block), size_t(r.num_classes));
+      Kokkos::deep_copy(targets[size_t(t)], int8_t(-1));
+    }
     for (const std::string& name : r.split_names)
       masks[size_t(t)].push_back(HostVector<uint8_t>("mask " + name, size_t(row_block)));
   }
-  for (size_t k = 0; k < got.size(); k += 4) {
+  const size_t stride = 4 + size_t(label_words(r));
+  for (size_t k = 0; k < got.size(); k += stride) {
     const int t = int(got[k]);
     const int64_t i = got[k + 1] - mine.get(roles_for_layer(t).c) * int64_t(labels[size_t(t)].extent(0));
     labels[size_t(t)](i) = got[k + 2];
+    if (r.multi_label) std::memcpy(&targets[size_t(t)](i, 0), &got[k + 4], size_t(r.num_classes));
     for (size_t m = 0; m < r.split_names.size(); ++m) masks[size_t(t)][m](i) = (got[k + 3] >> m) & 1;
   }
   for (int t = 0; t < layouts; ++t) {
@@ -242,6 +258,7 @@ void distribute_labels(const GraphRows& r, const ProcessGrid& grid, int layouts,
     NodeData d = twin >= 0 ? g.node_data[size_t(twin)] : NodeData{};
     if (twin < 0) {
       d.labels = Kokkos::create_mirror_view_and_copy(DeviceSpace(), labels[size_t(t)]);
+      if (r.multi_label) d.targets = Kokkos::create_mirror_view_and_copy(DeviceSpace(), targets[size_t(t)]);
       for (size_t m = 0; m < r.split_names.size(); ++m)
         d.masks.emplace_back(r.split_names[m],
                              Kokkos::create_mirror_view_and_copy(DeviceSpace(), masks[size_t(t)][m]));
@@ -300,6 +317,7 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   g.layers = options.layers;
   g.num_features = rows.num_features;
   g.num_classes = rows.num_classes;
+  g.multi_label = rows.multi_label;
   g.normalization = options.normalization;
   Stopwatch phase;
   auto done = [&](const std::string& name, int rounds) {

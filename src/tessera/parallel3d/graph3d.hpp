@@ -42,7 +42,10 @@ struct GraphRows {
   std::vector<int64_t> indices;     ///< in-neighbour (source) ids of each row, in [0, num_nodes)
   std::vector<float> features;      ///< rows x num_features, row-major
   std::vector<int64_t> labels;      ///< one per row, in [-1, num_classes); -1 = unlabeled
-  std::vector<uint8_t> splits;      ///< one per row: bit k set = in split split_names[k]
+  /// A multi-label graph: num_classes tasks (labels then holds 0 for a row with an observed task, -1 else).
+  bool multi_label = false;
+  std::vector<int8_t> label_matrix;  ///< multi-label: rows x num_classes of 1, 0, -1 (unobserved)
+  std::vector<uint8_t> splits;       ///< one per row: bit k set = in split split_names[k]
   /// The name of each bit of `splits`, at most 8, distinct; "train" (the nodes the loss covers) must be
   /// one of them. Each becomes a node mask of that name (NodeData::mask), e.g. a held-out set of one's own.
   std::vector<std::string> split_names{"train", "valid", "test"};
@@ -111,6 +114,7 @@ inline constexpr int64_t kReorderedPermuteChunk = 64;
 /// Node data in one layout's output row order (padding rows last): what losses and metrics look up.
 struct NodeData {
   Vector<int64_t> labels;  ///< class of each row (-1: unlabeled or padding)
+  Matrix<int8_t> targets;  ///< multi-label graphs: rows x tasks (1, 0, -1 unobserved or padding); else empty
   /// Masks by name (1: the row's node is in that set): "train", "valid", "test" from a graph file, or
   /// GraphRows::split_names.
   std::vector<std::pair<std::string, Vector<uint8_t>>> masks;
@@ -129,11 +133,12 @@ struct BatchNeeds {
 
 /// A graph distributed over a 3D replica of the grid.
 struct Graph3D {
-  NodeLayout layout;                                       ///< nodes, permutations, node blocks
-  GridCoords coords;                                       ///< this rank's coordinates
-  int layers = 0;                                          ///< deepest model it serves (0: any depth)
-  int64_t num_features = 0;                                ///< input width (unpadded)
-  int64_t num_classes = 0;                                 ///< classes (unpadded)
+  NodeLayout layout;         ///< nodes, permutations, node blocks
+  GridCoords coords;         ///< this rank's coordinates
+  int layers = 0;            ///< deepest model it serves (0: any depth)
+  int64_t num_features = 0;  ///< input width (unpadded)
+  int64_t num_classes = 0;   ///< classes (unpadded); multi-label: tasks
+  bool multi_label = false;  ///< labels are a matrix of tasks (NodeData::targets)
   Normalization normalization = Normalization::Symmetric;  ///< weights of `adjacency`
   std::vector<AdjacencyBlock> adjacency;                   ///< per layout: layer l uses layout l mod 6
   Matrix<float> features;                   ///< layer 0 input block: rows by X (p2 order), columns by Y

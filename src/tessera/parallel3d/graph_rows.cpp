@@ -36,8 +36,15 @@ GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& com
   values.sources(r.indices.data());
   r.features = reader.read_features(begin, end - begin);
   values.features(r.features.data());
-  r.labels = reader.read_labels(begin, end - begin);
-  values.labels(r.labels.data());
+  r.multi_label = meta.multi_label;
+  if (r.multi_label) {
+    r.label_matrix = reader.read_label_matrix(begin, end - begin);
+    values.label_matrix(r.label_matrix.data());
+    r.labels = observed_rows(r.label_matrix.data(), end - begin, meta.num_classes);
+  } else {
+    r.labels = reader.read_labels(begin, end - begin);
+    values.labels(r.labels.data());
+  }
   reader.check(values.problem().empty(), values.problem());
   for (int64_t& offset : r.indptr) offset -= lo;
   // Split lists are read in blocks, so each split id first goes to the rank that holds that node's row.
@@ -80,6 +87,9 @@ std::string check_rows(const GraphRows& r) {
     problem << "indptr ends at " << r.indptr.back() << " but there are " << r.indices.size() << " indices";
   else if (int64_t(r.features.size()) != rows * r.num_features)
     problem << r.features.size() << " feature values for " << rows << " rows of " << r.num_features;
+  else if (r.multi_label && int64_t(r.label_matrix.size()) != rows * r.num_classes)
+    problem << r.label_matrix.size() << " label matrix entries for " << rows << " rows of " << r.num_classes
+            << " tasks";
   else if (int64_t(r.splits.size()) != rows)
     problem << r.splits.size() << " split entries for " << rows << " rows";
   else if (const std::string names = check_split_names(r.split_names); !names.empty())
@@ -97,6 +107,16 @@ std::string check_rows(const GraphRows& r) {
     if (r.labels[size_t(i)] < -1 || r.labels[size_t(i)] >= r.num_classes)
       return "row " + std::to_string(v) + ": label " + std::to_string(r.labels[size_t(i)]) +
              " outside [-1, " + std::to_string(r.num_classes) + ")";
+    for (int64_t t = 0; r.multi_label && t < r.num_classes; ++t) {
+      const int y = r.label_matrix[size_t(i * r.num_classes + t)];
+      if (y < -1 || y > 1)
+        return "row " + std::to_string(v) + ", task " + std::to_string(t) + ": label " + std::to_string(y) +
+               " (1, 0, or -1 for unobserved)";
+    }
+    if (r.multi_label &&
+        r.labels[size_t(i)] != observed_rows(&r.label_matrix[size_t(i * r.num_classes)], 1, r.num_classes)[0])
+      return "row " + std::to_string(v) + ": label " + std::to_string(r.labels[size_t(i)]) +
+             " (a multi-label row's label is 0 where it has an observed task, -1 where it has none)";
     if (bits < 8 && (r.splits[size_t(i)] >> bits) != 0)
       return "row " + std::to_string(v) + ": split bits " + std::to_string(int(r.splits[size_t(i)])) +
              " name a split past the " + std::to_string(bits) + " split_names";

@@ -29,15 +29,15 @@ Accuracy evaluate_full_graph(Model& model, Loss& loss, const Graph3D& graph, con
   // A set the graph has no mask for (an application's own split names) scores no node: 0.
   auto score = [&](const char* set) {
     if (!data.has_mask(set)) return 0.0;
-    metric->add(LossInput{layout, logits, data.labels, data.mask(set)});
+    metric->add(LossInput{layout, logits, data.labels, data.mask(set), data.targets});
     return metric->value(layout, alone);
   };
   Accuracy a{score("train"), score("valid"), score("test")};
   a.metric = metric->name();
   if (data.has_mask("valid")) {
     const Matrix<float> unused("eval.grad", logits.extent(0), logits.extent(1));
-    const LossSum s =
-        loss.sum_and_gradient(LossInput{layout, logits, data.labels, data.mask("valid")}, unused);
+    const LossSum s = loss.sum_and_gradient(
+        LossInput{layout, logits, data.labels, data.mask("valid"), data.targets}, unused);
     a.valid_loss = s.count > 0 ? s.sum / double(s.count) : 0.0;
   }
   return a;
@@ -48,7 +48,8 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
   const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
   const GridCoords& me = model.grid().coords();
   const OutputOrder order = read_output_order(world, paths.graph);
-  if (paths.want_predictions()) {
+  // A multi-label graph has no class per node to write (train refuses `predictions` for one).
+  if (paths.want_predictions() && !graph.multi_label) {
     const ActivationLayout& out = model.output_layout();
     const Vector<int64_t> pred = argmax_3d(logits_of(model), logits);  // agreed over the classes' axis
     NodeClasses mine;
@@ -100,7 +101,7 @@ FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, 
       world_(world),
       views_(full_graph_batch(graph, check_model_fits_graph(model, graph))) {
   const NodeData& data = graph.node_data_for(model.graph_layers());
-  batch_ = Batch{&views_, graph.features, data.labels, data.mask("train")};
+  batch_ = Batch{&views_, graph.features, data.labels, data.mask("train"), data.targets};
   // Ranks that differ only in layer 0's b axis hold copies of one block: the replica has size / |b| blocks.
   const int copies = grid.axis(roles_for_layer(0).b).size();
   edges_ = graph.mean_nnz * double(grid.replica().size() / copies);

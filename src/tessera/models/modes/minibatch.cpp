@@ -163,7 +163,6 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   return d;
 }
 
-
 MinibatchSource::MinibatchSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
                                  const MinibatchOptions& options, const Model& model)
     : MinibatchSource(graph, grid, world, options, check_model_fits_graph(model, graph), model.seed()) {}
@@ -229,7 +228,7 @@ const Batch& MinibatchSource::batch(int64_t epoch, int64_t step) {
     Stopwatch watch;
     current_ = device_builder_->build(SampleKey{seed_, epoch, step, grid_.coords().d});
     device_build_s_ += watch.seconds();
-    batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train};
+    batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train, {}};
     return batch_;
   }
   if (requested_ != std::make_pair(epoch, step)) {  // the first step of a run (or a resumed one)
@@ -240,7 +239,7 @@ const Batch& MinibatchSource::batch(int64_t epoch, int64_t step) {
   // Ask for the next batch before training on this one: the sampler thread works meanwhile.
   request(step + 1 < steps_ ? epoch : epoch + 1, (step + 1) % steps_);
   current_ = builder_->upload(host);
-  batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train};
+  batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train, {}};
   return batch_;
 }
 

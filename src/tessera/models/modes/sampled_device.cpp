@@ -211,7 +211,7 @@ const Batch& DeviceSampledSteps::build(const std::vector<int64_t>& seeds, int64_
   Kokkos::fence();
   gather_s_ = gather_watch.seconds();
   views_.scratch_input = x.data();  // the step's own rows: an input dropout may overwrite them
-  batch_ = Batch{&views_, x, labels, Kokkos::subview(ones_, std::make_pair(size_t(0), n))};
+  batch_ = Batch{&views_, x, labels, Kokkos::subview(ones_, std::make_pair(size_t(0), n)), {}};
   return batch_;
 }
 

@@ -11,9 +11,9 @@
 #include "tessera/core/memory.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/models/modes/layerwise.hpp"
+#include "tessera/models/modes/sampled.hpp"
 #include "tessera/models/nn/metric.hpp"
 #include "tessera/models/training/node_outputs.hpp"
-#include "tessera/models/modes/sampled.hpp"
 
 namespace tessera {
 
@@ -68,7 +68,7 @@ Accuracy SampledSource::evaluate_exact(Model& model, Loss& loss) {
                             out.col_begin, out.width};
   const std::unique_ptr<Metric> metric = loss.metric();
   auto score = [&](const std::vector<int64_t>& nodes) {
-    metric->add(LossInput{layout, logits, labels, mask_of(graph_, nodes)});
+    metric->add(LossInput{layout, logits, labels, mask_of(graph_, nodes), {}});
     return metric->value(layout, world_);
   };
   Accuracy a;
@@ -78,7 +78,7 @@ Accuracy SampledSource::evaluate_exact(Model& model, Loss& loss) {
   a.test = score(graph_.test);
   const Matrix<float> unused("exact.grad", size_t(graph_.count), size_t(r.classes));
   const LossSum valid =
-      loss.sum_and_gradient(LossInput{layout, logits, labels, mask_of(graph_, graph_.valid)}, unused);
+      loss.sum_and_gradient(LossInput{layout, logits, labels, mask_of(graph_, graph_.valid), {}}, unused);
   double sums[2] = {valid.sum, double(valid.count)};
   all_reduce(world_, sums, 2, ReduceOp::Sum, "eval");
   a.valid_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;

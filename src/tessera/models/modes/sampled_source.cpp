@@ -70,7 +70,7 @@ struct SampledSource::State {
   bool self_blocks;
   uint64_t seed;
   EpochSeeds training_seeds;  // used by the thread that builds training steps only
-  Communicator worker;  // the worker thread's traffic
+  Communicator worker;        // the worker thread's traffic
   std::unique_ptr<NeighborSampler> sampler, eval_sampler;
   std::unique_ptr<RemoteFeatures> fetch, eval_fetch;
   std::unique_ptr<FeatureCache> cache;
@@ -215,7 +215,7 @@ void SampledSource::State::upload(const PreparedStep& p) {
   }
   const Vector<int64_t> labels = Kokkos::subview(labels_capacity, std::make_pair(size_t(0), seeds));
   Kokkos::deep_copy(labels, HostVector<const int64_t>(p.labels.data(), seeds));
-  batch = Batch{&views, x, labels, Kokkos::subview(ones_capacity, std::make_pair(size_t(0), seeds))};
+  batch = Batch{&views, x, labels, Kokkos::subview(ones_capacity, std::make_pair(size_t(0), seeds)), {}};
 }
 
 Matrix<const float> SampledSource::State::upload_features(const PreparedStep& p, size_t rows, size_t width) {
@@ -246,7 +246,7 @@ LossSum SampledSource::State::score_on(Model& model, Loss& loss, Metric& metric,
                                        int64_t epoch) {
   upload(p);
   const Matrix<const float> logits = model.forward(batch.input, views, PassInfo{false, seed, epoch});
-  const LossInput rows{logits_layout(model), logits, batch.labels, batch.mask};
+  const LossInput rows{logits_layout(model), logits, batch.labels, batch.mask, batch.targets};
   metric.add(rows);
   if (eval_grad.extent(0) < logits.extent(0) || eval_grad.extent(1) != logits.extent(1))
     eval_grad = Matrix<float>(Kokkos::ViewAllocateWithoutInitializing("eval.grad"), logits.extent(0),
@@ -413,7 +413,7 @@ double SampledSource::loss_weight(int64_t count) {
 void SampledSource::observe(const Matrix<const float>& logits, const Batch& batch, const LogitsLayout& layout,
                             const Loss& loss) {
   if (!s_->train_metric) s_->train_metric = loss.metric();
-  s_->train_metric->add(LossInput{layout, logits, batch.labels, batch.mask});
+  s_->train_metric->add(LossInput{layout, logits, batch.labels, batch.mask, batch.targets});
 }
 
 nlohmann::json SampledSource::step_metrics() {

@@ -3,7 +3,8 @@
 // on this rank, where the block sits on the grid (rows split over one axis, classes over another), the rows'
 // labels and the mask of rows it covers. It returns the sum over the covered rows of the whole grid and their
 // count, and writes d(sum)/d(logits) for this rank's block; the Trainer scales both to the mean the mode
-// trains on. SoftmaxCrossEntropy is the default; BinaryCrossEntropy serves two-class tasks with one logit.
+// trains on. SoftmaxCrossEntropy is the default; BinaryCrossEntropy serves two-class tasks with one logit,
+// MultiLabelBinaryCrossEntropy multi-label tasks (one logit per task, labels 1, 0 or unobserved).
 // Each names the metric it is evaluated by (metric.hpp). An application writes its own by deriving from Loss
 // and summing its rank's share with sum_over_grid, so that every rank reports the same number
 // (examples/custom_loss, docs/library.md).
@@ -12,12 +13,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tessera/models/nn/loss_input.hpp"
+#include "tessera/models/nn/metric.hpp"
 
 namespace tessera {
-
-class Metric;  // metric.hpp
 
 /// A loss summed over the rows it covered on the whole grid.
 struct LossSum {
@@ -55,6 +56,26 @@ class BinaryCrossEntropy final : public Loss {
   LossSum sum_and_gradient(const LossInput& input, const Matrix<float>& grad) override;
   std::string name() const override { return "binary_cross_entropy"; }
   std::unique_ptr<Metric> metric() const override;
+};
+
+/// A multi-label task with one logit z per task (LossInput::targets: 1, 0, or -1 unobserved): the sum over
+/// observed entries of covered rows of p_t y log(1 + e^-z) + (1 - y) log(1 + e^z), PyTorch's
+/// BCEWithLogitsLoss with pos_weight p_t; the count is the observed entries, so the Trainer's mean is over
+/// them. Its metric is the mean ROC-AUC over tasks (MultiLabelRocAucMetric), the OGB rule for ogbn-proteins.
+class MultiLabelBinaryCrossEntropy final : public Loss {
+ public:
+  /// `positive_weight`: one weight per task on its positive entries (empty: 1 for every task); `metric`: what
+  /// metric() gives (make_metric; Auto: mean ROC-AUC).
+  explicit MultiLabelBinaryCrossEntropy(std::vector<float> positive_weight = {},
+                                        MetricKind metric = MetricKind::Auto);
+  LossSum sum_and_gradient(const LossInput& input, const Matrix<float>& grad) override;
+  std::string name() const override { return "multi_label_binary_cross_entropy"; }
+  std::unique_ptr<Metric> metric() const override;
+
+ private:
+  std::vector<float> positive_weight_;
+  MetricKind metric_;
+  Vector<float> weight_view_;  // positive_weight_ where kernels read it, sized on first use
 };
 
 /// Collective over the layout's rows and classes axes: a rank's share of a loss (`partial`: its rows, its

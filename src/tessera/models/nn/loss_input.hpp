@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What a loss or a metric sees of one batch's logits on this rank: the block, where it sits on the grid, the
-// rows' labels and the mask of rows covered. Shared by loss.hpp and metric.hpp, which depend on it and not
-// on each other.
+// rows' labels and the mask of rows covered. Shared by metric.hpp and loss.hpp (which includes metric.hpp:
+// a loss names the metric its task is judged by).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,9 @@ struct LossInput {
   Matrix<const float> logits;    ///< this rank's block: rows x local columns (padding past the classes)
   Vector<const int64_t> labels;  ///< every row's class (-1: unlabeled or padding)
   Vector<const uint8_t> mask;    ///< the rows the loss covers (a row counts where mask != 0 and label >= 0)
+  /// Multi-label tasks: rows x every task (1, 0, -1 unobserved); local column j is task col_begin + j.
+  /// Empty for a single-label task.
+  Matrix<const int8_t> targets;
   /// Local columns that are real classes: columns [0, real_columns()) of the block; the rest are padding.
   int64_t real_columns() const;
 };

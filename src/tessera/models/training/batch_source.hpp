@@ -15,8 +15,8 @@
 #include "tessera/comm/communicator.hpp"
 #include "tessera/core/enum_names.hpp"
 #include "tessera/models/nn/loss.hpp"
-#include "tessera/models/training/node_outputs.hpp"
 #include "tessera/models/nn/sequential.hpp"
+#include "tessera/models/training/node_outputs.hpp"
 #include "tessera/parallel3d/loss3d.hpp"
 
 namespace tessera {
@@ -27,13 +27,14 @@ enum class SamplePlace {
   Host,   ///< on the host (a thread builds the next step's sample during the step), uploaded each step
   Device  ///< in kernels on the execution space (a GPU's, or the host's threads), nothing uploaded
 };
-/// The names of SamplePlace's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+/// The names of SamplePlace's values (core/enum_names.hpp): what the command line, the bindings and messages
+/// use.
 inline constexpr EnumName<SamplePlace> kSamplePlaceNames[] = {
-    {SamplePlace::Auto, "auto"},
-    {SamplePlace::Host, "host"},
-    {SamplePlace::Device, "device"}};
+    {SamplePlace::Auto, "auto"}, {SamplePlace::Host, "host"}, {SamplePlace::Device, "device"}};
 /// auto or host or device: the name of a value.
-inline const char* sample_place_name(SamplePlace place) { return name_of(kSamplePlaceNames, place); }
+inline const char* sample_place_name(SamplePlace place) {
+  return name_of(kSamplePlaceNames, place);
+}
 
 /// One training step's data on this rank.
 struct Batch {
@@ -41,6 +42,7 @@ struct Batch {
   Matrix<const float> input;          ///< the input block (its rows: graph->input)
   Vector<const int64_t> labels;       ///< the label of each logits row (-1: unlabeled or padding)
   Vector<const uint8_t> mask;         ///< the logits rows the loss covers
+  Matrix<const int8_t> targets;  ///< multi-label tasks of each logits row (LossInput::targets); else empty
 };
 
 /// Scores of one evaluation, in the metric of the Trainer's loss (Loss::metric: accuracy by default).
