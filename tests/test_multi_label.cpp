@@ -389,6 +389,42 @@ TEST(MultiLabel, EmptyBlocksGiveTheOneRankRun) {
   }
 }
 
+// Mini-batches of a multi-label graph through the program's path (the loss chosen from the file): every 3D
+// grid of one replica cuts the same batches as one rank and gives its losses and scores up to float
+// round-off; several replicas train too.
+TEST(MultiLabel, MinibatchGridsGiveTheOneRankRun) {
+  const Communicator world = Communicator::world();
+  const auto run = [&](const Communicator& comm, const GridShape& shape) {
+    TrainOptions o;
+    o.data = multi_label_file();
+    o.mode = TrainMode::Minibatch;
+    o.grid.shape = shape;
+    o.minibatch.batch_size = 100;
+    o.trainer.epochs = 4;
+    o.task.metric = MetricKind::AveragePrecision;
+    o.task.positive_weight = {1.5f};
+    o.outputs.quiet = true;
+    return run_training(o, comm);
+  };
+  const Communicator self = world.split(world.rank(), 0);
+  const TrainResult one = run(self, GridShape{1, 1, 1, 1});
+  ASSERT_EQ(one.history.back().metric, "average_precision");
+  EXPECT_LT(one.history.back().loss, one.history.front().loss);
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), true)) {
+    SCOPED_TRACE(shape.str());
+    const TrainResult r = run(world, shape);
+    ASSERT_EQ(r.history.size(), one.history.size());
+    if (shape.d > 1) {
+      EXPECT_GT(r.best_valid, 0.5);
+      continue;
+    }
+    for (size_t e = 0; e < r.history.size(); ++e) {
+      EXPECT_NEAR(r.history[e].loss, one.history[e].loss, 1e-5 * one.history[e].loss) << "epoch " << e;
+      EXPECT_NEAR(r.history[e].valid_acc, one.history[e].valid_acc, 1e-5) << "epoch " << e;
+    }
+  }
+}
+
 // Training learns the tasks as well as knowing each node's class would: the oracle scores a validation node
 // by its class's rate of positives among the training nodes.
 TEST(MultiLabel, TrainingLearnsTheTasks) {

@@ -482,9 +482,8 @@ void check_task(const TrainOptions& o, const GraphMeta& meta, const Communicator
             " is single-label");
     task_weights(o.task, meta.num_classes);
     if (!meta.multi_label) return;
-    require(o.mode == TrainMode::Full, o.data, " is multi-label (", meta.num_classes,
-            " tasks): it trains in ",
-            "`mode` full; mini-batch and sampled batches do not carry a label matrix");
+    require(o.mode != TrainMode::Sampled, o.data, " is multi-label (", meta.num_classes,
+            " tasks): it trains in `mode` full or minibatch; sampled batches do not carry a label matrix");
     require(o.outputs.predictions.empty(), o.data, " is multi-label: `predictions` writes one class per ",
             "node, not per-task scores (`embeddings` and the metrics file work)");
   });

@@ -24,6 +24,22 @@ Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
   return out;
 }
 
+}  // namespace
+
+Matrix<int8_t> gather_task_rows(const Matrix<const int8_t>& targets, const Vector<const int64_t>& index,
+                                int64_t count) {
+  if (targets.extent(1) == 0) return {};
+  Matrix<int8_t> out(Kokkos::ViewAllocateWithoutInitializing("sample_targets"), size_t(count),
+                     targets.extent(1));
+  const int64_t tasks = int64_t(targets.extent(1));
+  Kokkos::parallel_for(
+      "tessera::gather_task_rows", Kokkos::RangePolicy<ExecSpace>(0, count * tasks),
+      KOKKOS_LAMBDA(int64_t e) { out(e / tasks, e % tasks) = targets(index(e / tasks), e % tasks); });
+  return out;
+}
+
+namespace {
+
 // A host array's pointer, or null where it is empty: an empty Kokkos View may still hold a non-null pointer
 // (its allocation header), and the sampler reads a weight array wherever its pointer is set.
 template <class T>
@@ -159,6 +175,7 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   const NodeData& data = graph_.node_data_for(layers);
   d.labels = gather(data.labels, out_rows);
   d.train = gather(data.mask("train"), out_rows);
+  d.targets = gather_task_rows(data.targets, out_rows, int64_t(out_rows.extent(0)));
   Kokkos::fence();
   return d;
 }
@@ -228,7 +245,7 @@ const Batch& MinibatchSource::batch(int64_t epoch, int64_t step) {
     Stopwatch watch;
     current_ = device_builder_->build(SampleKey{seed_, epoch, step, grid_.coords().d});
     device_build_s_ += watch.seconds();
-    batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train, {}};
+    batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train, current_.targets};
     return batch_;
   }
   if (requested_ != std::make_pair(epoch, step)) {  // the first step of a run (or a resumed one)
@@ -239,7 +256,7 @@ const Batch& MinibatchSource::batch(int64_t epoch, int64_t step) {
   // Ask for the next batch before training on this one: the sampler thread works meanwhile.
   request(step + 1 < steps_ ? epoch : epoch + 1, (step + 1) % steps_);
   current_ = builder_->upload(host);
-  batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train, {}};
+  batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train, current_.targets};
   return batch_;
 }
 

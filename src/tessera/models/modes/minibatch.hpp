@@ -37,7 +37,13 @@ struct DeviceBatch {
   Vector<int64_t> input_ids;  ///< their vertex ids
   Vector<int64_t> labels;     ///< last layer's sampled output rows
   Vector<uint8_t> train;      ///< same rows: in the training split
+  Matrix<int8_t> targets;     ///< same rows: a multi-label graph's task labels (else empty)
 };
+
+/// Rows index(0), ..., index(count - 1) of a multi-label graph's task labels (NodeData::targets); empty
+/// where `targets` is (a single-label graph).
+Matrix<int8_t> gather_task_rows(const Matrix<const int8_t>& targets, const Vector<const int64_t>& index,
+                                int64_t count);
 
 /// The factor 1 / p by which a batch of `batch_size` of `num_nodes` vertices scales its off-diagonal
 /// entries (pair_inclusion_probability); throws Error naming --batch-size unless 2 <= batch_size <=

@@ -316,6 +316,7 @@ DeviceBatch DeviceMinibatchBuilder::build(const SampleKey& key) {
   const NodeData& data = graph_.node_data_for(needs_.layers);
   d.labels = gather_picked<int64_t>(data.labels, outputs, "sample_labels");
   d.train = gather_picked<uint8_t>(data.mask("train"), outputs, "sample_train");
+  d.targets = gather_task_rows(data.targets, outputs.pick, outputs.count);
   Kokkos::fence();
   return d;
 }
