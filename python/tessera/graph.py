@@ -30,7 +30,8 @@ MAX_NODES, MAX_EDGES, MAX_FEATURES, MAX_CLASSES = 1 << 40, 1 << 48, 1 << 24, 1 <
 @dataclass
 class Graph:
     """A node-classification graph as arrays: edges u -> v as edge_index[0] = u, edge_index[1] = v (PyG's
-    convention), features x [N, F], labels y [N] (-1: unlabeled), and split node ids."""
+    convention), features x [N, F], labels y [N] (-1: unlabeled) or, multi-label, [N, T]
+    of 1, 0 and -1 (unobserved), and split node ids."""
     edge_index: np.ndarray
     x: np.ndarray
     y: np.ndarray

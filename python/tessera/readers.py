@@ -213,32 +213,55 @@ def read_plain_npz(path, split_index=0):
 
 def read_graphsaint(directory):
     """GraphSAINT's layout (Zeng et al. 2020: Flickr, Reddit, Yelp, Amazon, PPI): adj_full.npz (scipy),
-    feats.npy, class_map.json (node -> class), role.json (tr / va / te node lists). Multi-label class maps
-    are refused: Tessera trains single-label classification."""
+    feats.npy, class_map.json (node -> class, or node -> a list of 0/1 per class), role.json (tr / va / te
+    node lists). A class map of lists where some node has other than one class (Yelp, PPI, Amazon) is
+    multi-label: y is then [N, C] of 1 and 0, -1 for a node the map does not list."""
     adj = _load_sparse(os.path.join(directory, "adj_full.npz")).tocoo()
     x = _npy(os.path.join(directory, "feats.npy"))
     class_path = os.path.join(directory, "class_map.json")
     class_map, role = _json(class_path), _json(os.path.join(directory, "role.json"))
     n = x.shape[0]
-    y = np.full(n, -1, dtype=np.int64)
+    rows = {}
     for node, c in class_map.items():
-        if isinstance(c, list):
-            if sum(c) != 1:
-                raise ValueError(f"{class_path}: node {node} has {sum(c)} classes (multi-label); Tessera trains "
-                                 "single-label classification")
-            c = c.index(1)
         try:
-            k, c = int(node), int(c)
+            k = int(node)
+            c = [int(v) for v in c] if isinstance(c, list) else int(c)
         except (TypeError, ValueError):
             raise ValueError(f"{class_path}: node {node!r} with class {c!r}: not integers") from None
         if not 0 <= k < n:
             raise ValueError(f"{class_path}: node {k} is outside the {n} rows of feats.npy")
-        y[k] = c
+        rows[k] = c
+    y = _graphsaint_labels(rows, n, class_path)
     splits = {ours: np.asarray(role.get(theirs, []), dtype=np.int64)
               for ours, theirs in (("train", "tr"), ("valid", "va"), ("test", "te"))}
     name = os.path.basename(os.path.normpath(directory))
     return Graph(np.vstack([adj.row, adj.col]).astype(np.int64), x.astype(np.float32), y, splits, name,
                  f"graphsaint {name}")
+
+
+def _graphsaint_labels(rows, n, class_path):
+    """[N] classes (-1 unlabeled), or [N, C] of 1, 0 and -1 where the map's lists give some node other than one
+    class."""
+    lists = [c for c in rows.values() if isinstance(c, list)]
+    if not lists:
+        y = np.full(n, -1, dtype=np.int64)
+        for k, c in rows.items():
+            y[k] = c
+        return y
+    if len(lists) != len(rows) or len({len(c) for c in lists}) != 1:
+        raise ValueError(f"{class_path}: a class map mixes classes and lists, or lists of different lengths")
+    for k, c in rows.items():
+        if any(v not in (0, 1) for v in c):
+            raise ValueError(f"{class_path}: node {k} has entries other than 0 and 1 ({c})")
+    if all(sum(c) == 1 for c in lists):
+        y = np.full(n, -1, dtype=np.int64)
+        for k, c in rows.items():
+            y[k] = c.index(1)
+        return y
+    y = np.full((n, len(lists[0])), -1, dtype=np.int8)
+    for k, c in rows.items():
+        y[k] = c
+    return y
 
 
 def read_reddit(directory):

@@ -120,9 +120,17 @@ def test_graphsaint(tmp_path, truth, program):
     assert np.array_equal(g.y, truth["y"]) and len(g.splits["test"]) == N - 400
     assert convert("graphsaint", tmp_path, tmp_path / "s.h5").returncode == 0
     check_file(tmp_path / "s.h5", program, N)
+    # Lists of classes where a node has several (Yelp, PPI): a multi-label graph of one task per class.
     write_graphsaint(tmp_path, truth, multi_label=True)
-    r = convert("graphsaint", tmp_path, tmp_path / "m.h5")
-    assert r.returncode == 1 and "class_map.json: node 5 has 4 classes (multi-label)" in r.stderr
+    g = tessera.read_graphsaint(str(tmp_path))
+    assert g.y.shape == (N, C) and g.y[5].tolist() == [1] * C
+    assert np.array_equal(np.delete(g.y, 5, axis=0), np.delete(np.eye(C, dtype=np.int8)[truth["y"]], 5, axis=0))
+    assert convert("graphsaint", tmp_path, tmp_path / "m.h5").returncode == 0
+    info = program("info", tmp_path / "m.h5").stdout
+    assert f"tasks:     {C}, multi-label ({N} labeled nodes" in info and "valid:     yes" in info
+    (tmp_path / "class_map.json").write_text(json.dumps({"0": [1, 2, 0, 0], "1": [0, 1, 0, 0]}))
+    r = convert("graphsaint", tmp_path, tmp_path / "bad.h5")
+    assert r.returncode == 1 and "class_map.json: node 0 has entries other than 0 and 1" in r.stderr
 
 
 def test_reddit(tmp_path, truth, program):
