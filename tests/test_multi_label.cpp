@@ -425,6 +425,58 @@ TEST(MultiLabel, MinibatchGridsGiveTheOneRankRun) {
   }
 }
 
+// The sampled mode at learning rate 0: its exact (layer-wise) evaluation scores the full graph's logits up
+// to the rounding of another summation order, its sampled evaluation is a score, and its steps train on
+// the seeds' task labels (the loss's mean over their observed entries).
+TEST(MultiLabel, SampledModeScoresTheTasks) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid one(world, GridShape{1, 1, 1, world.size()});
+  const Graph3D graph = load_graph_3d(GraphFileReader(world, multi_label_file()), one, Graph3DOptions{});
+  const std::unique_ptr<Sequential> full_model = task_gcn(one, graph.num_features);
+  FullGraphSource full(graph, one, world, *full_model);
+  const EpochRecord reference = run_epochs(*full_model, full, world, MetricKind::RocAuc).history.at(0);
+
+  const ProcessGrid sampled_grid(world, GridShape{world.size(), 1, 1, 1});
+  const PartitionedGraph parts = load_partitioned(world, multi_label_file(), "block");
+  ASSERT_TRUE(parts.multi_label);
+  ASSERT_EQ(parts.targets.size(), size_t(parts.count * kTasks));
+  for (const bool exact : {true, false}) {
+    SCOPED_TRACE(exact ? "exact evaluation" : "sampled evaluation");
+    const std::unique_ptr<Sequential> model = task_gcn(sampled_grid, parts.num_features);
+    SampledOptions o;
+    o.batch_size = 32;
+    o.thread = StepThread::Off;
+    o.exact_eval = exact;
+    SampledSource sampled(parts, sampled_grid, world, o, *model, Normalization::Symmetric);
+    const EpochRecord s = run_epochs(*model, sampled, world, MetricKind::RocAuc).history.at(0);
+    EXPECT_EQ(s.metric, "roc_auc");
+    if (exact) {
+      EXPECT_NEAR(s.valid_acc, reference.valid_acc, 0.002);
+      EXPECT_NEAR(s.valid_loss, reference.valid_loss, 1e-4 * reference.valid_loss);
+    } else {
+      EXPECT_GT(s.valid_acc, 0.0);
+      EXPECT_LE(s.valid_acc, 1.0);
+    }
+    EXPECT_GT(s.loss, 0.0);
+  }
+  // On one rank the device-built steps (run on the host here) give the host sampler's run.
+  if (world.size() == 1) {
+    std::vector<double> losses[2];
+    for (const SamplePlace place : {SamplePlace::Host, SamplePlace::Device}) {
+      TrainOptions o;
+      o.data = multi_label_file();
+      o.mode = TrainMode::Sampled;
+      o.sampled.batch_size = 64;
+      o.sampled.sample_on = place;
+      o.trainer.epochs = 3;
+      o.outputs.quiet = true;
+      for (const EpochRecord& e : run_training(o, world).history)
+        losses[place == SamplePlace::Device].push_back(e.loss);
+    }
+    EXPECT_EQ(losses[0], losses[1]);
+  }
+}
+
 // Training learns the tasks as well as knowing each node's class would: the oracle scores a validation node
 // by its class's rate of positives among the training nodes.
 TEST(MultiLabel, TrainingLearnsTheTasks) {

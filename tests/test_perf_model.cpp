@@ -207,6 +207,33 @@ TEST(PerfModel, MachineFilesRoundTripAndBadOnesAreErrors) {
   EXPECT_THROW(builtin_machine("summit"), Error);
 }
 
+// A multi-label graph's task rows: read with the rows, sent in the labels exchange, kept in every layout's
+// output row order (one byte per task and row); its ranked metrics' gathered entries in training.
+TEST(PerfModel, CountsAMultiLabelGraphsTaskRows) {
+  const MachineProfile machine = builtin_machine("perlmutter");
+  const ProblemSize single = arxiv_like(3);
+  ProblemSize tasks = single;
+  tasks.tasks = 112;
+  for (const GridShape& shape : {GridShape{}, GridShape{1, 2, 2, 2}, GridShape{1, 1, 1, 8}}) {
+    SCOPED_TRACE(shape.str());
+    const MemoryEstimate a = predict_memory(single, shape, machine),
+                         b = predict_memory(tasks, shape, machine);
+    const Layout3D layout(shape, single.nodes, single.dims, PermuteMode::None, 0);
+    double rows = 0;
+    for (int t = 0; t < layout.num_adjacency_layouts(); ++t)
+      rows += double(layout.padded_nodes()) / shape.extent(roles_for_layer(t).c);
+    EXPECT_NEAR(b.graph - a.graph, (1 + kHeapSlack) * 112 * rows, 1e-6 * b.graph);
+    EXPECT_GT(b.load_peak, a.load_peak);
+    // The ranked metrics' gathered entries: 5 bytes per node and local task column, twice where the rows
+    // are spread over ranks.
+    const int last = layout.layers() - 1;
+    const double copies = shape.extent(roles_for_layer(last).c) > 1 ? 2 : 1;
+    const double local_tasks = double(layout.padded_dim(last + 1)) / shape.extent(roles_for_layer(last).a);
+    EXPECT_NEAR(b.training - a.training, (1 + kHeapSlack) * 5 * copies * double(single.nodes) * local_tasks,
+                1e-6 * b.training);
+  }
+}
+
 // Every way out a refused run is told of fits by the model's own prediction for that change, on its grid
 // and ranks, and the list holds each kind the model can predict: another grid of as many ranks, recomputing
 // the aggregation, and the fewest more ranks (checked here by trying every smaller doubling).

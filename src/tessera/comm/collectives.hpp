@@ -48,6 +48,11 @@ template <>
 inline MPI_Datatype mpi_type<uint8_t>() {
   return MPI_UINT8_T;
 }
+/// MPI_INT8_T.
+template <>
+inline MPI_Datatype mpi_type<int8_t>() {
+  return MPI_INT8_T;
+}
 /// MPI_UINT16_T.
 template <>
 inline MPI_Datatype mpi_type<uint16_t>() {

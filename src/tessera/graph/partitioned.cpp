@@ -113,15 +113,17 @@ std::vector<int64_t> pack_records(const GraphSlice& slice, const SliceIds& new_i
   return out;
 }
 
-// Each row's features, grouped by owner in the records' order.
-std::vector<float> pack_features(const HostMatrix<float>& features, const std::vector<int>& dest,
-                                 std::vector<int64_t>& counts) {
-  const int64_t f = int64_t(features.extent(1));
+// Each row of a row-major matrix (features, a multi-label graph's tasks), grouped by owner in the records'
+// order.
+template <class T>
+std::vector<T> pack_rows(const HostMatrix<T>& rows, const std::vector<int>& dest,
+                         std::vector<int64_t>& counts) {
+  const int64_t f = int64_t(rows.extent(1));
   for (int d : dest) counts[size_t(d)] += f;
   std::vector<int64_t> at = group_starts(counts);
-  std::vector<float> out(size_t(at.back() + counts.back()));
-  for (size_t i = 0; i < dest.size(); ++i) {
-    std::copy(&features(i, 0), &features(i, 0) + f, out.begin() + at[size_t(dest[i])]);
+  std::vector<T> out(size_t(at.back() + counts.back()));
+  for (size_t i = 0; i < dest.size() && f > 0; ++i) {
+    std::copy(&rows(i, 0), &rows(i, 0) + f, out.begin() + at[size_t(dest[i])]);
     at[size_t(dest[i])] += f;
   }
   return out;
@@ -190,6 +192,7 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
   g.num_nodes = meta.num_nodes;
   g.num_features = meta.num_features;
   g.num_classes = meta.num_classes;
+  g.multi_label = meta.multi_label;
 
   // Each rank reads a contiguous block of rows holding about the same bytes of features and neighbour
   // lists: equal row counts gave the first of 8 ranks 43% of an R-MAT graph's edges (its hubs), and with
@@ -223,11 +226,16 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
   std::vector<int64_t> records = pack_records(slice, new_id, dest, record_counts);
   slice.adjacency = CsrMatrix<float, HostSpace>();
   std::vector<int64_t> got = exchange_grouped(comm, std::move(records), record_counts, "load rows");
-  std::vector<float> features = pack_features(slice.features, dest, feature_counts);
+  std::vector<float> features = pack_rows(slice.features, dest, feature_counts);
   slice.features = HostMatrix<float>();
   std::vector<float> got_features =
       exchange_grouped(comm, std::move(features), feature_counts, "load features");
   assemble_owned(std::move(got), std::move(got_features), g);
+  if (g.multi_label) {  // the same on every rank: the file's metadata
+    std::vector<int64_t> task_counts(size_t(ranks), 0);
+    std::vector<int8_t> tasks = pack_rows(slice.label_matrix, dest, task_counts);
+    g.targets = exchange_grouped(comm, std::move(tasks), task_counts, "load task labels");
+  }
 
   fetch_halo_degrees(comm, g);
 

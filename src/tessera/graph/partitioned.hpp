@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// A graph distributed by a partition (docs/architecture.md §6): each rank owns a contiguous range of renumbered node ids
-// and holds their in-edges, features, labels and split membership, and the in-degree of its halo (the
-// non-owned in-neighbours of its nodes: GCN weights of sampled neighbours, the cache's initial fill), asked
-// of their owners at load; no array of every node. Loaded collectively: each rank reads a 1/P block of the
-// file and an all-to-all moves every row to its owner.
+// A graph distributed by a partition (docs/architecture.md §6): each rank owns a contiguous range of
+// renumbered node ids and holds their in-edges, features, labels and split membership, and the in-degree of
+// its halo (the non-owned in-neighbours of its nodes: GCN weights of sampled neighbours, the cache's initial
+// fill), asked of their owners at load; no array of every node. Loaded collectively: each rank reads a 1/P
+// block of the file and an all-to-all moves every row to its owner.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,9 @@ struct PartitionedGraph {
   /// In-neighbours in new ids, sorted, self loops dropped (GCN adds its own).
   std::vector<int64_t> col;
   std::vector<float> features;       ///< count x num_features
-  std::vector<int64_t> labels;       ///< count, -1 = unlabeled
+  std::vector<int64_t> labels;       ///< count, -1 = unlabeled (multi-label: 0 where a task is observed)
+  bool multi_label = false;          ///< num_classes is the tasks of a multi-label graph
+  std::vector<int8_t> targets;       ///< multi-label: count x num_classes of 1, 0, -1 (unobserved)
   std::vector<int64_t> halo;         ///< non-owned in-neighbours of owned nodes (new ids), sorted
   std::vector<int64_t> halo_degree;  ///< their in-degrees (without self loops), from their owners
   std::vector<int64_t> train;        ///< owned new ids in the training split, sorted

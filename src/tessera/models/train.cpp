@@ -373,6 +373,7 @@ ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool r
   size.recompute = recompute_aggregation;
   size.exchange_budget = exchange_budget;
   size.symmetric_graph = meta.symmetric;
+  size.tasks = meta.multi_label ? meta.num_classes : 0;
   size.nodes = meta.num_nodes;
   size.edges = meta.num_edges;
   size.symmetric = normalization_for(model.kind) == Normalization::Symmetric;
@@ -482,10 +483,9 @@ void check_task(const TrainOptions& o, const GraphMeta& meta, const Communicator
             " is single-label");
     task_weights(o.task, meta.num_classes);
     if (!meta.multi_label) return;
-    require(o.mode != TrainMode::Sampled, o.data, " is multi-label (", meta.num_classes,
-            " tasks): it trains in `mode` full or minibatch; sampled batches do not carry a label matrix");
-    require(o.outputs.predictions.empty(), o.data, " is multi-label: `predictions` writes one class per ",
-            "node, not per-task scores (`embeddings` and the metrics file work)");
+    require(o.outputs.predictions.empty(), o.data,
+            " is multi-label: `save-predictions` writes one class per ",
+            "node, not per-task scores (`save-embeddings` and `metrics` work)");
   });
 }
 

@@ -23,7 +23,13 @@ struct RowsBytes {
 };
 
 RowsBytes read_rows_bytes(const ProblemSize& p, double rows_read, double edges) {
-  return {8 * (rows_read + 1) + 8 * edges, 4 * double(p.dims.front()) * rows_read, 9 * rows_read};
+  return {8 * (rows_read + 1) + 8 * edges, 4 * double(p.dims.front()) * rows_read,
+          (9 + double(p.tasks)) * rows_read};
+}
+
+// A multi-label row's task labels in the labels exchange: eight to a word.
+double task_words_bytes(const ProblemSize& p) {
+  return 8 * double((p.tasks + 7) / 8);
 }
 
 struct LayoutBytes {
@@ -112,16 +118,18 @@ double features_exchange_bytes(const Layout3D& layout, double rows_read, double 
   return in_rounds ? many : std::max(own_features, sent) + received + block;
 }
 
-// distribute_labels: (layout, position, label, splits) to the G_a x G_b ranks of the row's block in each
-// layout the model uses, received (layouts that share their node data counted too: an upper bound).
+// distribute_labels: (layout, position, label, splits[, task words]) to the G_a x G_b ranks of the row's
+// block in each layout the model uses, received (layouts that share their node data counted too: an upper
+// bound), and the labels, masks and task rows built from them.
 double labels_exchange_bytes(const ProblemSize& p, const Layout3D& layout, double rows_read) {
   const GridShape& s = layout.shape();
+  const double tuple = 32 + task_words_bytes(p);
   double bytes = 0;
   for (int t = 0; t < layout.num_adjacency_layouts(); ++t) {
     const AxisRoles r = roles_for_layer(t);
     const double rows_c = double(layout.padded_nodes()) / s.extent(r.c);
-    bytes +=
-        32 * rows_read * s.extent(r.a) * s.extent(r.b) + 32 * double(p.nodes) / s.extent(r.c) + 11 * rows_c;
+    bytes += tuple * rows_read * s.extent(r.a) * s.extent(r.b) + tuple * double(p.nodes) / s.extent(r.c) +
+             (11 + double(p.tasks)) * rows_c;
   }
   return bytes;
 }
@@ -219,9 +227,10 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
                             features_exchange_bytes(layout, rows_read, rows.features, double(p.nodes),
                                                     double(p.exchange_budget)));
   // Kept after the load besides the blocks: the feature block, its row ids, and each layout's output row
-  // ids, labels and three split masks.
+  // ids, labels, three split masks and a multi-label graph's task rows.
   kept += 4 * np / s.x * double(layout.padded_dim(0)) / s.y + 8 * np / s.x;
-  for (int t = 0; t < layout.num_adjacency_layouts(); ++t) kept += 19 * np / s.extent(roles_for_layer(t).c);
+  for (int t = 0; t < layout.num_adjacency_layouts(); ++t)
+    kept += (19 + double(p.tasks)) * np / s.extent(roles_for_layer(t).c);
   // MPI's own buffers grow with the messages it has moved, up to what the machine profile measured, and
   // with the peers whose shared-memory segments a rank maps.
   if (ranks > 1) e.process += std::min(m.mpi_bytes, largest_send) + m.peer_bytes * std::min(ranks - 1, 64.0);
@@ -243,6 +252,15 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
       std::max(input_grad, 4 * np / s.extent(roles_for_layer(last).c) * double(layout.padded_dim(last + 1)) /
                                s.extent(roles_for_layer(last).a));
   training += scratch + input_grad;
+  // A multi-label graph's ranked metrics (ROC-AUC, average precision) gather every evaluated entry of the
+  // rank's task columns, 5 bytes each, as they rank them: counted for a split of every node (a split is
+  // at most that), twice where the logits' rows are spread over ranks (the entries as gathered and as
+  // joined per task).
+  if (p.tasks > 0) {
+    const double copies = s.extent(roles_for_layer(last).c) > 1 ? 2 : 1;
+    training += 5 * copies * double(p.nodes) * double(layout.padded_dim(last + 1)) /
+                s.extent(roles_for_layer(last).a);
+  }
   training +=
       host_gemm_resident_bytes() + gemm_scratch;  // the GEMM library's own memory, from the first GEMM on
   e.training = (1 + kHeapSlack) * training;

@@ -96,6 +96,8 @@ struct ProblemSize {
   /// never cached), layer 0's features gathered over c and its input gradient computed and
   /// reduce-scattered back. The calibration against Plexus's published epochs prices this schedule.
   bool plexus_schedule = false;
+  /// A multi-label graph's tasks (its label matrix's columns, GraphMeta::multi_label); 0: one class per node.
+  int64_t tasks = 0;
 };
 
 /// Whether layer l of `problem` aggregates its input once per run instead of every epoch, as the layers

@@ -48,7 +48,7 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
   const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
   const GridCoords& me = model.grid().coords();
   const OutputOrder order = read_output_order(world, paths.graph);
-  // A multi-label graph has no class per node to write (train refuses `predictions` for one).
+  // A multi-label graph has no class per node to write (train refuses `save-predictions` for one).
   if (paths.want_predictions() && !graph.multi_label) {
     const ActivationLayout& out = model.output_layout();
     const Vector<int64_t> pred = argmax_3d(logits_of(model), logits);  // agreed over the classes' axis

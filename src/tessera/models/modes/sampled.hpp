@@ -36,8 +36,8 @@ namespace tessera {
 /// unbiased estimate of the full aggregation: GCN's symmetric weight (degree_scale, graph/normalize.hpp, of
 /// d_v + 1 and d_u + 1) scaled by d_v / kept, the mean over the kept edges, or one (Sum). The one formula of
 /// the host and device samplers.
-KOKKOS_INLINE_FUNCTION float sampled_edge_weight(Normalization normalization, double dst_degree, double src_degree,
-                                                 double kept) {
+KOKKOS_INLINE_FUNCTION float sampled_edge_weight(Normalization normalization, double dst_degree,
+                                                 double src_degree, double kept) {
   return normalization == Normalization::Symmetric
              ? float(dst_degree / kept * degree_scale(normalization, dst_degree + 1.0) *
                      degree_scale(normalization, src_degree + 1.0))
@@ -178,9 +178,11 @@ class DeviceSampledSteps {
   bool self_blocks_;
   Matrix<const float> features_;
   Vector<const int64_t> labels_;
+  Matrix<const int8_t> targets_;  // a multi-label graph's tasks per owned node (else empty)
   Vector<int64_t> seeds_;
   Matrix<float> x_;
   Vector<int64_t> batch_labels_;
+  Matrix<int8_t> batch_targets_;
   Vector<uint8_t> ones_;
   GraphBatch views_;
   Batch batch_;

@@ -126,7 +126,7 @@ SamplePlace sampled_step_place(SamplePlace asked, bool device_build, int ranks, 
 int64_t DeviceSampledSteps::resident_bytes(const PartitionedGraph& graph) {
   return int64_t(graph.features.size() * sizeof(float)) +
          int64_t((graph.row_ptr.size() + graph.col.size() + graph.labels.size()) * sizeof(int64_t)) +
-         graph.count * int64_t(sizeof(int64_t));
+         int64_t(graph.targets.size()) + graph.count * int64_t(sizeof(int64_t));
 }
 
 DeviceSampledSteps::DeviceSampledSteps(const PartitionedGraph& graph, const std::vector<int>& fanouts,
@@ -137,7 +137,10 @@ DeviceSampledSteps::DeviceSampledSteps(const PartitionedGraph& graph, const std:
       self_blocks_(self_blocks),
       features_(
           kernel_view(graph.features, size_t(graph.count), size_t(graph.num_features), "sample.features")),
-      labels_(kernel_view(graph.labels, "sample.labels")) {
+      labels_(kernel_view(graph.labels, "sample.labels")),
+      targets_(graph.multi_label ? kernel_view(graph.targets, size_t(graph.count), size_t(graph.num_classes),
+                                               "sample.targets")
+                                 : Matrix<const int8_t>()) {
   require(!fanouts.empty(), "sampled training on the device: the model has no graph layer");
 }
 
@@ -208,10 +211,24 @@ const Batch& DeviceSampledSteps::build(const std::vector<int64_t>& seeds, int64_
   Kokkos::parallel_for(
       "tessera::sample_labels", Policy(0, int64_t(n)),
       KOKKOS_LAMBDA(int64_t i) { labels(i) = all_labels(seed_ids(i) - first); });
+  Matrix<int8_t> targets;
+  if (graph_.multi_label) {
+    if (batch_targets_.extent(0) < n)
+      batch_targets_ = Matrix<int8_t>(Kokkos::ViewAllocateWithoutInitializing("step.targets"),
+                                      size_t(grown_capacity(int64_t(batch_targets_.extent(0)), int64_t(n))),
+                                      targets_.extent(1));
+    targets = Kokkos::subview(batch_targets_, std::make_pair(size_t(0), n), Kokkos::ALL());
+    const Matrix<const int8_t> all_targets = targets_;
+    const int64_t tasks = int64_t(targets_.extent(1));
+    Kokkos::parallel_for(
+        "tessera::sample_targets", Policy(0, int64_t(n) * tasks), KOKKOS_LAMBDA(int64_t e) {
+          targets(e / tasks, e % tasks) = all_targets(seed_ids(e / tasks) - first, e % tasks);
+        });
+  }
   Kokkos::fence();
   gather_s_ = gather_watch.seconds();
   views_.scratch_input = x.data();  // the step's own rows: an input dropout may overwrite them
-  batch_ = Batch{&views_, x, labels, Kokkos::subview(ones_, std::make_pair(size_t(0), n)), {}};
+  batch_ = Batch{&views_, x, labels, Kokkos::subview(ones_, std::make_pair(size_t(0), n)), targets};
   return batch_;
 }
 

@@ -63,12 +63,15 @@ Accuracy SampledSource::evaluate_exact(Model& model, Loss& loss) {
                     HostMatrix<const float>(r.logits.data(), size_t(graph_.count), size_t(r.classes)));
   const Vector<int64_t> labels("exact.labels", size_t(graph_.count));
   Kokkos::deep_copy(labels, HostVector<const int64_t>(graph_.labels.data(), size_t(graph_.count)));
+  Matrix<const int8_t> targets;
+  if (graph_.multi_label)
+    targets = kernel_view(graph_.targets, size_t(graph_.count), size_t(graph_.num_classes), "exact.targets");
   const ActivationLayout& out = model.output_layout();
   const LogitsLayout layout{&model.grid().axis(out.rows_axis), &model.grid().axis(out.cols_axis),
                             out.col_begin, out.width};
   const std::unique_ptr<Metric> metric = loss.metric();
   auto score = [&](const std::vector<int64_t>& nodes) {
-    metric->add(LossInput{layout, logits, labels, mask_of(graph_, nodes), {}});
+    metric->add(LossInput{layout, logits, labels, mask_of(graph_, nodes), targets});
     return metric->value(layout, world_);
   };
   Accuracy a;
@@ -77,8 +80,8 @@ Accuracy SampledSource::evaluate_exact(Model& model, Loss& loss) {
   a.valid = score(graph_.valid);
   a.test = score(graph_.test);
   const Matrix<float> unused("exact.grad", size_t(graph_.count), size_t(r.classes));
-  const LossSum valid =
-      loss.sum_and_gradient(LossInput{layout, logits, labels, mask_of(graph_, graph_.valid), {}}, unused);
+  const LossSum valid = loss.sum_and_gradient(
+      LossInput{layout, logits, labels, mask_of(graph_, graph_.valid), targets}, unused);
   double sums[2] = {valid.sum, double(valid.count)};
   all_reduce(world_, sums, 2, ReduceOp::Sum, "eval");
   a.valid_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
@@ -102,7 +105,9 @@ void SampledSource::write_exact_outputs(Model& model, int64_t epoch, const NodeO
     rows.nodes.push_back(graph_.file_id[size_t(i)]);
   }
   const OutputOrder order = read_output_order(world_, paths.graph);
-  if (paths.want_predictions()) output_predictions(world_, paths, graph_.num_nodes, classes, order);
+  // A multi-label graph has no class per node to write (train refuses `save-predictions` for one).
+  if (paths.want_predictions() && !graph_.multi_label)
+    output_predictions(world_, paths, graph_.num_nodes, classes, order);
   if (paths.want_embeddings())
     output_embeddings(world_, paths, graph_.num_nodes, r.kept_width, rows, model.describe(), epoch + 1,
                       order);

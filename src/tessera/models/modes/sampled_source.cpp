@@ -50,6 +50,7 @@ constexpr int kShapeCounters = 3;
 // Everything a step needs from the sampler and the fetch, in plain host memory.
 struct PreparedStep {
   std::vector<int64_t> seeds, labels;
+  std::vector<int8_t> targets;  // a multi-label graph's seeds' tasks, seeds x num_classes
   std::vector<SampledBlock> blocks;
   std::vector<DeviceSampledSteps::Shape> shapes;  // per layer, also where the blocks were built on the device
   std::vector<HostCsr> forward, transposed;       // per layer
@@ -89,6 +90,7 @@ struct SampledSource::State {
   GraphBatch views;
   Matrix<float> x_capacity;
   Vector<int64_t> labels_capacity;
+  Matrix<int8_t> targets_capacity;
   Vector<uint8_t> ones_capacity;
   Batch batch;
   std::unique_ptr<Metric> train_metric;  // the epoch's training steps, in the loss's metric (observe)
@@ -131,6 +133,10 @@ PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const Remot
   Stopwatch watch;
   p.seeds = seeds;
   for (int64_t v : seeds) p.labels.push_back(g.labels[size_t(v - g.first)]);
+  const size_t tasks = g.multi_label ? size_t(g.num_classes) : 0;
+  for (int64_t v : seeds)
+    p.targets.insert(p.targets.end(), g.targets.begin() + long(size_t(v - g.first) * tasks),
+                     g.targets.begin() + long(size_t(v - g.first + 1) * tasks));
   p.blocks = s.sample(seeds, epoch, step);
   for (const SampledBlock& b : p.blocks) {
     p.shapes.push_back({b.num_dst, int64_t(b.src.size()), int64_t(b.col.size())});
@@ -215,7 +221,15 @@ void SampledSource::State::upload(const PreparedStep& p) {
   }
   const Vector<int64_t> labels = Kokkos::subview(labels_capacity, std::make_pair(size_t(0), seeds));
   Kokkos::deep_copy(labels, HostVector<const int64_t>(p.labels.data(), seeds));
-  batch = Batch{&views, x, labels, Kokkos::subview(ones_capacity, std::make_pair(size_t(0), seeds)), {}};
+  Matrix<int8_t> targets;
+  if (g.multi_label) {
+    if (targets_capacity.extent(0) < seeds)
+      targets_capacity = Matrix<int8_t>(Kokkos::ViewAllocateWithoutInitializing("step.targets"),
+                                        seeds + seeds / 4, size_t(g.num_classes));
+    targets = Kokkos::subview(targets_capacity, std::make_pair(size_t(0), seeds), Kokkos::ALL());
+    Kokkos::deep_copy(targets, HostMatrix<const int8_t>(p.targets.data(), seeds, size_t(g.num_classes)));
+  }
+  batch = Batch{&views, x, labels, Kokkos::subview(ones_capacity, std::make_pair(size_t(0), seeds)), targets};
 }
 
 Matrix<const float> SampledSource::State::upload_features(const PreparedStep& p, size_t rows, size_t width) {
@@ -581,7 +595,9 @@ void SampledSource::write_sampled_outputs(Model& model, int64_t epoch, const Nod
     }
   }
   const OutputOrder order = read_output_order(world_, paths.graph);
-  if (paths.want_predictions()) output_predictions(world_, paths, graph_.num_nodes, classes, order);
+  // A multi-label graph has no class per node to write (train refuses `save-predictions` for one).
+  if (paths.want_predictions() && !graph_.multi_label)
+    output_predictions(world_, paths, graph_.num_nodes, classes, order);
   if (paths.want_embeddings())
     output_embeddings(world_, paths, graph_.num_nodes, at.width, rows, model.describe(), epoch + 1, order);
 }

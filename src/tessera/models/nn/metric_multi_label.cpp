@@ -31,10 +31,9 @@ void for_each_observed(const LossInput& in, const char* metric, Take take) {
 }
 
 // Per-task vectors of every rank of `comm` joined task by task, in rank order: one gather of the counts, one
-// of the values.
+// of the values. Each input is freed once copied, so at most two copies of the entries coexist.
 template <class T>
-std::vector<std::vector<T>> gathered_per_task(const Communicator& comm,
-                                              const std::vector<std::vector<T>>& mine) {
+std::vector<std::vector<T>> gathered_per_task(const Communicator& comm, std::vector<std::vector<T>> mine) {
   if (comm.size() == 1) return mine;
   const size_t tasks = mine.size(), ranks = size_t(comm.size());
   std::vector<int64_t> counts(tasks), all_counts(tasks * ranks);
@@ -42,6 +41,7 @@ std::vector<std::vector<T>> gathered_per_task(const Communicator& comm,
   for (size_t t = 0; t < tasks; ++t) {
     counts[t] = int64_t(mine[t].size());
     flat.insert(flat.end(), mine[t].begin(), mine[t].end());
+    std::vector<T>().swap(mine[t]);
   }
   all_gather(comm, counts.data(), int64_t(tasks), all_counts.data(), "eval");
   std::vector<int64_t> per_rank(ranks, 0);
@@ -49,6 +49,7 @@ std::vector<std::vector<T>> gathered_per_task(const Communicator& comm,
     for (size_t t = 0; t < tasks; ++t) per_rank[r] += all_counts[r * tasks + t];
   std::vector<T> all(size_t(std::accumulate(per_rank.begin(), per_rank.end(), int64_t(0))));
   all_gather_v(comm, flat.data(), per_rank, all.data(), "eval");
+  std::vector<T>().swap(flat);
   std::vector<std::vector<T>> joined(tasks);
   size_t at = 0;
   for (size_t r = 0; r < ranks; ++r)
@@ -103,8 +104,8 @@ double MultiLabelRankMetric::value(const LogitsLayout& layout, const Communicato
       all_reduce_value(over, all_reduce_value(*layout.rows, int64_t(scores_.size()), ReduceOp::Max, "eval"),
                        ReduceOp::Max, "eval");
   scores_.resize(size_t(columns)), positive_.resize(size_t(columns));
-  const auto scores = gathered_per_task(over, gathered_per_task(*layout.rows, scores_));
-  const auto positive = gathered_per_task(over, gathered_per_task(*layout.rows, positive_));
+  const auto scores = gathered_per_task(over, gathered_per_task(*layout.rows, std::move(scores_)));
+  const auto positive = gathered_per_task(over, gathered_per_task(*layout.rows, std::move(positive_)));
   // Each rank of `over` scores every size-th task; the sums go over `over`, then over the classes' axis
   // (whose ranks hold other tasks). The ranks of a rows' group computed the same sums.
   double sums[2] = {0, 0};  // the scores of tasks with both classes, and those tasks
