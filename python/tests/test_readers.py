@@ -100,6 +100,25 @@ def test_plain_npz(tmp_path, truth, program):
     r = convert("npz", tmp_path / "p.npz", tmp_path / "q.h5", "--split-index", 3)
     assert r.returncode == 1 and "p.npz: split 3, but train_masks holds 3" in r.stderr
     assert not os.path.exists(tmp_path / "q.h5")
+    r = convert("npz", tmp_path / "p.npz", tmp_path / "q.h5", "--binary-task")
+    assert r.returncode == 1 and "--binary-task needs labels 0 and 1 (-1 unlabeled), not label 3" in r.stderr
+
+
+def test_binary_task_npz(tmp_path, truth, program):
+    """A two-class graph in the heterophilous benchmarks' layout (Tolokers: ten fixed splits) as one binary
+    task of a multi-label graph, trained and scored by ROC-AUC end to end."""
+    masks, valid, test = (np.zeros((10, N), dtype=bool) for _ in range(3))
+    for k in range(10):
+        order = np.random.default_rng(k).permutation(N)
+        masks[k, order[:300]], valid[k, order[300:500]], test[k, order[500:]] = True, True, True
+    np.savez(tmp_path / "t.npz", node_features=truth["x"], node_labels=truth["y"] % 2, edges=truth["edges"].T,
+             train_masks=masks, val_masks=valid, test_masks=test)
+    r = convert("npz", tmp_path / "t.npz", tmp_path / "t.h5", "--split-index", 4, "--binary-task")
+    assert r.returncode == 0 and "1 tasks (multi-label)" in r.stdout, r.stderr
+    info = program("info", tmp_path / "t.h5").stdout
+    assert f"tasks:     1, multi-label ({N} labeled nodes" in info
+    out = program("train", "--data", tmp_path / "t.h5", "--epochs", 3, "--metric", "rocauc").stdout
+    assert "roc_auc  train" in out and "best valid" in out.splitlines()[-1]
 
 
 def write_graphsaint(d, t, multi_label=False):
