@@ -84,6 +84,34 @@ case "$case_name" in
       "$TESSERA" train --data single.h5 --pos-weight 2
     expect_error "--metric must be auto, accuracy, rocauc, ap, f1-micro or f1-macro, not 'auc'" - -- \
       "$TESSERA" train --data single.h5 --metric auc ;;
+  prep_ogb_proteins)
+    # ogbn-proteins' layout: several label columns make a multi-label graph, and without node features each
+    # node's are the mean of its edges' edge-feat rows (every incident edge when symmetrized, as OGB's
+    # examples make them): checked against NumPy; the graph trains, scored by ROC-AUC.
+    fixture --layout proteins
+    "$TESSERA" prep ogb ds -o p.h5 --symmetrize >/dev/null || exit 1
+    "$TESSERA" info p.h5 | grep -q "tasks:     4, multi-label (50 labeled nodes" || { echo "FAILED: info"; exit 1; }
+    /usr/bin/python3 - <<'PY' || exit 1
+import gzip, h5py, numpy as np
+read = lambda name: np.loadtxt(gzip.open(f"ds/raw/{name}.csv.gz"), delimiter=",", ndmin=2)
+edges, feats, labels = read("edge").astype(int), read("edge-feat"), read("node-label").astype(np.int8)
+sums, count = np.zeros((50, feats.shape[1])), np.zeros(50)
+for (u, v), f in zip(edges, feats):
+    for w in ({u, v}):
+        sums[w] += f
+        count[w] += 1
+want = np.divide(sums, count[:, None], out=np.zeros_like(sums), where=count[:, None] > 0)
+with h5py.File("p.h5") as f:
+    np.testing.assert_allclose(f["node/features"][:], want, rtol=1e-6, atol=1e-7)
+    assert np.array_equal(f["node/labels"][:], labels) and f.attrs["task"] in ("multi-label", b"multi-label")
+    assert sorted(f["split"]) == ["test", "train", "valid"]
+print("ok: features are the mean of each node's edges, labels the task matrix")
+PY
+    out=$("$TESSERA" train --data p.h5 --epochs 3) || exit 1
+    grep -q "roc_auc  train" <<<"$out" || { echo "$out"; echo "FAILED: not scored by roc_auc"; exit 1; }
+    zcat ds/raw/node-label.csv.gz | sed '7s/^./2/' | gzip > bad.gz && mv bad.gz ds/raw/node-label.csv.gz
+    expect_error "node-label.csv.gz: line 7, column 1: label 2 \(a task's labels are 1, 0 or -1\)" "out.h5*" -- \
+      "$TESSERA" prep ogb ds -o out.h5 ;;
   bad_truncated_gzip)
     fixture --defect truncated-gzip
     expect_error "ds/raw/edge.csv.gz: line [0-9]+: (truncated|corrupt)" "out.h5*" -- "$TESSERA" prep ogb ds -o out.h5 ;;

@@ -48,6 +48,13 @@ std::string base_name(std::string path) {
 
 using EdgeBlockFn = std::function<void(const int64_t* src, const int64_t* dst, size_t n)>;
 
+// A dataset's labels: one class per node, or a multi-label matrix (ogbn-proteins) of 1 and 0.
+struct OgbLabels {
+  std::vector<int64_t> classes;  // N, -1 unlabeled; empty where `tasks` is set
+  std::vector<int8_t> tasks;     // N x num_tasks
+  int64_t num_tasks = 0;         // 0: single-label
+};
+
 // The two raw layouts behind one interface: N, the declared edge count, full passes over the edges
 // (checked against N), the feature width, feature rows in order, and labels.
 class OgbRaw {
@@ -62,8 +69,11 @@ class OgbRaw {
       const std::vector<int64_t> edges = read_int_column(dir + "/raw/num-edge-list.csv.gz");
       require(edges.size() == 1, dir, "/raw/num-edge-list.csv.gz: expected one graph, found ", edges.size());
       declared_edges_ = edges[0];
-      require(is_file(dir + "/raw/node-feat.csv.gz"), dir,
-              "/raw/node-feat.csv.gz: missing (Tessera needs node features)");
+      features_from_edges_ =
+          !is_file(dir + "/raw/node-feat.csv.gz") && is_file(dir + "/raw/edge-feat.csv.gz");
+      require(features_from_edges_ || is_file(dir + "/raw/node-feat.csv.gz"), dir,
+              "/raw/node-feat.csv.gz: missing (Tessera needs node features, or raw/edge-feat.csv.gz to make "
+              "them from)");
       require(is_file(dir + "/raw/node-label.csv.gz"), dir, "/raw/node-label.csv.gz: missing");
     } else if (is_file(dir + "/raw/data.npz")) {
       npz_ = true;
@@ -134,22 +144,58 @@ class OgbRaw {
   }
 
   int64_t num_features() const {
+    if (features_from_edges_) return csv_columns(dir_ + "/raw/edge-feat.csv.gz");
     if (npz_) {
       NpyStream feats(dir_ + "/raw/data.npz", "node_feat");
       require(feats.header().shape.size() == 2 && feats.header().shape[0] == num_nodes_, dir_,
               "/raw/data.npz: node_feat must have shape (", num_nodes_, ", F)");
       return feats.header().shape[1];
     }
-    GzipLineReader reader(dir_ + "/raw/node-feat.csv.gz");
-    std::string_view line;
-    require(reader.next(line), reader.path(), ": empty file");
+    return csv_columns(dir_ + "/raw/node-feat.csv.gz");
+  }
+
+  // Each node's features as the mean of its edges' rows of edge-feat.csv.gz (its in-edges; every incident
+  // edge when `both_ends`, as the symmetrized graph's in-edges), read beside edge.csv.gz, in blocks.
+  void scan_edge_feature_means(int64_t features, bool both_ends,
+                               const std::function<void(int64_t, int64_t, const float*)>& fn) const {
+    std::vector<double> sums(size_t(num_nodes_ * features), 0.0);
+    std::vector<int64_t> count(size_t(num_nodes_), 0);
+    GzipLineReader reader(dir_ + "/raw/edge-feat.csv.gz");
     std::vector<std::string_view> fields;
-    split_csv(line, fields);
-    return int64_t(fields.size());
+    std::string_view line;
+    int64_t read = 0;
+    scan_edges([&](const int64_t* src, const int64_t* dst, size_t n) {
+      for (size_t k = 0; k < n; ++k, ++read) {
+        require(reader.next(line), reader.path(), ": ", read, " rows, but edge.csv.gz lists more edges");
+        split_csv(line, fields);
+        require(int64_t(fields.size()) == features, reader.path(), ": line ", reader.line_number(),
+                ": expected ", features, " columns, found ", fields.size());
+        for (const int64_t v : {dst[k], src[k]}) {
+          for (int64_t c = 0; c < features; ++c)
+            sums[size_t(v * features + c)] += parse_finite_float(fields[size_t(c)], reader, size_t(c));
+          ++count[size_t(v)];
+          if (!both_ends || src[k] == dst[k]) break;
+        }
+      }
+    });
+    require(!reader.next(line), reader.path(), ": more rows than the ", read, " edges");
+    const int64_t block = std::max<int64_t>(1, (int64_t(16) << 20) / (4 * features));
+    std::vector<float> values;
+    for (int64_t first = 0; first < num_nodes_; first += block) {
+      const int64_t rows = std::min(block, num_nodes_ - first);
+      values.assign(size_t(rows * features), 0.0f);
+      for (int64_t i = 0; i < rows * features; ++i) {
+        const int64_t edges = count[size_t(first + i / features)];
+        if (edges > 0) values[size_t(i)] = float(sums[size_t(first * features + i)] / double(edges));
+      }
+      fn(first, rows, values.data());
+    }
   }
 
   // Calls fn(first_row, rows, values) for consecutive blocks of feature rows.
-  void scan_features(int64_t features, const std::function<void(int64_t, int64_t, const float*)>& fn) const {
+  void scan_features(int64_t features, bool symmetrize,
+                     const std::function<void(int64_t, int64_t, const float*)>& fn) const {
+    if (features_from_edges_) return scan_edge_feature_means(features, symmetrize, fn);
     const int64_t block = std::max<int64_t>(1, (int64_t(16) << 20) / (4 * features));
     std::vector<float> values;
     values.reserve(size_t(block * features));
@@ -184,8 +230,10 @@ class OgbRaw {
     require(first + rows == num_nodes_, reader.path(), ": ", first + rows, " rows, expected ", num_nodes_);
   }
 
-  std::vector<int64_t> labels() const {
-    std::vector<int64_t> y;
+  bool features_from_edges() const { return features_from_edges_; }
+
+  OgbLabels labels() const {
+    OgbLabels y;
     if (npz_) {
       const std::string file = dir_ + "/raw/node-label.npz";
       NpyStream stream(file, "node_label");
@@ -193,36 +241,57 @@ class OgbRaw {
               " entries, expected ", num_nodes_, " (multi-label tasks are not supported)");
       std::vector<double> raw(static_cast<size_t>(num_nodes_));
       stream.read(raw.data(), num_nodes_);
-      y.resize(raw.size());
+      y.classes.resize(raw.size());
       for (size_t i = 0; i < raw.size(); ++i) {
         // OGB marks unlabeled papers100M nodes with NaN.
         require(std::isnan(raw[i]) || (raw[i] >= 0 && raw[i] == std::floor(raw[i])), file,
                 ": node_label row ", i, " is ", raw[i], ", not a class id");
-        y[i] = std::isnan(raw[i]) ? -1 : int64_t(raw[i]);
+        y.classes[i] = std::isnan(raw[i]) ? -1 : int64_t(raw[i]);
       }
       return y;
     }
+    // One column: a class per node; several (ogbn-proteins' 112): a binary task per column.
     const std::string file = dir_ + "/raw/node-label.csv.gz";
+    const int64_t columns = csv_columns(file);
+    y.num_tasks = columns > 1 ? columns : 0;
     GzipLineReader reader(file);
     std::vector<std::string_view> fields;
     std::string_view line;
+    int64_t rows = 0;
     while (reader.next(line)) {
       split_csv(line, fields);
-      require(fields.size() == 1, file, ": line ", reader.line_number(), ": expected 1 column, found ",
-              fields.size(), fields.size() > 1 ? " (multi-label tasks are not supported)" : "");
-      require(fields[0] != "nan", file, ": line ", reader.line_number(), ": label is nan");
-      const int64_t label = parse_int(fields[0], reader, 0);
-      require(label >= -1, file, ": line ", reader.line_number(), ": label ", label, " is negative");
-      y.push_back(label);
+      require(int64_t(fields.size()) == columns, file, ": line ", reader.line_number(), ": expected ",
+              columns, " columns, found ", fields.size());
+      for (size_t c = 0; c < fields.size(); ++c) {
+        require(fields[c] != "nan", file, ": line ", reader.line_number(), ": label is nan");
+        const int64_t label = parse_int(fields[c], reader, c);
+        require(label >= -1 && (columns == 1 || label <= 1), file, ": line ", reader.line_number(),
+                ", column ", c + 1, ": label ", label,
+                columns == 1 ? " is negative" : " (a task's labels are 1, 0 or -1)");
+        if (columns == 1)
+          y.classes.push_back(label);
+        else
+          y.tasks.push_back(int8_t(label));
+      }
+      ++rows;
     }
-    require(int64_t(y.size()) == num_nodes_, file, ": ", y.size(), " rows, expected ", num_nodes_);
+    require(rows == num_nodes_, file, ": ", rows, " rows, expected ", num_nodes_);
     return y;
   }
 
  private:
   std::string dir_;
-  bool npz_ = false;
+  bool npz_ = false, features_from_edges_ = false;
   int64_t num_nodes_ = 0, declared_edges_ = 0;
+
+  static int64_t csv_columns(const std::string& path) {
+    GzipLineReader reader(path);
+    std::string_view line;
+    require(reader.next(line), reader.path(), ": empty file");
+    std::vector<std::string_view> fields;
+    split_csv(line, fields);
+    return int64_t(fields.size());
+  }
 };
 
 std::string resolve_split_dir(const std::string& dir, const std::string& wanted) {
@@ -258,8 +327,11 @@ GraphMeta convert_ogb(const OgbConvertOptions& options, const Communicator& self
               n, ")");
     splits[kind] = std::move(ids);
   }
-  const std::vector<int64_t> labels = raw.labels();
-  const int64_t num_classes = labels.empty() ? 0 : *std::max_element(labels.begin(), labels.end()) + 1;
+  const OgbLabels labels = raw.labels();
+  const int64_t num_classes = labels.num_tasks > 0 ? labels.num_tasks
+                              : labels.classes.empty()
+                                  ? 0
+                                  : *std::max_element(labels.classes.begin(), labels.classes.end()) + 1;
   const int64_t features = raw.num_features();
 
   // Pass 1: in-degree of every node (both directions when symmetrizing), which sizes the edge buckets.
@@ -277,7 +349,9 @@ GraphMeta convert_ogb(const OgbConvertOptions& options, const Communicator& self
 
   GraphMeta meta;
   meta.name = options.name.empty() ? base_name(options.dataset_dir) : options.name;
-  meta.source = "ogb raw layout: " + options.dataset_dir + (options.symmetrize ? " (symmetrized)" : "");
+  meta.source = "ogb raw layout: " + options.dataset_dir + (options.symmetrize ? " (symmetrized)" : "") +
+                (raw.features_from_edges() ? "; node features: the mean of their edges' edge-feat rows" : "");
+  meta.multi_label = labels.num_tasks > 0;
   meta.num_nodes = n;
   meta.num_features = features;
   meta.num_classes = num_classes;
@@ -330,12 +404,15 @@ GraphMeta convert_ogb(const OgbConvertOptions& options, const Communicator& self
 
   {
     Progress progress("prep: features", n);
-    raw.scan_features(features, [&](int64_t first, int64_t rows, const float* values) {
+    raw.scan_features(features, options.symmetrize, [&](int64_t first, int64_t rows, const float* values) {
       writer.write_features(first, rows, values);
       progress.set(first + rows);
     });
   }
-  writer.write_labels(0, n, labels.data());
+  if (meta.multi_label)
+    writer.write_label_matrix(0, n, labels.tasks.data());
+  else
+    writer.write_labels(0, n, labels.classes.data());
   for (const auto& [kind, ids] : splits) writer.write_split(kind, 0, int64_t(ids.size()), ids.data());
   writer.commit();
   return meta;

@@ -3,6 +3,10 @@
 // raw/edge.csv.gz, raw/node-feat.csv.gz, raw/node-label.csv.gz, raw/num-{node,edge}-list.csv.gz,
 // split/<kind>/{train,valid,test}.csv.gz; or raw/data.npz + raw/node-label.npz as for papers100M) into
 // a Tessera graph file. Memory stays O(N) plus a budget for edges: larger graphs take several passes.
+// ogbn-proteins' layout converts too: a node-label.csv.gz of several 0/1 columns is a multi-label graph
+// (one task per column), and without node-feat.csv.gz each node's features are the mean of its edges'
+// raw/edge-feat.csv.gz rows (over its in-edges, or every incident edge when symmetrizing), as OGB's
+// proteins examples make them.
 #pragma once
 
 #include <cstdint>
