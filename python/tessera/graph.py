@@ -272,6 +272,8 @@ def per_class_split(labels, train_per_class=20, valid_per_class=30, seed=0):
     """Random per-class split of the labeled nodes: `train_per_class` and `valid_per_class` of every class
     (fewer where a class has fewer nodes), the remaining labeled nodes test. Depends on the seed only."""
     labels = np.asarray(labels)
+    if labels.ndim != 1:
+        raise ValueError("per-class split: a multi-label graph has no class per node (keep the file's splits)")
     rng = np.random.default_rng(seed)
     train, valid, test = [], [], []
     for c in range(int(labels.max()) + 1 if labels.size else 0):

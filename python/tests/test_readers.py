@@ -147,6 +147,8 @@ def test_graphsaint(tmp_path, truth, program):
     assert convert("graphsaint", tmp_path, tmp_path / "m.h5").returncode == 0
     info = program("info", tmp_path / "m.h5").stdout
     assert f"tasks:     {C}, multi-label ({N} labeled nodes" in info and "valid:     yes" in info
+    r = convert("graphsaint", tmp_path, tmp_path / "split.h5", "--per-class-split")
+    assert r.returncode == 1 and "per-class split: a multi-label graph has no class per node" in r.stderr
     (tmp_path / "class_map.json").write_text(json.dumps({"0": [1, 2, 0, 0], "1": [0, 1, 0, 0]}))
     r = convert("graphsaint", tmp_path, tmp_path / "bad.h5")
     assert r.returncode == 1 and "class_map.json: node 0 has entries other than 0 and 1" in r.stderr
