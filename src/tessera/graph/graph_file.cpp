@@ -260,12 +260,14 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
     H5T_class_t type;
   };
   const int64_t n = meta_.num_nodes;
-  for (const Expected& e :
-       {Expected{&indptr_, "/graph/indptr", {n + 1}, H5T_INTEGER},
-        Expected{&indices_, "/graph/indices", {meta_.num_edges}, H5T_INTEGER},
-        Expected{&features_, "/node/features", {n, meta_.num_features}, H5T_FLOAT},
-        meta_.multi_label ? Expected{&labels_, "/node/labels", {n, meta_.num_classes}, H5T_INTEGER}
-                          : Expected{&labels_, "/node/labels", {n}, H5T_INTEGER}}) {
+  // A multi-label graph's labels are a matrix of tasks (named before the list: nvcc's front end crashed on a
+  // conditional between two braced Expected inside it).
+  std::vector<int64_t> label_dims{n};
+  if (meta_.multi_label) label_dims.push_back(meta_.num_classes);
+  for (const Expected& e : {Expected{&indptr_, "/graph/indptr", {n + 1}, H5T_INTEGER},
+                            Expected{&indices_, "/graph/indices", {meta_.num_edges}, H5T_INTEGER},
+                            Expected{&features_, "/node/features", {n, meta_.num_features}, H5T_FLOAT},
+                            Expected{&labels_, "/node/labels", label_dims, H5T_INTEGER}}) {
     if (!problem.empty()) break;
     if (!h5_exists(root, e.name)) {
       expect(false, std::string("dataset ") + e.name + " is missing");
