@@ -83,7 +83,11 @@ case "$case_name" in
     expect_error "--pos-weight weighs the positive labels of a multi-label graph" - -- \
       "$TESSERA" train --data single.h5 --pos-weight 2
     expect_error "--metric must be auto, accuracy, rocauc, ap, f1-micro or f1-macro, not 'auc'" - -- \
-      "$TESSERA" train --data single.h5 --metric auc ;;
+      "$TESSERA" train --data single.h5 --metric auc
+    expect_error "synthetic graph: --tasks must be in \[0, 2\^24\]" "bad.h5*" -- \
+      "$TESSERA" prep synth --nodes 100 --edges 300 --tasks -1 -o bad.h5
+    expect_error "synthetic graph: --unobserved must be in \[0, 1\)" "bad.h5*" -- \
+      "$TESSERA" prep synth --nodes 100 --edges 300 --tasks 2 --unobserved 1 -o bad.h5 ;;
   prep_ogb_proteins)
     # ogbn-proteins' layout: several label columns make a multi-label graph, and without node features each
     # node's are the mean of its edges' edge-feat rows (every incident edge when symmetrized, as OGB's

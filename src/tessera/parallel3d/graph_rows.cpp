@@ -107,14 +107,15 @@ std::string check_rows(const GraphRows& r) {
     if (r.labels[size_t(i)] < -1 || r.labels[size_t(i)] >= r.num_classes)
       return "row " + std::to_string(v) + ": label " + std::to_string(r.labels[size_t(i)]) +
              " outside [-1, " + std::to_string(r.num_classes) + ")";
+    bool observed = false;  // a multi-label row's label says whether it has an observed task
     for (int64_t t = 0; r.multi_label && t < r.num_classes; ++t) {
       const int y = r.label_matrix[size_t(i * r.num_classes + t)];
       if (y < -1 || y > 1)
         return "row " + std::to_string(v) + ", task " + std::to_string(t) + ": label " + std::to_string(y) +
                " (1, 0, or -1 for unobserved)";
+      observed = observed || y >= 0;
     }
-    if (r.multi_label &&
-        r.labels[size_t(i)] != observed_rows(&r.label_matrix[size_t(i * r.num_classes)], 1, r.num_classes)[0])
+    if (r.multi_label && r.labels[size_t(i)] != (observed ? 0 : -1))
       return "row " + std::to_string(v) + ": label " + std::to_string(r.labels[size_t(i)]) +
              " (a multi-label row's label is 0 where it has an observed task, -1 where it has none)";
     if (bits < 8 && (r.splits[size_t(i)] >> bits) != 0)
