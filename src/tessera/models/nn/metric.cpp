@@ -70,15 +70,25 @@ double RocAucMetric::value(const LogitsLayout& layout, const Communicator& over)
   return std::max(area, 0.0);
 }
 
-double roc_auc(const std::vector<float>& scores, const std::vector<uint8_t>& positive) {
-  const size_t n = scores.size();
-  std::vector<size_t> order(n);
+namespace {
+
+// Indices of `scores`, lowest first; a NaN score (a diverged model) ranks below every number, so the order
+// stays strict.
+std::vector<size_t> ascending_order(const std::vector<float>& scores) {
+  std::vector<size_t> order(scores.size());
   std::iota(order.begin(), order.end(), size_t(0));
-  // A NaN score (a diverged model) ranks below every number, so the order stays strict.
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const float x = scores[a], y = scores[b];
     return x < y || (std::isnan(x) && !std::isnan(y));
   });
+  return order;
+}
+
+}  // namespace
+
+double roc_auc(const std::vector<float>& scores, const std::vector<uint8_t>& positive) {
+  const size_t n = scores.size();
+  const std::vector<size_t> order = ascending_order(scores);
   // Mann-Whitney: the positives' ranks (1-based, ties given their mean rank) less the smallest possible sum.
   double rank_sum = 0;
   int64_t positives = 0;
@@ -93,6 +103,27 @@ double roc_auc(const std::vector<float>& scores, const std::vector<uint8_t>& pos
   const int64_t negatives = int64_t(n) - positives;
   if (positives == 0 || negatives == 0) return 0.0;
   return (rank_sum - double(positives) * double(positives + 1) / 2) / (double(positives) * double(negatives));
+}
+
+double average_precision(const std::vector<float>& scores, const std::vector<uint8_t>& positive) {
+  const size_t n = scores.size();
+  std::vector<size_t> order = ascending_order(scores);
+  std::reverse(order.begin(), order.end());  // highest first, NaN scores last
+  const int64_t positives = std::count(positive.begin(), positive.end(), uint8_t(1));
+  if (positives == 0 || positives == int64_t(n)) return 0.0;
+  double area = 0;
+  int64_t true_positives = 0;
+  for (size_t begin = 0; begin < n;) {  // one threshold per distinct score: ties enter together
+    size_t end = begin;
+    int64_t tied_positives = 0;
+    while (end < n && (scores[order[end]] == scores[order[begin]] ||
+                       (std::isnan(scores[order[end]]) && std::isnan(scores[order[begin]]))))
+      tied_positives += positive[order[end++]];
+    true_positives += tied_positives;
+    area += double(tied_positives) / double(positives) * double(true_positives) / double(end);
+    begin = end;
+  }
+  return area;
 }
 
 }  // namespace tessera

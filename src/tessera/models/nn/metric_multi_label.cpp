@@ -154,30 +154,4 @@ double MultiLabelF1Metric::value(const LogitsLayout& layout, const Communicator&
   return denominator > 0 ? 2 * sums[0] / denominator : 0.0;
 }
 
-double average_precision(const std::vector<float>& scores, const std::vector<uint8_t>& positive) {
-  const size_t n = scores.size();
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t(0));
-  // Highest first; a NaN score (a diverged model) ranks below every number.
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const float x = scores[a], y = scores[b];
-    return x > y || (!std::isnan(x) && std::isnan(y));
-  });
-  const int64_t positives = std::count(positive.begin(), positive.end(), uint8_t(1));
-  if (positives == 0 || positives == int64_t(n)) return 0.0;
-  double area = 0;
-  int64_t true_positives = 0;
-  for (size_t begin = 0; begin < n;) {  // one threshold per distinct score: ties enter together
-    size_t end = begin;
-    int64_t tied_positives = 0;
-    while (end < n && (scores[order[end]] == scores[order[begin]] ||
-                       (std::isnan(scores[order[end]]) && std::isnan(scores[order[begin]]))))
-      tied_positives += positive[order[end++]];
-    true_positives += tied_positives;
-    area += double(tied_positives) / double(positives) * double(true_positives) / double(end);
-    begin = end;
-  }
-  return area;
-}
-
 }  // namespace tessera
