@@ -15,7 +15,7 @@ namespace {
 
 struct PredictArgs {
   PredictOptions o;
-  std::string parameters = "auto", engine = "auto", grid, kernels = "auto";
+  std::string parameters = "auto", engine = "auto", grid, kernels = "auto", metric = "auto";
 };
 
 // The strings into the library's types; Error names the flag.
@@ -25,14 +25,15 @@ void to_options(PredictArgs& a) {
   o.engine = parse_inference_engine(a.engine);
   if (!a.grid.empty()) o.grid = parse_grid(a.grid);
   o.kernels = parse_kernel_path(a.kernels);
+  o.metric = parse_metric(a.metric);
 }
 
 void report(const PredictResult& r, const PredictOptions& o) {
   char line[256];
   std::snprintf(line, sizeof(line),
-                "predict: accuracy train %.4f valid %.4f test %.4f (%s parameters of epoch %lld, %s engine)",
-                r.accuracy.train, r.accuracy.valid, r.accuracy.test, r.parameters.c_str(), (long long)r.epoch,
-                r.engine.c_str());
+                "predict: %s train %.4f valid %.4f test %.4f (%s parameters of epoch %lld, %s engine)",
+                r.accuracy.metric.c_str(), r.accuracy.train, r.accuracy.valid, r.accuracy.test,
+                r.parameters.c_str(), (long long)r.epoch, r.engine.c_str());
   log_line(line);
   std::string wrote;
   for (const std::string& path : {o.output, o.csv})
@@ -59,7 +60,13 @@ void add_predict_command(CLI::App& app, Command& selected) {
   cmd->add_option("--csv", o.csv, "Text file of node,prediction lines (the same nodes)");
   cmd->add_option("--nodes", o.nodes, "all, or one split of the file: train, valid or test")
       ->capture_default_str();
-  cmd->add_flag("--probabilities", o.probabilities, "Also write each node's class probabilities (softmax)");
+  cmd->add_flag("--probabilities", o.probabilities,
+                "Also write each node's class probabilities (softmax; a multi-label graph's: each task's "
+                "sigmoid)");
+  cmd->add_option("--metric", a->metric,
+                  "What the splits are scored by: auto (the training run's --metric), accuracy, rocauc, ap, "
+                  "f1-micro or f1-macro")
+      ->capture_default_str();
   cmd->add_flag("--embeddings", o.embeddings,
                 "Also write each node's representation after --embeddings-layer graph layers");
   cmd->add_option("--embeddings-layer", o.embeddings_layer,
@@ -78,7 +85,7 @@ void add_predict_command(CLI::App& app, Command& selected) {
       "--partition", o.partition,
       "layerwise engine: /partition/NAME (default metis-RANKS where the file has it, else block)");
   cmd->add_option("--kernels", a->kernels, "auto, host, team or vendor")->capture_default_str();
-  cmd->add_flag("--quiet", o.quiet, "Only the accuracy and the line naming what was written");
+  cmd->add_flag("--quiet", o.quiet, "Only the metric and the line naming what was written");
   cmd->callback([&selected, a] {
     selected = [a](const Communicator& world) {
       std::string problem;

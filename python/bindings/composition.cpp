@@ -189,10 +189,32 @@ void add_layer(Sequential& model, const py::tuple& spec) {
     fail("unknown layer kind '", kind, "'");
 }
 
-std::unique_ptr<Loss> loss_from(const std::string& name) {
+// The loss fit()'s `loss` names for the graph's task (auto: the task's own), judged by `metric`, weighting
+// each task's positive labels by `pos_weight` (one for every task, or one per task).
+std::unique_ptr<Loss> loss_from(std::string name, const Graph3D& graph, MetricKind metric,
+                                std::vector<float> pos_weight) {
+  const bool multi = graph.multi_label;
+  make_metric(metric, multi);  // refuses a metric of the other task, naming both
+  if (name == "auto") name = multi ? "multi_label_binary_cross_entropy" : "cross_entropy";
+  if (name == "multi_label_binary_cross_entropy") {
+    require(multi, "loss multi_label_binary_cross_entropy needs a multi-label graph (a label matrix)");
+    const size_t tasks = size_t(graph.num_classes);
+    require(pos_weight.size() <= 1 || pos_weight.size() == tasks, "pos_weight gives ", pos_weight.size(),
+            " weights for ", tasks, " tasks (one for every task, or one per task)");
+    if (pos_weight.size() == 1) pos_weight.assign(tasks, pos_weight[0]);
+    return std::make_unique<MultiLabelBinaryCrossEntropy>(std::move(pos_weight), metric);
+  }
+  const bool known = name == "cross_entropy" || name == "binary_cross_entropy";
+  require(known,
+          "loss must be auto, cross_entropy, binary_cross_entropy or multi_label_binary_cross_entropy, "
+          "not '",
+          name, "'");
+  require(!multi, "loss ", name, " scores one class per node; a multi-label graph trains with ",
+          "multi_label_binary_cross_entropy (loss auto)");
+  require(pos_weight.empty(), "pos_weight weighs the positive labels of a multi-label graph");
   if (name == "cross_entropy") return std::make_unique<SoftmaxCrossEntropy>();
-  if (name == "binary_cross_entropy") return std::make_unique<BinaryCrossEntropy>();
-  fail("loss must be cross_entropy or binary_cross_entropy, not '", name, "'");
+  require(metric == MetricKind::Auto, "loss binary_cross_entropy is scored by ROC-AUC: metric must be auto");
+  return std::make_unique<BinaryCrossEntropy>();
 }
 
 // fit()'s options: each given (not None) one over the C++ struct's default, so the defaults live in C++ only.
@@ -240,6 +262,8 @@ py::dict fit(const std::shared_ptr<LoadedGraph>& g, const std::vector<py::tuple>
              const py::dict& options, py::object on_epoch, py::object on_step) {
   require_loaded(*g);
   const std::string loss_name = options["loss"].cast<std::string>();
+  const std::string metric_name = options["metric"].cast<std::string>();
+  const std::vector<float> pos_weight = options["pos_weight"].cast<std::vector<float>>();
   const bool quiet = options["quiet"].cast<bool>(), keep = options["keep_outputs"].cast<bool>();
   const TrainerOptions loop = trainer_options(options);
   const ScheduleSettings schedule = schedule_from(options);
@@ -264,7 +288,7 @@ py::dict fit(const std::shared_ptr<LoadedGraph>& g, const std::vector<py::tuple>
     if (invalid.empty()) {
       try {
         source = std::make_unique<FullGraphSource>(*g->graph, *g->grid, *g->world, *model);
-        loss = loss_from(loss_name);
+        loss = loss_from(loss_name, *g->graph, named("metric", kMetricKindNames, metric_name), pos_weight);
       } catch (const std::exception& e) {
         invalid = e.what();
       }

@@ -213,17 +213,24 @@ def fit_defaults() -> dict:
 
 
 def fit(model: Sequential, graph: LoadedGraph, *, epochs: int = None, lr: float = None, weight_decay: float = None,
-        eval_every: int = None, clip_grad_norm: float = None, loss: str = "cross_entropy",
-        lr_schedule: str = None, lr_warmup: float = None, lr_step_every: float = None, lr_gamma: float = None,
-        lr_min: float = None, hooks=(), keep_outputs: bool = True, quiet: bool = True) -> TrainResult:
+        eval_every: int = None, clip_grad_norm: float = None, loss: str = "auto", metric: str = "auto",
+        pos_weight=(), lr_schedule: str = None, lr_warmup: float = None, lr_step_every: float = None,
+        lr_gamma: float = None, lr_min: float = None, hooks=(), keep_outputs: bool = True,
+        quiet: bool = True) -> TrainResult:
     """Collective: trains `model` on the whole of `graph` with Adam (weight decay on weights, not biases).
-    loss: cross_entropy (scored by accuracy) or binary_cross_entropy (one logit per node, scored by ROC-AUC).
+    loss: auto (the graph's task's own), cross_entropy (scored by accuracy), binary_cross_entropy (one logit
+    per node, scored by ROC-AUC) or multi_label_binary_cross_entropy (a multi-label graph: one logit per task,
+    over its observed labels, each task's positives weighted by pos_weight: one number or one per task).
+    metric: auto (the loss's own; multi-label: rocauc), or for a multi-label graph rocauc, ap, f1-micro or
+    f1-macro; what the result's best_valid and history score.
     lr_schedule: constant, step (lr_gamma every lr_step_every epochs) or cosine (down to lr_min), after
     lr_warmup epochs of linear warm-up. An option left None takes the C++ library's default, which
     `fit_defaults()` lists (the same as `tessera train`'s). hooks and the result as in tessera.train."""
     on_epoch, on_step = _hook_calls(hooks)
     options = {"epochs": epochs, "lr": lr, "weight_decay": weight_decay, "eval_every": eval_every,
-               "clip_grad_norm": clip_grad_norm, "loss": loss, "lr_schedule": lr_schedule, "lr_warmup": lr_warmup,
+               "clip_grad_norm": clip_grad_norm, "loss": loss, "metric": metric,
+               "pos_weight": [float(w) for w in np.atleast_1d(pos_weight)], "lr_schedule": lr_schedule,
+               "lr_warmup": lr_warmup,
                "lr_step_every": lr_step_every, "lr_gamma": lr_gamma, "lr_min": lr_min,
                "keep_outputs": bool(keep_outputs), "quiet": bool(quiet)}
     layers = [_layer_spec(layer) for layer in model.layers]

@@ -158,6 +158,41 @@ def test_fit_defaults_are_the_programs():
     assert written["lr-schedule"] == f'"{defaults["lr_schedule"]}"'
 
 
+def test_fit_trains_a_multi_label_graph_as_the_program(shared_dir, generated):
+    """A multi-label graph read from its file: fit's loss auto is the per-task binary cross-entropy, scored by
+    the metric asked for, and trains as `tessera train` does with the same options; what does not fit the
+    graph's task is refused on every rank."""
+    path = os.path.join(shared_dir, "compose_tasks.h5")
+    if COMM.rank == 0:
+        rng = np.random.default_rng(4)
+        n, blocks = 90, np.arange(90) % 3
+        x = rng.normal(size=(n, 5)) + np.eye(3)[blocks] @ rng.normal(size=(3, 5))
+        y = (rng.random((n, 4)) < np.where(rng.random((3, 4)) < 0.5, 0.8, 0.2)[blocks]).astype(np.int64)
+        y[rng.random((n, 4)) < 0.1] = -1
+        edges = rng.integers(0, n, size=(2, 300))
+        order = rng.permutation(n)
+        tessera.write_graph(path, edges, x, y, train=order[:45], valid=order[45:70], test=order[70:],
+                            symmetrize=True)
+    COMM.barrier()
+    g = tessera.load_graph(path, grid=grid(), seed=5)
+    model = tessera.Sequential([tessera.GcnConv(8, relu=True, dropout=0.3), tessera.GcnConv(4)], seed=11)
+    composed = tessera.fit(model, g, epochs=6, lr=0.02, metric="ap", pos_weight=2)
+    assert composed.metric == "average_precision" and composed.predictions is None
+    with pytest.raises(tessera.Error, match="loss cross_entropy scores one class per node"):
+        tessera.fit(tessera.Sequential([tessera.GcnConv(4)]), g, loss="cross_entropy")
+    with pytest.raises(tessera.Error, match="pos_weight gives 3 weights for 4 tasks"):
+        tessera.fit(tessera.Sequential([tessera.GcnConv(4)]), g, pos_weight=[1, 2, 3])
+    g.release()
+    program = tessera.train(data=path, grid=grid(), permute="double", seed=11, hidden=8, dropout=0.3,
+                            input_dropout=0, epochs=6, lr=0.02, metric="ap", pos_weight=[2], quiet=True)
+    assert [e["loss"] for e in composed.history] == pytest.approx([e["loss"] for e in program.history], rel=1e-6)
+    assert composed.best_valid == pytest.approx(program.best_valid, abs=1e-6) and 0 < composed.best_valid <= 1
+    single = tessera.load_graph(generated, grid=grid())
+    with pytest.raises(tessera.Error, match="metric rocauc scores a multi-label task"):
+        tessera.fit(tessera.Sequential([tessera.GcnConv(3)]), single, metric="rocauc")
+    single.release()
+
+
 def test_composed_gat_is_the_programs_gat(generated):
     """GatConv layers composed in Python train as `tessera train --model gat` does: the same initial weights
     (keyed by the seed and the layer), losses and outputs."""

@@ -41,7 +41,7 @@ case "$case_name" in
     mpi 2 "$TESSERA" info a.h5 | grep -q "valid:     yes" || exit 1 ;;
   train_multi_label)
     # A multi-label graph: info says so, train scores it in the chosen metric (the same on a 2x2x1 grid as
-    # on one rank), reorder keeps it multi-label, and what it cannot do yet is refused with one line.
+    # on one rank), reorder keeps it multi-label, and what does not fit it is refused with one line.
     out=$(mpi 2 "$TESSERA" prep synth --nodes 1500 --edges 7000 --classes 4 --tasks 6 --unobserved 0.1 \
           --signal 0.5 -o ml.h5) || exit 1
     grep -qF "6 tasks (multi-label)" <<<"$out" || { echo "FAILED: prep line: $out"; exit 1; }
@@ -57,8 +57,8 @@ case "$case_name" in
     [ "${one%%(mean*}" = "${grid%%(mean*}" ] || { echo "FAILED: the grid's result differs"; exit 1; }
     out=$("$TESSERA" train --data ml.h5 --epochs 2 --checkpoint ck) || exit 1
     grep -q "roc_auc  train" <<<"$out" || { echo "FAILED: not scored by roc_auc"; exit 1; }
-    expect_error "ml.h5: a multi-label graph; predict writes one class per node" "p.txt" -- \
-      "$TESSERA" predict --checkpoint ck --data ml.h5 --output p.txt
+    expect_error "ml.h5: --metric accuracy scores a single-label task" "p.h5" -- \
+      "$TESSERA" predict --checkpoint ck --data ml.h5 --output p.h5 --metric accuracy
     "$TESSERA" prep reorder ml.h5 -o re.h5 --order rcm >/dev/null || exit 1
     "$TESSERA" info re.h5 | grep -q "tasks:     6, multi-label" || { echo "FAILED: reorder lost the tasks"; exit 1; }
     # Mini-batches: the cut on the host and the device cut (run on the host here) give the same run.
@@ -73,7 +73,7 @@ case "$case_name" in
           --metric f1-micro) || { echo "$out"; exit 1; }
     grep -qE "exact .*f1_micro|f1_micro.*exact" <<<"$out" || grep -q "f1_micro" <<<"$out" ||
       { echo "$out"; echo "FAILED: the sampled run is not scored by f1_micro"; exit 1; }
-    expect_error "ml.h5 is multi-label: --save-predictions writes one class per node" "p.txt" -- \
+    expect_error "ml.h5 is multi-label: --save-predictions writes one class per node; its tasks' predictions and probabilities come from tessera predict" "p.txt" -- \
       "$TESSERA" train --data ml.h5 --save-predictions p.txt
     expect_error "--metric accuracy scores a single-label task" - -- "$TESSERA" train --data ml.h5 --metric accuracy
     expect_error "--pos-weight gives 2 weights for 6 tasks" - -- "$TESSERA" train --data ml.h5 --pos-weight 1,2

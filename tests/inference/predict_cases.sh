@@ -163,6 +163,51 @@ PY
       reference multi.h5 multi/checkpoint.h5 u.h5
     done
     exit 0 ;;
+  predict_multi_label)
+    $py -c 'import h5py, numpy' 2>/dev/null || { echo "skipped: no python3-h5py / numpy"; exit 77; }
+    metric() { $py "$here/reference_metric.py" "$@" || { echo "FAILED: metric $*"; exit 1; }; }
+    "$TESSERA" prep synth --nodes 700 --edges 3500 --features 10 --classes 4 --tasks 5 --unobserved 0.1 \
+      --signal 0.5 --seed 4 -o ml.h5 >/dev/null || exit 1
+    for parts in 2 4; do "$TESSERA" partition --data ml.h5 --parts $parts >/dev/null || exit 1; done
+    # Checkpoints of every mode and grid, each run scored by another metric.
+    common=(--data ml.h5 --epochs 12 --hidden 8 --quiet)
+    "$TESSERA" train "${common[@]}" --checkpoint full1 >/dev/null || exit 1
+    mpi 4 "$TESSERA" train "${common[@]}" --grid 2x2x1 --metric ap --checkpoint full4 >/dev/null || exit 1
+    mpi 8 "$TESSERA" train "${common[@]}" --grid 2x2x2 --metric f1-macro --checkpoint full8 >/dev/null || exit 1
+    mpi 2 "$TESSERA" train "${common[@]}" --mode minibatch --grid 2x1x1x1 --batch-size 0.3 --model sage \
+      --metric f1-micro --checkpoint mini >/dev/null || exit 1
+    mpi 2 "$TESSERA" train "${common[@]}" --mode sampled --partition metis-2 --eval exact --checkpoint sampled \
+      >/dev/null || exit 1
+    # predict writes each task's prediction and probability (against the dense reference) and the run's
+    # metric on every split, which NumPy computes again from the probabilities: equal, and equal to the
+    # training run's own score of the best-validation parameters.
+    for run in "full1 1" "full4 2 --grid 1x2x1" "full8 8 --grid 2x2x2" "mini 4 --engine layerwise" \
+               "sampled 4 --partition metis-4"; do
+      set -- $run
+      ck=$1 ranks=$2; shift 2
+      mpi $ranks "$TESSERA" predict --checkpoint $ck --data ml.h5 --output $ck.h5 --probabilities --csv $ck.csv \
+        "$@" --quiet >/dev/null || exit 1
+      reference ml.h5 $ck/checkpoint.h5 $ck.h5
+      metric ml.h5 $ck.h5 $ck/checkpoint.h5
+    done
+    $py - full4.h5 full4.csv <<'PY' || exit 1
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+csv = np.loadtxt(sys.argv[2], delimiter=",", skiprows=1, dtype=np.int64)
+assert open(sys.argv[2]).readline().strip() == "node,task0,task1,task2,task3,task4", "csv header"
+assert np.array_equal(csv[:, 0], f["nodes"][:]) and np.array_equal(csv[:, 1:], f["predictions"][:]), "csv differs"
+assert f.attrs["metric"] in ("average_precision", b"average_precision"), f.attrs["metric"]
+PY
+    # Another metric than the run's, one split, and a reordered graph (outputs and truth in its original order).
+    mpi 2 "$TESSERA" predict --checkpoint full1 --data ml.h5 --output v.h5 --probabilities --nodes valid \
+      --metric f1-macro --quiet >/dev/null || exit 1
+    metric ml.h5 v.h5
+    "$TESSERA" prep reorder ml.h5 -o re.h5 --order rcm >/dev/null || exit 1
+    "$TESSERA" train --data re.h5 --epochs 6 --hidden 8 --metric ap --checkpoint re --quiet >/dev/null || exit 1
+    mpi 4 "$TESSERA" predict --checkpoint re --data re.h5 --output re-out.h5 --probabilities --quiet >/dev/null ||
+      exit 1
+    metric ml.h5 re-out.h5 re/checkpoint.h5
+    exit 0 ;;
   bad_predict)
     setup
     expect_error "--checkpoint is required" "-" -- "$TESSERA" predict --data g.h5 --csv p.csv

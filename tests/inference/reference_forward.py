@@ -6,7 +6,8 @@ SAGE-mean: the in-neighbours' mean times the neighbour weight plus the node's ow
 weight; GAT: per head the softmax over a node's in-edges and its self loop of LeakyReLU(0.2) scores, hidden
 heads concatenated with ELU, the last layer's averaged; a repeated edge counts as often as it is listed, as
 PyG's message passing counts it; self loops of the file are left out, GCN's I and GAT's one self loop
-standing for them), compared with a predictions file.
+standing for them), compared with a predictions file. A multi-label graph's predictions are its tasks whose
+logit is above 0 and its probabilities each task's sigmoid.
 
 reference_forward.py GRAPH.h5 CHECKPOINT.h5 PREDICTIONS.h5: exit 0 when the file's nodes, predictions,
 probabilities and embeddings (where present) match the reference; else prints the first difference, exit 1.
@@ -91,13 +92,22 @@ def main(graph_path, checkpoint_path, predictions_path):
         if not np.array_equal(nodes, want):
             print(f"FAILED: /nodes is not the {split} nodes in order"); return 1
         z = logits[nodes]
-        top2 = np.sort(z, axis=1)[:, -2:] if z.shape[1] > 1 else np.concatenate([z, z - 1], axis=1)
-        differs = out["predictions"][:] != z.argmax(axis=1)
-        # float32 may order two logits within round-off of each other the other way
-        if np.any(differs & (top2[:, 1] - top2[:, 0] > 1e-4 * (1 + np.abs(top2[:, 1])))):
+        task = g.attrs.get("task", b"")
+        multi_label = (task.decode() if isinstance(task, bytes) else task) == "multi-label"
+        if multi_label:
+            differs = out["predictions"][:] != (z > 0)
+            close = np.abs(z) <= 1e-4 * (1 + np.abs(z).max())  # float32 may put a logit this near 0 either side
+        else:
+            top2 = np.sort(z, axis=1)[:, -2:] if z.shape[1] > 1 else np.concatenate([z, z - 1], axis=1)
+            differs = out["predictions"][:] != z.argmax(axis=1)
+            # float32 may order two logits within round-off of each other the other way
+            close = top2[:, 1] - top2[:, 0] <= 1e-4 * (1 + np.abs(top2[:, 1]))
+        if np.any(differs & ~close):
             print(f"FAILED: {int(differs.sum())} predictions differ from the reference"); return 1
         checks = []
-        if "probabilities" in out:
+        if "probabilities" in out and multi_label:
+            checks.append(("probabilities", 1 / (1 + np.exp(-z))))
+        elif "probabilities" in out:
             e = np.exp(z - z.max(axis=1, keepdims=True))
             checks.append(("probabilities", e / e.sum(axis=1, keepdims=True)))
         if "embeddings" in out:

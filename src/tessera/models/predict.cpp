@@ -80,6 +80,7 @@ struct Plan {
   bool normalize_features = false;
   int keep_layer = -1;  // the embeddings' layer, -1: none
   int split = -1;       // -1: every node
+  MetricKind metric = MetricKind::Auto;
   InferenceEngine engine = InferenceEngine::Full;
 };
 
@@ -166,6 +167,10 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
   world.check(plan.keep_layer <= layers && plan.keep_layer >= -1,
               "`embeddings-layer` must be in [0, " + std::to_string(layers) + "] for this " +
                   std::to_string(layers) + "-layer model, not " + std::to_string(o.embeddings_layer));
+  plan.metric =
+      o.metric != MetricKind::Auto
+          ? o.metric
+          : value_named(kMetricKindNames, run.value("metric", std::string())).value_or(MetricKind::Auto);
   plan.split = o.nodes == "train" ? 0 : o.nodes == "valid" ? 1 : o.nodes == "test" ? 2 : -1;
   plan.engine = o.engine != InferenceEngine::Auto               ? o.engine
                 : run.value("mode", std::string()) == "sampled" ? InferenceEngine::Layerwise
@@ -173,16 +178,22 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
   return plan;
 }
 
-// The graph against the model: same features and classes; another graph than the training one is said.
+// The graph against the model: same features and classes (tasks), a metric of its task; another graph than
+// the training one is said.
 void check_graph(const PredictOptions& o, const Plan& plan, const Communicator& world) {
   const GraphIdentity g = graph_identity(world, o.data);
-  world.check(!g.meta.multi_label, o.data +
-                                       ": a multi-label graph; predict writes one class per node and its "
-                                       "accuracy, not per-task scores (not yet offered)");
+  std::string problem;
+  try {
+    make_metric(plan.metric, g.meta.multi_label);
+  } catch (const Error& e) {
+    problem = o.data + ": " + e.what();
+  }
+  world.check(problem.empty(), problem);
   const ModelConfig& c = plan.config;
+  const char* outputs = g.meta.multi_label ? " tasks" : " classes";
   world.check(g.meta.num_features == c.in && g.meta.num_classes == c.out,
               o.data + ": " + std::to_string(g.meta.num_features) + " features and " +
-                  std::to_string(g.meta.num_classes) + " classes, but the checkpoint's model takes " +
+                  std::to_string(g.meta.num_classes) + outputs + ", but the checkpoint's model takes " +
                   std::to_string(c.in) + " features to " + std::to_string(c.out) + " classes");
   world.check(plan.split < 0 || g.splits.count(o.nodes) > 0,
               o.data + ": `nodes` " + o.nodes + ", but the file has no split of that name");
@@ -331,6 +342,7 @@ PredictResult run_prediction(const PredictOptions& o, const Communicator& world)
   what.csv = o.csv;
   what.split = plan.split;
   what.probabilities = o.probabilities;
+  what.metric = plan.metric;
   what.attributes = {{"format", "tessera-predictions"},
                      {"model", plan.info.model},
                      {"checkpoint", plan.checkpoint},

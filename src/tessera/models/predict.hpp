@@ -5,8 +5,9 @@
 // checkpoint holds them (the final ones otherwise), then one of two exact engines runs it
 // (docs/guide/inference.md): a full-graph forward on a 3D grid, or layer-wise inference over partitions
 // (layerwise.hpp). Nothing is sampled: both give the full-graph forward of the same weights, up to float
-// summation order. Predictions, class probabilities and the representation after any graph layer go to
-// one HDF5 file in node order (and a CSV of predictions), with the accuracy on the file's splits.
+// summation order. Predictions, class probabilities (a multi-label graph's: each task's) and the
+// representation after any graph layer go to one HDF5 file in node order (and a CSV of predictions), with
+// the run's metric on the file's splits.
 #pragma once
 
 #include <optional>
@@ -15,6 +16,7 @@
 #include "tessera/comm/grid_shape.hpp"
 #include "tessera/core/enum_names.hpp"
 #include "tessera/kernels/kernel_path.hpp"
+#include "tessera/models/nn/metric.hpp"
 #include "tessera/models/nn/model.hpp"
 #include "tessera/models/training/batch_source.hpp"
 
@@ -53,9 +55,11 @@ struct PredictOptions {
   std::string output;         ///< HDF5: /nodes, /predictions, /probabilities, /embeddings (empty: none)
   std::string csv;            ///< "node,prediction" lines of the same nodes (empty: none)
   std::string nodes = "all";  ///< all, or one split of the file: train, valid or test
-  bool probabilities = false;  ///< write /probabilities (softmax of the logits)
+  bool probabilities = false;  ///< write /probabilities (softmax of the logits; multi-label: sigmoids)
   bool embeddings = false;     ///< write /embeddings: the representation after embeddings_layer layers
   int embeddings_layer = -1;   ///< graph layers before it, 0 (input) to the model's depth; -1: depth - 1
+  /// What the splits are scored by; Auto: the training run's `metric`, else the task's own (make_metric).
+  MetricKind metric = MetricKind::Auto;
   CheckpointParameters parameters = CheckpointParameters::Auto;  ///< which parameters
   InferenceEngine engine = InferenceEngine::Auto;                ///< how it runs
   std::optional<GridShape> grid;  ///< full engine: XxYxZ (default: the performance model's on several ranks)
@@ -70,7 +74,7 @@ struct PredictResult {
   std::string parameters;  ///< "best" or "final"
   int64_t epoch = 0;       ///< the epoch those parameters are from
   std::string engine;      ///< "full" or "layerwise"
-  Accuracy accuracy;       ///< on the file's train, valid and test splits (0 where one is absent)
+  Accuracy accuracy;       ///< the metric on the file's train, valid and test splits (0 where one is absent)
   int64_t rows = 0;        ///< nodes written
   double seconds = 0;      ///< the forward (engine) alone
   int64_t peak_bytes = 0;  ///< largest peak resident memory over the ranks at the end

@@ -484,8 +484,9 @@ void check_task(const TrainOptions& o, const GraphMeta& meta, const Communicator
     task_weights(o.task, meta.num_classes);
     if (!meta.multi_label) return;
     require(o.outputs.predictions.empty(), o.data,
-            " is multi-label: `save-predictions` writes one class per ",
-            "node, not per-task scores (`save-embeddings` and `metrics` work)");
+            " is multi-label: `save-predictions` writes one class per node; its tasks' predictions and ",
+            "probabilities come from tessera predict (`checkpoint` DIR, then predict `checkpoint` DIR ",
+            "`probabilities`)");
   });
 }
 
