@@ -3,7 +3,8 @@
 # Runs the datasets/ recipes: converts each dataset that is present (or generates a stand-in of the same
 # shape with --synthetic), checks `tessera info` against the dataset's published counts, partitions it,
 # trains every recipe (full, minibatch, sampled) and writes a results folder:
-#   OUT/SUMMARY.md   a table: accuracy against the expectation, epoch time, bytes per rank, peak memory
+#   OUT/SUMMARY.md   a table: the test score (accuracy, or the recipe's metric) against the expectation, epoch
+#                    time, bytes per rank, peak memory
 #   OUT/results.csv  the same rows
 #   OUT/runs/        each run's console log and metrics (DATASET-MODE-GRID.jsonl)
 #   OUT/plots/DATASET/*.png   scripts/plot_metrics.py over that dataset's runs
@@ -66,7 +67,7 @@ read -ra mpiexec <<<"${MPIEXEC:-$TESSERA_LAUNCHER}"
 mpi() { "${mpiexec[@]}" -n "$ranks" "$tessera" "$@"; }
 
 csv=$out/results.csv
-echo "dataset,data,mode,grid,ranks,epochs,test_acc,best_valid,best_epoch,expected,spread,judged,meets,epoch_ms,bytes_per_rank,peak_mib,status" >"$csv"
+echo "dataset,data,mode,grid,ranks,epochs,test_acc,best_valid,best_epoch,expected,spread,judged,meets,epoch_ms,bytes_per_rank,peak_mib,status,metric" >"$csv"
 failures=0
 row() { echo "$1" >>"$csv"; }  # a CSV line; fields never contain commas
 
@@ -116,7 +117,8 @@ check_info() {
   text=$(mpi info "$graph" 2>&1) || { info_status="info failed: $(tail -n 1 <<<"$text")"; return 1; }
   echo "$text" >"$out/runs/$1-info.txt"
   for want in "${info[@]}"; do
-    if [ "$data_kind" = synthetic ] && [[ "$want" != nodes:* && "$want" != features:* && "$want" != classes:* ]]; then
+    if [ "$data_kind" = synthetic ] && [[ "$want" != nodes:* && "$want" != features:* && "$want" != classes:* &&
+                                          "$want" != tasks:* ]]; then
       continue
     fi
     grep -qF "$want" <<<"$text" || missing+="${missing:+; }expected '$want'"
@@ -160,6 +162,7 @@ if not m:
     print(prefix + ",-" + "," * 10 + ",no summary line"); sys.exit(1)
 valid, best_epoch, test, epochs, epoch_ms, peak = m.groups()
 records = [json.loads(l) for l in open(path) if l.strip()]
+metric = next((r["metric"] for r in records if r.get("kind") == "epoch" and "metric" in r), "accuracy")
 sent = [r.get("bytes_max_rank", 0) for r in records if r.get("kind") == "epoch"]
 sent = sent[1:] if len(sent) > 1 else sent
 bytes_per_rank = int(sum(sent) / max(len(sent), 1))
@@ -170,7 +173,7 @@ if judged:
     meets = "yes" if float(test) >= float(value) - 2 * float(spread) else "no"
 expected = value if kind_e != "none" else ""
 print(f"{prefix},{epochs},{test},{valid},{best_epoch},{expected},{spread if expected else ''},"
-      f"{'yes' if judged else 'no'},{meets},{epoch_ms},{bytes_per_rank},{peak},ok")
+      f"{'yes' if judged else 'no'},{meets},{epoch_ms},{bytes_per_rank},{peak},ok,{metric}")
 sys.exit(1 if meets == "no" else 0)
 PY
 }

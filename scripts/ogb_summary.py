@@ -58,16 +58,17 @@ def main():
         lines += ["**SYNTHETIC STAND-INS**: the rows marked `synthetic` ran on contextual-SBM graphs of each "
                   "dataset's shape, not on the datasets; their accuracy says nothing about the real data.", ""]
     lines += [f"- command: `{command}`", f"- machine: {machine()}", f"- tessera: {commit()}",
-              "- expected: the recipe's published number ± its spread; a run meets it when its test accuracy is "
+              "- expected: the recipe's published number ± its spread; a run meets it when its test score (the "
+              "metric column: accuracy, or ROC-AUC, F1, ... as the recipe's `metric`) is "
               "at least the number minus twice the spread (one point where no spread is published). `ref`: "
               "a number for a different model or training scheme, shown but not judged.", "",
               "| dataset | data | mode | grid | ranks | epochs | test % | expected % | meets | epoch ms | "
-              "MiB sent / rank / epoch | peak MiB / rank | status |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "MiB sent / rank / epoch | peak MiB / rank | status | metric |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['dataset']} | {r['data']} | {r['mode']} | {r['grid']} | {r['ranks']} | {r['epochs']} | "
                      f"{percent(r['test_acc'])} | {expectation(r)} | {r['meets'] or '—'} | {r['epoch_ms'] or '—'} | "
-                     f"{mib(r['bytes_per_rank'])} | {r['peak_mib'] or '—'} | {r['status']} |")
+                     f"{mib(r['bytes_per_rank'])} | {r['peak_mib'] or '—'} | {r['status']} | {r.get('metric') or '—'} |")
     plots = os.path.join(os.path.dirname(summary_path), "plots")
     if os.path.isdir(plots):
         for dataset in sorted(os.listdir(plots)):

@@ -40,17 +40,18 @@ OGB = "http://snap.stanford.edu/ogb/data/nodeproppred"  # OGB's master.csv, url 
 class Dataset:
     """A benchmark dataset: where its files are, how it converts, what the converted file holds."""
     name: str
-    kind: str                 # planetoid, gnn-benchmark, reddit, ogb
+    kind: str                 # planetoid, gnn-benchmark, reddit, graphsaint, ogb
     base: str                 # the publisher's address of `files`
     files: list               # file names under `base`
     nodes: int                # as the publisher's loader documents them (before any largest component)
     edges: int                # likewise: as its documentation counts them
     features: int
-    classes: int
+    classes: int              # a multi-label dataset's: its tasks
     split: str                # the benchmark's split
     source: str               # whose loader uses these addresses
     sha256: dict = field(default_factory=dict)  # file -> checksum, where the publisher gives one
     extracted: str = ""       # ogb: the folder the zip holds
+    multi_label: bool = False  # `classes` counts binary tasks (a label matrix)
 
 
 def _planetoid(name, nodes, edges, features, classes):
@@ -65,10 +66,10 @@ def _benchmark(name, file, nodes, edges, features, classes):
                    "(Shchur et al. 2018)", "PyG Amazon / Coauthor")
 
 
-def _ogb(name, folder, nodes, edges, features, classes, split):
+def _ogb(name, folder, nodes, edges, features, classes, split, multi_label=False):
     zip_name = ("papers100M-bin" if folder == "papers100M-bin" else folder) + ".zip"
     return Dataset(name, "ogb", OGB, [zip_name], nodes, edges, features, classes, split, "OGB NodePropPredDataset",
-                   extracted=folder)
+                   extracted=folder, multi_label=multi_label)
 
 
 CATALOG = {d.name: d for d in [
@@ -85,6 +86,11 @@ CATALOG = {d.name: d for d in [
     _ogb("ogbn-arxiv", "arxiv", 169343, 1166243, 128, 40, "time (OGB)"),
     _ogb("ogbn-products", "products", 2449029, 61859140, 100, 47, "sales_ranking (OGB)"),
     _ogb("ogbn-papers100M", "papers100M-bin", 111059956, 1615685872, 128, 172, "time (OGB)"),
+    _ogb("ogbn-proteins", "proteins", 132534, 39561252, 8, 112, "species (OGB); 112 binary tasks, "
+         "node features the mean of each node's edge features", multi_label=True),
+    Dataset("yelp", "graphsaint", DGL, ["yelp.zip"], 716847, 13954819, 300, 100,
+            "GraphSAINT's role.json (75% train, 10% valid, 15% test); 100 binary tasks", "DGL YelpDataset",
+            multi_label=True),
 ]}
 
 
@@ -266,7 +272,7 @@ def _tessera_program():
 def convert(dataset, folder, output):
     """The downloaded files of `dataset` in `folder` into the graph file `output`."""
     from .graph import largest_connected_component, per_class_split, write_graph
-    from .readers import read_gnn_benchmark, read_planetoid, read_reddit
+    from .readers import read_gnn_benchmark, read_graphsaint, read_planetoid, read_reddit
     if dataset.kind == "planetoid":
         graph = read_planetoid(folder, dataset.name)
     elif dataset.kind == "gnn-benchmark":
@@ -277,6 +283,10 @@ def convert(dataset, folder, output):
     elif dataset.kind == "reddit":
         _extract(os.path.join(folder, dataset.files[0]), folder)
         graph = read_reddit(folder)
+    elif dataset.kind == "graphsaint":
+        _extract(os.path.join(folder, dataset.files[0]), folder)
+        inner = os.path.join(folder, dataset.name)  # the zip holds the files, or a folder of them
+        graph = read_graphsaint(inner if os.path.isfile(os.path.join(inner, "adj_full.npz")) else folder)
     elif dataset.kind == "ogb":
         _extract(os.path.join(folder, dataset.files[0]), folder)
         r = subprocess.run([_tessera_program(), "prep", "ogb", os.path.join(folder, dataset.extracted), "-o",
@@ -301,7 +311,11 @@ def _note_size(dataset, nodes):
 def _sizes(path):
     import h5py
     with h5py.File(path, "r") as f:
-        return {k: int(f.attrs[k]) for k in ("num_nodes", "num_edges", "num_features", "num_classes")}
+        sizes = {k: int(f.attrs[k]) for k in ("num_nodes", "num_edges", "num_features", "num_classes")}
+        task = f.attrs.get("task", b"")
+        sizes["outputs"] = "tasks" if (task.decode() if isinstance(task, bytes) else task) == "multi-label" \
+            else "classes"
+        return sizes
 
 
 def get(name, root=None, mirror=None):
@@ -323,7 +337,7 @@ def get(name, root=None, mirror=None):
     if dataset.kind != "gnn-benchmark":  # those keep their largest component
         _note_size(dataset, sizes["num_nodes"])
     print(f"{name}: {output} ({sizes['num_nodes']} nodes, {sizes['num_edges']} edges, {sizes['num_features']} "
-          f"features, {sizes['num_classes']} classes; split: {dataset.split})")
+          f"features, {sizes['num_classes']} {sizes['outputs']}; split: {dataset.split})")
     return output
 
 
@@ -345,7 +359,8 @@ def listing(root=None):
             disk.append(f"{output} ({_size(os.path.getsize(output))})")
         if os.path.isdir(raw):
             disk.append(f"downloads {_size(_disk(raw))}")
-        rows.append((d.name, f"{d.nodes:,}", f"{d.edges:,}", str(d.features), str(d.classes), d.source,
+        outputs = f"{d.classes} tasks" if d.multi_label else str(d.classes)
+        rows.append((d.name, f"{d.nodes:,}", f"{d.edges:,}", str(d.features), outputs, d.source,
                      ", ".join(disk) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)

@@ -15,8 +15,8 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT, tessera_program
-from test_readers import write_planetoid
+from conftest import ROOT, convert, tessera_program
+from test_readers import C, N, write_graphsaint, write_planetoid
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 CORA = os.path.join(os.environ.get("DATASETS", os.path.join(ROOT, "datasets")), "cora")  # ctest sets DATASETS
@@ -187,6 +187,64 @@ def test_ogb_zip_from_a_folder_mirror_converts_with_prep_ogb(tmp_path, program_b
     listing = data_command("list", "--root", tmp_path / "d", catalog=catalog_file(tmp_path, [entry])).stdout
     row = next(line for line in listing.splitlines() if line.startswith("toy-ogb"))
     assert "toy-ogb.h5" in row and "downloads" in row
+
+
+def test_multi_label_datasets_convert_by_name(tmp_path, program_built, program):
+    """Yelp's kind (a GraphSAINT-layout zip, as DGL serves it) over HTTP and ogbn-proteins' (an OGB zip of its
+    layout) from a mirror: multi-label graph files equal to the converters' own, which the datasets' recipes
+    train; list and get say tasks."""
+    rng = np.random.default_rng(5)
+    folder = tmp_path / "site" / "toy-yelp"
+    folder.mkdir(parents=True)
+    src, dst = rng.integers(0, N, 3000), rng.integers(0, N, 3000)
+    truth = dict(edges=np.vstack([src[src != dst], dst[src != dst]]), x=rng.random((N, 5)).astype(np.float32),
+                 y=rng.integers(0, C, N))
+    write_graphsaint(folder, truth, multi_label=True)
+    with zipfile.ZipFile(tmp_path / "site" / "toy-yelp.zip", "w") as z:
+        for f in folder.iterdir():
+            z.write(f, f"toy-yelp/{f.name}")
+    subprocess.run([sys.executable, os.path.join(FIXTURES, "make_ogb_fixture.py"), str(tmp_path / "ogb" / "toyp"),
+                    "--layout", "proteins"], check=True, capture_output=True)
+    (tmp_path / "mirror" / "toy-proteins").mkdir(parents=True)
+    with zipfile.ZipFile(tmp_path / "mirror" / "toy-proteins" / "toyp.zip", "w") as z:
+        for root, _, files in os.walk(tmp_path / "ogb"):
+            for f in files:
+                z.write(os.path.join(root, f), os.path.relpath(os.path.join(root, f), tmp_path / "ogb"))
+    server = Server(tmp_path / "site")
+    try:
+        entries = [dict(name="toy-yelp", kind="graphsaint", base=server.url, files=["toy-yelp.zip"], nodes=N,
+                        edges=0, features=5, classes=C, split="role.json", source="a test", multi_label=True),
+                   dict(name="toy-proteins", kind="ogb", base="https://unreachable.invalid", files=["toyp.zip"],
+                        nodes=0, edges=0, features=0, classes=0, split="species", source="a test",
+                        extracted="toyp", multi_label=True)]
+        catalog = catalog_file(tmp_path, entries)
+        r = data_command("get", "toy-yelp", "--root", tmp_path / "d", catalog=catalog)
+        assert r.returncode == 0 and f"{C} tasks" in r.stdout, r.stderr
+        r = data_command("get", "toy-proteins", "--root", tmp_path / "d", "--mirror", tmp_path / "mirror",
+                         catalog=catalog)
+        assert r.returncode == 0 and "tasks;" in r.stdout, r.stderr
+    finally:
+        server.close()
+    assert convert("graphsaint", folder, tmp_path / "yelp.h5").returncode == 0
+    program("prep", "ogb", tmp_path / "ogb" / "toyp", "-o", tmp_path / "proteins.h5", "--symmetrize")
+    for name, direct in (("toy-yelp", "yelp.h5"), ("toy-proteins", "proteins.h5")):
+        with h5py.File(tmp_path / "d" / f"{name}.h5") as a, h5py.File(tmp_path / direct) as b:
+            assert a["node/labels"].ndim == 2 and a.attrs["task"] in ("multi-label", b"multi-label"), name
+            for key in ("graph/indptr", "graph/indices", "node/features", "node/labels", "split/train"):
+                assert np.array_equal(a[key][:], b[key][:]), (name, key)
+    # Each mode's recipe of the dataset the toy stands for trains on it (two epochs), scored by its metric.
+    for name, recipes, metric in (("toy-yelp", "yelp", "f1_micro"), ("toy-proteins", "ogbn-proteins", "roc_auc")):
+        for mode in ("full", "minibatch", "sampled"):
+            grid = ["--grid", "1x1x1x1"] if mode == "minibatch" else []
+            out = program("train", "--config", os.path.join(ROOT, "datasets", recipes, f"{mode}.toml"), "--data",
+                          tmp_path / "d" / f"{name}.h5", "--epochs", "2", "--eval-every", "1", "--hidden", "8",
+                          *grid).stdout
+            assert f"{metric}  train" in out, out
+    listing = data_command("list", catalog=catalog).stdout
+    assert f"{C} tasks" in next(line for line in listing.splitlines() if line.startswith("toy-yelp")), listing
+    builtin = data_command("list").stdout
+    for name, tasks in (("ogbn-proteins", "112 tasks"), ("yelp", "100 tasks")):
+        assert tasks in next(line for line in builtin.splitlines() if line.startswith(name + " ")), builtin
 
 
 def test_a_zip_member_outside_its_folder_is_refused(tmp_path, program_built):

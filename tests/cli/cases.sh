@@ -846,7 +846,7 @@ PY
         { echo "FAILED: $dir/dataset.sh"; exit 1; }
     done
     echo "$count recipes valid"
-    [ "$count" -ge 21 ] || { echo "FAILED: expected 7 datasets x 3 modes"; exit 1; } ;;
+    [ "$count" -ge 27 ] || { echo "FAILED: expected 9 datasets x 3 modes"; exit 1; } ;;
   ogb_suite)
     # scripts/ogb_suite.sh end to end: Cora's recipes on 2 ranks must meet their expectations; a generated
     # OGB-layout dataset converts and passes its counts check; wrong counts, an absent dataset and a
