@@ -49,6 +49,8 @@ void add_info_command(CLI::App& app, Command& selected) {
                       (long long)m.num_classes, (long long)s.labeled_nodes,
                       100.0 * s.observed_labels / observed,
                       s.observed_labels ? 100.0 * s.positive_labels / s.observed_labels : 0.0);
+      } else if (m.num_classes == 0 && s.labeled_nodes == 0) {
+        std::snprintf(line, sizeof(line), "classes:   none (no node labels)");
       } else {
         std::snprintf(line, sizeof(line), "classes:   %lld (%lld labeled nodes; single-label)",
                       (long long)m.num_classes, (long long)s.labeled_nodes);
@@ -58,6 +60,14 @@ void add_info_command(CLI::App& app, Command& selected) {
       for (const SplitInfo& split : reader.splits())
         splits += (splits.empty() ? "" : ", ") + split.name + " " + std::to_string(split.size);
       log_line("splits:    " + (splits.empty() ? std::string("none") : splits));
+      std::string links;
+      for (const LinkSplitInfo& link : reader.link_splits()) {
+        links += (links.empty() ? "" : ", ") + link.name + " " + std::to_string(link.edges) + " edges";
+        if (link.shared_negatives > 0) links += " + " + std::to_string(link.shared_negatives) + " negatives";
+        if (link.negatives_per_edge > 0)
+          links += " x " + std::to_string(link.negatives_per_edge) + " negatives each";
+      }
+      if (!links.empty()) log_line("links:     " + links);
       if (reader.has_original_ids())
         log_line(
             "order:     reordered; /node/original_id gives each node's id in the file it was made from "

@@ -5,6 +5,7 @@
 // batches, sampled with exact and sampled evaluation) against the reference computed from the run's logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <tessera/tessera.hpp>
@@ -122,6 +123,38 @@ TEST(RocAuc, EqualsThePairwiseCount) {
   EXPECT_EQ(roc_auc({}, {}), 0.0);
 }
 
+// Hits@K and MRR against their definitions counted in double: a positive hits where fewer than K negatives
+// score at least as high; its rank is 1 + the negatives above + half the tied ones.
+TEST(LinkRanking, HitsAndMrrEqualTheirDefinitions) {
+  std::mt19937_64 gen(5);
+  for (int trial = 0; trial < 20; ++trial) {
+    const size_t edges = gen() % 30, per_edge = 1 + gen() % 12, k = 1 + gen() % 20;
+    std::vector<float> pos(edges), neg(edges * per_edge), shared(gen() % 40);
+    for (float& s : pos) s = float(int(gen() % 9) - 4) * 0.25f;  // few values: many ties
+    for (float& s : neg) s = float(int(gen() % 9) - 4) * 0.25f;
+    for (float& s : shared) s = float(int(gen() % 9) - 4) * 0.25f;
+    double hits = 0, reciprocal = 0;
+    for (size_t e = 0; e < edges; ++e) {
+      const double at_least =
+          double(std::count_if(shared.begin(), shared.end(), [&](float s) { return s >= pos[e]; }));
+      hits += at_least < double(k);
+      double above = 0, tied = 0;
+      for (size_t j = 0; j < per_edge; ++j)
+        above += neg[e * per_edge + j] > pos[e], tied += neg[e * per_edge + j] == pos[e];
+      reciprocal += 1.0 / (1.0 + above + tied / 2);
+    }
+    const double want_hits = shared.size() < k ? 1.0 : edges ? hits / double(edges) : 0.0;
+    EXPECT_NEAR(hits_at_k(pos, shared, int64_t(k)), want_hits, 1e-12) << "trial " << trial;
+    EXPECT_NEAR(mean_reciprocal_rank(pos, neg, int64_t(per_edge)), edges ? reciprocal / double(edges) : 0.0,
+                1e-12);
+  }
+  EXPECT_EQ(hits_at_k({0.9f, 0.5f, 0.1f}, {0.8f, 0.5f, 0.2f}, 2), 1.0 / 3);  // only 0.9 beats the 2nd (0.5)
+  EXPECT_EQ(hits_at_k({0.1f}, {0.8f}, 2), 1.0);                              // fewer negatives than K
+  EXPECT_EQ(mean_reciprocal_rank({0.5f, 0.5f}, {0.9f, 0.1f, 0.5f, 0.5f}, 2), (1.0 / 2 + 1.0 / 2) / 2);
+  EXPECT_THROW(hits_at_k({0.1f}, {0.2f}, 0), Error);
+  EXPECT_THROW(mean_reciprocal_rank({0.1f}, {0.2f, 0.3f, 0.4f}, 2), Error);
+}
+
 // The loss and gradient of one block against the formulas: covered rows only, padding columns zero, a large
 // logit without overflow.
 TEST(BinaryCrossEntropy, SumAndGradientFollowTheFormula) {
@@ -158,8 +191,9 @@ TEST(BinaryCrossEntropy, SumAndGradientFollowTheFormula) {
   host_y(1) = 2;
   const auto three = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host_y);
   EXPECT_THROW(bce.sum_and_gradient(LossInput{layout, logits, three, mask, {}}, grad), Error);
-  EXPECT_THROW(bce.sum_and_gradient(LossInput{LogitsLayout{&self, &self, 0, 2}, logits, labels, mask, {}}, grad),
-               Error);
+  EXPECT_THROW(
+      bce.sum_and_gradient(LossInput{LogitsLayout{&self, &self, 0, 2}, logits, labels, mask, {}}, grad),
+      Error);
 }
 
 // Full graph on every grid of the world's ranks: the epoch's loss is the reference's mean over the training

@@ -203,24 +203,87 @@ def _classes(y, num_classes):
     return classes
 
 
+LINK_SPLITS = ("train", "valid", "test")
+LINK_PARTS = ("edges", "negatives", "negative_targets")
+
+
+def _link_pairs(where, value, n):
+    """A (2, K) array of node pairs (PyG's edge_label_index), checked, as the file's [K, 2]."""
+    a = np.asarray(value)
+    if a.ndim != 2 or a.shape[0] != 2 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        hint = " (transpose an [E, 2] array such as OGB's split_edge)" if a.ndim == 2 and a.shape[1] == 2 else ""
+        raise ValueError(f"{where}: expected a (2, E) integer array of node pairs, got {a.dtype} {a.shape}{hint}")
+    return _link_ids(where, a.T, n)
+
+
+def _link_ids(where, a, n):
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if a.size and (a.min() < 0 or a.max() >= n):
+        bad = int(a[(a < 0) | (a >= n)][0])
+        raise ValueError(f"{where}: node id {bad} outside [0, {n})")
+    return a
+
+
+def _checked_link_splits(link_splits, n):
+    """{split: {part: array}} as the file stores it: edges and negatives [K, 2], negative_targets [E, M]."""
+    out = {}
+    for split, parts in link_splits.items():
+        if split not in LINK_SPLITS:
+            raise ValueError(f"link_splits: '{split}' is not a link split ({', '.join(LINK_SPLITS)})")
+        unknown = [p for p in parts if p not in LINK_PARTS]
+        if unknown or "edges" not in parts:
+            raise ValueError(f"link_splits['{split}']: parts are edges (required), negatives and negative_targets, "
+                             f"not {sorted(parts)}")
+        where = f"link_splits['{split}']"
+        stored = {p: _link_pairs(f"{where}['{p}']", parts[p], n) for p in ("edges", "negatives") if p in parts}
+        if "negative_targets" in parts:
+            t = np.asarray(parts["negative_targets"])
+            if t.ndim != 2 or t.shape[0] != len(stored["edges"]) or t.shape[1] < 1 or \
+                    (t.size and not np.issubdtype(t.dtype, np.integer)):
+                raise ValueError(f"{where}['negative_targets']: expected an integer [{len(stored['edges'])}, M] "
+                                 f"array (M >= 1 negative targets per positive pair), got {t.dtype} {t.shape}")
+            stored["negative_targets"] = _link_ids(f"{where}['negative_targets']", t, n)
+        out[split] = stored
+    return out
+
+
+def link_split_from_labels(edge_label_index, edge_label):
+    """One split of write_graph's link_splits from PyG's RandomLinkSplit output: the pairs of
+    edge_label_index (2, E) labeled 1 are the positive edges, those labeled 0 the shared negatives."""
+    pairs, label = np.asarray(edge_label_index), np.asarray(edge_label).reshape(-1)
+    if pairs.ndim != 2 or pairs.shape[0] != 2 or label.shape[0] != pairs.shape[1]:
+        raise ValueError(f"edge_label_index {pairs.shape} and edge_label {label.shape}: expected (2, E) and (E,)")
+    if not np.all((label == 0) | (label == 1)):
+        raise ValueError("edge_label: expected 1 (positive) or 0 (negative) per pair")
+    return {"edges": pairs[:, label == 1], "negatives": pairs[:, label == 0]}
+
+
 def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="graph", symmetrize=False,
-                num_classes=None, source="python", edge_attr=None):
+                num_classes=None, source="python", edge_attr=None, link_splits=None):
     """Writes a Tessera graph file at `path`.
 
     edges: a (2, E) array of edges u -> v (edges[0] = sources, as PyG's edge_index) or an N x N scipy matrix
     with an entry at (u, v) per edge; x: [N, F] features (dense or scipy); y: [N] integer labels, -1 for
     unlabeled (at least one node labeled), or an [N, T] matrix of 1, 0 and -1 (unobserved) for a multi-label
-    graph of T binary tasks; edge_attr: [E, Fe] features of the edges as given (PyG's edge_attr); train / valid / test: node ids (an integer array) or boolean masks
+    graph of T binary tasks, or None for a graph of link splits only (no node labels); edge_attr: [E, Fe]
+    features of the edges as given (PyG's edge_attr); link_splits: {"train"|"valid"|"test": {"edges": (2, E)
+    positive pairs, "negatives": (2, K) pairs every positive is ranked against, "negative_targets": [E, M]
+    negative targets of each positive pair's source}} (edges required, the others optional;
+    link_split_from_labels turns PyG's RandomLinkSplit output into one); train / valid / test: node ids (an integer array) or boolean masks
     of length N (a bool array), disjoint (None: no such split); symmetrize: add every edge's reverse (and drop
     duplicates), as most node-classification benchmarks are used; num_classes: default max(y) + 1. Every file
     it accepts passes `tessera info`. Returns a dict of the sizes written."""
-    x, y = _checked_features_labels(x, y)
+    if y is None and not link_splits:
+        raise ValueError("y: None (no node labels) is for a graph of link splits; give link_splits")
+    x, y = _checked_features_labels(x, np.full(np.asarray(x).shape[0], -1) if y is None else y)
+    unlabeled = bool(link_splits) and not np.any(y >= 0)
     n = x.shape[0]
     e = _edge_index(edges, n)
+    links = _checked_link_splits(link_splits or {}, n)
     multi_label = y.ndim == 2
     if multi_label and num_classes is not None and num_classes != y.shape[1]:
         raise ValueError(f"num_classes: {num_classes}, but y has {y.shape[1]} task columns")
-    classes = y.shape[1] if multi_label else _classes(y, num_classes)
+    classes = y.shape[1] if multi_label else 0 if unlabeled else _classes(y, num_classes)
     attr = None if edge_attr is None else _checked_edge_attr(edge_attr, e.shape[1])
     splits = {s: _split_ids(s, v, n) for s, v in zip(SPLITS, (train, valid, test)) if v is not None}
     _disjoint(splits)
@@ -231,7 +294,7 @@ def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="g
     import h5py  # here: a process that only reads arrays need not load HDF5
     with atomic_output(path, "the graph file") as temp:
         with h5py.File(temp, "w") as f:
-            version = 2 if multi_label or attr is not None else 1
+            version = 2 if multi_label or attr is not None or links else 1
             for key, value in (("format", "tessera-graph"), ("version", version), ("name", str(name)),
                                ("num_nodes", n), ("num_edges", int(indices.size)), ("num_features", int(x.shape[1])),
                                ("num_classes", classes), ("symmetric", int(symmetric)), ("source", str(source))):
@@ -248,9 +311,13 @@ def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="g
             f.create_dataset("node/labels", data=y)
             for s, ids in splits.items():
                 f.create_dataset(f"split/{s}", data=ids)
+            for split, parts in links.items():
+                for part, pairs in parts.items():
+                    f.create_dataset(f"link/{split}/{part}", data=pairs)
     return dict(nodes=n, edges=int(indices.size), features=int(x.shape[1]), classes=classes,
                 multi_label=multi_label, edge_features=0 if attr is None else int(attr.shape[1]),
-                symmetric=symmetric, splits={s: int(v.size) for s, v in splits.items()})
+                symmetric=symmetric, splits={s: int(v.size) for s, v in splits.items()},
+                link_splits={s: {p: [int(d) for d in a.shape] for p, a in parts.items()} for s, parts in links.items()})
 
 
 def largest_connected_component(graph):

@@ -166,3 +166,64 @@ def test_refused_multi_label_inputs(tmp_path, ogb_fixture, change, message):
         tessera.write_graph(str(tmp_path / "bad.h5"), **{**a, **change})
     assert message in str(e.value)
     assert not (tmp_path / "bad.h5").exists()
+
+
+def link_fixture(rng, n, edges):
+    """A RandomLinkSplit-like split: held-out pairs of the graph's edges, equal counts of random negatives."""
+    held = edges[:, rng.permutation(edges.shape[1])[:40]]
+    negatives = rng.integers(0, n, size=(2, 40))
+    label = np.r_[np.ones(20), np.zeros(20)]
+    valid = tessera.link_split_from_labels(np.hstack([held[:, :20], negatives[:, :20]]), label)
+    test = {"edges": held[:, 20:], "negative_targets": rng.integers(0, n, size=(20, 7))}
+    return {"valid": valid, "test": test}
+
+
+def test_link_splits(tmp_path, program, ogb_fixture):
+    """Link splits make a version 2 file with /link/SPLIT/{edges,negatives,negative_targets} as [rows, 2] and
+    [rows, M]; info lists them; a graph of link splits alone needs no node labels. The reader refuses a node id
+    out of range, a version 1 file with /link and a split of another name, each in one line."""
+    _, a = ogb_fixture
+    n, rng = a["x"].shape[0], np.random.default_rng(6)
+    links = link_fixture(rng, n, a["edges"])
+    sizes = tessera.write_graph(str(tmp_path / "l.h5"), a["edges"], a["x"], None, symmetrize=True,
+                                link_splits=links)
+    assert sizes["classes"] == 0 and sizes["link_splits"]["test"]["negative_targets"] == [20, 7]
+    with h5py.File(tmp_path / "l.h5") as f:
+        assert int(f.attrs["version"]) == 2 and int(f.attrs["num_classes"]) == 0
+        assert np.array_equal(f["link/valid/edges"][:], links["valid"]["edges"].T)
+        assert np.array_equal(f["link/valid/negatives"][:], links["valid"]["negatives"].T)
+        assert np.array_equal(f["link/test/negative_targets"][:], links["test"]["negative_targets"])
+        assert "negatives" not in f["link/test"]
+    info = program("info", tmp_path / "l.h5").stdout
+    assert "links:     valid 20 edges + 20 negatives, test 20 edges x 7 negatives each" in info, info
+    assert "valid:     yes" in info
+    for damage, message in (
+            (lambda f: f["link/test/negative_targets"].__setitem__((3, 2), n), f"/link/test/negative_targets row 3: node id {n} outside"),
+            (lambda f: f.attrs.__setitem__("version", np.int64(1)), "/link (link-prediction splits) in a version 1 file"),
+            (lambda f: f.move("link/valid", "link/holdout"), "/link/holdout is not a link split (train, valid or test)"),
+            (lambda f: f.create_dataset("link/train/edges", data=np.zeros((4, 3), np.int64)),
+             "dataset /link/train/edges must be integers of shape [rows, 2], has shape [4, 3]")):
+        bad = tmp_path / "bad.h5"
+        bad.write_bytes((tmp_path / "l.h5").read_bytes())
+        with h5py.File(bad, "r+") as f:
+            damage(f)
+        r = program("info", bad, ok=False)
+        assert r.returncode != 0 and message in r.stderr, r.stderr
+    r = program("prep", "reorder", tmp_path / "l.h5", "-o", tmp_path / "re.h5", ok=False)
+    assert r.returncode != 0 and "link-prediction splits (/link) are not carried by prep reorder" in r.stderr
+
+
+@pytest.mark.parametrize("links, message", [
+    ({"holdout": {"edges": np.zeros((2, 3), int)}}, "'holdout' is not a link split"),
+    ({"valid": {"negatives": np.zeros((2, 3), int)}}, "parts are edges (required)"),
+    ({"valid": {"edges": np.zeros((5, 2), int)}}, "(transpose an [E, 2] array"),
+    ({"valid": {"edges": np.full((2, 3), 50)}}, "link_splits['valid']['edges']: node id 50 outside [0, 50)"),
+    ({"test": {"edges": np.zeros((2, 3), int), "negative_targets": np.zeros((2, 4), int)}},
+     "expected an integer [3, M] array"),
+])
+def test_refused_link_splits(tmp_path, ogb_fixture, links, message):
+    _, a = ogb_fixture
+    with pytest.raises(ValueError) as e:
+        tessera.write_graph(str(tmp_path / "bad.h5"), **a, link_splits=links)
+    assert message in str(e.value)
+    assert not (tmp_path / "bad.h5").exists()

@@ -207,6 +207,16 @@ PY
     mpi 4 "$TESSERA" predict --checkpoint re --data re.h5 --output re-out.h5 --probabilities --quiet >/dev/null ||
       exit 1
     metric ml.h5 re-out.h5 re/checkpoint.h5
+    # Nine nodes on 8 ranks: one-row blocks and parts, tasks without both classes in a split.
+    "$TESSERA" prep synth --kind csbm --nodes 9 --edges 16 --features 3 --classes 2 --tasks 3 --seed 2 -o tiny.h5 \
+      >/dev/null || exit 1
+    "$TESSERA" train --data tiny.h5 --epochs 2 --checkpoint tiny --quiet >/dev/null || exit 1
+    for engine in "--engine layerwise" "--grid 2x2x2"; do
+      mpi 8 "$TESSERA" predict --checkpoint tiny --data tiny.h5 --output t.h5 --probabilities $engine --quiet \
+        >/dev/null || exit 1
+      reference tiny.h5 tiny/checkpoint.h5 t.h5
+      metric tiny.h5 t.h5 tiny/checkpoint.h5
+    done
     exit 0 ;;
   bad_predict)
     setup

@@ -219,6 +219,7 @@ GraphSummary validate_graph(const GraphFileReader& reader, const Communicator& c
   read_split_marks(reader, comm, block_begins(m.num_nodes, comm.size()));
   check_original_ids(reader, comm);
   check_edge_features(reader, comm);
+  check_link_splits(reader, comm);
 
   GraphSummary global;
   global.min_degree = all_reduce_value(comm, local.min_degree, ReduceOp::Min, "validate");

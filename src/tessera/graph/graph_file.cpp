@@ -299,6 +299,8 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
     expect(dims == std::vector<int64_t>{n} && h5_type_class(original_ids_.get()) == H5T_INTEGER,
            "dataset /node/original_id must be num_nodes integers, has shape " + shape_text(dims));
   }
+  if (problem.empty()) link_splits_ = read_link_layout(root, path_, meta_, version, problem);
+  meta_.link_splits = !link_splits_.empty();
   if (problem.empty()) {
     for (const std::string& name : h5_group_members(root, "/split")) {
       if (!problem.empty()) break;

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The Tessera graph file (HDF5, docs/architecture.md §3): CSR by destination, float32 features, int64 labels
 // (-1 = unlabeled), OGB-named splits. Schema version 2 adds multi-label graphs (a label matrix of 1, 0 and -1
-// = unobserved per node and task) and per-edge features; a file with neither is written as version 1, so
-// single-label files are unchanged. Written collectively to a temporary name and renamed on commit, so a
-// failed write never leaves a file behind; read collectively, each rank its own rows.
+// = unobserved per node and task), per-edge features and link-prediction splits (/link: the node pairs a
+// link task scores, and the negatives they are ranked against); a file with none of them is written as
+// version 1, so single-label files are unchanged. Written collectively to a temporary name and renamed on
+// commit, so a failed write never leaves a file behind; read collectively, each rank its own rows.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +40,19 @@ struct GraphMeta {
   /// column (schema version 2), not one class per node.
   bool multi_label = false;
   int64_t num_edge_features = 0;  ///< columns of /edge/features (version 2; 0: the file has none)
+  bool link_splits = false;       ///< the file has /link (version 2): link-prediction splits
   /// The schema version a file with this content is written as: 1 unless it needs version 2.
-  int64_t version() const { return multi_label || num_edge_features > 0 ? 2 : 1; }
+  int64_t version() const { return multi_label || num_edge_features > 0 || link_splits ? 2 : 1; }
+};
+
+/// One link-prediction split of a graph file (/link/NAME, version 2): positive node pairs to score and the
+/// negatives they are ranked against, all [rows, columns] int64 node ids.
+struct LinkSplitInfo {
+  std::string name;                ///< "train", "valid" or "test"
+  int64_t edges = 0;               ///< rows of /link/NAME/edges: positive pairs (source, target)
+  int64_t shared_negatives = 0;    ///< rows of /link/NAME/negatives: pairs every positive is ranked against
+  int64_t negatives_per_edge = 0;  ///< columns of /link/NAME/negative_targets: per positive, its source's
+                                   ///< negative targets (rows = edges); 0: none
 };
 
 /// The rows [first_row, first_row + rows) of a graph file: in-edges, features and labels.
@@ -125,6 +137,8 @@ class GraphFileReader {
   const std::string& path() const { return path_; }
   /// Its splits.
   const std::vector<SplitInfo>& splits() const { return splits_; }
+  /// Its link-prediction splits, train, valid, test as present (empty: none; link_splits.cpp).
+  const std::vector<LinkSplitInfo>& link_splits() const { return link_splits_; }
   /// Whether a split of that name exists.
   bool has_split(const std::string& name) const;
   /// Whether the file is a reordered graph, whose /node/original_id gives each node's id in the file it
@@ -149,6 +163,11 @@ class GraphFileReader {
   /// Collective: entries [first, first + count) of /split/NAME.
   std::vector<int64_t> read_split(const std::string& name, int64_t first, int64_t count) const;
 
+  /// Collective: rows [first, first + count) of /link/SPLIT/PART (PART: edges, negatives or
+  /// negative_targets, which the split must have), row-major.
+  std::vector<int64_t> read_link_rows(const std::string& split, const std::string& part, int64_t first,
+                                      int64_t count) const;
+
   /// Collective: entries [first, first + count) of /node/original_id (has_original_ids() must hold).
   std::vector<int64_t> read_original_ids(int64_t first, int64_t count) const;
 
@@ -165,6 +184,7 @@ class GraphFileReader {
   std::string path_;
   GraphMeta meta_;
   std::vector<SplitInfo> splits_;
+  std::vector<LinkSplitInfo> link_splits_;
   // Mutable for check(), which closes them on a collective error.
   mutable H5Handle file_, indptr_, indices_, features_, labels_, original_ids_, edge_features_;
 };
@@ -252,6 +272,17 @@ std::vector<int64_t> observed_rows(const int8_t* matrix, int64_t rows, int64_t t
 /// Collective: throws CollectiveError naming the file, row and column of the first /edge/features value
 /// that is not finite (nothing when the file has none). validate_graph runs it.
 void check_edge_features(const GraphFileReader& reader, const Communicator& comm);
+
+/// The link splits under /link of an open graph file of `meta` (version `version`), shapes and types checked;
+/// sets `problem` (naming `path` and the dataset) and returns what was read so far on the first mismatch.
+/// The reader's constructor runs it.
+std::vector<LinkSplitInfo> read_link_layout(hid_t root, const std::string& path, const GraphMeta& meta,
+                                            int64_t version, std::string& problem);
+
+/// Collective: throws CollectiveError naming the file, dataset and row of the first node id in /link that is
+/// outside [0, num_nodes) (nothing when the file has no link splits); each rank checks a block of every
+/// dataset. validate_graph runs it.
+void check_link_splits(const GraphFileReader& reader, const Communicator& comm);
 
 /// Every rank's first row of a block distribution of n rows over `ranks`, and n last.
 std::vector<int64_t> block_begins(int64_t n, int ranks);

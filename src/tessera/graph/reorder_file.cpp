@@ -24,6 +24,8 @@ struct WholeGraph {
 
 WholeGraph read_whole_graph(const GraphFileReader& reader, const Communicator& self) {
   const int64_t n = reader.meta().num_nodes;
+  reader.check(reader.link_splits().empty(),
+               reader.path() + ": its link-prediction splits (/link) are not carried by prep reorder");
   WholeGraph g;
   RowBlockCheck check(reader, 0, n);
   g.indptr = reader.read_indptr(0, n + 1);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "tessera/comm/collectives.hpp"
@@ -124,6 +125,32 @@ double average_precision(const std::vector<float>& scores, const std::vector<uin
     begin = end;
   }
   return area;
+}
+
+double hits_at_k(const std::vector<float>& positive, const std::vector<float>& negative, int64_t k) {
+  require(k >= 1, "Hits@K needs K >= 1, not ", k);
+  if (int64_t(negative.size()) < k) return 1.0;  // OGB's rule: fewer negatives than K, every positive hits
+  if (positive.empty()) return 0.0;
+  std::vector<float> top(negative);
+  std::nth_element(top.begin(), top.begin() + (k - 1), top.end(), std::greater<float>());
+  const float kth = top[size_t(k - 1)];
+  const auto hits = std::count_if(positive.begin(), positive.end(), [kth](float s) { return s > kth; });
+  return double(hits) / double(positive.size());
+}
+
+double mean_reciprocal_rank(const std::vector<float>& positive, const std::vector<float>& negative,
+                            int64_t per_edge) {
+  require(per_edge >= 1 && negative.size() == positive.size() * size_t(per_edge), "MRR: ", negative.size(),
+          " negative scores for ", positive.size(), " positives of ", per_edge, " negatives each");
+  if (positive.empty()) return 0.0;
+  double sum = 0;
+  for (size_t e = 0; e < positive.size(); ++e) {
+    const float* row = negative.data() + e * size_t(per_edge);
+    int64_t above = 0, tied = 0;
+    for (int64_t j = 0; j < per_edge; ++j) above += row[j] > positive[e], tied += row[j] == positive[e];
+    sum += 1.0 / (1.0 + double(above) + 0.5 * double(tied));  // OGB: the mean of its two ranks
+  }
+  return sum / double(positive.size());
 }
 
 }  // namespace tessera

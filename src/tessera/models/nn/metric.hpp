@@ -90,6 +90,17 @@ double roc_auc(const std::vector<float>& scores, const std::vector<uint8_t>& pos
 /// either class is absent. Local.
 double average_precision(const std::vector<float>& scores, const std::vector<uint8_t>& positive);
 
+/// Hits\@K of link prediction as OGB's Evaluator computes it (ogbl-collab, -ddi, -ppa): the share of
+/// `positive` scores strictly above the K-th highest of the shared `negative` scores; 1 where there are
+/// fewer than K negatives, 0 without a positive. Local.
+double hits_at_k(const std::vector<float>& positive, const std::vector<float>& negative, int64_t k);
+
+/// Mean reciprocal rank of link prediction as OGB's Evaluator computes it (ogbl-citation2): positive e is
+/// ranked among its own `per_edge` negatives (row e of `negative`, row-major), rank 1 + the negatives above
+/// it + half of those tied with it, and the mean of 1 / rank is returned (0 without a positive). Local.
+double mean_reciprocal_rank(const std::vector<float>& positive, const std::vector<float>& negative,
+                            int64_t per_edge);
+
 /// A multi-label metric scored per task from every evaluated entry's score (the logit) and label: the mean
 /// over tasks whose entries hold both classes of a per-task score. Exact: value() gathers the evaluated
 /// entries of the rank's task columns from the rows' axis and `over` (5 bytes each on every such rank: 0.5
