@@ -22,7 +22,8 @@ from ._runtime import bindings_available, select_parallel_h5py
 if bindings_available():
     select_parallel_h5py()  # before anything imports h5py: one (parallel) HDF5 in the process
 
-from .graph import Graph, write_graph, largest_connected_component, link_split_from_labels, per_class_split
+from .graph import Graph, write_graph, largest_connected_component, link_split_from_labels, per_class_split, \
+    random_link_split
 from .readers import (read_ogb, read_planetoid, read_gnn_benchmark, read_plain_npz, read_graphsaint, read_reddit,
                       READERS)
 from .training import TrainResult, train
@@ -45,7 +46,7 @@ def __getattr__(name):
 
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "write_graph", "link_split_from_labels", "get_dataset", "largest_connected_component", "per_class_split", "read_ogb",
+__all__ = ["Graph", "write_graph", "link_split_from_labels", "random_link_split", "get_dataset", "largest_connected_component", "per_class_split", "read_ogb",
            "read_planetoid", "read_gnn_benchmark", "read_plain_npz", "read_graphsaint", "read_reddit", "READERS", "TrainResult",
            "train", "Sequential", "GcnConv", "SageConv", "GatConv", "Linear", "Dropout", "ReLU", "BatchNorm", "RmsNorm",
            "LoadedGraph", "graph_from_arrays", "load_graph", "fit", "fit_defaults", "Error"]

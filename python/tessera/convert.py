@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from .graph import largest_connected_component, per_class_split, write_graph
+from .graph import largest_connected_component, per_class_split, random_link_split, write_graph
 from .readers import READERS
 
 
@@ -26,11 +26,15 @@ def parse(argv):
                    help="replace the splits by a random per-class split (gnn-benchmark always has one)")
     p.add_argument("--train-per-class", type=int, default=20, help="per-class split: training nodes per class")
     p.add_argument("--valid-per-class", type=int, default=30, help="per-class split: validation nodes per class")
-    p.add_argument("--seed", type=int, default=0, help="per-class split: the seed")
+    p.add_argument("--seed", type=int, default=0, help="per-class split and link split: the seed")
     p.add_argument("--split-index", type=int, default=0, help="npz: which of several masks (rows) to use")
     p.add_argument("--binary-task", action="store_true",
                    help="two-class labels (0 and 1) as one binary task of a multi-label graph, scored by ROC-AUC "
                         "as the heterophilous benchmarks score Tolokers, Questions and Minesweeper")
+    p.add_argument("--link-split", metavar="VALID,TEST",
+                   help="hold out these shares of the edges as a link task's validation and test positives, with "
+                        "as many sampled non-edges as negatives (PyG's RandomLinkSplit; --seed seeds it), e.g. "
+                        "0.05,0.1")
     p.add_argument("--no-symmetrize", action="store_true",
                    help="keep the edges as the file lists them (default: every edge in both directions, once)")
     return p.parse_args(argv)
@@ -60,11 +64,20 @@ def convert(a):
         graph.name = a.name
     if a.binary_task:
         graph.y = binary_task(graph.y, a.input)
-    sizes = write_graph(a.output, symmetrize=not a.no_symmetrize, **graph.arrays())
+    links = None
+    if a.link_split:
+        try:
+            valid, test = (float(v) for v in a.link_split.split(","))
+        except ValueError:
+            raise ValueError(f"--link-split: expected VALID,TEST shares such as 0.05,0.1, not '{a.link_split}'") from None
+        graph, links = random_link_split(graph, valid, test, a.seed, undirected=not a.no_symmetrize)
+    sizes = write_graph(a.output, symmetrize=not a.no_symmetrize, link_splits=links, **graph.arrays())
     splits = ", ".join(f"{s} {k}" for s, k in sizes["splits"].items())
     labels = "tasks (multi-label)" if sizes["multi_label"] else "classes"
     print(f"wrote {a.output}: {sizes['nodes']} nodes, {sizes['edges']} edges, {sizes['features']} features, "
-          f"{sizes['classes']} {labels} ({splits})")
+          f"{sizes['classes']} {labels} ({splits})" +
+          "".join(f"; link {s}: {d['edges'][0]} edges + {d['negatives'][0]} negatives"
+                  for s, d in sizes["link_splits"].items()))
 
 
 def binary_task(y, source):

@@ -258,6 +258,56 @@ def link_split_from_labels(edge_label_index, edge_label):
     return {"edges": pairs[:, label == 1], "negatives": pairs[:, label == 0]}
 
 
+def _pairs_of(keys, n):
+    """(2, K) pairs of keys a * n + b."""
+    return np.vstack([keys // n, keys % n]).astype(np.int64)
+
+
+def _negative_pairs(rng, n, edge_keys, count, undirected):
+    """`count` distinct pairs (a, b), a != b (a < b when undirected), none an edge key, drawn uniformly."""
+    chosen = np.zeros(0, np.int64)
+    possible = n * (n - 1) // (2 if undirected else 1) - len(edge_keys)
+    if count > possible:
+        raise ValueError(f"link split: {count} negative pairs wanted, but only {possible} node pairs are not edges")
+    while len(chosen) < count:
+        a, b = rng.integers(0, n, size=(2, 2 * (count - len(chosen)) + 16))
+        if undirected:
+            a, b = np.minimum(a, b), np.maximum(a, b)
+        keys = (a * n + b)[a != b]
+        fresh = keys[~np.isin(keys, edge_keys) & ~np.isin(keys, chosen)]
+        _, first = np.unique(fresh, return_index=True)
+        chosen = np.concatenate([chosen, fresh[np.sort(first)]])
+    return chosen[:count]
+
+
+def random_link_split(graph, valid=0.05, test=0.10, seed=0, undirected=True):
+    """A random link split of `graph`, as PyG's RandomLinkSplit makes one: of its distinct node pairs (u, v)
+    with u != v (unordered when `undirected`), a `valid` and a `test` share (rounded down) are held out,
+    removed from the graph in both directions, and as many node pairs that are not edges are drawn as their
+    negatives (uniformly, distinct, the two splits' disjoint). Returns the graph of the remaining edges (self
+    loops kept) and the link_splits of write_graph. Depends on the seed only."""
+    if not (0 <= valid < 1 and 0 <= test < 1 and valid + test < 1):
+        raise ValueError(f"link split: valid {valid} and test {test} must be shares in [0, 1) summing below 1")
+    n, (u, v) = graph.num_nodes, graph.edge_index
+    loops = u == v
+    pair = np.minimum(u, v) * n + np.maximum(u, v) if undirected else u * n + v
+    keys = np.unique(pair[~loops])
+    m = len(keys)
+    num_valid, num_test = int(valid * m), int(test * m)
+    if num_valid + num_test == 0:
+        raise ValueError(f"link split: {m} node pairs; valid {valid} and test {test} hold none of them out")
+    rng = np.random.default_rng(seed)
+    order = keys[rng.permutation(m)]
+    held_valid, held_test = order[m - num_valid - num_test:m - num_test], order[m - num_test:]
+    keep = loops | ~np.isin(pair, order[m - num_valid - num_test:])
+    negatives = _negative_pairs(rng, n, keys, num_valid + num_test, undirected)
+    remaining = Graph(graph.edge_index[:, keep], graph.x, graph.y, dict(graph.splits), graph.name, graph.source)
+    links = {name: {"edges": _pairs_of(held, n), "negatives": _pairs_of(neg, n)}
+             for name, held, neg in (("valid", held_valid, negatives[:num_valid]),
+                                     ("test", held_test, negatives[num_valid:])) if len(held)}
+    return remaining, links
+
+
 def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="graph", symmetrize=False,
                 num_classes=None, source="python", edge_attr=None, link_splits=None):
     """Writes a Tessera graph file at `path`.

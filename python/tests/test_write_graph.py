@@ -227,3 +227,38 @@ def test_refused_link_splits(tmp_path, ogb_fixture, links, message):
         tessera.write_graph(str(tmp_path / "bad.h5"), **a, link_splits=links)
     assert message in str(e.value)
     assert not (tmp_path / "bad.h5").exists()
+
+
+def test_random_link_split(tmp_path, program, ogb_fixture):
+    """A random link split holds out its shares of the distinct undirected pairs (rounded down), removes them
+    from the graph in both directions and keeps every other edge; its negatives are distinct non-edges, as many
+    as the positives, the two splits' disjoint; the same seed gives the same split. convert --link-split writes
+    it."""
+    folder, a = ogb_fixture
+    graph = tessera.Graph(a["edges"], a["x"], a["y"], {"train": a["train"]})
+    canon = lambda e: set(map(tuple, np.sort(e, axis=0).T.tolist()))
+    pairs = {p for p in canon(a["edges"]) if p[0] != p[1]}
+    rest, links = tessera.random_link_split(graph, valid=0.1, test=0.2, seed=3)
+    held = {s: canon(links[s]["edges"]) for s in ("valid", "test")}
+    assert [len(held["valid"]), len(held["test"])] == [int(0.1 * len(pairs)), int(0.2 * len(pairs))]
+    assert not held["valid"] & held["test"] and held["valid"] | held["test"] <= pairs
+    assert not canon(rest.edge_index) & (held["valid"] | held["test"])
+    assert canon(rest.edge_index) | held["valid"] | held["test"] == canon(a["edges"])
+    negatives = {s: canon(links[s]["negatives"]) for s in ("valid", "test")}
+    for s in ("valid", "test"):
+        assert len(negatives[s]) == len(held[s]) == links[s]["negatives"].shape[1]
+        assert all(u < v for u, v in negatives[s]) and not negatives[s] & canon(a["edges"])
+    assert not negatives["valid"] & negatives["test"]
+    again = tessera.random_link_split(graph, valid=0.1, test=0.2, seed=3)[1]
+    assert all(np.array_equal(links[s][p], again[s][p]) for s in links for p in links[s])
+    directed = tessera.random_link_split(graph, valid=0.1, test=0.0, seed=3, undirected=False)[1]
+    assert set(directed) == {"valid"}
+    r = convert("ogb", folder, tmp_path / "l.h5", "--link-split", "0.1,0.2", "--seed", "3")
+    assert r.returncode == 0 and "link valid:" in r.stdout, r.stderr
+    with h5py.File(tmp_path / "l.h5") as f:
+        assert np.array_equal(f["link/test/negatives"][:], links["test"]["negatives"].T)
+    assert "links:     valid" in program("info", tmp_path / "l.h5").stdout
+    r = convert("ogb", folder, tmp_path / "bad.h5", "--link-split", "0.1")
+    assert r.returncode == 1 and "--link-split: expected VALID,TEST shares" in r.stderr
+    with pytest.raises(ValueError, match="must be shares in"):
+        tessera.random_link_split(graph, valid=0.6, test=0.5)
