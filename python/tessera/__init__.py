@@ -24,7 +24,7 @@ if bindings_available():
 
 from .graph import Graph, write_graph, largest_connected_component, link_split_from_labels, per_class_split, \
     random_link_split
-from .readers import (read_ogb, read_planetoid, read_gnn_benchmark, read_plain_npz, read_graphsaint, read_reddit,
+from .readers import (read_ogb, read_ogbl, read_planetoid, read_gnn_benchmark, read_plain_npz, read_graphsaint, read_reddit,
                       READERS)
 from .training import TrainResult, train
 from .compose import (Sequential, GcnConv, SageConv, GatConv, Linear, Dropout, ReLU, BatchNorm, RmsNorm,
@@ -46,7 +46,7 @@ def __getattr__(name):
 
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "write_graph", "link_split_from_labels", "random_link_split", "get_dataset", "largest_connected_component", "per_class_split", "read_ogb",
+__all__ = ["Graph", "write_graph", "link_split_from_labels", "random_link_split", "get_dataset", "largest_connected_component", "per_class_split", "read_ogb", "read_ogbl",
            "read_planetoid", "read_gnn_benchmark", "read_plain_npz", "read_graphsaint", "read_reddit", "READERS", "TrainResult",
            "train", "Sequential", "GcnConv", "SageConv", "GatConv", "Linear", "Dropout", "ReLU", "BatchNorm", "RmsNorm",
            "LoadedGraph", "graph_from_arrays", "load_graph", "fit", "fit_defaults", "Error"]

@@ -3,7 +3,8 @@
 
 FORMAT is planetoid (IN: the directory of ind.NAME.*, --name NAME), gnn-benchmark (IN: the .npz), npz
 (plain arrays; Tolokers, Questions, ... with --split-index K and --binary-task), graphsaint (IN: the
-directory; Yelp and PPI become multi-label graphs) or reddit (IN: the directory of DGL's / PyG's files).
+directory; Yelp and PPI become multi-label graphs), reddit (IN: the directory of DGL's / PyG's files), ogb
+(an OGB node dataset's directory) or ogbl (an OGB link dataset's: its edge splits become link splits).
 Errors are one line on stderr naming the file and the problem, exit status 1, and nothing written.
 """
 import argparse
@@ -64,20 +65,29 @@ def convert(a):
         graph.name = a.name
     if a.binary_task:
         graph.y = binary_task(graph.y, a.input)
-    links = None
     if a.link_split:
         try:
             valid, test = (float(v) for v in a.link_split.split(","))
         except ValueError:
             raise ValueError(f"--link-split: expected VALID,TEST shares such as 0.05,0.1, not '{a.link_split}'") from None
-        graph, links = random_link_split(graph, valid, test, a.seed, undirected=not a.no_symmetrize)
-    sizes = write_graph(a.output, symmetrize=not a.no_symmetrize, link_splits=links, **graph.arrays())
+        graph, graph.link_splits = random_link_split(graph, valid, test, a.seed, undirected=not a.no_symmetrize)
+    sizes = write_graph(a.output, symmetrize=not a.no_symmetrize, **graph.arrays())
     splits = ", ".join(f"{s} {k}" for s, k in sizes["splits"].items())
     labels = "tasks (multi-label)" if sizes["multi_label"] else "classes"
+    labels = f"{sizes['classes']} {labels}" if sizes["classes"] else "no node labels"
     print(f"wrote {a.output}: {sizes['nodes']} nodes, {sizes['edges']} edges, {sizes['features']} features, "
-          f"{sizes['classes']} {labels} ({splits})" +
-          "".join(f"; link {s}: {d['edges'][0]} edges + {d['negatives'][0]} negatives"
-                  for s, d in sizes["link_splits"].items()))
+          f"{labels}" + (f" ({splits})" if splits else "") +
+          "".join(f"; link {s}: {link_text(d)}" for s, d in sizes["link_splits"].items()))
+
+
+def link_text(shapes):
+    """'12 edges + 15 negatives' / '12 edges x 6 negatives each' from write_graph's link split shapes."""
+    text = f"{shapes['edges'][0]} edges"
+    if "negatives" in shapes:
+        text += f" + {shapes['negatives'][0]} negatives"
+    if "negative_targets" in shapes:
+        text += f" x {shapes['negative_targets'][1]} negatives each"
+    return text
 
 
 def binary_task(y, source):

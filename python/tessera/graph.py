@@ -38,6 +38,8 @@ class Graph:
     splits: dict = field(default_factory=dict)
     name: str = "graph"
     source: str = "python"
+    edge_attr: Optional[np.ndarray] = None  # [E, Fe] features of edge_index's edges
+    link_splits: Optional[dict] = None       # write_graph's link_splits
 
     @property
     def num_nodes(self):
@@ -47,6 +49,7 @@ class Graph:
     def arrays(self):
         """The keyword arguments of write_graph for this graph."""
         return dict(edges=self.edge_index, x=self.x, y=self.y, name=self.name, source=self.source,
+                    edge_attr=self.edge_attr, link_splits=self.link_splits,
                     **{s: self.splits.get(s) for s in SPLITS})
 
 
@@ -301,7 +304,11 @@ def random_link_split(graph, valid=0.05, test=0.10, seed=0, undirected=True):
     held_valid, held_test = order[m - num_valid - num_test:m - num_test], order[m - num_test:]
     keep = loops | ~np.isin(pair, order[m - num_valid - num_test:])
     negatives = _negative_pairs(rng, n, keys, num_valid + num_test, undirected)
-    remaining = Graph(graph.edge_index[:, keep], graph.x, graph.y, dict(graph.splits), graph.name, graph.source)
+    if graph.link_splits:
+        raise ValueError("link split: the graph has link splits already")
+    attr = None if graph.edge_attr is None else np.asarray(graph.edge_attr)[keep]
+    remaining = Graph(graph.edge_index[:, keep], graph.x, graph.y, dict(graph.splits), graph.name, graph.source,
+                      edge_attr=attr)
     links = {name: {"edges": _pairs_of(held, n), "negatives": _pairs_of(neg, n)}
              for name, held, neg in (("valid", held_valid, negatives[:num_valid]),
                                      ("test", held_test, negatives[num_valid:])) if len(held)}
@@ -382,7 +389,11 @@ def largest_connected_component(graph):
     new_id[keep] = np.arange(int(keep.sum()))
     inside = keep[e[0]] & keep[e[1]]
     splits = {s: new_id[ids][new_id[ids] >= 0] for s, ids in graph.splits.items()}
-    return Graph(new_id[e[:, inside]], graph.x[keep], graph.y[keep], splits, graph.name, graph.source)
+    if graph.link_splits:
+        raise ValueError("largest connected component: the graph has link splits, which would need renumbering")
+    attr = None if graph.edge_attr is None else np.asarray(graph.edge_attr)[inside]
+    return Graph(new_id[e[:, inside]], graph.x[keep], graph.y[keep], splits, graph.name, graph.source,
+                 edge_attr=attr)
 
 
 def per_class_split(labels, train_per_class=20, valid_per_class=30, seed=0):

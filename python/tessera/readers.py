@@ -10,11 +10,14 @@
     read_reddit(dir)                DGL's / PyG's Reddit: reddit_data.npz and reddit_graph.npz
     read_ogb(dir, split=None)       OGB's node-property raw layout: raw/{edge,node-feat,node-label,
                                     num-node-list}.csv.gz and split/KIND/{train,valid,test}.csv.gz
+    read_ogbl(dir, split=None)      OGB's link-property layout: raw/ as above (no labels) and
+                                    split/KIND/{train,valid,test}.pt edge splits (PyTorch files)
 
 Each names the file and the problem in a ValueError when the input is not what its format says. The
 pickle-based formats (Planetoid, GNN-benchmark's pickled matrices) are read by `tessera._unpickle`, which
 builds only NumPy arrays, SciPy sparse matrices and plain containers: a file naming anything else is refused,
-so converting an untrusted download cannot run code from it.
+so converting an untrusted download cannot run code from it; PyTorch files (OGB's edge splits) likewise by
+`tessera._torch_file`, which builds only arrays of their tensors.
 """
 import json
 import os
@@ -23,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._output import file_kind
+from ._torch_file import load_torch_file
 from ._unpickle import load_npz, load_pickle
 from .graph import Graph, per_class_split
 
@@ -312,16 +316,73 @@ def read_ogb(directory, split=None):
         raise ValueError(f"{raw}/node-label.csv.gz: line {int(bad[0]) + 1}: label {raw_y[bad[0]]} is not an "
                          "integer class")
     y = np.where(np.isnan(raw_y), -1, raw_y).astype(np.int64)
-    kinds = sorted(os.listdir(os.path.join(directory, "split"))) if os.path.isdir(os.path.join(directory, "split")) else []
-    if split is None:
-        if len(kinds) != 1:
-            raise ValueError(f"{directory}/split: {len(kinds)} splits ({', '.join(kinds)}): choose one with split=")
-        split = kinds[0]
+    split = _split_kind(directory, split)
     splits = {s: _csv_gz(os.path.join(directory, "split", split, f"{s}.csv.gz"), np.int64).reshape(-1)
               for s in ("train", "valid", "test")}
     return Graph(edge_index=edges.T.copy() if edges.size else np.zeros((2, 0), np.int64), x=x, y=y,
                  splits=splits, name=os.path.basename(os.path.normpath(directory)), source="ogb")
 
 
-READERS = {"ogb": read_ogb, "planetoid": read_planetoid, "gnn-benchmark": read_gnn_benchmark, "npz": read_plain_npz,
+def _split_kind(directory, split):
+    kinds = sorted(os.listdir(os.path.join(directory, "split"))) if os.path.isdir(os.path.join(directory, "split")) else []
+    if split is None:
+        if len(kinds) != 1:
+            raise ValueError(f"{directory}/split: {len(kinds)} splits ({', '.join(kinds)}): choose one with split=")
+        split = kinds[0]
+    return split
+
+
+def _ogbl_split(path, n):
+    """One split file of an OGB link dataset as write_graph's link split: its positive pairs ('edge' [E, 2],
+    or 'source_node' and 'target_node' [E]), shared negatives ('edge_neg' [K, 2]) and per-edge negative
+    targets ('target_node_neg' [E, M])."""
+    d = load_torch_file(_need(path))
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: a {type(d).__name__}, not the dict of an OGB edge split")
+    pairs = lambda key: np.asarray(d[key], dtype=np.int64).reshape(-1, 2).T
+    if "edge" in d:
+        out = {"edges": pairs("edge")}
+    elif "source_node" in d and "target_node" in d:
+        out = {"edges": np.vstack([np.asarray(d["source_node"]).reshape(-1), np.asarray(d["target_node"]).reshape(-1)])}
+    else:
+        raise ValueError(f"{path}: no 'edge' or 'source_node'/'target_node' (keys {sorted(d)})")
+    if "edge_neg" in d:
+        out["negatives"] = pairs("edge_neg")
+    if "target_node_neg" in d:
+        out["negative_targets"] = np.asarray(d["target_node_neg"], dtype=np.int64)
+    return out
+
+
+def read_ogbl(directory, split=None):
+    """An OGB link-property dataset as OGB downloads it (ogbl-collab, -ppa, -citation2): the training graph,
+    edges u -> v as rows "u,v" of raw/edge.csv.gz, raw/node-feat.csv.gz, collab's raw/edge_weight.csv.gz and
+    raw/edge_year.csv.gz as edge features [weight, year], and split/KIND/{train,valid,test}.pt (PyTorch files,
+    read without PyTorch) as link splits: positive pairs, shared negatives (edge_neg) and per-edge negative
+    targets (target_node_neg). No node labels. `split` names KIND where there are several."""
+    raw = os.path.join(directory, "raw")
+    nodes = _csv_gz(os.path.join(raw, "num-node-list.csv.gz"), np.int64).reshape(-1)
+    if nodes.size != 1:
+        raise ValueError(f"{raw}/num-node-list.csv.gz: expected one graph, found {nodes.size}")
+    n = int(nodes[0])
+    edges = _csv_gz(os.path.join(raw, "edge.csv.gz"), np.int64)
+    if edges.size and edges.shape[1] != 2:
+        raise ValueError(f"{raw}/edge.csv.gz: rows of {edges.shape[1]} values, expected 2")
+    if not os.path.exists(os.path.join(raw, "node-feat.csv.gz")):
+        raise ValueError(f"{raw}: no node-feat.csv.gz (ogbl-ddi's baselines learn an embedding per node; "
+                         "Tessera's models read node features)")
+    x = _csv_gz(os.path.join(raw, "node-feat.csv.gz"), np.float32)
+    if x.shape[0] != n:
+        raise ValueError(f"{raw}/node-feat.csv.gz: {x.shape[0]} rows for {n} nodes")
+    columns = [_csv_gz(os.path.join(raw, f), np.float32).reshape(-1) for f in ("edge_weight.csv.gz", "edge_year.csv.gz")
+               if os.path.exists(os.path.join(raw, f))]
+    if any(c.shape[0] != edges.shape[0] for c in columns):
+        raise ValueError(f"{raw}: edge weights or years of another length than edge.csv.gz's {edges.shape[0]} rows")
+    kind = _split_kind(directory, split)
+    links = {s: _ogbl_split(os.path.join(directory, "split", kind, f"{s}.pt"), n) for s in ("train", "valid", "test")}
+    return Graph(edge_index=edges.T.copy() if edges.size else np.zeros((2, 0), np.int64), x=x,
+                 y=np.full(n, -1, np.int64), name=os.path.basename(os.path.normpath(directory)), source="ogb",
+                 edge_attr=np.stack(columns, axis=1) if columns else None, link_splits=links)
+
+
+READERS = {"ogb": read_ogb, "ogbl": read_ogbl, "planetoid": read_planetoid, "gnn-benchmark": read_gnn_benchmark, "npz": read_plain_npz,
            "graphsaint": read_graphsaint, "reddit": read_reddit}

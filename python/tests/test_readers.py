@@ -177,3 +177,82 @@ def test_convert_refusals(tmp_path, truth):
     r = convert("planetoid", tmp_path, tmp_path / "p.h5")
     assert r.returncode == 1 and "planetoid needs --name" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npz"]
+
+
+def make_ogbl(path, *args):
+    import subprocess
+    import sys
+    fixture = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "make_ogbl_fixture.py")
+    subprocess.run([sys.executable, fixture, str(path), *args], check=True, capture_output=True)
+
+
+def test_ogbl_link_datasets(tmp_path, program):
+    """OGB's link layout: the training graph with collab's weights and years as edge features, each split's
+    .pt (PyTorch's zip format, and the format before it: the same arrays) as link splits, shared negatives
+    (collab) and per-edge negative targets (citation2); info checks and lists them."""
+    make_ogbl(tmp_path / "collab")
+    make_ogbl(tmp_path / "legacy", "--legacy")
+    make_ogbl(tmp_path / "citation2", "--layout", "citation2")
+    g = tessera.read_ogbl(str(tmp_path / "collab"))
+    assert g.y.min() == -1 and g.edge_attr.shape == (g.edge_index.shape[1], 2)
+    old = tessera.read_ogbl(str(tmp_path / "legacy"))
+    for split in ("train", "valid", "test"):
+        for part, value in g.link_splits[split].items():
+            assert np.array_equal(value, old.link_splits[split][part]), (split, part)
+    assert np.array_equal(g.link_splits["train"]["edges"], g.edge_index)  # collab: the graph's own edges
+    assert g.link_splits["valid"]["negatives"].shape == (2, 15) and "negatives" not in g.link_splits["train"]
+    assert convert("ogbl", tmp_path / "collab", tmp_path / "c.h5").returncode == 0
+    with h5py.File(tmp_path / "c.h5") as f:
+        assert np.array_equal(f["link/valid/negatives"][:], g.link_splits["valid"]["negatives"].T)
+        indptr, indices, attr = f["graph/indptr"][:], f["graph/indices"][:], f["edge/features"][:]
+    given = {}
+    for k, (u, v) in enumerate(g.edge_index.T):
+        given[(int(u), int(v))] = given[(int(v), int(u))] = g.edge_attr[k]
+    for v in range(len(indptr) - 1):
+        for k in range(indptr[v], indptr[v + 1]):
+            assert np.array_equal(attr[k], given[(int(indices[k]), v)])
+    info = program("info", tmp_path / "c.h5").stdout
+    assert "links:     train 90 edges, valid 12 edges + 15 negatives, test 12 edges + 15 negatives" in info, info
+    assert "classes:   none (no node labels)" in info and "edge features: 2 per edge" in info
+    c = tessera.read_ogbl(str(tmp_path / "citation2"))
+    assert c.link_splits["test"]["negative_targets"].shape == (12, 6) and c.edge_attr is None
+    assert convert("ogbl", tmp_path / "citation2", tmp_path / "t.h5").returncode == 0
+    assert "valid 12 edges x 6 negatives each" in program("info", tmp_path / "t.h5").stdout
+
+
+def test_ogbl_refusals(tmp_path):
+    """A .pt whose pickle names anything but tensors is refused without running it; so are a dataset without
+    node features and a truncated split file."""
+    make_ogbl(tmp_path / "d")
+    split = tmp_path / "d" / "split" / "time" / "valid.pt"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo ran > " + str(tmp_path / "ran"),))
+    import zipfile
+    with zipfile.ZipFile(split, "w") as z:
+        z.writestr("valid/data.pkl", pickle.dumps({"edge": Evil()}, protocol=2))
+    with pytest.raises(ValueError, match="the pickle names .*system.*refused"):
+        tessera.read_ogbl(str(tmp_path / "d"))
+    assert not (tmp_path / "ran").exists()
+    make_ogbl(tmp_path / "e", "--legacy")
+    cut = tmp_path / "e" / "split" / "time" / "test.pt"
+    cut.write_bytes(cut.read_bytes()[:-9])
+    with pytest.raises(ValueError, match="test.pt: storage .* is cut short"):
+        tessera.read_ogbl(str(tmp_path / "e"))
+    os.remove(tmp_path / "e" / "raw" / "node-feat.csv.gz")
+    with pytest.raises(ValueError, match="no node-feat.csv.gz"):
+        tessera.read_ogbl(str(tmp_path / "e"))
+
+
+def test_torch_files_equal_pytorchs_own(tmp_path):
+    """Where PyTorch is installed: files it saved, in both formats, read back as its own tensors."""
+    torch = pytest.importorskip("torch")
+    from tessera._torch_file import load_torch_file
+    e = torch.randint(0, 100, (7, 2))
+    saved = {"edge": e, "weight": torch.rand(7), "view": torch.arange(24).reshape(4, 6)[:, 1:4], "tail": e[2:],
+             "scalar": torch.tensor(3)}
+    for zipped in (True, False):
+        torch.save(saved, tmp_path / "t.pt", _use_new_zipfile_serialization=zipped)
+        loaded = load_torch_file(str(tmp_path / "t.pt"))
+        assert all(np.array_equal(loaded[k], v.numpy()) for k, v in saved.items()), zipped
