@@ -34,13 +34,14 @@ PLANETOID = "https://github.com/kimiyoung/planetoid/raw/master/data"  # PyG's Pl
 GNN_BENCHMARK = "https://github.com/shchur/gnn-benchmark/raw/master/data/npz"  # PyG's Amazon.url, Coauthor.url
 DGL = "https://data.dgl.ai/dataset"  # DGL's _get_dgl_url, PyG's Reddit.url
 OGB = "http://snap.stanford.edu/ogb/data/nodeproppred"  # OGB's master.csv, url row
+OGBL = "http://snap.stanford.edu/ogb/data/linkproppred"  # OGB's linkproppred master.csv, url row
 
 
 @dataclass
 class Dataset:
     """A benchmark dataset: where its files are, how it converts, what the converted file holds."""
     name: str
-    kind: str                 # planetoid, gnn-benchmark, reddit, graphsaint, ogb
+    kind: str                 # planetoid, gnn-benchmark, reddit, graphsaint, ogb, ogbl
     base: str                 # the publisher's address of `files`
     files: list               # file names under `base`
     nodes: int                # as the publisher's loader documents them (before any largest component)
@@ -88,6 +89,12 @@ CATALOG = {d.name: d for d in [
     _ogb("ogbn-papers100M", "papers100M-bin", 111059956, 1615685872, 128, 172, "time (OGB)"),
     _ogb("ogbn-proteins", "proteins", 132534, 39561252, 8, 112, "species (OGB); 112 binary tasks, "
          "node features the mean of each node's edge features", multi_label=True),
+    Dataset("ogbl-collab", "ogbl", OGBL, ["collab.zip"], 235868, 1285465, 128, 0,
+            "time (OGB): edges to 2017 train, 2018 valid, 2019 test; Hits@50 against 100,000 shared negatives",
+            "OGB LinkPropPredDataset", extracted="collab"),
+    Dataset("ogbl-citation2", "ogbl", OGBL, ["citation-v2.zip"], 2927963, 30561187, 128, 0,
+            "time (OGB): each test paper's last citation; MRR against 1,000 negatives per edge",
+            "OGB LinkPropPredDataset", extracted="citation-v2"),
     Dataset("yelp", "graphsaint", DGL, ["yelp.zip"], 716847, 13954819, 300, 100,
             "GraphSAINT's role.json (75% train, 10% valid, 15% test); 100 binary tasks", "DGL YelpDataset",
             multi_label=True),
@@ -272,7 +279,7 @@ def _tessera_program():
 def convert(dataset, folder, output):
     """The downloaded files of `dataset` in `folder` into the graph file `output`."""
     from .graph import largest_connected_component, per_class_split, write_graph
-    from .readers import read_gnn_benchmark, read_graphsaint, read_planetoid, read_reddit
+    from .readers import read_gnn_benchmark, read_graphsaint, read_ogbl, read_planetoid, read_reddit
     if dataset.kind == "planetoid":
         graph = read_planetoid(folder, dataset.name)
     elif dataset.kind == "gnn-benchmark":
@@ -283,6 +290,9 @@ def convert(dataset, folder, output):
     elif dataset.kind == "reddit":
         _extract(os.path.join(folder, dataset.files[0]), folder)
         graph = read_reddit(folder)
+    elif dataset.kind == "ogbl":
+        _extract(os.path.join(folder, dataset.files[0]), folder)
+        graph = read_ogbl(os.path.join(folder, dataset.extracted))
     elif dataset.kind == "graphsaint":
         _extract(os.path.join(folder, dataset.files[0]), folder)
         inner = os.path.join(folder, dataset.name)  # the zip holds the files, or a folder of them
@@ -336,8 +346,9 @@ def get(name, root=None, mirror=None):
     sizes = _sizes(output)
     if dataset.kind != "gnn-benchmark":  # those keep their largest component
         _note_size(dataset, sizes["num_nodes"])
+    labels = f"{sizes['num_classes']} {sizes['outputs']}" if sizes["num_classes"] else "no node labels"
     print(f"{name}: {output} ({sizes['num_nodes']} nodes, {sizes['num_edges']} edges, {sizes['num_features']} "
-          f"features, {sizes['num_classes']} {sizes['outputs']}; split: {dataset.split})")
+          f"features, {labels}; split: {dataset.split})")
     return output
 
 
@@ -359,7 +370,7 @@ def listing(root=None):
             disk.append(f"{output} ({_size(os.path.getsize(output))})")
         if os.path.isdir(raw):
             disk.append(f"downloads {_size(_disk(raw))}")
-        outputs = f"{d.classes} tasks" if d.multi_label else str(d.classes)
+        outputs = f"{d.classes} tasks" if d.multi_label else str(d.classes) if d.classes else "links"
         rows.append((d.name, f"{d.nodes:,}", f"{d.edges:,}", str(d.features), outputs, d.source,
                      ", ".join(disk) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -332,11 +332,10 @@ def _split_kind(directory, split):
     return split
 
 
-def _ogbl_split(path, n):
-    """One split file of an OGB link dataset as write_graph's link split: its positive pairs ('edge' [E, 2],
-    or 'source_node' and 'target_node' [E]), shared negatives ('edge_neg' [K, 2]) and per-edge negative
-    targets ('target_node_neg' [E, M])."""
-    d = load_torch_file(_need(path))
+def _ogbl_split(d, path):
+    """One split of an OGB link dataset (the dict its .pt holds) as write_graph's link split: its positive
+    pairs ('edge' [E, 2], or 'source_node' and 'target_node' [E]), shared negatives ('edge_neg' [K, 2]) and
+    per-edge negative targets ('target_node_neg' [E, M])."""
     if not isinstance(d, dict):
         raise ValueError(f"{path}: a {type(d).__name__}, not the dict of an OGB edge split")
     pairs = lambda key: np.asarray(d[key], dtype=np.int64).reshape(-1, 2).T
@@ -353,11 +352,23 @@ def _ogbl_split(path, n):
     return out
 
 
+def _ogbl_splits(folder, n):
+    """The three splits of split/KIND: train.pt, valid.pt and test.pt, or one split_dict.pt of all three."""
+    combined = os.path.join(folder, "split_dict.pt")
+    if not os.path.isfile(combined):
+        return {s: _ogbl_split(load_torch_file(_need(os.path.join(folder, f"{s}.pt"))), os.path.join(folder, f"{s}.pt"))
+                for s in ("train", "valid", "test")}
+    d = load_torch_file(combined)
+    if not isinstance(d, dict) or any(s not in d for s in ("train", "valid", "test")):
+        raise ValueError(f"{combined}: not a dict of train, valid and test splits")
+    return {s: _ogbl_split(d[s], f"{combined}: {s}") for s in ("train", "valid", "test")}
+
+
 def read_ogbl(directory, split=None):
     """An OGB link-property dataset as OGB downloads it (ogbl-collab, -ppa, -citation2): the training graph,
     edges u -> v as rows "u,v" of raw/edge.csv.gz, raw/node-feat.csv.gz, collab's raw/edge_weight.csv.gz and
-    raw/edge_year.csv.gz as edge features [weight, year], and split/KIND/{train,valid,test}.pt (PyTorch files,
-    read without PyTorch) as link splits: positive pairs, shared negatives (edge_neg) and per-edge negative
+    raw/edge_year.csv.gz as edge features [weight, year], and split/KIND/{train,valid,test}.pt (or one
+    split_dict.pt; PyTorch files, read without PyTorch) as link splits: positive pairs, shared negatives (edge_neg) and per-edge negative
     targets (target_node_neg). No node labels. `split` names KIND where there are several."""
     raw = os.path.join(directory, "raw")
     nodes = _csv_gz(os.path.join(raw, "num-node-list.csv.gz"), np.int64).reshape(-1)
@@ -377,8 +388,8 @@ def read_ogbl(directory, split=None):
                if os.path.exists(os.path.join(raw, f))]
     if any(c.shape[0] != edges.shape[0] for c in columns):
         raise ValueError(f"{raw}: edge weights or years of another length than edge.csv.gz's {edges.shape[0]} rows")
-    kind = _split_kind(directory, split)
-    links = {s: _ogbl_split(os.path.join(directory, "split", kind, f"{s}.pt"), n) for s in ("train", "valid", "test")}
+    folder = os.path.join(directory, "split", _split_kind(directory, split))
+    links = _ogbl_splits(folder, n)
     return Graph(edge_index=edges.T.copy() if edges.size else np.zeros((2, 0), np.int64), x=x,
                  y=np.full(n, -1, np.int64), name=os.path.basename(os.path.normpath(directory)), source="ogb",
                  edge_attr=np.stack(columns, axis=1) if columns else None, link_splits=links)

@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 import pytest
 
+import tessera
 from conftest import ROOT, convert, tessera_program
 from test_readers import C, N, write_graphsaint, write_planetoid
 
@@ -245,6 +246,34 @@ def test_multi_label_datasets_convert_by_name(tmp_path, program_built, program):
     builtin = data_command("list").stdout
     for name, tasks in (("ogbn-proteins", "112 tasks"), ("yelp", "100 tasks")):
         assert tasks in next(line for line in builtin.splitlines() if line.startswith(name + " ")), builtin
+
+
+def test_an_ogb_link_dataset_converts_by_name(tmp_path, program_built):
+    """An OGB link dataset's zip (its split in one split_dict.pt here) from a mirror: the graph file holds its
+    link splits as read_ogbl reads them; list names the built-in link datasets."""
+    fixture = os.path.join(FIXTURES, "make_ogbl_fixture.py")
+    subprocess.run([sys.executable, fixture, str(tmp_path / "ogb" / "toyl"), "--split-dict"], check=True,
+                   capture_output=True)
+    subprocess.run([sys.executable, fixture, str(tmp_path / "three")], check=True, capture_output=True)
+    want = tessera.read_ogbl(str(tmp_path / "three")).link_splits  # the same splits in three files
+    (tmp_path / "mirror" / "toy-collab").mkdir(parents=True)
+    with zipfile.ZipFile(tmp_path / "mirror" / "toy-collab" / "toyl.zip", "w") as z:
+        for root, _, files in os.walk(tmp_path / "ogb"):
+            for f in files:
+                z.write(os.path.join(root, f), os.path.relpath(os.path.join(root, f), tmp_path / "ogb"))
+    entry = dict(name="toy-collab", kind="ogbl", base="https://unreachable.invalid", files=["toyl.zip"], nodes=40,
+                 edges=90, features=5, classes=0, split="time", source="a test", extracted="toyl")
+    catalog = catalog_file(tmp_path, [entry])
+    r = data_command("get", "toy-collab", "--root", tmp_path / "d", "--mirror", tmp_path / "mirror", catalog=catalog)
+    assert r.returncode == 0 and "no node labels" in r.stdout, r.stderr
+    with h5py.File(tmp_path / "d" / "toy-collab.h5") as f:
+        for name, parts in want.items():
+            for part, pairs in parts.items():
+                assert np.array_equal(f[f"link/{name}/{part}"][:], pairs.T), (name, part)
+    assert os.listdir(tmp_path / "ogb" / "toyl" / "split" / "time") == ["split_dict.pt"]
+    builtin = data_command("list").stdout
+    for name in ("ogbl-collab", "ogbl-citation2"):
+        assert "links" in next(line for line in builtin.splitlines() if line.startswith(name + " ")), builtin
 
 
 def test_a_zip_member_outside_its_folder_is_refused(tmp_path, program_built):
