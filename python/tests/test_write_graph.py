@@ -181,7 +181,8 @@ def link_fixture(rng, n, edges):
 def test_link_splits(tmp_path, program, ogb_fixture):
     """Link splits make a version 2 file with /link/SPLIT/{edges,negatives,negative_targets} as [rows, 2] and
     [rows, M]; info lists them; a graph of link splits alone needs no node labels. The reader refuses a node id
-    out of range, a version 1 file with /link and a split of another name, each in one line."""
+    out of range, a version 1 file with /link and a split of another name, each in one line; prep reorder
+    carries them."""
     _, a = ogb_fixture
     n, rng = a["x"].shape[0], np.random.default_rng(6)
     links = link_fixture(rng, n, a["edges"])
@@ -209,8 +210,14 @@ def test_link_splits(tmp_path, program, ogb_fixture):
             damage(f)
         r = program("info", bad, ok=False)
         assert r.returncode != 0 and message in r.stderr, r.stderr
-    r = program("prep", "reorder", tmp_path / "l.h5", "-o", tmp_path / "re.h5", ok=False)
-    assert r.returncode != 0 and "link-prediction splits (/link) are not carried by prep reorder" in r.stderr
+    # prep reorder carries them, renamed: through /node/original_id they are the input's pairs.
+    program("prep", "reorder", tmp_path / "l.h5", "-o", tmp_path / "re.h5", "--order", "rcm")
+    with h5py.File(tmp_path / "l.h5") as f, h5py.File(tmp_path / "re.h5") as g:
+        original = g["node/original_id"][:]
+        assert not np.array_equal(original, np.arange(n)) and int(g.attrs["version"]) == 2
+        for name in ("link/valid/edges", "link/valid/negatives", "link/test/edges", "link/test/negative_targets"):
+            assert np.array_equal(original[g[name][:]], f[name][:]), name
+    assert "links:     valid 20 edges + 20 negatives" in program("info", tmp_path / "re.h5").stdout
 
 
 @pytest.mark.parametrize("links, message", [

@@ -192,8 +192,18 @@ void GraphFileWriter::set_num_edges(int64_t num_edges) {
   h5_write_attr(file_.get(), "num_edges", num_edges);
 }
 
+void GraphFileWriter::write_link_rows(const std::string& split, const std::string& part, int64_t rows,
+                                      int64_t columns, int64_t first, int64_t count, const int64_t* values) {
+  const std::string name = "/link/" + split + "/" + part;
+  H5Handle& dataset = links_[name];
+  if (!dataset.valid())
+    dataset = h5_create_dataset(file_.get(), name, H5T_STD_I64LE, {rows, columns}, 0, false);
+  write(dataset, H5T_NATIVE_INT64, first, count, values);
+}
+
 void GraphFileWriter::commit() {
   splits_.clear();
+  links_.clear();
   for (H5Handle* h : {&indptr_, &indices_, &features_, &labels_, &original_ids_, &edge_features_, &file_})
     h->close();
   output_->commit();

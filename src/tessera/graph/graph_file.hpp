@@ -101,6 +101,10 @@ class GraphFileWriter {
   /// Collective: entries [first, first + count) of /node/original_id (created, sized num_nodes, on the first
   /// call): the id each node has in the file a reordered graph was made from (tessera prep reorder).
   void write_original_ids(int64_t first, int64_t count, const int64_t* values);
+  /// Collective: rows [first, first + count) of /link/SPLIT/PART, int64 [rows, columns] (created on the first
+  /// call; the file's meta must say link_splits).
+  void write_link_rows(const std::string& split, const std::string& part, int64_t rows, int64_t columns,
+                       int64_t first, int64_t count, const int64_t* values);
   /// Collective: resizes /graph/indices and updates the num_edges attribute.
   void set_num_edges(int64_t num_edges);
 
@@ -114,6 +118,7 @@ class GraphFileWriter {
   std::unique_ptr<SharedOutput> output_;  // before the handles: they close before it removes the temporary
   H5Handle file_, indptr_, indices_, features_, labels_, original_ids_, edge_features_;
   std::map<std::string, H5Handle> splits_;
+  std::map<std::string, H5Handle> links_;  // /link/SPLIT/PART
   GraphMeta meta_;
   bool committed_ = false;
 };

@@ -15,17 +15,23 @@ namespace tessera {
 namespace {
 
 // Every array of the input, each value checked as `tessera info` checks it.
+// One /link/SPLIT/PART dataset, whole: rows x columns node ids.
+struct LinkRows {
+  std::string split, part;
+  int64_t rows = 0, columns = 0;
+  std::vector<int64_t> ids;
+};
+
 struct WholeGraph {
   std::vector<int64_t> indptr, indices, labels, original;
   std::vector<float> features, edge_features;  // edge features: num_edges x width, in the indices' order
   std::vector<int8_t> label_matrix;            // multi-label graphs: nodes x tasks
   std::map<std::string, std::vector<int64_t>> splits;
+  std::vector<LinkRows> links;  // every /link dataset
 };
 
 WholeGraph read_whole_graph(const GraphFileReader& reader, const Communicator& self) {
   const int64_t n = reader.meta().num_nodes;
-  reader.check(reader.link_splits().empty(),
-               reader.path() + ": its link-prediction splits (/link) are not carried by prep reorder");
   WholeGraph g;
   RowBlockCheck check(reader, 0, n);
   g.indptr = reader.read_indptr(0, n + 1);
@@ -46,6 +52,17 @@ WholeGraph read_whole_graph(const GraphFileReader& reader, const Communicator& s
   check_original_ids(reader, self);
   for (const SplitInfo& s : reader.splits()) g.splits[s.name] = reader.read_split(s.name, 0, s.size);
   if (reader.has_original_ids()) g.original = reader.read_original_ids(0, n);
+  check_link_splits(reader, self);
+  for (const LinkSplitInfo& link : reader.link_splits()) {
+    std::vector<LinkRows> parts{{link.name, "edges", link.edges, 2, {}}};
+    if (link.shared_negatives > 0) parts.push_back({link.name, "negatives", link.shared_negatives, 2, {}});
+    if (link.negatives_per_edge > 0)
+      parts.push_back({link.name, "negative_targets", link.edges, link.negatives_per_edge, {}});
+    for (LinkRows& part : parts) {
+      part.ids = reader.read_link_rows(link.name, part.part, 0, part.rows);
+      g.links.push_back(std::move(part));
+    }
+  }
   check_edge_features(reader, self);
   if (reader.meta().num_edge_features > 0)
     g.edge_features = reader.read_edge_features(0, reader.meta().num_edges);
@@ -150,6 +167,11 @@ double write_reordered(const ReorderOptions& o, const GraphMeta& meta, const Who
   write_rows_in_order(g.features, f, order, [&](int64_t first, int64_t count, const float* v) {
     out.write_features(first, count, v);
   });
+  for (const LinkRows& link : g.links) {  // the same pairs, in the new numbering
+    std::vector<int64_t> renamed(link.ids.size());
+    for (size_t k = 0; k < link.ids.size(); ++k) renamed[k] = new_of_old[size_t(link.ids[k])];
+    out.write_link_rows(link.split, link.part, link.rows, link.columns, 0, link.rows, renamed.data());
+  }
   out.commit();
   return edges_within(indptr, indices, o.window);
 }
