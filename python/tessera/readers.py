@@ -293,20 +293,25 @@ def _csv_gz(path, dtype):
             raise ValueError(f"{path}: {e}") from None
 
 
+def _ogb_graph(directory):
+    """OGB's raw/ folder of one graph: its path, the node count (num-node-list) and the edges [E, 2]."""
+    raw = os.path.join(directory, "raw")
+    nodes = _csv_gz(os.path.join(raw, "num-node-list.csv.gz"), np.int64).reshape(-1)
+    if nodes.size != 1:
+        raise ValueError(f"{raw}/num-node-list.csv.gz: expected one graph, found {nodes.size}")
+    edges = _csv_gz(os.path.join(raw, "edge.csv.gz"), np.int64)
+    if edges.size and edges.shape[1] != 2:
+        raise ValueError(f"{raw}/edge.csv.gz: rows of {edges.shape[1]} values, expected 2")
+    return raw, int(nodes[0]), edges
+
+
 def read_ogb(directory, split=None):
     """An OGB node-property dataset as OGB downloads it (ogbn-arxiv, -products, Cora in that layout): one graph,
     edges u -> v as rows "u,v" of raw/edge.csv.gz, raw/node-feat.csv.gz, raw/node-label.csv.gz (one label per
     node; nan or a missing value: unlabeled), and split/KIND/{train,valid,test}.csv.gz (node ids). `split`
     names KIND where there are several. The graph is as the files give it; write_graph(symmetrize=True) adds
     reverse edges as `tessera prep ogb --symmetrize` does."""
-    raw = os.path.join(directory, "raw")
-    nodes = _csv_gz(os.path.join(raw, "num-node-list.csv.gz"), np.int64).reshape(-1)
-    if nodes.size != 1:
-        raise ValueError(f"{raw}/num-node-list.csv.gz: expected one graph, found {nodes.size}")
-    n = int(nodes[0])
-    edges = _csv_gz(os.path.join(raw, "edge.csv.gz"), np.int64)
-    if edges.size and edges.shape[1] != 2:
-        raise ValueError(f"{raw}/edge.csv.gz: rows of {edges.shape[1]} values, expected 2")
+    raw, n, edges = _ogb_graph(directory)
     x = _csv_gz(os.path.join(raw, "node-feat.csv.gz"), np.float32)
     raw_y = _csv_gz(os.path.join(raw, "node-label.csv.gz"), np.float64).reshape(-1)
     if x.shape[0] != n or raw_y.shape[0] != n:
@@ -352,7 +357,7 @@ def _ogbl_split(d, path):
     return out
 
 
-def _ogbl_splits(folder, n):
+def _ogbl_splits(folder):
     """The three splits of split/KIND: train.pt, valid.pt and test.pt, or one split_dict.pt of all three."""
     combined = os.path.join(folder, "split_dict.pt")
     if not os.path.isfile(combined):
@@ -368,16 +373,10 @@ def read_ogbl(directory, split=None):
     """An OGB link-property dataset as OGB downloads it (ogbl-collab, -ppa, -citation2): the training graph,
     edges u -> v as rows "u,v" of raw/edge.csv.gz, raw/node-feat.csv.gz, collab's raw/edge_weight.csv.gz and
     raw/edge_year.csv.gz as edge features [weight, year], and split/KIND/{train,valid,test}.pt (or one
-    split_dict.pt; PyTorch files, read without PyTorch) as link splits: positive pairs, shared negatives (edge_neg) and per-edge negative
-    targets (target_node_neg). No node labels. `split` names KIND where there are several."""
-    raw = os.path.join(directory, "raw")
-    nodes = _csv_gz(os.path.join(raw, "num-node-list.csv.gz"), np.int64).reshape(-1)
-    if nodes.size != 1:
-        raise ValueError(f"{raw}/num-node-list.csv.gz: expected one graph, found {nodes.size}")
-    n = int(nodes[0])
-    edges = _csv_gz(os.path.join(raw, "edge.csv.gz"), np.int64)
-    if edges.size and edges.shape[1] != 2:
-        raise ValueError(f"{raw}/edge.csv.gz: rows of {edges.shape[1]} values, expected 2")
+    split_dict.pt; PyTorch files, read without PyTorch) as link splits: positive pairs, shared negatives
+    (edge_neg) and per-edge negative targets (target_node_neg). No node labels. `split` names KIND where
+    there are several."""
+    raw, n, edges = _ogb_graph(directory)
     if not os.path.exists(os.path.join(raw, "node-feat.csv.gz")):
         raise ValueError(f"{raw}: no node-feat.csv.gz (ogbl-ddi's baselines learn an embedding per node; "
                          "Tessera's models read node features)")
@@ -389,7 +388,7 @@ def read_ogbl(directory, split=None):
     if any(c.shape[0] != edges.shape[0] for c in columns):
         raise ValueError(f"{raw}: edge weights or years of another length than edge.csv.gz's {edges.shape[0]} rows")
     folder = os.path.join(directory, "split", _split_kind(directory, split))
-    links = _ogbl_splits(folder, n)
+    links = _ogbl_splits(folder)
     return Graph(edge_index=edges.T.copy() if edges.size else np.zeros((2, 0), np.int64), x=x,
                  y=np.full(n, -1, np.int64), name=os.path.basename(os.path.normpath(directory)), source="ogb",
                  edge_attr=np.stack(columns, axis=1) if columns else None, link_splits=links)

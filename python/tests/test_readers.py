@@ -243,6 +243,8 @@ def test_ogbl_refusals(tmp_path):
     os.remove(tmp_path / "e" / "raw" / "node-feat.csv.gz")
     with pytest.raises(ValueError, match="no node-feat.csv.gz"):
         tessera.read_ogbl(str(tmp_path / "e"))
+    r = convert("ogbl", tmp_path / "e", tmp_path / "e.h5")
+    assert r.returncode == 1 and "no node-feat.csv.gz" in r.stderr and not (tmp_path / "e.h5").exists()
 
 
 def test_torch_files_equal_pytorchs_own(tmp_path):

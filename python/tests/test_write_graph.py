@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """write_graph: files `tessera info` accepts, identical to `tessera prep ogb`'s for the same data, and
 refused inputs."""
+import os
+import subprocess
+
 import h5py
 import numpy as np
 import pytest
 
 import tessera
-from conftest import convert
+from conftest import convert, tessera_program
 
 
 def same_file(a, b):
@@ -218,6 +221,20 @@ def test_link_splits(tmp_path, program, ogb_fixture):
         for name in ("link/valid/edges", "link/valid/negatives", "link/test/edges", "link/test/negative_targets"):
             assert np.array_equal(original[g[name][:]], f[name][:]), name
     assert "links:     valid 20 edges + 20 negatives" in program("info", tmp_path / "re.h5").stdout
+    # On 8 ranks, a split of 3 pairs leaves most ranks' blocks empty: every rank still enters every check, and
+    # a bad id in the last block is refused on all of them.
+    mpiexec = os.environ.get("MPIEXEC")
+    if mpiexec:
+        few = {"valid": {"edges": links["valid"]["edges"][:, :3], "negatives": links["valid"]["negatives"][:, :2]}}
+        tessera.write_graph(str(tmp_path / "few.h5"), a["edges"], a["x"], None, link_splits=few)
+        run = lambda path: subprocess.run([mpiexec, "--oversubscribe", "-n", "8", tessera_program(), "info", str(path)],
+                                          capture_output=True, text=True, timeout=120)
+        r = run(tmp_path / "few.h5")
+        assert r.returncode == 0 and "links:     valid 3 edges + 2 negatives" in r.stdout, r.stderr
+        with h5py.File(tmp_path / "few.h5", "r+") as f:
+            f["link/valid/edges"][2, 1] = -4
+        r = run(tmp_path / "few.h5")
+        assert r.returncode != 0 and "/link/valid/edges row 2: node id -4 outside [0, 50)" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("links, message", [

@@ -231,6 +231,10 @@ PY
       $MPIEXEC -n 2 "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --embeddings --embeddings-layer 4
     expect_error "--parameters best, but the checkpoint holds no best-validation parameters" "o.h5*" -- \
       "$TESSERA" predict --checkpoint sampled --data g.h5 --output o.h5 --parameters best
+    expect_error "--metric must be auto, accuracy, rocauc, ap, f1-micro or f1-macro, not 'auc'" "-" -- \
+      "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --metric auc
+    expect_error "g.h5: --metric rocauc scores a multi-label task" "o.h5*" -- \
+      $MPIEXEC -n 2 "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --metric rocauc
     expect_error "--engine must be auto, full or layerwise, not 'fast'" "-" -- \
       "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --engine fast
     expect_error "--grid is for --engine full" "-" -- \

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <sstream>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -35,14 +34,6 @@ std::vector<int64_t> block_begins(int64_t n, int ranks) {
 }
 
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& dims) {
-  std::ostringstream s;
-  s << '[';
-  for (size_t i = 0; i < dims.size(); ++i) s << (i ? ", " : "") << dims[i];
-  s << ']';
-  return s.str();
-}
 
 int64_t feature_chunk_rows(int64_t features) {
   // About 1 MiB per chunk: large enough for fast streaming, small enough to read a few rows.
@@ -285,8 +276,8 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
     }
     *e.handle = h5_open_dataset(root, path_, e.name);
     const std::vector<int64_t> dims = h5_shape(e.handle->get());
-    expect(dims == e.dims, std::string("dataset ") + e.name + " has shape " + shape_text(dims) +
-                               ", expected " + shape_text(e.dims));
+    expect(dims == e.dims, std::string("dataset ") + e.name + " has shape " + h5_shape_text(dims) +
+                               ", expected " + h5_shape_text(e.dims));
     expect(h5_type_class(e.handle->get()) == e.type,
            std::string("dataset ") + e.name +
                (e.type == H5T_FLOAT ? " must hold floats" : " must hold integers"));
@@ -299,17 +290,17 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
       const std::vector<int64_t> dims = h5_shape(edge_features_.get());
       const std::vector<int64_t> want{meta_.num_edges, meta_.num_edge_features};
       expect(dims == want && h5_type_class(edge_features_.get()) == H5T_FLOAT,
-             "dataset /edge/features must be floats of shape " + shape_text(want) + ", has shape " +
-                 shape_text(dims));
+             "dataset /edge/features must be floats of shape " + h5_shape_text(want) + ", has shape " +
+                 h5_shape_text(dims));
     }
   }
   if (problem.empty() && h5_exists(root, "/node/original_id")) {
     original_ids_ = h5_open_dataset(root, path_, "/node/original_id");
     const std::vector<int64_t> dims = h5_shape(original_ids_.get());
     expect(dims == std::vector<int64_t>{n} && h5_type_class(original_ids_.get()) == H5T_INTEGER,
-           "dataset /node/original_id must be num_nodes integers, has shape " + shape_text(dims));
+           "dataset /node/original_id must be num_nodes integers, has shape " + h5_shape_text(dims));
   }
-  if (problem.empty()) link_splits_ = read_link_layout(root, path_, meta_, version, problem);
+  if (problem.empty()) link_splits_ = read_link_layout(root, path_, version, problem);
   meta_.link_splits = !link_splits_.empty();
   if (problem.empty()) {
     for (const std::string& name : h5_group_members(root, "/split")) {
@@ -318,7 +309,7 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
       const std::vector<int64_t> dims = h5_shape(dataset.get());
       expect(dims.size() == 1 && dims[0] <= n && h5_type_class(dataset.get()) == H5T_INTEGER,
              "dataset /split/" + name + " must be a 1D integer array of at most num_nodes ids, has shape " +
-                 shape_text(dims));
+                 h5_shape_text(dims));
       if (problem.empty()) splits_.push_back(SplitInfo{name, dims[0]});
     }
   }

@@ -278,11 +278,20 @@ std::vector<int64_t> observed_rows(const int8_t* matrix, int64_t rows, int64_t t
 /// that is not finite (nothing when the file has none). validate_graph runs it.
 void check_edge_features(const GraphFileReader& reader, const Communicator& comm);
 
-/// The link splits under /link of an open graph file of `meta` (version `version`), shapes and types checked;
-/// sets `problem` (naming `path` and the dataset) and returns what was read so far on the first mismatch.
-/// The reader's constructor runs it.
-std::vector<LinkSplitInfo> read_link_layout(hid_t root, const std::string& path, const GraphMeta& meta,
-                                            int64_t version, std::string& problem);
+/// The link splits under /link of an open graph file of schema `version`, shapes and types checked; sets
+/// `problem` (naming `path` and the dataset) and returns what was read so far on the first mismatch. The
+/// reader's constructor runs it.
+std::vector<LinkSplitInfo> read_link_layout(hid_t root, const std::string& path, int64_t version,
+                                            std::string& problem);
+
+/// One dataset of a link split: /link/SPLIT/PART, rows x columns node ids.
+struct LinkDataset {
+  std::string part;     ///< "edges", "negatives" or "negative_targets"
+  int64_t rows = 0;     ///< its rows
+  int64_t columns = 0;  ///< its columns (2 for pairs)
+};
+/// The datasets `split` has, edges first.
+std::vector<LinkDataset> link_datasets(const LinkSplitInfo& split);
 
 /// Collective: throws CollectiveError naming the file, dataset and row of the first node id in /link that is
 /// outside [0, num_nodes) (nothing when the file has no link splits); each rank checks a block of every

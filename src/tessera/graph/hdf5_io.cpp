@@ -192,6 +192,12 @@ std::vector<int64_t> h5_shape(hid_t dataset) {
   return std::vector<int64_t>(dims.begin(), dims.end());
 }
 
+std::string h5_shape_text(const std::vector<int64_t>& dims) {
+  std::string text;
+  for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+  return "[" + text + "]";
+}
+
 H5T_class_t h5_type_class(hid_t dataset) {
   H5Handle type(H5Dget_type(dataset));
   return H5Tget_class(type.get());

@@ -88,6 +88,8 @@ std::vector<std::string> h5_group_members(hid_t location, const std::string& gro
 H5Handle h5_open_dataset(hid_t file, const std::string& file_name, const std::string& name);
 /// Dimensions of a dataset.
 std::vector<int64_t> h5_shape(hid_t dataset);
+/// Dimensions as messages print them: "[2708, 1433]".
+std::string h5_shape_text(const std::vector<int64_t>& dims);
 /// H5T_INTEGER, H5T_FLOAT, ... of a dataset's stored type.
 H5T_class_t h5_type_class(hid_t dataset);
 

@@ -13,12 +13,6 @@ namespace {
 const char* const kLinkSplits[] = {"train", "valid", "test"};
 const char* const kLinkParts[] = {"edges", "negatives", "negative_targets"};
 
-std::string dims_text(const std::vector<int64_t>& dims) {
-  std::string text;
-  for (size_t k = 0; k < dims.size(); ++k) text += (k ? ", " : "") + std::to_string(dims[k]);
-  return "[" + text + "]";
-}
-
 // The shape of /link/SPLIT/PART, or a problem: [rows, columns] integers, columns as wanted (0: any >= 1).
 std::vector<int64_t> link_dataset_shape(hid_t root, const std::string& path, const std::string& name,
                                         int64_t columns, std::string& problem) {
@@ -29,7 +23,7 @@ std::vector<int64_t> link_dataset_shape(hid_t root, const std::string& path, con
   if (!ok)
     problem = path + ": dataset " + name + " must be integers of shape [rows, " +
               (columns > 0 ? std::to_string(columns) : std::string("at least 1")) + "], has shape " +
-              dims_text(dims);
+              h5_shape_text(dims);
   return ok ? dims : std::vector<int64_t>{0, 0};
 }
 
@@ -64,8 +58,8 @@ LinkSplitInfo read_link_split(hid_t root, const std::string& path, const std::st
 
 }  // namespace
 
-std::vector<LinkSplitInfo> read_link_layout(hid_t root, const std::string& path, const GraphMeta&,
-                                            int64_t version, std::string& problem) {
+std::vector<LinkSplitInfo> read_link_layout(hid_t root, const std::string& path, int64_t version,
+                                            std::string& problem) {
   std::vector<LinkSplitInfo> splits;
   if (!h5_exists(root, "/link")) return splits;
   if (version < 2) {
@@ -95,26 +89,29 @@ std::vector<int64_t> GraphFileReader::read_link_rows(const std::string& split, c
   return out;
 }
 
+std::vector<LinkDataset> link_datasets(const LinkSplitInfo& split) {
+  std::vector<LinkDataset> parts{{"edges", split.edges, 2}};
+  if (split.shared_negatives > 0) parts.push_back({"negatives", split.shared_negatives, 2});
+  if (split.negatives_per_edge > 0)
+    parts.push_back({"negative_targets", split.edges, split.negatives_per_edge});
+  return parts;
+}
+
 void check_link_splits(const GraphFileReader& reader, const Communicator& comm) {
   const int64_t n = reader.meta().num_nodes;
-  for (const LinkSplitInfo& split : reader.link_splits()) {
-    // The same on every rank: the file's layout.
-    std::vector<std::pair<std::string, int64_t>> parts{{"edges", split.edges}};
-    if (split.shared_negatives > 0) parts.emplace_back("negatives", split.shared_negatives);
-    if (split.negatives_per_edge > 0) parts.emplace_back("negative_targets", split.edges);
-    for (const auto& [part, rows] : parts) {
-      const auto [begin, end] = block_range(rows, comm.rank(), comm.size());
-      const std::vector<int64_t> ids = reader.read_link_rows(split.name, part, begin, end - begin);
-      const int64_t width = end > begin ? int64_t(ids.size()) / (end - begin) : 1;
+  // Every rank enters every read and check, its block possibly empty: the layout is the file's.
+  for (const LinkSplitInfo& split : reader.link_splits())
+    for (const LinkDataset& d : link_datasets(split)) {
+      const auto [begin, end] = block_range(d.rows, comm.rank(), comm.size());
+      const std::vector<int64_t> ids = reader.read_link_rows(split.name, d.part, begin, end - begin);
+      const auto bad = std::find_if(ids.begin(), ids.end(), [n](int64_t v) { return v < 0 || v >= n; });
       std::string problem;
-      for (size_t k = 0; k < ids.size() && problem.empty(); ++k)
-        if (ids[k] < 0 || ids[k] >= n)
-          problem = reader.path() + ": dataset /link/" + split.name + "/" + part + " row " +
-                    std::to_string(begin + int64_t(k) / width) + ": node id " + std::to_string(ids[k]) +
-                    " outside [0, " + std::to_string(n) + ")";
+      if (bad != ids.end())
+        problem = reader.path() + ": dataset /link/" + split.name + "/" + d.part + " row " +
+                  std::to_string(begin + (bad - ids.begin()) / d.columns) + ": node id " +
+                  std::to_string(*bad) + " outside [0, " + std::to_string(n) + ")";
       reader.check(problem.empty(), problem);
     }
-  }
 }
 
 }  // namespace tessera

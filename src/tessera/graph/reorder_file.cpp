@@ -15,11 +15,11 @@ namespace tessera {
 namespace {
 
 // Every array of the input, each value checked as `tessera info` checks it.
-// One /link/SPLIT/PART dataset, whole: rows x columns node ids.
+// One /link/SPLIT/PART dataset, whole.
 struct LinkRows {
-  std::string split, part;
-  int64_t rows = 0, columns = 0;
-  std::vector<int64_t> ids;
+  std::string split;
+  LinkDataset dataset;
+  std::vector<int64_t> ids;  // rows x columns node ids
 };
 
 struct WholeGraph {
@@ -53,16 +53,9 @@ WholeGraph read_whole_graph(const GraphFileReader& reader, const Communicator& s
   for (const SplitInfo& s : reader.splits()) g.splits[s.name] = reader.read_split(s.name, 0, s.size);
   if (reader.has_original_ids()) g.original = reader.read_original_ids(0, n);
   check_link_splits(reader, self);
-  for (const LinkSplitInfo& link : reader.link_splits()) {
-    std::vector<LinkRows> parts{{link.name, "edges", link.edges, 2, {}}};
-    if (link.shared_negatives > 0) parts.push_back({link.name, "negatives", link.shared_negatives, 2, {}});
-    if (link.negatives_per_edge > 0)
-      parts.push_back({link.name, "negative_targets", link.edges, link.negatives_per_edge, {}});
-    for (LinkRows& part : parts) {
-      part.ids = reader.read_link_rows(link.name, part.part, 0, part.rows);
-      g.links.push_back(std::move(part));
-    }
-  }
+  for (const LinkSplitInfo& link : reader.link_splits())
+    for (const LinkDataset& d : link_datasets(link))
+      g.links.push_back({link.name, d, reader.read_link_rows(link.name, d.part, 0, d.rows)});
   check_edge_features(reader, self);
   if (reader.meta().num_edge_features > 0)
     g.edge_features = reader.read_edge_features(0, reader.meta().num_edges);
@@ -170,7 +163,8 @@ double write_reordered(const ReorderOptions& o, const GraphMeta& meta, const Who
   for (const LinkRows& link : g.links) {  // the same pairs, in the new numbering
     std::vector<int64_t> renamed(link.ids.size());
     for (size_t k = 0; k < link.ids.size(); ++k) renamed[k] = new_of_old[size_t(link.ids[k])];
-    out.write_link_rows(link.split, link.part, link.rows, link.columns, 0, link.rows, renamed.data());
+    const LinkDataset& d = link.dataset;
+    out.write_link_rows(link.split, d.part, d.rows, d.columns, 0, d.rows, renamed.data());
   }
   out.commit();
   return edges_within(indptr, indices, o.window);
