@@ -287,8 +287,9 @@ def random_link_split(graph, valid=0.05, test=0.10, seed=0, undirected=True):
     """A random link split of `graph`, as PyG's RandomLinkSplit makes one: of its distinct node pairs (u, v)
     with u != v (unordered when `undirected`), a `valid` and a `test` share (rounded down) are held out,
     removed from the graph in both directions, and as many node pairs that are not edges are drawn as their
-    negatives (uniformly, distinct, the two splits' disjoint). Returns the graph of the remaining edges (self
-    loops kept) and the link_splits of write_graph. Depends on the seed only."""
+    negatives (uniformly, distinct, the two splits' disjoint). The remaining pairs are the training positives
+    (split "train", each pair once). Returns the graph of the remaining edges (self loops kept) and the
+    link_splits of write_graph. Depends on the seed only."""
     if not (0 <= valid < 1 and 0 <= test < 1 and valid + test < 1):
         raise ValueError(f"link split: valid {valid} and test {test} must be shares in [0, 1) summing below 1")
     n, (u, v) = graph.num_nodes, graph.edge_index
@@ -312,6 +313,7 @@ def random_link_split(graph, valid=0.05, test=0.10, seed=0, undirected=True):
     links = {name: {"edges": _pairs_of(held, n), "negatives": _pairs_of(neg, n)}
              for name, held, neg in (("valid", held_valid, negatives[:num_valid]),
                                      ("test", held_test, negatives[num_valid:])) if len(held)}
+    links["train"] = {"edges": _pairs_of(np.sort(order[:m - num_valid - num_test]), n)}
     return remaining, links
 
 

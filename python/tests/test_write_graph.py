@@ -268,6 +268,8 @@ def test_random_link_split(tmp_path, program, ogb_fixture):
     assert not held["valid"] & held["test"] and held["valid"] | held["test"] <= pairs
     assert not canon(rest.edge_index) & (held["valid"] | held["test"])
     assert canon(rest.edge_index) | held["valid"] | held["test"] == canon(a["edges"])
+    train = canon(links["train"]["edges"])
+    assert len(train) == links["train"]["edges"].shape[1] and train == canon(rest.edge_index) - {(u, u) for u in range(len(a["x"]))}
     negatives = {s: canon(links[s]["negatives"]) for s in ("valid", "test")}
     for s in ("valid", "test"):
         assert len(negatives[s]) == len(held[s]) == links[s]["negatives"].shape[1]
@@ -276,7 +278,7 @@ def test_random_link_split(tmp_path, program, ogb_fixture):
     again = tessera.random_link_split(graph, valid=0.1, test=0.2, seed=3)[1]
     assert all(np.array_equal(links[s][p], again[s][p]) for s in links for p in links[s])
     directed = tessera.random_link_split(graph, valid=0.1, test=0.0, seed=3, undirected=False)[1]
-    assert set(directed) == {"valid"}
+    assert set(directed) == {"valid", "train"}
     r = convert("ogb", folder, tmp_path / "l.h5", "--link-split", "0.1,0.2", "--seed", "3")
     assert r.returncode == 0 and "link valid:" in r.stdout, r.stderr
     with h5py.File(tmp_path / "l.h5") as f:

@@ -17,6 +17,7 @@
 #include "tessera/models/nn/graph_multiply.hpp"
 #include "tessera/models/training/hooks.hpp"
 #include "tessera/models/nn/layer.hpp"
+#include "tessera/models/nn/link_loss.hpp"
 #include "tessera/models/modes/layerwise.hpp"
 #include "tessera/models/nn/metric.hpp"
 #include "tessera/models/modes/minibatch.hpp"

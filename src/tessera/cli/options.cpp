@@ -207,6 +207,10 @@ OptimizerKind parse_optimizer(const std::string& name) {
 ScheduleKind parse_schedule(const std::string& name) {
   return by_name("--lr-schedule", name, kScheduleKindNames);
 }
+TaskKind parse_task_kind(const std::string& name) {
+  return by_name("--task", name, kTaskKindNames);
+}
+
 MetricKind parse_metric(const std::string& name) {
   return by_name("--metric", name, kMetricKindNames);
 }

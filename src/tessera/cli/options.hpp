@@ -42,6 +42,8 @@ std::vector<int> parse_fanouts(const std::string& text);
 std::vector<float> parse_positive_weights(const std::string& text);
 /// --metric: auto, accuracy, rocauc, ap, f1-micro or f1-macro.
 MetricKind parse_metric(const std::string& name);
+/// `--task`: auto, node or link.
+TaskKind parse_task_kind(const std::string& name);
 /// "LAT_US,GBPS" (empty: off).
 SimulatedNetwork parse_network(const std::string& text);
 

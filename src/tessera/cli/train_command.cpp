@@ -26,7 +26,8 @@ struct Args {
   std::string comm_dtype = "f32", gemm_dtype = "f32", host_gemm = "auto", kernels = "auto", comm = "auto",
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
               memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto",
-              selection = "accuracy", prefetch_thread = "auto", metric = "auto", positive_weight;
+              selection = "accuracy", prefetch_thread = "auto", metric = "auto", positive_weight,
+              task = "auto";
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
   int64_t steps_per_epoch = 0;  // the mode's (MinibatchOptions / SampledOptions::steps_per_epoch)
@@ -207,8 +208,22 @@ void add_output_options(CLI::App* cmd, Args& a) {
   cmd->add_option(
          "--metric", a.metric,
          "What evaluation reports and the best epoch is chosen by: auto (accuracy for a single-label "
-         "graph, rocauc for a multi-label one), accuracy, rocauc, ap, f1-micro or f1-macro "
-         "(multi-label: mean over tasks)")
+         "graph, rocauc for a multi-label one; a link task: mrr where its splits give each pair its own "
+         "negatives, else rocauc), accuracy, rocauc, ap, f1-micro or f1-macro (multi-label: mean over "
+         "tasks), hits@20, hits@50, hits@100 or mrr (link tasks)")
+      ->capture_default_str();
+  cmd->add_option("--task", a.task,
+                  "What the run predicts: node (the graph's node labels), link (whether node pairs are "
+                  "edges, from its /link splits; full-graph mode) or auto (link for a graph of link splits "
+                  "without node labels)")
+      ->capture_default_str();
+  cmd->add_option("--embedding-dim", o.task.embedding_dim,
+                  "Link tasks: the width of the node embeddings pairs are scored by (the model's output); "
+                  "0: --hidden")
+      ->capture_default_str();
+  cmd->add_option("--link-negatives", o.task.link_negatives,
+                  "Link tasks: negative pairs drawn per training pair each epoch (its source, a uniform "
+                  "target)")
       ->capture_default_str();
   cmd->add_option("--pos-weight", a.positive_weight,
                   "Multi-label graphs: the loss's weight of positive labels, one value for every task or "
@@ -264,6 +279,9 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--selection", "Optimizer"},
     {"--metric", "Optimizer"},
     {"--pos-weight", "Optimizer"},
+    {"--task", "Optimizer"},
+    {"--embedding-dim", "Optimizer"},
+    {"--link-negatives", "Optimizer"},
     {"--mode", "Parallelism"},
     {"--grid", "Parallelism"},
     {"--machine", "Parallelism"},
@@ -392,6 +410,7 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   o.schedule.kind = parse_schedule(a.lr_schedule);
   o.trainer.selection = parse_selection(a.selection);
   o.task.metric = parse_metric(a.metric);
+  o.task.kind = parse_task_kind(a.task);
   if (!a.positive_weight.empty()) o.task.positive_weight = parse_positive_weights(a.positive_weight);
   o.grid.permute = parse_permute_mode(a.permute);
   o.compute.comm_dtype = parse_comm_dtype(a.comm_dtype);

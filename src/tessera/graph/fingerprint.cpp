@@ -56,6 +56,15 @@ GraphIdentity read_identity(const std::string& path) {
       h.add(reader.read_split(s.name, s.size - 1, 1));
     }
   }
+  // Link splits (only where present, as above): their sizes and first and last pairs.
+  for (const LinkSplitInfo& s : reader.link_splits()) {
+    h.add(s.name);
+    h.add(std::vector<int64_t>{s.edges, s.shared_negatives, s.negatives_per_edge});
+    if (s.edges > 0) {
+      h.add(reader.read_link_rows(s.name, "edges", 0, 1));
+      h.add(reader.read_link_rows(s.name, "edges", s.edges - 1, 1));
+    }
+  }
   const int64_t samples = std::min(kSampledRows, m.num_nodes);
   for (int64_t k = 0; k < samples; ++k) {
     const int64_t row = samples > 1 ? k * (m.num_nodes - 1) / (samples - 1) : 0;
@@ -91,6 +100,7 @@ GraphIdentity graph_identity(const Communicator& comm, const std::string& path) 
                         {"symmetric", id.meta.symmetric},
                         {"multi_label", id.meta.multi_label},
                         {"edge_features", id.meta.num_edge_features},
+                        {"link_splits", id.meta.link_splits},
                         {"splits", id.splits},
                         {"fingerprint", id.fingerprint}};
     text = j.dump();
@@ -109,6 +119,7 @@ GraphIdentity graph_identity(const Communicator& comm, const std::string& path) 
   id.meta.symmetric = j["symmetric"];
   id.meta.multi_label = j["multi_label"];
   id.meta.num_edge_features = j["edge_features"];
+  id.meta.link_splits = j["link_splits"];
   id.splits = j["splits"].get<std::map<std::string, int64_t>>();
   id.fingerprint = j["fingerprint"];
   return id;

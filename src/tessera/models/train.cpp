@@ -3,6 +3,7 @@
 
 #include "tessera/models/grid_choice.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "tessera/graph/normalize.hpp"
 #include "tessera/graph/partition.hpp"
 #include "tessera/models/modes/full_graph.hpp"
+#include "tessera/models/nn/link_loss.hpp"
 #include "tessera/models/training/hooks.hpp"
 #include "tessera/models/training/node_outputs.hpp"
 #include "tessera/parallel3d/perf_model.hpp"
@@ -61,6 +63,9 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     require(o.checkpoint.every >= 0, "`checkpoint-every` must not be negative");
     require(o.grid.exchange_budget >= 0, "`load-budget` must not be negative");
     require(o.patience >= 0, "`patience` must not be negative, not ", o.patience);
+    require(o.task.embedding_dim >= 0, "`embedding-dim` must not be negative, not ", o.task.embedding_dim);
+    require(o.task.link_negatives >= 1 && o.task.link_negatives <= 1024,
+            "`link-negatives` must be in [1, 1024], not ", o.task.link_negatives);
     require(o.patience == 0 || o.trainer.eval_every > 0,
             "`patience` needs evaluations (`eval-every` 0 turns them off)");
     require(!o.checkpoint.resume || !o.checkpoint.dir.empty(), "`resume` needs `checkpoint` DIR");
@@ -130,10 +135,12 @@ std::vector<float> task_weights(const TaskOptions& task, int64_t tasks) {
 
 struct RunContext {
   GraphIdentity graph;
+  bool link = false;  // a link task (TaskKind resolved)
   nlohmann::json run;                               // the run identity a checkpoint stores
   bool best_is_last = false;                        // no validation nodes
   std::shared_ptr<CheckpointLock> checkpoint_lock;  // held from before the load to the end of the run
   std::vector<std::unique_ptr<TrainerHook>> hooks;  // added after the library's, in this order
+  std::unique_ptr<LinkLoss> link_loss;              // a link task's loss, made before the load
 };
 
 // The metrics file's header: what ran where, on which data (rank 0's host and threads).
@@ -188,7 +195,9 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   TrainerOptions loop = o.trainer;
   loop.best_is_last = context.best_is_last;
   Trainer trainer(model, source, world, loop);
-  if (context.graph.meta.multi_label)
+  if (context.link_loss)
+    trainer.set_loss(std::move(context.link_loss));
+  else if (context.graph.meta.multi_label)
     trainer.set_loss(std::make_unique<MultiLabelBinaryCrossEntropy>(
         task_weights(o.task, context.graph.meta.num_classes), o.task.metric));
   if (!o.schedule.constant()) {
@@ -273,6 +282,17 @@ const char* carrier_name(const ProcessGrid& grid) {
   return grid.uses_nccl() ? "nccl" : mpi_host_staging() ? "mpi on host copies" : "mpi";
 }
 
+// A link task's pairs and loss, read and checked before the graph's load.
+std::unique_ptr<LinkLoss> link_loss_of(const TrainOptions& o, const GraphFileReader& reader,
+                                       const Communicator& world) {
+  auto task = std::make_shared<const LinkTask>(read_link_task(reader, world));
+  std::unique_ptr<LinkLoss> loss;
+  world.run_agreed([&] {
+    loss = std::make_unique<LinkLoss>(task, LinkLossOptions{o.model.seed, o.task.link_negatives, o.task.metric});
+  });
+  return loss;
+}
+
 TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& context) {
   Stopwatch load_watch;
   const GraphFileReader reader(world, o.data);
@@ -298,14 +318,16 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
                                                   std::to_string(shape.size()) + " ranks but the job has " +
                                                   std::to_string(world.size()));
   const ProcessGrid grid = make_grid(world, shape, o.compute.comm);
+  if (context.link) context.link_loss = link_loss_of(o, reader, world);
   Graph3DOptions load = graph3d_options(o);
+  load.require_labels = !context.link;
   load.transposes = o.mode == TrainMode::Full;  // mini-batch steps cut their own transposes
   load.on_phase = progress;
   load.exchange_budget = o.grid.exchange_budget;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   ModelConfig config = o.model;
   config.in = reader.meta().num_features;
-  config.out = reader.meta().num_classes;
+  if (!context.link) config.out = reader.meta().num_classes;
   const std::unique_ptr<Sequential> model =
       build_model(config, grid, run_options(o), o.mode == TrainMode::Full);
   std::unique_ptr<BatchSource> source;
@@ -381,7 +403,7 @@ ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool r
   size.dims.push_back(meta.num_features);
   const bool gat = model.kind == ModelKind::Gat;
   for (int l = 1; l < model.layers; ++l) size.dims.push_back(gat ? model.heads * model.hidden : model.hidden);
-  size.dims.push_back(meta.num_classes);
+  size.dims.push_back(model.out > 0 ? model.out : meta.num_classes);  // a link task's: its embeddings
   size.terms = model.kind == ModelKind::Sage ? 2 : 1;
   if (gat) size.heads = model.heads, size.output_heads = model.output_heads;
   size.input_dropout = model.input_dropout > 0;
@@ -475,8 +497,25 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
 namespace {
 
 // The graph's task against what the options ask of it, on every rank before the load.
+// Whether the run is a link task: asked (`task` link), or a graph of link splits without node labels.
+bool is_link_task(const TrainOptions& o, const GraphMeta& meta) {
+  if (o.task.kind == TaskKind::Auto) return meta.link_splits && meta.num_classes == 0;
+  return o.task.kind == TaskKind::Link;
+}
+
+void check_link_task(const TrainOptions& o, const GraphMeta& meta) {
+  require(meta.link_splits, "`task` link: ", o.data, " has no link splits (/link; tessera.convert ",
+          "--link-split makes them)");
+  require(o.mode == TrainMode::Full, "`task` link trains in `mode` full (mini-batch and sampled link ",
+          "training are not built yet)");
+  require(o.task.positive_weight.empty(), "`pos-weight` weighs a multi-label graph's labels, not a link task");
+  require(o.outputs.predictions.empty(), "`save-predictions` writes a class per node; a link task has none");
+}
+
 void check_task(const TrainOptions& o, const GraphMeta& meta, const Communicator& world) {
   world.run_agreed([&] {
+    if (is_link_task(o, meta)) return check_link_task(o, meta);
+    require(meta.num_classes > 0, o.data, " has no node labels: train its link splits with `task` link");
     make_metric(o.task.metric, meta.multi_label);
     require(meta.multi_label || o.task.positive_weight.empty(),
             "`pos-weight` weighs the positive labels of a ", "multi-label graph; ", o.data,
@@ -495,12 +534,21 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
   RunContext context;
   context.graph = graph_identity(world, o.data);
   check_task(o, context.graph.meta, world);
+  context.link = is_link_task(o, context.graph.meta);
   const auto valid = context.graph.splits.find("valid");
-  const bool has_valid = valid != context.graph.splits.end() && valid->second > 0;
+  bool has_valid = valid != context.graph.splits.end() && valid->second > 0;
+  if (context.link) {
+    const GraphFileReader reader(world, o.data);
+    const std::vector<LinkSplitInfo>& splits = reader.link_splits();
+    has_valid = std::any_of(splits.begin(), splits.end(),
+                            [](const LinkSplitInfo& s) { return s.name == "valid" && s.edges > 0; });
+  }
   world.check(has_valid || o.patience == 0, o.data + ": no validation nodes (split 'valid' is " +
                                                 (valid == context.graph.splits.end() ? "missing" : "empty") +
                                                 "), so `patience` cannot work; train with `patience` 0");
   context.run = run_identity(o, world.size());
+  if (context.link)
+    context.run.update({{"task", "link"}, {"embedding_dim", o.model.out}, {"link_negatives", o.task.link_negatives}});
   context.run["graph_fingerprint"] = context.graph.fingerprint;
   context.run["graph_nodes"] = context.graph.meta.num_nodes;
   context.run["graph_edges"] = context.graph.meta.num_edges;
@@ -546,6 +594,9 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world,
   // after the training.
   if (!options.outputs.predictions.empty() || !options.outputs.embeddings.empty())
     read_output_order(world, options.data);
+  // A link task's model outputs its node embeddings.
+  if (is_link_task(options, graph_identity(world, options.data).meta))
+    options.model.out = options.task.embedding_dim > 0 ? options.task.embedding_dim : options.model.hidden;
   RunContext context = prepare_run(options, world);
   context.checkpoint_lock = std::move(lock);
   context.hooks = std::move(hooks);

@@ -102,9 +102,24 @@ struct OutputOptions {
   nlohmann::json metrics_header = nlohmann::json::object();
 };
 
-/// What the run learns and is judged by. The task comes from the graph file: single-label (softmax
-/// cross-entropy) or multi-label (MultiLabelBinaryCrossEntropy, GraphMeta::multi_label).
+/// What a run predicts.
+enum class TaskKind {
+  Auto,  ///< link where the graph file has link splits and no node labels, else node
+  Node,  ///< each node's class (single-label) or tasks (multi-label), as the graph file's labels say
+  Link   ///< whether node pairs are edges, from the graph file's /link splits (LinkLoss)
+};
+/// The names of TaskKind's values (core/enum_names.hpp).
+inline constexpr EnumName<TaskKind> kTaskKindNames[] = {
+    {TaskKind::Auto, "auto"}, {TaskKind::Node, "node"}, {TaskKind::Link, "link"}};
+
+/// What the run learns and is judged by. Node tasks come from the graph file: single-label (softmax
+/// cross-entropy) or multi-label (MultiLabelBinaryCrossEntropy, GraphMeta::multi_label); link tasks from its
+/// /link splits (LinkLoss, full-graph mode).
 struct TaskOptions {
+  TaskKind kind = TaskKind::Auto;  ///< nodes or links
+  /// Link tasks: the width of the model's output, the node embeddings pairs are scored by (0: `hidden`).
+  int64_t embedding_dim = 0;
+  int64_t link_negatives = 1;  ///< link tasks: negatives drawn per training pair each step
   /// The metric evaluation reports, the best epoch is chosen by and `patience` watches (make_metric).
   MetricKind metric = MetricKind::Auto;
   /// Multi-label: the weight of each task's positive entries, one value (every task) or one per task;

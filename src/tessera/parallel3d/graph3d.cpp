@@ -218,7 +218,8 @@ std::vector<std::vector<int64_t>> label_buckets(const GraphRows& r, const Proces
 
 // The labels phase: labels and named masks in the output rows' order of each of `layouts` layouts, in one
 // exchange.
-void distribute_labels(const GraphRows& r, const ProcessGrid& grid, int layouts, Graph3D& g) {
+void distribute_labels(const GraphRows& r, const ProcessGrid& grid, int layouts, bool require_labels,
+                       Graph3D& g) {
   const Communicator& comm = grid.replica();
   const GridCoords mine = grid.coords();
   const auto train_bit =
@@ -227,7 +228,7 @@ void distribute_labels(const GraphRows& r, const ProcessGrid& grid, int layouts,
   for (int64_t i = 0; i < r.rows(); ++i)
     local_train += ((r.splits[size_t(i)] >> train_bit) & 1) && r.labels[size_t(i)] >= 0;
   g.num_train = all_reduce_value(comm, local_train, ReduceOp::Sum, "load");
-  comm.check(g.num_train > 0, r.name + ": no labeled node in split 'train'");
+  comm.check(g.num_train > 0 || !require_labels, r.name + ": no labeled node in split 'train'");
   const std::vector<int64_t> got =
       exchange_buckets(comm, label_buckets(r, grid, g.layout, layouts), "load labels");
   std::vector<HostVector<int64_t>> labels(static_cast<size_t>(layouts));
@@ -327,7 +328,7 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   };
   const int layouts = layouts_for(options.layers);
   // Labels first: a graph without training labels is refused before the expensive phases.
-  distribute_labels(rows, grid, layouts, g);
+  distribute_labels(rows, grid, layouts, options.require_labels, g);
   done("labels", 1);
   const impl::RowDegrees degree = degrees(rows, options.normalization, comm);
   done("degrees", 1);

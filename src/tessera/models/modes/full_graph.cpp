@@ -23,6 +23,9 @@ Accuracy evaluate_full_graph(Model& model, Loss& loss, const Graph3D& graph, con
   const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
   const LogitsLayout layout = logits_of(model);
   const NodeData& data = graph.node_data_for(model.graph_layers());
+  const LossInput every_node{layout, logits, data.labels, {}, data.targets, batch.layers.back().output_ids};
+  if (const std::optional<SplitScores> s = loss.score_splits(every_node))
+    return Accuracy{s->train, s->valid, s->test, s->valid_loss, s->metric};
   // Every rank of the replica holds its share of every row: no other rank's batch adds rows.
   const Communicator alone(MPI_COMM_SELF, false, nullptr);
   const std::unique_ptr<Metric> metric = loss.metric();
@@ -101,7 +104,10 @@ FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, 
       world_(world),
       views_(full_graph_batch(graph, check_model_fits_graph(model, graph))) {
   const NodeData& data = graph.node_data_for(model.graph_layers());
-  batch_ = Batch{&views_, graph.features, data.labels, data.mask("train"), data.targets};
+  // A graph of link splits only has no training nodes: its losses look rows up by node.
+  batch_ = Batch{&views_, graph.features, data.labels,
+                 data.has_mask("train") ? data.mask("train") : Vector<const uint8_t>(), data.targets,
+                 views_.layers.back().output_ids};
   // Ranks that differ only in layer 0's b axis hold copies of one block: the replica has size / |b| blocks.
   const int copies = grid.axis(roles_for_layer(0).b).size();
   edges_ = graph.mean_nnz * double(grid.replica().size() / copies);

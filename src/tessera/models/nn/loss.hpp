@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,15 @@ namespace tessera {
 struct LossSum {
   double sum = 0;     ///< the loss summed over the covered rows
   int64_t count = 0;  ///< the covered rows
+};
+
+/// Scores of one evaluation of a task judged on other things than node rows (Loss::score_splits).
+struct SplitScores {
+  double train = 0;       ///< on the training split
+  double valid = 0;       ///< on the validation split
+  double test = 0;        ///< on the test split
+  double valid_loss = 0;  ///< the loss's mean on the validation split
+  std::string metric;     ///< what train, valid and test measure
 };
 
 /// What a Trainer minimizes. Collective over the layout's axes: every rank of a replica enters it each step.
@@ -39,6 +49,13 @@ class Loss {
   /// A fresh accumulator of the metric the task is judged by: what evaluation reports as train, validation
   /// and test scores and what picks the best epoch (higher is better). AccuracyMetric unless overridden.
   virtual std::unique_ptr<Metric> metric() const;
+  /// Collective over the layout's axes: a task judged on other things than node rows (link prediction's
+  /// node pairs) scores an evaluation forward of every node (LossInput::nodes) here. nullopt (the default):
+  /// the batch source scores the rows of each split's nodes with metric().
+  virtual std::optional<SplitScores> score_splits(const LossInput& every_node) {
+    (void)every_node;
+    return std::nullopt;
+  }
 };
 
 /// -log softmax(logits)(label), the softmax over the real classes, spread over the grid as the logits are.

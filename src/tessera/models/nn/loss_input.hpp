@@ -19,6 +19,11 @@ struct LossInput {
   /// Multi-label tasks: rows x every task (1, 0, -1 unobserved); local column j is task col_begin + j.
   /// Empty for a single-label task.
   Matrix<const int8_t> targets;
+  /// The node of every row (-1: padding), for tasks that look rows up by node (link prediction); empty
+  /// where the batch source does not give it.
+  Vector<const int64_t> nodes{};
+  /// Keys the step's random draws (the step's pass key; 0 in evaluation).
+  int64_t step_key = 0;
   /// Local columns that are real classes: columns [0, real_columns()) of the block; the rest are padding.
   int64_t real_columns() const;
 };

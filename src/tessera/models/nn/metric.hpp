@@ -27,18 +27,30 @@ enum class MetricKind {
   RocAuc,    ///< mean ROC-AUC over tasks (multi-label)
   AveragePrecision,  ///< mean average precision over tasks (multi-label)
   F1Micro,           ///< F1 over every entry (multi-label)
-  F1Macro            ///< F1 per task, averaged (multi-label)
+  F1Macro,           ///< F1 per task, averaged (multi-label)
+  Hits20,            ///< link prediction: Hits@20 over a shared negative set (ogbl-ddi)
+  Hits50,            ///< link prediction: Hits@50 (ogbl-collab)
+  Hits100,           ///< link prediction: Hits@100 (ogbl-ppa)
+  Mrr                ///< link prediction: mean reciprocal rank among each pair's negatives (ogbl-citation2)
 };
 /// The names of MetricKind's values (core/enum_names.hpp): `--metric`, the bindings and messages.
 inline constexpr EnumName<MetricKind> kMetricKindNames[] = {
     {MetricKind::Auto, "auto"},        {MetricKind::Accuracy, "accuracy"},
     {MetricKind::RocAuc, "rocauc"},    {MetricKind::AveragePrecision, "ap"},
-    {MetricKind::F1Micro, "f1-micro"}, {MetricKind::F1Macro, "f1-macro"}};
+    {MetricKind::F1Micro, "f1-micro"}, {MetricKind::F1Macro, "f1-macro"},
+    {MetricKind::Hits20, "hits@20"},   {MetricKind::Hits50, "hits@50"},
+    {MetricKind::Hits100, "hits@100"}, {MetricKind::Mrr, "mrr"}};
+
+/// Whether `kind` scores a link task (Hits@K, MRR) rather than nodes.
+constexpr bool is_link_metric(MetricKind kind) {
+  return kind == MetricKind::Hits20 || kind == MetricKind::Hits50 || kind == MetricKind::Hits100 ||
+         kind == MetricKind::Mrr;
+}
 
 class Metric;
 /// A fresh accumulator of `kind` for a single-label or multi-label task; throws Error naming the metric and
 /// the task where the pair is not offered (accuracy on a multi-label task, a task metric on a single-label
-/// one).
+/// one, a link metric on either: link tasks are scored by LinkLoss).
 std::unique_ptr<Metric> make_metric(MetricKind kind, bool multi_label);
 
 /// A metric accumulated over evaluation batches.

@@ -64,6 +64,9 @@ std::vector<std::vector<T>> gathered_per_task(const Communicator& comm, std::vec
 }  // namespace
 
 std::unique_ptr<Metric> make_metric(MetricKind kind, bool multi_label) {
+  require(!is_link_metric(kind), "`metric` ", name_of(kMetricKindNames, kind),
+          " scores a link task (`task` link); a node task is scored by ",
+          multi_label ? "rocauc, ap, f1-micro or f1-macro" : "accuracy");
   if (!multi_label) {
     require(kind == MetricKind::Auto || kind == MetricKind::Accuracy, "`metric` ",
             name_of(kMetricKindNames, kind),
@@ -81,6 +84,10 @@ std::unique_ptr<Metric> make_metric(MetricKind kind, bool multi_label) {
     case MetricKind::F1Macro:
       return std::make_unique<MultiLabelF1Metric>(MultiLabelF1Metric::Average::Macro);
     case MetricKind::Accuracy:
+    case MetricKind::Hits20:
+    case MetricKind::Hits50:
+    case MetricKind::Hits100:
+    case MetricKind::Mrr:
       break;
   }
   throw Error(

@@ -43,6 +43,7 @@ struct Batch {
   Vector<const int64_t> labels;       ///< the label of each logits row (-1: unlabeled or padding)
   Vector<const uint8_t> mask;         ///< the logits rows the loss covers
   Matrix<const int8_t> targets;  ///< multi-label tasks of each logits row (LossInput::targets); else empty
+  Vector<const int64_t> nodes{};  ///< the node of each logits row (LossInput::nodes); empty where not given
 };
 
 /// Scores of one evaluation, in the metric of the Trainer's loss (Loss::metric: accuracy by default).

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Link prediction as a loss: the model's output rows are node embeddings and a node pair (u, v) scores
+// their dot product h_u . h_v (the graph auto-encoder's decoder). Training is binary cross-entropy on the
+// task's training pairs against negatives drawn each step; evaluation ranks each split's positive pairs
+// against its negatives as OGB's Evaluator does (ROC-AUC, Hits@K over a shared negative set, MRR over each
+// pair's own negatives). The embeddings are spread over the grid as logits are (rows over one axis, columns
+// over another): the rows a step's pairs need are gathered over the rows' axis, each rank dots its columns
+// and the partial scores are summed over the columns' axis, so every rank holds every score and the
+// gradient of its own rows without sending any back.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/graph/graph_file.hpp"
+#include "tessera/models/nn/loss.hpp"
+
+namespace tessera {
+
+/// Node pairs (source[i], target[i]).
+struct NodePairs {
+  std::vector<int64_t> source;  ///< first node of each pair
+  std::vector<int64_t> target;  ///< second node of each pair
+  /// Pairs held.
+  int64_t size() const { return int64_t(source.size()); }
+};
+
+/// One evaluation split of a link task (graph file /link/valid or /link/test): its positive pairs and what
+/// they are ranked against: a negative set shared by every positive (ROC-AUC, Hits@K), or per positive
+/// `negatives_per_edge` targets of its source (MRR, as ogbl-citation2), or both.
+struct LinkEvaluationSplit {
+  NodePairs positives;                    ///< pairs that are edges
+  NodePairs shared_negatives;             ///< pairs that are not, ranked against every positive
+  std::vector<int64_t> negative_targets;  ///< positives x negatives_per_edge, row-major
+  int64_t negatives_per_edge = 0;         ///< columns of negative_targets (0: none)
+  /// Whether the split has no positive pair (absent from the file).
+  bool empty() const { return positives.size() == 0; }
+};
+
+/// What a link task trains on and is judged by.
+struct LinkTask {
+  int64_t num_nodes = 0;      ///< node ids are in [0, num_nodes)
+  NodePairs train;            ///< positive training pairs
+  LinkEvaluationSplit valid;  ///< validation pairs (empty: none)
+  LinkEvaluationSplit test;   ///< test pairs (empty: none)
+};
+
+/// Collective over `comm`: the link task of a graph file (its /link splits, read whole on every rank, ids
+/// checked on read by the reader). Throws CollectiveError naming the file where it has no /link/train/edges,
+/// or neither a validation nor a test split, or a split without negatives.
+LinkTask read_link_task(const GraphFileReader& reader, const Communicator& comm);
+
+/// How a LinkLoss trains and scores.
+struct LinkLossOptions {
+  uint64_t seed = 0;      ///< keys the negatives drawn each step
+  int64_t negatives = 1;  ///< negatives drawn per training pair each step
+  /// The metric of evaluation: Auto is MRR where the splits give per-pair negatives, else ROC-AUC;
+  /// hits@20|50|100 need a shared negative set, mrr per-pair negatives.
+  MetricKind metric = MetricKind::Auto;
+};
+
+/// Link prediction with the dot-product decoder. Each step, every training pair (u, v) is a positive
+/// (label 1) and `negatives` pairs (u, w) with w drawn uniformly over the nodes are negatives (label 0),
+/// keyed by (seed, the step's key, pair), so that every grid draws the same (w is not checked against the
+/// graph's edges: on a sparse graph a drawn edge is rare). The loss is the sum over those pairs of
+/// log(1 + e^s) - y s, counted per pair. Rows a step needs live on other ranks: they are gathered over the
+/// rows' axis (their local columns, 4 bytes each, recorded in the communication statistics as "link
+/// gather"); every rank of that axis scores every pair.
+class LinkLoss final : public Loss {
+ public:
+  /// A loss over `task`; throws Error where `options` asks what the task cannot give (a metric its splits
+  /// lack negatives for, negatives below 1).
+  LinkLoss(std::shared_ptr<const LinkTask> task, LinkLossOptions options);
+  LossSum sum_and_gradient(const LossInput& input, const Matrix<float>& grad) override;
+  std::string name() const override { return "link_binary_cross_entropy"; }
+  /// Node metrics do not apply: throws Error (a link task is scored by score_splits).
+  std::unique_ptr<Metric> metric() const override;
+  /// Collective: train, valid and test scores in the task's metric: each split's positives ranked against
+  /// its negatives; train: an evenly spaced subset of the training pairs as large as the validation split,
+  /// ranked against the validation negatives (MRR: against as many targets per pair drawn once). The
+  /// validation loss is the mean over the validation positives and their negatives.
+  std::optional<SplitScores> score_splits(const LossInput& every_node) override;
+  /// "roc_auc", "hits@50", "mrr": what the scores measure.
+  std::string metric_name() const;
+
+ private:
+  std::shared_ptr<const LinkTask> task_;
+  LinkLossOptions options_;
+  MetricKind metric_ = MetricKind::RocAuc;  // resolved
+};
+
+}  // namespace tessera

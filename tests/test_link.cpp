@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Link prediction (LinkLoss) against a plain double-precision reference: the loss, its gradient and every
+// split's score on embeddings spread over every grid of the world's ranks (rows over one axis in a shuffled
+// order with padding, columns over another, blocks of one row or none), and a full-graph training epoch on
+// a graph file's link splits that equals one rank's on every grid. Refusals of link splits that cannot be
+// trained or scored.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <tessera/tessera.hpp>
+
+#include "support/fixtures.hpp"
+#include "tessera/graph/hdf5_io.hpp"
+#include "tessera/models/nn/random_streams.hpp"
+
+namespace tessera {
+namespace {
+
+using Embeddings = std::vector<std::vector<double>>;  // node x column
+
+NodePairs random_pairs(int64_t count, int64_t n, std::mt19937_64& gen) {
+  NodePairs p;
+  for (int64_t i = 0; i < count; ++i)
+    p.source.push_back(int64_t(gen() % uint64_t(n))), p.target.push_back(int64_t(gen() % uint64_t(n)));
+  return p;
+}
+
+// A task on `n` nodes: training pairs, and splits with shared and per-pair negatives.
+std::shared_ptr<LinkTask> random_task(int64_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  auto task = std::make_shared<LinkTask>();
+  task->num_nodes = n;
+  task->train = random_pairs(23, n, gen);
+  for (LinkEvaluationSplit* s : {&task->valid, &task->test}) {
+    s->positives = random_pairs(s == &task->valid ? 9 : 12, n, gen);
+    s->shared_negatives = random_pairs(s == &task->valid ? 25 : 31, n, gen);
+    s->negatives_per_edge = 4;
+    s->negative_targets = random_pairs(4 * s->positives.size(), n, gen).target;
+  }
+  return task;
+}
+
+double dot(const Embeddings& h, int64_t u, int64_t v) {
+  double s = 0;
+  for (size_t j = 0; j < h[size_t(u)].size(); ++j) s += h[size_t(u)][j] * h[size_t(v)][j];
+  return s;
+}
+
+double bce(double s, double y) {
+  return std::log(1 + std::exp(s)) - y * s;
+}
+
+// The ROC area by its definition, ties half.
+double pairwise_auc(const std::vector<double>& pos, const std::vector<double>& neg) {
+  double above = 0;
+  for (double p : pos)
+    for (double q : neg) above += p > q ? 1.0 : p == q ? 0.5 : 0.0;
+  return pos.empty() || neg.empty() ? 0.0 : above / double(pos.size() * neg.size());
+}
+
+// Hits@K by its definition: positives above the K-th highest negative (every positive where fewer).
+double hits(const std::vector<double>& pos, std::vector<double> neg, size_t k) {
+  if (neg.size() < k) return 1.0;
+  std::sort(neg.rbegin(), neg.rend());
+  return double(std::count_if(pos.begin(), pos.end(), [&](double p) { return p > neg[k - 1]; })) /
+         double(pos.size());
+}
+
+double mrr(const std::vector<double>& pos, const std::vector<double>& own, size_t per) {
+  double sum = 0;
+  for (size_t e = 0; e < pos.size(); ++e) {
+    double rank = 1;
+    for (size_t j = 0; j < per; ++j)
+      rank += own[e * per + j] > pos[e] ? 1.0 : own[e * per + j] == pos[e] ? 0.5 : 0;
+    sum += 1 / rank;
+  }
+  return sum / double(pos.size());
+}
+
+struct SplitReference {
+  std::vector<double> pos, shared, own;
+};
+SplitReference reference_split(const Embeddings& h, const LinkEvaluationSplit& s) {
+  SplitReference r;
+  for (int64_t e = 0; e < s.positives.size(); ++e) {
+    r.pos.push_back(dot(h, s.positives.source[size_t(e)], s.positives.target[size_t(e)]));
+    for (int64_t j = 0; j < s.negatives_per_edge; ++j)
+      r.own.push_back(
+          dot(h, s.positives.source[size_t(e)], s.negative_targets[size_t(e * s.negatives_per_edge + j)]));
+  }
+  for (int64_t e = 0; e < s.shared_negatives.size(); ++e)
+    r.shared.push_back(dot(h, s.shared_negatives.source[size_t(e)], s.shared_negatives.target[size_t(e)]));
+  return r;
+}
+
+// This rank's block of `h` on `grid`: rows over X in a shuffled order (two padding rows), columns over Y
+// (padded to a multiple of its extent).
+struct Block {
+  std::vector<int64_t> nodes;
+  Matrix<float> logits;
+  int64_t col_begin = 0;
+};
+Block block_of(const Embeddings& h, const ProcessGrid& grid) {
+  const int64_t n = int64_t(h.size()), width = int64_t(h[0].size());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t v = 0; v < n; ++v) order[size_t(v)] = v;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
+  const int xs = grid.axis(Axis::X).size(), x = grid.axis(Axis::X).rank();
+  const int ys = grid.axis(Axis::Y).size(), y = grid.axis(Axis::Y).rank();
+  const int64_t cols = (width + ys - 1) / ys;
+  Block b;
+  for (int64_t i = x; i < n; i += xs) b.nodes.push_back(order[size_t(i)]);
+  b.nodes.push_back(-1), b.nodes.push_back(-1);
+  b.col_begin = int64_t(y) * cols;
+  HostMatrix<float> host("block", b.nodes.size(), size_t(cols));
+  for (size_t i = 0; i < b.nodes.size(); ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      host(i, size_t(j)) = b.nodes[i] >= 0 && b.col_begin + j < width
+                               ? float(h[size_t(b.nodes[i])][size_t(b.col_begin + j)])
+                               : 0.0f;
+  b.logits = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host);
+  return b;
+}
+
+Embeddings random_embeddings(int64_t n, int64_t width, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> normal(0, 0.6);
+  Embeddings h(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(width)));
+  for (auto& row : h)
+    for (double& x : row) x = double(float(normal(gen)));  // float-exact: the block holds the same values
+  return h;
+}
+
+}  // namespace
+
+// The loss and its gradient, and every split's score in each metric, against the reference, on every grid
+// (13 nodes: on 8 ranks, blocks of one row or none).
+TEST(LinkLoss, LossGradientAndScoresEqualTheReferenceOnEveryGrid) {
+  const Communicator world = Communicator::world();
+  for (const int64_t n : {13, 40}) {
+    const int64_t width = 5, step_key = 3;
+    const Embeddings h = random_embeddings(n, width, uint64_t(n));
+    const std::shared_ptr<LinkTask> task = random_task(n, 11);
+    // The reference: the step's negatives drawn as the loss documents (its source, a uniform target).
+    const int64_t k = 2;
+    NodePairs pairs = task->train;
+    const CounterRng rng(7, streams::kLinkNegatives);
+    for (int64_t i = 0; i < task->train.size(); ++i)
+      for (int64_t d = 0; d < k; ++d)
+        pairs.source.push_back(task->train.source[size_t(i)]),
+            pairs.target.push_back(int64_t(rng.below(step_key, uint64_t(i * k + d), uint64_t(n))));
+    double loss = 0;
+    Embeddings grad(size_t(n), std::vector<double>(size_t(width), 0.0));
+    for (int64_t e = 0; e < pairs.size(); ++e) {
+      const int64_t u = pairs.source[size_t(e)], v = pairs.target[size_t(e)];
+      const double y = e < task->train.size() ? 1 : 0, s = dot(h, u, v), d = 1 / (1 + std::exp(-s)) - y;
+      loss += bce(s, y);
+      for (int64_t j = 0; j < width; ++j)
+        grad[size_t(u)][size_t(j)] += d * h[size_t(v)][size_t(j)],
+            grad[size_t(v)][size_t(j)] += d * h[size_t(u)][size_t(j)];
+    }
+    const SplitReference valid = reference_split(h, task->valid), test = reference_split(h, task->test);
+    for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+      SCOPED_TRACE(std::to_string(n) + " nodes on " + shape.str());
+      const ProcessGrid grid(world, shape);
+      const Block b = block_of(h, grid);
+      const LogitsLayout layout{&grid.axis(Axis::X), &grid.axis(Axis::Y), b.col_begin, width};
+      HostVector<int64_t> nodes("nodes", b.nodes.size());
+      std::copy(b.nodes.begin(), b.nodes.end(), nodes.data());
+      const LossInput in{
+          layout, b.logits, {}, {}, {}, Kokkos::create_mirror_view_and_copy(DeviceSpace(), nodes), step_key};
+      LinkLoss link(task, LinkLossOptions{7, k, MetricKind::Auto});
+      const Matrix<float> g("grad", b.logits.extent(0), b.logits.extent(1));
+      const LossSum s = link.sum_and_gradient(in, g);
+      EXPECT_EQ(s.count, pairs.size());
+      EXPECT_NEAR(s.sum, loss, 1e-9 * loss);
+      const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), g);
+      double worst = 0;
+      for (size_t i = 0; i < b.nodes.size(); ++i)
+        for (int64_t j = 0; j < int64_t(host.extent(1)); ++j) {
+          const int64_t col = b.col_begin + j;
+          const double want = b.nodes[i] >= 0 && col < width ? grad[size_t(b.nodes[i])][size_t(col)] : 0.0;
+          worst = std::max(worst, std::abs(double(host(i, size_t(j))) - want));
+        }
+      EXPECT_LT(worst, 1e-5);
+      // Scores: mrr by default (the splits give per-pair negatives), and each metric asked for.
+      const SplitScores auto_scores = *link.score_splits(in);
+      EXPECT_EQ(auto_scores.metric, "mrr");
+      EXPECT_NEAR(auto_scores.valid, mrr(valid.pos, valid.own, 4), 1e-12);
+      EXPECT_NEAR(auto_scores.test, mrr(test.pos, test.own, 4), 1e-12);
+      double valid_loss = 0;
+      for (double p : valid.pos) valid_loss += bce(p, 1);
+      for (const auto* list : {&valid.shared, &valid.own})
+        for (double q : *list) valid_loss += bce(q, 0);
+      EXPECT_NEAR(auto_scores.valid_loss,
+                  valid_loss / double(valid.pos.size() + valid.shared.size() + valid.own.size()), 1e-9);
+      EXPECT_GT(auto_scores.train, 0.0);
+      LinkLoss by_hits(task, LinkLossOptions{7, 1, MetricKind::Hits20});
+      const SplitScores h20 = *by_hits.score_splits(in);
+      EXPECT_EQ(h20.metric, "hits@20");
+      EXPECT_NEAR(h20.valid, hits(valid.pos, valid.shared, 20), 1e-12);
+      EXPECT_NEAR(h20.test, hits(test.pos, test.shared, 20), 1e-12);
+      LinkLoss by_auc(task, LinkLossOptions{7, 1, MetricKind::RocAuc});
+      const SplitScores auc = *by_auc.score_splits(in);
+      std::vector<double> negatives = valid.shared;
+      negatives.insert(negatives.end(), valid.own.begin(), valid.own.end());
+      EXPECT_NEAR(auc.valid, pairwise_auc(valid.pos, negatives), 1e-12);
+      // Training pairs: evenly spaced, as many as the validation positives, against its negatives.
+      std::vector<double> train;
+      for (int64_t i = 0; i < 9; ++i) {
+        const size_t at = size_t(i * task->train.size() / 9);
+        train.push_back(dot(h, task->train.source[at], task->train.target[at]));
+      }
+      EXPECT_NEAR(auc.train, pairwise_auc(train, negatives), 1e-12);
+      EXPECT_NEAR(h20.train, hits(train, valid.shared, 20), 1e-12);
+    }
+  }
+}
+
+// What the task's splits cannot give is refused when the loss is made.
+TEST(LinkLoss, RefusesMetricsItsSplitsCannotScore) {
+  std::shared_ptr<LinkTask> task = random_task(10, 3);
+  task->valid.negative_targets.clear(), task->valid.negatives_per_edge = 0;
+  EXPECT_THROW(LinkLoss(task, LinkLossOptions{0, 1, MetricKind::Mrr}), Error);
+  EXPECT_THROW(LinkLoss(task, LinkLossOptions{0, 1, MetricKind::Accuracy}), Error);
+  EXPECT_THROW(LinkLoss(task, LinkLossOptions{0, 0, MetricKind::Auto}), Error);
+  EXPECT_EQ(LinkLoss(task, LinkLossOptions{}).metric_name(), "roc_auc");
+  task->test.shared_negatives = {};
+  task->valid.shared_negatives = {};
+  task->valid.negatives_per_edge = 4, task->valid.negative_targets.assign(4 * 9, 1);
+  EXPECT_THROW(LinkLoss(task, LinkLossOptions{0, 1, MetricKind::Hits50}), Error);
+  EXPECT_THROW(make_metric(MetricKind::Mrr, false), Error);
+}
+
+namespace {
+
+// A synthetic graph file with link splits written into it (rank 0): `parts` maps /link/SPLIT/PART to its
+// rows of node ids.
+std::string link_file(const std::string& name,
+                      const std::map<std::string, std::vector<std::vector<int64_t>>>& parts) {
+  SynthOptions o;
+  o.num_nodes = 37;
+  o.num_edges = 150;
+  o.num_features = 6;
+  o.num_classes = 3;
+  o.seed = 2;
+  const std::string path = fixtures::synthetic_file(name, o);
+  Communicator::world().run_on(0, [&] {
+    const Communicator self(MPI_COMM_SELF, false, nullptr);
+    const H5Handle file = h5_open_file(self, path, true);
+    h5_write_attr(file.get(), "version", int64_t(2));
+    for (const auto& [part, rows] : parts) {
+      const int64_t columns = rows.empty() ? 2 : int64_t(rows[0].size());
+      std::vector<int64_t> flat;
+      for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+      const H5Handle d =
+          h5_create_dataset(file.get(), part, H5T_STD_I64LE, {int64_t(rows.size()), columns}, 0, false);
+      h5_write_rows(d.get(), H5T_NATIVE_INT64, 0, int64_t(rows.size()), flat.data());
+    }
+  });
+  return path;
+}
+
+std::vector<std::vector<int64_t>> pair_rows(int64_t count, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<std::vector<int64_t>> rows;
+  for (int64_t i = 0; i < count; ++i) rows.push_back({int64_t(gen() % 37), int64_t(gen() % 37)});
+  return rows;
+}
+
+}  // namespace
+
+// A training epoch (learning rate 0) of a GCN encoder on a graph file's link splits: the same loss and
+// scores on every grid as on one rank, and the scores those of the reference on the run's embeddings.
+TEST(LinkLoss, FullGraphEpochIsTheSameOnEveryGrid) {
+  const Communicator world = Communicator::world();
+  std::vector<std::vector<int64_t>> targets;
+  for (int64_t e = 0; e < 8; ++e) targets.push_back({e, e + 1, e + 2});
+  const std::string path = link_file("links.h5", {{"/link/train/edges", pair_rows(60, 1)},
+                                                  {"/link/valid/edges", pair_rows(8, 2)},
+                                                  {"/link/valid/negative_targets", targets},
+                                                  {"/link/test/edges", pair_rows(10, 3)},
+                                                  {"/link/test/negatives", pair_rows(12, 4)}});
+  const auto run = [&](const Communicator& comm, const GridShape& shape) {
+    const ProcessGrid grid(comm, shape);
+    const GraphFileReader reader(comm, path);
+    auto task = std::make_shared<const LinkTask>(read_link_task(reader, comm));
+    const Graph3D graph = load_graph_3d(reader, grid, Graph3DOptions{});
+    auto model = std::make_unique<Sequential>(grid, graph.num_features, RunOptions{}, 7);
+    ConvOptions hidden;
+    hidden.relu = true;
+    model->add<GcnConv>(8, hidden);
+    model->add<GcnConv>(4);
+    FullGraphSource source(graph, grid, comm, *model);
+    TrainerOptions options;
+    options.epochs = 1;
+    options.optimizer.lr = 0;
+    options.keep_last_step = true;
+    Trainer trainer(*model, source, comm, options);
+    trainer.set_loss(std::make_unique<LinkLoss>(task, LinkLossOptions{3, 1, MetricKind::RocAuc}));
+    return trainer.run();
+  };
+  const Communicator self = world.split(world.rank(), 0);
+  const TrainResult one = run(self, GridShape{});
+  const EpochRecord& first = one.history.at(0);
+  EXPECT_EQ(first.metric, "roc_auc");
+  EXPECT_GT(first.valid_acc, 0.0);
+  // The test split's score from the run's embeddings (node x 4, node order).
+  const GraphFileReader reader(world, path);
+  const LinkTask task = read_link_task(reader, world);
+  Embeddings h(37, std::vector<double>(4));
+  for (size_t v = 0; v < 37; ++v)
+    for (size_t j = 0; j < 4; ++j) h[v][j] = one.last_logits[v * 4 + j];
+  const SplitReference test = reference_split(h, task.test);
+  EXPECT_NEAR(first.test_acc, pairwise_auc(test.pos, test.shared), 1e-6);
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    const EpochRecord e = run(world, shape).history.at(0);
+    EXPECT_NEAR(e.loss, first.loss, 1e-6 * first.loss);
+    EXPECT_NEAR(e.valid_acc, first.valid_acc, 1e-6);
+    EXPECT_NEAR(e.test_acc, first.test_acc, 1e-6);
+    EXPECT_NEAR(e.valid_loss, first.valid_loss, 1e-6 * first.valid_loss);
+  }
+}
+
+// A graph whose link splits cannot train or be scored is refused on every rank, naming the file.
+TEST(LinkLoss, RefusesSplitsItCannotUse) {
+  const Communicator world = Communicator::world();
+  const auto refused = [&](const std::string& name,
+                           const std::map<std::string, std::vector<std::vector<int64_t>>>& parts,
+                           const std::string& words) {
+    const std::string path = link_file(name, parts);
+    try {
+      read_link_task(GraphFileReader(world, path), world);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused("no-train.h5", {{"/link/valid/edges", pair_rows(3, 1)}, {"/link/valid/negatives", pair_rows(3, 2)}},
+          "has no /link/train/edges");
+  refused("no-negatives.h5", {{"/link/train/edges", pair_rows(3, 1)}, {"/link/valid/edges", pair_rows(3, 2)}},
+          "/link/valid has no negatives");
+  refused("no-eval.h5", {{"/link/train/edges", pair_rows(3, 1)}}, "neither /link/valid nor /link/test");
+}
+
+}  // namespace tessera
