@@ -304,7 +304,8 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
                         const Graph3DOptions& options) {
   const Communicator& comm = grid.replica();
   impl::validate_rows(rows, comm);
-  comm.check(rows.num_classes > 0, rows.name + ": num_classes is 0 (the file has no labels to train on)");
+  comm.check(rows.num_classes > 0 || !options.require_labels,
+             rows.name + ": num_classes is 0 (the file has no labels to train on)");
   comm.check(options.layers >= 0, "Graph3DOptions::layers is negative (" + std::to_string(options.layers) +
                                       "; 0 serves models of any depth)");
   const GridShape& shape = grid.shape();
@@ -381,7 +382,7 @@ Graph3D build_graph_3d(GraphRows&& rows, const ProcessGrid& grid, const Graph3DO
 
 Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, const Graph3DOptions& options) {
   const Communicator& comm = grid.replica();
-  comm.check(reader.has_split("train"),
+  comm.check(reader.has_split("train") || !options.require_labels,
              reader.path() + ": no split named 'train' (the trainer needs /split/train)");
   Stopwatch watch;
   GraphRows rows =

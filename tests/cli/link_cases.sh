@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# link_cases.sh CASE: link-prediction command-line tests. Environment: TESSERA, MPIEXEC, SOURCE_DIR,
+# SHARED_DIR, PYTHONPATH (the built Python package, for tessera.convert). Exit 0 = pass, 77 = skipped.
+set -u
+case_name=$1
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/tessera-link-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+expect_error() { bash "$here/expect_error.sh" "$@" || exit 1; }
+mpi() { $MPIEXEC -n "$@"; }
+py=/usr/bin/python3
+convert() { $py -m tessera.convert "$@" >/dev/null || { echo "FAILED: tessera.convert $*"; exit 1; }; }
+# same_result A B: two runs' last lines agree up to their timing.
+same_result() {
+  local a b
+  a=$(tail -1 <<<"$1") b=$(tail -1 <<<"$2")
+  [ "${a%%(mean*}" = "${b%%(mean*}" ] || { echo "FAILED: '$a' and '$b' differ"; exit 1; }
+}
+# A GAE-style encoder: two GCN layers, 32 and 16 wide, no dropout, as Kipf & Welling's graph auto-encoder.
+gae=(--task link --hidden 32 --embedding-dim 16 --dropout 0 --lr 0.01 --quiet)
+
+case "$case_name" in
+  train_link_cora)
+    # Cora with an 85/5/10 edge split: test ROC-AUC at the best validation epoch >= 0.90 (GAE: 91.0), the
+    # same run on a 2x2x1 grid, and a run stopped at epoch 120 and resumed equal to the uninterrupted one.
+    [ -f "$SHARED_DIR/datasets/cora/raw/edge.csv.gz" ] || { echo "skipped: Cora is absent"; exit 77; }
+    convert ogb "$SHARED_DIR/datasets/cora" cora.h5 --link-split 0.05,0.1
+    one=$("$TESSERA" train --data cora.h5 "${gae[@]}" --epochs 200 --eval-every 10) || exit 1
+    echo "$one"
+    test=$(sed -nE 's/^best valid [0-9.]+ at epoch [0-9]+: test ([0-9.]+).*/\1/p' <<<"$one")
+    $py -c "import sys; sys.exit(0 if float('$test') >= 0.90 else 1)" || { echo "FAILED: test ROC-AUC $test"; exit 1; }
+    grid=$(mpi 4 "$TESSERA" train --data cora.h5 "${gae[@]}" --epochs 200 --eval-every 10 --grid 2x2x1) || exit 1
+    same_result "$one" "$grid"
+    "$TESSERA" train --data cora.h5 "${gae[@]}" --epochs 120 --eval-every 10 --checkpoint ck >/dev/null || exit 1
+    resumed=$(mpi 2 "$TESSERA" train --data cora.h5 "${gae[@]}" --epochs 200 --eval-every 10 --checkpoint ck \
+              --resume) || exit 1
+    same_result "$one" "$resumed" ;;
+  train_link_ogbl)
+    # OGB's link layouts: citation2's per-edge negatives are scored by MRR, collab's shared ones by Hits@K;
+    # the same on every grid of 4 and 8 ranks as on one.
+    for layout in citation2 collab; do
+      $py "$SOURCE_DIR/tests/fixtures/make_ogbl_fixture.py" "$layout" --layout "$layout" >/dev/null || exit 1
+      convert ogbl "$layout" "$layout.h5"
+    done
+    one=$("$TESSERA" train --data citation2.h5 --epochs 20 --eval-every 5) || exit 1
+    echo "$one"
+    grep -qE "mrr  train [0-9.]+  valid [0-9.]+  test" <<<"$one" || { echo "FAILED: not scored by MRR"; exit 1; }
+    for grid in 2x2x1 1x2x2 2x2x2; do
+      ranks=$(( ${grid:0:1} * ${grid:2:1} * ${grid:4:1} ))
+      out=$(mpi "$ranks" "$TESSERA" train --data citation2.h5 --epochs 20 --eval-every 5 --grid "$grid") || exit 1
+      same_result "$one" "$out"
+    done
+    one=$("$TESSERA" train --data collab.h5 --epochs 20 --eval-every 5 --metric hits@20 --link-negatives 3) || exit 1
+    grep -q "hits@20  train" <<<"$one" || { echo "$one"; echo "FAILED: not scored by hits@20"; exit 1; }
+    out=$(mpi 4 "$TESSERA" train --data collab.h5 --epochs 20 --eval-every 5 --metric hits@20 --link-negatives 3 \
+          --grid 2x1x2) || exit 1
+    same_result "$one" "$out" ;;
+  bad_train_link)
+    # What a link run cannot do is one line on every rank, before the load.
+    $py "$SOURCE_DIR/tests/fixtures/make_ogbl_fixture.py" c2 --layout citation2 >/dev/null || exit 1
+    convert ogbl c2 c2.h5
+    $py "$SOURCE_DIR/tests/fixtures/make_ogbl_fixture.py" cb --layout collab >/dev/null || exit 1
+    convert ogbl cb cb.h5
+    "$TESSERA" prep synth --nodes 200 --edges 800 -o nodes.h5 >/dev/null || exit 1
+    expect_error "nodes.h5 has no link splits" "-" -- $MPIEXEC -n 2 "$TESSERA" train --data nodes.h5 --task link
+    expect_error "c2.h5 has no node labels: train its link splits with --task link" "-" -- \
+      "$TESSERA" train --data c2.h5 --task node
+    expect_error "--metric mrr ranks each positive against its own negatives" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data cb.h5 --metric mrr
+    expect_error "--metric hits@50 ranks each positive against a shared negative set" "-" -- \
+      "$TESSERA" train --data c2.h5 --metric hits@50
+    expect_error "--metric accuracy scores a node task; a link task is scored by" "-" -- \
+      "$TESSERA" train --data c2.h5 --metric accuracy
+    expect_error "--metric mrr scores a link task" "-" -- "$TESSERA" train --data nodes.h5 --metric mrr
+    expect_error "--task link trains in --mode full" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data c2.h5 --mode sampled
+    expect_error "--save-predictions writes a class per node; a link task has none" "p.txt" -- \
+      "$TESSERA" train --data c2.h5 --save-predictions p.txt
+    expect_error "--link-negatives must be in \[1, 1024\], not 0" "-" -- \
+      "$TESSERA" train --data c2.h5 --link-negatives 0
+    expect_error "--task: 'edges' is not one of auto, node, link|--task" "-" -- \
+      "$TESSERA" train --data c2.h5 --task edges ;;
+  *)
+    echo "unknown case $case_name"
+    exit 2 ;;
+esac
