@@ -28,7 +28,7 @@ struct NodePairs {
 };
 
 /// One evaluation split of a link task (graph file /link/valid or /link/test): its positive pairs and what
-/// they are ranked against: a negative set shared by every positive (ROC-AUC, Hits@K), or per positive
+/// they are ranked against: a negative set shared by every positive (ROC-AUC, Hits\@K), or per positive
 /// `negatives_per_edge` targets of its source (MRR, as ogbl-citation2), or both.
 struct LinkEvaluationSplit {
   NodePairs positives;                    ///< pairs that are edges
@@ -57,7 +57,7 @@ struct LinkLossOptions {
   uint64_t seed = 0;      ///< keys the negatives drawn each step
   int64_t negatives = 1;  ///< negatives drawn per training pair each step
   /// The metric of evaluation: Auto is MRR where the splits give per-pair negatives, else ROC-AUC;
-  /// hits@20|50|100 need a shared negative set, mrr per-pair negatives.
+  /// hits\@20, hits\@50 and hits\@100 need a shared negative set, mrr per-pair negatives.
   MetricKind metric = MetricKind::Auto;
 };
 
@@ -82,7 +82,7 @@ class LinkLoss final : public Loss {
   /// ranked against the validation negatives (MRR: against as many targets per pair drawn once). The
   /// validation loss is the mean over the validation positives and their negatives.
   std::optional<SplitScores> score_splits(const LossInput& every_node) override;
-  /// "roc_auc", "hits@50", "mrr": what the scores measure.
+  /// "roc_auc", "hits\@50", "mrr": what the scores measure.
   std::string metric_name() const;
 
  private:

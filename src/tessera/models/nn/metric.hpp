@@ -28,9 +28,9 @@ enum class MetricKind {
   AveragePrecision,  ///< mean average precision over tasks (multi-label)
   F1Micro,           ///< F1 over every entry (multi-label)
   F1Macro,           ///< F1 per task, averaged (multi-label)
-  Hits20,            ///< link prediction: Hits@20 over a shared negative set (ogbl-ddi)
-  Hits50,            ///< link prediction: Hits@50 (ogbl-collab)
-  Hits100,           ///< link prediction: Hits@100 (ogbl-ppa)
+  Hits20,            ///< link prediction: Hits\@20 over a shared negative set (ogbl-ddi)
+  Hits50,            ///< link prediction: Hits\@50 (ogbl-collab)
+  Hits100,           ///< link prediction: Hits\@100 (ogbl-ppa)
   Mrr                ///< link prediction: mean reciprocal rank among each pair's negatives (ogbl-citation2)
 };
 /// The names of MetricKind's values (core/enum_names.hpp): `--metric`, the bindings and messages.
@@ -41,7 +41,7 @@ inline constexpr EnumName<MetricKind> kMetricKindNames[] = {
     {MetricKind::Hits20, "hits@20"},   {MetricKind::Hits50, "hits@50"},
     {MetricKind::Hits100, "hits@100"}, {MetricKind::Mrr, "mrr"}};
 
-/// Whether `kind` scores a link task (Hits@K, MRR) rather than nodes.
+/// Whether `kind` scores a link task (Hits\@K, MRR) rather than nodes.
 constexpr bool is_link_metric(MetricKind kind) {
   return kind == MetricKind::Hits20 || kind == MetricKind::Hits50 || kind == MetricKind::Hits100 ||
          kind == MetricKind::Mrr;
