@@ -30,17 +30,19 @@ void to_options(PredictArgs& a) {
 
 void report(const PredictResult& r, const PredictOptions& o) {
   char line[256];
-  std::snprintf(line, sizeof(line),
-                "predict: %s train %.4f valid %.4f test %.4f (%s parameters of epoch %lld, %s engine)",
-                r.accuracy.metric.c_str(), r.accuracy.train, r.accuracy.valid, r.accuracy.test,
-                r.parameters.c_str(), (long long)r.epoch, r.engine.c_str());
-  log_line(line);
+  if (!r.accuracy.metric.empty())  // a link checkpoint on a graph without link splits scores none
+    std::snprintf(line, sizeof(line),
+                  "predict: %s train %.4f valid %.4f test %.4f (%s parameters of epoch %lld, %s engine)",
+                  r.accuracy.metric.c_str(), r.accuracy.train, r.accuracy.valid, r.accuracy.test,
+                  r.parameters.c_str(), (long long)r.epoch, r.engine.c_str());
+  if (!r.accuracy.metric.empty()) log_line(line);
   std::string wrote;
   for (const std::string& path : {o.output, o.csv})
     if (!path.empty()) wrote += (wrote.empty() ? "" : " and ") + path;
   std::snprintf(line, sizeof(line), " (forward %.3f s, peak memory %.1f MiB per rank)", r.seconds,
                 double(r.peak_bytes) / 1048576.0);
-  log_line("predict: wrote " + std::to_string(r.rows) + " nodes (" + o.nodes + ") to " + wrote + line);
+  const std::string rows = o.edges.empty() ? " nodes (" + o.nodes + ")" : " node pairs of " + o.edges;
+  log_line("predict: wrote " + std::to_string(r.rows) + rows + " to " + wrote + line);
 }
 
 }  // namespace
@@ -58,6 +60,10 @@ void add_predict_command(CLI::App& app, Command& selected) {
   cmd->add_option("--output", o.output,
                   "HDF5 file: /nodes, /predictions, and /probabilities, /embeddings when asked");
   cmd->add_option("--csv", o.csv, "Text file of node,prediction lines (the same nodes)");
+  cmd->add_option("--edges", o.edges,
+                  "A link-prediction checkpoint: a text file of node pairs to score, one source,target per "
+                  "line; --output gets /edges, /scores and /probabilities, --csv "
+                  "source,target,score,probability lines");
   cmd->add_option("--nodes", o.nodes, "all, or one split of the file: train, valid or test")
       ->capture_default_str();
   cmd->add_flag("--probabilities", o.probabilities,
@@ -65,7 +71,8 @@ void add_predict_command(CLI::App& app, Command& selected) {
                 "sigmoid)");
   cmd->add_option("--metric", a->metric,
                   "What the splits are scored by: auto (the training run's --metric), accuracy, rocauc, ap, "
-                  "f1-micro or f1-macro")
+                  "f1-micro or f1-macro (a link checkpoint's link splits: rocauc, ap, hits@20, hits@50, "
+                  "hits@100 or mrr)")
       ->capture_default_str();
   cmd->add_flag("--embeddings", o.embeddings,
                 "Also write each node's representation after --embeddings-layer graph layers");

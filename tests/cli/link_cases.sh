@@ -57,6 +57,55 @@ case "$case_name" in
     out=$(mpi 4 "$TESSERA" train --data collab.h5 --epochs 20 --eval-every 5 --metric hits@20 --link-negatives 3 \
           --grid 2x1x2) || exit 1
     same_result "$one" "$out" ;;
+  predict_link)
+    # tessera predict --edges: a link checkpoint scores given pairs, the same on 1 and 4 ranks, and the
+    # valid split's scores it writes give the ROC-AUC the run reported; what it cannot do is refused.
+    $py "$SOURCE_DIR/tests/fixtures/make_ogbl_fixture.py" cb --layout collab >/dev/null || exit 1
+    convert ogbl cb cb.h5
+    "$TESSERA" train --data cb.h5 --epochs 30 --eval-every 5 --metric rocauc --checkpoint ck --quiet >train.txt || exit 1
+    best=$(sed -nE 's/^best valid ([0-9.]+) at epoch.*/\1/p' train.txt)
+    $py - <<'PY' || exit 1
+import h5py
+with h5py.File("cb.h5") as f, open("pairs.txt", "w") as out:
+    out.write("# the valid split's positives, then its negatives\n")
+    for part in ("edges", "negatives"):
+        for u, v in f["link/valid/" + part][:]:
+            out.write(f"{u},{v}\n")
+PY
+    out=$("$TESSERA" predict --checkpoint ck --data cb.h5 --edges pairs.txt --output p1.h5 --csv p1.csv) || exit 1
+    echo "$out"
+    grep -qF "predict: roc_auc train" <<<"$out" && grep -qF "valid $best" <<<"$out" ||
+      { echo "FAILED: predict's valid score is not the run's $best"; exit 1; }
+    mpi 4 "$TESSERA" predict --checkpoint ck --data cb.h5 --edges pairs.txt --output p4.h5 --grid 2x2x1 --quiet || exit 1
+    $py - "$best" <<'PY' || exit 1
+import sys, h5py, numpy as np
+with h5py.File("p1.h5") as a, h5py.File("p4.h5") as b, h5py.File("cb.h5") as g:
+    assert a.attrs["format"] in (b"tessera-link-predictions", "tessera-link-predictions"), dict(a.attrs)
+    assert np.array_equal(a["edges"][:], b["edges"][:])
+    assert np.allclose(a["scores"][:], b["scores"][:], rtol=1e-5, atol=1e-5)
+    s = a["scores"][:]
+    assert np.allclose(a["probabilities"][:], 1 / (1 + np.exp(-s)), atol=1e-6)
+    k = len(g["link/valid/edges"])
+    pos, neg = s[:k], s[k:]
+    auc = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) / (len(pos) * len(neg))
+    assert abs(auc - float(sys.argv[1])) < 1e-4, (auc, sys.argv[1])
+    print(f"valid ROC-AUC from the written scores {auc:.4f}")
+PY
+    [ "$(head -1 p1.csv)" = "source,target,score,probability" ] || { echo "FAILED: csv header"; exit 1; }
+    printf "0,1\n3 x\n" >bad.txt
+    expect_error "bad.txt: line 2: expected two node ids" "q.h5" -- \
+      "$TESSERA" predict --checkpoint ck --data cb.h5 --edges bad.txt --output q.h5
+    printf "0,40\n" >far.txt
+    expect_error "far.txt: line 1: node 40 is outside the graph's 40 nodes" "q.h5" -- \
+      $MPIEXEC -n 2 "$TESSERA" predict --checkpoint ck --data cb.h5 --edges far.txt --output q.h5
+    expect_error "is a link-prediction checkpoint: give --edges FILE" "q.h5" -- \
+      "$TESSERA" predict --checkpoint ck --data cb.h5 --output q.h5
+    expect_error "--probabilities is for node predictions" "q.h5" -- \
+      "$TESSERA" predict --checkpoint ck --data cb.h5 --edges pairs.txt --output q.h5 --probabilities
+    "$TESSERA" prep synth --nodes 200 --edges 800 -o nodes.h5 >/dev/null || exit 1
+    "$TESSERA" train --data nodes.h5 --epochs 2 --checkpoint nk --quiet >/dev/null || exit 1
+    expect_error "--edges scores node pairs with a link-prediction checkpoint" "q.h5" -- \
+      "$TESSERA" predict --checkpoint nk --data nodes.h5 --edges pairs.txt --output q.h5 ;;
   bad_train_link)
     # What a link run cannot do is one line on every rank, before the load.
     $py "$SOURCE_DIR/tests/fixtures/make_ogbl_fixture.py" c2 --layout citation2 >/dev/null || exit 1

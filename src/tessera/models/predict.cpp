@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -82,6 +84,7 @@ struct Plan {
   int split = -1;       // -1: every node
   MetricKind metric = MetricKind::Auto;
   InferenceEngine engine = InferenceEngine::Full;
+  bool link = false;  // a link-prediction checkpoint (`task` link): scores node pairs
 };
 
 // Rows an engine left on this rank: logits and the kept representation, in file ids.
@@ -131,6 +134,26 @@ void check_request(const PredictOptions& o, const Communicator& world) {
   world.run_on(0, [&] { plan.check_and_prepare(); });
 }
 
+// What a link-prediction checkpoint can do (score `edges` on the full engine) and a node one cannot.
+void check_link_request(const PredictOptions& o, const Plan& plan, const Communicator& world) {
+  std::string problem;
+  if (!plan.link && !o.edges.empty())
+    problem =
+        "`edges` scores node pairs with a link-prediction checkpoint; " + plan.checkpoint + " predicts nodes";
+  else if (plan.link && o.edges.empty())
+    problem = plan.checkpoint + " is a link-prediction checkpoint: give `edges` FILE of node pairs to score";
+  else if (plan.link && (o.probabilities || o.embeddings || o.nodes != "all"))
+    problem =
+        std::string("`") +
+        (o.probabilities ? "probabilities"
+         : o.embeddings  ? "embeddings"
+                         : "nodes") +
+        "` is for node predictions; a link-prediction checkpoint writes each pair's score and probability";
+  else if (plan.link && plan.engine != InferenceEngine::Full)
+    problem = "`engine` layerwise: a link-prediction checkpoint predicts with `engine` full";
+  world.check(problem.empty(), problem);
+}
+
 // The checkpoint's model, which parameters, which nodes and engine: everything known before the load.
 Plan make_plan(const PredictOptions& o, const Communicator& world) {
   check_request(o, world);
@@ -175,6 +198,8 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
   plan.engine = o.engine != InferenceEngine::Auto               ? o.engine
                 : run.value("mode", std::string()) == "sampled" ? InferenceEngine::Layerwise
                                                                 : InferenceEngine::Full;
+  plan.link = run.value("task", std::string()) == "link";
+  check_link_request(o, plan, world);
   return plan;
 }
 
@@ -184,14 +209,14 @@ void check_graph(const PredictOptions& o, const Plan& plan, const Communicator& 
   const GraphIdentity g = graph_identity(world, o.data);
   std::string problem;
   try {
-    make_metric(plan.metric, g.meta.multi_label);
+    if (!plan.link) make_metric(plan.metric, g.meta.multi_label);
   } catch (const Error& e) {
     problem = o.data + ": " + e.what();
   }
   world.check(problem.empty(), problem);
   const ModelConfig& c = plan.config;
   const char* outputs = g.meta.multi_label ? " tasks" : " classes";
-  world.check(g.meta.num_features == c.in && g.meta.num_classes == c.out,
+  world.check(g.meta.num_features == c.in && (plan.link || g.meta.num_classes == c.out),
               o.data + ": " + std::to_string(g.meta.num_features) + " features and " +
                   std::to_string(g.meta.num_classes) + outputs + ", but the checkpoint's model takes " +
                   std::to_string(c.in) + " features to " + std::to_string(c.out) + " classes");
@@ -219,7 +244,9 @@ NodeRowBlock rows_of(const Matrix<const float>& block, const LayerGraph& rows, c
   return out;
 }
 
-EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicator& world) {
+// `on_logits`: called on every rank with the forward's output block (every node), before it is gathered.
+EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicator& world,
+                    const std::function<void(const LossInput&)>& on_logits = {}) {
   const GraphFileReader reader(world, o.data);
   TrainOptions t;
   t.grid.shape = o.grid;
@@ -236,6 +263,7 @@ EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicato
   const ProcessGrid grid(world, shape);
   Graph3DOptions load = graph3d_options(t);
   load.transposes = false;
+  load.require_labels = !plan.link;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);
   load_model_state(plan.checkpoint, *model, plan.best, world);
@@ -245,6 +273,11 @@ EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicato
   const Matrix<const float> logits = model->forward(graph.features, views, PassInfo{false, 0, 0});
   Kokkos::fence();
   rows.seconds = watch.seconds();
+  if (on_logits) {
+    const ActivationLayout& out = model->output_layout();
+    const LogitsLayout layout{&grid.axis(out.rows_axis), &grid.axis(out.cols_axis), out.col_begin, out.width};
+    on_logits(LossInput{layout, logits, {}, {}, {}, rows_at(views, out).output_ids});
+  }
   const GridCoords& me = grid.coords();
   rows.logits = rows_of(logits, rows_at(views, model->output_layout()), model->output_layout(), me);
   rows.classes = plan.config.out;
@@ -301,12 +334,56 @@ std::string first_line(const Plan& plan) {
   return line;
 }
 
+// A link-prediction checkpoint: the full forward's node embeddings score the pairs of `edges` (and the
+// graph's link splits, where it has them, in the run's metric).
+PredictResult predict_links(const PredictOptions& o, const Plan& plan, const Communicator& world) {
+  const GraphFileReader reader(world, o.data);
+  const NodePairs pairs = read_node_pairs(o.edges, reader.meta().num_nodes, world);
+  std::unique_ptr<LinkLoss> splits;
+  if (reader.meta().link_splits) {
+    auto task = std::make_shared<const LinkTask>(read_link_task(reader, world, false));
+    world.run_agreed([&] { splits = std::make_unique<LinkLoss>(task, LinkLossOptions{0, 1, plan.metric}); });
+  }
+  PredictResult result;
+  result.accuracy.metric.clear();  // no link splits: no scores
+  std::vector<double> scores;
+  const EngineRows rows = run_full(o, plan, world, [&](const LossInput& every_node) {
+    scores = score_node_pairs(every_node, pairs);
+    if (const std::optional<SplitScores> s = splits ? splits->score_splits(every_node) : std::nullopt)
+      result.accuracy = Accuracy{s->train, s->valid, s->test, s->valid_loss, s->metric};
+  });
+  result.parameters = plan.best ? "best" : "final";
+  result.epoch = plan.best ? plan.info.progress.best_epoch : plan.info.progress.epochs_done;
+  result.engine = "full";
+  result.seconds = rows.seconds;
+  result.rows = pairs.size();
+  const bool finite = std::all_of(scores.begin(), scores.end(), [](double x) { return std::isfinite(x); });
+  world.check(finite,
+              plan.checkpoint + ": the model's scores of " + o.edges + " are not finite; nothing written");
+  nlohmann::json attributes = {{"format", "tessera-link-predictions"},
+                               {"model", plan.info.model},
+                               {"checkpoint", plan.checkpoint},
+                               {"parameters", result.parameters},
+                               {"epoch", result.epoch},
+                               {"graph", o.data},
+                               {"edges", o.edges}};
+  if (!result.accuracy.metric.empty())
+    attributes.update({{"metric", result.accuracy.metric},
+                       {"metric_train", result.accuracy.train},
+                       {"metric_valid", result.accuracy.valid},
+                       {"metric_test", result.accuracy.test}});
+  write_link_predictions(world, pairs, scores, o.output, o.csv, attributes);
+  result.peak_bytes = all_reduce_value(world, int64_t(peak_rss_bytes()), ReduceOp::Max, "report");
+  return result;
+}
+
 }  // namespace
 
 PredictResult run_prediction(const PredictOptions& o, const Communicator& world) {
   const Plan plan = make_plan(o, world);
   if (!o.quiet) log_line(first_line(plan));
   check_graph(o, plan, world);
+  if (plan.link) return predict_links(o, plan, world);
   // A reordered graph's outputs go in its original order: its original ids are checked before the forward.
   const GraphFileReader reader(world, o.data);
   const OutputOrder order = read_output_order(reader, world);

@@ -54,6 +54,9 @@ struct PredictOptions {
   std::string data;           ///< the graph file (the training graph or another with the same features)
   std::string output;         ///< HDF5: /nodes, /predictions, /probabilities, /embeddings (empty: none)
   std::string csv;            ///< "node,prediction" lines of the same nodes (empty: none)
+  /// A link-prediction checkpoint: a text file of node pairs to score (read_node_pairs); output and csv
+  /// then hold their scores (write_link_predictions).
+  std::string edges;
   std::string nodes = "all";  ///< all, or one split of the file: train, valid or test
   bool probabilities = false;  ///< write /probabilities (softmax of the logits; multi-label: sigmoids)
   bool embeddings = false;     ///< write /embeddings: the representation after embeddings_layer layers

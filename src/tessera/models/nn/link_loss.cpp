@@ -51,14 +51,14 @@ LinkEvaluationSplit read_split(const GraphFileReader& reader, const LinkSplitInf
 
 }  // namespace
 
-LinkTask read_link_task(const GraphFileReader& reader, const Communicator& comm) {
+LinkTask read_link_task(const GraphFileReader& reader, const Communicator& comm, bool training) {
   LinkTask task;
   task.num_nodes = reader.meta().num_nodes;
   const LinkSplitInfo* train = find_split(reader, "train");
-  comm.check(train != nullptr && train->edges > 0,
+  comm.check(!training || (train != nullptr && train->edges > 0),
              reader.path() + " has no /link/train/edges: a link task trains on its pairs (tessera.convert " +
                  "--link-split writes them)");
-  task.train = read_split(reader, *train, comm).positives;
+  if (train != nullptr) task.train = read_split(reader, *train, comm).positives;
   for (const char* name : {"valid", "test"})
     if (const LinkSplitInfo* info = find_split(reader, name)) {
       comm.check(info->shared_negatives > 0 || info->negatives_per_edge > 0,
@@ -158,6 +158,11 @@ void append(NodePairs& to, const NodePairs& from) {
 }
 
 }  // namespace
+
+std::vector<double> score_node_pairs(const LossInput& in, const NodePairs& pairs) {
+  const HostBlock block = host_block(in);
+  return dot_scores(in, gather_rows(in, block, endpoints(pairs)), pairs);
+}
 
 LinkLoss::LinkLoss(std::shared_ptr<const LinkTask> task, LinkLossOptions options)
     : task_(std::move(task)), options_(options) {

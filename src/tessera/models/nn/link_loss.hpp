@@ -47,10 +47,15 @@ struct LinkTask {
   LinkEvaluationSplit test;   ///< test pairs (empty: none)
 };
 
-/// Collective over `comm`: the link task of a graph file (its /link splits, read whole on every rank, ids
-/// checked on read by the reader). Throws CollectiveError naming the file where it has no /link/train/edges,
-/// or neither a validation nor a test split, or a split without negatives.
-LinkTask read_link_task(const GraphFileReader& reader, const Communicator& comm);
+/// Collective over `comm`: the link task of a graph file (its /link splits, read whole on every rank, every
+/// id checked). Throws CollectiveError naming the file where an id is outside its nodes, a split has no
+/// negatives, it has neither a validation nor a test split, or (with `training`) no /link/train/edges.
+LinkTask read_link_task(const GraphFileReader& reader, const Communicator& comm, bool training = true);
+
+/// Collective over the layout's rows and columns axes: the dot-product score h_u . h_v of every pair, from
+/// node embeddings spread over the grid as logits are (LossInput::nodes names each row's node); every rank
+/// gets every score.
+std::vector<double> score_node_pairs(const LossInput& every_node, const NodePairs& pairs);
 
 /// How a LinkLoss trains and scores.
 struct LinkLossOptions {

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -227,6 +230,73 @@ Accuracy write_prediction_file(const Communicator& comm, const BlockRows& logits
   }
   if (!what.csv.empty()) write_text_in_rank_order(comm, what.csv, csv_lines(comm, s, tasks), "predictions");
   return scores;
+}
+
+NodePairs read_node_pairs(const std::string& path, int64_t num_nodes, const Communicator& comm) {
+  std::vector<int64_t> flat;
+  comm.run_agreed([&] {
+    if (comm.rank() != 0) return;
+    std::ifstream in(path);
+    require(in.good(), path, ": cannot be read (`edges`: a file of node pairs)");
+    std::string line;
+    for (int64_t number = 1; std::getline(in, line); ++number) {
+      const size_t first = line.find_first_not_of(" \t\r");
+      if (first == std::string::npos || line[first] == '#') continue;
+      std::replace(line.begin(), line.end(), ',', ' ');
+      std::istringstream fields(line);
+      int64_t u = -1, v = -1;
+      std::string rest;
+      require(bool(fields >> u >> v) && !(fields >> rest), path, ": line ", number,
+              ": expected two node ids (source,target), not '", line, "'");
+      require(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes, path, ": line ", number, ": node ",
+              u >= 0 && u < num_nodes ? v : u, " is outside the graph's ", num_nodes, " nodes");
+      flat.push_back(u), flat.push_back(v);
+    }
+    require(!flat.empty(), path, ": no node pair in it (`edges`: one source,target pair per line)");
+  });
+  int64_t count = int64_t(flat.size());
+  broadcast(comm, &count, 1, 0, "predict");
+  flat.resize(size_t(count));
+  broadcast(comm, flat.data(), count, 0, "predict");
+  NodePairs pairs;
+  for (size_t i = 0; i < flat.size(); i += 2)
+    pairs.source.push_back(flat[i]), pairs.target.push_back(flat[i + 1]);
+  return pairs;
+}
+
+void write_link_predictions(const Communicator& comm, const NodePairs& pairs,
+                            const std::vector<double>& scores, const std::string& path,
+                            const std::string& csv, const nlohmann::json& attributes) {
+  const int64_t total = pairs.size(), rows = comm.rank() == 0 ? total : 0;
+  std::vector<int64_t> edges;
+  std::vector<float> score, probability;
+  for (int64_t e = 0; e < rows; ++e) {
+    edges.push_back(pairs.source[size_t(e)]), edges.push_back(pairs.target[size_t(e)]);
+    score.push_back(float(scores[size_t(e)]));
+    probability.push_back(float(1.0 / (1.0 + std::exp(-scores[size_t(e)]))));
+  }
+  if (!path.empty())
+    write_hdf5_output(comm, path, "link predictions", [&](int64_t file) {
+      write_attributes(file, attributes);
+      const auto table = [&](const char* name, hid_t stored, hid_t memory, std::vector<int64_t> dims,
+                             const void* data) {
+        H5Handle d = h5_create_dataset(file, name, stored, dims, 0, false);
+        h5_write_rows(d.get(), memory, 0, rows, data);
+      };
+      table("/edges", H5T_STD_I64LE, H5T_NATIVE_INT64, {total, 2}, edges.data());
+      table("/scores", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {total}, score.data());
+      table("/probabilities", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {total}, probability.data());
+    });
+  if (csv.empty()) return;
+  std::string text = comm.rank() == 0 ? "source,target,score,probability\n" : "";
+  char line[96];
+  for (int64_t e = 0; e < rows; ++e) {
+    std::snprintf(line, sizeof(line), "%lld,%lld,%.7g,%.7g\n", (long long)pairs.source[size_t(e)],
+                  (long long)pairs.target[size_t(e)], double(score[size_t(e)]),
+                  double(probability[size_t(e)]));
+    text += line;
+  }
+  write_text_in_rank_order(comm, csv, text, "link predictions");
 }
 
 }  // namespace tessera

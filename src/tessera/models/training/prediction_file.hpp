@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/nn/link_loss.hpp"
 #include "tessera/models/nn/metric.hpp"
 #include "tessera/models/training/batch_source.hpp"
 #include "tessera/models/training/node_outputs.hpp"
@@ -53,5 +54,18 @@ struct PredictionWrite {
 /// width 0: none written. Returns the metric's values and sets `rows` to the nodes written.
 Accuracy write_prediction_file(const Communicator& comm, const BlockRows& logits, const BlockRows& embeddings,
                                const BlockTruth& truth, const PredictionWrite& what, int64_t& rows);
+
+/// Collective: the node pairs of a text file (`edges` of tessera predict): one pair per line, two node ids
+/// separated by a comma or blanks; blank lines and lines starting with # skipped. Rank 0 reads it and every
+/// rank gets the pairs; throws CollectiveError naming the file and line of an unreadable line or an id
+/// outside [0, num_nodes), or a file without a pair.
+NodePairs read_node_pairs(const std::string& path, int64_t num_nodes, const Communicator& comm);
+
+/// Collective: the scores of a link-prediction checkpoint's pairs (every rank holds them; rank 0 writes):
+/// HDF5 /edges int64 [E, 2], /scores float32 [E] (h_u . h_v), /probabilities float32 [E] (their sigmoid),
+/// root `attributes`; CSV lines "source,target,score,probability". Empty paths: not written.
+void write_link_predictions(const Communicator& comm, const NodePairs& pairs,
+                            const std::vector<double>& scores, const std::string& path,
+                            const std::string& csv, const nlohmann::json& attributes);
 
 }  // namespace tessera
