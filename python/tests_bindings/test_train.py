@@ -215,3 +215,29 @@ def test_a_multi_label_graph_trains_and_scores_its_metric(shared_dir):
     alone = COMM.bcast(alone.history if alone else None)
     assert [e["loss"] for e in r.history] == pytest.approx([e["loss"] for e in alone], rel=1e-5)
     assert 0 < r.best_valid <= 1
+
+
+def test_a_link_task_trains_and_scores_its_pairs(shared_dir):
+    """A link split written from Python trains a link task (a GAE-style encoder) on a grid; the embeddings the
+    run keeps are its output, and the test pairs' ROC-AUC NumPy computes from them is the run's test score."""
+    path = os.path.join(shared_dir, "links.h5")
+    if COMM.rank == 0:
+        rng = np.random.default_rng(4)
+        n, blocks = 150, np.arange(150) % 3
+        x = rng.normal(size=(n, 8)) + np.eye(3)[blocks] @ rng.normal(size=(3, 8))
+        same = blocks[:, None] == blocks[None, :]
+        u, v = np.nonzero(np.triu(rng.random((n, n)) < np.where(same, 0.12, 0.004), 1))
+        graph = tessera.Graph(np.vstack([u, v]), x, None, {})
+        rest, links = tessera.random_link_split(graph, valid=0.1, test=0.1, seed=1)
+        tessera.write_graph(path, rest.edge_index, x, None, link_splits=links, symmetrize=True)
+    COMM.barrier()
+    r = tessera.train(data=path, epochs=40, eval_every=5, hidden=16, embedding_dim=8, dropout=0, quiet=True,
+                      grid=grid() or None)
+    assert r.metric == "roc_auc" and r.predictions is None and r.embeddings.shape[1] == 8
+    z = np.concatenate(COMM.allgather(r.embeddings))
+    with h5py.File(path, "r") as f:
+        pos, neg = f["link/test/edges"][:], f["link/test/negatives"][:]
+    s_pos, s_neg = ((z[p[:, 0]] * z[p[:, 1]]).sum(1) for p in (pos, neg))
+    auc = ((s_pos[:, None] > s_neg[None, :]).mean() + 0.5 * (s_pos[:, None] == s_neg[None, :]).mean())
+    assert auc == pytest.approx(r.test_at_best, abs=1e-5)
+    assert r.test_at_best > 0.8

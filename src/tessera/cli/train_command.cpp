@@ -189,7 +189,8 @@ void add_output_options(CLI::App* cmd, Args& a) {
                   "Write the best-validation epoch's predicted class of every node here, one per line");
   cmd->add_option(
       "--save-embeddings", o.outputs.embeddings,
-      "Write the best-validation epoch's last hidden layer of every node here (HDF5, /embeddings)");
+      "Write the best-validation epoch's last hidden layer of every node here (HDF5, /embeddings; a link "
+      "task: the model's output, the embeddings its pairs are scored by)");
   cmd->add_option("--checkpoint", o.checkpoint.dir, "Directory for DIR/checkpoint.h5");
   cmd->add_option("--checkpoint-every", o.checkpoint.every, "Checkpoint every K epochs (0: at the end)");
   cmd->add_flag("--resume", o.checkpoint.resume, "Continue from DIR/checkpoint.h5");

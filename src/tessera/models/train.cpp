@@ -222,8 +222,10 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   if (o.patience > 0) trainer.add_hook(std::make_unique<EarlyStopping>(o.patience));
   NodeOutputArrays kept;
   if (!o.outputs.predictions.empty() || !o.outputs.embeddings.empty() || o.outputs.keep_node_outputs)
-    trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{
-        o.outputs.predictions, o.outputs.embeddings, o.data, o.outputs.keep_node_outputs ? &kept : nullptr}));
+    trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{o.outputs.predictions, o.outputs.embeddings,
+                                                                    o.data,
+                                                                    o.outputs.keep_node_outputs ? &kept : nullptr,
+                                                                    context.link}));
   if (o.outputs.profile_kernels) trainer.add_hook(std::make_unique<KernelProfileReport>());
   for (std::unique_ptr<TrainerHook>& hook : context.hooks) trainer.add_hook(std::move(hook));
   TrainResult result = trainer.run();

@@ -66,14 +66,15 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
     output_predictions(world, paths, graph.layout.num_nodes(), mine, order);
   }
   if (paths.want_embeddings()) {
-    const ActivationLayout& at = model.embeddings_layout();
+    const ActivationLayout& at = paths.link_task ? model.output_layout() : model.embeddings_layout();
+    const Matrix<const float> values = paths.link_task ? logits : model.embeddings();
     NodeRowBlock mine;
     mine.col_begin = at.col_begin;
     mine.cols = at.local_cols;
     if (me.d == 0 && me.get(at.replica_axis) == 0) {
       const LayerGraph& rows = rows_at(batch, at);
       const auto ids = Kokkos::create_mirror_view_and_copy(HostSpace(), rows.output_ids);
-      const auto x = Kokkos::create_mirror_view_and_copy(HostSpace(), model.embeddings());
+      const auto x = Kokkos::create_mirror_view_and_copy(HostSpace(), values);
       for (int64_t i = 0; i < rows.valid_rows; ++i) {
         mine.nodes.push_back(ids(i));
         for (int64_t j = 0; j < mine.cols; ++j) mine.values.push_back(x(i, j));

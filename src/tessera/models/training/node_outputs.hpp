@@ -62,8 +62,10 @@ struct NodeOutputPaths {
   std::string embeddings;              ///< HDF5 /embeddings [nodes, width]: the last hidden representation
   std::string graph;                   ///< the graph file: a reordered one's outputs go in its original order
   NodeOutputArrays* arrays = nullptr;  ///< also kept here, this rank's block
+  /// A link task: no class per node, and the embeddings are the model's output (what pairs are scored by).
+  bool link_task = false;
   /// Whether predictions are written or kept.
-  bool want_predictions() const { return !predictions.empty() || arrays != nullptr; }
+  bool want_predictions() const { return !link_task && (!predictions.empty() || arrays != nullptr); }
   /// Whether embeddings are written or kept.
   bool want_embeddings() const { return !embeddings.empty() || arrays != nullptr; }
 };
