@@ -85,7 +85,12 @@ expectation() {
 # prepare NAME: sets graph (the graph file) and data_kind, or returns 1 with a reason in skip_reason.
 prepare() {
   local name=$1 dir
-  if [ "$synthetic" -eq 1 ]; then
+  if [ "$task" = link ] && [ ! -f "$data_root/$name.h5" ] && [ ! -f "$graphs/$name.h5" ]; then
+    skip_reason="absent: no $data_root/$name.h5 (tessera data get $name writes it; a link dataset has no "
+    skip_reason+="synthetic stand-in)"
+    return 1
+  fi
+  if [ "$synthetic" -eq 1 ] && [ "$task" != link ]; then
     data_kind=synthetic graph=$graphs/$name-synthetic.h5
     if [ ! -f "$graph" ]; then
       echo "ogb_suite: $name: generating a synthetic stand-in of the same shape ($graph)"
@@ -180,6 +185,7 @@ PY
 
 for name in "${names[@]}"; do
   unset raw_dir prep_args info synth_args
+  task=node  # a link dataset's dataset.sh says task=link
   # shellcheck source=/dev/null
   source "$datasets_dir/$name/dataset.sh"
   if ! prepare "$name"; then

@@ -248,7 +248,7 @@ def test_multi_label_datasets_convert_by_name(tmp_path, program_built, program):
         assert tasks in next(line for line in builtin.splitlines() if line.startswith(name + " ")), builtin
 
 
-def test_an_ogb_link_dataset_converts_by_name(tmp_path, program_built):
+def test_an_ogb_link_dataset_converts_by_name(tmp_path, program_built, program):
     """An OGB link dataset's zip (its split in one split_dict.pt here) from a mirror: the graph file holds its
     link splits as read_ogbl reads them; list names the built-in link datasets."""
     fixture = os.path.join(FIXTURES, "make_ogbl_fixture.py")
@@ -271,6 +271,15 @@ def test_an_ogb_link_dataset_converts_by_name(tmp_path, program_built):
             for part, pairs in parts.items():
                 assert np.array_equal(f[f"link/{name}/{part}"][:], pairs.T), (name, part)
     assert os.listdir(tmp_path / "ogb" / "toyl" / "split" / "time") == ["split_dict.pt"]
+    # The link datasets' recipes train on graphs of their layouts (three epochs), scored by their metrics.
+    subprocess.run([sys.executable, fixture, str(tmp_path / "c2"), "--layout", "citation2"], check=True,
+                   capture_output=True)
+    assert convert("ogbl", tmp_path / "c2", tmp_path / "c2.h5").returncode == 0
+    for recipes, data, metric in (("ogbl-collab", tmp_path / "d" / "toy-collab.h5", "hits@50"),
+                                  ("ogbl-citation2", tmp_path / "c2.h5", "mrr")):
+        out = program("train", "--config", os.path.join(ROOT, "datasets", recipes, "full.toml"), "--data", data,
+                      "--epochs", "3", "--hidden", "8", "--embedding-dim", "8").stdout
+        assert f"{metric}  train" in out, out
     builtin = data_command("list").stdout
     for name in ("ogbl-collab", "ogbl-citation2"):
         assert "links" in next(line for line in builtin.splitlines() if line.startswith(name + " ")), builtin
