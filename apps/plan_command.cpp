@@ -28,6 +28,8 @@ void add_plan_command(CLI::App& app, Command& selected) {
     bool recompute_aggregation = false;
     std::string load_budget;
     std::string schedule = "tessera";
+    std::string task = "auto";  // train's
+    int64_t embedding_dim = 0, link_negatives = 1;
   };
   auto a = std::make_shared<Args>();
   CLI::App* plan = app.add_subcommand("plan", "Rank every 3D grid for a rank count by predicted epoch time");
@@ -53,6 +55,13 @@ void add_plan_command(CLI::App& app, Command& selected) {
           "layer aggregation first (to compare with Plexus's published epochs)")
       ->check(CLI::IsMember({"tessera", "plexus"}))
       ->capture_default_str();
+  plan->add_option("--task", a->task, "as train's: node, link or auto (a link task prices its pairs' gather)")
+      ->capture_default_str();
+  plan->add_option("--embedding-dim", a->embedding_dim,
+                   "as train's: a link task's output width (0: --hidden)")
+      ->capture_default_str();
+  plan->add_option("--link-negatives", a->link_negatives, "as train's: a link task's negatives per pair")
+      ->capture_default_str();
   plan->add_option("--save-machine", a->save_machine,
                    "Also write the machine profile planned with (built-in or file) as a machine file");
   plan->callback([&selected, a] {
@@ -69,6 +78,10 @@ void add_plan_command(CLI::App& app, Command& selected) {
         check.heads = a->heads;
         check.output_heads = a->output_heads;
         check.validate();  // the bounds train uses
+        parse_task_kind(a->task);
+        require(a->embedding_dim >= 0, "--embedding-dim must not be negative, not ", a->embedding_dim);
+        require(a->link_negatives >= 1 && a->link_negatives <= 1024,
+                "--link-negatives must be in [1, 1024], not ", a->link_negatives);
         require(a->schedule == "tessera" || check.kind == ModelKind::Gcn,
                 "--schedule plexus prices GCN layers only, not --model ", a->model);
         if (!a->load_budget.empty()) load_budget = parse_byte_size(a->load_budget, "--load-budget");
@@ -92,7 +105,12 @@ void add_plan_command(CLI::App& app, Command& selected) {
       model.hidden = a->hidden;
       model.heads = a->heads;
       model.output_heads = a->output_heads;
+      TrainOptions task;
+      task.task.kind = parse_task_kind(a->task);
+      const bool link = is_link_task(task, reader.meta());
+      if (link) model.out = a->embedding_dim > 0 ? a->embedding_dim : a->hidden;
       ProblemSize size = problem_size(reader.meta(), model, a->recompute_aggregation, load_budget);
+      if (link) size.link_pairs = reader.meta().link_train_pairs * (1 + a->link_negatives);
       size.plexus_schedule = a->schedule == "plexus";
       char line[256];
       std::snprintf(line, sizeof(line),

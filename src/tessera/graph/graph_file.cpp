@@ -302,6 +302,8 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
   }
   if (problem.empty()) link_splits_ = read_link_layout(root, path_, version, problem);
   meta_.link_splits = !link_splits_.empty();
+  for (const LinkSplitInfo& s : link_splits_)
+    if (s.name == "train") meta_.link_train_pairs = s.edges;
   if (problem.empty()) {
     for (const std::string& name : h5_group_members(root, "/split")) {
       if (!problem.empty()) break;

@@ -41,6 +41,7 @@ struct GraphMeta {
   bool multi_label = false;
   int64_t num_edge_features = 0;  ///< columns of /edge/features (version 2; 0: the file has none)
   bool link_splits = false;       ///< the file has /link (version 2): link-prediction splits
+  int64_t link_train_pairs = 0;   ///< rows of /link/train/edges (0: none)
   /// The schema version a file with this content is written as: 1 unless it needs version 2.
   int64_t version() const { return multi_label || num_edge_features > 0 || link_splits ? 2 : 1; }
 };

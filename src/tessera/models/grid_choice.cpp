@@ -51,7 +51,8 @@ std::string gib(double bytes) {
 }
 
 MachineProfile machine_of(const TrainOptions& o) {
-  return o.grid.machine_file.empty() ? builtin_machine(o.grid.machine) : load_machine_file(o.grid.machine_file);
+  return o.grid.machine_file.empty() ? builtin_machine(o.grid.machine)
+                                     : load_machine_file(o.grid.machine_file);
 }
 
 // Before the load: the predicted peak per rank on `shape`, refused when above the budget with every way out
@@ -66,7 +67,8 @@ void check_memory(const ProblemSize& size, const GridShape& shape, const Machine
                                : "not checked (" + budget.source + ")"));
   if (fits(e.peak, budget)) return;
   std::string ways;
-  for (const MemoryWayOut& w : memory_ways_out(size, shape, machine, double(budget.bytes) / (1 + kMemoryMargin)))
+  for (const MemoryWayOut& w :
+       memory_ways_out(size, shape, machine, double(budget.bytes) / (1 + kMemoryMargin)))
     ways += w.change + " (" + gib(w.peak_bytes) + "); ";
   ways = ways.empty() ? "Nothing is predicted to fit, on these ranks or on up to 64 times as many; "
                         "`memory-per-rank` 0 runs anyway"
@@ -102,6 +104,7 @@ namespace {
 ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
   ProblemSize size = problem_size(meta, o.model, o.compute.recompute_aggregation, o.grid.exchange_budget);
   size.one_order = load_permutation(o) != PermuteMode::Double;
+  if (is_link_task(o, meta)) size.link_pairs = meta.link_train_pairs * (1 + o.task.link_negatives);
   return size;
 }
 
@@ -110,12 +113,13 @@ ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
 GridShape resolve_grid(const TrainOptions& o, const GraphMeta& meta, const MemoryBudget& budget,
                        const Communicator& world, std::string& said) {
   if (o.grid.shape) {
-    world.check(o.grid.shape->size() == world.size(), "`grid` " + o.grid.shape->str() + " has " +
-                                                    std::to_string(o.grid.shape->size()) +
-                                                    " ranks but the job has " + std::to_string(world.size()));
+    world.check(o.grid.shape->size() == world.size(),
+                "`grid` " + o.grid.shape->str() + " has " + std::to_string(o.grid.shape->size()) +
+                    " ranks but the job has " + std::to_string(world.size()));
     return *o.grid.shape;
   }
-  if (!o.grid.automatic) return GridShape{};  // one rank (run_training makes several ranks without --grid auto)
+  if (!o.grid.automatic)
+    return GridShape{};  // one rank (run_training makes several ranks without --grid auto)
   std::string problem;
   GridCost best;
   try {
@@ -158,7 +162,8 @@ GridShape choose_full_grid(TrainOptions& o, const GraphMeta& meta, const Communi
     TrainOptions recompute = o;
     recompute.compute.recompute_aggregation = true;
     std::string said_again;
-    const GridShape again = o.grid.automatic ? resolve_grid(recompute, meta, budget, world, said_again) : shape;
+    const GridShape again =
+        o.grid.automatic ? resolve_grid(recompute, meta, budget, world, said_again) : shape;
     const double peak = predict_memory(run_problem(recompute, meta), again, machine).peak;
     if (fits(peak, budget)) {
       o.compute.recompute_aggregation = true;

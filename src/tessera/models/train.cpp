@@ -135,7 +135,7 @@ std::vector<float> task_weights(const TaskOptions& task, int64_t tasks) {
 
 struct RunContext {
   GraphIdentity graph;
-  bool link = false;  // a link task (TaskKind resolved)
+  bool link = false;                                // a link task (TaskKind resolved)
   nlohmann::json run;                               // the run identity a checkpoint stores
   bool best_is_last = false;                        // no validation nodes
   std::shared_ptr<CheckpointLock> checkpoint_lock;  // held from before the load to the end of the run
@@ -222,10 +222,9 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   if (o.patience > 0) trainer.add_hook(std::make_unique<EarlyStopping>(o.patience));
   NodeOutputArrays kept;
   if (!o.outputs.predictions.empty() || !o.outputs.embeddings.empty() || o.outputs.keep_node_outputs)
-    trainer.add_hook(std::make_unique<NodeOutputs>(NodeOutputPaths{o.outputs.predictions, o.outputs.embeddings,
-                                                                    o.data,
-                                                                    o.outputs.keep_node_outputs ? &kept : nullptr,
-                                                                    context.link}));
+    trainer.add_hook(std::make_unique<NodeOutputs>(
+        NodeOutputPaths{o.outputs.predictions, o.outputs.embeddings, o.data,
+                        o.outputs.keep_node_outputs ? &kept : nullptr, context.link}));
   if (o.outputs.profile_kernels) trainer.add_hook(std::make_unique<KernelProfileReport>());
   for (std::unique_ptr<TrainerHook>& hook : context.hooks) trainer.add_hook(std::move(hook));
   TrainResult result = trainer.run();
@@ -290,7 +289,8 @@ std::unique_ptr<LinkLoss> link_loss_of(const TrainOptions& o, const GraphFileRea
   auto task = std::make_shared<const LinkTask>(read_link_task(reader, world));
   std::unique_ptr<LinkLoss> loss;
   world.run_agreed([&] {
-    loss = std::make_unique<LinkLoss>(task, LinkLossOptions{o.model.seed, o.task.link_negatives, o.task.metric});
+    loss =
+        std::make_unique<LinkLoss>(task, LinkLossOptions{o.model.seed, o.task.link_negatives, o.task.metric});
   });
   return loss;
 }
@@ -390,6 +390,11 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunCon
 }
 
 }  // namespace
+
+bool is_link_task(const TrainOptions& o, const GraphMeta& meta) {
+  if (o.task.kind == TaskKind::Auto) return meta.link_splits && meta.num_classes == 0;
+  return o.task.kind == TaskKind::Link;
+}
 
 ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation,
                          int64_t exchange_budget) {
@@ -499,18 +504,13 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
 namespace {
 
 // The graph's task against what the options ask of it, on every rank before the load.
-// Whether the run is a link task: asked (`task` link), or a graph of link splits without node labels.
-bool is_link_task(const TrainOptions& o, const GraphMeta& meta) {
-  if (o.task.kind == TaskKind::Auto) return meta.link_splits && meta.num_classes == 0;
-  return o.task.kind == TaskKind::Link;
-}
-
 void check_link_task(const TrainOptions& o, const GraphMeta& meta) {
   require(meta.link_splits, "`task` link: ", o.data, " has no link splits (/link; tessera.convert ",
           "--link-split makes them)");
   require(o.mode == TrainMode::Full, "`task` link trains in `mode` full (mini-batch and sampled link ",
           "training are not built yet)");
-  require(o.task.positive_weight.empty(), "`pos-weight` weighs a multi-label graph's labels, not a link task");
+  require(o.task.positive_weight.empty(),
+          "`pos-weight` weighs a multi-label graph's labels, not a link task");
   require(o.outputs.predictions.empty(), "`save-predictions` writes a class per node; a link task has none");
 }
 
@@ -550,7 +550,8 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
                                                 "), so `patience` cannot work; train with `patience` 0");
   context.run = run_identity(o, world.size());
   if (context.link)
-    context.run.update({{"task", "link"}, {"embedding_dim", o.model.out}, {"link_negatives", o.task.link_negatives}});
+    context.run.update(
+        {{"task", "link"}, {"embedding_dim", o.model.out}, {"link_negatives", o.task.link_negatives}});
   context.run["graph_fingerprint"] = context.graph.fingerprint;
   context.run["graph_nodes"] = context.graph.meta.num_nodes;
   context.run["graph_edges"] = context.graph.meta.num_edges;

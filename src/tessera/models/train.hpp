@@ -35,6 +35,10 @@ void check_paths(const TrainOptions& options, const Communicator& world);
 /// graph's is added by the caller). Epochs, outputs and pure performance settings are left out.
 nlohmann::json run_identity(const TrainOptions& options, int world_size);
 
+/// Whether `options` train a link task on a graph of `meta`: `task` link, or auto on a graph of link splits
+/// without node labels.
+bool is_link_task(const TrainOptions& options, const GraphMeta& meta);
+
 /// What the performance model needs of a graph file's sizes and a model (plan_grids, predict_memory).
 ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation = false,
                          int64_t exchange_budget = kDefaultExchangeBudget);

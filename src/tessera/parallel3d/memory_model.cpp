@@ -261,6 +261,12 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
     training += 5 * copies * double(p.nodes) * double(layout.padded_dim(last + 1)) /
                 s.extent(roles_for_layer(last).a);
   }
+  // A link step: every rank holds the gathered rows (as received and placed, 4 bytes per local column each)
+  // and their gradient (8), and per pair its two ids (16), score (8) and its own float copies for ranking.
+  if (p.link_pairs > 0) {
+    const double cols = double(layout.padded_dim(last + 1)) / s.extent(roles_for_layer(last).a);
+    training += link_rows(p) * (16 * cols + 8) + 40 * double(p.link_pairs);
+  }
   training +=
       host_gemm_resident_bytes() + gemm_scratch;  // the GEMM library's own memory, from the first GEMM on
   e.training = (1 + kHeapSlack) * training;

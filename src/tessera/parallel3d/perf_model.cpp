@@ -412,6 +412,20 @@ void attention_layer(const ProblemSize& problem, const Layout3D& layout, int l, 
   e.elementwise(rows_c * zw);
 }
 
+// A link task's step (LinkLoss): each rank sends its rows of the nodes the pairs name (an 8-byte count, an
+// 8-byte position and its local columns per row) over c, and every pair's partial score (8 bytes) is
+// summed over a; every rank scores every pair (a dot and two gradient updates per local column).
+void link_exchange(const ProblemSize& problem, const Layout3D& layout, EpochSum& e) {
+  const AxisRoles r = roles_for_layer(layout.layers() - 1);
+  const double gc = e.s.extent(r.c), ga = e.s.extent(r.a);
+  const double cols = double(layout.padded_dim(layout.layers())) / ga, rows = link_rows(problem);
+  e.all_gather(gc * 8, r.c);
+  e.all_gather(rows * 8, r.c);
+  e.all_gather(rows * cols * 4, r.c);
+  e.all_reduce(8 * double(problem.link_pairs), r.a);
+  e.cost.other_s += 3 * 16 * double(problem.link_pairs) * cols / e.m.memory_bandwidth;
+}
+
 // The softmax cross-entropy over the logits block (the last layer's output rows, rows_c, its classes split
 // over a): the row maximum (fp32) and the rows' two sums (fp64) over a, the loss and count over c.
 void loss_exchange(const Layout3D& layout, EpochSum& e) {
@@ -423,6 +437,11 @@ void loss_exchange(const Layout3D& layout, EpochSum& e) {
 }
 
 }  // namespace
+
+double link_rows(const ProblemSize& problem) {
+  const double n = double(problem.nodes), pairs = double(problem.link_pairs);
+  return n > 0 ? n * -std::expm1(-2 * pairs / n) : 0.0;
+}
 
 GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const MachineProfile& m) {
   const Layout3D layout(s, problem.nodes, problem.dims, PermuteMode::None, 0);
@@ -436,7 +455,10 @@ GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const Mac
     else
       aggregate_first_layer(problem, layout, l, e);
   }
-  loss_exchange(layout, e);
+  if (problem.link_pairs > 0)
+    link_exchange(problem, layout, e);
+  else
+    loss_exchange(layout, e);
   GridCost cost = e.cost;
   cost.other_s += layout.layers() * m.layer_seconds;
   cost.total_s = cost.comm_s + cost.spmm_s + cost.gemm_s + cost.other_s;

@@ -98,7 +98,14 @@ struct ProblemSize {
   bool plexus_schedule = false;
   /// A multi-label graph's tasks (its label matrix's columns, GraphMeta::multi_label); 0: one class per node.
   int64_t tasks = 0;
+  /// A link task (LinkLoss): the node pairs a training step scores (training pairs x (1 + negatives));
+  /// the output columns are the embeddings. 0: a node task.
+  int64_t link_pairs = 0;
 };
+
+/// The distinct nodes `pairs` node pairs name among `nodes` nodes, as if their endpoints were uniform:
+/// what a link step gathers (every node when the pairs cover the graph many times).
+double link_rows(const ProblemSize& problem);
 
 /// Whether layer l of `problem` aggregates its input once per run instead of every epoch, as the layers
 /// decide (models/nn/model.cpp): layer 0 on fixed features without input dropout; never in Plexus's

@@ -110,6 +110,12 @@ GatheredRows gather_rows(const LossInput& in, const HostBlock& block, std::vecto
     for (int64_t j = 0; j < g.cols; ++j) values.push_back(block.logits(i, j));
   }
   const Communicator& rows = *in.layout.rows;
+  if (rows.size() == 1) {  // this rank holds every row
+    g.values.assign(g.nodes.size() * size_t(g.cols), 0.0f);
+    for (size_t r = 0; r < mine.size(); ++r)
+      std::copy_n(values.begin() + int64_t(r) * g.cols, g.cols, g.values.begin() + mine[r] * g.cols);
+    return g;
+  }
   std::vector<int64_t> counts(size_t(rows.size()));
   const int64_t count = int64_t(mine.size());
   all_gather(rows, &count, 1, counts.data(), "link gather");
