@@ -270,6 +270,13 @@ std::vector<std::vector<int64_t>> pair_rows(int64_t count, uint64_t seed) {
   return rows;
 }
 
+// Negative targets of `edges` positives, three each: e + 1, e + 2, e + 3 (node ids below 37).
+std::vector<std::vector<int64_t>> three_targets_each(int64_t edges) {
+  std::vector<std::vector<int64_t>> rows;
+  for (int64_t e = 0; e < edges; ++e) rows.push_back({e + 1, e + 2, e + 3});
+  return rows;
+}
+
 }  // namespace
 
 // A training epoch (learning rate 0) of a GCN encoder on a graph file's link splits: the same loss and
@@ -277,8 +284,7 @@ std::vector<std::vector<int64_t>> pair_rows(int64_t count, uint64_t seed) {
 // ogbl-citation2's) those of the reference on the run's embeddings.
 TEST(LinkLoss, FullGraphEpochIsTheSameOnEveryGrid) {
   const Communicator world = Communicator::world();
-  std::vector<std::vector<int64_t>> targets;
-  for (int64_t e = 0; e < 8; ++e) targets.push_back({e, e + 1, e + 2});
+  const std::vector<std::vector<int64_t>> targets = three_targets_each(8);
   const std::string path = link_file("links.h5", {{"/link/train/edges", pair_rows(60, 1)},
                                                   {"/link/valid/edges", pair_rows(8, 2)},
                                                   {"/link/valid/negative_targets", targets},
@@ -358,8 +364,7 @@ namespace tessera {
 // 10% (the model counts a uniform share of the rows per rank; 400 pairs over 37 nodes name every node).
 TEST(LinkLoss, PredictedBytesPerEpochAreTheMeasured) {
   const Communicator world = Communicator::world();
-  std::vector<std::vector<int64_t>> targets;
-  for (int64_t e = 0; e < 8; ++e) targets.push_back({e, e + 1, e + 2});
+  const std::vector<std::vector<int64_t>> targets = three_targets_each(8);
   const std::string path = link_file("bytes.h5", {{"/link/train/edges", pair_rows(200, 5)},
                                                   {"/link/valid/edges", pair_rows(8, 2)},
                                                   {"/link/valid/negative_targets", targets}});
@@ -384,6 +389,56 @@ TEST(LinkLoss, PredictedBytesPerEpochAreTheMeasured) {
     const double measured = r.history.at(1).metrics.value("bytes_max_rank", 0.0);
     const double predicted = predict_epoch(problem, shape, builtin_machine("local")).comm_bytes;
     EXPECT_NEAR(measured, predicted, 0.1 * predicted + 16);
+  }
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+// Pair batches: an epoch of link-batch steps scores every training pair once (the steps' counts add up to
+// the pairs and their negatives), and a run of them is the same on every grid as on one rank.
+TEST(LinkLoss, PairBatchesCoverTheEpochOnEveryGrid) {
+  const Communicator world = Communicator::world();
+  const std::string path = link_file("batches.h5", {{"/link/train/edges", pair_rows(50, 6)},
+                                                    {"/link/valid/edges", pair_rows(8, 2)},
+                                                    {"/link/valid/negatives", pair_rows(9, 3)}});
+  auto task = std::make_shared<const LinkTask>(read_link_task(GraphFileReader(world, path), world));
+  LinkLoss loss(task, LinkLossOptions{1, 2, MetricKind::Auto, 16});
+  ASSERT_EQ(loss.steps_per_epoch(), 4);
+  {  // one epoch's steps on one rank's embeddings: 16, 16, 16 and 2 pairs, each with 2 negatives
+    const Communicator alone = world.split(world.rank(), 0);
+    const ProcessGrid grid(alone, GridShape{});
+    const Block b = block_of(random_embeddings(37, 6, 3), grid);
+    HostVector<int64_t> nodes("nodes", b.nodes.size());
+    std::copy(b.nodes.begin(), b.nodes.end(), nodes.data());
+    const auto device_nodes = Kokkos::create_mirror_view_and_copy(DeviceSpace(), nodes);
+    const Matrix<float> g("grad", b.logits.extent(0), b.logits.extent(1));
+    const LogitsLayout layout{&grid.axis(Axis::X), &grid.axis(Axis::Y), 0, 6};
+    std::vector<int64_t> counts;
+    for (int64_t step = 4; step < 8; ++step)  // epoch 1
+      counts.push_back(loss.sum_and_gradient(LossInput{layout, b.logits, {}, {}, {}, device_nodes, step}, g).count);
+    EXPECT_EQ(counts, (std::vector<int64_t>{48, 48, 48, 6}));
+  }
+  TrainOptions o;
+  o.data = path;
+  o.task.kind = TaskKind::Link;
+  o.task.link_batch = 16;
+  o.task.link_negatives = 2;
+  o.model.hidden = o.model.out = 6;
+  o.trainer.epochs = 3;
+  o.outputs.quiet = true;
+  o.grid.memory_per_rank = 0;
+  o.trainer.keep_last_step = true;
+  const Communicator self = world.split(world.rank(), 0);
+  const TrainResult one = run_training(o, self);
+  ASSERT_EQ(one.history.size(), 3u);
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    SCOPED_TRACE(shape.str());
+    o.grid.shape = shape;
+    const TrainResult r = run_training(o, world);
+    for (size_t e = 0; e < 3; ++e) EXPECT_NEAR(r.history[e].loss, one.history[e].loss, 1e-5);
+    EXPECT_NEAR(r.best_valid, one.best_valid, 1e-6);
   }
 }
 

@@ -56,6 +56,15 @@ case "$case_name" in
     grep -q "hits@20  train" <<<"$one" || { echo "$one"; echo "FAILED: not scored by hits@20"; exit 1; }
     out=$(mpi 4 "$TESSERA" train --data collab.h5 --epochs 20 --eval-every 5 --metric hits@20 --link-negatives 3 \
           --grid 2x1x2) || exit 1
+    same_result "$one" "$out"
+    # Pair batches (90 training pairs in steps of 32: 3 steps an epoch): the same on a grid, and resumed
+    # after epoch 8 the same run.
+    batches=(--data citation2.h5 --eval-every 4 --link-batch 32 --quiet)
+    one=$("$TESSERA" train "${batches[@]}" --epochs 16) || exit 1
+    out=$(mpi 4 "$TESSERA" train "${batches[@]}" --epochs 16 --grid 2x2x1) || exit 1
+    same_result "$one" "$out"
+    "$TESSERA" train "${batches[@]}" --epochs 8 --checkpoint ck >/dev/null || exit 1
+    out=$("$TESSERA" train "${batches[@]}" --epochs 16 --checkpoint ck --resume) || exit 1
     same_result "$one" "$out" ;;
   predict_link)
     # tessera predict --edges: a link checkpoint scores given pairs, the same on 1 and 4 ranks, and the

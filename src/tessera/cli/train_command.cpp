@@ -222,6 +222,10 @@ void add_output_options(CLI::App* cmd, Args& a) {
                   "Link tasks: the width of the node embeddings pairs are scored by (the model's output); "
                   "0: --hidden")
       ->capture_default_str();
+  cmd->add_option("--link-batch", o.task.link_batch,
+                  "Link tasks: training pairs per step, each step a full forward (0: every pair, one step "
+                  "per epoch); each epoch shuffles the pairs")
+      ->capture_default_str();
   cmd->add_option("--link-negatives", o.task.link_negatives,
                   "Link tasks: negative pairs drawn per training pair each epoch (its source, a uniform "
                   "target)")
@@ -283,6 +287,7 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--task", "Optimizer"},
     {"--embedding-dim", "Optimizer"},
     {"--link-negatives", "Optimizer"},
+    {"--link-batch", "Optimizer"},
     {"--mode", "Parallelism"},
     {"--grid", "Parallelism"},
     {"--machine", "Parallelism"},

@@ -4,6 +4,7 @@
 // the aggregation where that makes the run fit, and otherwise refuses with every way out it predicts.
 #include "tessera/models/grid_choice.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -104,7 +105,10 @@ namespace {
 ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
   ProblemSize size = problem_size(meta, o.model, o.compute.recompute_aggregation, o.grid.exchange_budget);
   size.one_order = load_permutation(o) != PermuteMode::Double;
-  if (is_link_task(o, meta)) size.link_pairs = meta.link_train_pairs * (1 + o.task.link_negatives);
+  // A link step's pairs (the model prices one step; an epoch of `link-batch` steps is as many of them).
+  const int64_t pairs = meta.link_train_pairs, batch = o.task.link_batch;
+  if (is_link_task(o, meta))
+    size.link_pairs = (batch > 0 ? std::min(batch, pairs) : pairs) * (1 + o.task.link_negatives);
   return size;
 }
 

@@ -64,6 +64,8 @@ void check_options(const TrainOptions& o, const Communicator& world) {
     require(o.grid.exchange_budget >= 0, "`load-budget` must not be negative");
     require(o.patience >= 0, "`patience` must not be negative, not ", o.patience);
     require(o.task.embedding_dim >= 0, "`embedding-dim` must not be negative, not ", o.task.embedding_dim);
+    require(o.task.link_batch >= 0 && o.task.link_batch <= kMaxBatch, "`link-batch` must be in [0, ",
+            kMaxBatch, "], not ", o.task.link_batch);
     require(o.task.link_negatives >= 1 && o.task.link_negatives <= 1024,
             "`link-negatives` must be in [1, 1024], not ", o.task.link_negatives);
     require(o.patience == 0 || o.trainer.eval_every > 0,
@@ -289,8 +291,8 @@ std::unique_ptr<LinkLoss> link_loss_of(const TrainOptions& o, const GraphFileRea
   auto task = std::make_shared<const LinkTask>(read_link_task(reader, world));
   std::unique_ptr<LinkLoss> loss;
   world.run_agreed([&] {
-    loss =
-        std::make_unique<LinkLoss>(task, LinkLossOptions{o.model.seed, o.task.link_negatives, o.task.metric});
+    loss = std::make_unique<LinkLoss>(
+        task, LinkLossOptions{o.model.seed, o.task.link_negatives, o.task.metric, o.task.link_batch});
   });
   return loss;
 }
@@ -334,7 +336,8 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
       build_model(config, grid, run_options(o), o.mode == TrainMode::Full);
   std::unique_ptr<BatchSource> source;
   if (o.mode == TrainMode::Full)
-    source = std::make_unique<FullGraphSource>(graph, grid, world, *model);
+    source = std::make_unique<FullGraphSource>(graph, grid, world, *model,
+                                               context.link_loss ? context.link_loss->steps_per_epoch() : 1);
   else
     source = std::make_unique<MinibatchSource>(graph, grid, world, o.minibatch, *model);
   char line[512];
@@ -550,8 +553,10 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
                                                 "), so `patience` cannot work; train with `patience` 0");
   context.run = run_identity(o, world.size());
   if (context.link)
-    context.run.update(
-        {{"task", "link"}, {"embedding_dim", o.model.out}, {"link_negatives", o.task.link_negatives}});
+    context.run.update({{"task", "link"},
+                        {"embedding_dim", o.model.out},
+                        {"link_negatives", o.task.link_negatives},
+                        {"link_batch", o.task.link_batch}});
   context.run["graph_fingerprint"] = context.graph.fingerprint;
   context.run["graph_nodes"] = context.graph.meta.num_nodes;
   context.run["graph_edges"] = context.graph.meta.num_edges;

@@ -120,6 +120,7 @@ struct TaskOptions {
   /// Link tasks: the width of the model's output, the node embeddings pairs are scored by (0: `hidden`).
   int64_t embedding_dim = 0;
   int64_t link_negatives = 1;  ///< link tasks: negatives drawn per training pair each step
+  int64_t link_batch = 0;      ///< link tasks: training pairs per step (0: all, one step per epoch)
   /// The metric evaluation reports, the best epoch is chosen by and `patience` watches (make_metric).
   MetricKind metric = MetricKind::Auto;
   /// Multi-label: the weight of each task's positive entries, one value (every task) or one per task;

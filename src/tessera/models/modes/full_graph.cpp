@@ -99,19 +99,21 @@ BatchNeeds check_model_fits_graph(const Model& model, const Graph3D& graph) {
 }
 
 FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
-                                 const Model& model)
+                                 const Model& model, int64_t steps)
     : graph_(graph),
       grid_(grid),
       world_(world),
-      views_(full_graph_batch(graph, check_model_fits_graph(model, graph))) {
+      views_(full_graph_batch(graph, check_model_fits_graph(model, graph))),
+      steps_(steps) {
+  require(steps_ >= 1, "FullGraphSource: steps per epoch must be at least 1, not ", steps_);
   const NodeData& data = graph.node_data_for(model.graph_layers());
   // A graph of link splits only has no training nodes: its losses look rows up by node.
-  batch_ = Batch{&views_, graph.features, data.labels,
-                 data.has_mask("train") ? data.mask("train") : Vector<const uint8_t>(), data.targets,
-                 views_.layers.back().output_ids};
+  batch_ = Batch{&views_,      graph.features,
+                 data.labels,  data.has_mask("train") ? data.mask("train") : Vector<const uint8_t>(),
+                 data.targets, views_.layers.back().output_ids};
   // Ranks that differ only in layer 0's b axis hold copies of one block: the replica has size / |b| blocks.
   const int copies = grid.axis(roles_for_layer(0).b).size();
-  edges_ = graph.mean_nnz * double(grid.replica().size() / copies);
+  edges_ = graph.mean_nnz * double(grid.replica().size() / copies) * double(steps_);
 }
 
 std::string FullGraphSource::describe() const {

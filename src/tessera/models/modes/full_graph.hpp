@@ -23,23 +23,24 @@ void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBat
 /// with other weights than the graph's (Model::aggregation), naming both.
 BatchNeeds check_model_fits_graph(const Model& model, const Graph3D& graph);
 
-/// Every node, every epoch.
+/// Every node, every step: one step per epoch, or `steps` (a link task's pair batches, each step a full
+/// forward scored on its share of the pairs: LinkLossOptions::batch).
 class FullGraphSource : public BatchSource {
  public:
   /// For `model`: what its batches need is asked of it, and a graph it cannot run on (a depth it does not
   /// serve, another weighting than its layers aggregate with) is refused (check_model_fits_graph). The
   /// graph and grid must outlive it.
   FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,
-                  const Model& model);
+                  const Model& model, int64_t steps = 1);
 
   std::string describe() const override;
   std::string mode() const override { return "full"; }
   /// The adjacency's nonzeros: every edge (and self loop) once per epoch.
   EpochWork epoch_work() const override { return {edges_, "edges"}; }
-  int64_t steps_per_epoch() const override { return 1; }
+  int64_t steps_per_epoch() const override { return steps_; }
   int64_t num_nodes() const override { return graph_.layout.num_nodes(); }
   const Batch& batch(int64_t epoch, int64_t step) override;
-  int64_t pass_key(int64_t epoch, int64_t step) const override { return epoch + step; }
+  int64_t pass_key(int64_t epoch, int64_t step) const override { return epoch * steps_ + step; }
   double loss_weight(int64_t count) override { return count > 0 ? 1.0 / double(count) : 0.0; }
   const Communicator& replicas() const override { return grid_.axis(Axis::D); }
   Accuracy evaluate(Model& model, Loss& loss, int64_t epoch) override;
@@ -52,6 +53,7 @@ class FullGraphSource : public BatchSource {
   GraphBatch views_;
   Batch batch_;
   double edges_ = 0;
+  int64_t steps_ = 1;
 };
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/random.hpp"
+#include "tessera/graph/graph_file.hpp"
 #include "tessera/models/nn/random_streams.hpp"
 
 namespace tessera {
@@ -174,6 +175,7 @@ LinkLoss::LinkLoss(std::shared_ptr<const LinkTask> task, LinkLossOptions options
     : task_(std::move(task)), options_(options) {
   require(task_ != nullptr, "LinkLoss: no task");
   require(options_.negatives >= 1, "`link-negatives` must be at least 1, not ", options_.negatives);
+  require(options_.batch >= 0, "`link-batch` must not be negative, not ", options_.batch);
   bool shared = true, per_edge = true;
   for (const LinkEvaluationSplit* s : {&task_->valid, &task_->test})
     if (!s->empty()) shared &= s->shared_negatives.size() > 0, per_edge &= s->negatives_per_edge > 0;
@@ -212,16 +214,48 @@ std::unique_ptr<Metric> LinkLoss::metric() const {
   throw Error("link_binary_cross_entropy scores node pairs (LinkLoss::score_splits), not node rows");
 }
 
+int64_t LinkLoss::steps_per_epoch() const {
+  const int64_t pairs = task_->train.size();
+  return options_.batch > 0 && pairs > options_.batch ? (pairs + options_.batch - 1) / options_.batch : 1;
+}
+
+std::vector<int64_t> LinkLoss::step_pairs(int64_t key) {
+  const int64_t steps = steps_per_epoch(), epoch = key / steps, step = key % steps, n = task_->train.size();
+  std::vector<int64_t> mine;
+  if (steps == 1) {
+    for (int64_t i = 0; i < n; ++i) mine.push_back(i);
+    return mine;
+  }
+  if (order_epoch_ != epoch) {  // the epoch's shuffle: the pairs sorted by a random key each
+    const CounterRng rng(options_.seed, streams::kLinkOrder);
+    std::vector<std::pair<uint64_t, int64_t>> keyed;
+    for (int64_t i = 0; i < n; ++i) {
+      const Philox4x32Block b = rng.bits(uint64_t(epoch), uint64_t(i));
+      keyed.emplace_back(uint64_t(b.v[0]) << 32 | b.v[1], i);
+    }
+    std::sort(keyed.begin(), keyed.end());
+    order_.clear();
+    for (const auto& [random, i] : keyed) order_.push_back(i);
+    order_epoch_ = epoch;
+  }
+  const int64_t first = step * options_.batch, last = std::min(n, first + options_.batch);
+  return std::vector<int64_t>(order_.begin() + first, order_.begin() + last);
+}
+
 LossSum LinkLoss::sum_and_gradient(const LossInput& in, const Matrix<float>& grad) {
-  const NodePairs& positives = task_->train;
   const int64_t k = options_.negatives;
+  const std::vector<int64_t> chosen = step_pairs(in.step_key);
+  NodePairs positives;
+  for (int64_t i : chosen)
+    positives.source.push_back(task_->train.source[size_t(i)]),
+        positives.target.push_back(task_->train.target[size_t(i)]);
   NodePairs pairs = positives;
   const CounterRng rng(options_.seed, streams::kLinkNegatives);
-  for (int64_t i = 0; i < positives.size(); ++i)
+  for (size_t p = 0; p < chosen.size(); ++p)
     for (int64_t d = 0; d < k; ++d) {
-      pairs.source.push_back(positives.source[size_t(i)]);
+      pairs.source.push_back(positives.source[p]);
       pairs.target.push_back(
-          int64_t(rng.below(uint64_t(in.step_key), uint64_t(i * k + d), uint64_t(task_->num_nodes))));
+          int64_t(rng.below(uint64_t(in.step_key), uint64_t(chosen[p] * k + d), uint64_t(task_->num_nodes))));
     }
   const HostBlock block = host_block(in);
   const GatheredRows g = gather_rows(in, block, endpoints(pairs));

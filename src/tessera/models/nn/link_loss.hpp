@@ -14,10 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "tessera/graph/graph_file.hpp"
 #include "tessera/models/nn/loss.hpp"
 
 namespace tessera {
+
+class GraphFileReader;  // graph/graph_file.hpp (not included: it pulls in <hdf5.h>)
 
 /// Node pairs (source[i], target[i]).
 struct NodePairs {
@@ -64,6 +65,10 @@ struct LinkLossOptions {
   /// The metric of evaluation: Auto is MRR where the splits give per-pair negatives, else ROC-AUC;
   /// hits\@20, hits\@50 and hits\@100 need a shared negative set, mrr per-pair negatives.
   MetricKind metric = MetricKind::Auto;
+  /// Training pairs per step (0: every pair, one step per epoch): each epoch shuffles the pairs (keyed by
+  /// the seed and the epoch) and steps through them in batches of this many, the batch source running
+  /// steps_per_epoch() full forwards.
+  int64_t batch = 0;
 };
 
 /// Link prediction with the dot-product decoder. Each step, every training pair (u, v) is a positive
@@ -80,6 +85,8 @@ class LinkLoss final : public Loss {
   LinkLoss(std::shared_ptr<const LinkTask> task, LinkLossOptions options);
   LossSum sum_and_gradient(const LossInput& input, const Matrix<float>& grad) override;
   std::string name() const override { return "link_binary_cross_entropy"; }
+  /// Steps an epoch takes: the training pairs over LinkLossOptions::batch, rounded up (1 without a batch).
+  int64_t steps_per_epoch() const;
   /// Node metrics do not apply: throws Error (a link task is scored by score_splits).
   std::unique_ptr<Metric> metric() const override;
   /// Collective: train, valid and test scores in the task's metric: each split's positives ranked against
@@ -91,8 +98,13 @@ class LinkLoss final : public Loss {
   std::string metric_name() const;
 
  private:
+  /// The training pairs of step `key` (LossInput::step_key: epoch x steps_per_epoch() + step), as indices
+  /// among the task's training pairs.
+  std::vector<int64_t> step_pairs(int64_t key);
   std::shared_ptr<const LinkTask> task_;
   LinkLossOptions options_;
+  int64_t order_epoch_ = -1;                // the epoch order_ shuffles
+  std::vector<int64_t> order_;              // that epoch's order of the training pairs
   MetricKind metric_ = MetricKind::RocAuc;  // resolved
 };
 
