@@ -283,7 +283,7 @@ def test_random_link_split(tmp_path, program, ogb_fixture):
     assert r.returncode == 0 and "link valid:" in r.stdout, r.stderr
     with h5py.File(tmp_path / "l.h5") as f:
         assert np.array_equal(f["link/test/negatives"][:], links["test"]["negatives"].T)
-    assert "links:     valid" in program("info", tmp_path / "l.h5").stdout
+    assert "links:     train" in program("info", tmp_path / "l.h5").stdout
     r = convert("ogb", folder, tmp_path / "bad.h5", "--link-split", "0.1")
     assert r.returncode == 1 and "--link-split: expected VALID,TEST shares" in r.stderr
     with pytest.raises(ValueError, match="must be shares in"):

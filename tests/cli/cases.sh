@@ -82,7 +82,7 @@ case "$case_name" in
       "$TESSERA" train --data single.h5 --metric rocauc
     expect_error "--pos-weight weighs the positive labels of a multi-label graph" - -- \
       "$TESSERA" train --data single.h5 --pos-weight 2
-    expect_error "--metric must be auto, accuracy, rocauc, ap, f1-micro or f1-macro, not 'auc'" - -- \
+    expect_error "--metric must be auto, accuracy, rocauc, ap, f1-micro, f1-macro, hits@20, hits@50, hits@100 or mrr, not 'auc'" - -- \
       "$TESSERA" train --data single.h5 --metric auc
     expect_error "synthetic graph: --tasks must be in \[0, 2\^24\]" "bad.h5*" -- \
       "$TESSERA" prep synth --nodes 100 --edges 300 --tasks -1 -o bad.h5

@@ -231,7 +231,7 @@ PY
       $MPIEXEC -n 2 "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --embeddings --embeddings-layer 4
     expect_error "--parameters best, but the checkpoint holds no best-validation parameters" "o.h5*" -- \
       "$TESSERA" predict --checkpoint sampled --data g.h5 --output o.h5 --parameters best
-    expect_error "--metric must be auto, accuracy, rocauc, ap, f1-micro or f1-macro, not 'auc'" "-" -- \
+    expect_error "--metric must be auto, accuracy, rocauc, ap, f1-micro, f1-macro, hits@20, hits@50, hits@100 or mrr, not 'auc'" "-" -- \
       "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --metric auc
     expect_error "g.h5: --metric rocauc scores a multi-label task" "o.h5*" -- \
       $MPIEXEC -n 2 "$TESSERA" predict --checkpoint full --data g.h5 --output o.h5 --metric rocauc
