@@ -507,6 +507,11 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
 namespace {
 
 // The graph's task against what the options ask of it, on every rank before the load.
+// A link task's node embeddings: `embedding-dim`, or the hidden width.
+int64_t embedding_width(const TrainOptions& o) {
+  return o.task.embedding_dim > 0 ? o.task.embedding_dim : o.model.hidden;
+}
+
 void check_link_task(const TrainOptions& o, const GraphMeta& meta) {
   require(meta.link_splits, "`task` link: ", o.data, " has no link splits (/link; tessera.convert ",
           "--link-split makes them)");
@@ -554,7 +559,7 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
   context.run = run_identity(o, world.size());
   if (context.link)
     context.run.update({{"task", "link"},
-                        {"embedding_dim", o.model.out},
+                        {"embedding_dim", embedding_width(o)},
                         {"link_negatives", o.task.link_negatives},
                         {"link_batch", o.task.link_batch}});
   context.run["graph_fingerprint"] = context.graph.fingerprint;
@@ -602,10 +607,8 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world,
   // after the training.
   if (!options.outputs.predictions.empty() || !options.outputs.embeddings.empty())
     read_output_order(world, options.data);
-  // A link task's model outputs its node embeddings.
-  if (is_link_task(options, graph_identity(world, options.data).meta))
-    options.model.out = options.task.embedding_dim > 0 ? options.task.embedding_dim : options.model.hidden;
   RunContext context = prepare_run(options, world);
+  if (context.link) options.model.out = embedding_width(options);  // the model outputs node embeddings
   context.checkpoint_lock = std::move(lock);
   context.hooks = std::move(hooks);
   set_vendor_tf32(options.compute.allow_tf32);
