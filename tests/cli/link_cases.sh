@@ -104,6 +104,9 @@ PY
     printf "0,1\n3 x\n" >bad.txt
     expect_error "bad.txt: line 2: expected two node ids" "q.h5" -- \
       "$TESSERA" predict --checkpoint ck --data cb.h5 --edges bad.txt --output q.h5
+    printf "# nothing\n\n" >empty.txt
+    expect_error "empty.txt: no node pair in it" "q.h5" -- \
+      "$TESSERA" predict --checkpoint ck --data cb.h5 --edges empty.txt --output q.h5
     printf "0,40\n" >far.txt
     expect_error "far.txt: line 1: node 40 is outside the graph's 40 nodes" "q.h5" -- \
       $MPIEXEC -n 2 "$TESSERA" predict --checkpoint ck --data cb.h5 --edges far.txt --output q.h5
@@ -138,6 +141,12 @@ PY
       "$TESSERA" train --data c2.h5 --save-predictions p.txt
     expect_error "--link-negatives must be in \[1, 1024\], not 0" "-" -- \
       "$TESSERA" train --data c2.h5 --link-negatives 0
+    expect_error "--link-batch must be in \[0, [0-9]+\], not -1" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data c2.h5 --link-batch -1
+    expect_error "--embedding-dim must not be negative, not -2" "-" -- \
+      "$TESSERA" train --data c2.h5 --embedding-dim -2
+    expect_error "--link-negatives must be in \[1, 1024\], not 0" "-" -- \
+      "$TESSERA" plan --data c2.h5 --ranks 2 --link-negatives 0
     expect_error "--task: 'edges' is not one of auto, node, link|--task" "-" -- \
       "$TESSERA" train --data c2.h5 --task edges ;;
   *)
