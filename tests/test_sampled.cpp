@@ -424,6 +424,7 @@ TEST(Sampling, DrawsFromBatchedWordsAreFloydsDraws) {
       }
 }
 
+// Seeds of this rank and of others: each block and degree as a sampler of the whole graph draws them.
 TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
   const std::string& path = fixtures::small_csbm_file();
   const PartitionedGraph g = load_partitioned(world(), path, partitioned_file());
@@ -440,6 +441,9 @@ TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
   for (int64_t step = 0; step < 3; ++step) {
     std::vector<int64_t> seeds;
     for (int64_t i = step; i < g.count; i += 7) seeds.push_back(g.first + i);
+    // and nodes of other ranks, as a link's endpoints are (their degrees come with their owners' lists)
+    for (int64_t v = 3 * step; v < w.n; v += 11)
+      if (!g.owns(v)) seeds.push_back(v);
     const std::vector<SampledBlock> got = sampler.sample(seeds, 2, step);
     const NeighborKey key{11, 2, step};
     const std::vector<SampledBlock> expect =

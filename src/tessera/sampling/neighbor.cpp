@@ -100,8 +100,8 @@ class SourceIndex {
 };
 
 /// The sampled neighbour lists of a layer's frontier nodes that other ranks own, as their owners sent
-/// them: [count, neighbours..., their in-degrees...] per node; at[i] is frontier node i's offset (-1 when
-/// this rank owns it).
+/// them: [count, neighbours..., their in-degrees..., its own in-degree] per node; at[i] is frontier node
+/// i's offset (-1 when this rank owns it).
 struct RemoteLists {
   std::vector<int64_t> lists;
   std::vector<int64_t> at;
@@ -262,11 +262,6 @@ int64_t NeighborSampler::local_degree(int64_t local) const {
   return graph_.halo_degree[size_t(local - graph_.count)];
 }
 
-int64_t NeighborSampler::degree_of(int64_t node) const {
-  const int64_t local = local_of(node);
-  return local >= 0 ? local_degree(local) : graph_.degree_of(node);  // graph_ names what it cannot place
-}
-
 void NeighborSampler::prefetch_offsets(int64_t node) const {
   if (graph_.owns(node)) __builtin_prefetch(graph_.row_ptr.data() + (node - graph_.first));
 }
@@ -312,6 +307,7 @@ RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
         out.insert(out.end(), draws.begin(q), draws.end(q));
         for (const int32_t* u = draws.locals(q); u != draws.locals(q) + (draws.end(q) - draws.begin(q)); ++u)
           out.push_back(local_degree(*u));
+        out.push_back(local_degree(asked[k + q] - graph_.first));  // its own: a seed's weights need it
       }
       k += n;
     }
@@ -322,7 +318,7 @@ RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
   for (int r = 0; r < ranks; ++r)
     for (size_t n = 0; n < ask[size_t(r)].size(); ++n) {
       offset[size_t(r)].push_back(int64_t(at));
-      at += size_t(1 + 2 * remote.lists[at]);
+      at += size_t(2 + 2 * remote.lists[at]);
     }
   std::vector<size_t> next(static_cast<size_t>(ranks), 0);
   for (size_t i = 0; i < frontier.size(); ++i)
@@ -391,16 +387,25 @@ std::vector<SampledBlock> NeighborSampler::sample(const std::vector<int64_t>& se
   std::vector<SampledBlock> blocks(fanouts_.size());
   std::unique_ptr<SourceIndex> index = take_index();
   // A layer's destination nodes are the seeds, then the block before's sources (its ids and degrees).
+  // A seed may be any node (a link's endpoints): one neither owned nor in the halo has its degree sent
+  // with its list by its owner.
   const std::vector<int64_t>* ids = &seeds;
   std::vector<int64_t> local, seed_degree;
   for (const int64_t v : seeds) {
     local.push_back(local_of(v));
-    seed_degree.push_back(degree_of(v));
+    seed_degree.push_back(local.back() >= 0 ? local_degree(local.back()) : -1);
   }
   const std::vector<int64_t>* degree = &seed_degree;
   for (int l = int(fanouts_.size()) - 1; l >= 0; --l) {
     SampledBlock& b = blocks[size_t(l)];
-    build_block(l, key, *ids, local, *degree, remote_lists(l, key, *ids), *index, b);
+    const RemoteLists remote = remote_lists(l, key, *ids);
+    if (ids == &seeds)
+      for (size_t i = 0; i < seeds.size(); ++i)
+        if (seed_degree[i] < 0) {
+          const int64_t* list = remote.lists.data() + remote.at[i];
+          seed_degree[i] = list[1 + 2 * list[0]];
+        }
+    build_block(l, key, *ids, local, *degree, remote, *index, b);
     index->finish(b.src, local, b.src_degree);
     ids = &b.src;
     degree = &b.src_degree;

@@ -127,7 +127,8 @@ class NeighborSampler {
   NeighborSampler(const Communicator& comm, const NeighborSampler& same);
   ~NeighborSampler();
 
-  /// blocks[l] feeds layer l; blocks.back() has the seeds as destinations.
+  /// blocks[l] feeds layer l; blocks.back() has the seeds as destinations. A seed may be any node of the
+  /// graph (one owned elsewhere is sampled by its owner, as the frontier's nodes are).
   std::vector<SampledBlock> sample(const std::vector<int64_t>& seeds, int64_t epoch, int64_t step) const;
   /// Per layer (input layer first): neighbours kept per node, -1 for all.
   const std::vector<int>& fanouts() const { return fanouts_; }
@@ -137,7 +138,6 @@ class NeighborSampler {
   int64_t local_of(int64_t node) const;
   // The in-degree of a local node; of an owned or halo node (throws for any other).
   int64_t local_degree(int64_t local) const;
-  int64_t degree_of(int64_t node) const;
   // Ask for the lines an owned node's list offsets, or a local node's degree, will be read from.
   void prefetch_offsets(int64_t node) const;
   void prefetch_degree(int64_t local) const;
