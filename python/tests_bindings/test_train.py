@@ -218,8 +218,9 @@ def test_a_multi_label_graph_trains_and_scores_its_metric(shared_dir):
 
 
 def test_a_link_task_trains_and_scores_its_pairs(shared_dir):
-    """A link split written from Python trains a link task (a GAE-style encoder) on a grid; the embeddings the
-    run keeps are its output, and the test pairs' ROC-AUC NumPy computes from them is the run's test score."""
+    """A link split written from Python trains a link task (a GAE-style encoder) on a grid and in sampled mode;
+    the embeddings a run keeps are its output, and the test pairs' ROC-AUC NumPy computes from them is the run's
+    test score."""
     path = os.path.join(shared_dir, "links.h5")
     if COMM.rank == 0:
         rng = np.random.default_rng(4)
@@ -241,3 +242,11 @@ def test_a_link_task_trains_and_scores_its_pairs(shared_dir):
     auc = ((s_pos[:, None] > s_neg[None, :]).mean() + 0.5 * (s_pos[:, None] == s_neg[None, :]).mean())
     assert auc == pytest.approx(r.test_at_best, abs=1e-5)
     assert r.test_at_best > 0.8
+    # The sampled mode: its embeddings (exact, layer-wise) give its test score too.
+    s = tessera.train(data=path, mode="sampled", epochs=40, eval_every=5, hidden=16, embedding_dim=8, dropout=0,
+                      batch_size=256, fanouts=[5, 5], quiet=True)
+    z = np.concatenate(COMM.allgather(s.embeddings))
+    s_pos, s_neg = ((z[p[:, 0]] * z[p[:, 1]]).sum(1) for p in (pos, neg))
+    auc = ((s_pos[:, None] > s_neg[None, :]).mean() + 0.5 * (s_pos[:, None] == s_neg[None, :]).mean())
+    assert s.metric == "roc_auc" and auc == pytest.approx(s.test_at_best, abs=1e-5)
+    assert s.test_at_best > 0.8

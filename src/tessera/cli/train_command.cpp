@@ -126,7 +126,7 @@ void add_grid_options(CLI::App* cmd, Args& a) {
   cmd->add_option(
       "--batch-size", a.batch_size,
       "minibatch: vertices per sample, a count (1024) or a fraction of the nodes (0.1); sampled: seeds "
-      "per rank per step (default 1024)");
+      "per rank per step, a link task's training pairs (default 1024)");
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "minibatch / sampled: steps per epoch (default: about one pass over the nodes)");
   cmd->add_flag("--no-sampler-thread", a.no_sampler_thread, "minibatch: build each batch when it is needed");
@@ -213,21 +213,22 @@ void add_output_options(CLI::App* cmd, Args& a) {
          "negatives, else rocauc), accuracy, rocauc, ap, f1-micro or f1-macro (multi-label: mean over "
          "tasks), hits@20, hits@50, hits@100 or mrr (link tasks)")
       ->capture_default_str();
-  cmd->add_option("--task", a.task,
-                  "What the run predicts: node (the graph's node labels), link (whether node pairs are "
-                  "edges, from its /link splits; full-graph mode) or auto (link for a graph of link splits "
-                  "without node labels)")
+  cmd->add_option(
+         "--task", a.task,
+         "What the run predicts: node (the graph's node labels), link (whether node pairs are "
+         "edges, from its /link splits; full-graph or sampled mode) or auto (link for a graph of link "
+         "splits without node labels)")
       ->capture_default_str();
   cmd->add_option("--embedding-dim", o.task.embedding_dim,
                   "Link tasks: the width of the node embeddings pairs are scored by (the model's output); "
                   "0: --hidden")
       ->capture_default_str();
   cmd->add_option("--link-batch", o.task.link_batch,
-                  "Link tasks: training pairs per step, each step a full forward (0: every pair, one step "
-                  "per epoch); each epoch shuffles the pairs")
+                  "Link tasks, full-graph mode: training pairs per step, each step a full forward (0: every "
+                  "pair, one step per epoch); each epoch shuffles the pairs (sampled mode: --batch-size)")
       ->capture_default_str();
   cmd->add_option("--link-negatives", o.task.link_negatives,
-                  "Link tasks: negative pairs drawn per training pair each epoch (its source, a uniform "
+                  "Link tasks: negative pairs drawn per training pair each step (its source, a uniform "
                   "target)")
       ->capture_default_str();
   cmd->add_option("--pos-weight", a.positive_weight,

@@ -174,14 +174,37 @@ std::vector<int64_t> owned_split(const Communicator& comm, const GraphFileReader
   return out;
 }
 
+// The lists' ids renumbered in place: each distinct id looked up once.
+void renumber_ids(const std::vector<std::vector<int64_t>*>& lists, const BlockRenumbering* numbering) {
+  if (!numbering) return;  // "block": the file's ids are the new ids
+  std::vector<int64_t> distinct;
+  for (const std::vector<int64_t>* list : lists) distinct.insert(distinct.end(), list->begin(), list->end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const std::vector<int64_t> renumbered = numbering->lookup(distinct);
+  for (std::vector<int64_t>* list : lists)
+    for (int64_t& v : *list)
+      v = renumbered[size_t(std::lower_bound(distinct.begin(), distinct.end(), v) - distinct.begin())];
+}
+
 }  // namespace
 
 PartitionedGraph load_partitioned(const Communicator& comm, const std::string& path,
                                   const std::string& partition, const std::string& partition_file) {
+  PartitionedLoadOptions options;
+  options.partition_file = partition_file;
+  return load_partitioned(comm, path, partition, options);
+}
+
+PartitionedGraph load_partitioned(const Communicator& comm, const std::string& path,
+                                  const std::string& partition, const PartitionedLoadOptions& options) {
+  const std::string& partition_file = options.partition_file;
   const GraphFileReader reader(comm, path);
   const GraphMeta& meta = reader.meta();
-  comm.check(reader.has_split("train"), path + ": no split named 'train' (the trainer needs /split/train)");
-  comm.check(meta.num_classes > 0, path + ": num_classes is 0 (the file has no labels to train on)");
+  if (options.require_labels) {
+    comm.check(reader.has_split("train"), path + ": no split named 'train' (the trainer needs /split/train)");
+    comm.check(meta.num_classes > 0, path + ": num_classes is 0 (the file has no labels to train on)");
+  }
   comm.check(meta.num_nodes >= comm.size(), path + ": " + std::to_string(meta.num_nodes) +
                                                 " nodes cannot be "
                                                 "split over " +
@@ -242,6 +265,8 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
   g.train = owned_split(comm, reader, "train", numbering.get(), g);
   g.valid = owned_split(comm, reader, "valid", numbering.get(), g);
   g.test = owned_split(comm, reader, "test", numbering.get(), g);
+  renumber_ids(options.renumber, numbering.get());
+  if (!options.require_labels) return g;
   int64_t labeled_train = 0;
   for (int64_t v : g.train) labeled_train += g.labels[size_t(v - g.first)] >= 0;
   comm.check(all_reduce_value(comm, labeled_train, ReduceOp::Sum, "load") > 0,

@@ -46,6 +46,19 @@ struct PartitionedGraph {
   int64_t degree_of(int64_t node) const;
 };
 
+/// What load_partitioned reads besides the graph's rows.
+struct PartitionedLoadOptions {
+  /// Where /partition/NAME is read from (a file of tessera partition --output, checked by the caller with
+  /// check_partition_file); empty: the graph file itself.
+  std::string partition_file;
+  /// Whether the file must have labels and a labeled training node (a node task; a link task trains on
+  /// its link splits instead).
+  bool require_labels = true;
+  /// Lists of the file's node ids (any nodes, each rank its own lists) rewritten in place to the ids the
+  /// partition gives them, as the graph is loaded (a link task's pairs).
+  std::vector<std::vector<int64_t>*> renumber;
+};
+
 /// Collective. partition: a name under /partition/ (one part per rank), or "block" for contiguous
 /// ranges of file ids (no renumbering), cut so each rank holds about the same bytes of features and
 /// neighbour lists (balanced_row_begins; at least one node each). Throws CollectiveError naming the file
@@ -55,5 +68,9 @@ struct PartitionedGraph {
 /// check_partition_file); empty: the graph file itself.
 PartitionedGraph load_partitioned(const Communicator& comm, const std::string& path,
                                   const std::string& partition, const std::string& partition_file = "");
+/// load_partitioned with the options: without require_labels, a file without labels or training nodes
+/// loads (its labels -1).
+PartitionedGraph load_partitioned(const Communicator& comm, const std::string& path,
+                                  const std::string& partition, const PartitionedLoadOptions& options);
 
 }  // namespace tessera

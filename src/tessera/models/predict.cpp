@@ -195,10 +195,11 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
           ? o.metric
           : value_named(kMetricKindNames, run.value("metric", std::string())).value_or(MetricKind::Auto);
   plan.split = o.nodes == "train" ? 0 : o.nodes == "valid" ? 1 : o.nodes == "test" ? 2 : -1;
-  plan.engine = o.engine != InferenceEngine::Auto               ? o.engine
-                : run.value("mode", std::string()) == "sampled" ? InferenceEngine::Layerwise
-                                                                : InferenceEngine::Full;
   plan.link = run.value("task", std::string()) == "link";
+  // A link checkpoint scores pairs on the full engine, whichever mode trained it.
+  plan.engine = o.engine != InferenceEngine::Auto                             ? o.engine
+                : run.value("mode", std::string()) == "sampled" && !plan.link ? InferenceEngine::Layerwise
+                                                                              : InferenceEngine::Full;
   check_link_request(o, plan, world);
   return plan;
 }

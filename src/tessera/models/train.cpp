@@ -358,6 +358,15 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
   return result;
 }
 
+// Every node id of a link task, for the partition's renumbering.
+std::vector<std::vector<int64_t>*> link_task_ids(LinkTask& task) {
+  std::vector<std::vector<int64_t>*> ids = {&task.train.source, &task.train.target};
+  for (LinkEvaluationSplit* s : {&task.valid, &task.test})
+    ids.insert(ids.end(), {&s->positives.source, &s->positives.target, &s->shared_negatives.source,
+                           &s->shared_negatives.target, &s->negative_targets});
+  return ids;
+}
+
 TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunContext& context) {
   Stopwatch load_watch;
   if (!o.sampled.partition_file.empty())
@@ -366,16 +375,31 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunCon
   const std::string partition = !o.sampled.partition.empty()
                                     ? o.sampled.partition
                                     : default_partition(world, o.data, o.sampled.partition_file);
-  PartitionedGraph graph = load_partitioned(world, o.data, partition, o.sampled.partition_file);
+  PartitionedLoadOptions load;
+  load.partition_file = o.sampled.partition_file;
+  load.require_labels = !context.link;
+  std::shared_ptr<LinkTask> links;
+  if (context.link) {  // read in the file's ids, renumbered as the graph is
+    links = std::make_shared<LinkTask>(read_link_task(GraphFileReader(world, o.data), world));
+    load.renumber = link_task_ids(*links);
+  }
+  PartitionedGraph graph = load_partitioned(world, o.data, partition, load);
   if (o.normalize_features)
     normalize_feature_rows(
         HostMatrix<float>(graph.features.data(), size_t(graph.count), size_t(graph.num_features)));
   const ProcessGrid grid = make_grid(world, GridShape{world.size(), 1, 1, 1}, o.compute.comm);
   ModelConfig config = o.model;
   config.in = graph.num_features;
-  config.out = graph.num_classes;
+  if (!context.link) config.out = graph.num_classes;
   const std::unique_ptr<Sequential> model = build_model(config, grid, run_options(o), false);
   SampledSource source(graph, grid, world, o.sampled, *model);
+  if (context.link) {
+    source.train_links(links, o.task.link_negatives);
+    world.run_agreed([&] {
+      context.link_loss = std::make_unique<LinkLoss>(
+          links, LinkLossOptions{o.model.seed, o.task.link_negatives, o.task.metric, 0});
+    });
+  }
   int64_t gradient_bytes = 0;
   for (const ParameterRef& p : model->parameters()) gradient_bytes += 4 * p.param->size();
   source.set_gradient_bytes(gradient_bytes);
@@ -515,8 +539,10 @@ int64_t embedding_width(const TrainOptions& o) {
 void check_link_task(const TrainOptions& o, const GraphMeta& meta) {
   require(meta.link_splits, "`task` link: ", o.data, " has no link splits (/link; tessera.convert ",
           "--link-split makes them)");
-  require(o.mode == TrainMode::Full, "`task` link trains in `mode` full (mini-batch and sampled link ",
-          "training are not built yet)");
+  require(o.mode != TrainMode::Minibatch, "`task` link trains in `mode` full or sampled (mini-batch link ",
+          "training is not built yet)");
+  require(o.mode == TrainMode::Full || o.task.link_batch == 0, "`link-batch` is for `mode` full; ",
+          "`mode` sampled steps through `batch-size` pairs per rank");
   require(o.task.positive_weight.empty(),
           "`pos-weight` weighs a multi-label graph's labels, not a link task");
   require(o.outputs.predictions.empty(), "`save-predictions` writes a class per node; a link task has none");

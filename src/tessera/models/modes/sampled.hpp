@@ -23,6 +23,7 @@
 #include "tessera/core/enum_names.hpp"
 #include "tessera/graph/normalize.hpp"
 #include "tessera/graph/partitioned.hpp"
+#include "tessera/models/nn/link_loss.hpp"
 #include "tessera/models/training/batch_source.hpp"
 #include "tessera/prefetch/controller.hpp"
 #include "tessera/sampling/induced.hpp"
@@ -115,7 +116,7 @@ bool uses_step_thread(StepThread asked, int node_ranks, int node_cpus, int node_
 /// The mode's settings.
 struct SampledOptions {
   std::vector<int> fanouts;     ///< per layer, input layer first (-1: all); empty: 10 each
-  int64_t batch_size = 1024;    ///< seeds per rank per step
+  int64_t batch_size = 1024;    ///< seeds per rank per step (a link task: training pairs)
   int64_t steps_per_epoch = 0;  ///< 0: the most training nodes of a rank / batch_size
   /// Which partition the run trains on: /partition/NAME of the graph file (empty: metis-RANKS, or block on
   /// one rank), read from `partition_file` (tessera partition --output) where given.
@@ -232,6 +233,16 @@ class SampledSource : public BatchSource {
   /// every rank, by exact layer-wise inference. The model must be a Sequential.
   Accuracy evaluate_exact(Model& model, Loss& loss);
 
+  /// Collective, before the first batch: train a link task instead of the graph's labeled nodes. Each
+  /// rank's steps are the training pairs whose first node it owns (shuffled each epoch, cut into the
+  /// steps: `batch_size` pairs per rank per step, steps_per_epoch from the rank with the most), each with
+  /// `negatives` targets drawn as LinkLoss draws them (link_negative_target); the step's seeds are the
+  /// pairs' endpoints, any rank's nodes, their neighbourhoods sampled and their rows fetched as a node
+  /// step's. The loss must be a LinkLoss over the same `task` (in this partition's ids). Evaluation and
+  /// node outputs are exact (layer-wise): a model whose pass does not fit in memory is refused when
+  /// evaluated. Steps are built on the host.
+  void train_links(std::shared_ptr<const LinkTask> task, int64_t negatives);
+
   /// Bytes of the gradients summed each step (the simulated network charges their all-reduce).
   void set_gradient_bytes(int64_t bytes) { gradient_bytes_ = bytes; }
   /// The cache's counters over the run.
@@ -243,6 +254,7 @@ class SampledSource : public BatchSource {
                 uint64_t seed);
   struct State;
   Accuracy evaluate_sampled(Model& model, Loss& loss, int64_t epoch);
+  Accuracy evaluate_links(Model& model, Loss& loss);
   void write_sampled_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths);
   void write_exact_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths);
   std::unique_ptr<State> s_;

@@ -12,6 +12,7 @@
 #include "tessera/core/threads.hpp"
 #include "tessera/models/modes/layerwise.hpp"
 #include "tessera/models/modes/sampled.hpp"
+#include "tessera/models/modes/sampled_state.hpp"
 #include "tessera/models/nn/metric.hpp"
 #include "tessera/models/training/node_outputs.hpp"
 
@@ -52,6 +53,7 @@ bool SampledSource::exact_fits(Model& model) {
 }
 
 Accuracy SampledSource::evaluate_exact(Model& model, Loss& loss) {
+  if (s_->links) return evaluate_links(model, loss);
   Sequential* stages = stages_of(model);
   require(stages != nullptr, "exact evaluation needs a Sequential model");
   LayerwiseOptions options;
@@ -96,8 +98,9 @@ void SampledSource::write_exact_outputs(Model& model, int64_t epoch, const NodeO
   const LayerwiseResult r = layerwise_inference(stages, graph_, world_, normalization_, options);
   NodeClasses classes;
   NodeRowBlock rows;
-  rows.cols = r.kept_width;
-  rows.values = r.kept;
+  // A link task's embeddings are the model's output (what its pairs are scored by).
+  rows.cols = paths.link_task ? r.classes : r.kept_width;
+  rows.values = paths.link_task ? r.logits : r.kept;
   for (int64_t i = 0; i < graph_.count; ++i) {
     const float* z = r.logits.data() + i * r.classes;
     classes.nodes.push_back(graph_.file_id[size_t(i)]);
@@ -109,8 +112,7 @@ void SampledSource::write_exact_outputs(Model& model, int64_t epoch, const NodeO
   if (paths.want_predictions() && !graph_.multi_label)
     output_predictions(world_, paths, graph_.num_nodes, classes, order);
   if (paths.want_embeddings())
-    output_embeddings(world_, paths, graph_.num_nodes, r.kept_width, rows, model.describe(), epoch + 1,
-                      order);
+    output_embeddings(world_, paths, graph_.num_nodes, rows.cols, rows, model.describe(), epoch + 1, order);
 }
 
 }  // namespace tessera

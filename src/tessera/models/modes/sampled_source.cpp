@@ -13,6 +13,7 @@
 #include "tessera/core/timer.hpp"
 #include "tessera/models/modes/minibatch.hpp"
 #include "tessera/models/modes/sampled.hpp"
+#include "tessera/models/modes/sampled_state.hpp"
 #include "tessera/models/nn/metric.hpp"
 #include "tessera/models/training/node_outputs.hpp"
 #include "tessera/prefetch/remote_features.hpp"
@@ -47,96 +48,21 @@ constexpr int kShapeCounters = 3;
 
 }  // namespace
 
-// Everything a step needs from the sampler and the fetch, in plain host memory.
-struct PreparedStep {
-  std::vector<int64_t> seeds, labels;
-  std::vector<int8_t> targets;  // a multi-label graph's seeds' tasks, seeds x num_classes
-  std::vector<SampledBlock> blocks;
-  std::vector<DeviceSampledSteps::Shape> shapes;  // per layer, also where the blocks were built on the device
-  std::vector<HostCsr> forward, transposed;       // per layer
-  std::vector<float> features;                    // blocks[0].src.size() x F
-  FetchStats fetch;
-  bool evicted = false;
-  std::string controller = "none";
-  double sample_s = 0;
-  double gather_s = 0;  // every input row: local copies, cache hits and the fetch (fetch.seconds)
-};
-
-struct SampledSource::State {
-  const PartitionedGraph& g;
-  const ProcessGrid& grid;
-  const Communicator& world;
-  SampledOptions o;
-  Normalization normalization;
-  bool self_blocks;
-  uint64_t seed;
-  EpochSeeds training_seeds;  // used by the thread that builds training steps only
-  Communicator worker;        // the worker thread's traffic
-  std::unique_ptr<NeighborSampler> sampler, eval_sampler;
-  std::unique_ptr<RemoteFeatures> fetch, eval_fetch;
-  std::unique_ptr<FeatureCache> cache;
-  std::unique_ptr<PrefetchController> controller;
-  std::unique_ptr<DeviceSampledSteps> device;  // training steps built in kernels (SamplePlace::Device)
-  // The features of the step before the current one, for the next training step's gather to reuse: a fresh
-  // buffer each step had every page zeroed by the kernel on first touch. The worker thread takes it, so it
-  // is declared before the pipeline, whose destructor waits for the worker.
-  std::mutex spare_mutex;
-  std::vector<float> spare_features;
-  BatchPipeline<PreparedStep> pipeline;
-  std::pair<int64_t, int64_t> requested{-1, -1};
-  int64_t steps = 0, halo_total = 0, fill_bytes = 0;
-  // The step on the device: views over uploaded blocks, features in buffers that grow with headroom.
-  PreparedStep current;
-  GraphBatch views;
-  Matrix<float> x_capacity;
-  Vector<int64_t> labels_capacity;
-  Matrix<int8_t> targets_capacity;
-  Vector<uint8_t> ones_capacity;
-  Batch batch;
-  std::unique_ptr<Metric> train_metric;  // the epoch's training steps, in the loss's metric (observe)
-  Matrix<float> eval_grad;               // the loss's gradient in evaluation, unused; kept between rounds
-  // The counters, then kShapeCounters per graph layer (from the first step on).
-  std::vector<double> epoch_sums = std::vector<double>(kCounters, 0.0);
-  double waited_before = 0, upload_s = 0;
-
-  State(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
-        const SampledOptions& options, Normalization normalization, bool self_blocks, uint64_t seed,
-        bool thread)
-      : g(graph),
-        grid(grid),
-        world(world),
-        o(options),
-        normalization(normalization),
-        self_blocks(self_blocks),
-        seed(seed),
-        training_seeds(graph.train, graph.labels, graph.first, seed),
-        worker(world.dup(false)),
-        pipeline(thread) {}
-
-  PreparedStep prepare(const NeighborSampler& s, const RemoteFeatures& f, const std::vector<int64_t>& seeds,
-                       int64_t epoch, int64_t step, bool training);
-  PreparedStep prepare_training(int64_t epoch, int64_t step);
-  /// A training step built in kernels; the controller sees it as a step without remote rows.
-  const Batch& device_batch(int64_t epoch, int64_t step);
-  void upload(const PreparedStep& p);
-  Matrix<const float> upload_features(const PreparedStep& p, size_t rows, size_t width);
-  /// An evaluation forward on the step's seeds: added to `metric`, and the loss summed over them.
-  LossSum score_on(Model& model, Loss& loss, Metric& metric, const PreparedStep& p, int64_t epoch);
-  /// Where the model's logits sit on this mode's grid.
-  LogitsLayout logits_layout(const Model& model) const;
-};
-
 PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const RemoteFeatures& f,
                                            const std::vector<int64_t>& seeds, int64_t epoch, int64_t step,
                                            bool training) {
   PreparedStep p;
   Stopwatch watch;
   p.seeds = seeds;
-  for (int64_t v : seeds) p.labels.push_back(g.labels[size_t(v - g.first)]);
+  // A link step's seeds include other ranks' nodes: no label (the link loss reads none).
+  for (int64_t v : seeds) p.labels.push_back(g.owns(v) ? g.labels[size_t(v - g.first)] : -1);
   const size_t tasks = g.multi_label ? size_t(g.num_classes) : 0;
   for (int64_t v : seeds)
-    p.targets.insert(p.targets.end(), g.targets.begin() + long(size_t(v - g.first) * tasks),
-                     g.targets.begin() + long(size_t(v - g.first + 1) * tasks));
+    if (g.owns(v))
+      p.targets.insert(p.targets.end(), g.targets.begin() + long(size_t(v - g.first) * tasks),
+                       g.targets.begin() + long(size_t(v - g.first + 1) * tasks));
+    else
+      p.targets.insert(p.targets.end(), tasks, int8_t(-1));
   p.blocks = s.sample(seeds, epoch, step);
   for (const SampledBlock& b : p.blocks) {
     p.shapes.push_back({b.num_dst, int64_t(b.src.size()), int64_t(b.col.size())});
@@ -163,6 +89,7 @@ PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const Remot
 }
 
 PreparedStep SampledSource::State::prepare_training(int64_t epoch, int64_t step) {
+  if (links) return prepare_link(epoch, step);
   return prepare(*sampler, *fetch, training_seeds.seeds(epoch, step, steps), epoch, step, true);
 }
 
@@ -230,6 +157,7 @@ void SampledSource::State::upload(const PreparedStep& p) {
     Kokkos::deep_copy(targets, HostMatrix<const int8_t>(p.targets.data(), seeds, size_t(g.num_classes)));
   }
   batch = Batch{&views, x, labels, Kokkos::subview(ones_capacity, std::make_pair(size_t(0), seeds)), targets};
+  batch.pairs = p.pairs.size() > 0 ? &p.pairs : nullptr;
 }
 
 Matrix<const float> SampledSource::State::upload_features(const PreparedStep& p, size_t rows, size_t width) {
@@ -351,6 +279,7 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
               "MPI_THREAD_MULTIPLE; this MPI library provides only level " +
                   std::to_string(provided) + ". Rerun with `prefetch-thread` off");
   s_ = std::make_unique<State>(graph, grid, world, o, normalization, self_blocks, seed, thread);
+  s_->epoch_sums.assign(kCounters, 0.0);
   thread_ = thread;
   if (on_device)
     s_->device = std::make_unique<DeviceSampledSteps>(graph, o.fanouts, seed, normalization, self_blocks);
@@ -384,11 +313,11 @@ std::string SampledSource::describe() const {
   const SampledOptions& o = s_->o;
   char line[512];
   std::snprintf(line, sizeof(line),
-                "%lld steps per epoch, %lld seeds per rank; halo %lld rows over all ranks; prefetch %s, "
+                "%lld steps per epoch, %lld %s per rank; halo %lld rows over all ranks; prefetch %s, "
                 "cache %.0f%% of "
                 "the halo (initial fill %lld B); worker thread %s (%s)",
-                (long long)steps_, (long long)o.batch_size, (long long)s_->halo_total,
-                prefetch_policy_name(o.prefetch.policy),
+                (long long)steps_, (long long)o.batch_size, s_->links ? "pairs" : "seeds",
+                (long long)s_->halo_total, prefetch_policy_name(o.prefetch.policy),
                 o.prefetch.policy == PrefetchPolicy::None ? 0.0 : 100 * o.prefetch.fraction,
                 (long long)s_->fill_bytes, thread_ ? "on" : "off", thread_reason_.c_str());
   return line;
@@ -426,6 +355,7 @@ double SampledSource::loss_weight(int64_t count) {
 
 void SampledSource::observe(const Matrix<const float>& logits, const Batch& batch, const LogitsLayout& layout,
                             const Loss& loss) {
+  if (s_->links) return;  // a link task's training score is its evaluation's (score_splits)
   if (!s_->train_metric) s_->train_metric = loss.metric();
   s_->train_metric->add(LossInput{layout, logits, batch.labels, batch.mask, batch.targets});
 }
@@ -515,6 +445,7 @@ EpochWork SampledSource::epoch_work() const {
 }
 
 Accuracy SampledSource::evaluate(Model& model, Loss& loss, int64_t epoch) {
+  if (s_->links) return evaluate_links(model, loss);
   Accuracy a = !s_->o.exact_eval || !exact_fits(model) ? evaluate_sampled(model, loss, epoch)
                                                        : evaluate_exact(model, loss);
   // "Train" is the epoch's training steps' own score, with dropout, in either case.
@@ -556,7 +487,7 @@ Accuracy SampledSource::evaluate_sampled(Model& model, Loss& loss, int64_t epoch
 }
 
 void SampledSource::write_outputs(Model& model, int64_t epoch, const NodeOutputPaths& paths) {
-  if (s_->o.exact_final && exact_fits(model))
+  if ((s_->o.exact_final || s_->links) && exact_fits(model))
     write_exact_outputs(model, epoch, paths);
   else
     write_sampled_outputs(model, epoch, paths);
@@ -566,7 +497,8 @@ void SampledSource::write_sampled_outputs(Model& model, int64_t epoch, const Nod
   State& s = *s_;
   NodeClasses classes;
   NodeRowBlock rows;
-  const ActivationLayout& at = model.embeddings_layout();
+  // A link task's embeddings are the model's output (what its pairs are scored by).
+  const ActivationLayout& at = paths.link_task ? model.output_layout() : model.embeddings_layout();
   rows.cols = at.local_cols;
   const int64_t batch = s.o.batch_size;
   const int64_t rounds =
@@ -585,7 +517,8 @@ void SampledSource::write_sampled_outputs(Model& model, int64_t epoch, const Nod
     const LogitsLayout layout{&s.grid.axis(out.rows_axis), &s.grid.axis(out.cols_axis), out.col_begin,
                               out.width};
     const auto pred = Kokkos::create_mirror_view_and_copy(HostSpace(), argmax_3d(layout, logits));
-    const auto x = Kokkos::create_mirror_view_and_copy(HostSpace(), model.embeddings());
+    const auto x =
+        Kokkos::create_mirror_view_and_copy(HostSpace(), paths.link_task ? logits : model.embeddings());
     for (size_t i = 0; i < chunk.size(); ++i) {
       const int64_t file_id = graph_.file_id[size_t(chunk[i] - graph_.first)];
       classes.nodes.push_back(file_id);

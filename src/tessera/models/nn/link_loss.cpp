@@ -164,7 +164,44 @@ void append(NodePairs& to, const NodePairs& from) {
   to.target.insert(to.target.end(), from.target.begin(), from.target.end());
 }
 
+// The loss of pairs the batch names as rows of this rank's logits (every row of the replica here).
+LossSum row_pairs_loss(const LossInput& in, const RowPairs& pairs, const Matrix<float>& grad) {
+  require(in.layout.rows->size() == 1, "link loss: pairs named as rows need every row on the rank");
+  const auto logits = Kokkos::create_mirror_view_and_copy(HostSpace(), in.logits);
+  const int64_t cols = in.real_columns(), rows = int64_t(logits.extent(0));
+  std::vector<double> scores(size_t(pairs.size()), 0.0);
+  for (int64_t e = 0; e < pairs.size(); ++e) {
+    const int64_t u = pairs.source[size_t(e)], v = pairs.target[size_t(e)];
+    require(u >= 0 && u < rows && v >= 0 && v < rows, "link loss: pair ", e, " names a row outside [0, ",
+            rows, ")");
+    for (int64_t j = 0; j < cols; ++j) scores[size_t(e)] += double(logits(u, j)) * double(logits(v, j));
+  }
+  if (in.layout.classes->size() > 1)
+    all_reduce(*in.layout.classes, scores.data(), pairs.size(), ReduceOp::Sum, "link scores");
+  const auto host_grad = Kokkos::create_mirror_view(HostSpace(), grad);
+  Kokkos::deep_copy(host_grad, 0.0f);
+  double sum = 0;
+  for (int64_t e = 0; e < pairs.size(); ++e) {
+    const double y = pairs.label[size_t(e)], s = scores[size_t(e)];
+    sum += binary_cross_entropy(s, y);
+    const double d = 1.0 / (1.0 + std::exp(-s)) - y;
+    const int64_t u = pairs.source[size_t(e)], v = pairs.target[size_t(e)];
+    for (int64_t j = 0; j < cols; ++j) {
+      host_grad(u, j) += float(d * double(logits(v, j)));
+      host_grad(v, j) += float(d * double(logits(u, j)));
+    }
+  }
+  Kokkos::deep_copy(grad, host_grad);
+  return {sum, pairs.size()};
+}
+
 }  // namespace
+
+int64_t link_negative_target(uint64_t seed, int64_t key, int64_t pair, int64_t negatives, int64_t d,
+                             int64_t num_nodes) {
+  const CounterRng rng(seed, streams::kLinkNegatives);
+  return int64_t(rng.below(uint64_t(key), uint64_t(pair * negatives + d), uint64_t(num_nodes)));
+}
 
 std::vector<double> score_node_pairs(const LossInput& in, const NodePairs& pairs) {
   const HostBlock block = host_block(in);
@@ -243,6 +280,7 @@ std::vector<int64_t> LinkLoss::step_pairs(int64_t key) {
 }
 
 LossSum LinkLoss::sum_and_gradient(const LossInput& in, const Matrix<float>& grad) {
+  if (in.pairs != nullptr) return row_pairs_loss(in, *in.pairs, grad);
   const int64_t k = options_.negatives;
   const std::vector<int64_t> chosen = step_pairs(in.step_key);
   NodePairs positives;
@@ -250,12 +288,11 @@ LossSum LinkLoss::sum_and_gradient(const LossInput& in, const Matrix<float>& gra
     positives.source.push_back(task_->train.source[size_t(i)]),
         positives.target.push_back(task_->train.target[size_t(i)]);
   NodePairs pairs = positives;
-  const CounterRng rng(options_.seed, streams::kLinkNegatives);
   for (size_t p = 0; p < chosen.size(); ++p)
     for (int64_t d = 0; d < k; ++d) {
       pairs.source.push_back(positives.source[p]);
       pairs.target.push_back(
-          int64_t(rng.below(uint64_t(in.step_key), uint64_t(chosen[p] * k + d), uint64_t(task_->num_nodes))));
+          link_negative_target(options_.seed, in.step_key, chosen[p], k, d, task_->num_nodes));
     }
   const HostBlock block = host_block(in);
   const GatheredRows g = gather_rows(in, block, endpoints(pairs));

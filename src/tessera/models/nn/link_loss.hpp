@@ -58,6 +58,11 @@ LinkTask read_link_task(const GraphFileReader& reader, const Communicator& comm,
 /// gets every score.
 std::vector<double> score_node_pairs(const LossInput& every_node, const NodePairs& pairs);
 
+/// The `d`-th of `negatives` targets drawn for training pair `pair` in the step keyed `key`: uniform over
+/// [0, num_nodes), a function of (seed, key, pair, d) only, so that every grid and mode draws the same.
+int64_t link_negative_target(uint64_t seed, int64_t key, int64_t pair, int64_t negatives, int64_t d,
+                             int64_t num_nodes);
+
 /// How a LinkLoss trains and scores.
 struct LinkLossOptions {
   uint64_t seed = 0;      ///< keys the negatives drawn each step
@@ -75,9 +80,10 @@ struct LinkLossOptions {
 /// (label 1) and `negatives` pairs (u, w) with w drawn uniformly over the nodes are negatives (label 0),
 /// keyed by (seed, the step's key, pair), so that every grid draws the same (w is not checked against the
 /// graph's edges: on a sparse graph a drawn edge is rare). The loss is the sum over those pairs of
-/// log(1 + e^s) - y s, counted per pair. Rows a step needs live on other ranks: they are gathered over the
-/// rows' axis (their local columns, 4 bytes each, recorded in the communication statistics as "link
-/// gather"); every rank of that axis scores every pair.
+/// log(1 + e^s) - y s, counted per pair. Where the batch names the step's pairs as rows (LossInput::pairs,
+/// sampled training: one replica per rank, its rows whole) those are scored instead. Rows a step needs live
+/// on other ranks: they are gathered over the rows' axis (their local columns, 4 bytes each, recorded in the
+/// communication statistics as "link gather"); every rank of that axis scores every pair.
 class LinkLoss final : public Loss {
  public:
   /// A loss over `task`; throws Error where `options` asks what the task cannot give (a metric its splits

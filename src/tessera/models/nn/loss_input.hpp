@@ -5,10 +5,21 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tessera/parallel3d/loss3d.hpp"
 
 namespace tessera {
+
+/// A step's node pairs as rows of its logits, where the batch source chose them (sampled link training):
+/// pair i scores rows source[i] and target[i], label[i] 1 for an edge and 0 for a negative.
+struct RowPairs {
+  std::vector<int64_t> source;  ///< the first row of each pair
+  std::vector<int64_t> target;  ///< the second row
+  std::vector<uint8_t> label;   ///< 1: an edge; 0: a negative
+  /// Pairs held.
+  int64_t size() const { return int64_t(source.size()); }
+};
 
 /// What a loss or metric sees of one batch on this rank.
 struct LossInput {
@@ -24,6 +35,8 @@ struct LossInput {
   Vector<const int64_t> nodes{};
   /// Keys the step's random draws (the step's pass key; 0 in evaluation).
   int64_t step_key = 0;
+  /// The step's node pairs where the batch source chose them (null: the loss draws its own).
+  const RowPairs* pairs = nullptr;
   /// Local columns that are real classes: columns [0, real_columns()) of the block; the rest are padding.
   int64_t real_columns() const;
 };

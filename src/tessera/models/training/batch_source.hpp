@@ -42,8 +42,9 @@ struct Batch {
   Matrix<const float> input;          ///< the input block (its rows: graph->input)
   Vector<const int64_t> labels;       ///< the label of each logits row (-1: unlabeled or padding)
   Vector<const uint8_t> mask;         ///< the logits rows the loss covers
-  Matrix<const int8_t> targets;  ///< multi-label tasks of each logits row (LossInput::targets); else empty
-  Vector<const int64_t> nodes{};  ///< the node of each logits row (LossInput::nodes); empty where not given
+  Matrix<const int8_t> targets;     ///< multi-label tasks of each logits row (LossInput::targets); else empty
+  Vector<const int64_t> nodes{};    ///< the node of each logits row (LossInput::nodes); empty where not given
+  const RowPairs* pairs = nullptr;  ///< the step's node pairs (LossInput::pairs); null where not chosen
 };
 
 /// Scores of one evaluation, in the metric of the Trainer's loss (Loss::metric: accuracy by default).

@@ -210,9 +210,8 @@ StepForward Trainer::forward_and_loss(const Batch& b, const StepInfo& at, EpochR
   const LogitsLayout layout = logits_layout();
   // Timed on the stream: a wall clock here would also count the forward kernels still queued before it.
   time_phase(loss_timer_, "loss", [&] {
-    const LossSum s =
-        loss_->sum_and_gradient(
-        LossInput{layout, f.logits, b.labels, b.mask, b.targets, b.nodes, at.pass.epoch}, f.grad);
+    const LossSum s = loss_->sum_and_gradient(
+        LossInput{layout, f.logits, b.labels, b.mask, b.targets, b.nodes, at.pass.epoch, b.pairs}, f.grad);
     const double weight = source_.loss_weight(s.count);
     if (weight != 1.0) axpby<float>(float(weight), f.grad, 0.0f, f.grad);  // in place: the path choice
     f.loss = weight * s.sum;
