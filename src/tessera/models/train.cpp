@@ -2,6 +2,7 @@
 #include "tessera/models/train.hpp"
 
 #include "tessera/models/grid_choice.hpp"
+#include "tessera/models/link_task.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -285,18 +286,6 @@ const char* carrier_name(const ProcessGrid& grid) {
   return grid.uses_nccl() ? "nccl" : mpi_host_staging() ? "mpi on host copies" : "mpi";
 }
 
-// A link task's pairs and loss, read and checked before the graph's load.
-std::unique_ptr<LinkLoss> link_loss_of(const TrainOptions& o, const GraphFileReader& reader,
-                                       const Communicator& world) {
-  auto task = std::make_shared<const LinkTask>(read_link_task(reader, world));
-  std::unique_ptr<LinkLoss> loss;
-  world.run_agreed([&] {
-    loss = std::make_unique<LinkLoss>(
-        task, LinkLossOptions{o.model.seed, o.task.link_negatives, o.task.metric, o.task.link_batch});
-  });
-  return loss;
-}
-
 TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& context) {
   Stopwatch load_watch;
   const GraphFileReader reader(world, o.data);
@@ -358,15 +347,6 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
   return result;
 }
 
-// Every node id of a link task, for the partition's renumbering.
-std::vector<std::vector<int64_t>*> link_task_ids(LinkTask& task) {
-  std::vector<std::vector<int64_t>*> ids = {&task.train.source, &task.train.target};
-  for (LinkEvaluationSplit* s : {&task.valid, &task.test})
-    ids.insert(ids.end(), {&s->positives.source, &s->positives.target, &s->shared_negatives.source,
-                           &s->shared_negatives.target, &s->negative_targets});
-  return ids;
-}
-
 TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunContext& context) {
   Stopwatch load_watch;
   if (!o.sampled.partition_file.empty())
@@ -417,11 +397,6 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunCon
 }
 
 }  // namespace
-
-bool is_link_task(const TrainOptions& o, const GraphMeta& meta) {
-  if (o.task.kind == TaskKind::Auto) return meta.link_splits && meta.num_classes == 0;
-  return o.task.kind == TaskKind::Link;
-}
 
 ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool recompute_aggregation,
                          int64_t exchange_budget) {
@@ -531,23 +506,6 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
 namespace {
 
 // The graph's task against what the options ask of it, on every rank before the load.
-// A link task's node embeddings: `embedding-dim`, or the hidden width.
-int64_t embedding_width(const TrainOptions& o) {
-  return o.task.embedding_dim > 0 ? o.task.embedding_dim : o.model.hidden;
-}
-
-void check_link_task(const TrainOptions& o, const GraphMeta& meta) {
-  require(meta.link_splits, "`task` link: ", o.data, " has no link splits (/link; tessera.convert ",
-          "--link-split makes them)");
-  require(o.mode != TrainMode::Minibatch, "`task` link trains in `mode` full or sampled (mini-batch link ",
-          "training is not built yet)");
-  require(o.mode == TrainMode::Full || o.task.link_batch == 0, "`link-batch` is for `mode` full; ",
-          "`mode` sampled steps through `batch-size` pairs per rank");
-  require(o.task.positive_weight.empty(),
-          "`pos-weight` weighs a multi-label graph's labels, not a link task");
-  require(o.outputs.predictions.empty(), "`save-predictions` writes a class per node; a link task has none");
-}
-
 void check_task(const TrainOptions& o, const GraphMeta& meta, const Communicator& world) {
   world.run_agreed([&] {
     if (is_link_task(o, meta)) return check_link_task(o, meta);
