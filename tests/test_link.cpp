@@ -290,6 +290,55 @@ TEST(LinkLoss, FullGraphEpochIsTheSameOnEveryGrid) {
   }
 }
 
+// Pairs the batch names as rows (the sampled mode's steps): the loss and gradient against the reference, on
+// every grid whose rows axis is one rank (columns split over the others; padding rows unnamed).
+TEST(LinkLoss, PairsNamedAsRowsEqualTheReference) {
+  const Communicator world = Communicator::world();
+  const int64_t n = 13, width = 5;
+  const Embeddings h = random_embeddings(n, width, 21);
+  std::mt19937_64 gen(4);
+  const NodePairs named = random_pairs(30, n, gen);
+  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+    const ProcessGrid grid(world, shape);
+    if (grid.axis(Axis::X).size() > 1) continue;
+    SCOPED_TRACE(shape.str());
+    const Block b = block_of(h, grid);  // every row here, in a shuffled order
+    std::vector<int64_t> row_of(static_cast<size_t>(n));
+    for (size_t i = 0; i < b.nodes.size(); ++i)
+      if (b.nodes[i] >= 0) row_of[size_t(b.nodes[i])] = int64_t(i);
+    RowPairs pairs;
+    double loss = 0;
+    Embeddings grad(size_t(n), std::vector<double>(size_t(width), 0.0));
+    for (int64_t e = 0; e < named.size(); ++e) {
+      const int64_t u = named.source[size_t(e)], v = named.target[size_t(e)];
+      const double y = e % 3 == 0 ? 1 : 0, s = dot(h, u, v), d = 1 / (1 + std::exp(-s)) - y;
+      pairs.source.push_back(row_of[size_t(u)]), pairs.target.push_back(row_of[size_t(v)]);
+      pairs.label.push_back(uint8_t(y));
+      loss += bce(s, y);
+      for (int64_t j = 0; j < width; ++j)
+        grad[size_t(u)][size_t(j)] += d * h[size_t(v)][size_t(j)],
+            grad[size_t(v)][size_t(j)] += d * h[size_t(u)][size_t(j)];
+    }
+    const LogitsLayout layout{&grid.axis(Axis::X), &grid.axis(Axis::Y), b.col_begin, width};
+    LossInput in{layout, b.logits, {}, {}, {}};
+    in.pairs = &pairs;
+    LinkLoss link(random_task(n, 1), LinkLossOptions{});
+    const Matrix<float> g("grad", b.logits.extent(0), b.logits.extent(1));
+    const LossSum s = link.sum_and_gradient(in, g);
+    EXPECT_EQ(s.count, 30);
+    EXPECT_NEAR(s.sum, loss, 1e-9 * loss);
+    const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), g);
+    double worst = 0;
+    for (size_t i = 0; i < b.nodes.size(); ++i)
+      for (int64_t j = 0; j < int64_t(host.extent(1)); ++j) {
+        const int64_t col = b.col_begin + j;
+        const double want = b.nodes[i] >= 0 && col < width ? grad[size_t(b.nodes[i])][size_t(col)] : 0.0;
+        worst = std::max(worst, std::abs(double(host(i, size_t(j))) - want));
+      }
+    EXPECT_LT(worst, 1e-5);
+  }
+}
+
 // A graph whose link splits cannot train or be scored is refused on every rank, naming the file.
 TEST(LinkLoss, RefusesSplitsItCannotUse) {
   const Communicator world = Communicator::world();
