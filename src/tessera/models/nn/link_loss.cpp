@@ -178,8 +178,8 @@ LossSum row_pairs_loss(const LossInput& in, const RowPairs& pairs, const Matrix<
   }
   if (in.layout.classes->size() > 1)
     all_reduce(*in.layout.classes, scores.data(), pairs.size(), ReduceOp::Sum, "link scores");
-  const auto host_grad = Kokkos::create_mirror_view(HostSpace(), grad);
-  Kokkos::deep_copy(host_grad, 0.0f);
+  // Summed in double, as the gathered path sums (a hub's row collects many pairs' terms).
+  std::vector<double> d_rows(size_t(rows * cols), 0.0);
   double sum = 0;
   for (int64_t e = 0; e < pairs.size(); ++e) {
     const double y = pairs.label[size_t(e)], s = scores[size_t(e)];
@@ -187,10 +187,14 @@ LossSum row_pairs_loss(const LossInput& in, const RowPairs& pairs, const Matrix<
     const double d = 1.0 / (1.0 + std::exp(-s)) - y;
     const int64_t u = pairs.source[size_t(e)], v = pairs.target[size_t(e)];
     for (int64_t j = 0; j < cols; ++j) {
-      host_grad(u, j) += float(d * double(logits(v, j)));
-      host_grad(v, j) += float(d * double(logits(u, j)));
+      d_rows[size_t(u * cols + j)] += d * double(logits(v, j));
+      d_rows[size_t(v * cols + j)] += d * double(logits(u, j));
     }
   }
+  const auto host_grad = Kokkos::create_mirror_view(HostSpace(), grad);
+  Kokkos::deep_copy(host_grad, 0.0f);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) host_grad(i, j) = float(d_rows[size_t(i * cols + j)]);
   Kokkos::deep_copy(grad, host_grad);
   return {sum, pairs.size()};
 }
