@@ -8,17 +8,18 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "tessera/graph/fingerprint.hpp"
 #include "tessera/models/nn/link_loss.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/models/training/checkpoint_lock.hpp"
 
 namespace tessera {
 
+struct GraphIdentity;  // graph/fingerprint.hpp (not included: it pulls in <hdf5.h>)
+
 /// What run_training learned of the graph before the load: its identity, for checkpoints and the split
 /// check, and what the run adds to the loop.
 struct RunContext {
-  GraphIdentity graph;
+  std::shared_ptr<const GraphIdentity> graph;       // the graph's identity, read once
   bool link = false;                                // a link task (TaskKind resolved)
   nlohmann::json run;                               // the run identity a checkpoint stores
   bool best_is_last = false;                        // no validation nodes

@@ -12,6 +12,7 @@
 #include "tessera/core/memory.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/timer.hpp"
+#include "tessera/graph/fingerprint.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/normalize.hpp"
 #include "tessera/graph/partition.hpp"
@@ -40,7 +41,7 @@ nlohmann::json metrics_header(const TrainOptions& o, const Communicator& world, 
                               const RunContext& context) {
   char host[256] = "";
   gethostname(host, sizeof(host) - 1);
-  const GraphMeta& g = context.graph.meta;
+  const GraphMeta& g = context.graph->meta;
   nlohmann::json j = {{"grid", model.grid().shape().str()},
                       {"ranks", world.size()},
                       {"threads", thread_choice().threads},
@@ -89,9 +90,9 @@ TrainResult train_with(Model& model, BatchSource& source, const TrainOptions& o,
   Trainer trainer(model, source, world, loop);
   if (context.link_loss)
     trainer.set_loss(std::move(context.link_loss));
-  else if (context.graph.meta.multi_label)
+  else if (context.graph->meta.multi_label)
     trainer.set_loss(std::make_unique<MultiLabelBinaryCrossEntropy>(
-        task_weights(o.task, context.graph.meta.num_classes), o.task.metric));
+        task_weights(o.task, context.graph->meta.num_classes), o.task.metric));
   if (!o.schedule.constant()) {
     trainer.set_schedule(make_schedule(o.schedule, o.trainer.optimizer.lr));
     if (!o.outputs.quiet) {
@@ -241,8 +242,8 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
 TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunContext& context) {
   Stopwatch load_watch;
   if (!o.sampled.partition_file.empty())
-    check_partition_file(world, o.sampled.partition_file, context.graph.meta.num_nodes,
-                         context.graph.fingerprint);
+    check_partition_file(world, o.sampled.partition_file, context.graph->meta.num_nodes,
+                         context.graph->fingerprint);
   const std::string partition = !o.sampled.partition.empty()
                                     ? o.sampled.partition
                                     : default_partition(world, o.data, o.sampled.partition_file);

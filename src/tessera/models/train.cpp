@@ -243,11 +243,11 @@ void check_task(const TrainOptions& o, const GraphMeta& meta, const Communicator
 // Before the load: the graph's identity, and what an empty validation split means for the run.
 RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
   RunContext context;
-  context.graph = graph_identity(world, o.data);
-  check_task(o, context.graph.meta, world);
-  context.link = is_link_task(o, context.graph.meta);
-  const auto valid = context.graph.splits.find("valid");
-  bool has_valid = valid != context.graph.splits.end() && valid->second > 0;
+  context.graph = std::make_shared<const GraphIdentity>(graph_identity(world, o.data));
+  check_task(o, context.graph->meta, world);
+  context.link = is_link_task(o, context.graph->meta);
+  const auto valid = context.graph->splits.find("valid");
+  bool has_valid = valid != context.graph->splits.end() && valid->second > 0;
   if (context.link) {
     const GraphFileReader reader(world, o.data);
     const std::vector<LinkSplitInfo>& splits = reader.link_splits();
@@ -255,7 +255,7 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
                             [](const LinkSplitInfo& s) { return s.name == "valid" && s.edges > 0; });
   }
   world.check(has_valid || o.patience == 0, o.data + ": no validation nodes (split 'valid' is " +
-                                                (valid == context.graph.splits.end() ? "missing" : "empty") +
+                                                (valid == context.graph->splits.end() ? "missing" : "empty") +
                                                 "), so `patience` cannot work; train with `patience` 0");
   context.run = run_identity(o, world.size());
   if (context.link)
@@ -263,9 +263,9 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
                         {"embedding_dim", embedding_width(o)},
                         {"link_negatives", o.task.link_negatives},
                         {"link_batch", o.task.link_batch}});
-  context.run["graph_fingerprint"] = context.graph.fingerprint;
-  context.run["graph_nodes"] = context.graph.meta.num_nodes;
-  context.run["graph_edges"] = context.graph.meta.num_edges;
+  context.run["graph_fingerprint"] = context.graph->fingerprint;
+  context.run["graph_nodes"] = context.graph->meta.num_nodes;
+  context.run["graph_edges"] = context.graph->meta.num_edges;
   // Refused before the load; with --resume-force the checkpointer lists the differences as it resumes.
   if (o.checkpoint.resume && !o.checkpoint.accept_run_differences)
     check_checkpoint_run(Checkpointer::path_in(o.checkpoint.dir), context.run, world);
