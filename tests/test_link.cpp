@@ -125,6 +125,20 @@ Block block_of(const Embeddings& h, const ProcessGrid& grid) {
   return b;
 }
 
+// The largest difference between a block's gradient `g` and the reference's rows (zero where padding).
+double gradient_error(const Block& b, const Matrix<float>& g, const Embeddings& grad) {
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), g);
+  const int64_t width = int64_t(grad[0].size());
+  double worst = 0;
+  for (size_t i = 0; i < b.nodes.size(); ++i)
+    for (int64_t j = 0; j < int64_t(host.extent(1)); ++j) {
+      const int64_t col = b.col_begin + j;
+      const double want = b.nodes[i] >= 0 && col < width ? grad[size_t(b.nodes[i])][size_t(col)] : 0.0;
+      worst = std::max(worst, std::abs(double(host(i, size_t(j))) - want));
+    }
+  return worst;
+}
+
 Embeddings random_embeddings(int64_t n, int64_t width, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> normal(0, 0.6);
@@ -177,15 +191,7 @@ TEST(LinkLoss, LossGradientAndScoresEqualTheReferenceOnEveryGrid) {
       const LossSum s = link.sum_and_gradient(in, g);
       EXPECT_EQ(s.count, pairs.size());
       EXPECT_NEAR(s.sum, loss, 1e-9 * loss);
-      const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), g);
-      double worst = 0;
-      for (size_t i = 0; i < b.nodes.size(); ++i)
-        for (int64_t j = 0; j < int64_t(host.extent(1)); ++j) {
-          const int64_t col = b.col_begin + j;
-          const double want = b.nodes[i] >= 0 && col < width ? grad[size_t(b.nodes[i])][size_t(col)] : 0.0;
-          worst = std::max(worst, std::abs(double(host(i, size_t(j))) - want));
-        }
-      EXPECT_LT(worst, 1e-5);
+      EXPECT_LT(gradient_error(b, g, grad), 1e-5);
       // Scores: mrr by default (the splits give per-pair negatives), and each metric asked for.
       const SplitScores auto_scores = *link.score_splits(in);
       EXPECT_EQ(auto_scores.metric, "mrr");
@@ -327,15 +333,7 @@ TEST(LinkLoss, PairsNamedAsRowsEqualTheReference) {
     const LossSum s = link.sum_and_gradient(in, g);
     EXPECT_EQ(s.count, 30);
     EXPECT_NEAR(s.sum, loss, 1e-9 * loss);
-    const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), g);
-    double worst = 0;
-    for (size_t i = 0; i < b.nodes.size(); ++i)
-      for (int64_t j = 0; j < int64_t(host.extent(1)); ++j) {
-        const int64_t col = b.col_begin + j;
-        const double want = b.nodes[i] >= 0 && col < width ? grad[size_t(b.nodes[i])][size_t(col)] : 0.0;
-        worst = std::max(worst, std::abs(double(host(i, size_t(j))) - want));
-      }
-    EXPECT_LT(worst, 1e-5);
+    EXPECT_LT(gradient_error(b, g, grad), 1e-5);
   }
 }
 

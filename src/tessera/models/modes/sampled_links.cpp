@@ -8,11 +8,9 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
-#include "tessera/core/random.hpp"
 #include "tessera/models/modes/layerwise.hpp"
 #include "tessera/models/modes/sampled.hpp"
 #include "tessera/models/modes/sampled_state.hpp"
-#include "tessera/models/nn/random_streams.hpp"
 
 namespace tessera {
 
@@ -38,15 +36,7 @@ void SampledSource::train_links(std::shared_ptr<const LinkTask> task, int64_t ne
 
 PreparedStep SampledSource::State::prepare_link(int64_t epoch, int64_t step) {
   if (pairs_epoch != epoch) {  // the epoch's shuffle of this rank's pairs
-    const CounterRng rng(seed, streams::kLinkOrder);
-    std::vector<std::pair<uint64_t, int64_t>> keyed;
-    for (int64_t i : own_pairs) {
-      const Philox4x32Block b = rng.bits(uint64_t(epoch), uint64_t(i));
-      keyed.emplace_back(uint64_t(b.v[0]) << 32 | b.v[1], i);
-    }
-    std::sort(keyed.begin(), keyed.end());
-    pairs_order.clear();
-    for (const auto& entry : keyed) pairs_order.push_back(entry.second);
+    pairs_order = shuffled_pairs(seed, epoch, own_pairs);
     pairs_epoch = epoch;
   }
   const int64_t n = int64_t(pairs_order.size());

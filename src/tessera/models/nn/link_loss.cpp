@@ -201,6 +201,19 @@ LossSum row_pairs_loss(const LossInput& in, const RowPairs& pairs, const Matrix<
 
 }  // namespace
 
+std::vector<int64_t> shuffled_pairs(uint64_t seed, int64_t epoch, const std::vector<int64_t>& pairs) {
+  const CounterRng rng(seed, streams::kLinkOrder);
+  std::vector<std::pair<uint64_t, int64_t>> keyed;
+  for (int64_t i : pairs) {
+    const Philox4x32Block b = rng.bits(uint64_t(epoch), uint64_t(i));
+    keyed.emplace_back(uint64_t(b.v[0]) << 32 | b.v[1], i);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<int64_t> order;
+  for (const auto& entry : keyed) order.push_back(entry.second);
+  return order;
+}
+
 int64_t link_negative_target(uint64_t seed, int64_t key, int64_t pair, int64_t negatives, int64_t d,
                              int64_t num_nodes) {
   const CounterRng rng(seed, streams::kLinkNegatives);
@@ -267,16 +280,10 @@ std::vector<int64_t> LinkLoss::step_pairs(int64_t key) {
     for (int64_t i = 0; i < n; ++i) mine.push_back(i);
     return mine;
   }
-  if (order_epoch_ != epoch) {  // the epoch's shuffle: the pairs sorted by a random key each
-    const CounterRng rng(options_.seed, streams::kLinkOrder);
-    std::vector<std::pair<uint64_t, int64_t>> keyed;
-    for (int64_t i = 0; i < n; ++i) {
-      const Philox4x32Block b = rng.bits(uint64_t(epoch), uint64_t(i));
-      keyed.emplace_back(uint64_t(b.v[0]) << 32 | b.v[1], i);
-    }
-    std::sort(keyed.begin(), keyed.end());
-    order_.clear();
-    for (const auto& [random, i] : keyed) order_.push_back(i);
+  if (order_epoch_ != epoch) {
+    std::vector<int64_t> every(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) every[size_t(i)] = i;
+    order_ = shuffled_pairs(options_.seed, epoch, every);
     order_epoch_ = epoch;
   }
   const int64_t first = step * options_.batch, last = std::min(n, first + options_.batch);

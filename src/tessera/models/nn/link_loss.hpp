@@ -63,6 +63,10 @@ std::vector<double> score_node_pairs(const LossInput& every_node, const NodePair
 int64_t link_negative_target(uint64_t seed, int64_t key, int64_t pair, int64_t negatives, int64_t d,
                              int64_t num_nodes);
 
+/// `pairs` (indices of training pairs) in epoch `epoch`'s order: sorted by a random key of (seed, epoch,
+/// pair), the same order whichever rank or mode shuffles them.
+std::vector<int64_t> shuffled_pairs(uint64_t seed, int64_t epoch, const std::vector<int64_t>& pairs);
+
 /// How a LinkLoss trains and scores.
 struct LinkLossOptions {
   uint64_t seed = 0;      ///< keys the negatives drawn each step
