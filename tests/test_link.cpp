@@ -13,44 +13,17 @@
 
 #include "support/fixtures.hpp"
 #include "support/link_files.hpp"
+#include "support/link_reference.hpp"
 #include "tessera/graph/hdf5_io.hpp"
 #include "tessera/models/nn/random_streams.hpp"
 
 namespace tessera {
 namespace {
 
-using Embeddings = std::vector<std::vector<double>>;  // node x column
-
-NodePairs random_pairs(int64_t count, int64_t n, std::mt19937_64& gen) {
-  NodePairs p;
-  for (int64_t i = 0; i < count; ++i)
-    p.source.push_back(int64_t(gen() % uint64_t(n))), p.target.push_back(int64_t(gen() % uint64_t(n)));
-  return p;
-}
-
-// A task on `n` nodes: training pairs, and splits with shared and per-pair negatives.
-std::shared_ptr<LinkTask> random_task(int64_t n, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  auto task = std::make_shared<LinkTask>();
-  task->num_nodes = n;
-  task->train = random_pairs(23, n, gen);
-  for (LinkEvaluationSplit* s : {&task->valid, &task->test}) {
-    s->positives = random_pairs(s == &task->valid ? 9 : 12, n, gen);
-    s->shared_negatives = random_pairs(s == &task->valid ? 25 : 31, n, gen);
-    s->negatives_per_edge = 4;
-    s->negative_targets = random_pairs(4 * s->positives.size(), n, gen).target;
-  }
-  return task;
-}
-
 double dot(const Embeddings& h, int64_t u, int64_t v) {
   double s = 0;
   for (size_t j = 0; j < h[size_t(u)].size(); ++j) s += h[size_t(u)][j] * h[size_t(v)][j];
   return s;
-}
-
-double bce(double s, double y) {
-  return std::log(1 + std::exp(s)) - y * s;
 }
 
 // The ROC area by its definition, ties half.
@@ -69,17 +42,6 @@ double hits(const std::vector<double>& pos, std::vector<double> neg, size_t k) {
          double(pos.size());
 }
 
-double mrr(const std::vector<double>& pos, const std::vector<double>& own, size_t per) {
-  double sum = 0;
-  for (size_t e = 0; e < pos.size(); ++e) {
-    double rank = 1;
-    for (size_t j = 0; j < per; ++j)
-      rank += own[e * per + j] > pos[e] ? 1.0 : own[e * per + j] == pos[e] ? 0.5 : 0;
-    sum += 1 / rank;
-  }
-  return sum / double(pos.size());
-}
-
 struct SplitReference {
   std::vector<double> pos, shared, own;
 };
@@ -94,58 +56,6 @@ SplitReference reference_split(const Embeddings& h, const LinkEvaluationSplit& s
   for (int64_t e = 0; e < s.shared_negatives.size(); ++e)
     r.shared.push_back(dot(h, s.shared_negatives.source[size_t(e)], s.shared_negatives.target[size_t(e)]));
   return r;
-}
-
-// This rank's block of `h` on `grid`: rows over X in a shuffled order (two padding rows), columns over Y
-// (padded to a multiple of its extent).
-struct Block {
-  std::vector<int64_t> nodes;
-  Matrix<float> logits;
-  int64_t col_begin = 0;
-};
-Block block_of(const Embeddings& h, const ProcessGrid& grid) {
-  const int64_t n = int64_t(h.size()), width = int64_t(h[0].size());
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t v = 0; v < n; ++v) order[size_t(v)] = v;
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
-  const int xs = grid.axis(Axis::X).size(), x = grid.axis(Axis::X).rank();
-  const int ys = grid.axis(Axis::Y).size(), y = grid.axis(Axis::Y).rank();
-  const int64_t cols = (width + ys - 1) / ys;
-  Block b;
-  for (int64_t i = x; i < n; i += xs) b.nodes.push_back(order[size_t(i)]);
-  b.nodes.push_back(-1), b.nodes.push_back(-1);
-  b.col_begin = int64_t(y) * cols;
-  HostMatrix<float> host("block", b.nodes.size(), size_t(cols));
-  for (size_t i = 0; i < b.nodes.size(); ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      host(i, size_t(j)) = b.nodes[i] >= 0 && b.col_begin + j < width
-                               ? float(h[size_t(b.nodes[i])][size_t(b.col_begin + j)])
-                               : 0.0f;
-  b.logits = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host);
-  return b;
-}
-
-// The largest difference between a block's gradient `g` and the reference's rows (zero where padding).
-double gradient_error(const Block& b, const Matrix<float>& g, const Embeddings& grad) {
-  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), g);
-  const int64_t width = int64_t(grad[0].size());
-  double worst = 0;
-  for (size_t i = 0; i < b.nodes.size(); ++i)
-    for (int64_t j = 0; j < int64_t(host.extent(1)); ++j) {
-      const int64_t col = b.col_begin + j;
-      const double want = b.nodes[i] >= 0 && col < width ? grad[size_t(b.nodes[i])][size_t(col)] : 0.0;
-      worst = std::max(worst, std::abs(double(host(i, size_t(j))) - want));
-    }
-  return worst;
-}
-
-Embeddings random_embeddings(int64_t n, int64_t width, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> normal(0, 0.6);
-  Embeddings h(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(width)));
-  for (auto& row : h)
-    for (double& x : row) x = double(float(normal(gen)));  // float-exact: the block holds the same values
-  return h;
 }
 
 }  // namespace

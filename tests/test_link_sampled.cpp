@@ -3,7 +3,7 @@
 // in test_link.cpp): with every neighbour kept and one step per epoch, each epoch's loss and scores are
 // the full-graph run's on one rank, on every rank count (parts of a few nodes, ranks without pairs); under
 // a partition that renumbers the nodes, the scores and the node embeddings written are the full-graph
-// run's; a run of many small steps resumes bit for bit.
+// run's; a run of many small steps resumes bit for bit. The same with the MLP decoder.
 #include <gtest/gtest.h>
 
 #include <tessera/tessera.hpp>
@@ -70,12 +70,22 @@ void expect_same_epochs(const TrainResult& got, const TrainResult& full) {
 
 // Every neighbour and one step per epoch: a sampled step is a full-graph step (the pairs split over the
 // ranks by their first node, the negatives keyed alike).
+// With the MLP decoder too: its gradients, summed over the replicas, weighed as the embeddings'.
 TEST(SampledLinks, EveryNeighbourIsTheFullGraphRunOnEveryRankCount) {
   const Communicator self = world().split(world().rank(), 0);
-  const TrainResult full = run_training(link_options(TrainMode::Full), self);
-  EXPECT_EQ(full.history.at(0).metric, "mrr");
-  const TrainResult sampled = run_training(link_options(TrainMode::Sampled), world());
-  expect_same_epochs(sampled, full);
+  for (const LinkDecoderKind decoder : {LinkDecoderKind::Dot, LinkDecoderKind::Mlp}) {
+    SCOPED_TRACE(name_of(kLinkDecoderKindNames, decoder));
+    TrainOptions o = link_options(TrainMode::Full);
+    o.task.link_decoder = decoder;
+    const fixtures::RunWithWeights full = fixtures::run_training_with_weights(o, self);
+    EXPECT_EQ(full.history.at(0).metric, "mrr");
+    o.mode = TrainMode::Sampled;
+    const fixtures::RunWithWeights sampled = fixtures::run_training_with_weights(o, world());
+    expect_same_epochs(sampled, full);
+    ASSERT_EQ(sampled.final_weights.size(), full.final_weights.size());
+    for (size_t i = 0; i < full.final_weights.size(); ++i)
+      EXPECT_NEAR(sampled.final_weights[i], full.final_weights[i], 1e-5) << i;
+  }
 }
 
 // A random partition renumbers every node: the pairs are renumbered with it, so the validation and test
@@ -110,9 +120,11 @@ TEST(SampledLinks, ARenumberingPartitionScoresAndWritesTheSameNodes) {
     EXPECT_NEAR(got.embeddings[k], all.embeddings[size_t(got.begin * 4) + k], 1e-5) << "entry " << k;
 }
 
-// Neighbourhoods of two, steps of a few pairs (some ranks' steps empty): the run resumes bit for bit.
+// Neighbourhoods of two, steps of a few pairs (some ranks' steps empty): the run resumes bit for bit, the
+// MLP decoder's parameters and optimizer state with the model's.
 TEST(SampledLinks, ManySmallStepsResumeBitForBit) {
   TrainOptions o = link_options(TrainMode::Sampled);
+  o.task.link_decoder = LinkDecoderKind::Mlp;
   o.sampled.fanouts = {2, 2};
   o.sampled.batch_size = 4;
   o.trainer.epochs = 4;

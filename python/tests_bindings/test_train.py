@@ -250,3 +250,7 @@ def test_a_link_task_trains_and_scores_its_pairs(shared_dir):
     auc = ((s_pos[:, None] > s_neg[None, :]).mean() + 0.5 * (s_pos[:, None] == s_neg[None, :]).mean())
     assert s.metric == "roc_auc" and auc == pytest.approx(s.test_at_best, abs=1e-5)
     assert s.test_at_best > 0.8
+    # The MLP decoder, its parameters trained with the model's, scores the pairs as well.
+    m = tessera.train(data=path, epochs=40, eval_every=5, hidden=16, embedding_dim=8, dropout=0, quiet=True,
+                      link_decoder="mlp", link_decoder_hidden=16, grid=grid() or None)
+    assert m.metric == "roc_auc" and m.test_at_best > 0.8

@@ -211,6 +211,10 @@ TaskKind parse_task_kind(const std::string& name) {
   return by_name("--task", name, kTaskKindNames);
 }
 
+LinkDecoderKind parse_link_decoder(const std::string& name) {
+  return by_name("--link-decoder", name, kLinkDecoderKindNames);
+}
+
 MetricKind parse_metric(const std::string& name) {
   return by_name("--metric", name, kMetricKindNames);
 }

@@ -44,6 +44,7 @@ std::vector<float> parse_positive_weights(const std::string& text);
 MetricKind parse_metric(const std::string& name);
 /// `--task`: auto, node or link.
 TaskKind parse_task_kind(const std::string& name);
+LinkDecoderKind parse_link_decoder(const std::string& name);
 /// "LAT_US,GBPS" (empty: off).
 SimulatedNetwork parse_network(const std::string& text);
 

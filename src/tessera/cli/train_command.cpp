@@ -27,7 +27,7 @@ struct Args {
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
               memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto",
               selection = "accuracy", prefetch_thread = "auto", metric = "auto", positive_weight,
-              task = "auto";
+              task = "auto", link_decoder = "dot";
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
   int64_t steps_per_epoch = 0;  // the mode's (MinibatchOptions / SampledOptions::steps_per_epoch)
@@ -227,6 +227,16 @@ void add_output_options(CLI::App* cmd, Args& a) {
                   "Link tasks, full-graph mode: training pairs per step, each step a full forward (0: every "
                   "pair, one step per epoch); each epoch shuffles the pairs (sampled mode: --batch-size)")
       ->capture_default_str();
+  cmd->add_option("--link-decoder", a.link_decoder,
+                  "Link tasks: how a pair (u, v) is scored: dot (h_u . h_v) or mlp (an MLP on h_u * h_v, "
+                  "trained with the model, as OGB's link baselines)")
+      ->capture_default_str();
+  cmd->add_option("--link-decoder-layers", o.task.link_decoder_layers,
+                  "--link-decoder mlp: its linear layers (ReLU between them, one score out)")
+      ->capture_default_str();
+  cmd->add_option("--link-decoder-hidden", o.task.link_decoder_hidden,
+                  "--link-decoder mlp: the width of its hidden layers (0: the embeddings')")
+      ->capture_default_str();
   cmd->add_option("--link-negatives", o.task.link_negatives,
                   "Link tasks: negative pairs drawn per training pair each step (its source, a uniform "
                   "target)")
@@ -289,6 +299,9 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--embedding-dim", "Optimizer"},
     {"--link-negatives", "Optimizer"},
     {"--link-batch", "Optimizer"},
+    {"--link-decoder", "Optimizer"},
+    {"--link-decoder-layers", "Optimizer"},
+    {"--link-decoder-hidden", "Optimizer"},
     {"--mode", "Parallelism"},
     {"--grid", "Parallelism"},
     {"--machine", "Parallelism"},
@@ -418,6 +431,7 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   o.trainer.selection = parse_selection(a.selection);
   o.task.metric = parse_metric(a.metric);
   o.task.kind = parse_task_kind(a.task);
+  o.task.link_decoder = parse_link_decoder(a.link_decoder);
   if (!a.positive_weight.empty()) o.task.positive_weight = parse_positive_weights(a.positive_weight);
   o.grid.permute = parse_permute_mode(a.permute);
   o.compute.comm_dtype = parse_comm_dtype(a.comm_dtype);

@@ -26,6 +26,14 @@ std::vector<std::vector<int64_t>*> link_task_ids(LinkTask& task) {
   return ids;
 }
 
+void attach_link_decoder(const TrainOptions& o, Sequential& model, LinkLoss& loss) {
+  if (o.task.link_decoder != LinkDecoderKind::Mlp) return;
+  const auto decoder =
+      make_link_decoder(model, LinkDecoderOptions{o.task.link_decoder_layers, o.task.link_decoder_hidden});
+  model.attach(decoder);
+  loss.set_decoder(decoder);
+}
+
 bool is_link_task(const TrainOptions& o, const GraphMeta& meta) {
   if (o.task.kind == TaskKind::Auto) return meta.link_splits && meta.num_classes == 0;
   return o.task.kind == TaskKind::Link;
@@ -45,6 +53,12 @@ void check_link_task(const TrainOptions& o, const GraphMeta& meta) {
   require(o.task.positive_weight.empty(),
           "`pos-weight` weighs a multi-label graph's labels, not a link task");
   require(o.outputs.predictions.empty(), "`save-predictions` writes a class per node; a link task has none");
+  LinkDecoderOptions{o.task.link_decoder_layers, o.task.link_decoder_hidden}.validate();
+  require(
+      o.task.link_decoder == LinkDecoderKind::Mlp ||
+          (o.task.link_decoder_layers == 2 && o.task.link_decoder_hidden == 0),
+      "`link-decoder-layers` and `link-decoder-hidden` shape `link-decoder` mlp; this run scores pairs by ",
+      "the dot product");
 }
 
 }  // namespace tessera

@@ -18,6 +18,9 @@ struct GraphMeta;
 /// Collective: a link task's pairs (read whole on every rank, checked) and its loss, before the load.
 std::unique_ptr<LinkLoss> link_loss_of(const TrainOptions& o, const GraphFileReader& reader,
                                        const Communicator& world);
+/// `link-decoder` mlp: a decoder over `model`'s output, attached to the model (its parameters trained and
+/// saved with the model's) and given to the loss; nothing for the dot product.
+void attach_link_decoder(const TrainOptions& o, Sequential& model, LinkLoss& loss);
 /// Every node id of a link task (its pairs and negatives), for the partition's renumbering.
 std::vector<std::vector<int64_t>*> link_task_ids(LinkTask& task);
 /// A link task's node embeddings: `embedding-dim`, or the hidden width.

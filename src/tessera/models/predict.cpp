@@ -78,6 +78,7 @@ struct Plan {
   std::string checkpoint;  // the file
   CheckpointInfo info;
   ModelConfig config;
+  std::optional<LinkDecoderOptions> decoder;  // a link checkpoint's MLP decoder
   bool best = false;
   bool normalize_features = false;
   int keep_layer = -1;  // the embeddings' layer, -1: none
@@ -162,7 +163,10 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
   plan.info = read_checkpoint_info(plan.checkpoint, world);
   std::string problem;
   try {
-    plan.config = model_config_from(plan.info.model);
+    // A link model's description ends with its decoder's: "gcn 2x16 (...) + mlp decoder 2x16".
+    const size_t plus = plan.info.model.find(" + ");
+    plan.config = model_config_from(plan.info.model.substr(0, plus));
+    if (plus != std::string::npos) plan.decoder = link_decoder_options_from(plan.info.model.substr(plus + 3));
   } catch (const Error& e) {
     problem = plan.checkpoint + ": " + e.what();
   }
@@ -246,8 +250,9 @@ NodeRowBlock rows_of(const Matrix<const float>& block, const LayerGraph& rows, c
 }
 
 // `on_logits`: called on every rank with the forward's output block (every node), before it is gathered.
-EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicator& world,
-                    const std::function<void(const LossInput&)>& on_logits = {}) {
+EngineRows run_full(
+    const PredictOptions& o, const Plan& plan, const Communicator& world,
+    const std::function<void(const LossInput&, const std::shared_ptr<MlpLinkDecoder>&)>& on_logits = {}) {
   const GraphFileReader reader(world, o.data);
   TrainOptions t;
   t.grid.shape = o.grid;
@@ -267,6 +272,8 @@ EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicato
   load.require_labels = !plan.link;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);
+  std::shared_ptr<MlpLinkDecoder> decoder;
+  if (plan.decoder) model->attach(decoder = make_link_decoder(*model, *plan.decoder));
   load_model_state(plan.checkpoint, *model, plan.best, world);
   const GraphBatch views = full_graph_batch(graph, check_model_fits_graph(*model, graph));
   Stopwatch watch;
@@ -277,7 +284,7 @@ EngineRows run_full(const PredictOptions& o, const Plan& plan, const Communicato
   if (on_logits) {
     const ActivationLayout& out = model->output_layout();
     const LogitsLayout layout{&grid.axis(out.rows_axis), &grid.axis(out.cols_axis), out.col_begin, out.width};
-    on_logits(LossInput{layout, logits, {}, {}, {}, rows_at(views, out).output_ids});
+    on_logits(LossInput{layout, logits, {}, {}, {}, rows_at(views, out).output_ids}, decoder);
   }
   const GridCoords& me = grid.coords();
   rows.logits = rows_of(logits, rows_at(views, model->output_layout()), model->output_layout(), me);
@@ -298,6 +305,8 @@ EngineRows run_layerwise(const PredictOptions& o, const Plan& plan, const Commun
     normalize_feature_rows(HostMatrix<float>(g.features.data(), size_t(g.count), size_t(g.num_features)));
   const ProcessGrid grid(world, GridShape{world.size(), 1, 1, 1});
   const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);
+  std::shared_ptr<MlpLinkDecoder> decoder;
+  if (plan.decoder) model->attach(decoder = make_link_decoder(*model, *plan.decoder));
   load_model_state(plan.checkpoint, *model, plan.best, world);
   LayerwiseOptions options;
   options.keep_layer = plan.keep_layer;
@@ -348,11 +357,13 @@ PredictResult predict_links(const PredictOptions& o, const Plan& plan, const Com
   PredictResult result;
   result.accuracy.metric.clear();  // no link splits: no scores
   std::vector<double> scores;
-  const EngineRows rows = run_full(o, plan, world, [&](const LossInput& every_node) {
-    scores = score_node_pairs(every_node, pairs);
+  const auto score = [&](const LossInput& every_node, const std::shared_ptr<MlpLinkDecoder>& decoder) {
+    scores = score_node_pairs(every_node, pairs, decoder.get());
+    if (splits) splits->set_decoder(decoder);
     if (const std::optional<SplitScores> s = splits ? splits->score_splits(every_node) : std::nullopt)
       result.accuracy = Accuracy{s->train, s->valid, s->test, s->valid_loss, s->metric};
-  });
+  };
+  const EngineRows rows = run_full(o, plan, world, score);
   result.parameters = plan.best ? "best" : "final";
   result.epoch = plan.best ? plan.info.progress.best_epoch : plan.info.progress.epochs_done;
   result.engine = "full";

@@ -215,6 +215,7 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
   if (!context.link) config.out = reader.meta().num_classes;
   const std::unique_ptr<Sequential> model =
       build_model(config, grid, run_options(o), o.mode == TrainMode::Full);
+  if (context.link_loss) attach_link_decoder(o, *model, *context.link_loss);
   std::unique_ptr<BatchSource> source;
   if (o.mode == TrainMode::Full)
     source = std::make_unique<FullGraphSource>(graph, grid, world, *model,
@@ -230,7 +231,7 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
       graph.layout.p1().chunk() > 1 ? (" in runs of " + std::to_string(graph.layout.p1().chunk())).c_str()
                                     : "",
       carrier_name(grid), peak_memory(world).c_str(),
-      graph.mean_nnz > 0 ? graph.max_nnz / graph.mean_nnz : 1.0, config.describe().c_str(),
+      graph.mean_nnz > 0 ? graph.max_nnz / graph.mean_nnz : 1.0, model->describe().c_str(),
       source->describe().c_str());
   log_line(line);
   if (!o.outputs.quiet && o.outputs.console.verbose) log_line(describe_load_phases(graph.load_phases));
@@ -271,6 +272,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunCon
       context.link_loss = std::make_unique<LinkLoss>(
           links, LinkLossOptions{o.model.seed, o.task.link_negatives, o.task.metric, 0});
     });
+    attach_link_decoder(o, *model, *context.link_loss);
   }
   int64_t gradient_bytes = 0;
   for (const ParameterRef& p : model->parameters()) gradient_bytes += 4 * p.param->size();
@@ -278,7 +280,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunCon
   const std::string peak = peak_memory(world);  // collective: every rank, before the rank-0 line
   log_line("loaded " + o.data + " (partition " + partition + ") in " +
            std::to_string(load_watch.seconds()).substr(0, 5) + " s (" + peak + "); model " +
-           config.describe() + "; " + source.describe());
+           model->describe() + "; " + source.describe());
   // The exact final evaluation comes before the application's hooks, which see its log line first.
   if (o.sampled.exact_final && o.trainer.eval_every > 0 && !o.outputs.quiet)
     context.hooks.insert(context.hooks.begin(), std::make_unique<ExactFinalEvaluation>(source));

@@ -227,6 +227,8 @@ void check_task(const TrainOptions& o, const GraphMeta& meta, const Communicator
   world.run_agreed([&] {
     if (is_link_task(o, meta)) return check_link_task(o, meta);
     require(meta.num_classes > 0, o.data, " has no node labels: train its link splits with `task` link");
+    require(o.task.link_decoder == LinkDecoderKind::Dot, "`link-decoder` scores node pairs of a link task; ",
+            o.data, " trains a node task");
     make_metric(o.task.metric, meta.multi_label);
     require(meta.multi_label || o.task.positive_weight.empty(),
             "`pos-weight` weighs the positive labels of a ", "multi-label graph; ", o.data,

@@ -112,6 +112,15 @@ enum class TaskKind {
 inline constexpr EnumName<TaskKind> kTaskKindNames[] = {
     {TaskKind::Auto, "auto"}, {TaskKind::Node, "node"}, {TaskKind::Link, "link"}};
 
+/// How a link task scores a node pair from its embeddings.
+enum class LinkDecoderKind {
+  Dot,  ///< h_u . h_v (the graph auto-encoder's)
+  Mlp   ///< MLP(h_u * h_v) (MlpLinkDecoder, OGB's link baselines')
+};
+/// The names of LinkDecoderKind's values (core/enum_names.hpp).
+inline constexpr EnumName<LinkDecoderKind> kLinkDecoderKindNames[] = {{LinkDecoderKind::Dot, "dot"},
+                                                                      {LinkDecoderKind::Mlp, "mlp"}};
+
 /// What the run learns and is judged by. Node tasks come from the graph file: single-label (softmax
 /// cross-entropy) or multi-label (MultiLabelBinaryCrossEntropy, GraphMeta::multi_label); link tasks from its
 /// /link splits (LinkLoss, full-graph mode).
@@ -121,6 +130,9 @@ struct TaskOptions {
   int64_t embedding_dim = 0;
   int64_t link_negatives = 1;  ///< link tasks: negatives drawn per training pair each step
   int64_t link_batch = 0;      ///< link tasks: training pairs per step (0: all, one step per epoch)
+  LinkDecoderKind link_decoder = LinkDecoderKind::Dot;  ///< link tasks: how a pair is scored
+  int link_decoder_layers = 2;                          ///< the mlp decoder's linear layers
+  int64_t link_decoder_hidden = 0;  ///< the mlp decoder's hidden width (0: the embeddings')
   /// The metric evaluation reports, the best epoch is chosen by and `patience` watches (make_metric).
   MetricKind metric = MetricKind::Auto;
   /// Multi-label: the weight of each task's positive entries, one value (every task) or one per task;

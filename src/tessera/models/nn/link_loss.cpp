@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <utility>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -133,19 +135,54 @@ GatheredRows gather_rows(const LossInput& in, const HostBlock& block, std::vecto
   return g;
 }
 
-// Every pair's score h_u . h_v: this rank's columns, summed over the columns' axis.
-std::vector<double> dot_scores(const LossInput& in, const GatheredRows& g, const NodePairs& pairs) {
-  std::vector<double> s(size_t(pairs.size()), 0.0);
-  for (int64_t e = 0; e < pairs.size(); ++e) {
-    const float* u = g.values.data() + g.index(pairs.source[size_t(e)]) * g.cols;
-    const float* v = g.values.data() + g.index(pairs.target[size_t(e)]) * g.cols;
-    double sum = 0;
-    for (int64_t j = 0; j < g.cols; ++j) sum += double(u[j]) * double(v[j]);
-    s[size_t(e)] = sum;
+// Where pair e's rows are: this rank's columns of h_u and of h_v.
+using RowsOf = std::function<std::pair<const float*, const float*>(int64_t)>;
+
+constexpr int64_t kScoreChunk = 16384;  // pairs a decoder scores at once in evaluation
+
+// Every pair's score, this rank's `cols` columns summed over the columns' axis: h_u . h_v, or the decoder's
+// MLP(h_u * h_v) (with `keep`, in one pass that backward() follows; else in chunks). Every rank of the axis
+// names the same pairs, so every rank enters the same reductions.
+std::vector<double> pair_scores(const Communicator& columns, int64_t cols, int64_t count, const RowsOf& rows,
+                                MlpLinkDecoder* decoder, bool keep) {
+  std::vector<double> s;
+  if (decoder == nullptr) {
+    s.assign(size_t(count), 0.0);
+    for (int64_t e = 0; e < count; ++e) {
+      const auto [u, v] = rows(e);
+      double sum = 0;
+      for (int64_t j = 0; j < cols; ++j) sum += double(u[j]) * double(v[j]);
+      s[size_t(e)] = sum;
+    }
+    if (columns.size() > 1) all_reduce(columns, s.data(), count, ReduceOp::Sum, "link scores");
+    return s;
   }
-  if (in.layout.classes->size() > 1)
-    all_reduce(*in.layout.classes, s.data(), int64_t(s.size()), ReduceOp::Sum, "link scores");
+  require(decoder->local_columns() == cols, "link loss: the decoder holds ", decoder->local_columns(),
+          " columns of the embeddings, the logits ", cols);
+  const int64_t chunk = keep ? std::max<int64_t>(count, 1) : kScoreChunk;
+  for (int64_t first = 0; first < count || (keep && first == 0); first += chunk) {
+    const int64_t n = std::min(chunk, count - first);
+    std::vector<double> products(size_t(n * cols));
+    for (int64_t e = 0; e < n; ++e) {
+      const auto [u, v] = rows(first + e);
+      for (int64_t j = 0; j < cols; ++j) products[size_t(e * cols + j)] = double(u[j]) * double(v[j]);
+    }
+    const std::vector<double> part = decoder->scores(products, n, keep);
+    s.insert(s.end(), part.begin(), part.end());
+  }
   return s;
+}
+
+// d(sum)/d(product) of each kept pair's columns from d(sum)/d(score): the decoder's backward, or for the dot
+// product the pair's own d(score) in every column.
+struct ProductGradient {
+  std::vector<double> values;
+  int64_t row_stride = 1, col_stride = 0;
+  double at(int64_t e, int64_t j) const { return values[size_t(e * row_stride + j * col_stride)]; }
+};
+ProductGradient product_gradient(MlpLinkDecoder* decoder, std::vector<double> d_scores, int64_t cols) {
+  if (decoder == nullptr) return {std::move(d_scores), 1, 0};
+  return {decoder->backward(d_scores), cols, 1};
 }
 
 // log(1 + e^s) - y s without overflow.
@@ -164,31 +201,46 @@ void append(NodePairs& to, const NodePairs& from) {
   to.target.insert(to.target.end(), from.target.begin(), from.target.end());
 }
 
+// The BCE sum over pairs of their scores (the first `positives` labelled 1 unless `labels` names each), and
+// d(sum)/d(score) of each.
+double bce_and_gradient(const std::vector<double>& scores, int64_t positives,
+                        const std::vector<uint8_t>* labels, std::vector<double>& d_scores) {
+  double sum = 0;
+  d_scores.resize(scores.size());
+  for (size_t e = 0; e < scores.size(); ++e) {
+    const double y = labels != nullptr ? (*labels)[e] : int64_t(e) < positives ? 1.0 : 0.0, s = scores[e];
+    sum += binary_cross_entropy(s, y);
+    d_scores[e] = 1.0 / (1.0 + std::exp(-s)) - y;
+  }
+  return sum;
+}
+
 // The loss of pairs the batch names as rows of this rank's logits (every row of the replica here).
-LossSum row_pairs_loss(const LossInput& in, const RowPairs& pairs, const Matrix<float>& grad) {
+LossSum row_pairs_loss(const LossInput& in, const RowPairs& pairs, const Matrix<float>& grad,
+                       MlpLinkDecoder* decoder) {
   require(in.layout.rows->size() == 1, "link loss: pairs named as rows need every row on the rank");
   const auto logits = Kokkos::create_mirror_view_and_copy(HostSpace(), in.logits);
   const int64_t cols = in.real_columns(), rows = int64_t(logits.extent(0));
-  std::vector<double> scores(size_t(pairs.size()), 0.0);
   for (int64_t e = 0; e < pairs.size(); ++e) {
     const int64_t u = pairs.source[size_t(e)], v = pairs.target[size_t(e)];
     require(u >= 0 && u < rows && v >= 0 && v < rows, "link loss: pair ", e, " names a row outside [0, ",
             rows, ")");
-    for (int64_t j = 0; j < cols; ++j) scores[size_t(e)] += double(logits(u, j)) * double(logits(v, j));
   }
-  if (in.layout.classes->size() > 1)
-    all_reduce(*in.layout.classes, scores.data(), pairs.size(), ReduceOp::Sum, "link scores");
+  const RowsOf rows_of = [&](int64_t e) {
+    return std::make_pair(&logits(pairs.source[size_t(e)], 0), &logits(pairs.target[size_t(e)], 0));
+  };
+  const std::vector<double> scores =
+      pair_scores(*in.layout.classes, cols, pairs.size(), rows_of, decoder, true);
+  std::vector<double> d_scores;
+  const double sum = bce_and_gradient(scores, 0, &pairs.label, d_scores);
+  const ProductGradient d = product_gradient(decoder, std::move(d_scores), cols);
   // Summed in double, as the gathered path sums (a hub's row collects many pairs' terms).
   std::vector<double> d_rows(size_t(rows * cols), 0.0);
-  double sum = 0;
   for (int64_t e = 0; e < pairs.size(); ++e) {
-    const double y = pairs.label[size_t(e)], s = scores[size_t(e)];
-    sum += binary_cross_entropy(s, y);
-    const double d = 1.0 / (1.0 + std::exp(-s)) - y;
     const int64_t u = pairs.source[size_t(e)], v = pairs.target[size_t(e)];
     for (int64_t j = 0; j < cols; ++j) {
-      d_rows[size_t(u * cols + j)] += d * double(logits(v, j));
-      d_rows[size_t(v * cols + j)] += d * double(logits(u, j));
+      d_rows[size_t(u * cols + j)] += d.at(e, j) * double(logits(v, j));
+      d_rows[size_t(v * cols + j)] += d.at(e, j) * double(logits(u, j));
     }
   }
   const auto host_grad = Kokkos::create_mirror_view(HostSpace(), grad);
@@ -197,6 +249,16 @@ LossSum row_pairs_loss(const LossInput& in, const RowPairs& pairs, const Matrix<
     for (int64_t j = 0; j < cols; ++j) host_grad(i, j) = float(d_rows[size_t(i * cols + j)]);
   Kokkos::deep_copy(grad, host_grad);
   return {sum, pairs.size()};
+}
+
+// Every pair's score from rows gathered over the rows' axis.
+std::vector<double> gathered_scores(const LossInput& in, const GatheredRows& g, const NodePairs& pairs,
+                                    MlpLinkDecoder* decoder, bool keep) {
+  const RowsOf rows_of = [&](int64_t e) {
+    return std::make_pair(g.values.data() + g.index(pairs.source[size_t(e)]) * g.cols,
+                          g.values.data() + g.index(pairs.target[size_t(e)]) * g.cols);
+  };
+  return pair_scores(*in.layout.classes, g.cols, pairs.size(), rows_of, decoder, keep);
 }
 
 }  // namespace
@@ -220,9 +282,9 @@ int64_t link_negative_target(uint64_t seed, int64_t key, int64_t pair, int64_t n
   return int64_t(rng.below(uint64_t(key), uint64_t(pair * negatives + d), uint64_t(num_nodes)));
 }
 
-std::vector<double> score_node_pairs(const LossInput& in, const NodePairs& pairs) {
+std::vector<double> score_node_pairs(const LossInput& in, const NodePairs& pairs, MlpLinkDecoder* decoder) {
   const HostBlock block = host_block(in);
-  return dot_scores(in, gather_rows(in, block, endpoints(pairs)), pairs);
+  return gathered_scores(in, gather_rows(in, block, endpoints(pairs)), pairs, decoder, false);
 }
 
 LinkLoss::LinkLoss(std::shared_ptr<const LinkTask> task, LinkLossOptions options)
@@ -245,6 +307,14 @@ LinkLoss::LinkLoss(std::shared_ptr<const LinkTask> task, LinkLossOptions options
   require(m != MetricKind::Mrr || per_edge, "`metric` mrr ranks each positive against its own negatives (",
           "/link/SPLIT/negative_targets), which a split of this graph lacks");
   metric_ = m != MetricKind::Auto ? m : per_edge ? MetricKind::Mrr : MetricKind::RocAuc;
+}
+
+void LinkLoss::set_decoder(std::shared_ptr<MlpLinkDecoder> decoder) {
+  decoder_ = std::move(decoder);
+}
+
+std::vector<ParameterRef> LinkLoss::parameters() {
+  return decoder_ ? decoder_->parameters() : std::vector<ParameterRef>{};
 }
 
 std::string LinkLoss::metric_name() const {
@@ -291,34 +361,33 @@ std::vector<int64_t> LinkLoss::step_pairs(int64_t key) {
 }
 
 LossSum LinkLoss::sum_and_gradient(const LossInput& in, const Matrix<float>& grad) {
-  if (in.pairs != nullptr) return row_pairs_loss(in, *in.pairs, grad);
+  if (in.pairs != nullptr) return row_pairs_loss(in, *in.pairs, grad, decoder_.get());
   const int64_t k = options_.negatives;
   const std::vector<int64_t> chosen = step_pairs(in.step_key);
-  NodePairs positives;
+  NodePairs pairs;
   for (int64_t i : chosen)
-    positives.source.push_back(task_->train.source[size_t(i)]),
-        positives.target.push_back(task_->train.target[size_t(i)]);
-  NodePairs pairs = positives;
+    pairs.source.push_back(task_->train.source[size_t(i)]),
+        pairs.target.push_back(task_->train.target[size_t(i)]);
+  const int64_t positives = pairs.size();
   for (size_t p = 0; p < chosen.size(); ++p)
     for (int64_t d = 0; d < k; ++d) {
-      pairs.source.push_back(positives.source[p]);
+      pairs.source.push_back(pairs.source[p]);
       pairs.target.push_back(
           link_negative_target(options_.seed, in.step_key, chosen[p], k, d, task_->num_nodes));
     }
   const HostBlock block = host_block(in);
   const GatheredRows g = gather_rows(in, block, endpoints(pairs));
-  const std::vector<double> scores = dot_scores(in, g, pairs);
+  std::vector<double> d_scores;
+  const double sum =
+      bce_and_gradient(gathered_scores(in, g, pairs, decoder_.get(), true), positives, nullptr, d_scores);
+  const ProductGradient d = product_gradient(decoder_.get(), std::move(d_scores), g.cols);
   // d(sum)/d(h) of every gathered row, this rank's columns.
   std::vector<double> d_rows(g.values.size(), 0.0);
-  double sum = 0;
   for (int64_t e = 0; e < pairs.size(); ++e) {
-    const double y = e < positives.size() ? 1.0 : 0.0, s = scores[size_t(e)];
-    sum += binary_cross_entropy(s, y);
-    const double d = 1.0 / (1.0 + std::exp(-s)) - y;
     const int64_t u = g.index(pairs.source[size_t(e)]), v = g.index(pairs.target[size_t(e)]);
     for (int64_t j = 0; j < g.cols; ++j) {
-      d_rows[size_t(u * g.cols + j)] += d * double(g.values[size_t(v * g.cols + j)]);
-      d_rows[size_t(v * g.cols + j)] += d * double(g.values[size_t(u * g.cols + j)]);
+      d_rows[size_t(u * g.cols + j)] += d.at(e, j) * double(g.values[size_t(v * g.cols + j)]);
+      d_rows[size_t(v * g.cols + j)] += d.at(e, j) * double(g.values[size_t(u * g.cols + j)]);
     }
   }
   const auto host_grad = Kokkos::create_mirror_view(HostSpace(), grad);
@@ -428,7 +497,8 @@ std::optional<SplitScores> LinkLoss::score_splits(const LossInput& in) {
   const SplitRange test =
       add_split(all, x.positives, x.shared_negatives, x.negative_targets, x.negatives_per_edge);
   const HostBlock block = host_block(in);
-  const std::vector<double> s = dot_scores(in, gather_rows(in, block, endpoints(all)), all);
+  const std::vector<double> s =
+      gathered_scores(in, gather_rows(in, block, endpoints(all)), all, decoder_.get(), false);
   return SplitScores{split_score(metric_, s, t), split_score(metric_, s, valid),
                      split_score(metric_, s, test), split_loss(s, valid), metric_name()};
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/nn/link_decoder.hpp"
 #include "tessera/models/nn/loss.hpp"
 
 namespace tessera {
@@ -53,10 +54,11 @@ struct LinkTask {
 /// negatives, it has neither a validation nor a test split, or (with `training`) no /link/train/edges.
 LinkTask read_link_task(const GraphFileReader& reader, const Communicator& comm, bool training = true);
 
-/// Collective over the layout's rows and columns axes: the dot-product score h_u . h_v of every pair, from
-/// node embeddings spread over the grid as logits are (LossInput::nodes names each row's node); every rank
-/// gets every score.
-std::vector<double> score_node_pairs(const LossInput& every_node, const NodePairs& pairs);
+/// Collective over the layout's rows and columns axes: the score of every pair, h_u . h_v or the decoder's
+/// MLP(h_u * h_v) where one is given, from node embeddings spread over the grid as logits are
+/// (LossInput::nodes names each row's node); every rank gets every score.
+std::vector<double> score_node_pairs(const LossInput& every_node, const NodePairs& pairs,
+                                     MlpLinkDecoder* decoder = nullptr);
 
 /// The `d`-th of `negatives` targets drawn for training pair `pair` in the step keyed `key`: uniform over
 /// [0, num_nodes), a function of (seed, key, pair, d) only, so that every grid and mode draws the same.
@@ -106,6 +108,11 @@ class LinkLoss final : public Loss {
   std::optional<SplitScores> score_splits(const LossInput& every_node) override;
   /// "roc_auc", "hits\@50", "mrr": what the scores measure.
   std::string metric_name() const;
+  /// Scores pairs with `decoder` (null: the dot product) in training and evaluation; its parameters are
+  /// then the loss's (parameters()), and the model trained with it must list them (Sequential::attach).
+  void set_decoder(std::shared_ptr<MlpLinkDecoder> decoder);
+  /// The decoder's parameters (none with the dot product): sum_and_gradient writes their gradients.
+  std::vector<ParameterRef> parameters() override;
 
  private:
   /// The training pairs of step `key` (LossInput::step_key: epoch x steps_per_epoch() + step), as indices
@@ -113,9 +120,10 @@ class LinkLoss final : public Loss {
   std::vector<int64_t> step_pairs(int64_t key);
   std::shared_ptr<const LinkTask> task_;
   LinkLossOptions options_;
-  int64_t order_epoch_ = -1;                // the epoch order_ shuffles
-  std::vector<int64_t> order_;              // that epoch's order of the training pairs
-  MetricKind metric_ = MetricKind::RocAuc;  // resolved
+  int64_t order_epoch_ = -1;                 // the epoch order_ shuffles
+  std::vector<int64_t> order_;               // that epoch's order of the training pairs
+  MetricKind metric_ = MetricKind::RocAuc;   // resolved
+  std::shared_ptr<MlpLinkDecoder> decoder_;  // null: the dot product
 };
 
 }  // namespace tessera

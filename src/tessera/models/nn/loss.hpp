@@ -18,6 +18,7 @@
 
 #include "tessera/models/nn/loss_input.hpp"
 #include "tessera/models/nn/metric.hpp"
+#include "tessera/models/nn/parameter.hpp"
 
 namespace tessera {
 
@@ -56,6 +57,11 @@ class Loss {
     (void)every_node;
     return std::nullopt;
   }
+  /// Parameters the loss applies besides the model's (a link decoder's; none by default):
+  /// sum_and_gradient writes their gradients of the sum, and the Trainer weighs them as it weighs
+  /// d(sum)/d(logits). The model must list them too (Sequential::attach), so that the optimizer, the
+  /// gradient sums over replicas and checkpoints see them.
+  virtual std::vector<ParameterRef> parameters() { return {}; }
 };
 
 /// -log softmax(logits)(label), the softmax over the real classes, spread over the grid as the logits are.

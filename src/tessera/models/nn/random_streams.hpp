@@ -14,6 +14,7 @@ constexpr uint64_t kAttentionDestination = 4000;    // + layer index (GAT's a_ds
 constexpr uint64_t kLinkNegatives = 5000;           // counter (step key, draw): a step's negatives
 constexpr uint64_t kLinkScoreNegatives = 5001;      // counter (pair, draw): MRR's train-score targets
 constexpr uint64_t kLinkOrder = 5002;               // counter (epoch, pair): the pairs' order in batches
+constexpr uint64_t kLinkDecoder = 6000;             // + decoder layer index (MlpLinkDecoder's weights)
 constexpr uint64_t kDropout = 1ull << 40;           // + (epoch << 8) + layer index + 1
 constexpr uint64_t kInputDropout = 1ull << 41;      // + epoch
 constexpr uint64_t kAttentionDropout = 1ull << 42;  // + (epoch << 8) + layer index + 1

@@ -89,7 +89,19 @@ std::vector<ParameterRef> Sequential::parameters() {
   std::vector<ParameterRef> out;
   for (auto& layer : layers_)
     for (const ParameterRef& p : layer->parameters()) out.push_back(p);
+  for (auto& extra : attached_)
+    for (const ParameterRef& p : extra->parameters()) out.push_back(p);
   return out;
+}
+
+void Sequential::attach(std::shared_ptr<AttachedParameters> extra) {
+  require(extra != nullptr, "Sequential::attach: nothing to attach");
+  std::set<std::string> names;
+  for (const ParameterRef& p : parameters()) names.insert(p.param->name);
+  for (const BufferRef& b : buffers()) names.insert(b.name);
+  for (const ParameterRef& p : extra->parameters())
+    require(names.insert(p.param->name).second, "model: two parameters named ", p.param->name);
+  attached_.push_back(std::move(extra));
 }
 
 std::vector<BufferRef> Sequential::buffers() {
@@ -104,9 +116,10 @@ Matrix<float> Sequential::logits_gradient_buffer(int64_t rows, int64_t cols) {
 }
 
 std::string Sequential::describe() const {
-  if (!description_.empty()) return description_;
-  std::string s;
-  for (const auto& layer : layers_) s += (s.empty() ? "" : "; ") + layer->describe();
+  std::string s = description_;
+  for (const auto& layer : layers_)
+    if (description_.empty()) s += (s.empty() ? "" : "; ") + layer->describe();
+  for (const auto& extra : attached_) s += " + " + extra->describe();
   return s;
 }
 

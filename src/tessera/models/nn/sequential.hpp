@@ -22,6 +22,17 @@
 
 namespace tessera {
 
+/// Parameters trained with a model that its forward does not apply (a link decoder's, which the loss
+/// applies and writes the gradients of): Sequential::attach lists them after its layers'.
+class AttachedParameters {
+ public:
+  virtual ~AttachedParameters() = default;
+  /// Every trainable parameter with its placement.
+  virtual std::vector<ParameterRef> parameters() = 0;
+  /// One line (part of the model's description, which a checkpoint must match).
+  virtual std::string describe() const = 0;
+};
+
 /// A model on the grid: logits from the input block, the parameters' gradients from the logits'.
 class Model {
  public:
@@ -93,6 +104,9 @@ class Sequential : public Model {
   Layer& layer(size_t k) { return *layers_[k]; }
   /// Replaces describe()'s default (the layers' own descriptions).
   void set_description(std::string text) { description_ = std::move(text); }
+  /// Parameters trained with the model outside its forward (a link decoder's): parameters() lists them
+  /// after the layers', describe() ends with " + " and their description. Names must stay unique.
+  void attach(std::shared_ptr<AttachedParameters> extra);
 
   Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
                               const PassInfo& pass) override;
@@ -139,6 +153,7 @@ class Sequential : public Model {
   std::vector<ActivationLayout> stage_layouts_;    // the input layout of each stage, then the output's
   std::vector<Matrix<const float>> stage_inputs_;  // in the last forward, the same
   std::string description_;
+  std::vector<std::shared_ptr<AttachedParameters>> attached_;
 };
 
 }  // namespace tessera

@@ -213,7 +213,10 @@ StepForward Trainer::forward_and_loss(const Batch& b, const StepInfo& at, EpochR
     const LossSum s = loss_->sum_and_gradient(
         LossInput{layout, f.logits, b.labels, b.mask, b.targets, b.nodes, at.pass.epoch, b.pairs}, f.grad);
     const double weight = source_.loss_weight(s.count);
-    if (weight != 1.0) axpby<float>(float(weight), f.grad, 0.0f, f.grad);  // in place: the path choice
+    if (weight != 1.0) {
+      axpby<float>(float(weight), f.grad, 0.0f, f.grad);  // in place: the path choice
+      for (const ParameterRef& p : loss_->parameters()) scale_vector(p.param->grad, float(weight));
+    }
     f.loss = weight * s.sum;
   });
   Kokkos::fence();
