@@ -295,13 +295,18 @@ TEST(LinkLoss, PredictedBytesPerEpochAreTheMeasured) {
   ASSERT_EQ(meta.link_train_pairs, 200);
   ProblemSize problem = problem_size(meta, o.model);
   problem.link_pairs = 400;
-  for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
-    SCOPED_TRACE(shape.str());
-    o.grid.shape = shape;
-    const TrainResult r = run_training(o, world);
-    const double measured = r.history.at(1).metrics.value("bytes_max_rank", 0.0);
-    const double predicted = predict_epoch(problem, shape, builtin_machine("local")).comm_bytes;
-    EXPECT_NEAR(measured, predicted, 0.1 * predicted + 16);
+  // The dot product, then an MLP decoder (its first layer's partial sums over the columns' axis).
+  for (const LinkDecoderKind decoder : {LinkDecoderKind::Dot, LinkDecoderKind::Mlp}) {
+    o.task.link_decoder = decoder;
+    if (decoder == LinkDecoderKind::Mlp) problem.link_decoder_layers = 2, problem.link_decoder_hidden = 12;
+    for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false)) {
+      SCOPED_TRACE(shape.str() + " " + name_of(kLinkDecoderKindNames, decoder));
+      o.grid.shape = shape;
+      const TrainResult r = run_training(o, world);
+      const double measured = r.history.at(1).metrics.value("bytes_max_rank", 0.0);
+      const double predicted = predict_epoch(problem, shape, builtin_machine("local")).comm_bytes;
+      EXPECT_NEAR(measured, predicted, 0.1 * predicted + 16);
+    }
   }
 }
 

@@ -36,7 +36,12 @@ case "$case_name" in
     "$TESSERA" train --data cora.h5 "${gae[@]}" --epochs 120 --eval-every 10 --checkpoint ck >/dev/null || exit 1
     resumed=$(mpi 2 "$TESSERA" train --data cora.h5 "${gae[@]}" --epochs 200 --eval-every 10 --checkpoint ck \
               --resume) || exit 1
-    same_result "$one" "$resumed" ;;
+    same_result "$one" "$resumed"
+    # The MLP decoder on the same embeddings: test ROC-AUC >= 0.90 too.
+    mlp=$("$TESSERA" train --data cora.h5 "${gae[@]}" --epochs 200 --eval-every 10 --link-decoder mlp) || exit 1
+    echo "$mlp"
+    test=$(sed -nE 's/^best valid [0-9.]+ at epoch [0-9]+: test ([0-9.]+).*/\1/p' <<<"$mlp")
+    $py -c "import sys; sys.exit(0 if float('$test') >= 0.90 else 1)" || { echo "FAILED: MLP test ROC-AUC $test"; exit 1; } ;;
   train_link_sampled)
     # Sampled link training on Cora (2 ranks, a METIS partition, fanouts 10,10): test ROC-AUC within 1.5
     # points of the full-graph run's, and predict from its checkpoint scores the same; ogbl-citation2's
@@ -126,6 +131,21 @@ with h5py.File("p1.h5") as a, h5py.File("p4.h5") as b, h5py.File("cb.h5") as g:
     print(f"valid ROC-AUC from the written scores {auc:.4f}")
 PY
     [ "$(head -1 p1.csv)" = "source,target,score,probability" ] || { echo "FAILED: csv header"; exit 1; }
+    # A checkpoint with the MLP decoder: predict rebuilds it from the checkpoint and scores as the run did,
+    # the same on a 2x2x1 grid.
+    "$TESSERA" train --data cb.h5 --epochs 30 --eval-every 5 --metric rocauc --link-decoder mlp \
+      --link-decoder-layers 3 --checkpoint mk --quiet >train.txt || exit 1
+    best=$(sed -nE 's/^best valid ([0-9.]+) at epoch.*/\1/p' train.txt)
+    out=$("$TESSERA" predict --checkpoint mk --data cb.h5 --edges pairs.txt --output m1.h5) || exit 1
+    grep -qF "+ mlp decoder 3x16" <<<"$out" && grep -qF "valid $best" <<<"$out" ||
+      { echo "$out"; echo "FAILED: the MLP checkpoint's predict does not score valid $best"; exit 1; }
+    mpi 4 "$TESSERA" predict --checkpoint mk --data cb.h5 --edges pairs.txt --output m4.h5 --grid 2x2x1 --quiet || exit 1
+    $py -c "
+import h5py, numpy as np
+with h5py.File('m1.h5') as a, h5py.File('m4.h5') as b, h5py.File('p1.h5') as d:
+    assert np.allclose(a['scores'][:], b['scores'][:], rtol=1e-5, atol=1e-5)
+    assert not np.allclose(a['scores'][:], d['scores'][:])  # not the dot product's
+" || { echo "FAILED: the MLP checkpoint's scores differ between 1 and 4 ranks"; exit 1; }
     printf "0,1\n3 x\n" >bad.txt
     expect_error "bad.txt: line 2: expected two node ids" "q.h5" -- \
       "$TESSERA" predict --checkpoint ck --data cb.h5 --edges bad.txt --output q.h5
@@ -174,6 +194,14 @@ PY
       "$TESSERA" train --data c2.h5 --embedding-dim -2
     expect_error "--link-negatives must be in \[1, 1024\], not 0" "-" -- \
       "$TESSERA" plan --data c2.h5 --ranks 2 --link-negatives 0
+    expect_error "--link-decoder-layers must be in \[1, 16\], not 0" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data c2.h5 --link-decoder mlp --link-decoder-layers 0
+    expect_error "--link-decoder-layers and --link-decoder-hidden shape --link-decoder mlp" "-" -- \
+      "$TESSERA" train --data c2.h5 --link-decoder-hidden 8
+    expect_error "--link-decoder scores node pairs of a link task; nodes.h5 trains a node task" "-" -- \
+      "$TESSERA" train --data nodes.h5 --link-decoder mlp
+    expect_error "--link-decoder: 'bilinear' is not one of dot, mlp|--link-decoder" "-" -- \
+      "$TESSERA" train --data c2.h5 --link-decoder bilinear
     expect_error "--task: 'edges' is not one of auto, node, link|--task" "-" -- \
       "$TESSERA" train --data c2.h5 --task edges ;;
   *)

@@ -14,6 +14,7 @@
 #include "tessera/core/memory.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/graph/graph_file.hpp"
+#include "tessera/models/link_task.hpp"
 
 namespace tessera {
 
@@ -109,6 +110,11 @@ ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
   const int64_t pairs = meta.link_train_pairs, batch = o.task.link_batch;
   if (is_link_task(o, meta))
     size.link_pairs = (batch > 0 ? std::min(batch, pairs) : pairs) * (1 + o.task.link_negatives);
+  if (is_link_task(o, meta) && o.task.link_decoder == LinkDecoderKind::Mlp) {
+    size.link_decoder_layers = o.task.link_decoder_layers;
+    size.link_decoder_hidden =
+        o.task.link_decoder_hidden > 0 ? o.task.link_decoder_hidden : embedding_width(o);
+  }
   return size;
 }
 

@@ -414,16 +414,25 @@ void attention_layer(const ProblemSize& problem, const Layout3D& layout, int l, 
 
 // A link task's step (LinkLoss): each rank sends its rows of the nodes the pairs name (an 8-byte count, an
 // 8-byte position and its local columns per row) over c, and every pair's partial score (8 bytes) is
-// summed over a; every rank scores every pair (a dot and two gradient updates per local column).
+// summed over a; every rank scores every pair (a dot and two gradient updates per local column). An MLP
+// decoder sums each pair's partial first layer (hidden x 8 bytes) over a instead, and every rank runs its
+// layers forward and backward (three products each) in double on the host.
 void link_exchange(const ProblemSize& problem, const Layout3D& layout, EpochSum& e) {
   const AxisRoles r = roles_for_layer(layout.layers() - 1);
   const double gc = e.s.extent(r.c), ga = e.s.extent(r.a);
   const double cols = double(layout.padded_dim(layout.layers())) / ga, rows = link_rows(problem);
+  const double pairs = double(problem.link_pairs);
   e.all_gather(gc * 8, r.c);
   e.all_gather(rows * 8, r.c);
   e.all_gather(rows * cols * 4, r.c);
-  e.all_reduce(8 * double(problem.link_pairs), r.a);
-  e.cost.other_s += 3 * 16 * double(problem.link_pairs) * cols / e.m.memory_bandwidth;
+  const int layers = problem.link_decoder_layers;
+  const double hidden = layers > 1 ? double(problem.link_decoder_hidden) : 1.0;
+  e.all_reduce(8 * pairs * (layers > 0 ? hidden : 1.0), r.a);
+  e.cost.other_s += 3 * 16 * pairs * cols / e.m.memory_bandwidth;
+  if (layers > 0)
+    e.cost.other_s += 3 * 2 * pairs *
+                      (cols * hidden + double(layers - 2 > 0 ? layers - 2 : 0) * hidden * hidden + hidden) /
+                      e.m.gemm_rate;
 }
 
 // The softmax cross-entropy over the logits block (the last layer's output rows, rows_c, its classes split

@@ -101,6 +101,10 @@ struct ProblemSize {
   /// A link task (LinkLoss): the node pairs a training step scores (training pairs x (1 + negatives));
   /// the output columns are the embeddings. 0: a node task.
   int64_t link_pairs = 0;
+  /// A link task's MLP decoder (MlpLinkDecoder): its linear layers and hidden width; 0 layers: the dot
+  /// product.
+  int link_decoder_layers = 0;
+  int64_t link_decoder_hidden = 0;  ///< see link_decoder_layers
 };
 
 /// The distinct nodes `pairs` node pairs name among `nodes` nodes, as if their endpoints were uniform:
