@@ -6,15 +6,16 @@
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/gemm.hpp"
 #include "tessera/models/nn/random_streams.hpp"
 
 namespace tessera {
 
 namespace {
 
-std::vector<float> host_copy(const Vector<float>& v) {
+std::vector<double> host_copy(const Vector<float>& v) {
   const auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
-  return std::vector<float>(h.data(), h.data() + h.extent(0));
+  return std::vector<double>(h.data(), h.data() + h.extent(0));
 }
 
 void set_from_host(const Vector<float>& v, const std::vector<double>& values) {
@@ -23,16 +24,20 @@ void set_from_host(const Vector<float>& v, const std::vector<double>& values) {
   Kokkos::deep_copy(v, h);
 }
 
-// out (count x cols) = in (count x inner) * w (inner x cols), summed in double.
-std::vector<double> times(const std::vector<double>& in, const std::vector<float>& w, int64_t count,
-                          int64_t inner, int64_t cols) {
-  std::vector<double> out(size_t(count * cols), 0.0);
-  for (int64_t e = 0; e < count; ++e)
-    for (int64_t k = 0; k < inner; ++k) {
-      const double x = in[size_t(e * inner + k)];
-      if (x == 0.0) continue;
-      for (int64_t j = 0; j < cols; ++j) out[size_t(e * cols + j)] += x * double(w[size_t(k * cols + j)]);
-    }
+// A rows x cols host matrix over `v`, where the library's GEMM reads it (the same memory on a host build).
+Matrix<const double> readable(const std::vector<double>& v, int64_t rows, int64_t cols) {
+  const HostMatrix<const double> h(v.data(), size_t(rows), size_t(cols));
+  return Kokkos::create_mirror_view_and_copy(DeviceSpace(), h);
+}
+
+// op(a) * op(b) (m x n) in double on the library's GEMM (BLAS on the host, the vendor's on a device).
+std::vector<double> product(Trans ta, Trans tb, const Matrix<const double>& a, const Matrix<const double>& b,
+                            int64_t m, int64_t n) {
+  std::vector<double> out(size_t(m * n), 0.0);
+  const HostMatrix<double> host(out.data(), size_t(m), size_t(n));
+  const Matrix<double> c = Kokkos::create_mirror_view(DeviceSpace(), host);
+  gemm<double>(ta, tb, 1.0, a, b, 0.0, c);
+  Kokkos::deep_copy(host, c);
   return out;
 }
 
@@ -82,18 +87,19 @@ std::string MlpLinkDecoder::describe() const {
 std::vector<double> MlpLinkDecoder::scores(const std::vector<double>& products, int64_t count, bool keep) {
   require(int64_t(products.size()) == count * local_cols_, "MlpLinkDecoder::scores: ", products.size(),
           " products for ", count, " pairs of ", local_cols_, " columns");
-  std::vector<std::vector<float>> weights;
+  std::vector<std::vector<double>> weights;
   for (const Dense& d : layers_) weights.push_back(host_copy(d.weight.value));
   std::vector<std::vector<double>> pre;
   std::vector<double> x = products;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Parameter& w = layers_[l].weight;
-    std::vector<double> a = times(x, weights[l], count, w.rows, w.cols);
+    std::vector<double> a = product(Trans::No, Trans::No, readable(x, count, w.rows),
+                                    readable(weights[l], w.rows, w.cols), count, w.cols);
     if (l == 0 && columns_->size() > 1)
       all_reduce(*columns_, a.data(), int64_t(a.size()), ReduceOp::Sum, "link decoder");
-    const std::vector<float> bias = host_copy(layers_[l].bias.value);
+    const std::vector<double> bias = host_copy(layers_[l].bias.value);
     for (int64_t e = 0; e < count; ++e)
-      for (int64_t j = 0; j < w.cols; ++j) a[size_t(e * w.cols + j)] += double(bias[size_t(j)]);
+      for (int64_t j = 0; j < w.cols; ++j) a[size_t(e * w.cols + j)] += bias[size_t(j)];
     if (l + 1 == layers_.size()) {
       if (keep)
         kept_products_ = products, kept_pre_ = std::move(pre), kept_weights_ = std::move(weights),
@@ -115,24 +121,17 @@ std::vector<double> MlpLinkDecoder::backward(const std::vector<double>& d_scores
     const Dense& d = layers_[l];
     const int64_t in = d.weight.rows, out = d.weight.cols;
     const std::vector<double> x = l == 0 ? kept_products_ : relu(kept_pre_[l - 1]);
-    std::vector<double> d_weight(size_t(in * out), 0.0), d_bias(size_t(out), 0.0);
+    const Matrix<const double> g = readable(d_out, count, out);
+    set_from_host(d.weight.grad, product(Trans::Yes, Trans::No, readable(x, count, in), g, in, out));
+    std::vector<double> d_bias(size_t(out), 0.0);
     for (int64_t e = 0; e < count; ++e)
-      for (int64_t j = 0; j < out; ++j) {
-        const double g = d_out[size_t(e * out + j)];
-        d_bias[size_t(j)] += g;
-        for (int64_t k = 0; k < in; ++k) d_weight[size_t(k * out + j)] += x[size_t(e * in + k)] * g;
-      }
-    set_from_host(d.weight.grad, d_weight);
+      for (int64_t j = 0; j < out; ++j) d_bias[size_t(j)] += d_out[size_t(e * out + j)];
     set_from_host(d.bias.grad, d_bias);
     // d(loss)/d(input) = d_out W^T, through the ReLU of the layer before.
-    std::vector<double> d_in(size_t(count * in), 0.0);
-    const std::vector<float>& w = kept_weights_[l];
-    for (int64_t e = 0; e < count; ++e)
-      for (int64_t k = 0; k < in; ++k) {
-        double s = 0;
-        for (int64_t j = 0; j < out; ++j) s += d_out[size_t(e * out + j)] * double(w[size_t(k * out + j)]);
-        d_in[size_t(e * in + k)] = l == 0 || kept_pre_[l - 1][size_t(e * in + k)] > 0 ? s : 0.0;
-      }
+    std::vector<double> d_in =
+        product(Trans::No, Trans::Yes, g, readable(kept_weights_[l], in, out), count, in);
+    if (l > 0)
+      for (size_t i = 0; i < d_in.size(); ++i) d_in[i] = kept_pre_[l - 1][i] > 0 ? d_in[i] : 0.0;
     d_out = std::move(d_in);
   }
   return d_out;

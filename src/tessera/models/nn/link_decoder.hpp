@@ -27,7 +27,8 @@ struct LinkDecoderOptions {
 };
 
 /// MLP(h_u * h_v): see the file comment. Weights are Glorot-initialized from the model's seed (the same
-/// global matrices on every grid), biases zero; no dropout. Computed on the host in double.
+/// global matrices on every grid), biases zero; no dropout. Computed in double: the layers' products on the
+/// library's GEMM (BLAS on the host, the vendor's on a device build), the rest on the host.
 class MlpLinkDecoder final : public AttachedParameters {
  public:
   /// Over embeddings at `embeddings` whose local block is `local_cols` wide (its real columns are the first
@@ -60,7 +61,7 @@ class MlpLinkDecoder final : public AttachedParameters {
   // weights.
   std::vector<double> kept_products_;
   std::vector<std::vector<double>> kept_pre_;
-  std::vector<std::vector<float>> kept_weights_;
+  std::vector<std::vector<double>> kept_weights_;
   int64_t kept_count_ = 0;
 };
 
