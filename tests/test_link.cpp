@@ -219,17 +219,14 @@ TEST(LinkLoss, PairsNamedAsRowsEqualTheReference) {
     if (grid.axis(Axis::X).size() > 1) continue;
     SCOPED_TRACE(shape.str());
     const Block b = block_of(h, grid);  // every row here, in a shuffled order
-    std::vector<int64_t> row_of(static_cast<size_t>(n));
-    for (size_t i = 0; i < b.nodes.size(); ++i)
-      if (b.nodes[i] >= 0) row_of[size_t(b.nodes[i])] = int64_t(i);
-    RowPairs pairs;
+    std::vector<double> labels;
+    for (int64_t e = 0; e < named.size(); ++e) labels.push_back(e % 3 == 0 ? 1 : 0);
+    const RowPairs pairs = pairs_as_rows(b, named, labels);
     double loss = 0;
     Embeddings grad(size_t(n), std::vector<double>(size_t(width), 0.0));
     for (int64_t e = 0; e < named.size(); ++e) {
       const int64_t u = named.source[size_t(e)], v = named.target[size_t(e)];
-      const double y = e % 3 == 0 ? 1 : 0, s = dot(h, u, v), d = 1 / (1 + std::exp(-s)) - y;
-      pairs.source.push_back(row_of[size_t(u)]), pairs.target.push_back(row_of[size_t(v)]);
-      pairs.label.push_back(uint8_t(y));
+      const double y = labels[size_t(e)], s = dot(h, u, v), d = 1 / (1 + std::exp(-s)) - y;
       loss += bce(s, y);
       for (int64_t j = 0; j < width; ++j)
         grad[size_t(u)][size_t(j)] += d * h[size_t(v)][size_t(j)],

@@ -199,14 +199,7 @@ TEST(MlpLinkDecoder, PairsNamedAsRowsEqualTheReference) {
     if (grid.axis(Axis::X).size() > 1) continue;
     SCOPED_TRACE(shape.str());
     const Block b = block_of(h, grid);
-    std::vector<int64_t> row_of(static_cast<size_t>(n));
-    for (size_t i = 0; i < b.nodes.size(); ++i)
-      if (b.nodes[i] >= 0) row_of[size_t(b.nodes[i])] = int64_t(i);
-    RowPairs pairs;
-    for (int64_t e = 0; e < named.size(); ++e)
-      pairs.source.push_back(row_of[size_t(named.source[size_t(e)])]),
-          pairs.target.push_back(row_of[size_t(named.target[size_t(e)])]),
-          pairs.label.push_back(uint8_t(labels[size_t(e)]));
+    const RowPairs pairs = pairs_as_rows(b, named, labels);
     const std::shared_ptr<MlpLinkDecoder> decoder = decoder_on(grid, b, width, kShapes[0]);
     const std::vector<float> weights = gather_global(decoder->parameters(), world, false);
     const ReferenceLoss want =
@@ -230,21 +223,14 @@ TEST(MlpLinkDecoder, PairsNamedAsRowsEqualTheReference) {
 TEST(MlpLinkDecoder, FullGraphTrainingIsTheSameOnEveryGrid) {
   const Communicator world = Communicator::world();
   const std::vector<std::vector<int64_t>> targets = three_targets_each(8);
-  TrainOptions o;
-  o.data = link_file("decoder-links.h5", {{"/link/train/edges", pair_rows(60, 1)},
-                                          {"/link/valid/edges", pair_rows(8, 2)},
-                                          {"/link/valid/negative_targets", targets},
-                                          {"/link/test/edges", pair_rows(8, 3)},
-                                          {"/link/test/negative_targets", targets}});
-  o.task.kind = TaskKind::Link;
+  TrainOptions o = link_run_options(link_file("decoder-links.h5", {{"/link/train/edges", pair_rows(60, 1)},
+                                                                   {"/link/valid/edges", pair_rows(8, 2)},
+                                                                   {"/link/valid/negative_targets", targets},
+                                                                   {"/link/test/edges", pair_rows(8, 3)},
+                                                                   {"/link/test/negative_targets", targets}}),
+                                    5);
   o.task.link_decoder = LinkDecoderKind::Mlp;
   o.task.link_decoder_layers = 3;
-  o.task.embedding_dim = 5;
-  o.model.hidden = 8;
-  o.model.dropout = o.model.input_dropout = 0;
-  o.trainer.epochs = 3;
-  o.outputs.quiet = true;
-  o.grid.memory_per_rank = 0;
   const Communicator self = world.split(world.rank(), 0);
   const fixtures::RunWithWeights one = fixtures::run_training_with_weights(o, self);
   ASSERT_EQ(one.history.size(), 3u);

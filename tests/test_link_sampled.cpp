@@ -36,17 +36,9 @@ const std::string& links_file() {
 }
 
 TrainOptions link_options(TrainMode mode) {
-  TrainOptions o;
-  o.data = links_file();
+  TrainOptions o = link_run_options(links_file(), 4);
   o.mode = mode;
-  o.task.kind = TaskKind::Link;
   o.task.link_negatives = 2;
-  o.task.embedding_dim = 4;
-  o.model.hidden = 8;
-  o.model.dropout = o.model.input_dropout = 0;
-  o.trainer.epochs = 3;
-  o.outputs.quiet = true;
-  o.grid.memory_per_rank = 0;
   o.sampled.fanouts = {-1, -1};
   o.sampled.batch_size = 1000;  // every pair of a rank in one step
   o.sampled.partition = "block";

@@ -14,6 +14,20 @@
 
 namespace tessera {
 
+// A quiet link-task run of three epochs on `path`: a GCN 8 wide to `embedding_dim` embeddings, no dropout.
+inline TrainOptions link_run_options(const std::string& path, int64_t embedding_dim) {
+  TrainOptions o;
+  o.data = path;
+  o.task.kind = TaskKind::Link;
+  o.task.embedding_dim = embedding_dim;
+  o.model.hidden = 8;
+  o.model.dropout = o.model.input_dropout = 0;
+  o.trainer.epochs = 3;
+  o.outputs.quiet = true;
+  o.grid.memory_per_rank = 0;
+  return o;
+}
+
 // A synthetic graph file with link splits written into it (rank 0): `parts` maps /link/SPLIT/PART to its
 // rows of node ids.
 inline std::string link_file(const std::string& name,

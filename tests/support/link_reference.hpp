@@ -95,6 +95,19 @@ inline double gradient_error(const Block& b, const Matrix<float>& g, const Embed
   return worst;
 }
 
+// `named` node pairs as rows of a block that holds every node (a rows axis of one rank), labelled 1 or 0.
+inline RowPairs pairs_as_rows(const Block& b, const NodePairs& named, const std::vector<double>& labels) {
+  std::vector<int64_t> row_of(b.nodes.size());
+  for (size_t i = 0; i < b.nodes.size(); ++i)
+    if (b.nodes[i] >= 0) row_of[size_t(b.nodes[i])] = int64_t(i);
+  RowPairs pairs;
+  for (int64_t e = 0; e < named.size(); ++e)
+    pairs.source.push_back(row_of[size_t(named.source[size_t(e)])]),
+        pairs.target.push_back(row_of[size_t(named.target[size_t(e)])]),
+        pairs.label.push_back(uint8_t(labels[size_t(e)]));
+  return pairs;
+}
+
 inline Embeddings random_embeddings(int64_t n, int64_t width, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> normal(0, 0.6);

@@ -84,16 +84,16 @@ std::string MlpLinkDecoder::describe() const {
   return "mlp decoder " + std::to_string(layers_.size()) + "x" + std::to_string(hidden_);
 }
 
-std::vector<double> MlpLinkDecoder::scores(const std::vector<double>& products, int64_t count, bool keep) {
+std::vector<double> MlpLinkDecoder::scores(std::vector<double> products, int64_t count, bool keep) {
   require(int64_t(products.size()) == count * local_cols_, "MlpLinkDecoder::scores: ", products.size(),
           " products for ", count, " pairs of ", local_cols_, " columns");
   std::vector<std::vector<double>> weights;
   for (const Dense& d : layers_) weights.push_back(host_copy(d.weight.value));
   std::vector<std::vector<double>> pre;
-  std::vector<double> x = products;
+  std::vector<double> x;  // the input of the layers after the first
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Parameter& w = layers_[l].weight;
-    std::vector<double> a = product(Trans::No, Trans::No, readable(x, count, w.rows),
+    std::vector<double> a = product(Trans::No, Trans::No, readable(l == 0 ? products : x, count, w.rows),
                                     readable(weights[l], w.rows, w.cols), count, w.cols);
     if (l == 0 && columns_->size() > 1)
       all_reduce(*columns_, a.data(), int64_t(a.size()), ReduceOp::Sum, "link decoder");
@@ -102,7 +102,7 @@ std::vector<double> MlpLinkDecoder::scores(const std::vector<double>& products, 
       for (int64_t j = 0; j < w.cols; ++j) a[size_t(e * w.cols + j)] += bias[size_t(j)];
     if (l + 1 == layers_.size()) {
       if (keep)
-        kept_products_ = products, kept_pre_ = std::move(pre), kept_weights_ = std::move(weights),
+        kept_products_ = std::move(products), kept_pre_ = std::move(pre), kept_weights_ = std::move(weights),
         kept_count_ = count;
       return a;  // one column: the scores
     }
@@ -120,9 +120,10 @@ std::vector<double> MlpLinkDecoder::backward(const std::vector<double>& d_scores
   for (size_t l = layers_.size(); l-- > 0;) {
     const Dense& d = layers_[l];
     const int64_t in = d.weight.rows, out = d.weight.cols;
-    const std::vector<double> x = l == 0 ? kept_products_ : relu(kept_pre_[l - 1]);
+    const std::vector<double> hidden = l == 0 ? std::vector<double>() : relu(kept_pre_[l - 1]);
     const Matrix<const double> g = readable(d_out, count, out);
-    set_from_host(d.weight.grad, product(Trans::Yes, Trans::No, readable(x, count, in), g, in, out));
+    const Matrix<const double> x = readable(l == 0 ? kept_products_ : hidden, count, in);
+    set_from_host(d.weight.grad, product(Trans::Yes, Trans::No, x, g, in, out));
     std::vector<double> d_bias(size_t(out), 0.0);
     for (int64_t e = 0; e < count; ++e)
       for (int64_t j = 0; j < out; ++j) d_bias[size_t(j)] += d_out[size_t(e * out + j)];
@@ -148,10 +149,15 @@ LinkDecoderOptions link_decoder_options_from(const std::string& description) {
   int layers = 0, used = 0;
   long long hidden = 0;
   const int got = std::sscanf(description.c_str(), "mlp decoder %dx%lld%n", &layers, &hidden, &used);
-  require(got == 2 && size_t(used) == description.size(),
-          "'" + description + "' is not a link decoder tessera builds (mlp decoder LxH)");
-  LinkDecoderOptions o{layers, int64_t(hidden)};
-  o.validate();
+  const LinkDecoderOptions o{layers, int64_t(hidden)};
+  bool valid = got == 2 && size_t(used) == description.size();
+  try {
+    if (valid) o.validate();
+  } catch (const Error&) {
+    valid = false;  // the text names no option: say what it is instead
+  }
+  require(valid,
+          "'" + description + "' is not a link decoder tessera builds (mlp decoder LxH, L in [1, 16])");
   return o;
 }
 

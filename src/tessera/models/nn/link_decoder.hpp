@@ -44,7 +44,7 @@ class MlpLinkDecoder final : public AttachedParameters {
   /// Collective over the columns' axis: the scores of `count` pairs from this rank's columns of their
   /// Hadamard products (`products`: count x local_columns(), row-major); with `keep`, keeps what
   /// backward() needs.
-  std::vector<double> scores(const std::vector<double>& products, int64_t count, bool keep);
+  std::vector<double> scores(std::vector<double> products, int64_t count, bool keep);
   /// From d(loss)/d(score) of the pairs the last kept scores() scored: sets every parameter's gradient
   /// (overwritten) and returns d(loss)/d(products), count x local_columns(). No communication.
   std::vector<double> backward(const std::vector<double>& d_scores);

@@ -167,7 +167,7 @@ std::vector<double> pair_scores(const Communicator& columns, int64_t cols, int64
       const auto [u, v] = rows(first + e);
       for (int64_t j = 0; j < cols; ++j) products[size_t(e * cols + j)] = double(u[j]) * double(v[j]);
     }
-    const std::vector<double> part = decoder->scores(products, n, keep);
+    const std::vector<double> part = decoder->scores(std::move(products), n, keep);
     s.insert(s.end(), part.begin(), part.end());
   }
   return s;
