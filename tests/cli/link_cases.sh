@@ -146,6 +146,18 @@ with h5py.File('m1.h5') as a, h5py.File('m4.h5') as b, h5py.File('p1.h5') as d:
     assert np.allclose(a['scores'][:], b['scores'][:], rtol=1e-5, atol=1e-5)
     assert not np.allclose(a['scores'][:], d['scores'][:])  # not the dot product's
 " || { echo "FAILED: the MLP checkpoint's scores differ between 1 and 4 ranks"; exit 1; }
+    # Its model attribute edited: a decoder it cannot build, or one larger than the file stores, is refused
+    # before anything is built.
+    for edit in "3x16:0x16" "3x16:3x1000000"; do
+      cp mk/checkpoint.h5 edited.h5 && $py - "${edit%%:*}" "${edit##*:}" <<'PY' || exit 1
+import sys, h5py, numpy as np
+with h5py.File("edited.h5", "r+") as f:
+    m = f.attrs["model"]; m = m.decode() if isinstance(m, bytes) else str(m)
+    f.attrs["model"] = np.bytes_(m.replace(sys.argv[1], sys.argv[2]))
+PY
+      expect_error "edited.h5: ('mlp decoder 0x16' is not a link decoder tessera builds|its model attribute '.* \+ mlp decoder 3x1000000' needs at least [0-9]+ weights, but the file stores [0-9]+ parameter values)" "q.h5" -- \
+        $MPIEXEC -n 2 "$TESSERA" predict --checkpoint edited.h5 --data cb.h5 --edges pairs.txt --output q.h5
+    done
     printf "0,1\n3 x\n" >bad.txt
     expect_error "bad.txt: line 2: expected two node ids" "q.h5" -- \
       "$TESSERA" predict --checkpoint ck --data cb.h5 --edges bad.txt --output q.h5

@@ -173,7 +173,13 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
   world.check(problem.empty(), problem);
   // Before anything is built: a model attribute that claims more weights than the file stores was edited
   // or damaged, and building it could exhaust the memory.
-  const double least = minimum_weight_count(plan.config);
+  double least = minimum_weight_count(plan.config);
+  if (plan.decoder) {  // its weights over the embeddings (the encoder's output), biases aside
+    const double hidden = double(plan.decoder->hidden > 0 ? plan.decoder->hidden : plan.config.out);
+    const int layers = plan.decoder->layers;
+    least += layers == 1 ? double(plan.config.out)
+                         : double(plan.config.out) * hidden + double(layers - 2) * hidden * hidden + hidden;
+  }
   world.check(least <= double(plan.info.parameter_values),
               plan.checkpoint + ": its model attribute '" + plan.info.model + "' needs at least " +
                   std::to_string(int64_t(least)) + " weights, but the file stores " +
