@@ -13,14 +13,19 @@ Sequential::Sequential(const ProcessGrid& grid, int64_t input_width, const RunOp
       embeddings_layout_(slot_.layout()),
       layout_before_(slot_.layout()) {}
 
-void Sequential::push(std::unique_ptr<Layer> layer) {
+void Sequential::require_new_names(const std::vector<ParameterRef>& params,
+                                   const std::vector<BufferRef>& buffers) {
   std::set<std::string> names;
   for (const ParameterRef& p : parameters()) names.insert(p.param->name);
-  for (const BufferRef& b : buffers()) names.insert(b.name);
-  for (const ParameterRef& p : layer->parameters())
+  for (const BufferRef& b : this->buffers()) names.insert(b.name);
+  for (const ParameterRef& p : params)
     require(names.insert(p.param->name).second, "model: two parameters named ", p.param->name);
-  for (const BufferRef& b : layer->buffers())
+  for (const BufferRef& b : buffers)
     require(names.insert(b.name).second, "model: two buffers named ", b.name);
+}
+
+void Sequential::push(std::unique_ptr<Layer> layer) {
+  require_new_names(layer->parameters(), layer->buffers());
   wants_input_grad_.push_back(has_parameters_);
   has_parameters_ = has_parameters_ || !layer->parameters().empty();
   // The input of the last layer that took a graph layer is the embedding.
@@ -96,11 +101,7 @@ std::vector<ParameterRef> Sequential::parameters() {
 
 void Sequential::attach(std::shared_ptr<AttachedParameters> extra) {
   require(extra != nullptr, "Sequential::attach: nothing to attach");
-  std::set<std::string> names;
-  for (const ParameterRef& p : parameters()) names.insert(p.param->name);
-  for (const BufferRef& b : buffers()) names.insert(b.name);
-  for (const ParameterRef& p : extra->parameters())
-    require(names.insert(p.param->name).second, "model: two parameters named ", p.param->name);
+  require_new_names(extra->parameters(), {});
   attached_.push_back(std::move(extra));
 }
 
@@ -117,8 +118,8 @@ Matrix<float> Sequential::logits_gradient_buffer(int64_t rows, int64_t cols) {
 
 std::string Sequential::describe() const {
   std::string s = description_;
-  for (const auto& layer : layers_)
-    if (description_.empty()) s += (s.empty() ? "" : "; ") + layer->describe();
+  if (s.empty())
+    for (const auto& layer : layers_) s += (s.empty() ? "" : "; ") + layer->describe();
   for (const auto& extra : attached_) s += " + " + extra->describe();
   return s;
 }

@@ -139,6 +139,8 @@ class Sequential : public Model {
 
  private:
   void push(std::unique_ptr<Layer> layer);
+  // Throws Error where a name of `params` or `buffers` is already the model's (or repeats).
+  void require_new_names(const std::vector<ParameterRef>& params, const std::vector<BufferRef>& buffers);
   PhaseTimers timers_;
   LayerSlot slot_;
   std::vector<std::unique_ptr<Layer>> layers_;
