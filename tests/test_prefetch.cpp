@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The feature cache's rules (docs/architecture.md §6) on tiny hand-made cases: initial fill by degree, decay, restore on
-// hit, miss counting, the eviction threshold, replacement by the most-missed, capacity never exceeded, no
-// node cached twice, refills in the same request as the misses; and the built-in controllers' decisions.
+// The feature cache's rules (docs/architecture.md §6) on tiny hand-made cases: initial fill by degree, decay,
+// restore on hit, miss counting, the eviction threshold, replacement by the most-missed, capacity never
+// exceeded, no node cached twice, refills in the same request as the misses; and the built-in controllers'
+// decisions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -113,7 +114,7 @@ TEST(FeatureCache, EvictionCountsIdleStepsWhateverAlpha) {
     o.alpha = alpha;
     o.interval = 16;
     FeatureCache cache(halo, degree, 1, o);
-    cache.install_initial({1.0f});
+    cache.install_initial(std::vector<float>{1.0f});
     for (int step = 0; step < 16; ++step) {
       cache.lookup({2});  // a miss for node 2; slot 0 (node 1) not hit
       cache.end_step();

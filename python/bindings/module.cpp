@@ -182,13 +182,11 @@ py::dict result_to_python(TrainResult&& r) {
   d["prefetch"] = py::none();
   if (r.prefetch) {
     const PrefetchTotals& p = *r.prefetch;
-    d["prefetch"] = nlohmann::json{
-        {"remote_rows", p.remote_rows},
-        {"cache_hits", p.cache_hits},
-        {"fetched_rows", p.fetched_rows},
-        {"fetched_bytes", p.fetched_bytes},
-        {"evictions",
-         p.evictions}}.dump();
+    d["prefetch"] = nlohmann::json{{"remote_rows", p.remote_rows},   {"cache_hits", p.cache_hits},
+                                   {"fetched_rows", p.fetched_rows}, {"fetched_bytes", p.fetched_bytes},
+                                   {"evictions", p.evictions},       {"cache_rows", p.cache_rows},
+                                   {"cache_bytes", p.cache_bytes}}
+                        .dump();
   }
   if (r.node_outputs) {
     NodeOutputArrays& o = *r.node_outputs;

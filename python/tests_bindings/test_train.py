@@ -106,6 +106,18 @@ def test_sampled_mode_reports_steps(cora):
     assert r.embeddings.shape == (len(r.predictions), 16)
 
 
+def test_sampled_mode_keeps_features_in_bf16(cora):
+    """feature_dtype="bf16" halves the cache's bytes a row: a cache of the same size holds twice the rows."""
+    common = dict(data=cora, mode="sampled", partition="block", epochs=1, batch_size=256, fanouts=[5, 5],
+                  cache_size=str(4 * 1433 * 4), quiet=True)  # 4 of Cora's fp32 rows a rank
+    f32 = tessera.train(**common)
+    bf16 = tessera.train(feature_dtype="bf16", **common)
+    assert bf16.prefetch["cache_bytes"] == f32.prefetch["cache_bytes"]
+    if COMM.size > 1:
+        assert bf16.prefetch["cache_rows"] == 2 * f32.prefetch["cache_rows"] > 0
+        assert 0 < bf16.prefetch["fetched_bytes"] < f32.prefetch["fetched_bytes"]
+
+
 def test_a_signal_stops_every_rank_with_a_checkpoint(cora, shared_dir):
     """What a batch job's time limit does (Slurm's --signal=USR1@...): every rank stops at the epoch's end and
     the checkpoint holds it; a second call resumes the run."""

@@ -341,6 +341,18 @@ PY
       "$TESSERA" train --data g.h5 --mode sampled --prefetch-policy external
     expect_error "--prefetch-fraction must be in \[0, 1\], not 2" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --prefetch-fraction 2
+    expect_error "--feature-dtype: expected f32 or bf16, got 'f16'" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --feature-dtype f16
+    expect_error "--feature-dtype is for --mode sampled, not --mode full" "-" -- \
+      "$TESSERA" train --data g.h5 --feature-dtype bf16
+    expect_error "--sample-on device gathers fp32 feature rows; --feature-dtype bf16 runs with --sample-on host" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --feature-dtype bf16 --sample-on device
+    expect_error "--cache-size and --prefetch-fraction both size the cache: give one of them" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --cache-size 1M --prefetch-fraction 0.3
+    expect_error "--cache-size: expected a size such as 4G, 512M or 1000000 \(bytes\), not '3X'" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --cache-size 3X
+    expect_error "--cache-size must be more than 0 bytes, not '0'" "-" -- \
+      "$TESSERA" train --data g.h5 --mode sampled --cache-size 0
     expect_error "--simulate-network: expected LAT_US,GBPS" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --simulate-network 25
     expect_error "--batch-size: --mode sampled takes a count of seeds per rank from 1 to 2\^30, not '0.5'" "-" -- \

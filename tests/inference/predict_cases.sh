@@ -104,6 +104,26 @@ assert np.array_equal(np.loadtxt(sys.argv[2], dtype=np.int64), p["predictions"][
 error = np.abs(h5py.File(sys.argv[3], "r")["embeddings"][:] - p["embeddings"][:]).max()
 assert error < 1e-5, f"embeddings differ by {error}"
 PY
+    # bf16 features (row-normalized first): predict reads the checkpoint's feature dtype and rounds as the
+    # training did, on either engine.
+    out=$(mpi 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2 --hidden 8 --epochs 4 \
+      --normalize-features --feature-dtype bf16 --checkpoint b2 --save-predictions bt.txt --save-embeddings bt.h5) ||
+      exit 1
+    grep -qF "features: held, fetched and cached in bf16" <<<"$out" || { echo "$out"; echo "FAILED: no bf16 line"; exit 1; }
+    grep -qE "cache [0-9]+ bf16 rows" <<<"$out" || { echo "$out"; echo "FAILED: no bf16 cache"; exit 1; }
+    line=$(grep "exact evaluation of epoch" <<<"$out") || { echo "FAILED: no exact evaluation line"; exit 1; }
+    want=$(sed -E 's/.*: (train [0-9.]+ valid [0-9.]+ test [0-9.]+)$/\1/' <<<"$line")
+    for engine in "layerwise --partition random-4" "full --grid 1x2x2"; do
+      pred=$(mpi 4 "$TESSERA" predict --checkpoint b2 --data g.h5 --output bp.h5 --embeddings --engine $engine) || exit 1
+      grep -qF "accuracy $want" <<<"$pred" || { echo "FAILED: predict ($engine) said '$pred', training '$line'"; exit 1; }
+      $py - bp.h5 bt.txt bt.h5 <<'PY' || { echo "FAILED: engine $engine"; exit 1; }
+import sys, h5py, numpy as np
+p = h5py.File(sys.argv[1], "r")
+assert np.array_equal(np.loadtxt(sys.argv[2], dtype=np.int64), p["predictions"][:]), "predictions differ"
+error = np.abs(h5py.File(sys.argv[3], "r")["embeddings"][:] - p["embeddings"][:]).max()
+assert error < 1e-5, f"embeddings differ by {error}"
+PY
+    done
     # --eval exact: every evaluation layer-wise; the best epoch's numbers are then the exact ones.
     out=$(mpi 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2 --hidden 8 --layers 3 --epochs 4 \
       --eval exact) || exit 1

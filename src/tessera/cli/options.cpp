@@ -227,6 +227,9 @@ PermuteMode parse_permute_mode(const std::string& name) {
 CommDtype parse_comm_dtype(const std::string& name) {
   return expected("--comm-dtype", name, kCommDtypeNames);
 }
+StorageDtype parse_feature_dtype(const std::string& name) {
+  return expected("--feature-dtype", name, kStorageDtypeNames);
+}
 GemmDtype parse_gemm_dtype(const std::string& name) {
   return expected("--gemm-dtype", name, kGemmDtypeNames);
 }

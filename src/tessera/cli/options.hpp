@@ -64,6 +64,8 @@ ScheduleKind parse_schedule(const std::string& name);
 Selection parse_selection(const std::string& name);
 /// none, single or double.
 PermuteMode parse_permute_mode(const std::string& name);
+/// --feature-dtype: "f32" / "fp32" or "bf16".
+StorageDtype parse_feature_dtype(const std::string& name);
 /// f32 (fp32) or bf16.
 CommDtype parse_comm_dtype(const std::string& name);
 /// "f32" / "fp32" or "bf16".

@@ -27,7 +27,7 @@ struct Args {
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
               memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto",
               selection = "accuracy", prefetch_thread = "auto", metric = "auto", positive_weight,
-              task = "auto", link_decoder = "dot";
+              task = "auto", link_decoder = "dot", feature_dtype = "f32", cache_size;
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
   int64_t steps_per_epoch = 0;  // the mode's (MinibatchOptions / SampledOptions::steps_per_epoch)
@@ -153,6 +153,13 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
                   "sampled: none, static, periodic, adaptive or external")
       ->capture_default_str();
   cmd->add_option("--prefetch-fraction", s.prefetch.fraction, "sampled: cache rows as a fraction of the halo")
+      ->capture_default_str();
+  cmd->add_option("--cache-size", a.cache_size,
+                  "sampled: the cache's memory per rank, bytes (K, M, G suffixes): as many halo rows as fit "
+                  "in it, instead of --prefetch-fraction");
+  cmd->add_option("--feature-dtype", a.feature_dtype,
+                  "sampled: hold, fetch and cache feature rows in f32 or bf16 (half the bytes: rounded once "
+                  "at load, read as fp32)")
       ->capture_default_str();
   cmd->add_option("--prefetch-alpha", s.prefetch.alpha, "sampled: per-step score decay of cached rows")
       ->capture_default_str();
@@ -320,6 +327,8 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--fanouts", "Sampled / prefetch"},
     {"--prefetch-policy", "Sampled / prefetch"},
     {"--prefetch-fraction", "Sampled / prefetch"},
+    {"--cache-size", "Sampled / prefetch"},
+    {"--feature-dtype", "Sampled / prefetch"},
     {"--prefetch-alpha", "Sampled / prefetch"},
     {"--prefetch-interval", "Sampled / prefetch"},
     {"--prefetch-agent", "Sampled / prefetch"},
@@ -364,6 +373,8 @@ constexpr ModeOnly kModeOnly[] = {{"--batch-size", false, true, true},
                                   {"--fanouts", false, false, true},
                                   {"--prefetch-policy", false, false, true},
                                   {"--prefetch-fraction", false, false, true},
+                                  {"--cache-size", false, false, true},
+                                  {"--feature-dtype", false, false, true},
                                   {"--prefetch-alpha", false, false, true},
                                   {"--prefetch-interval", false, false, true},
                                   {"--prefetch-agent", false, false, true},
@@ -465,6 +476,13 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   if (o.mode == TrainMode::Sampled && !a.batch_size.empty()) s.batch_size = parse_seed_count(a.batch_size);
   if (!a.fanouts.empty()) s.fanouts = parse_fanouts(a.fanouts);
   s.prefetch.policy = parse_prefetch_policy(a.prefetch_policy);
+  s.feature_dtype = parse_feature_dtype(a.feature_dtype);
+  if (!a.cache_size.empty()) {
+    require(!chosen(cmd, "--prefetch-fraction"),
+            "--cache-size and --prefetch-fraction both size the cache: give one of them");
+    s.prefetch.cache_bytes = parse_byte_size(a.cache_size, "--cache-size");
+    require(s.prefetch.cache_bytes > 0, "--cache-size must be more than 0 bytes, not '", a.cache_size, "'");
+  }
   s.thread = parse_step_thread(a.prefetch_thread);
   require(!a.no_prefetch_thread || s.thread != StepThread::On,
           "--no-prefetch-thread and --prefetch-thread on contradict each other: give one");

@@ -3,14 +3,31 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/flat_id_map.hpp"
 #include "tessera/graph/graph_file.hpp"
+#include "tessera/graph/normalize.hpp"
 #include "tessera/graph/partition.hpp"
 
 namespace tessera {
+
+void store_features_in_bf16(PartitionedGraph& graph) {
+  if (graph.feature_dtype == StorageDtype::Bf16) return;
+  graph.features_bf16.resize(graph.features.size());
+  round_to_bf16(graph.features.data(), graph.features_bf16.data(), graph.features.size());
+  std::vector<float>().swap(graph.features);
+  graph.feature_dtype = StorageDtype::Bf16;
+}
+
+std::vector<float> owned_features_f32(const PartitionedGraph& graph) {
+  if (graph.feature_dtype == StorageDtype::F32) return graph.features;
+  std::vector<float> out(graph.features_bf16.size());
+  widen_bf16(graph.features_bf16.data(), out.data(), out.size());
+  return out;
+}
 
 int PartitionedGraph::owner(int64_t node) const {
   return int(std::upper_bound(owner_begin.begin(), owner_begin.end(), node) - owner_begin.begin()) - 1;
@@ -115,24 +132,45 @@ std::vector<int64_t> pack_records(const GraphSlice& slice, const SliceIds& new_i
 
 // Each row of a row-major matrix (features, a multi-label graph's tasks), grouped by owner in the records'
 // order.
-template <class T>
-std::vector<T> pack_rows(const HostMatrix<T>& rows, const std::vector<int>& dest,
-                         std::vector<int64_t>& counts) {
+// Out: T, or bf16 bits (uint16_t) of float rows, rounded as they are packed.
+template <class T, class Out = T>
+std::vector<Out> pack_rows(const HostMatrix<T>& rows, const std::vector<int>& dest,
+                           std::vector<int64_t>& counts) {
   const int64_t f = int64_t(rows.extent(1));
   for (int d : dest) counts[size_t(d)] += f;
   std::vector<int64_t> at = group_starts(counts);
-  std::vector<T> out(size_t(at.back() + counts.back()));
+  std::vector<Out> out(size_t(at.back() + counts.back()));
   for (size_t i = 0; i < dest.size() && f > 0; ++i) {
-    std::copy(&rows(i, 0), &rows(i, 0) + f, out.begin() + at[size_t(dest[i])]);
+    if constexpr (std::is_same_v<T, Out>)
+      std::copy(&rows(i, 0), &rows(i, 0) + f, out.begin() + at[size_t(dest[i])]);
+    else
+      round_to_bf16(&rows(i, 0), out.data() + at[size_t(dest[i])], size_t(f));
     at[size_t(dest[i])] += f;
   }
   return out;
 }
 
-// The owned rows from the records and features that arrived (taken, and freed on return). They arrive in
+// The slice's feature rows to their owners, as fp32 or rounded to bf16 by the reader (half the bytes sent
+// and held); the slice's rows are freed once packed.
+void send_features(const Communicator& comm, GraphSlice& slice, const std::vector<int>& dest,
+                   StorageDtype dtype, PartitionedGraph& g) {
+  std::vector<int64_t> counts(size_t(comm.size()), 0);
+  g.feature_dtype = dtype;
+  if (dtype == StorageDtype::Bf16) {
+    std::vector<uint16_t> packed = pack_rows<float, uint16_t>(slice.features, dest, counts);
+    slice.features = HostMatrix<float>();
+    g.features_bf16 = exchange_grouped(comm, std::move(packed), counts, "load features");
+  } else {
+    std::vector<float> packed = pack_rows(slice.features, dest, counts);
+    slice.features = HostMatrix<float>();
+    g.features = exchange_grouped(comm, std::move(packed), counts, "load features");
+  }
+}
+
+// The owned rows from the records that arrived (taken, and freed on return). Records and features arrive in
 // new-id order (senders are blocks of file rows in file order, and a part's new ids follow file order, see
-// BlockRenumbering), so the features become the owned ones as they are, without a second copy.
-void assemble_owned(std::vector<int64_t> got, std::vector<float> got_features, PartitionedGraph& g) {
+// BlockRenumbering), so the features that arrive are the owned ones as they are, without a second copy.
+void assemble_owned(std::vector<int64_t> got, PartitionedGraph& g) {
   g.row_ptr.assign(size_t(g.count + 1), 0);
   g.labels.resize(size_t(g.count));
   g.file_id.resize(size_t(g.count));
@@ -152,7 +190,6 @@ void assemble_owned(std::vector<int64_t> got, std::vector<float> got_features, P
     std::copy(got.begin() + int64_t(k) + 4, got.begin() + int64_t(k) + 4 + got[k + 3], row);
     std::sort(row, g.col.begin() + g.row_ptr[size_t(i + 1)]);
   }
-  g.features = std::move(got_features);
 }
 
 // Owned new ids of one split, sorted: each rank reads a block of the list and sends every id, renumbered,
@@ -245,15 +282,13 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
   read_split_marks(reader, comm, read_begins);  // ids checked before owned_split, for the rows read
   const SliceIds new_id(slice, numbering.get());
   const std::vector<int> dest = row_owners(g, new_id, begin, end - begin);
-  std::vector<int64_t> record_counts(size_t(ranks), 0), feature_counts(size_t(ranks), 0);
+  std::vector<int64_t> record_counts(size_t(ranks), 0);
   std::vector<int64_t> records = pack_records(slice, new_id, dest, record_counts);
   slice.adjacency = CsrMatrix<float, HostSpace>();
   std::vector<int64_t> got = exchange_grouped(comm, std::move(records), record_counts, "load rows");
-  std::vector<float> features = pack_rows(slice.features, dest, feature_counts);
-  slice.features = HostMatrix<float>();
-  std::vector<float> got_features =
-      exchange_grouped(comm, std::move(features), feature_counts, "load features");
-  assemble_owned(std::move(got), std::move(got_features), g);
+  if (options.normalize_rows) normalize_feature_rows(slice.features);
+  send_features(comm, slice, dest, options.feature_dtype, g);
+  assemble_owned(std::move(got), g);
   if (g.multi_label) {  // the same on every rank: the file's metadata
     std::vector<int64_t> task_counts(size_t(ranks), 0);
     std::vector<int8_t> tasks = pack_rows(slice.label_matrix, dest, task_counts);

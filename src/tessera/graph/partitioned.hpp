@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/core/bf16.hpp"
 
 namespace tessera {
 
@@ -27,7 +28,10 @@ struct PartitionedGraph {
   std::vector<int64_t> row_ptr;
   /// In-neighbours in new ids, sorted, self loops dropped (GCN adds its own).
   std::vector<int64_t> col;
-  std::vector<float> features;       ///< count x num_features
+  std::vector<float> features;  ///< count x num_features (empty when they are stored in bf16)
+  /// count x num_features when the features are stored in bf16 (store_features_in_bf16), else empty.
+  std::vector<uint16_t> features_bf16;
+  StorageDtype feature_dtype = StorageDtype::F32;  ///< which of the two holds them
   std::vector<int64_t> labels;       ///< count, -1 = unlabeled (multi-label: 0 where a task is observed)
   bool multi_label = false;          ///< num_classes is the tasks of a multi-label graph
   std::vector<int8_t> targets;       ///< multi-label: count x num_classes of 1, 0, -1 (unobserved)
@@ -46,6 +50,12 @@ struct PartitionedGraph {
   int64_t degree_of(int64_t node) const;
 };
 
+/// Rounds the owned feature rows to bf16 (nearest even) into features_bf16 and frees the fp32 rows: half the
+/// memory, and every reader widens a row back to the fp32 value of its rounding.
+void store_features_in_bf16(PartitionedGraph& graph);
+/// A copy of the owned feature rows in fp32 (widened where they are stored in bf16).
+std::vector<float> owned_features_f32(const PartitionedGraph& graph);
+
 /// What load_partitioned reads besides the graph's rows.
 struct PartitionedLoadOptions {
   /// Where /partition/NAME is read from (a file of tessera partition --output, checked by the caller with
@@ -57,6 +67,12 @@ struct PartitionedLoadOptions {
   /// Lists of the file's node ids (any nodes, each rank its own lists) rewritten in place to the ids the
   /// partition gives them, as the graph is loaded (a link task's pairs).
   std::vector<std::vector<int64_t>*> renumber;
+  /// Divide each feature row by its sum (normalize_feature_rows) as it is read.
+  bool normalize_rows = false;
+  /// How the owned feature rows are held: bf16 rows are rounded by the rank that reads them (after any
+  /// normalization) and travel and are kept in half the bytes; the load's peak holds the read block in fp32
+  /// and the rows in bf16.
+  StorageDtype feature_dtype = StorageDtype::F32;
 };
 
 /// Collective. partition: a name under /partition/ (one part per rank), or "block" for contiguous

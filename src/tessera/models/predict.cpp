@@ -81,8 +81,9 @@ struct Plan {
   std::optional<LinkDecoderOptions> decoder;  // a link checkpoint's MLP decoder
   bool best = false;
   bool normalize_features = false;
-  int keep_layer = -1;  // the embeddings' layer, -1: none
-  int split = -1;       // -1: every node
+  StorageDtype feature_dtype = StorageDtype::F32;  // the features the model trained on
+  int keep_layer = -1;                             // the embeddings' layer, -1: none
+  int split = -1;                                  // -1: every node
   MetricKind metric = MetricKind::Auto;
   InferenceEngine engine = InferenceEngine::Full;
   bool link = false;  // a link-prediction checkpoint (`task` link): scores node pairs
@@ -189,6 +190,11 @@ Plan make_plan(const PredictOptions& o, const Communicator& world) {
   plan.config.dropout = plan.config.input_dropout = 0;  // no dropout layer: evaluation passes skip them
   const nlohmann::json& run = plan.info.run;
   plan.normalize_features = run.value("normalize_features", false);
+  const std::string dtype = run.value("feature_dtype", std::string("f32"));
+  const std::optional<StorageDtype> feature_dtype = value_named(kStorageDtypeNames, dtype);
+  world.check(feature_dtype.has_value(),
+              plan.checkpoint + ": unknown feature dtype '" + dtype + "' in its run settings; refused");
+  plan.feature_dtype = *feature_dtype;
   plan.best = o.parameters == CheckpointParameters::Best ||
               (o.parameters == CheckpointParameters::Auto && plan.info.has_best);
   world.check(!plan.best || plan.info.has_best,
@@ -276,6 +282,7 @@ EngineRows run_full(
   Graph3DOptions load = graph3d_options(t);
   load.transposes = false;
   load.require_labels = !plan.link;
+  load.bf16_feature_values = plan.feature_dtype == StorageDtype::Bf16;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);
   std::shared_ptr<MlpLinkDecoder> decoder;
@@ -306,9 +313,10 @@ EngineRows run_full(
 
 EngineRows run_layerwise(const PredictOptions& o, const Plan& plan, const Communicator& world) {
   const std::string partition = !o.partition.empty() ? o.partition : default_partition(world, o.data);
-  PartitionedGraph g = load_partitioned(world, o.data, partition);
-  if (plan.normalize_features)
-    normalize_feature_rows(HostMatrix<float>(g.features.data(), size_t(g.count), size_t(g.num_features)));
+  PartitionedLoadOptions load;
+  load.normalize_rows = plan.normalize_features;
+  load.feature_dtype = plan.feature_dtype;
+  PartitionedGraph g = load_partitioned(world, o.data, partition, load);
   const ProcessGrid grid(world, GridShape{world.size(), 1, 1, 1});
   const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);
   std::shared_ptr<MlpLinkDecoder> decoder;

@@ -256,10 +256,9 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunCon
     links = std::make_shared<LinkTask>(read_link_task(GraphFileReader(world, o.data), world));
     load.renumber = link_task_ids(*links);
   }
+  load.normalize_rows = o.normalize_features;
+  load.feature_dtype = o.sampled.feature_dtype;
   PartitionedGraph graph = load_partitioned(world, o.data, partition, load);
-  if (o.normalize_features)
-    normalize_feature_rows(
-        HostMatrix<float>(graph.features.data(), size_t(graph.count), size_t(graph.num_features)));
   const ProcessGrid grid = make_grid(world, GridShape{world.size(), 1, 1, 1}, o.compute.comm);
   ModelConfig config = o.model;
   config.in = graph.num_features;

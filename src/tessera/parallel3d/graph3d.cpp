@@ -12,6 +12,7 @@
 #include "graph3d_impl.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/comm/process_grid.hpp"
+#include "tessera/core/bf16.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/memory.hpp"
@@ -89,8 +90,10 @@ int64_t features_budget(const Communicator& comm, int64_t budget, double own, do
 // at their size.
 // `release`: the rows' features, freed once the last round is packed (before the exchange's receive
 // buffer and the block are allocated when there is one round), or null to keep them.
-int distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& grid, int64_t budget,
+int distribute_features(const GraphRows& r, const Graph3DOptions& options, const ProcessGrid& grid,
                         Graph3D& g, std::vector<float>* release) {
+  const bool normalize = options.normalize_features, bf16 = options.bf16_feature_values;
+  const int64_t budget = options.exchange_budget;
   const Communicator& comm = grid.replica();
   const GridShape& shape = grid.shape();
   const GridCoords mine = grid.coords();
@@ -140,8 +143,10 @@ int distribute_features(const GraphRows& r, bool normalize, const ProcessGrid& g
         const int64_t slot = positions_at[size_t(dest)]++;
         send_pos[size_t(slot)] = positions[size_t(i)];
         float* out = send_val.data() + slot * col_block;
-        for (int64_t j = ky * col_block; j < (ky + 1) * col_block; ++j)
-          *out++ = j < f ? (normalize ? float(x[j] / scale) : x[j]) : 0.0f;
+        for (int64_t j = ky * col_block; j < (ky + 1) * col_block; ++j) {
+          const float value = j < f ? (normalize ? float(x[j] / scale) : x[j]) : 0.0f;
+          *out++ = bf16 ? from_bf16(to_bf16(value)) : value;
+        }
       });
     }
     if (release && rounds.end(k) == r.rows() && rounds.begin(k) < rounds.end(k) + (k == 0))
@@ -357,8 +362,7 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   g.max_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Max, "load");
   // Ranks that differ only in b hold copies of the same block: the mean over ranks is the mean over blocks.
   g.mean_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Sum, "load") / double(comm.size());
-  done("features", distribute_features(rows, options.normalize_features, grid, options.exchange_budget, g,
-                                       release ? &release->features : nullptr));
+  done("features", distribute_features(rows, options, grid, g, release ? &release->features : nullptr));
   for (int t = 0; t < layouts; ++t) {
     const AxisRoles roles = roles_for_layer(t);
     const int64_t row_block = g.layout.padded_nodes() / shape.extent(roles.c);

@@ -108,6 +108,9 @@ struct Graph3DOptions {
   /// Refuse a graph without a labeled training node (what node tasks train on); false for a link task,
   /// which trains on node pairs.
   bool require_labels = true;
+  /// Round each feature value (after any normalization) to bf16 and back: the values a model trained on bf16
+  /// features saw (`tessera predict` of such a checkpoint).
+  bool bf16_feature_values = false;
 };
 
 /// The permutations' run length on a reordered graph file: long enough that a window of output rows belongs
@@ -163,7 +166,8 @@ struct Graph3D {
 
 /// Collective over the grid's replica. Validates the rows (sizes, offsets, ids, labels, finite features,
 /// contiguous blocks) and throws CollectiveError naming rows.name on a problem, on a graph without labeled
-/// training nodes (unless Graph3DOptions::require_labels is false) and on a grid with more ranks along an axis than the graph has nodes.
+/// training nodes (unless Graph3DOptions::require_labels is false) and on a grid with more ranks along an
+/// axis than the graph has nodes.
 Graph3D build_graph_3d(const GraphRows& rows, const ProcessGrid& grid, const Graph3DOptions& options);
 /// The same, freeing the rows' edges once the adjacency is built and their features once copied out, which
 /// lowers the load's peak (on an ogbn-products-size graph on 8 ranks by a sixth); `rows` is left with its

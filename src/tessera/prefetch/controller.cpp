@@ -14,7 +14,6 @@
 
 namespace tessera {
 
-
 namespace {
 
 class FixedController : public PrefetchController {
@@ -90,7 +89,10 @@ class AdaptiveController : public PrefetchController {
 class ExternalController : public PrefetchController {
  public:
   ExternalController(const PrefetchOptions& o, int rank, int64_t capacity)
-      : options_(o), rank_(rank), capacity_(capacity), fallback_(PrefetchPolicy::Periodic, o.interval),
+      : options_(o),
+        rank_(rank),
+        capacity_(capacity),
+        fallback_(PrefetchPolicy::Periodic, o.interval),
         window_(o.interval) {
     try {
       agent_ = std::make_unique<AgentProcess>(o.agent);
@@ -183,17 +185,20 @@ class ExternalController : public PrefetchController {
 
 void PrefetchOptions::validate() const {
   require(fraction >= 0 && fraction <= 1, "`prefetch-fraction` must be in [0, 1], not ", fraction);
+  require(cache_bytes >= 0, "`cache-size` must not be negative, not ", cache_bytes);
   require(alpha > 0 && alpha < 1, "`prefetch-alpha` must be in (0, 1), not ", alpha);
-  require(interval >= 1 && interval <= (int64_t(1) << 30), "`prefetch-interval` must be in [1, ", int64_t(1) << 30,
-          "], not ", interval);
+  require(interval >= 1 && interval <= (int64_t(1) << 30), "`prefetch-interval` must be in [1, ",
+          int64_t(1) << 30, "], not ", interval);
   require(std::isfinite(agent_timeout_s) && agent_timeout_s > 0 && agent_timeout_s <= 86400,
           "`prefetch-agent-timeout` must be in (0, 86400] seconds, not ", agent_timeout_s);
-  require(policy == PrefetchPolicy::External || agent.empty(), "`prefetch-agent` needs `prefetch-policy` external");
+  require(policy == PrefetchPolicy::External || agent.empty(),
+          "`prefetch-agent` needs `prefetch-policy` external");
   require(policy != PrefetchPolicy::External || !agent.empty(),
           "`prefetch-policy` external needs `prefetch-agent` CMD");
 }
 
-std::unique_ptr<PrefetchController> make_controller(const PrefetchOptions& options, int rank, int64_t capacity) {
+std::unique_ptr<PrefetchController> make_controller(const PrefetchOptions& options, int rank,
+                                                    int64_t capacity) {
   options.validate();
   switch (options.policy) {
     case PrefetchPolicy::Adaptive:

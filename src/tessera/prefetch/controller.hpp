@@ -8,7 +8,8 @@
 //             4 Delta steps apart
 //   external  sends every window's observations as one JSON line to a program (--prefetch-agent CMD) and
 //             applies its answers when they arrive; on a timeout, a crash or a malformed answer it falls back
-//             to periodic for the rest of the run and says so (protocol: docs/guide/sampled.md, "Prefetch agents")
+//             to periodic for the rest of the run and says so (protocol: docs/guide/sampled.md, "Prefetch
+//             agents")
 // Controllers are per rank and per cache: their decisions change which rows travel in a step's one
 // request, never how many collectives run, so ranks may decide differently without any risk of a hang.
 #pragma once
@@ -29,22 +30,27 @@ enum class PrefetchPolicy {
   Adaptive,  ///< from the windowed hit rate and miss trend
   External   ///< an agent program's answers
 };
-/// The names of PrefetchPolicy's values (core/enum_names.hpp): what the command line, the bindings and messages use.
-inline constexpr EnumName<PrefetchPolicy> kPrefetchPolicyNames[] = {
-    {PrefetchPolicy::None, "none"},
-    {PrefetchPolicy::Static, "static"},
-    {PrefetchPolicy::Periodic, "periodic"},
-    {PrefetchPolicy::Adaptive, "adaptive"},
-    {PrefetchPolicy::External, "external"}};
+/// The names of PrefetchPolicy's values (core/enum_names.hpp): what the command line, the bindings and
+/// messages use.
+inline constexpr EnumName<PrefetchPolicy> kPrefetchPolicyNames[] = {{PrefetchPolicy::None, "none"},
+                                                                    {PrefetchPolicy::Static, "static"},
+                                                                    {PrefetchPolicy::Periodic, "periodic"},
+                                                                    {PrefetchPolicy::Adaptive, "adaptive"},
+                                                                    {PrefetchPolicy::External, "external"}};
 /// none or static or periodic or adaptive or external: the name of a value.
-inline const char* prefetch_policy_name(PrefetchPolicy policy) { return name_of(kPrefetchPolicyNames, policy); }
+inline const char* prefetch_policy_name(PrefetchPolicy policy) {
+  return name_of(kPrefetchPolicyNames, policy);
+}
 
 /// The prefetch cache's settings, the one home of the sampled mode's prefetch options: the cache's capacity
 /// and scores (FeatureCache) and who decides its evictions (make_controller).
 struct PrefetchOptions {
   PrefetchPolicy policy = PrefetchPolicy::Periodic;  ///< which controller (None: no cache)
   double fraction = 0.25;                            ///< capacity = floor(fraction * |halo|) slots
-  double alpha = 0.05;                               ///< per-step score decay: scores times (1 - alpha)
+  /// When > 0, the capacity instead: as many rows as fit in these bytes (at the rows' storage dtype, so bf16
+  /// rows twice as many), at most |halo|.
+  int64_t cache_bytes = 0;
+  double alpha = 0.05;         ///< per-step score decay: scores times (1 - alpha)
   int64_t interval = 16;       ///< Delta: steps between evictions (periodic), a controller's window
   std::string agent;           ///< external: the command (run with /bin/sh -c)
   double agent_timeout_s = 5;  ///< external: longest wait for an answer to a window

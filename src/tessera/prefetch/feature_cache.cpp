@@ -9,9 +9,16 @@
 
 namespace tessera {
 
+int64_t FeatureCache::capacity_for(const PrefetchOptions& options, int64_t halo_nodes, int64_t feature_dim,
+                                   StorageDtype dtype) {
+  if (options.cache_bytes <= 0) return int64_t(std::floor(options.fraction * double(halo_nodes)));
+  const int64_t row_bytes = std::max<int64_t>(1, feature_dim * storage_bytes(dtype));
+  return std::min(halo_nodes, options.cache_bytes / row_bytes);
+}
+
 FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>& degree, int64_t feature_dim,
-                           const PrefetchOptions& options)
-    : options_(options), dim_(feature_dim) {
+                           const PrefetchOptions& options, StorageDtype dtype)
+    : options_(options), dim_(feature_dim), dtype_(dtype) {
   require(halo.size() == degree.size(), "FeatureCache: ", halo.size(), " halo nodes but ", degree.size(),
           " degrees");
   options.validate();
@@ -22,7 +29,7 @@ FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return degree[a] != degree[b] ? degree[a] > degree[b] : halo[a] < halo[b];
   });
-  const auto capacity = size_t(std::floor(options.fraction * double(halo.size())));
+  const auto capacity = size_t(capacity_for(options, int64_t(halo.size()), feature_dim, dtype));
   for (size_t k = 0; k < capacity; ++k) {
     const int64_t node = halo[order[k]];
     require(!where_.count(node), "FeatureCache: halo node ", node, " is listed twice");
@@ -31,7 +38,8 @@ FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>
   }
   idle_.assign(capacity, 0);
   hit_.assign(capacity, 0);
-  rows_.assign(capacity * size_t(dim_), 0.0f);
+  (dtype == StorageDtype::Bf16 ? rows_bf16_.assign(capacity * size_t(dim_), 0)
+                               : rows_.assign(capacity * size_t(dim_), 0.0f));
   halo_ = std::move(halo);
   std::sort(halo_.begin(), halo_.end());
   require(std::adjacent_find(halo_.begin(), halo_.end()) == halo_.end(), "FeatureCache: halo nodes repeat");
@@ -39,11 +47,24 @@ FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>
 }
 
 void FeatureCache::install_initial(const std::vector<float>& rows, int64_t first_slot) {
+  require(dtype_ == StorageDtype::F32, "FeatureCache: fp32 rows for a bf16 cache");
+  install_initial_rows(rows, rows_, first_slot);
+}
+
+void FeatureCache::install_initial(const std::vector<uint16_t>& rows, int64_t first_slot) {
+  require(dtype_ == StorageDtype::Bf16, "FeatureCache: bf16 rows for an fp32 cache");
+  install_initial_rows(rows, rows_bf16_, first_slot);
+}
+
+template <class Value>
+void FeatureCache::install_initial_rows(const std::vector<Value>& rows, std::vector<Value>& slots,
+                                        int64_t first_slot) {
   const size_t at = size_t(first_slot) * size_t(dim_);
-  require(first_slot >= 0 && rows.size() % size_t(dim_) == 0 && at + rows.size() <= rows_.size(),
-          "FeatureCache: initial fill of ", rows.size(), " values at slot ", first_slot, " for ",
-          rows_.size(), " values");
-  std::copy(rows.begin(), rows.end(), rows_.begin() + std::ptrdiff_t(at));
+  require(
+      first_slot >= 0 && (dim_ == 0 || rows.size() % size_t(dim_) == 0) && at + rows.size() <= slots.size(),
+      "FeatureCache: initial fill of ", rows.size(), " values at slot ", first_slot, " for ", slots.size(),
+      " values");
+  std::copy(rows.begin(), rows.end(), slots.begin() + std::ptrdiff_t(at));
 }
 
 int64_t FeatureCache::halo_index(int64_t node) const {
@@ -110,6 +131,18 @@ std::vector<int64_t> FeatureCache::request(const std::vector<int64_t>& missed, c
 }
 
 void FeatureCache::install(const Replacement& plan, const std::vector<float>& rows) {
+  require(dtype_ == StorageDtype::F32, "FeatureCache: fp32 rows for a bf16 cache");
+  install_rows(plan, rows, rows_);
+}
+
+void FeatureCache::install(const Replacement& plan, const std::vector<uint16_t>& rows) {
+  require(dtype_ == StorageDtype::Bf16, "FeatureCache: bf16 rows for an fp32 cache");
+  install_rows(plan, rows, rows_bf16_);
+}
+
+template <class Value>
+void FeatureCache::install_rows(const Replacement& plan, const std::vector<Value>& rows,
+                                std::vector<Value>& slots) {
   require(plan.slots.size() == plan.nodes.size() && rows.size() == plan.nodes.size() * size_t(dim_),
           "FeatureCache: a replacement of ", plan.nodes.size(), " nodes with ", rows.size(), " values");
   for (size_t k = 0; k < plan.slots.size(); ++k) {
@@ -122,7 +155,7 @@ void FeatureCache::install(const Replacement& plan, const std::vector<float>& ro
     miss_[size_t(halo_index(node))] = 0;
     std::copy(rows.begin() + std::ptrdiff_t(k * size_t(dim_)),
               rows.begin() + std::ptrdiff_t((k + 1) * size_t(dim_)),
-              rows_.begin() + std::ptrdiff_t(size_t(slot) * size_t(dim_)));
+              slots.begin() + std::ptrdiff_t(size_t(slot) * size_t(dim_)));
   }
 }
 

@@ -9,15 +9,66 @@
 
 namespace tessera {
 
+OwnedRows feature_rows(const PartitionedGraph& graph) {
+  if (graph.feature_dtype == StorageDtype::Bf16)
+    return OwnedRows{nullptr, graph.num_features, graph.features_bf16.data()};
+  return OwnedRows{graph.features.data(), graph.num_features};
+}
+
 RemoteFeatures::RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph,
                                SimulatedNetwork network)
-    : RemoteFeatures(comm, graph, OwnedRows{graph.features.data(), graph.num_features}, network) {}
+    : RemoteFeatures(comm, graph, feature_rows(graph), network) {}
 
 RemoteFeatures::RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph, OwnedRows table,
                                SimulatedNetwork network)
     : comm_(comm), graph_(graph), table_(table), network_(network) {}
 
-template <class Put>
+template <>
+std::vector<float>& RemoteFeatures::reply_buffer<float>() const {
+  return reply_;
+}
+template <>
+std::vector<uint16_t>& RemoteFeatures::reply_buffer<uint16_t>() const {
+  return reply_bf16_;
+}
+template <>
+std::vector<float>& RemoteFeatures::received_buffer<float>() const {
+  return received_;
+}
+template <>
+std::vector<uint16_t>& RemoteFeatures::received_buffer<uint16_t>() const {
+  return received_bf16_;
+}
+template <>
+const float* RemoteFeatures::owned_row<float>(int64_t node) const {
+  return table_.data + size_t(node - graph_.first) * size_t(table_.width);
+}
+template <>
+const uint16_t* RemoteFeatures::owned_row<uint16_t>(int64_t node) const {
+  return table_.bf16 + size_t(node - graph_.first) * size_t(table_.width);
+}
+
+namespace {
+
+// A stored row as the fp32 values a step reads.
+void widen_row(const float* row, size_t width, float* out) {
+  std::copy(row, row + width, out);
+}
+void widen_row(const uint16_t* row, size_t width, float* out) {
+  widen_bf16(row, out, width);
+}
+
+// The cache's row of a slot, in the table's dtype.
+const float* cached_row(const FeatureCache& cache, int64_t slot, float*) {
+  return cache.row(slot);
+}
+const uint16_t* cached_row(const FeatureCache& cache, int64_t slot, uint16_t*) {
+  return cache.row_bf16(slot);
+}
+
+}  // namespace
+
+template <class Value, class Put>
 void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, Put&& put) const {
   Stopwatch watch;
   const int ranks = comm_.size();
@@ -34,17 +85,17 @@ void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, 
       exchange_buckets_on(comm_, ask, "feature requests", network_, &asked_counts);
   // The replies in the order asked (grouped by the asking rank), in one buffer: an owner of hubs answers
   // most of every rank's misses, and per-rank buckets and their packed copy held its replies twice.
-  std::vector<float>& reply = reply_;
+  std::vector<Value>& reply = reply_buffer<Value>();
   reply.resize(asked.size() * f);
   for (size_t k = 0; k < asked.size(); ++k) {
     require(graph_.owns(asked[k]), "feature fetch: rank ", comm_.rank(), " asked for node ", asked[k],
             " it does not own");
-    const float* row = table_.data + size_t(asked[k] - graph_.first) * f;
+    const Value* row = owned_row<Value>(asked[k]);
     std::copy(row, row + f, reply.begin() + std::ptrdiff_t(k * f));
   }
   std::vector<int64_t> reply_counts(asked_counts);
   for (int64_t& c : reply_counts) c *= int64_t(f);
-  std::vector<float>& got = received_;
+  std::vector<Value>& got = received_buffer<Value>();
   exchange_grouped_into_on(comm_, reply, reply_counts, "feature replies", got, network_);
   // Replies arrive grouped by owner, in request order: each goes straight where the caller wants it (a
   // reordered copy of them all was one more buffer the size of the misses).
@@ -52,13 +103,24 @@ void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, 
   for (int r = 0; r < ranks; ++r)
     for (size_t i : asked_for[size_t(r)]) put(i, got.data() + (k++) * f);
   stats.fetched_rows += int64_t(want.size());
-  stats.fetched_bytes += int64_t(got.size() * sizeof(float));
+  stats.fetched_bytes += int64_t(got.size() * sizeof(Value));
   stats.seconds += watch.seconds();
 }
 
 void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_bytes) const {
+  require(cache.dtype() == table_.dtype() && cache.feature_dim() == table_.width, "feature cache: rows of ",
+          cache.feature_dim(), " ", storage_dtype_name(cache.dtype()), " values for a table of ",
+          table_.width, " ", storage_dtype_name(table_.dtype()), " values");
+  if (table_.dtype() == StorageDtype::Bf16)
+    fill_rows<uint16_t>(cache, stats, round_bytes);
+  else
+    fill_rows<float>(cache, stats, round_bytes);
+}
+
+template <class Value>
+void RemoteFeatures::fill_rows(FeatureCache& cache, FetchStats& stats, int64_t round_bytes) const {
   const std::vector<int64_t>& nodes = cache.slot_nodes();
-  const int64_t row_bytes = std::max<int64_t>(1, int64_t(sizeof(float)) * table_.width);
+  const int64_t row_bytes = std::max<int64_t>(1, int64_t(sizeof(Value)) * table_.width);
   const int64_t per_rank = std::max<int64_t>(1, round_bytes / (row_bytes * comm_.size()));
   const int64_t mine = (int64_t(nodes.size()) + per_rank - 1) / per_rank;
   const int64_t rounds = all_reduce_value(comm_, mine, ReduceOp::Max, "cache fill");
@@ -66,8 +128,8 @@ void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_
     const int64_t lo = std::min(int64_t(nodes.size()), round * per_rank);
     const int64_t hi = std::min(int64_t(nodes.size()), lo + per_rank);
     const std::vector<int64_t> piece(nodes.begin() + lo, nodes.begin() + hi);
-    std::vector<float> rows(piece.size() * size_t(table_.width));
-    fetch(piece, stats, [&](size_t i, const float* row) {
+    std::vector<Value> rows(piece.size() * size_t(table_.width));
+    fetch<Value>(piece, stats, [&](size_t i, const Value* row) {
       std::copy(row, row + table_.width, rows.begin() + std::ptrdiff_t(i * size_t(table_.width)));
     });
     cache.install_initial(rows, lo);
@@ -83,14 +145,24 @@ std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, Fea
 
 void RemoteFeatures::gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
                             FetchStats& stats, std::vector<float>& rows) const {
+  require(!cache || (cache->dtype() == table_.dtype() && cache->feature_dim() == table_.width),
+          "feature cache: rows of another dtype or width than the table's");
+  if (table_.dtype() == StorageDtype::Bf16)
+    gather_rows<uint16_t>(nodes, cache, evict, stats, rows);
+  else
+    gather_rows<float>(nodes, cache, evict, stats, rows);
+}
+
+template <class Value>
+void RemoteFeatures::gather_rows(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
+                                 FetchStats& stats, std::vector<float>& rows) const {
   const size_t f = size_t(table_.width);
   rows.resize(nodes.size() * f);
   std::vector<int64_t> remote;
   std::vector<size_t> remote_at;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (graph_.owns(nodes[i])) {
-      const float* row = table_.data + size_t(nodes[i] - graph_.first) * f;
-      std::copy(row, row + f, rows.data() + i * f);
+      widen_row(owned_row<Value>(nodes[i]), f, rows.data() + i * f);
     } else {
       remote.push_back(nodes[i]);
       remote_at.push_back(i);
@@ -104,7 +176,8 @@ void RemoteFeatures::gather(const std::vector<int64_t>& nodes, FeatureCache* cac
     const std::vector<int64_t> slots = cache->lookup(remote);
     for (size_t k = 0; k < remote.size(); ++k) {
       if (slots[k] >= 0) {
-        std::copy(cache->row(slots[k]), cache->row(slots[k]) + f, rows.data() + remote_at[k] * f);
+        widen_row(cached_row(*cache, slots[k], static_cast<Value*>(nullptr)), f,
+                  rows.data() + remote_at[k] * f);
         ++stats.hits;
       } else {
         missed.push_back(remote[k]);
@@ -125,9 +198,9 @@ void RemoteFeatures::gather(const std::vector<int64_t>& nodes, FeatureCache* cac
     for (size_t k = 0; k < want.size(); ++k) position.emplace(want[k], k);
     for (size_t k = 0; k < plan.nodes.size(); ++k) refill_at[position.at(plan.nodes[k])] = int64_t(k);
   }
-  std::vector<float> refill(plan.nodes.size() * f);
-  fetch(want, stats, [&](size_t i, const float* row) {
-    if (i < missed.size()) std::copy(row, row + f, rows.data() + missed_at[i] * f);
+  std::vector<Value> refill(plan.nodes.size() * f);
+  fetch<Value>(want, stats, [&](size_t i, const Value* row) {
+    if (i < missed.size()) widen_row(row, f, rows.data() + missed_at[i] * f);
     if (refill_at[i] >= 0) std::copy(row, row + f, refill.begin() + std::ptrdiff_t(size_t(refill_at[i]) * f));
   });
   if (cache) {

@@ -23,17 +23,24 @@ struct FetchStats {
   double seconds = 0;         ///< the exchange's wall time (with any simulated network delay)
 };
 
-/// Rows of a table over a partitioned graph's owned nodes: `width` floats per owned node, row-major
-/// (owned node first + i at row i). The graph's features are one; a layer's output is another.
+/// Rows of a table over a partitioned graph's owned nodes: `width` values per owned node, row-major
+/// (owned node first + i at row i), fp32 or bf16. The graph's features are one; a layer's output is another.
 struct OwnedRows {
-  const float* data = nullptr;  ///< graph.count x width
-  int64_t width = 0;            ///< floats per row
+  const float* data = nullptr;     ///< graph.count x width, fp32 (or null)
+  int64_t width = 0;               ///< values per row
+  const uint16_t* bf16 = nullptr;  ///< graph.count x width, bf16, where `data` is null
+  /// How the rows are held (and travel).
+  StorageDtype dtype() const { return bf16 ? StorageDtype::Bf16 : StorageDtype::F32; }
 };
+/// A partitioned graph's owned feature rows, in the dtype it holds them.
+OwnedRows feature_rows(const PartitionedGraph& graph);
 
 /// Feature rows of any nodes of a partitioned graph, through the cache.
 class RemoteFeatures {
  public:
-  /// Exchanges over `comm` (one rank per part) the rows of the graph's features.
+  /// Exchanges over `comm` (one rank per part) the rows of the graph's features. Rows travel and are cached
+  /// in the dtype the table holds them (bf16: half the bytes and twice the rows per cache byte); gather()
+  /// widens them to fp32.
   RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph, SimulatedNetwork network = {});
   /// ... or of another table over the owned nodes (each rank its own, of one width); must outlive it.
   RemoteFeatures(const Communicator& comm, const PartitionedGraph& graph, OwnedRows table,
@@ -59,15 +66,28 @@ class RemoteFeatures {
               std::vector<float>& rows) const;
 
  private:
-  /// Rows of `want` (remote nodes, any order, each once) from their owners: put(i, row) for each i.
-  template <class Put>
+  /// Rows of `want` (remote nodes, any order, each once) from their owners: put(i, row) for each i, with
+  /// `row` the table's Value (float or bf16 bits).
+  template <class Value, class Put>
   void fetch(const std::vector<int64_t>& want, FetchStats& stats, Put&& put) const;
+  template <class Value>
+  void fill_rows(FeatureCache& cache, FetchStats& stats, int64_t round_bytes) const;
+  template <class Value>
+  void gather_rows(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict, FetchStats& stats,
+                   std::vector<float>& rows) const;
+  template <class Value>
+  const Value* owned_row(int64_t node) const;
   const Communicator& comm_;
   const PartitionedGraph& graph_;
   OwnedRows table_;
   SimulatedNetwork network_;
   // The fetch's reply and receive buffers, kept between calls (a RemoteFeatures serves one thread).
   mutable std::vector<float> reply_, received_;
+  mutable std::vector<uint16_t> reply_bf16_, received_bf16_;
+  template <class Value>
+  std::vector<Value>& reply_buffer() const;
+  template <class Value>
+  std::vector<Value>& received_buffer() const;
 };
 
 }  // namespace tessera

@@ -94,12 +94,12 @@ LayerwiseResult layerwise_inference(Sequential& model, const PartitionedGraph& g
   const size_t sources = block.src.size();
   // The representation after l graph layers, owned rows (l = 0: the features, which the graph holds).
   std::vector<float> h;
-  const float* rows = g.features.data();
+  OwnedRows rows = feature_rows(g);  // in the dtype the graph holds them
   int64_t width = g.num_features;
-  if (o.keep_layer == 0) result.kept.assign(rows, rows + g.count * width), result.kept_width = width;
+  if (o.keep_layer == 0) result.kept = owned_features_f32(g), result.kept_width = width;
   for (int l = 0; l < layers; ++l) {
     Stopwatch layer_watch;
-    const RemoteFeatures fetch(world, g, OwnedRows{rows, width});
+    const RemoteFeatures fetch(world, g, rows);
     FetchStats stats;
     std::vector<float> x = fetch.gather(block.src, nullptr, false, stats);
     Matrix<float> device;
@@ -108,7 +108,7 @@ LayerwiseResult layerwise_inference(Sequential& model, const PartitionedGraph& g
     const Matrix<const float> out = model.forward_stage(l, input, views, PassInfo{false, 0, 0});
     width = model.graph_layer_input_layout(l + 1).width;
     h = host_rows(out, g.count, width);
-    rows = h.data();
+    rows = OwnedRows{h.data(), width};
     if (o.keep_layer == l + 1) result.kept = h, result.kept_width = width;
     const int64_t fetched = all_reduce_value(world, stats.fetched_rows, ReduceOp::Sum, "layerwise");
     result.halo_rows += fetched;

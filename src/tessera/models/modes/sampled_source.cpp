@@ -246,14 +246,20 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
     o.prefetch.validate();
     require(grid.shape().size() == grid.shape().d,
             "sampled training runs one replica per rank (grid Px1x1x1)");
-    place = sampled_step_place(o.sample_on, device_build, world.size(),
-                               DeviceSampledSteps::resident_bytes(graph), device_free_bytes());
+    // Steps built on the device gather fp32 rows: bf16 features are gathered (and widened) on the host.
+    const bool bf16 = graph.feature_dtype == StorageDtype::Bf16;
+    require(!bf16 || o.sample_on != SamplePlace::Device,
+            "`sample-on` device gathers fp32 feature rows; `feature-dtype` bf16 runs with `sample-on` host");
+    place = bf16 ? SamplePlace::Host
+                 : sampled_step_place(o.sample_on, device_build, world.size(),
+                                      DeviceSampledSteps::resident_bytes(graph), device_free_bytes());
   } catch (const Error& e) {
     invalid = e.what();
   }
   world.check(invalid.empty(), invalid);
   const bool on_device = place == SamplePlace::Device;
-  if (o.sample_on == SamplePlace::Auto && device_build && world.size() == 1 && !on_device)
+  if (o.sample_on == SamplePlace::Auto && device_build && world.size() == 1 && !on_device &&
+      graph.feature_dtype == StorageDtype::F32)
     log_line(
         "sampled steps built on the host: the graph's features and neighbour lists do not fit in half "
         "of the device's free memory");
@@ -290,7 +296,8 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
   FetchStats fill;
   const std::vector<int64_t>& halo = graph.halo;
   if (o.prefetch.policy != PrefetchPolicy::None) {
-    s_->cache = std::make_unique<FeatureCache>(halo, graph.halo_degree, graph.num_features, o.prefetch);
+    s_->cache = std::make_unique<FeatureCache>(halo, graph.halo_degree, graph.num_features, o.prefetch,
+                                               graph.feature_dtype);
     s_->fetch->fill(*s_->cache, fill);
     s_->controller = make_controller(o.prefetch, world.rank(), s_->cache->capacity());
   }
@@ -302,6 +309,10 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
   s_->steps = steps_;
   s_->halo_total = all_reduce_value(world, int64_t(halo.size()), ReduceOp::Sum, "load");
   s_->fill_bytes = all_reduce_value(world, fill.fetched_bytes, ReduceOp::Sum, "load");
+  int64_t cache_sizes[2] = {s_->cache ? s_->cache->capacity() : 0, s_->cache ? s_->cache->row_bytes() : 0};
+  all_reduce(world, cache_sizes, 2, ReduceOp::Sum, "load");
+  totals_.cache_rows = cache_sizes[0];
+  totals_.cache_bytes = cache_sizes[1];
   if (o.network.enabled())
     log_line("SIMULATED NETWORK (benchmark only): every exchange also waits as long as it would take at " +
              o.network.describe());
@@ -312,14 +323,16 @@ SampledSource::~SampledSource() = default;
 std::string SampledSource::describe() const {
   const SampledOptions& o = s_->o;
   char line[512];
-  std::snprintf(line, sizeof(line),
-                "%lld steps per epoch, %lld %s per rank; halo %lld rows over all ranks; prefetch %s, "
-                "cache %.0f%% of "
-                "the halo (initial fill %lld B); worker thread %s (%s)",
-                (long long)steps_, (long long)o.batch_size, s_->links ? "pairs" : "seeds",
-                (long long)s_->halo_total, prefetch_policy_name(o.prefetch.policy),
-                o.prefetch.policy == PrefetchPolicy::None ? 0.0 : 100 * o.prefetch.fraction,
-                (long long)s_->fill_bytes, thread_ ? "on" : "off", thread_reason_.c_str());
+  std::snprintf(
+      line, sizeof(line),
+      "%lld steps per epoch, %lld %s per rank; halo %lld rows over all ranks; prefetch %s, "
+      "cache %lld %s rows (%.0f%% of the halo, %.1f MiB; initial fill %lld B); worker thread %s (%s)",
+      (long long)steps_, (long long)o.batch_size, s_->links ? "pairs" : "seeds", (long long)s_->halo_total,
+      prefetch_policy_name(o.prefetch.policy), (long long)totals_.cache_rows,
+      storage_dtype_name(graph_.feature_dtype),
+      s_->halo_total > 0 ? 100.0 * double(totals_.cache_rows) / double(s_->halo_total) : 0.0,
+      double(totals_.cache_bytes) / 1048576.0, (long long)s_->fill_bytes, thread_ ? "on" : "off",
+      thread_reason_.c_str());
   return line;
 }
 

@@ -63,6 +63,8 @@ struct PrefetchTotals {
   int64_t fetched_rows = 0;   ///< rows fetched (misses and refills)
   int64_t fetched_bytes = 0;  ///< their bytes
   int64_t evictions = 0;      ///< slots replaced
+  int64_t cache_rows = 0;     ///< the cache's slots over all ranks
+  int64_t cache_bytes = 0;    ///< the bytes of their rows (bf16 features: 2 a value)
 };
 
 /// What one epoch processes, for its throughput: a count and what it counts.

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// bf16 feature storage in the sampled mode: a row held, fetched and cached in bf16 reads back as the fp32 row
+// rounded once to bf16, so a run with bf16 features must equal, bit for bit, an fp32 run on a file whose
+// features were rounded so beforehand (the reference: rounding applied to the file, not the library's
+// storage). And half the bytes: fetches move half of fp32's, a cache of a given size holds twice the rows.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "support/final_weights.hpp"
+#include "support/fixtures.hpp"
+#include "tessera/comm/collectives.hpp"
+#include "tessera/core/bf16.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/graph/hdf5_io.hpp"
+#include "tessera/graph/partition.hpp"
+#include "tessera/graph/partitioned.hpp"
+#include "tessera/models/train.hpp"
+#include "tessera/prefetch/remote_features.hpp"
+
+using namespace tessera;
+
+namespace {
+
+const Communicator& world() {
+  static const Communicator w = Communicator::world();
+  return w;
+}
+
+// The small CSBM fixture with a METIS partition of one part per rank (name returned).
+std::string partition_of(const std::string& path) {
+  const std::string name = "dtype-" + std::to_string(world().size());
+  world().run_on(0, [&] {
+    const std::vector<int32_t> part = compute_partition(path, world().size(), PartitionMethod::Metis, 1);
+    write_partition(path, name, part, world().size(), PartitionMethod::Metis,
+                    evaluate_partition(path, part, world().size()));
+  });
+  return name;
+}
+
+// The fixture (partition included) as `name`, its features replaced by their bf16 roundings in fp32.
+std::string rounded_copy(const std::string& path, const std::string& name) {
+  const std::string out = fixtures::scratch_dir() + "/" + name;
+  world().run_on(0, [&] {
+    std::filesystem::copy_file(path, out, std::filesystem::copy_options::overwrite_existing);
+    const Communicator self(MPI_COMM_SELF, false, nullptr);
+    const H5Handle file = h5_open_file(self, out, true);
+    const H5Handle features = h5_open_dataset(file.get(), out, "/node/features");
+    const std::vector<int64_t> shape = h5_shape(features.get());
+    std::vector<float> x(size_t(shape[0] * shape[1]));
+    h5_read_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
+    round_through_bf16(x.data(), x.size());
+    h5_write_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
+  });
+  world().barrier();
+  return out;
+}
+
+struct Files {
+  std::string original, rounded, partition;
+};
+
+const Files& files() {
+  static Files f;
+  if (f.original.empty()) {
+    f.original = fixtures::small_csbm_file();
+    f.partition = partition_of(f.original);
+    f.rounded = rounded_copy(f.original, "csbm-rounded.h5");
+  }
+  return f;
+}
+
+TrainOptions sampled_options() {
+  TrainOptions o;
+  o.mode = TrainMode::Sampled;
+  o.sampled.partition = files().partition;
+  o.sampled.fanouts = {4, 3};
+  o.sampled.batch_size = 6;
+  o.sampled.prefetch.fraction = 0.5;
+  o.sampled.prefetch.interval = 2;
+  o.sampled.prefetch.alpha = 0.3;
+  o.normalize_features = false;  // rounding comes after row normalization, the file's rounding before
+  o.model.layers = 2;
+  o.model.hidden = 8;
+  o.model.seed = 3;
+  o.trainer.epochs = 6;
+  o.outputs.quiet = true;
+  return o;
+}
+
+TEST(FeatureDtype, StoredRowsReadBackAsTheirRounding) {
+  PartitionedGraph g = load_partitioned(world(), files().original, files().partition);
+  std::vector<float> expected = g.features;
+  round_through_bf16(expected.data(), expected.size());
+  store_features_in_bf16(g);
+  EXPECT_EQ(g.feature_dtype, StorageDtype::Bf16);
+  EXPECT_TRUE(g.features.empty());
+  EXPECT_EQ(g.features_bf16.size(), expected.size());
+  EXPECT_EQ(owned_features_f32(g), expected);
+}
+
+TEST(FeatureDtype, ABf16CacheHoldsTwiceTheRowsOfTheSameBytes) {
+  PrefetchOptions o;
+  o.cache_bytes = 1000;
+  EXPECT_EQ(FeatureCache::capacity_for(o, 500, 10, StorageDtype::F32), 25);
+  EXPECT_EQ(FeatureCache::capacity_for(o, 500, 10, StorageDtype::Bf16), 50);
+  EXPECT_EQ(FeatureCache::capacity_for(o, 30, 10, StorageDtype::Bf16), 30) << "at most the halo";
+  o.cache_bytes = 0;
+  o.fraction = 0.5;
+  EXPECT_EQ(FeatureCache::capacity_for(o, 30, 10, StorageDtype::Bf16), 15) << "a fraction counts rows";
+  o.cache_bytes = 40;
+  FeatureCache cache({7, 9, 11}, {3, 2, 1}, 10, o, StorageDtype::Bf16);
+  EXPECT_EQ(cache.capacity(), 2);
+  EXPECT_EQ(cache.row_bytes(), 40);
+  EXPECT_THROW(cache.install_initial(std::vector<float>(20)), Error) << "fp32 rows for a bf16 cache";
+  std::vector<uint16_t> rows(20);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = to_bf16(float(i));
+  cache.install_initial(rows);
+  EXPECT_EQ(from_bf16(cache.row_bf16(1)[3]), 13.0f);
+  o.cache_bytes = -1;
+  EXPECT_THROW(o.validate(), Error);
+}
+
+// Gathers through a cache with evictions every other step: the bf16 graph's rows equal the rounded fp32
+// graph's, from owned rows, cache hits and fetches alike, in half the fetched bytes.
+TEST(FeatureDtype, GatheredRowsEqualTheRoundedFp32Rows) {
+  PartitionedGraph rounded = load_partitioned(world(), files().rounded, files().partition);
+  PartitionedGraph half = load_partitioned(world(), files().original, files().partition);
+  store_features_in_bf16(half);
+  PrefetchOptions o;
+  o.fraction = 0.5;
+  o.alpha = 0.5;
+  o.interval = 1;
+  FeatureCache cache32(rounded.halo, rounded.halo_degree, rounded.num_features, o);
+  FeatureCache cache16(half.halo, half.halo_degree, half.num_features, o, StorageDtype::Bf16);
+  const RemoteFeatures fetch32(world(), rounded), fetch16(world(), half);
+  FetchStats stats32, stats16;
+  fetch32.fill(cache32, stats32);
+  fetch16.fill(cache16, stats16);
+  EXPECT_THROW(fetch16.fill(cache32, stats16), Error) << "an fp32 cache for bf16 rows";
+  for (int step = 0; step < 10; ++step) {
+    // Every fifth node from `step`, owned or not, each rank its own list: slots idle long enough to evict.
+    std::vector<int64_t> nodes;
+    for (int64_t v = (step + world().rank()) % 5; v < rounded.num_nodes; v += 5) nodes.push_back(v);
+    const std::vector<float> a = fetch32.gather(nodes, &cache32, step % 2 == 1, stats32);
+    const std::vector<float> b = fetch16.gather(nodes, &cache16, step % 2 == 1, stats16);
+    ASSERT_EQ(a, b) << "step " << step;
+  }
+  EXPECT_EQ(stats16.fetched_rows, stats32.fetched_rows);
+  EXPECT_EQ(stats16.hits, stats32.hits);
+  EXPECT_EQ(stats16.evictions, stats32.evictions);
+  EXPECT_EQ(2 * stats16.fetched_bytes, stats32.fetched_bytes);
+  if (world().size() > 1) {
+    EXPECT_GT(stats16.hits, 0);
+    EXPECT_GT(stats16.evictions, 0);
+  }
+}
+
+// Whole runs (periodic evictions, no cache, the worker thread on and off; exact final evaluation and node
+// outputs): losses, final weights and accuracies equal the rounded file's fp32 run.
+TEST(FeatureDtype, ABf16RunIsTheFp32RunOnRoundedFeatures) {
+  for (PrefetchPolicy policy : {PrefetchPolicy::Periodic, PrefetchPolicy::None}) {
+    for (StepThread thread : {StepThread::On, StepThread::Off}) {
+      TrainOptions o = sampled_options();
+      o.sampled.prefetch.policy = policy;
+      o.sampled.thread = thread;
+      o.data = files().rounded;
+      const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(o, world());
+      o.data = files().original;
+      o.sampled.feature_dtype = StorageDtype::Bf16;
+      const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
+      ASSERT_EQ(r.history.size(), reference.history.size());
+      for (size_t e = 0; e < r.history.size(); ++e) EXPECT_EQ(r.history[e].loss, reference.history[e].loss);
+      EXPECT_EQ(r.final_weights, reference.final_weights) << prefetch_policy_name(policy);
+      EXPECT_EQ(r.test_at_best, reference.test_at_best);
+      EXPECT_EQ(r.best_valid, reference.best_valid);
+      ASSERT_TRUE(r.prefetch && reference.prefetch);
+      EXPECT_EQ(r.prefetch->fetched_rows, reference.prefetch->fetched_rows);
+      EXPECT_EQ(2 * r.prefetch->fetched_bytes, reference.prefetch->fetched_bytes);
+      EXPECT_EQ(r.prefetch->cache_rows, reference.prefetch->cache_rows) << "a fraction of the halo";
+      EXPECT_EQ(2 * r.prefetch->cache_bytes, reference.prefetch->cache_bytes);
+    }
+  }
+}
+
+// A cache sized in bytes holds twice the rows in bf16 (where the halo has them), and the run still equals
+// the rounded file's run with the fp32 cache of the same row count.
+TEST(FeatureDtype, CacheSizeInBytesHoldsTwiceTheBf16Rows) {
+  TrainOptions o = sampled_options();
+  o.trainer.epochs = 2;
+  o.data = files().original;
+  o.sampled.prefetch.cache_bytes = 4 * 11 * 5;  // 5 fp32 rows of the fixture's 11 features per rank
+  const TrainResult f32 = run_training(o, world());
+  o.sampled.feature_dtype = StorageDtype::Bf16;
+  const TrainResult bf16 = run_training(o, world());
+  ASSERT_TRUE(f32.prefetch && bf16.prefetch);
+  EXPECT_EQ(bf16.prefetch->cache_bytes, f32.prefetch->cache_bytes);
+  if (world().size() > 1) {
+    EXPECT_EQ(f32.prefetch->cache_rows, 5 * world().size()) << "every rank's halo has 10 rows or more";
+    EXPECT_EQ(bf16.prefetch->cache_rows, 2 * f32.prefetch->cache_rows);
+  }
+}
+
+TEST(FeatureDtype, ResumeContinuesBitForBitAndKeepsTheDtype) {
+  TrainOptions o = sampled_options();
+  o.data = files().original;
+  o.sampled.feature_dtype = StorageDtype::Bf16;
+  const fixtures::RunWithWeights straight = fixtures::run_training_with_weights(o, world());
+  o.checkpoint.dir = fixtures::scratch_dir();
+  o.trainer.epochs = 3;
+  run_training(o, world());
+  o.checkpoint.resume = true;
+  o.trainer.epochs = 6;
+  const fixtures::RunWithWeights resumed = fixtures::run_training_with_weights(o, world());
+  ASSERT_EQ(resumed.history.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) EXPECT_EQ(resumed.history[e].loss, straight.history[e + 3].loss);
+  EXPECT_EQ(resumed.final_weights, straight.final_weights);
+  o.sampled.feature_dtype = StorageDtype::F32;
+  EXPECT_THROW(run_training(o, world()), std::exception) << "resumed with fp32 features";
+}
+
+TEST(FeatureDtype, OtherModesAndDeviceStepsRefuseIt) {
+  TrainOptions o = sampled_options();
+  o.data = files().original;
+  o.sampled.feature_dtype = StorageDtype::Bf16;
+  o.mode = TrainMode::Full;
+  EXPECT_THROW(run_training(o, world()), std::exception);
+  o.mode = TrainMode::Sampled;
+  o.sampled.sample_on = SamplePlace::Device;
+  EXPECT_THROW(run_training(o, world()), std::exception);
+}
+
+}  // namespace
