@@ -5,14 +5,11 @@
 // storage). And half the bytes: fetches move half of fp32's, a cache of a given size holds twice the rows.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "support/final_weights.hpp"
 #include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/bf16.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/graph/hdf5_io.hpp"
 #include "tessera/graph/partition.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/models/train.hpp"
@@ -38,24 +35,6 @@ std::string partition_of(const std::string& path) {
   return name;
 }
 
-// The fixture (partition included) as `name`, its features replaced by their bf16 roundings in fp32.
-std::string rounded_copy(const std::string& path, const std::string& name) {
-  const std::string out = fixtures::scratch_dir() + "/" + name;
-  world().run_on(0, [&] {
-    std::filesystem::copy_file(path, out, std::filesystem::copy_options::overwrite_existing);
-    const Communicator self(MPI_COMM_SELF, false, nullptr);
-    const H5Handle file = h5_open_file(self, out, true);
-    const H5Handle features = h5_open_dataset(file.get(), out, "/node/features");
-    const std::vector<int64_t> shape = h5_shape(features.get());
-    std::vector<float> x(size_t(shape[0] * shape[1]));
-    h5_read_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
-    round_through_bf16(x.data(), x.size());
-    h5_write_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
-  });
-  world().barrier();
-  return out;
-}
-
 struct Files {
   std::string original, rounded, partition;
 };
@@ -65,7 +44,7 @@ const Files& files() {
   if (f.original.empty()) {
     f.original = fixtures::small_csbm_file();
     f.partition = partition_of(f.original);
-    f.rounded = rounded_copy(f.original, "csbm-rounded.h5");
+    f.rounded = fixtures::rounded_features_copy(f.original, "csbm-rounded.h5");
   }
   return f;
 }
@@ -86,6 +65,17 @@ TrainOptions sampled_options() {
   o.trainer.epochs = 6;
   o.outputs.quiet = true;
   return o;
+}
+
+// The rounding is not vacuous: the fixture's features are not bf16 values, and fp32 runs on the two files
+// differ.
+TEST(FeatureDtype, TheRoundedFileTrainsDifferently) {
+  TrainOptions o = sampled_options();
+  o.data = files().original;
+  const TrainResult original = run_training(o, world());
+  o.data = files().rounded;
+  const TrainResult rounded = run_training(o, world());
+  EXPECT_NE(original.history.back().loss, rounded.history.back().loss);
 }
 
 TEST(FeatureDtype, StoredRowsReadBackAsTheirRounding) {
@@ -111,7 +101,7 @@ TEST(FeatureDtype, ABf16CacheHoldsTwiceTheRowsOfTheSameBytes) {
   o.cache_bytes = 40;
   FeatureCache cache({7, 9, 11}, {3, 2, 1}, 10, o, StorageDtype::Bf16);
   EXPECT_EQ(cache.capacity(), 2);
-  EXPECT_EQ(cache.row_bytes(), 40);
+  EXPECT_EQ(cache.held_bytes(), 40);
   EXPECT_THROW(cache.install_initial(std::vector<float>(20)), Error) << "fp32 rows for a bf16 cache";
   std::vector<uint16_t> rows(20);
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = to_bf16(float(i));
@@ -217,6 +207,23 @@ TEST(FeatureDtype, ResumeContinuesBitForBitAndKeepsTheDtype) {
   EXPECT_EQ(resumed.final_weights, straight.final_weights);
   o.sampled.feature_dtype = StorageDtype::F32;
   EXPECT_THROW(run_training(o, world()), std::exception) << "resumed with fp32 features";
+}
+
+// Blocks of one row (four nodes on up to four ranks, some ranks without training seeds): every rank enters
+// the same bf16 exchanges, and the run is still the rounded file's.
+TEST(FeatureDtype, RanksOfOneNodeExchangeBf16Rows) {
+  if (world().size() > 4) GTEST_SKIP() << "4 nodes over " << world().size() << " ranks";
+  TrainOptions o = sampled_options();
+  o.sampled.partition = "";
+  const std::string four = fixtures::four_node_file("four-dtype.h5");
+  o.data = fixtures::rounded_features_copy(four, "four-dtype-rounded.h5");
+  const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(o, world());
+  o.data = four;
+  o.sampled.feature_dtype = StorageDtype::Bf16;
+  const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
+  ASSERT_EQ(r.history.size(), reference.history.size());
+  EXPECT_EQ(r.history.back().loss, reference.history.back().loss);
+  EXPECT_EQ(r.final_weights, reference.final_weights);
 }
 
 TEST(FeatureDtype, OtherModesAndDeviceStepsRefuseIt) {

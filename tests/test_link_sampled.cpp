@@ -134,4 +134,23 @@ TEST(SampledLinks, ManySmallStepsResumeBitForBit) {
   EXPECT_EQ(resumed.final_weights, straight.final_weights);
 }
 
+// bf16 features in a link task: the run (losses, scores, final weights) is the fp32 run on the file whose
+// features were rounded beforehand, bit for bit.
+TEST(SampledLinks, Bf16FeaturesTrainAsTheRoundedFile) {
+  TrainOptions o = link_options(TrainMode::Sampled);
+  o.sampled.fanouts = {3, 2};
+  o.sampled.batch_size = 7;
+  o.data = fixtures::rounded_features_copy(links_file(), "sampled-links-rounded.h5");
+  const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(o, world());
+  o.data = links_file();
+  o.sampled.feature_dtype = StorageDtype::Bf16;
+  const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
+  ASSERT_EQ(r.history.size(), reference.history.size());
+  for (size_t e = 0; e < r.history.size(); ++e) {
+    EXPECT_EQ(r.history[e].loss, reference.history[e].loss);
+    EXPECT_EQ(r.history[e].valid_acc, reference.history[e].valid_acc);
+  }
+  EXPECT_EQ(r.final_weights, reference.final_weights);
+}
+
 }  // namespace tessera

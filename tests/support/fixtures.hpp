@@ -9,9 +9,13 @@
 #include <stdlib.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tessera/comm/communicator.hpp"
+#include "tessera/core/bf16.hpp"
+#include "tessera/graph/hdf5_io.hpp"
 #include "tessera/graph/ogb.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/train.hpp"
@@ -104,6 +108,26 @@ inline TrainOptions paper_setup(const std::string& data, uint64_t seed) {
   o.normalize_features = true;
   o.outputs.quiet = true;
   return o;
+}
+
+/// A copy of the graph file `path` (partitions and link splits included) as `name` in the scratch directory,
+/// its features replaced by their bf16 roundings in fp32: what a run with bf16 feature storage must equal.
+/// Collective.
+inline std::string rounded_features_copy(const std::string& path, const std::string& name) {
+  const std::string out = scratch_dir() + "/" + name;
+  Communicator::world().run_on(0, [&] {
+    std::filesystem::copy_file(path, out, std::filesystem::copy_options::overwrite_existing);
+    const Communicator self(MPI_COMM_SELF, false, nullptr);
+    const H5Handle file = h5_open_file(self, out, true);
+    const H5Handle features = h5_open_dataset(file.get(), out, "/node/features");
+    const std::vector<int64_t> shape = h5_shape(features.get());
+    std::vector<float> x(size_t(shape[0] * shape[1]));
+    h5_read_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
+    round_through_bf16(x.data(), x.size());
+    h5_write_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
+  });
+  Communicator::world().barrier();
+  return out;
 }
 
 }  // namespace tessera::fixtures

@@ -38,7 +38,7 @@ class FeatureCache {
   /// How the rows are held.
   StorageDtype dtype() const { return dtype_; }
   /// Bytes of the rows held.
-  int64_t row_bytes() const { return capacity() * dim_ * storage_bytes(dtype_); }
+  int64_t held_bytes() const { return capacity() * dim_ * storage_bytes(dtype_); }
   /// The nodes of the initial fill (highest degree first, ties by lower id), one per slot, in slot order:
   /// fetch them and install_initial() their rows.
   const std::vector<int64_t>& slot_nodes() const { return slot_node_; }

@@ -11,7 +11,7 @@ namespace tessera {
 
 OwnedRows feature_rows(const PartitionedGraph& graph) {
   if (graph.feature_dtype == StorageDtype::Bf16)
-    return OwnedRows{nullptr, graph.num_features, graph.features_bf16.data()};
+    return OwnedRows{nullptr, graph.num_features, graph.features_bf16.data(), StorageDtype::Bf16};
   return OwnedRows{graph.features.data(), graph.num_features};
 }
 
@@ -108,10 +108,10 @@ void RemoteFeatures::fetch(const std::vector<int64_t>& want, FetchStats& stats, 
 }
 
 void RemoteFeatures::fill(FeatureCache& cache, FetchStats& stats, int64_t round_bytes) const {
-  require(cache.dtype() == table_.dtype() && cache.feature_dim() == table_.width, "feature cache: rows of ",
+  require(cache.dtype() == table_.dtype && cache.feature_dim() == table_.width, "feature cache: rows of ",
           cache.feature_dim(), " ", storage_dtype_name(cache.dtype()), " values for a table of ",
-          table_.width, " ", storage_dtype_name(table_.dtype()), " values");
-  if (table_.dtype() == StorageDtype::Bf16)
+          table_.width, " ", storage_dtype_name(table_.dtype), " values");
+  if (table_.dtype == StorageDtype::Bf16)
     fill_rows<uint16_t>(cache, stats, round_bytes);
   else
     fill_rows<float>(cache, stats, round_bytes);
@@ -145,9 +145,9 @@ std::vector<float> RemoteFeatures::gather(const std::vector<int64_t>& nodes, Fea
 
 void RemoteFeatures::gather(const std::vector<int64_t>& nodes, FeatureCache* cache, bool evict,
                             FetchStats& stats, std::vector<float>& rows) const {
-  require(!cache || (cache->dtype() == table_.dtype() && cache->feature_dim() == table_.width),
+  require(!cache || (cache->dtype() == table_.dtype && cache->feature_dim() == table_.width),
           "feature cache: rows of another dtype or width than the table's");
-  if (table_.dtype() == StorageDtype::Bf16)
+  if (table_.dtype == StorageDtype::Bf16)
     gather_rows<uint16_t>(nodes, cache, evict, stats, rows);
   else
     gather_rows<float>(nodes, cache, evict, stats, rows);

@@ -29,8 +29,9 @@ struct OwnedRows {
   const float* data = nullptr;     ///< graph.count x width, fp32 (or null)
   int64_t width = 0;               ///< values per row
   const uint16_t* bf16 = nullptr;  ///< graph.count x width, bf16, where `data` is null
-  /// How the rows are held (and travel).
-  StorageDtype dtype() const { return bf16 ? StorageDtype::Bf16 : StorageDtype::F32; }
+  /// Which of the two holds the rows (and how they travel): set, not inferred, as a rank that owns no node
+  /// has neither pointer and must still exchange what its peers do.
+  StorageDtype dtype = StorageDtype::F32;
 };
 /// A partitioned graph's owned feature rows, in the dtype it holds them.
 OwnedRows feature_rows(const PartitionedGraph& graph);

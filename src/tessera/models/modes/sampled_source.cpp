@@ -309,7 +309,7 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
   s_->steps = steps_;
   s_->halo_total = all_reduce_value(world, int64_t(halo.size()), ReduceOp::Sum, "load");
   s_->fill_bytes = all_reduce_value(world, fill.fetched_bytes, ReduceOp::Sum, "load");
-  int64_t cache_sizes[2] = {s_->cache ? s_->cache->capacity() : 0, s_->cache ? s_->cache->row_bytes() : 0};
+  int64_t cache_sizes[2] = {s_->cache ? s_->cache->capacity() : 0, s_->cache ? s_->cache->held_bytes() : 0};
   all_reduce(world, cache_sizes, 2, ReduceOp::Sum, "load");
   totals_.cache_rows = cache_sizes[0];
   totals_.cache_bytes = cache_sizes[1];
