@@ -10,7 +10,6 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/bf16.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/graph/partition.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/prefetch/remote_features.hpp"
@@ -27,11 +26,7 @@ const Communicator& world() {
 // The small CSBM fixture with a METIS partition of one part per rank (name returned).
 std::string partition_of(const std::string& path) {
   const std::string name = "dtype-" + std::to_string(world().size());
-  world().run_on(0, [&] {
-    const std::vector<int32_t> part = compute_partition(path, world().size(), PartitionMethod::Metis, 1);
-    write_partition(path, name, part, world().size(), PartitionMethod::Metis,
-                    evaluate_partition(path, part, world().size()));
-  });
+  world().run_on(0, [&] { fixtures::write_metis_partition(path, name, world().size()); });
   return name;
 }
 

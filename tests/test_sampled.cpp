@@ -41,11 +41,7 @@ const std::string& partitioned_file() {
   if (name.empty()) {
     const std::string& path = fixtures::small_csbm_file();
     name = "test-" + std::to_string(world().size());
-    world().run_on(0, [&] {
-      const std::vector<int32_t> part = compute_partition(path, world().size(), PartitionMethod::Metis, 1);
-      write_partition(path, name, part, world().size(), PartitionMethod::Metis,
-                      evaluate_partition(path, part, world().size()));
-    });
+    world().run_on(0, [&] { fixtures::write_metis_partition(path, name, world().size()); });
   }
   return name;
 }

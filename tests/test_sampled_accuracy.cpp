@@ -30,15 +30,18 @@ TrainOptions sage_setup(const std::string& data, uint64_t seed, int64_t seeds_pe
   return o;
 }
 
+// Cora in the scratch directory with /partition/metis-4 (empty when the dataset is absent). Collective.
+std::string cora_with_metis_4() {
+  return fixtures::cora_in_scratch(
+      [](const std::string& file) { fixtures::write_metis_partition(file, "metis-4", 4); });
+}
+
 }  // namespace
 
 TEST(SampledAccuracy, CoraSageOnFourRanksMatchesOneRank) {
   const Communicator world = Communicator::world();
   ASSERT_EQ(world.size(), 4) << "run with 4 ranks";
-  const std::string path = fixtures::cora_in_scratch([](const std::string& file) {
-    const std::vector<int32_t> part = compute_partition(file, 4, PartitionMethod::Metis, 1);
-    write_partition(file, "metis-4", part, 4, PartitionMethod::Metis, evaluate_partition(file, part, 4));
-  });
+  const std::string path = cora_with_metis_4();
   if (path.empty()) GTEST_SKIP() << TESSERA_SHARED_DIR "/datasets/cora is absent";
 
   // One rank, the same global batch (4 x 32 seeds per step), one seed per rank in parallel.
@@ -62,10 +65,7 @@ TEST(SampledAccuracy, CoraSageOnFourRanksMatchesOneRank) {
 TEST(SampledAccuracy, CoraSageWithBf16FeaturesMatchesFp32) {
   const Communicator world = Communicator::world();
   ASSERT_EQ(world.size(), 4) << "run with 4 ranks";
-  const std::string path = fixtures::cora_in_scratch([](const std::string& file) {
-    const std::vector<int32_t> part = compute_partition(file, 4, PartitionMethod::Metis, 1);
-    write_partition(file, "metis-4", part, 4, PartitionMethod::Metis, evaluate_partition(file, part, 4));
-  });
+  const std::string path = cora_with_metis_4();
   if (path.empty()) GTEST_SKIP() << TESSERA_SHARED_DIR "/datasets/cora is absent";
   double mean[2] = {0, 0};
   for (const StorageDtype dtype : {StorageDtype::F32, StorageDtype::Bf16}) {

@@ -17,6 +17,7 @@
 #include "tessera/core/bf16.hpp"
 #include "tessera/graph/hdf5_io.hpp"
 #include "tessera/graph/ogb.hpp"
+#include "tessera/graph/partition.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/train.hpp"
 
@@ -108,6 +109,13 @@ inline TrainOptions paper_setup(const std::string& data, uint64_t seed) {
   o.normalize_features = true;
   o.outputs.quiet = true;
   return o;
+}
+
+/// Writes /partition/NAME into `path`: METIS over `parts` parts (seed 1), with its evaluation. Serial: call
+/// it on the one rank that writes the file.
+inline void write_metis_partition(const std::string& path, const std::string& name, int parts) {
+  const std::vector<int32_t> part = compute_partition(path, parts, PartitionMethod::Metis, 1);
+  write_partition(path, name, part, parts, PartitionMethod::Metis, evaluate_partition(path, part, parts));
 }
 
 /// A copy of the graph file `path` (partitions and link splits included) as `name` in the scratch directory,

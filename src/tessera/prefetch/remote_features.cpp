@@ -2,6 +2,7 @@
 #include "tessera/prefetch/remote_features.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <unordered_map>
 
 #include "tessera/core/error.hpp"
@@ -23,29 +24,27 @@ RemoteFeatures::RemoteFeatures(const Communicator& comm, const PartitionedGraph&
                                SimulatedNetwork network)
     : comm_(comm), graph_(graph), table_(table), network_(network) {}
 
-template <>
-std::vector<float>& RemoteFeatures::reply_buffer<float>() const {
-  return reply_;
+template <class Value>
+std::vector<Value>& RemoteFeatures::reply_buffer() const {
+  if constexpr (std::is_same_v<Value, float>)
+    return reply_;
+  else
+    return reply_bf16_;
 }
-template <>
-std::vector<uint16_t>& RemoteFeatures::reply_buffer<uint16_t>() const {
-  return reply_bf16_;
+template <class Value>
+std::vector<Value>& RemoteFeatures::received_buffer() const {
+  if constexpr (std::is_same_v<Value, float>)
+    return received_;
+  else
+    return received_bf16_;
 }
-template <>
-std::vector<float>& RemoteFeatures::received_buffer<float>() const {
-  return received_;
-}
-template <>
-std::vector<uint16_t>& RemoteFeatures::received_buffer<uint16_t>() const {
-  return received_bf16_;
-}
-template <>
-const float* RemoteFeatures::owned_row<float>(int64_t node) const {
-  return table_.data + size_t(node - graph_.first) * size_t(table_.width);
-}
-template <>
-const uint16_t* RemoteFeatures::owned_row<uint16_t>(int64_t node) const {
-  return table_.bf16 + size_t(node - graph_.first) * size_t(table_.width);
+template <class Value>
+const Value* RemoteFeatures::owned_row(int64_t node) const {
+  const size_t at = size_t(node - graph_.first) * size_t(table_.width);
+  if constexpr (std::is_same_v<Value, float>)
+    return table_.data + at;
+  else
+    return table_.bf16 + at;
 }
 
 namespace {
@@ -58,12 +57,13 @@ void widen_row(const uint16_t* row, size_t width, float* out) {
   widen_bf16(row, out, width);
 }
 
-// The cache's row of a slot, in the table's dtype.
-const float* cached_row(const FeatureCache& cache, int64_t slot, float*) {
-  return cache.row(slot);
-}
-const uint16_t* cached_row(const FeatureCache& cache, int64_t slot, uint16_t*) {
-  return cache.row_bf16(slot);
+// The cache's row of a slot, in the dtype `Value` (the table's).
+template <class Value>
+const Value* cached_row(const FeatureCache& cache, int64_t slot) {
+  if constexpr (std::is_same_v<Value, float>)
+    return cache.row(slot);
+  else
+    return cache.row_bf16(slot);
 }
 
 }  // namespace
@@ -176,8 +176,7 @@ void RemoteFeatures::gather_rows(const std::vector<int64_t>& nodes, FeatureCache
     const std::vector<int64_t> slots = cache->lookup(remote);
     for (size_t k = 0; k < remote.size(); ++k) {
       if (slots[k] >= 0) {
-        widen_row(cached_row(*cache, slots[k], static_cast<Value*>(nullptr)), f,
-                  rows.data() + remote_at[k] * f);
+        widen_row(cached_row<Value>(*cache, slots[k]), f, rows.data() + remote_at[k] * f);
         ++stats.hits;
       } else {
         missed.push_back(remote[k]);
