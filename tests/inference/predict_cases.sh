@@ -276,6 +276,18 @@ PY
     # A new graph with the same features: inductive inference, said in the log.
     out=$("$TESSERA" predict --checkpoint full --data new.h5 --csv n.csv) || exit 1
     grep -q "is not the graph the checkpoint was trained on" <<<"$out" || { echo "FAILED: $out"; exit 1; }
-    [ "$(wc -l <n.csv)" = 101 ] || { echo "FAILED: n.csv has $(wc -l <n.csv) lines"; exit 1; } ;;
+    [ "$(wc -l <n.csv)" = 101 ] || { echo "FAILED: n.csv has $(wc -l <n.csv) lines"; exit 1; }
+    # A checkpoint whose run settings name a feature dtype Tessera does not know is refused, not guessed.
+    if $py -c 'import h5py' 2>/dev/null; then
+      cp full/checkpoint.h5 dt.h5 && $py - <<'PY' || exit 1
+import json, h5py
+with h5py.File("dt.h5", "r+") as f:
+    run = f.attrs["run"]; run = json.loads(run.decode() if isinstance(run, bytes) else str(run))
+    run["feature_dtype"] = "f16"
+    f.attrs["run"] = json.dumps(run)
+PY
+      expect_error "dt.h5: unknown feature dtype 'f16' in its run settings; refused" "o.h5*" -- \
+        "$TESSERA" predict --checkpoint dt.h5 --data g.h5 --output o.h5
+    fi ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
