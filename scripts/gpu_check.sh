@@ -5,11 +5,13 @@
 # `ctest -L gpu` on it (kernels against the reference on every path, the every-factorization equivalence,
 # bf16 and byte-schedule tests with several ranks sharing the GPU, device collectives, NCCL against MPI
 # where each rank has a GPU of its own, the one-rank mini-batch and sampled trainers, each of those alone),
-# then the arxiv-shaped benchmarks: the full-graph step against the device floor, phase by phase and
-# kernel by kernel (`train --profile-kernels`); the mini-batch step's cost per sampled vertex against the
-# full-graph step's per node, with its host-to-device bytes; the sampled step built on the device against
-# the same run sampled on the host (--sample-on host) and against a host build on the same machine's cores,
-# with the runs' losses.
+# then the arxiv-shaped benchmarks: the full-graph step against the device floor (fp32, and with TF32
+# GEMMs: --allow-tf32), phase by phase and kernel by kernel (`train --profile-kernels`); the mini-batch
+# step's cost per sampled vertex against the full-graph step's per node, with its host-to-device bytes;
+# the sampled step built on the device against the same run sampled on the host (--sample-on host) and
+# against a host build on the same machine's cores, with the runs' losses; the GAT step (2 layers, 8
+# heads) with its kernel profile, beside the same model in PyTorch on the same GPU (index ops, and PyG's
+# GATConv where installed).
 #
 #   bash scripts/gpu_check.sh [--build-dir DIR] [--host-build DIR] [--tests REGEX|none] [EPOCHS]
 #
@@ -88,17 +90,18 @@ graph=$work/arxiv-shaped.h5
 echo "== arxiv-shaped 3-layer GCN (hidden 256), $epochs epochs"
 mpiexec -n 1 "$tessera" prep synth --kind rmat --nodes 169343 --edges 606000 --features 128 --classes 40 \
   --seed 1 -o "$graph" | head -n 1
-run() {  # ranks, extra options...: the summary line, metrics in $work/metrics-<ranks>.jsonl
-  local ranks=$1; shift
+run() {  # ranks tag, extra options...: the summary line, metrics in $work/metrics-<tag>.jsonl
+  local ranks=$1 tag=$2; shift 2
   mpiexec -n "$ranks" "$tessera" train --data "$graph" --layers 3 --hidden 256 --epochs "$epochs" --dropout 0 \
-    --weight-decay 0 --eval-every "$epochs" --metrics "$work/metrics-$ranks.jsonl" "$@" | tail -n 1
+    --weight-decay 0 --eval-every "$epochs" --metrics "$work/metrics-$tag.jsonl" "$@" | tail -n 1
 }
-one=$(run 1)
+one=$(run 1 1)
 echo "1 rank:                     $one"
-two=$(run 2 --grid 2x1x1 --comm mpi)
+two=$(run 2 2 --grid 2x1x1 --comm mpi)
 echo "2 ranks sharing the GPU:    $two"
 if [ "${one%% (mean*}" = "${two%% (mean*}" ]; then echo "same summary line: yes"; else
   echo "gpu_check: the 2-rank run's summary differs from the 1-rank run's" >&2; status=1; fi
+echo "1 rank, --allow-tf32:       $(run 1 tf32 --allow-tf32)"
 echo "== the same 1-rank run, every kernel timed (device time; the step above is the unprofiled run's)"
 mpiexec -n 1 "$tessera" train --data "$graph" --layers 3 --hidden 256 --epochs "$epochs" --dropout 0 \
   --weight-decay 0 --eval-every "$epochs" --quiet --profile-kernels >"$work/profile.log" || status=1
@@ -145,6 +148,23 @@ if [ -n "$host_build" ]; then
     { echo "gpu_check: a host mini-batch or sampled run failed" >&2; status=1; }
 fi
 
+echo "== GAT (2 layers, 8 heads x 8 hidden, one averaged output head), $epochs epochs"
+gat=(--model gat --layers 2 --hidden 8 --heads 8 --output-heads 1 --dropout 0 --weight-decay 0 --lr 0.005)
+mpiexec -n 1 "$tessera" train --data "$graph" "${gat[@]}" --epochs "$epochs" --eval-every "$epochs" \
+  --metrics "$work/gat.jsonl" | tail -n 1 || { echo "gpu_check: the GAT run failed" >&2; status=1; }
+mpiexec -n 1 "$tessera" train --data "$graph" "${gat[@]}" --epochs "$epochs" --eval-every "$epochs" --quiet \
+  --profile-kernels >"$work/gat-profile.log" || status=1
+sed -n '/^kernel profile/,$p' "$work/gat-profile.log" | grep -v "^best valid" | sed -n '1,12p;/ms per epoch in/,$p'
+# The same model in PyTorch on the same GPU, where its python3 has torch with CUDA: index ops as PyG's
+# GATConv computes them, and PyG's GATConv itself where torch_geometric is installed.
+if python3 -c 'import torch, h5py, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  for impl in index pyg; do
+    python3 "$root/scripts/torch_gat.py" --h5 "$graph" --epochs "$epochs" --device cuda --impl "$impl" \
+      >"$work/torch-gat-$impl.txt" 2>"$work/torch-gat-$impl.err" ||
+      echo "torch GAT ($impl): $(tail -n 1 "$work/torch-gat-$impl.err")"
+  done
+fi
+
 PYTHONPATH="$root/scripts" python3 - "$work" "$nodes" "$nnz" "$gemm_line" "$spmm_line" "$stream_line" <<'PY'
 import json, os, re, statistics, sys
 from epoch_floor import describe, phase_table, shape_floor
@@ -164,6 +184,10 @@ print(f"SpMM (width 256) {spmm:.0f} GB/s = {spmm / stream:.2f}x the measured str
 print(f"GEMM {gemm / 1e3:.2f} TFLOP/s (cuBLAS, fp32)")
 print(f"device floor {text}")
 print(f"step / floor {step / floor:.2f}x (target within 1.5x)")
+tf32_rows = epochs(f"{work}/metrics-tf32.jsonl")[1:] if os.path.exists(f"{work}/metrics-tf32.jsonl") else []
+if tf32_rows:
+    tf32 = statistics.median(r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in tf32_rows)
+    print(f"training step with --allow-tf32: {tf32 * 1e3:.3f} ms = {tf32 / floor:.2f}x the fp32 floor")
 # The phase timers fence around each GEMM and SpMM: their sum can exceed what the unfenced step spends.
 def phase(k):
     times = [r["phases"][k]["max_s"] for r in rows if k in r.get("phases", {})]
@@ -196,5 +220,16 @@ if dev and hs:
 if dev and host:
     print(f"sampled step per seed on the host build ({os.cpu_count()} threads) {host * 1e6:.2f} us: the device "
           f"runs it {host / dev:.2f}x as fast (target 5x); epoch losses device {dev_loss}, host {host_loss}")
+gat_path = f"{work}/gat.jsonl"
+if os.path.exists(gat_path) and len(epochs(gat_path)) > 1:
+    g = epochs(gat_path)[1:]
+    gat = statistics.median(r["forward_s"] + r["backward_s"] + r["optimizer_s"] for r in g)
+    print(f"\nGAT step (median of epochs 2..): {gat * 1e3:.3f} ms")
+    for impl, name in (("index", "PyTorch index ops"), ("pyg", "PyG GATConv")):
+        path = f"{work}/torch-gat-{impl}.txt"
+        found = re.search(r"epoch_median_s ([0-9.]+)", open(path).read()) if os.path.exists(path) else None
+        if found:
+            print(f"{name} on the same GPU: {float(found.group(1)) * 1e3:.3f} ms per epoch "
+                  f"({float(found.group(1)) / gat:.2f}x Tessera's step)")
 PY
 exit "${status:-0}"
