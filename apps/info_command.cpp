@@ -35,7 +35,8 @@ void add_info_command(CLI::App& app, Command& selected) {
       std::snprintf(line, sizeof(line), "in-degree: min %lld, mean %.2f, max %lld", (long long)s.min_degree,
                     s.mean_degree, (long long)s.max_degree);
       log_line(line);
-      std::snprintf(line, sizeof(line), "features:  %lld", (long long)m.num_features);
+      std::snprintf(line, sizeof(line), "features:  %lld%s", (long long)m.num_features,
+                    m.feature_dtype == StorageDtype::Bf16 ? " (stored in bf16)" : "");
       log_line(line);
       if (m.num_edge_features > 0) {
         std::snprintf(line, sizeof(line), "edge features: %lld per edge", (long long)m.num_edge_features);

@@ -19,11 +19,19 @@ namespace {
 
 void print_written(const std::string& path, const GraphMeta& meta, double seconds) {
   char line[512];
-  std::snprintf(line, sizeof(line), "wrote %s: %lld nodes, %lld edges, %lld features, %lld %s (%.1f s)",
+  std::snprintf(line, sizeof(line), "wrote %s: %lld nodes, %lld edges, %lld %sfeatures, %lld %s (%.1f s)",
                 path.c_str(), (long long)meta.num_nodes, (long long)meta.num_edges,
-                (long long)meta.num_features, (long long)meta.num_classes,
-                meta.multi_label ? "tasks (multi-label)" : "classes", seconds);
+                (long long)meta.num_features, meta.feature_dtype == StorageDtype::Bf16 ? "bf16 " : "",
+                (long long)meta.num_classes, meta.multi_label ? "tasks (multi-label)" : "classes", seconds);
   log_line(line);
+}
+
+// --feature-dtype of the commands that write a graph: how the file stores the node features.
+void add_feature_dtype_option(CLI::App* cmd, std::string& dtype) {
+  cmd->add_option("--feature-dtype", dtype,
+                  "Store the node features as f32 or bf16 (half the bytes, rounded to nearest even; read "
+                  "back as fp32)")
+      ->capture_default_str();
 }
 
 // The files a conversion reads (every file under DIR/raw and DIR/split, two levels down), so the output
@@ -114,8 +122,11 @@ void add_prep_command(CLI::App& app, Command& selected) {
       ->add_option("--edge-memory-gib", *ogb_budget_gib,
                    "Memory for edges per pass; more edges take more passes")
       ->check(CLI::PositiveNumber);
-  ogb_cmd->callback([&selected, ogb, ogb_budget_gib] {
-    selected = [ogb, ogb_budget_gib](const Communicator& world) {
+  auto ogb_dtype = std::make_shared<std::string>("f32");
+  add_feature_dtype_option(ogb_cmd, *ogb_dtype);
+  ogb_cmd->callback([&selected, ogb, ogb_budget_gib, ogb_dtype] {
+    selected = [ogb, ogb_budget_gib, ogb_dtype](const Communicator& world) {
+      ogb->feature_dtype = parse_feature_dtype(*ogb_dtype);
       check_prep_paths(world, ogb->dataset_dir, ogb->output);
       ogb->edge_memory_bytes = int64_t(*ogb_budget_gib * double(int64_t(1) << 30));
       Stopwatch watch;
@@ -158,8 +169,11 @@ void add_prep_command(CLI::App& app, Command& selected) {
       ->capture_default_str();
   synth_cmd->add_option("--name", synth->name, "Graph name");
   synth_cmd->add_option("-o,--output", *synth_out, "Output .h5 file")->required();
-  synth_cmd->callback([&selected, synth, synth_out, kind] {
-    selected = [synth, synth_out, kind](const Communicator& world) {
+  auto synth_dtype = std::make_shared<std::string>("f32");
+  add_feature_dtype_option(synth_cmd, *synth_dtype);
+  synth_cmd->callback([&selected, synth, synth_out, kind, synth_dtype] {
+    selected = [synth, synth_out, kind, synth_dtype](const Communicator& world) {
+      synth->feature_dtype = parse_feature_dtype(*synth_dtype);
       check_prep_paths(world, "", *synth_out);
       synth->kind = *kind == "rmat" ? SynthKind::Rmat : SynthKind::Csbm;
       Stopwatch watch;

@@ -2,7 +2,8 @@
 // bf16 feature storage in the sampled mode: a row held, fetched and cached in bf16 reads back as the fp32 row
 // rounded once to bf16, so a run with bf16 features must equal, bit for bit, an fp32 run on a file whose
 // features were rounded so beforehand (the reference: rounding applied to the file, not the library's
-// storage). And half the bytes: fetches move half of fp32's, a cache of a given size holds twice the rows.
+// storage). And half the bytes: fetches move half of fp32's, a cache of a given size holds twice the rows. A
+// graph file may hold its features in bf16 (schema version 3): every mode reads it as the rounded fp32 file.
 #include <gtest/gtest.h>
 
 #include "support/final_weights.hpp"
@@ -10,7 +11,9 @@
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/bf16.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/partitioned.hpp"
+#include "tessera/graph/synth.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/prefetch/remote_features.hpp"
 
@@ -230,6 +233,81 @@ TEST(FeatureDtype, OtherModesAndDeviceStepsRefuseIt) {
   o.mode = TrainMode::Sampled;
   o.sampled.sample_on = SamplePlace::Device;
   EXPECT_THROW(run_training(o, world()), std::exception);
+}
+
+// A file whose /node/features hold bf16 bits (made with HDF5 directly, not the library's writer) reads back
+// as the fp32 file of the same roundings: whole, by rows as the loaders read, and as bits.
+TEST(FeatureDtype, ABf16FileReadsAsTheRoundedFile) {
+  const std::string half = fixtures::bf16_features_copy(files().original, "csbm-bf16.h5");
+  const GraphFileReader bf16(world(), half), rounded(world(), files().rounded);
+  EXPECT_EQ(bf16.meta().feature_dtype, StorageDtype::Bf16);
+  EXPECT_EQ(rounded.meta().feature_dtype, StorageDtype::F32);
+  const int64_t n = bf16.meta().num_nodes, f = bf16.meta().num_features;
+  EXPECT_EQ(bf16.read_features(0, n), rounded.read_features(0, n));
+  EXPECT_EQ(bf16.read_features_bf16(0, n), rounded.read_features_bf16(0, n));
+  const auto [begin, end] = block_range(n, world().rank(), world().size());
+  const GraphSlice a = bf16.read_rows(begin, end - begin), b = rounded.read_rows(begin, end - begin);
+  for (int64_t k = 0; k < (end - begin) * f; ++k) ASSERT_EQ(a.features.data()[k], b.features.data()[k]) << k;
+}
+
+// prep synth's writer stores bf16 as the fixture does: version 3, 16-bit values marked bf16, the fp32 file's
+// roundings; a bf16 mark on a version 2 file is refused.
+TEST(FeatureDtype, TheWriterStoresTheRoundingsAsVersion3) {
+  SynthOptions o;
+  o.num_nodes = 40;
+  o.num_edges = 120;
+  o.num_features = 5;
+  const std::string dir = fixtures::scratch_dir();
+  generate_synthetic(o, dir + "/synth-f32.h5", world());
+  o.feature_dtype = StorageDtype::Bf16;
+  generate_synthetic(o, dir + "/synth-bf16.h5", world());
+  const std::string rounded = fixtures::rounded_features_copy(dir + "/synth-f32.h5", "synth-rounded.h5");
+  {
+    const GraphFileReader bf16(world(), dir + "/synth-bf16.h5"), fp32(world(), rounded);
+    EXPECT_EQ(bf16.read_features(0, 40), fp32.read_features(0, 40));
+  }
+  world().run_on(0, [&] {
+    const Communicator self(MPI_COMM_SELF, false, nullptr);
+    const H5Handle file = h5_open_file(self, dir + "/synth-bf16.h5", true);
+    int64_t version = 0;
+    ASSERT_TRUE(h5_read_attr(file.get(), "version", version));
+    EXPECT_EQ(version, 3);
+    const H5Handle features = h5_open_dataset(file.get(), "synth-bf16.h5", "/node/features");
+    EXPECT_EQ(h5_type_class(features.get()), H5T_INTEGER);
+    h5_write_attr(file.get(), "version", int64_t(2));
+  });
+  world().barrier();
+  try {
+    GraphFileReader r(world(), dir + "/synth-bf16.h5");
+    ADD_FAILURE() << "a version 2 file with bf16 features was read";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("bf16 features are version 3"), std::string::npos) << e.what();
+  }
+}
+
+// Every mode trains on the bf16 file as on the rounded fp32 file, bit for bit (the sampled mode holding its
+// rows in fp32 and in bf16).
+TEST(FeatureDtype, EveryModeTrainsABf16FileAsTheRoundedFile) {
+  const std::string half = fixtures::bf16_features_copy(files().original, "csbm-bf16.h5");
+  const int p = world().size();
+  for (int variant = 0; variant < 4; ++variant) {
+    TrainOptions o = sampled_options();
+    o.trainer.epochs = 3;
+    if (variant == 0) o.mode = TrainMode::Full, o.grid.shape = GridShape{1, 1, 1, p};
+    if (variant == 1) {
+      o.mode = TrainMode::Minibatch, o.grid.shape = GridShape{p, 1, 1, 1};
+      o.minibatch.batch_size = 16;
+    }
+    if (variant == 3) o.sampled.feature_dtype = StorageDtype::Bf16;
+    o.data = files().rounded;
+    const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(o, world());
+    o.data = half;
+    const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
+    ASSERT_EQ(r.history.size(), reference.history.size()) << variant;
+    for (size_t e = 0; e < r.history.size(); ++e)
+      EXPECT_EQ(r.history[e].loss, reference.history[e].loss) << variant;
+    EXPECT_EQ(r.final_weights, reference.final_weights) << variant;
+  }
 }
 
 }  // namespace

@@ -219,14 +219,14 @@ TEST(GraphFile, SchemaViolationsAreCollectiveErrorsNamingTheDataset) {
     world.barrier();
     return path;
   };
-  const std::string v3 = tampered("version3", [](hid_t f) {
-    const int64_t version = 3;
+  const std::string v4 = tampered("version4", [](hid_t f) {
+    const int64_t version = 4;
     hid_t a = H5Aopen(f, "version", H5P_DEFAULT);
     H5Awrite(a, H5T_NATIVE_INT64, &version);
     H5Aclose(a);
   });
-  EXPECT_EQ(collective_error([&] { GraphFileReader r(world, v3); }),
-            v3 + ": schema version 3, this Tessera reads versions 1 to 2");
+  EXPECT_EQ(collective_error([&] { GraphFileReader r(world, v4); }),
+            v4 + ": schema version 4, this Tessera reads versions 1 to 3");
   const std::string shape = tampered("shape", [](hid_t f) {
     H5Ldelete(f, "/node/labels", H5P_DEFAULT);
     hsize_t dims[1] = {5};

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A graph as arrays (the `Graph` the readers return) and `write_graph`, which writes a Tessera graph file:
 
-    /                        attrs: format="tessera-graph", version=1 (2: multi-label or edge features),
-                                    name, num_nodes, num_edges, num_features, num_classes, symmetric, source;
-                                    version 2 adds task="multi-label", num_edge_features
+    /                        attrs: format="tessera-graph", version=1 (2: multi-label or edge features;
+                                    3: bf16 features), name, num_nodes, num_edges, num_features,
+                                    num_classes, symmetric, source; version 2 adds task="multi-label",
+                                    num_edge_features
     /graph/indptr, indices   int64: CSR by destination (row v lists the sources u of edges u -> v)
-    /node/features           float32 [N, F], chunked by rows
+    /node/features           float32 [N, F], chunked by rows; version 3 may hold uint16 bf16 bits
+                             instead (attribute dtype="bf16")
     /node/labels             int64 [N], -1 = unlabeled; multi-label: int8 [N, T] of 1, 0, -1 = unobserved
     /edge/features           float32 [E, Fe] in /graph/indices' order (optional)
     /split/train|valid|test  int64 node ids
@@ -317,8 +319,19 @@ def random_link_split(graph, valid=0.05, test=0.10, seed=0, undirected=True):
     return remaining, links
 
 
+def bf16_bits(x):
+    """The bf16 bits (uint16) of float32 values rounded to nearest, ties to even, as Tessera rounds them."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(bits):
+    """The float32 values bf16 bits stand for (exact)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
 def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="graph", symmetrize=False,
-                num_classes=None, source="python", edge_attr=None, link_splits=None):
+                num_classes=None, source="python", edge_attr=None, link_splits=None, feature_dtype="f32"):
     """Writes a Tessera graph file at `path`.
 
     edges: a (2, E) array of edges u -> v (edges[0] = sources, as PyG's edge_index) or an N x N scipy matrix
@@ -330,8 +343,12 @@ def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="g
     negative targets of each positive pair's source}} (edges required, the others optional;
     link_split_from_labels turns PyG's RandomLinkSplit output into one); train / valid / test: node ids (an integer array) or boolean masks
     of length N (a bool array), disjoint (None: no such split); symmetrize: add every edge's reverse (and drop
-    duplicates), as most node-classification benchmarks are used; num_classes: default max(y) + 1. Every file
-    it accepts passes `tessera info`. Returns a dict of the sizes written."""
+    duplicates), as most node-classification benchmarks are used; num_classes: default max(y) + 1;
+    feature_dtype: "f32", or "bf16" to store the features in half the bytes, rounded to nearest even (schema
+    version 3; Tessera reads them back as fp32). Every file it accepts passes `tessera info`. Returns a dict of
+    the sizes written."""
+    if feature_dtype not in ("f32", "fp32", "bf16"):
+        raise ValueError(f"feature_dtype: '{feature_dtype}'; f32 or bf16")
     if y is None and not link_splits:
         raise ValueError("y: None (no node labels) is for a graph of link splits; give link_splits")
     x, y = _checked_features_labels(x, np.full(np.asarray(x).shape[0], -1) if y is None else y)
@@ -353,7 +370,7 @@ def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="g
     import h5py  # here: a process that only reads arrays need not load HDF5
     with atomic_output(path, "the graph file") as temp:
         with h5py.File(temp, "w") as f:
-            version = 2 if multi_label or attr is not None or links else 1
+            version = 3 if feature_dtype == "bf16" else 2 if multi_label or attr is not None or links else 1
             for key, value in (("format", "tessera-graph"), ("version", version), ("name", str(name)),
                                ("num_nodes", n), ("num_edges", int(indices.size)), ("num_features", int(x.shape[1])),
                                ("num_classes", classes), ("symmetric", int(symmetric)), ("source", str(source))):
@@ -366,7 +383,11 @@ def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="g
             f.create_dataset("graph/indptr", data=indptr)
             f.create_dataset("graph/indices", data=indices)
             rows = max(1, min(n, (1 << 20) // max(1, 4 * x.shape[1])))
-            f.create_dataset("node/features", data=x, chunks=(rows, x.shape[1]))
+            if feature_dtype == "bf16":
+                f.create_dataset("node/features", data=bf16_bits(x), chunks=(rows, x.shape[1]))
+                f["node/features"].attrs["dtype"] = "bf16"
+            else:
+                f.create_dataset("node/features", data=x, chunks=(rows, x.shape[1]))
             f.create_dataset("node/labels", data=y)
             for s, ids in splits.items():
                 f.create_dataset(f"split/{s}", data=ids)
@@ -374,6 +395,7 @@ def write_graph(path, edges, x, y, train=None, valid=None, test=None, *, name="g
                 for part, pairs in parts.items():
                     f.create_dataset(f"link/{split}/{part}", data=pairs)
     return dict(nodes=n, edges=int(indices.size), features=int(x.shape[1]), classes=classes,
+                feature_dtype="bf16" if feature_dtype == "bf16" else "f32",
                 multi_label=multi_label, edge_features=0 if attr is None else int(attr.shape[1]),
                 symmetric=symmetric, splits={s: int(v.size) for s, v in splits.items()},
                 link_splits={s: {p: [int(d) for d in a.shape] for p, a in parts.items()} for s, parts in links.items()})

@@ -64,6 +64,30 @@ def test_refused_inputs_write_nothing(tmp_path, ogb_fixture, change, message):
     assert list(tmp_path.glob("bad.h5*")) == []
 
 
+def test_bf16_features_equal_prep_and_train_as_their_rounding(tmp_path, program, ogb_fixture):
+    """feature_dtype="bf16": version 3, uint16 bits marked bf16, the same file `prep ogb --feature-dtype bf16`
+    writes; training on it is training on the float32 file of the rounded values."""
+    from tessera.graph import bf16_bits, from_bf16_bits
+    raw, arrays = ogb_fixture
+    program("prep", "ogb", raw, "-o", tmp_path / "prep.h5", "--feature-dtype", "bf16")
+    sizes = tessera.write_graph(str(tmp_path / "half.h5"), feature_dtype="bf16", **arrays)
+    assert sizes["feature_dtype"] == "bf16"
+    same_file(tmp_path / "prep.h5", tmp_path / "half.h5")
+    with h5py.File(tmp_path / "half.h5") as f:
+        assert int(f.attrs["version"]) == 3 and f["node/features"].dtype == np.uint16
+        assert f["node/features"].attrs["dtype"] in ("bf16", b"bf16")
+        assert np.array_equal(f["node/features"][:], bf16_bits(arrays["x"]))
+    rounded = dict(arrays, x=from_bf16_bits(bf16_bits(arrays["x"])))
+    tessera.write_graph(str(tmp_path / "rounded.h5"), **rounded)
+    assert "features:  " in program("info", tmp_path / "half.h5").stdout
+    assert "(stored in bf16)" in program("info", tmp_path / "half.h5").stdout
+    last = [program("train", "--data", tmp_path / f, "--epochs", 3).stdout.strip().splitlines()[-1]
+            for f in ("half.h5", "rounded.h5")]
+    assert last[0].split(" (mean")[0] == last[1].split(" (mean")[0]
+    with pytest.raises(ValueError, match="feature_dtype"):
+        tessera.write_graph(str(tmp_path / "x.h5"), feature_dtype="f16", **arrays)
+
+
 def test_per_class_split_and_lcc():
     y = np.repeat(np.arange(3), 60)
     s = tessera.per_class_split(y, 20, 30, seed=4)

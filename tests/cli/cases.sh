@@ -32,6 +32,32 @@ case "$case_name" in
                 "splits:    test 1000, train 140, valid 500" "valid:     yes"; do
       grep -qF "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
     done ;;
+  bf16_graph_file)
+    # A graph file holding its features in bf16: prep writes it (version 3, 16-bit values), info says so, and
+    # training reads it as the fp32 file whose features were rounded the same way; a bad dtype is refused.
+    synth=(prep synth --kind csbm --nodes 600 --edges 3000 --features 64 --seed 2)
+    mpi 2 "$TESSERA" "${synth[@]}" -o f32.h5 >/dev/null || exit 1
+    out=$(mpi 2 "$TESSERA" "${synth[@]}" --feature-dtype bf16 -o bf16.h5) || exit 1
+    grep -q "600 nodes, .* edges, 64 bf16 features" <<<"$out" || { echo "FAILED: prep said '$out'"; exit 1; }
+    info=$(mpi 2 "$TESSERA" info bf16.h5) || exit 1
+    grep -qF "features:  64 (stored in bf16)" <<<"$info" || { echo "FAILED: info said '$info'"; exit 1; }
+    h5dump -H -d /node/features bf16.h5 | grep -q "H5T_STD_U16LE" || { echo "FAILED: not 16-bit values"; exit 1; }
+    "$TESSERA" prep reorder bf16.h5 -o reordered.h5 --order degree >/dev/null || exit 1
+    mpi 2 "$TESSERA" info reordered.h5 | grep -qF "(stored in bf16)" || { echo "FAILED: reorder dropped bf16"; exit 1; }
+    /usr/bin/python3 - f32.h5 rounded.h5 <<'PY' || exit 1
+import shutil, sys, h5py, numpy as np
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    u = f["node/features"][:].view(np.uint32).astype(np.uint64)
+    f["node/features"][:] = ((((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32)).view(np.float32)
+PY
+    for mode in "--grid 1x1x2" "--mode minibatch --grid 2x1x1x1 --batch-size 64" "--mode sampled --fanouts 5,5"; do
+      a=$(mpi 2 "$TESSERA" train --data bf16.h5 $mode --epochs 3 --seed 4 | tail -n 1) || exit 1
+      b=$(mpi 2 "$TESSERA" train --data rounded.h5 $mode --epochs 3 --seed 4 | tail -n 1) || exit 1
+      [ "${a%% (mean*}" = "${b%% (mean*}" ] || { echo "FAILED: $mode: '$a' against '$b'"; exit 1; }
+    done
+    expect_error "--feature-dtype: expected f32 or bf16, got 'f16'" "x.h5*" -- \
+      "$TESSERA" "${synth[@]}" --feature-dtype f16 -o x.h5 ;;
   synth_csbm_info)
     a=$(mpi 2 "$TESSERA" prep synth --kind csbm --nodes 3000 --edges 15000 --seed 5 -o a.h5) || exit 1
     mpi 3 "$TESSERA" prep synth --kind csbm --nodes 3000 --edges 15000 --seed 5 -o b.h5 >/dev/null || exit 1
@@ -151,8 +177,8 @@ PY
     mkdir empty
     expect_error "empty: neither raw/edge.csv.gz nor raw/data.npz found" "out.h5*" -- "$TESSERA" prep ogb empty -o out.h5 ;;
   bad_h5_version)
-    good_h5; "$H5_TAMPER" g.h5 version 3 || exit 1
-    expect_error "g.h5: schema version 3, this Tessera reads versions 1 to 2" "-" -- $MPIEXEC -n 2 "$TESSERA" info g.h5 ;;
+    good_h5; "$H5_TAMPER" g.h5 version 4 || exit 1
+    expect_error "g.h5: schema version 4, this Tessera reads versions 1 to 3" "-" -- $MPIEXEC -n 2 "$TESSERA" info g.h5 ;;
   bad_h5_shape)
     good_h5; "$H5_TAMPER" g.h5 shrink /node/labels || exit 1
     expect_error "g.h5: dataset /node/labels has shape \[3\], expected \[50\]" "-" -- $MPIEXEC -n 2 "$TESSERA" info g.h5 ;;
@@ -508,7 +534,7 @@ PY
     # Issue 14: every damage of the tamper corpus, through every mode and partition.
     good_h5
     "$TESSERA" partition --data g.h5 --parts 2 --method random >/dev/null || exit 1
-    for damage in "version 3|schema version 3, this Tessera reads versions 1 to 2" \
+    for damage in "version 4|schema version 4, this Tessera reads versions 1 to 3" \
                   "shrink /node/labels|dataset /node/labels has shape \[3\], expected \[50\]" \
                   "drop /node/features|dataset /node/features is missing" \
                   "set /graph/indptr 10 0|dataset /graph/indptr: decreases at row 9" \

@@ -138,4 +138,34 @@ inline std::string rounded_features_copy(const std::string& path, const std::str
   return out;
 }
 
+/// A copy of the graph file `path` as `name` in the scratch directory whose /node/features hold the bf16 bits
+/// of its values (schema version 3), written with HDF5 directly rather than by the library's writer.
+/// Collective.
+inline std::string bf16_features_copy(const std::string& path, const std::string& name) {
+  const std::string out = scratch_dir() + "/" + name;
+  Communicator::world().run_on(0, [&] {
+    std::filesystem::copy_file(path, out, std::filesystem::copy_options::overwrite_existing);
+    const Communicator self(MPI_COMM_SELF, false, nullptr);
+    const H5Handle file = h5_open_file(self, out, true);
+    std::vector<int64_t> shape;
+    std::vector<float> x;
+    {
+      const H5Handle features = h5_open_dataset(file.get(), out, "/node/features");
+      shape = h5_shape(features.get());
+      x.resize(size_t(shape[0] * shape[1]));
+      h5_read_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
+    }
+    H5Ldelete(file.get(), "/node/features", H5P_DEFAULT);
+    std::vector<uint16_t> bits(x.size());
+    for (size_t k = 0; k < x.size(); ++k) bits[k] = to_bf16(x[k]);
+    const H5Handle features =
+        h5_create_dataset(file.get(), "/node/features", H5T_STD_U16LE, shape, 64, false);
+    h5_write_rows(features.get(), H5T_NATIVE_UINT16, 0, shape[0], bits.data());
+    h5_write_attr(features.get(), "dtype", std::string("bf16"));
+    h5_write_attr(file.get(), "version", int64_t(3));
+  });
+  Communicator::world().barrier();
+  return out;
+}
+
 }  // namespace tessera::fixtures

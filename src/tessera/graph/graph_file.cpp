@@ -59,6 +59,38 @@ std::string read_version_2_attributes(const std::string& path, hid_t root, int64
   return "";
 }
 
+// The attribute that marks /node/features as bf16 bits (schema version 3).
+constexpr const char* kFeatureDtypeAttr = "dtype";
+
+// Bytes of one stored value of `dataset`.
+size_t h5_value_bytes(hid_t dataset) {
+  const hid_t type = H5Dget_type(dataset);
+  const size_t bytes = type < 0 ? 0 : H5Tget_size(type);
+  if (type >= 0) H5Tclose(type);
+  return bytes;
+}
+
+// How an open /node/features stores its values (into `dtype`); a problem, or empty. fp32: floats. bf16:
+// 16-bit integers with the dtype attribute, in a version 3 file.
+std::string read_feature_dtype(hid_t features, int64_t version, StorageDtype& dtype) {
+  std::string marked;
+  const bool has_mark = h5_read_attr(features, kFeatureDtypeAttr, marked);
+  if (h5_type_class(features) == H5T_FLOAT) {
+    dtype = StorageDtype::F32;
+    return has_mark && marked != "f32" ? "dataset /node/features holds floats but says dtype '" + marked + "'"
+                                       : "";
+  }
+  if (h5_type_class(features) != H5T_INTEGER || h5_value_bytes(features) != 2 || !has_mark ||
+      marked != "bf16")
+    return "dataset /node/features must hold floats, or bf16 bits (16-bit integers with attribute dtype = "
+           "'bf16')";
+  if (version < 3)
+    return "dataset /node/features holds bf16 in a version " + std::to_string(version) +
+           " file (bf16 features are version 3)";
+  dtype = StorageDtype::Bf16;
+  return "";
+}
+
 }  // namespace
 
 // ---- writer -----------------------------------------------------------------------------------------
@@ -93,8 +125,10 @@ GraphFileWriter::GraphFileWriter(const Communicator& comm, std::string path, con
   indptr_ = h5_create_dataset(root, "/graph/indptr", H5T_STD_I64LE, {n + 1}, 0, false);
   indices_ =
       h5_create_dataset(root, "/graph/indices", H5T_STD_I64LE, {meta.num_edges}, int64_t(1) << 18, true);
-  features_ = h5_create_dataset(root, "/node/features", H5T_IEEE_F32LE, {n, meta.num_features},
-                                feature_chunk_rows(meta.num_features), false);
+  const bool bf16 = meta.feature_dtype == StorageDtype::Bf16;
+  features_ = h5_create_dataset(root, "/node/features", bf16 ? H5T_STD_U16LE : H5T_IEEE_F32LE,
+                                {n, meta.num_features}, feature_chunk_rows(meta.num_features), false);
+  if (bf16) h5_write_attr(features_.get(), kFeatureDtypeAttr, std::string("bf16"));
   labels_ = meta.multi_label
                 ? h5_create_dataset(root, "/node/labels", H5T_STD_I8LE, {n, meta.num_classes}, 0, false)
                 : h5_create_dataset(root, "/node/labels", H5T_STD_I64LE, {n}, 0, false);
@@ -144,7 +178,11 @@ void GraphFileWriter::write_indices(int64_t first, int64_t count, const int64_t*
 }
 
 void GraphFileWriter::write_features(int64_t first_row, int64_t rows, const float* values) {
-  write(features_, H5T_NATIVE_FLOAT, first_row, rows, values);
+  if (meta_.feature_dtype == StorageDtype::F32)
+    return write(features_, H5T_NATIVE_FLOAT, first_row, rows, values);
+  std::vector<uint16_t> bits(size_t(rows * meta_.num_features));
+  round_to_bf16(values, bits.data(), bits.size());
+  write(features_, H5T_NATIVE_UINT16, first_row, rows, bits.data());
 }
 
 void GraphFileWriter::write_labels(int64_t first, int64_t count, const int64_t* values) {
@@ -267,7 +305,6 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
   if (meta_.multi_label) label_dims.push_back(meta_.num_classes);
   for (const Expected& e : {Expected{&indptr_, "/graph/indptr", {n + 1}, H5T_INTEGER},
                             Expected{&indices_, "/graph/indices", {meta_.num_edges}, H5T_INTEGER},
-                            Expected{&features_, "/node/features", {n, meta_.num_features}, H5T_FLOAT},
                             Expected{&labels_, "/node/labels", label_dims, H5T_INTEGER}}) {
     if (!problem.empty()) break;
     if (!h5_exists(root, e.name)) {
@@ -281,6 +318,18 @@ GraphFileReader::GraphFileReader(const Communicator& comm, std::string path)
     expect(h5_type_class(e.handle->get()) == e.type,
            std::string("dataset ") + e.name +
                (e.type == H5T_FLOAT ? " must hold floats" : " must hold integers"));
+  }
+  // Features hold floats or bf16 bits (version 3), told apart by their type and attribute.
+  if (problem.empty()) {
+    expect(h5_exists(root, "/node/features"), "dataset /node/features is missing");
+    if (problem.empty()) {
+      features_ = h5_open_dataset(root, path_, "/node/features");
+      const std::vector<int64_t> dims = h5_shape(features_.get()), want{n, meta_.num_features};
+      expect(dims == want,
+             "dataset /node/features has shape " + h5_shape_text(dims) + ", expected " + h5_shape_text(want));
+      const std::string dtype_problem = read_feature_dtype(features_.get(), version, meta_.feature_dtype);
+      expect(dtype_problem.empty(), dtype_problem);
+    }
   }
   if (problem.empty() && meta_.num_edge_features > 0) {
     expect(h5_exists(root, "/edge/features"), "dataset /edge/features is missing (num_edge_features is " +
@@ -338,7 +387,26 @@ std::vector<int64_t> GraphFileReader::read_indices(int64_t first, int64_t count)
 
 std::vector<float> GraphFileReader::read_features(int64_t first_row, int64_t rows) const {
   std::vector<float> out(size_t(rows * meta_.num_features));
-  h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, out.data());
+  read_features_into(first_row, rows, out.data());
+  return out;
+}
+
+void GraphFileReader::read_features_into(int64_t first_row, int64_t rows, float* out) const {
+  if (meta_.feature_dtype == StorageDtype::F32)
+    return h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, out);
+  const std::vector<uint16_t> bits = read_features_bf16(first_row, rows);
+  widen_bf16(bits.data(), out, bits.size());
+}
+
+std::vector<uint16_t> GraphFileReader::read_features_bf16(int64_t first_row, int64_t rows) const {
+  std::vector<uint16_t> out(size_t(rows * meta_.num_features));
+  if (meta_.feature_dtype == StorageDtype::Bf16) {
+    h5_read_rows(features_.get(), H5T_NATIVE_UINT16, first_row, rows, out.data());
+  } else {
+    std::vector<float> values(out.size());
+    h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, values.data());
+    round_to_bf16(values.data(), out.data(), out.size());
+  }
   return out;
 }
 
@@ -409,7 +477,7 @@ GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
   values.sources(a.col_idx.data());
   slice.features = HostMatrix<float>(Kokkos::ViewAllocateWithoutInitializing("features"), size_t(rows),
                                      size_t(meta_.num_features));
-  h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, slice.features.data());
+  read_features_into(first_row, rows, slice.features.data());
   values.features(slice.features.data());
   slice.labels = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("labels"), size_t(rows));
   if (meta_.multi_label) {
@@ -436,7 +504,9 @@ std::vector<int64_t> balanced_row_begins(const GraphFileReader& reader, const Co
   const GraphMeta& meta = reader.meta();
   const int64_t n = meta.num_nodes;
   const double edge_bytes = costs.edge_bytes > 0 ? costs.edge_bytes : 8.0;
-  const double row_bytes = costs.row_bytes > 0 ? costs.row_bytes : 4.0 * double(meta.num_features) + 17.0;
+  const double row_bytes = costs.row_bytes > 0
+                               ? costs.row_bytes
+                               : double(storage_bytes(meta.feature_dtype) * meta.num_features) + 17.0;
   const double total = edge_bytes * double(meta.num_edges) + row_bytes * double(n);
   const double target = total * comm.rank() / comm.size();
   int64_t lo = 0, hi = n;  // the first row is the smallest k in [lo, hi] whose prefix cost reaches target

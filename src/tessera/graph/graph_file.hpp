@@ -3,8 +3,10 @@
 // (-1 = unlabeled), OGB-named splits. Schema version 2 adds multi-label graphs (a label matrix of 1, 0 and -1
 // = unobserved per node and task), per-edge features and link-prediction splits (/link: the node pairs a
 // link task scores, and the negatives they are ranked against); a file with none of them is written as
-// version 1, so single-label files are unchanged. Written collectively to a temporary name and renamed on
-// commit, so a failed write never leaves a file behind; read collectively, each rank its own rows.
+// version 1, so single-label files are unchanged. Schema version 3 stores the node features in bf16 (16-bit
+// integers holding bf16 bits, dataset attribute dtype = "bf16"), read back widened to fp32. Written
+// collectively to a temporary name and renamed on commit, so a failed write never leaves a file behind; read
+// collectively, each rank its own rows.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 
 #include "tessera/comm/communicator.hpp"
 #include "tessera/comm/shared_output.hpp"
+#include "tessera/core/bf16.hpp"
 #include "tessera/core/csr.hpp"
 #include "tessera/graph/hdf5_io.hpp"
 
@@ -23,7 +26,7 @@ namespace tessera {
 /// The root attribute `format` of a graph file.
 inline constexpr const char* kGraphFormat = "tessera-graph";
 /// The newest schema version this Tessera reads and writes (it reads every version from 1).
-inline constexpr int64_t kGraphVersion = 2;
+inline constexpr int64_t kGraphVersion = 3;
 /// The root attribute `task` of a multi-label graph file (version 2; absent: single-label).
 inline constexpr const char* kMultiLabelTask = "multi-label";
 
@@ -42,8 +45,13 @@ struct GraphMeta {
   int64_t num_edge_features = 0;  ///< columns of /edge/features (version 2; 0: the file has none)
   bool link_splits = false;       ///< the file has /link (version 2): link-prediction splits
   int64_t link_train_pairs = 0;   ///< rows of /link/train/edges (0: none)
-  /// The schema version a file with this content is written as: 1 unless it needs version 2.
-  int64_t version() const { return multi_label || num_edge_features > 0 || link_splits ? 2 : 1; }
+  /// How /node/features stores its values: fp32, or bf16 (version 3; read back widened to fp32)
+  StorageDtype feature_dtype = StorageDtype::F32;
+  /// The schema version a file with this content is written as: the lowest that holds it.
+  int64_t version() const {
+    if (feature_dtype == StorageDtype::Bf16) return 3;
+    return multi_label || num_edge_features > 0 || link_splits ? 2 : 1;
+  }
 };
 
 /// One link-prediction split of a graph file (/link/NAME, version 2): positive node pairs to score and the
@@ -88,7 +96,8 @@ class GraphFileWriter {
   void write_indptr(int64_t first, int64_t count, const int64_t* values);
   /// Collective: entries [first, first + count) of /graph/indices.
   void write_indices(int64_t first, int64_t count, const int64_t* values);
-  /// Collective: rows [first_row, first_row + rows) of /node/features.
+  /// Collective: rows [first_row, first_row + rows) of /node/features (rounded to bf16 where the meta's
+  /// feature_dtype says so).
   void write_features(int64_t first_row, int64_t rows, const float* values);
   /// Collective: entries [first, first + count) of /node/labels (a single-label graph).
   void write_labels(int64_t first, int64_t count, const int64_t* values);
@@ -155,8 +164,10 @@ class GraphFileReader {
   std::vector<int64_t> read_indptr(int64_t first, int64_t count) const;
   /// Collective: entries [first, first + count) of /graph/indices.
   std::vector<int64_t> read_indices(int64_t first, int64_t count) const;
-  /// Collective: rows [first_row, first_row + rows) of /node/features, row-major.
+  /// Collective: rows [first_row, first_row + rows) of /node/features, row-major (a bf16 file's widened).
   std::vector<float> read_features(int64_t first_row, int64_t rows) const;
+  /// Collective: the same rows as bf16 bits (an fp32 file's rounded to nearest even).
+  std::vector<uint16_t> read_features_bf16(int64_t first_row, int64_t rows) const;
   /// Collective: entries [first, first + count) of /node/labels; of a multi-label graph, 0 for a row with
   /// an observed task label and -1 for one without (GraphSlice::labels).
   std::vector<int64_t> read_labels(int64_t first, int64_t count) const;
@@ -191,6 +202,8 @@ class GraphFileReader {
   GraphMeta meta_;
   std::vector<SplitInfo> splits_;
   std::vector<LinkSplitInfo> link_splits_;
+  // Rows of /node/features as fp32 into `out` (rows x num_features), a bf16 file's widened.
+  void read_features_into(int64_t first_row, int64_t rows, float* out) const;
   // Mutable for check(), which closes them on a collective error.
   mutable H5Handle file_, indptr_, indices_, features_, labels_, original_ids_, edge_features_;
 };

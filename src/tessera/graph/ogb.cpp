@@ -356,6 +356,7 @@ GraphMeta convert_ogb(const OgbConvertOptions& options, const Communicator& self
   meta.num_features = features;
   meta.num_classes = num_classes;
   meta.symmetric = options.symmetrize;
+  meta.feature_dtype = options.feature_dtype;
   std::map<std::string, int64_t> split_sizes;
   for (const auto& [kind, ids] : splits) split_sizes[kind] = int64_t(ids.size());
   GraphFileWriter writer(self, options.output, meta, split_sizes);

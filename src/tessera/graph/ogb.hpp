@@ -24,7 +24,8 @@ struct OgbConvertOptions {
   bool symmetrize = false;  ///< add the reverse of every edge and drop duplicates (as OGB's arxiv baselines)
   std::string split;        ///< the split directory under split/; empty: the only one present
   std::string name;         ///< empty: the directory's name
-  int64_t edge_memory_bytes = int64_t(2) << 30;  ///< budget for the edge bucket of one pass
+  int64_t edge_memory_bytes = int64_t(2) << 30;    ///< budget for the edge bucket of one pass
+  StorageDtype feature_dtype = StorageDtype::F32;  ///< how the file stores the node features
 };
 
 /// Runs on one process (pass a communicator of size one, e.g. MPI_COMM_SELF). Throws Error naming the

@@ -221,6 +221,7 @@ GraphMeta generate_synthetic(const SynthOptions& o, const std::string& output, c
   meta.num_classes = o.tasks > 0 ? o.tasks : o.num_classes;
   meta.multi_label = o.tasks > 0;
   meta.symmetric = true;
+  meta.feature_dtype = o.feature_dtype;
   GraphFileWriter writer(comm, output, meta, split_sizes);
 
   std::vector<int64_t> indptr(size_t(rows) + 1);

@@ -42,9 +42,10 @@ struct SynthOptions {
   /// CSBM: class-mean scale relative to unit noise (0.1: a 2-layer GCN reaches ~89% on the default graph,
   /// features alone ~55%).
   double feature_signal = 0.1;
-  double train_fraction = 0.1;  ///< nodes in the training split
-  double valid_fraction = 0.1;  ///< nodes in the validation split (the rest are test)
-  std::string name;             ///< empty: a name from kind and seed
+  double train_fraction = 0.1;                     ///< nodes in the training split
+  double valid_fraction = 0.1;                     ///< nodes in the validation split (the rest are test)
+  std::string name;                                ///< empty: a name from kind and seed
+  StorageDtype feature_dtype = StorageDtype::F32;  ///< how the file stores the features
 };
 
 /// Collective: generates the graph and writes it to `output` (atomically). Returns its metadata.
