@@ -118,30 +118,12 @@ inline void write_metis_partition(const std::string& path, const std::string& na
   write_partition(path, name, part, parts, PartitionMethod::Metis, evaluate_partition(path, part, parts));
 }
 
-/// A copy of the graph file `path` (partitions and link splits included) as `name` in the scratch directory,
-/// its features replaced by their bf16 roundings in fp32: what a run with bf16 feature storage must equal.
-/// Collective.
-inline std::string rounded_features_copy(const std::string& path, const std::string& name) {
-  const std::string out = scratch_dir() + "/" + name;
-  Communicator::world().run_on(0, [&] {
-    std::filesystem::copy_file(path, out, std::filesystem::copy_options::overwrite_existing);
-    const Communicator self(MPI_COMM_SELF, false, nullptr);
-    const H5Handle file = h5_open_file(self, out, true);
-    const H5Handle features = h5_open_dataset(file.get(), out, "/node/features");
-    const std::vector<int64_t> shape = h5_shape(features.get());
-    std::vector<float> x(size_t(shape[0] * shape[1]));
-    h5_read_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
-    round_through_bf16(x.data(), x.size());
-    h5_write_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
-  });
-  Communicator::world().barrier();
-  return out;
-}
-
-/// A copy of the graph file `path` as `name` in the scratch directory whose /node/features hold the bf16 bits
-/// of its values (schema version 3), written with HDF5 directly rather than by the library's writer.
-/// Collective.
-inline std::string bf16_features_copy(const std::string& path, const std::string& name) {
+/// Collective: a copy of the graph file `path` (partitions and link splits included) as `name` in the scratch
+/// directory, on which rank 0 calls rewrite(file, shape, x) with the copy open for writing and its features
+/// `x` (shape rows x columns) read.
+template <class Rewrite>
+std::string features_rewritten_copy(const std::string& path, const std::string& name,
+                                    const Rewrite& rewrite) {
   const std::string out = scratch_dir() + "/" + name;
   Communicator::world().run_on(0, [&] {
     std::filesystem::copy_file(path, out, std::filesystem::copy_options::overwrite_existing);
@@ -155,17 +137,37 @@ inline std::string bf16_features_copy(const std::string& path, const std::string
       x.resize(size_t(shape[0] * shape[1]));
       h5_read_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
     }
-    H5Ldelete(file.get(), "/node/features", H5P_DEFAULT);
-    std::vector<uint16_t> bits(x.size());
-    for (size_t k = 0; k < x.size(); ++k) bits[k] = to_bf16(x[k]);
-    const H5Handle features =
-        h5_create_dataset(file.get(), "/node/features", H5T_STD_U16LE, shape, 64, false);
-    h5_write_rows(features.get(), H5T_NATIVE_UINT16, 0, shape[0], bits.data());
-    h5_write_attr(features.get(), "dtype", std::string("bf16"));
-    h5_write_attr(file.get(), "version", int64_t(3));
+    rewrite(file.get(), shape, x);
   });
   Communicator::world().barrier();
   return out;
+}
+
+/// A copy of the graph file `path` as `name` in the scratch directory, its features replaced by their bf16
+/// roundings in fp32: what a run with bf16 feature storage must equal. Collective.
+inline std::string rounded_features_copy(const std::string& path, const std::string& name) {
+  return features_rewritten_copy(
+      path, name, [&](hid_t file, const std::vector<int64_t>& shape, std::vector<float>& x) {
+        round_through_bf16(x.data(), x.size());
+        const H5Handle features = h5_open_dataset(file, name, "/node/features");
+        h5_write_rows(features.get(), h5_native_type<float>(), 0, shape[0], x.data());
+      });
+}
+
+/// A copy of the graph file `path` as `name` in the scratch directory whose /node/features hold the bf16 bits
+/// of its values (schema version 3), written with HDF5 directly rather than by the library's writer.
+/// Collective.
+inline std::string bf16_features_copy(const std::string& path, const std::string& name) {
+  return features_rewritten_copy(
+      path, name, [&](hid_t file, const std::vector<int64_t>& shape, std::vector<float>& x) {
+        H5Ldelete(file, "/node/features", H5P_DEFAULT);
+        std::vector<uint16_t> bits(x.size());
+        round_to_bf16(x.data(), bits.data(), bits.size());
+        const H5Handle features = h5_create_dataset(file, "/node/features", H5T_STD_U16LE, shape, 64, false);
+        h5_write_rows(features.get(), H5T_NATIVE_UINT16, 0, shape[0], bits.data());
+        h5_write_attr(features.get(), "dtype", std::string("bf16"));
+        h5_write_attr(file, "version", int64_t(3));
+      });
 }
 
 }  // namespace tessera::fixtures
