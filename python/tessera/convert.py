@@ -36,6 +36,9 @@ def parse(argv):
                    help="hold out these shares of the edges as a link task's validation and test positives, with "
                         "as many sampled non-edges as negatives (PyG's RandomLinkSplit; --seed seeds it), e.g. "
                         "0.05,0.1")
+    p.add_argument("--feature-dtype", choices=("f32", "bf16"), default="f32",
+                   help="store the node features as f32 (default) or bf16: half the bytes, each value rounded to "
+                        "nearest even; every command reads them back as the fp32 values they stand for")
     p.add_argument("--no-symmetrize", action="store_true",
                    help="keep the edges as the file lists them (default: every edge in both directions, once)")
     return p.parse_args(argv)
@@ -71,12 +74,13 @@ def convert(a):
         except ValueError:
             raise ValueError(f"--link-split: expected VALID,TEST shares such as 0.05,0.1, not '{a.link_split}'") from None
         graph, graph.link_splits = random_link_split(graph, valid, test, a.seed, undirected=not a.no_symmetrize)
-    sizes = write_graph(a.output, symmetrize=not a.no_symmetrize, **graph.arrays())
+    sizes = write_graph(a.output, symmetrize=not a.no_symmetrize, feature_dtype=a.feature_dtype, **graph.arrays())
     splits = ", ".join(f"{s} {k}" for s, k in sizes["splits"].items())
     labels = "tasks (multi-label)" if sizes["multi_label"] else "classes"
     labels = f"{sizes['classes']} {labels}" if sizes["classes"] else "no node labels"
-    print(f"wrote {a.output}: {sizes['nodes']} nodes, {sizes['edges']} edges, {sizes['features']} features, "
-          f"{labels}" + (f" ({splits})" if splits else "") +
+    features = f"{sizes['features']} {'bf16 ' if sizes['feature_dtype'] == 'bf16' else ''}features"
+    print(f"wrote {a.output}: {sizes['nodes']} nodes, {sizes['edges']} edges, {features}, {labels}" +
+          (f" ({splits})" if splits else "") +
           "".join(f"; link {s}: {link_text(d)}" for s, d in sizes["link_splits"].items()))
 
 

@@ -104,6 +104,27 @@ def test_plain_npz(tmp_path, truth, program):
     assert r.returncode == 1 and "--binary-task needs labels 0 and 1 (-1 unlabeled), not label 3" in r.stderr
 
 
+def test_bf16_features(tmp_path, truth, program):
+    """--feature-dtype bf16: the same graph with the features' bf16 bits (version 3), read back by the program
+    as the rounded values; a dtype it does not know is refused before anything is written."""
+    from tessera.graph import bf16_bits
+    masks = np.zeros((1, N), dtype=bool)
+    masks[0, :100] = True
+    np.savez(tmp_path / "p.npz", node_features=truth["x"], node_labels=truth["y"], edges=truth["edges"].T,
+             train_masks=masks, val_masks=np.roll(masks, 100, axis=1), test_masks=np.roll(masks, 200, axis=1))
+    assert convert("npz", tmp_path / "p.npz", tmp_path / "f32.h5").returncode == 0
+    r = convert("npz", tmp_path / "p.npz", tmp_path / "bf16.h5", "--feature-dtype", "bf16")
+    assert r.returncode == 0 and f"{F} bf16 features" in r.stdout, r.stdout + r.stderr
+    with h5py.File(tmp_path / "f32.h5", "r") as full, h5py.File(tmp_path / "bf16.h5", "r") as half:
+        assert half.attrs["version"] == 3 and half["node/features"].dtype == np.uint16
+        assert np.array_equal(half["node/features"][:], bf16_bits(full["node/features"][:]))
+        assert np.array_equal(half["graph/indices"][:], full["graph/indices"][:])
+    assert f"features:  {F} (stored in bf16)" in program("info", tmp_path / "bf16.h5").stdout
+    r = convert("npz", tmp_path / "p.npz", tmp_path / "f16.h5", "--feature-dtype", "f16")
+    assert r.returncode == 2 and "--feature-dtype: invalid choice: 'f16'" in r.stderr
+    assert not os.path.exists(tmp_path / "f16.h5")
+
+
 def test_binary_task_npz(tmp_path, truth, program):
     """A two-class graph in the heterophilous benchmarks' layout (Tolokers: ten fixed splits) as one binary
     task of a multi-label graph, trained and scored by ROC-AUC end to end."""
