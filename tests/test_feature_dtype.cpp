@@ -6,6 +6,9 @@
 // graph file may hold its features in bf16 (schema version 3): every mode reads it as the rounded fp32 file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "support/final_weights.hpp"
 #include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
@@ -248,6 +251,55 @@ TEST(FeatureDtype, ABf16FileReadsAsTheRoundedFile) {
   const auto [begin, end] = block_range(n, world().rank(), world().size());
   const GraphSlice a = bf16.read_rows(begin, end - begin), b = rounded.read_rows(begin, end - begin);
   for (int64_t k = 0; k < (end - begin) * f; ++k) ASSERT_EQ(a.features.data()[k], b.features.data()[k]) << k;
+}
+
+// The sampled mode's bf16 storage reads rows as bf16 bits (read_rows with StorageDtype::Bf16), never as fp32
+// rows: a bf16 file's bits as stored, an fp32 file's rows read in chunks of 1 MiB and rounded. Rank 0 reads
+// 3 chunks and the others one (collective reads, as many on every rank); the bits equal the rounding of the
+// fp32 rows, the other arrays the fp32 read's, and a non-finite value in a later chunk is refused by row and
+// column on every rank.
+TEST(FeatureDtype, RowsReadAsBf16BitsAreTheRoundedRows) {
+  SynthOptions o;
+  o.num_nodes = 600;
+  o.num_edges = 1800;
+  o.num_features = 1000;  // 262 rows of 1000 fp32 values to a chunk
+  const std::string dir = fixtures::scratch_dir();
+  generate_synthetic(o, dir + "/wide-f32.h5", world());
+  o.feature_dtype = StorageDtype::Bf16;
+  generate_synthetic(o, dir + "/wide-bf16.h5", world());
+  const int p = world().size(), r = world().rank();
+  const int64_t begin = r == 0 ? 0 : 600 - 10 * (p - r), end = r == 0 ? 600 - 10 * (p - 1) : begin + 10;
+  const GraphFileReader fp32(world(), dir + "/wide-f32.h5"), bf16(world(), dir + "/wide-bf16.h5");
+  const std::vector<float> x = fp32.read_features(begin, end - begin);
+  std::vector<uint16_t> rounded(x.size());
+  round_to_bf16(x.data(), rounded.data(), x.size());
+  const GraphSlice whole = fp32.read_rows(begin, end - begin);
+  for (const GraphFileReader* reader : {&fp32, &bf16}) {
+    const GraphSlice s = reader->read_rows(begin, end - begin, StorageDtype::Bf16);
+    EXPECT_EQ(s.features.size(), 0u);
+    ASSERT_EQ(s.features_bf16.size(), rounded.size());
+    EXPECT_TRUE(std::equal(rounded.begin(), rounded.end(), s.features_bf16.data()));
+    ASSERT_EQ(s.labels.size(), whole.labels.size());
+    EXPECT_TRUE(std::equal(whole.labels.data(), whole.labels.data() + whole.labels.size(), s.labels.data()));
+    EXPECT_EQ(s.adjacency.col_idx.size(), whole.adjacency.col_idx.size());
+  }
+  const std::string bad = fixtures::features_rewritten_copy(
+      dir + "/wide-f32.h5", "wide-inf.h5",
+      [](hid_t file, const std::vector<int64_t>& shape, std::vector<float>& v) {
+        v[size_t(550 * shape[1] + 7)] = std::numeric_limits<float>::infinity();
+        const H5Handle features = h5_open_dataset(file, "wide-inf.h5", "/node/features");
+        h5_write_rows(features.get(), h5_native_type<float>(), 0, shape[0], v.data());
+      });
+  for (const std::string& path : {bad, fixtures::bf16_features_copy(bad, "wide-inf-bf16.h5")}) {
+    try {
+      const GraphFileReader reader(world(), path);
+      reader.read_rows(begin, end - begin, StorageDtype::Bf16);
+      ADD_FAILURE() << path << ": an infinite feature was read";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("/node/features: row 550, column 7 is inf"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // prep synth's writer stores bf16 as the fixture does: version 3, 16-bit values marked bf16, the fp32 file's

@@ -83,11 +83,18 @@ void RowBlockCheck::label_matrix(const int8_t* values) {
   }
 }
 
-void RowBlockCheck::features(const float* features) {
+void RowBlockCheck::features(const float* features, int64_t from_row, int64_t rows) {
+  const int64_t f = meta_.num_features, count = (rows < 0 ? rows_ - from_row : rows) * f;
+  for (int64_t k = 0; k < count && problem_.empty(); ++k)
+    expect(std::isfinite(features[k]), "dataset /node/features: row ", first_ + from_row + k / f, ", column ",
+           k % f, " is ", features[k]);
+}
+
+void RowBlockCheck::features_bf16(const uint16_t* bits) {
   const int64_t count = rows_ * meta_.num_features;
   for (int64_t k = 0; k < count && problem_.empty(); ++k)
-    expect(std::isfinite(features[k]), "dataset /node/features: row ", first_ + k / meta_.num_features,
-           ", column ", k % meta_.num_features, " is ", features[k]);
+    expect((bits[k] & 0x7f80u) != 0x7f80u, "dataset /node/features: row ", first_ + k / meta_.num_features,
+           ", column ", k % meta_.num_features, " is ", from_bf16(bits[k]));
 }
 
 // Split ids in range, none listed twice, no node in two splits. Each id is sent to the rank whose rows hold

@@ -400,14 +400,30 @@ void GraphFileReader::read_features_into(int64_t first_row, int64_t rows, float*
 
 std::vector<uint16_t> GraphFileReader::read_features_bf16(int64_t first_row, int64_t rows) const {
   std::vector<uint16_t> out(size_t(rows * meta_.num_features));
-  if (meta_.feature_dtype == StorageDtype::Bf16) {
-    h5_read_rows(features_.get(), H5T_NATIVE_UINT16, first_row, rows, out.data());
-  } else {
-    std::vector<float> values(out.size());
-    h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row, rows, values.data());
-    round_to_bf16(values.data(), out.data(), out.size());
-  }
+  read_bf16_into(first_row, rows, out.data(), nullptr);
   return out;
+}
+
+void GraphFileReader::read_bf16_into(int64_t first_row, int64_t rows, uint16_t* out,
+                                     RowBlockCheck* check) const {
+  const int64_t f = meta_.num_features;
+  if (meta_.feature_dtype == StorageDtype::Bf16) {
+    h5_read_rows(features_.get(), H5T_NATIVE_UINT16, first_row, rows, out);
+    if (check) check->features_bf16(out);
+    return;
+  }
+  // An fp32 file through a buffer of 1 MiB of rows at most, so that the rows never exist as fp32 whole.
+  // The reads are collective: every rank makes as many as the rank with the most chunks (empty ones after
+  // its own rows).
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, f));
+  const int64_t reads = all_reduce_value(comm_, (rows + chunk - 1) / chunk, ReduceOp::Max, "read features");
+  std::vector<float> values(size_t(std::min(rows, chunk) * f));
+  for (int64_t k = 0, done = 0; k < reads; ++k, done = std::min(rows, done + chunk)) {
+    const int64_t n = std::min(chunk, rows - done);
+    h5_read_rows(features_.get(), H5T_NATIVE_FLOAT, first_row + done, n, values.data());
+    if (check) check->features(values.data(), done, n);
+    round_to_bf16(values.data(), out + done * f, size_t(n * f));
+  }
 }
 
 std::vector<int64_t> GraphFileReader::read_labels(int64_t first, int64_t count) const {
@@ -461,7 +477,7 @@ void GraphFileReader::check(bool ok, const std::string& problem) const {
            {&indptr_, &indices_, &features_, &labels_, &original_ids_, &edge_features_, &file_});
 }
 
-GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
+GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows, StorageDtype features) const {
   GraphSlice slice;
   slice.first_row = first_row;
   RowBlockCheck values(*this, first_row, rows);
@@ -475,10 +491,16 @@ GraphSlice GraphFileReader::read_rows(int64_t first_row, int64_t rows) const {
   a.col_idx = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("col_idx"), size_t(nnz));
   h5_read_rows(indices_.get(), H5T_NATIVE_INT64, begin, nnz, a.col_idx.data());
   values.sources(a.col_idx.data());
-  slice.features = HostMatrix<float>(Kokkos::ViewAllocateWithoutInitializing("features"), size_t(rows),
-                                     size_t(meta_.num_features));
-  read_features_into(first_row, rows, slice.features.data());
-  values.features(slice.features.data());
+  if (features == StorageDtype::Bf16) {
+    slice.features_bf16 = HostMatrix<uint16_t>(Kokkos::ViewAllocateWithoutInitializing("features_bf16"),
+                                               size_t(rows), size_t(meta_.num_features));
+    read_bf16_into(first_row, rows, slice.features_bf16.data(), &values);
+  } else {
+    slice.features = HostMatrix<float>(Kokkos::ViewAllocateWithoutInitializing("features"), size_t(rows),
+                                       size_t(meta_.num_features));
+    read_features_into(first_row, rows, slice.features.data());
+    values.features(slice.features.data());
+  }
   slice.labels = HostVector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("labels"), size_t(rows));
   if (meta_.multi_label) {
     slice.label_matrix = HostMatrix<int8_t>(Kokkos::ViewAllocateWithoutInitializing("label_matrix"),

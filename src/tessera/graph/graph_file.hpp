@@ -64,11 +64,14 @@ struct LinkSplitInfo {
                                    ///< negative targets (rows = edges); 0: none
 };
 
+class RowBlockCheck;
+
 /// The rows [first_row, first_row + rows) of a graph file: in-edges, features and labels.
 struct GraphSlice {
   int64_t first_row = 0;                  ///< the first row's node id
   CsrMatrix<float, HostSpace> adjacency;  ///< local rows, global column (source) ids, pattern only
-  HostMatrix<float> features;             ///< rows x num_features
+  HostMatrix<float> features;             ///< rows x num_features (empty where read as bf16)
+  HostMatrix<uint16_t> features_bf16;     ///< rows x num_features as bf16 bits, where read so; else empty
   /// rows: the class of each row, -1 unlabeled; of a multi-label graph, 0 where the row has an observed
   /// task label and -1 where it has none (the row-level "labeled" every split and count uses)
   HostVector<int64_t> labels;
@@ -190,7 +193,9 @@ class GraphFileReader {
 
   /// Collective: rows [first_row, first_row + rows) as a GraphSlice, each value checked as validate_graph
   /// checks it (RowBlockCheck; a problem on any rank is thrown collectively). Split ids are not read.
-  GraphSlice read_rows(int64_t first_row, int64_t rows) const;
+  /// `features` Bf16 holds the features as bf16 bits only (GraphSlice::features_bf16: a bf16 file's as
+  /// stored, an fp32 file's checked and rounded a chunk at a time), never as fp32 rows.
+  GraphSlice read_rows(int64_t first_row, int64_t rows, StorageDtype features = StorageDtype::F32) const;
 
   /// Collective check of what was read (validation): when any rank failed, the file is closed on every rank
   /// and CollectiveError is thrown with the lowest failing rank's message. The reader is unusable after.
@@ -204,6 +209,9 @@ class GraphFileReader {
   std::vector<LinkSplitInfo> link_splits_;
   // Rows of /node/features as fp32 into `out` (rows x num_features), a bf16 file's widened.
   void read_features_into(int64_t first_row, int64_t rows, float* out) const;
+  // The same rows as bf16 bits into `out`: a bf16 file's as stored, an fp32 file's read a chunk of rows at
+  // a time and rounded (each chunk checked first where `check` is given: its rows from first_row on).
+  void read_bf16_into(int64_t first_row, int64_t rows, uint16_t* out, RowBlockCheck* check) const;
   // Mutable for check(), which closes them on a collective error.
   mutable H5Handle file_, indptr_, indices_, features_, labels_, original_ids_, edge_features_;
 };
@@ -256,8 +264,10 @@ class RowBlockCheck {
   void labels(const int64_t* labels);
   /// The rows' label matrix (a multi-label graph), rows x tasks: each entry 1, 0 or -1.
   void label_matrix(const int8_t* values);
-  /// The rows' features, row-major.
-  void features(const float* features);
+  /// The rows' features, row-major; `from_row`, `rows`: only those rows of the block, at `features`.
+  void features(const float* features, int64_t from_row = 0, int64_t rows = -1);
+  /// The rows' features as bf16 bits (a value is non-finite where its exponent bits are all set).
+  void features_bf16(const uint16_t* bits);
   /// The first problem found ("FILE: dataset ...: ..."), or empty.
   const std::string& problem() const { return problem_; }
   /// This block's share of the summary (degrees, self loops, labels).

@@ -150,15 +150,19 @@ std::vector<Out> pack_rows(const HostMatrix<T>& rows, const std::vector<int>& de
   return out;
 }
 
-// The slice's feature rows to their owners, as fp32 or rounded to bf16 by the reader (half the bytes sent
-// and held); the slice's rows are freed once packed.
+// The slice's feature rows to their owners, as fp32 or as bf16 (half the bytes sent and held: the bits the
+// slice was read as, or its fp32 rows rounded by the reader); the slice's rows are freed once packed.
 void send_features(const Communicator& comm, GraphSlice& slice, const std::vector<int>& dest,
                    StorageDtype dtype, PartitionedGraph& g) {
   std::vector<int64_t> counts(size_t(comm.size()), 0);
   g.feature_dtype = dtype;
   if (dtype == StorageDtype::Bf16) {
-    std::vector<uint16_t> packed = pack_rows<float, uint16_t>(slice.features, dest, counts);
+    // A slice read as bits has no fp32 rows (and an empty slice packs nothing either way).
+    std::vector<uint16_t> packed = slice.features_bf16.extent(0) > 0
+                                       ? pack_rows(slice.features_bf16, dest, counts)
+                                       : pack_rows<float, uint16_t>(slice.features, dest, counts);
     slice.features = HostMatrix<float>();
+    slice.features_bf16 = HostMatrix<uint16_t>();
     g.features_bf16 = exchange_grouped(comm, std::move(packed), counts, "load features");
   } else {
     std::vector<float> packed = pack_rows(slice.features, dest, counts);
@@ -278,7 +282,9 @@ PartitionedGraph load_partitioned(const Communicator& comm, const std::string& p
   // go before its features are packed, the features before theirs are exchanged, and each send buffer as it
   // is sent, so the load peaks at about two copies of the rank's features, not four.
   const int64_t begin = read_begins[size_t(comm.rank())], end = read_begins[size_t(comm.rank()) + 1];
-  GraphSlice slice = reader.read_rows(begin, end - begin);  // every value checked as it is read
+  // bf16 storage reads bf16 bits (never the rows in fp32) unless rows are normalized, which is done in fp32.
+  const StorageDtype read_as = options.normalize_rows ? StorageDtype::F32 : options.feature_dtype;
+  GraphSlice slice = reader.read_rows(begin, end - begin, read_as);  // every value checked as it is read
   read_split_marks(reader, comm, read_begins);  // ids checked before owned_split, for the rows read
   const SliceIds new_id(slice, numbering.get());
   const std::vector<int> dest = row_owners(g, new_id, begin, end - begin);
