@@ -57,7 +57,14 @@ PY
       [ "${a%% (mean*}" = "${b%% (mean*}" ] || { echo "FAILED: $mode: '$a' against '$b'"; exit 1; }
     done
     expect_error "--feature-dtype: expected f32 or bf16, got 'f16'" "x.h5*" -- \
-      "$TESSERA" "${synth[@]}" --feature-dtype f16 -o x.h5 ;;
+      "$TESSERA" "${synth[@]}" --feature-dtype f16 -o x.h5
+    # bf16 bits in a version 2 file, and 16-bit values without the bf16 mark: refused on every rank by name.
+    cp bf16.h5 v2.h5 && "$H5_TAMPER" v2.h5 version 2 || exit 1
+    expect_error "v2.h5: .*dataset /node/features holds bf16 in a version 2 file \(bf16 features are version 3\)" \
+      "out-v2*" -- $MPIEXEC -n 2 "$TESSERA" train --data v2.h5 --epochs 1 --save-predictions out-v2.txt
+    cp bf16.h5 unmarked.h5 && /usr/bin/python3 -c 'import h5py; h5py.File("unmarked.h5", "r+")["node/features"].attrs.__delitem__("dtype")' || exit 1
+    expect_error "unmarked.h5: .*dataset /node/features must hold floats, or bf16 bits" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" info unmarked.h5 ;;
   synth_csbm_info)
     a=$(mpi 2 "$TESSERA" prep synth --kind csbm --nodes 3000 --edges 15000 --seed 5 -o a.h5) || exit 1
     mpi 3 "$TESSERA" prep synth --kind csbm --nodes 3000 --edges 15000 --seed 5 -o b.h5 >/dev/null || exit 1
