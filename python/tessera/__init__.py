@@ -31,11 +31,12 @@ from .compose import (Sequential, GcnConv, SageConv, GatConv, Linear, Dropout, R
                       LoadedGraph, graph_from_arrays, load_graph, fit, fit_defaults)
 
 
-def get_dataset(name, root=None, mirror=None):
+def get_dataset(name, root=None, mirror=None, feature_dtype="f32"):
     """`tessera data get NAME` from Python: downloads (or finds) the benchmark dataset `name`, converts it and
-    returns the graph file's path, ROOT/NAME.h5 (ROOT: `root`, else $TESSERA_DATA_ROOT, else ./data)."""
+    returns the graph file's path, ROOT/NAME.h5 (ROOT: `root`, else $TESSERA_DATA_ROOT, else ./data), or
+    ROOT/NAME-bf16.h5 with `feature_dtype="bf16"` (the features stored as bf16 bits)."""
     from .data import get  # here: `python3 -m tessera.data` must not find the module imported already
-    return get(name, root, mirror)
+    return get(name, root, mirror, feature_dtype)
 
 
 def __getattr__(name):

@@ -4,10 +4,11 @@ loaders use (PyG's, DGL's, OGB's), checks and converts them into a Tessera graph
 benchmarks use; `tessera data list` says what is known, what is on disk and how big it is.
 
     tessera data list [--root DIR]
-    tessera data get NAME [--root DIR] [--mirror URL]      (python3 -m tessera.data ... alike)
+    tessera data get NAME [--root DIR] [--mirror URL] [--feature-dtype bf16]   (python3 -m tessera.data alike)
 
 Downloads go to ROOT/raw/NAME/ (resumable: an interrupted file is continued where it stopped, by an HTTP
-range request; a cut connection is retried), then ROOT/NAME.h5 is written. ROOT is --root, else
+range request; a cut connection is retried), then ROOT/NAME.h5 is written (ROOT/NAME-bf16.h5 with the
+features stored in bf16). ROOT is --root, else
 $TESSERA_DATA_ROOT, else ./data. A mirror (--mirror, or $TESSERA_DATA_MIRROR: an http(s):// or file:// URL
 or a folder) holds the same files as ROOT/raw: MIRROR/NAME/FILE. A SHA256SUMS file in a dataset's mirror
 folder (`tessera data get` writes one beside every download) is checked; the publishers give no checksums,
@@ -276,8 +277,9 @@ def _tessera_program():
     return program
 
 
-def convert(dataset, folder, output):
-    """The downloaded files of `dataset` in `folder` into the graph file `output`."""
+def convert(dataset, folder, output, feature_dtype="f32"):
+    """The downloaded files of `dataset` in `folder` into the graph file `output` (its features in
+    `feature_dtype`: f32, or bf16 bits)."""
     from .graph import largest_connected_component, per_class_split, write_graph
     from .readers import read_gnn_benchmark, read_graphsaint, read_ogbl, read_planetoid, read_reddit
     if dataset.kind == "planetoid":
@@ -300,7 +302,7 @@ def convert(dataset, folder, output):
     elif dataset.kind == "ogb":
         _extract(os.path.join(folder, dataset.files[0]), folder)
         r = subprocess.run([_tessera_program(), "prep", "ogb", os.path.join(folder, dataset.extracted), "-o",
-                            output, "--symmetrize"], capture_output=True, text=True)
+                            output, "--symmetrize", "--feature-dtype", feature_dtype], capture_output=True, text=True)
         if r.returncode != 0:
             raise ValueError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "tessera prep ogb failed")
         return
@@ -308,7 +310,7 @@ def convert(dataset, folder, output):
         raise ValueError(f"{dataset.name}: unknown kind '{dataset.kind}'")
     graph.name = dataset.name
     write_graph(output, symmetrize=True, **{k: v for k, v in graph.arrays().items() if k != "name"},
-                name=dataset.name)
+                name=dataset.name, feature_dtype=feature_dtype)
 
 
 def _note_size(dataset, nodes):
@@ -328,8 +330,16 @@ def _sizes(path):
         return sizes
 
 
-def get(name, root=None, mirror=None):
-    """Downloads (or finds) and converts the dataset `name`; returns the graph file's path."""
+def graph_file(root, name, feature_dtype="f32"):
+    """Where `get` keeps the dataset `name`'s graph file: ROOT/NAME.h5, or ROOT/NAME-bf16.h5 (bf16 features)."""
+    return os.path.join(root, f"{name}.h5" if feature_dtype == "f32" else f"{name}-{feature_dtype}.h5")
+
+
+def get(name, root=None, mirror=None, feature_dtype="f32"):
+    """Downloads (or finds) and converts the dataset `name`; returns the graph file's path. `feature_dtype`
+    bf16 stores the features as bf16 bits, in NAME-bf16.h5 beside NAME.h5 (the same downloads)."""
+    if feature_dtype not in ("f32", "bf16"):
+        raise ValueError(f"--feature-dtype: expected f32 or bf16, got '{feature_dtype}'")
     datasets = catalog()
     if name not in datasets:
         close = [n for n in datasets if n.replace("ogbn-", "") == name or n.startswith(name)]
@@ -338,11 +348,11 @@ def get(name, root=None, mirror=None):
     dataset = datasets[name]
     root = root or os.environ.get("TESSERA_DATA_ROOT") or "data"
     mirror = mirror or os.environ.get("TESSERA_DATA_MIRROR") or None
-    output = os.path.join(root, f"{name}.h5")
+    output = graph_file(root, name, feature_dtype)
     folder = fetch(dataset, root, mirror)
     if not os.path.exists(output):
         print(f"{name}: converting to {output}", file=sys.stderr, flush=True)
-        convert(dataset, folder, output)
+        convert(dataset, folder, output, feature_dtype)
     sizes = _sizes(output)
     if dataset.kind != "gnn-benchmark":  # those keep their largest component
         _note_size(dataset, sizes["num_nodes"])
@@ -364,10 +374,10 @@ def listing(root=None):
     root = root or os.environ.get("TESSERA_DATA_ROOT") or "data"
     rows = [("name", "nodes", "edges (as published)", "features", "classes", "source", "on disk")]
     for d in catalog().values():
-        output, raw = os.path.join(root, f"{d.name}.h5"), os.path.join(root, "raw", d.name)
-        disk = []
-        if os.path.exists(output):
-            disk.append(f"{output} ({_size(os.path.getsize(output))})")
+        raw, disk = os.path.join(root, "raw", d.name), []
+        for output in (graph_file(root, d.name), graph_file(root, d.name, "bf16")):
+            if os.path.exists(output):
+                disk.append(f"{output} ({_size(os.path.getsize(output))})")
         if os.path.isdir(raw):
             disk.append(f"downloads {_size(_disk(raw))}")
         outputs = f"{d.classes} tasks" if d.multi_label else str(d.classes) if d.classes else "links"
@@ -387,12 +397,15 @@ def main(argv=None):
     g.add_argument("--root", help="where datasets are kept (default: $TESSERA_DATA_ROOT, else ./data)")
     g.add_argument("--mirror", help="a copy of the downloads (URL or folder laid out as ROOT/raw: MIRROR/NAME/FILE; "
                                     "default $TESSERA_DATA_MIRROR)")
+    g.add_argument("--feature-dtype", choices=("f32", "bf16"), default="f32",
+                   help="store the features as f32 (ROOT/NAME.h5) or bf16 (ROOT/NAME-bf16.h5: half the bytes, each "
+                        "value rounded to nearest even)")
     a = p.parse_args(argv)
     try:
         if a.command == "list":
             print(listing(a.root))
         else:
-            get(a.name, a.root, a.mirror)
+            get(a.name, a.root, a.mirror, a.feature_dtype)
     except BrokenPipeError:  # the reader of stdout went away (tessera data list | head)
         return 0
     except (ValueError, OSError) as e:

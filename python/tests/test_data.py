@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tessera
+import tessera.graph
 from conftest import ROOT, convert, tessera_program
 from test_readers import C, N, write_graphsaint, write_planetoid
 
@@ -130,6 +131,16 @@ def test_get_downloads_resumes_a_cut_connection_and_converts(tmp_path, program_b
     assert "valid:     yes" in info
     sums = (tmp_path / "d" / "raw" / "toy" / "SHA256SUMS").read_text()
     assert len(sums.splitlines()) == 8
+    # --feature-dtype bf16: from the same downloads (the server is gone), NAME-bf16.h5 of the rounded bits.
+    r = data_command("get", "toy", "--root", tmp_path / "d", "--feature-dtype", "bf16",
+                     catalog=catalog_file(tmp_path, [entry]))
+    assert r.returncode == 0 and "toy-bf16.h5" in r.stdout, r.stdout + r.stderr
+    assert "(stored in bf16)" in program("info", tmp_path / "d" / "toy-bf16.h5").stdout
+    with h5py.File(tmp_path / "d" / "toy.h5") as a, h5py.File(tmp_path / "d" / "toy-bf16.h5") as b:
+        assert np.array_equal(b["node/features"][:], tessera.graph.bf16_bits(a["node/features"][:]))
+        assert np.array_equal(a["graph/indices"][:], b["graph/indices"][:])
+    listing = data_command("list", "--root", tmp_path / "d", catalog=catalog_file(tmp_path, [entry])).stdout
+    assert "toy.h5 (" in listing and "toy-bf16.h5 (" in listing, listing
 
 
 def test_an_interrupted_run_continues_where_it_stopped(tmp_path, program_built):
@@ -188,6 +199,12 @@ def test_ogb_zip_from_a_folder_mirror_converts_with_prep_ogb(tmp_path, program_b
     listing = data_command("list", "--root", tmp_path / "d", catalog=catalog_file(tmp_path, [entry])).stdout
     row = next(line for line in listing.splitlines() if line.startswith("toy-ogb"))
     assert "toy-ogb.h5" in row and "downloads" in row
+    r = data_command("get", "toy-ogb", "--root", tmp_path / "d", "--mirror", tmp_path / "mirror", "--feature-dtype",
+                     "bf16", catalog=catalog_file(tmp_path, [entry]))
+    assert r.returncode == 0, r.stderr
+    with h5py.File(tmp_path / "d" / "toy-ogb.h5") as a, h5py.File(tmp_path / "d" / "toy-ogb-bf16.h5") as b:
+        assert b.attrs["version"] == 3 and b["node/features"].attrs["dtype"] in ("bf16", b"bf16")
+        assert np.array_equal(b["node/features"][:], tessera.graph.bf16_bits(a["node/features"][:]))
 
 
 def test_multi_label_datasets_convert_by_name(tmp_path, program_built, program):
