@@ -16,6 +16,7 @@
 #include "tessera/cli/commands.hpp"
 #include "tessera/cli/options.hpp"
 #include "tessera/comm/collectives.hpp"
+#include "tessera/core/bf16.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
 #include "tessera/core/timer.hpp"
@@ -144,7 +145,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
   });
 
   struct SpmmArgs {
-    std::string data, widths = "16,64,128,256", write, kernels = "auto";
+    std::string data, widths = "16,64,128,256", write, kernels = "auto", dtype = "f32";
     bool fit = false;
     int64_t nodes = 169343;
     double degree = 8;
@@ -164,6 +165,10 @@ void add_bench_command(CLI::App& app, Command& selected) {
       ->capture_default_str()
       ->check(finite_in(1, 1e6));
   spmm->add_option("--kernels", s->kernels, "auto, host, team or vendor")->capture_default_str();
+  spmm->add_option("--dtype", s->dtype,
+                   "X held as f32, or bf16 (widened as read, fp32 sums; vendor runs team)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   spmm->add_flag("--fit", s->fit, "Also time block shapes of 3D grids and fit the model's SpMM coefficients");
   spmm->add_option("--write", s->write,
                    "With --fit: update this machine file (coefficients, GEMM rate, bandwidth)");
@@ -180,16 +185,25 @@ void add_bench_command(CLI::App& app, Command& selected) {
       const CsrSpmm<float> op(csr_to_space<float, DeviceSpace>(a));
       const KernelPath path = resolve_kernel_path(parse_kernel_path(s->kernels), KernelKind::Spmm);
       char line[256];
-      std::snprintf(line, sizeof(line), "spmm: %lld rows, %lld nonzeros, %s kernels, %d threads",
+      const bool bf16 = s->dtype == "bf16";
+      std::snprintf(line, sizeof(line), "spmm: %lld rows, %lld nonzeros, %s kernels, %d threads, X in %s",
                     (long long)a.num_rows, (long long)a.nnz(), kernel_path_name(path),
-                    int(ExecSpace().concurrency()));
+                    int(ExecSpace().concurrency()), s->dtype.c_str());
       log_line(line);
       for (int64_t w : parse_list(s->widths)) {
-        Matrix<float> x("x", size_t(a.num_cols), size_t(w)), y("y", size_t(a.num_rows), size_t(w));
+        Matrix<float> x("x", size_t(a.num_cols), size_t(bf16 ? 0 : w)), y("y", size_t(a.num_rows), size_t(w));
+        Matrix<uint16_t> x_bf16("x_bf16", size_t(a.num_cols), size_t(bf16 ? w : 0));
         Kokkos::deep_copy(x, 1.0f);
-        const double t = median_seconds(s->repeat, [&] { op.apply(x, y, 1.0f, 0.0f, path); });
+        Kokkos::deep_copy(x_bf16, to_bf16(1.0f));
+        const double t = median_seconds(s->repeat, [&] {
+          if (bf16)
+            op.apply_bf16(x_bf16, y, 1.0f, 0.0f, path);
+          else
+            op.apply(x, y, 1.0f, 0.0f, path);
+        });
         const double bytes = 8.0 * double(a.num_rows + 1) + 12.0 * double(a.nnz()) +
-                             4.0 * double(w) * double(a.nnz() + a.num_rows);
+                             (bf16 ? 2.0 : 4.0) * double(w) * double(a.nnz()) +
+                             4.0 * double(w) * double(a.num_rows);
         const double flops = 2.0 * double(a.nnz()) * double(w);
         std::snprintf(line, sizeof(line), "spmm width %4lld: %8.2f ms  %7.2f GB/s  %7.2f GFLOP/s",
                       (long long)w, 1e3 * t, bytes / t / 1e9, flops / t / 1e9);

@@ -188,8 +188,24 @@ void CsrSpmm<Scalar>::apply(const Matrix<const Scalar>& x, const Matrix<Scalar>&
 }
 
 template <class Scalar>
+void CsrSpmm<Scalar>::apply_bf16(const Matrix<const uint16_t>& x, const Matrix<Scalar>& y, Scalar alpha,
+                                 Scalar beta, KernelPath path) const {
+  if constexpr (std::is_same<Scalar, float>::value)
+    apply_rows_of(x, y, 0, a_.num_rows, alpha, beta, path);
+  else
+    fail("spmm: bf16 inputs are summed in fp32 (a float operator)");
+}
+
+template <class Scalar>
 void CsrSpmm<Scalar>::apply_rows(const Matrix<const Scalar>& x, const Matrix<Scalar>& y, int64_t row_begin,
                                  int64_t row_end, Scalar alpha, Scalar beta, KernelPath path) const {
+  apply_rows_of(x, y, row_begin, row_end, alpha, beta, path);
+}
+
+template <class Scalar>
+template <class In>
+void CsrSpmm<Scalar>::apply_rows_of(const Matrix<const In>& x, const Matrix<Scalar>& y, int64_t row_begin,
+                                    int64_t row_end, Scalar alpha, Scalar beta, KernelPath path) const {
   require(int64_t(x.extent(0)) == a_.num_cols && int64_t(y.extent(0)) == a_.num_rows &&
               x.extent(1) == y.extent(1),
           "spmm: A is ", a_.num_rows, "x", a_.num_cols, ", X is ", x.extent(0), "x", x.extent(1), ", Y is ",
@@ -197,7 +213,9 @@ void CsrSpmm<Scalar>::apply_rows(const Matrix<const Scalar>& x, const Matrix<Sca
   require(row_begin >= 0 && row_end <= a_.num_rows, "spmm: rows [", row_begin, ", ", row_end,
           ") outside the matrix's ", a_.num_rows);
   if (row_end <= row_begin) return;
-  const KernelPath resolved = resolve_kernel_path(path, KernelKind::Spmm);
+  KernelPath resolved = resolve_kernel_path(path, KernelKind::Spmm);
+  constexpr bool bf16 = !std::is_same<In, Scalar>::value;
+  if (bf16 && resolved == KernelPath::Vendor) resolved = KernelPath::Team;  // no vendor bf16 product yet
   int64_t first_block = 0, last_block = 0;
   if (resolved != KernelPath::Vendor) {
     // The balanced blocks that intersect the range; rows outside it are skipped inside the kernels.
@@ -210,19 +228,23 @@ void CsrSpmm<Scalar>::apply_rows(const Matrix<const Scalar>& x, const Matrix<Sca
                                     last_block, row_begin,  row_end,    alpha,        beta};
   switch (resolved) {
     case KernelPath::Team:
-      return impl::spmm_team(call, x, y);
+      return impl::spmm_team<Scalar, In>(call, x, y);
     case KernelPath::Host:
-      return impl::spmm_host(call, x, y);
+      return impl::spmm_host<Scalar, In>(call, x, y);
 #ifdef TESSERA_VENDOR_SPMM
     case KernelPath::Vendor: {
-      // Made on first use: a run on the team path never pays for descriptors or a pattern's ones array.
-      if (!vendor_) vendor_ = std::make_shared<impl::VendorSpmm<Scalar>>(a_);
-      char name[96] = "";
-      if (kernel_profile_active())
-        std::snprintf(name, sizeof(name), "spmm vendor %lld rows width %lld",
-                      static_cast<long long>(row_end - row_begin), static_cast<long long>(x.extent(1)));
-      const ProfileRegion region(name);
-      return vendor_->apply(call, x, y);
+      if constexpr (bf16) {
+        fail("spmm: no vendor bf16 product");
+      } else {
+        // Made on first use: a run on the team path never pays for descriptors or a pattern's ones array.
+        if (!vendor_) vendor_ = std::make_shared<impl::VendorSpmm<Scalar>>(a_);
+        char name[96] = "";
+        if (kernel_profile_active())
+          std::snprintf(name, sizeof(name), "spmm vendor %lld rows width %lld",
+                        static_cast<long long>(row_end - row_begin), static_cast<long long>(x.extent(1)));
+        const ProfileRegion region(name);
+        return vendor_->apply(call, x, y);
+      }
     }
 #endif
     default:

@@ -56,6 +56,12 @@ class CsrSpmm {
                   Scalar alpha = Scalar(1), Scalar beta = Scalar(0),
                   KernelPath path = KernelPath::Auto) const;
 
+  /// y = alpha * A * x + beta * y for x held as bf16 bits (A.num_cols x F, each entry the float from_bf16
+  /// gives it), summed in fp32: half the bytes of x read. CsrSpmm<float> only. The host and team paths widen
+  /// each entry as they read it; the vendor path has no bf16 product yet and runs the team kernel instead.
+  void apply_bf16(const Matrix<const uint16_t>& x, const Matrix<Scalar>& y, Scalar alpha = Scalar(1),
+                  Scalar beta = Scalar(0), KernelPath path = KernelPath::Auto) const;
+
   /// The matrix as given, its column ids as SpmmColumn (a pattern when it is scaled()).
   const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& matrix() const { return a_; }
   /// Whether the weights are row_scale(i) * col_scale(j) rather than values.
@@ -72,6 +78,9 @@ class CsrSpmm {
 
  private:
   void balance_rows() const;
+  template <class In>
+  void apply_rows_of(const Matrix<const In>& x, const Matrix<Scalar>& y, int64_t row_begin, int64_t row_end,
+                     Scalar alpha, Scalar beta, KernelPath path) const;
 
   CsrMatrix<Scalar, DeviceSpace, SpmmColumn> a_;
   Vector<double> row_scale_, col_scale_;

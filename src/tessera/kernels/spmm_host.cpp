@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // SpMM, host path: one task per balanced row block; for each nonzero a contiguous row of X is added into
-// Y's row, which the compiler vectorizes, with later rows of X prefetched.
+// Y's row, which the compiler vectorizes, with later rows of X prefetched. X may be bf16 bits, widened as
+// they are read (half the bytes of X's rows; the sums in fp32).
 #include "impl/spmm_kernels.hpp"
 
 namespace tessera::impl {
@@ -21,9 +22,8 @@ KOKKOS_INLINE_FUNCTION void prefetch(const char* address) {
 // (Rows, Cols: the other scales are ones). A template argument, so the inner loop carries no test for it.
 enum class Weights { Values, Ones, Rows, Cols, RowsCols };
 
-template <class Scalar, Weights W>
-void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x,
-                        const Matrix<Scalar>& y) {
+template <class Scalar, class In, Weights W>
+void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const In>& x, const Matrix<Scalar>& y) {
   const auto row_ptr = call.a.row_ptr;
   const auto col_idx = call.a.col_idx;
   const auto values = call.a.values;
@@ -33,7 +33,7 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
   const int64_t width = int64_t(x.extent(1)), nnz = call.a.nnz();
   const int64_t row_begin = call.row_begin, row_end = call.row_end;
   const Scalar alpha = call.alpha, beta = call.beta;
-  const int64_t row_bytes = width * int64_t(sizeof(Scalar));
+  const int64_t row_bytes = width * int64_t(sizeof(In));
   const int64_t distance = row_bytes >= kPrefetchBytes ? 1 : kPrefetchBytes / (row_bytes > 0 ? row_bytes : 1);
   constexpr bool by_value = W == Weights::Values, by_row = W == Weights::Rows || W == Weights::RowsCols;
   constexpr bool by_column = W == Weights::Cols || W == Weights::RowsCols;
@@ -66,8 +66,8 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
                              : by_row || by_column
                                  ? alpha * scaled_weight<Scalar>(scale, by_column ? col_scale(col) : 1.0)
                                  : alpha;
-            const Scalar* KOKKOS_RESTRICT in = &x(col, 0);
-            for (int64_t f = 0; f < width; ++f) out[f] += a * in[f];
+            const In* KOKKOS_RESTRICT in = &x(col, 0);
+            for (int64_t f = 0; f < width; ++f) out[f] += a * stored_value(in[f]);
           }
         }
       });
@@ -75,17 +75,19 @@ void spmm_host_weighted(const SpmmCall<Scalar>& call, const Matrix<const Scalar>
 
 }  // namespace
 
-template <class Scalar>
-void spmm_host(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, const Matrix<Scalar>& y) {
+template <class Scalar, class In>
+void spmm_host(const SpmmCall<Scalar>& call, const Matrix<const In>& x, const Matrix<Scalar>& y) {
   const bool by_row = call.row_scale.extent(0) > 0, by_column = call.col_scale.extent(0) > 0;
-  if (by_row && by_column) return spmm_host_weighted<Scalar, Weights::RowsCols>(call, x, y);
-  if (by_row) return spmm_host_weighted<Scalar, Weights::Rows>(call, x, y);
-  if (by_column) return spmm_host_weighted<Scalar, Weights::Cols>(call, x, y);
-  if (call.a.is_pattern()) return spmm_host_weighted<Scalar, Weights::Ones>(call, x, y);
-  spmm_host_weighted<Scalar, Weights::Values>(call, x, y);
+  if (by_row && by_column) return spmm_host_weighted<Scalar, In, Weights::RowsCols>(call, x, y);
+  if (by_row) return spmm_host_weighted<Scalar, In, Weights::Rows>(call, x, y);
+  if (by_column) return spmm_host_weighted<Scalar, In, Weights::Cols>(call, x, y);
+  if (call.a.is_pattern()) return spmm_host_weighted<Scalar, In, Weights::Ones>(call, x, y);
+  spmm_host_weighted<Scalar, In, Weights::Values>(call, x, y);
 }
 
 template void spmm_host<float>(const SpmmCall<float>&, const Matrix<const float>&, const Matrix<float>&);
 template void spmm_host<double>(const SpmmCall<double>&, const Matrix<const double>&, const Matrix<double>&);
+template void spmm_host<float, uint16_t>(const SpmmCall<float>&, const Matrix<const uint16_t>&,
+                                         const Matrix<float>&);
 
 }  // namespace tessera::impl

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // SpMM, team path (what device builds run): a team per balanced row block, a thread per row, vector lanes
-// across features, so neighbouring lanes read neighbouring entries of an X row (coalesced on a GPU).
+// across features, so neighbouring lanes read neighbouring entries of an X row (coalesced on a GPU). X may
+// be bf16 bits, widened as they are read.
 #include "impl/spmm_kernels.hpp"
 
 namespace tessera::impl {
 
-template <class Scalar>
-void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, const Matrix<Scalar>& y) {
+template <class Scalar, class In>
+void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const In>& x, const Matrix<Scalar>& y) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
   const auto row_ptr = call.a.row_ptr;
@@ -37,7 +38,7 @@ void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, cons
                   by_row || by_column ? scaled_weight<Scalar>(scale, by_column ? col_scale(col_idx(k)) : 1.0)
                   : pattern           ? Scalar(1)
                                       : values(k);
-              sum += weight * x(col_idx(k), f);
+              sum += weight * stored_value(x(col_idx(k), f));
             }
             y(row, f) = alpha * sum + (beta == Scalar(0) ? Scalar(0) : beta * y(row, f));
           });
@@ -47,5 +48,7 @@ void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, cons
 
 template void spmm_team<float>(const SpmmCall<float>&, const Matrix<const float>&, const Matrix<float>&);
 template void spmm_team<double>(const SpmmCall<double>&, const Matrix<const double>&, const Matrix<double>&);
+template void spmm_team<float, uint16_t>(const SpmmCall<float>&, const Matrix<const uint16_t>&,
+                                         const Matrix<float>&);
 
 }  // namespace tessera::impl

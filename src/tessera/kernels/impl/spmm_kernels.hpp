@@ -2,6 +2,7 @@
 // Not installed: the per-path SpMM kernels behind CsrSpmm::apply_rows (one file per path).
 #pragma once
 
+#include "tessera/core/bf16.hpp"
 #include "tessera/core/csr.hpp"
 #include "tessera/core/views.hpp"
 #include "tessera/kernels/spmm.hpp"
@@ -21,9 +22,21 @@ struct SpmmCall {
   Scalar alpha, beta;
 };
 
-template <class Scalar>
-void spmm_host(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, const Matrix<Scalar>& y);
-template <class Scalar>
-void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const Scalar>& x, const Matrix<Scalar>& y);
+/// An entry of X as the number it stands for: itself, or bf16 bits (uint16_t) widened to fp32 (exact).
+KOKKOS_INLINE_FUNCTION float stored_value(float v) {
+  return v;
+}
+KOKKOS_INLINE_FUNCTION double stored_value(double v) {
+  return v;
+}
+KOKKOS_INLINE_FUNCTION float stored_value(uint16_t bits) {
+  return from_bf16(bits);
+}
+
+/// In: X's entries, Scalar or bf16 bits (Scalar float), widened as they are read; sums in Scalar.
+template <class Scalar, class In = Scalar>
+void spmm_host(const SpmmCall<Scalar>& call, const Matrix<const In>& x, const Matrix<Scalar>& y);
+template <class Scalar, class In = Scalar>
+void spmm_team(const SpmmCall<Scalar>& call, const Matrix<const In>& x, const Matrix<Scalar>& y);
 
 }  // namespace tessera::impl
