@@ -283,6 +283,16 @@ TEST(FeatureDtype, RowsReadAsBf16BitsAreTheRoundedRows) {
     EXPECT_TRUE(std::equal(whole.labels.data(), whole.labels.data() + whole.labels.size(), s.labels.data()));
     EXPECT_EQ(s.adjacency.col_idx.size(), whole.adjacency.col_idx.size());
   }
+  // An empty block on every rank but the first: those ranks make the first rank's three reads too.
+  const int64_t all = r == 0 ? 600 : 0;
+  const GraphSlice first_only = fp32.read_rows(r == 0 ? 0 : 600, all, StorageDtype::Bf16);
+  ASSERT_EQ(first_only.features_bf16.size(), size_t(all * 1000));
+  if (r == 0) {
+    const std::vector<uint16_t> whole_file = fp32.read_features_bf16(0, 600);
+    EXPECT_TRUE(std::equal(whole_file.begin(), whole_file.end(), first_only.features_bf16.data()));
+  } else {
+    fp32.read_features_bf16(600, 0);
+  }
   const std::string bad = fixtures::features_rewritten_copy(
       dir + "/wide-f32.h5", "wide-inf.h5",
       [](hid_t file, const std::vector<int64_t>& shape, std::vector<float>& v) {

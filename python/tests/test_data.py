@@ -141,6 +141,12 @@ def test_get_downloads_resumes_a_cut_connection_and_converts(tmp_path, program_b
         assert np.array_equal(a["graph/indices"][:], b["graph/indices"][:])
     listing = data_command("list", "--root", tmp_path / "d", catalog=catalog_file(tmp_path, [entry])).stdout
     assert "toy.h5 (" in listing and "toy-bf16.h5 (" in listing, listing
+    r = data_command("get", "toy", "--root", tmp_path / "d", "--feature-dtype", "f16",
+                     catalog=catalog_file(tmp_path, [entry]))
+    assert r.returncode == 2 and "--feature-dtype: invalid choice: 'f16'" in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="--feature-dtype: expected f32 or bf16, got 'f16'"):
+        tessera.get_dataset("toy", root=str(tmp_path / "d"), feature_dtype="f16")
+    assert not (tmp_path / "d" / "toy-f16.h5").exists()
 
 
 def test_an_interrupted_run_continues_where_it_stopped(tmp_path, program_built):

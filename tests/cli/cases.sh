@@ -675,6 +675,8 @@ PY
       grep -qF "$want" <<<"$out" || { echo "FAILED: missing '$want'"; exit 1; }
     done
     "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --kernels team | grep -qF "team kernels" || exit 1
+    "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --dtype bf16 | grep -qF "X in bf16" || exit 1
+    expect_error "--dtype: f16 not in \{f32,bf16\}" "-" -- "$TESSERA" bench spmm --nodes 2000 --dtype f16
     # The benchmark script refuses a bad round count before it installs or runs anything.
     out=$(ROUNDS=two bash "$SOURCE_DIR/scripts/bench_fullgraph.sh" 2>&1)
     rc=$?
