@@ -158,7 +158,7 @@ TEST(FeatureDtype, ABf16RunIsTheFp32RunOnRoundedFeatures) {
       o.data = files().rounded;
       const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(o, world());
       o.data = files().original;
-      o.sampled.feature_dtype = StorageDtype::Bf16;
+      o.feature_dtype = StorageDtype::Bf16;
       const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
       ASSERT_EQ(r.history.size(), reference.history.size());
       for (size_t e = 0; e < r.history.size(); ++e) EXPECT_EQ(r.history[e].loss, reference.history[e].loss);
@@ -182,7 +182,7 @@ TEST(FeatureDtype, CacheSizeInBytesHoldsTwiceTheBf16Rows) {
   o.data = files().original;
   o.sampled.prefetch.cache_bytes = 4 * 11 * 5;  // 5 fp32 rows of the fixture's 11 features per rank
   const TrainResult f32 = run_training(o, world());
-  o.sampled.feature_dtype = StorageDtype::Bf16;
+  o.feature_dtype = StorageDtype::Bf16;
   const TrainResult bf16 = run_training(o, world());
   ASSERT_TRUE(f32.prefetch && bf16.prefetch);
   EXPECT_EQ(bf16.prefetch->cache_bytes, f32.prefetch->cache_bytes);
@@ -195,7 +195,7 @@ TEST(FeatureDtype, CacheSizeInBytesHoldsTwiceTheBf16Rows) {
 TEST(FeatureDtype, ResumeContinuesBitForBitAndKeepsTheDtype) {
   TrainOptions o = sampled_options();
   o.data = files().original;
-  o.sampled.feature_dtype = StorageDtype::Bf16;
+  o.feature_dtype = StorageDtype::Bf16;
   const fixtures::RunWithWeights straight = fixtures::run_training_with_weights(o, world());
   o.checkpoint.dir = fixtures::scratch_dir();
   o.trainer.epochs = 3;
@@ -206,7 +206,7 @@ TEST(FeatureDtype, ResumeContinuesBitForBitAndKeepsTheDtype) {
   ASSERT_EQ(resumed.history.size(), 3u);
   for (size_t e = 0; e < 3; ++e) EXPECT_EQ(resumed.history[e].loss, straight.history[e + 3].loss);
   EXPECT_EQ(resumed.final_weights, straight.final_weights);
-  o.sampled.feature_dtype = StorageDtype::F32;
+  o.feature_dtype = StorageDtype::F32;
   EXPECT_THROW(run_training(o, world()), std::exception) << "resumed with fp32 features";
 }
 
@@ -220,20 +220,18 @@ TEST(FeatureDtype, RanksOfOneNodeExchangeBf16Rows) {
   o.data = fixtures::rounded_features_copy(four, "four-dtype-rounded.h5");
   const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(o, world());
   o.data = four;
-  o.sampled.feature_dtype = StorageDtype::Bf16;
+  o.feature_dtype = StorageDtype::Bf16;
   const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
   ASSERT_EQ(r.history.size(), reference.history.size());
   EXPECT_EQ(r.history.back().loss, reference.history.back().loss);
   EXPECT_EQ(r.final_weights, reference.final_weights);
 }
 
-TEST(FeatureDtype, OtherModesAndDeviceStepsRefuseIt) {
+// (The full-graph and mini-batch modes: test_feature_dtype_grid.)
+TEST(FeatureDtype, DeviceStepsRefuseIt) {
   TrainOptions o = sampled_options();
   o.data = files().original;
-  o.sampled.feature_dtype = StorageDtype::Bf16;
-  o.mode = TrainMode::Full;
-  EXPECT_THROW(run_training(o, world()), std::exception);
-  o.mode = TrainMode::Sampled;
+  o.feature_dtype = StorageDtype::Bf16;
   o.sampled.sample_on = SamplePlace::Device;
   EXPECT_THROW(run_training(o, world()), std::exception);
 }
@@ -360,7 +358,7 @@ TEST(FeatureDtype, EveryModeTrainsABf16FileAsTheRoundedFile) {
       o.mode = TrainMode::Minibatch, o.grid.shape = GridShape{p, 1, 1, 1};
       o.minibatch.batch_size = 16;
     }
-    if (variant == 3) o.sampled.feature_dtype = StorageDtype::Bf16;
+    if (variant == 3) o.feature_dtype = StorageDtype::Bf16;
     o.data = files().rounded;
     const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(o, world());
     o.data = half;

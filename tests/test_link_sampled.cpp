@@ -143,7 +143,7 @@ TEST(SampledLinks, Bf16FeaturesTrainAsTheRoundedFile) {
   o.data = fixtures::rounded_features_copy(links_file(), "sampled-links-rounded.h5");
   const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(o, world());
   o.data = links_file();
-  o.sampled.feature_dtype = StorageDtype::Bf16;
+  o.feature_dtype = StorageDtype::Bf16;
   const fixtures::RunWithWeights r = fixtures::run_training_with_weights(o, world());
   ASSERT_EQ(r.history.size(), reference.history.size());
   for (size_t e = 0; e < r.history.size(); ++e) {

@@ -71,7 +71,7 @@ TEST(SampledAccuracy, CoraSageWithBf16FeaturesMatchesFp32) {
   for (const StorageDtype dtype : {StorageDtype::F32, StorageDtype::Bf16}) {
     for (uint64_t seed = 0; seed < 8; ++seed) {
       TrainOptions o = sage_setup(path, seed, 32);
-      o.sampled.feature_dtype = dtype;
+      o.feature_dtype = dtype;
       mean[dtype == StorageDtype::Bf16] += run_training(o, world).test_at_best / 8.0;
     }
   }

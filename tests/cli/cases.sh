@@ -376,8 +376,8 @@ PY
       "$TESSERA" train --data g.h5 --mode sampled --prefetch-fraction 2
     expect_error "--feature-dtype: expected f32 or bf16, got 'f16'" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --feature-dtype f16
-    expect_error "--feature-dtype is for --mode sampled, not --mode full" "-" -- \
-      "$TESSERA" train --data g.h5 --feature-dtype bf16
+    expect_error "--feature-dtype bf16 in --mode full feeds the features to the first graph layer's SpMM: it needs --model gcn or sage \(gat transforms them first\)" "-" -- \
+      "$TESSERA" train --data g.h5 --feature-dtype bf16 --model gat
     expect_error "--sample-on device gathers fp32 feature rows; --feature-dtype bf16 runs with --sample-on host" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --feature-dtype bf16 --sample-on device
     expect_error "--cache-size and --prefetch-fraction both size the cache: give one of them" "-" -- \

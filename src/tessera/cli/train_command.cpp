@@ -158,8 +158,8 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
                   "sampled: the cache's memory per rank, bytes (K, M, G suffixes): as many halo rows as fit "
                   "in it, instead of --prefetch-fraction");
   cmd->add_option("--feature-dtype", a.feature_dtype,
-                  "sampled: hold, fetch and cache feature rows in f32 or bf16 (half the bytes: rounded once "
-                  "at load, read as fp32)")
+                  "hold the node features in f32 or bf16 (half the bytes: rounded once at load, read as "
+                  "fp32; sampled: also fetched and cached so; full and minibatch: gcn or sage)")
       ->capture_default_str();
   cmd->add_option("--prefetch-alpha", s.prefetch.alpha, "sampled: per-step score decay of cached rows")
       ->capture_default_str();
@@ -276,6 +276,7 @@ void add_output_options(CLI::App* cmd, Args& a) {
 constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--data", "Data"},
     {"--normalize-features", "Data"},
+    {"--feature-dtype", "Data"},
     {"--model", "Model"},
     {"--layers", "Model"},
     {"--hidden", "Model"},
@@ -328,7 +329,6 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--prefetch-policy", "Sampled / prefetch"},
     {"--prefetch-fraction", "Sampled / prefetch"},
     {"--cache-size", "Sampled / prefetch"},
-    {"--feature-dtype", "Sampled / prefetch"},
     {"--prefetch-alpha", "Sampled / prefetch"},
     {"--prefetch-interval", "Sampled / prefetch"},
     {"--prefetch-agent", "Sampled / prefetch"},
@@ -374,7 +374,6 @@ constexpr ModeOnly kModeOnly[] = {{"--batch-size", false, true, true},
                                   {"--prefetch-policy", false, false, true},
                                   {"--prefetch-fraction", false, false, true},
                                   {"--cache-size", false, false, true},
-                                  {"--feature-dtype", false, false, true},
                                   {"--prefetch-alpha", false, false, true},
                                   {"--prefetch-interval", false, false, true},
                                   {"--prefetch-agent", false, false, true},
@@ -476,7 +475,7 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   if (o.mode == TrainMode::Sampled && !a.batch_size.empty()) s.batch_size = parse_seed_count(a.batch_size);
   if (!a.fanouts.empty()) s.fanouts = parse_fanouts(a.fanouts);
   s.prefetch.policy = parse_prefetch_policy(a.prefetch_policy);
-  s.feature_dtype = parse_feature_dtype(a.feature_dtype);
+  o.feature_dtype = parse_feature_dtype(a.feature_dtype);
   if (!a.cache_size.empty()) {
     require(!chosen(cmd, "--prefetch-fraction"),
             "--cache-size and --prefetch-fraction both size the cache: give one of them");

@@ -32,6 +32,15 @@ KOKKOS_INLINE_FUNCTION float from_bf16(uint16_t h) {
   return x;
 }
 
+/// A stored value as the float it stands for: itself, or the bf16 bits widened (device code too).
+KOKKOS_INLINE_FUNCTION float widened(float v) {
+  return v;
+}
+/// The float of bf16 bits (from_bf16).
+KOKKOS_INLINE_FUNCTION float widened(uint16_t bits) {
+  return from_bf16(bits);
+}
+
 /// How stored rows hold their values: fp32, or bf16 widened to fp32 where they are read (exactly: a bf16 row
 /// read back is the fp32 row rounded once).
 enum class StorageDtype {

@@ -190,8 +190,15 @@ void CsrSpmm<Scalar>::apply(const Matrix<const Scalar>& x, const Matrix<Scalar>&
 template <class Scalar>
 void CsrSpmm<Scalar>::apply_bf16(const Matrix<const uint16_t>& x, const Matrix<Scalar>& y, Scalar alpha,
                                  Scalar beta, KernelPath path) const {
+  apply_rows_bf16(x, y, 0, a_.num_rows, alpha, beta, path);
+}
+
+template <class Scalar>
+void CsrSpmm<Scalar>::apply_rows_bf16(const Matrix<const uint16_t>& x, const Matrix<Scalar>& y,
+                                      int64_t row_begin, int64_t row_end, Scalar alpha, Scalar beta,
+                                      KernelPath path) const {
   if constexpr (std::is_same<Scalar, float>::value)
-    apply_rows_of(x, y, 0, a_.num_rows, alpha, beta, path);
+    apply_rows_of(x, y, row_begin, row_end, alpha, beta, path);
   else
     fail("spmm: bf16 inputs are summed in fp32 (a float operator)");
 }

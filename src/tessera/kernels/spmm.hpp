@@ -61,6 +61,10 @@ class CsrSpmm {
   /// each entry as they read it; the vendor path has no bf16 product yet and runs the team kernel instead.
   void apply_bf16(const Matrix<const uint16_t>& x, const Matrix<Scalar>& y, Scalar alpha = Scalar(1),
                   Scalar beta = Scalar(0), KernelPath path = KernelPath::Auto) const;
+  /// apply_bf16 for rows [row_begin, row_end) of y only (as apply_rows).
+  void apply_rows_bf16(const Matrix<const uint16_t>& x, const Matrix<Scalar>& y, int64_t row_begin,
+                       int64_t row_end, Scalar alpha = Scalar(1), Scalar beta = Scalar(0),
+                       KernelPath path = KernelPath::Auto) const;
 
   /// The matrix as given, its column ids as SpmmColumn (a pattern when it is scaled()).
   const CsrMatrix<Scalar, DeviceSpace, SpmmColumn>& matrix() const { return a_; }

@@ -284,7 +284,11 @@ EngineRows run_full(
   load.require_labels = !plan.link;
   load.bf16_feature_values = plan.feature_dtype == StorageDtype::Bf16;
   const Graph3D graph = load_graph_3d(reader, grid, load);
-  const std::unique_ptr<Sequential> model = build_model(plan.config, grid, RunOptions{o.kernels}, false);
+  // fp32 features of bf16 values, and graph layer 0 aggregating first as a model trained on bf16 features
+  // on the 3D grid does: the same sums in the same order (its input also serves the embeddings of layer 0).
+  RunOptions run{o.kernels};
+  run.feature_dtype = plan.feature_dtype;
+  const std::unique_ptr<Sequential> model = build_model(plan.config, grid, run, false);
   std::shared_ptr<MlpLinkDecoder> decoder;
   if (plan.decoder) model->attach(decoder = make_link_decoder(*model, *plan.decoder));
   load_model_state(plan.checkpoint, *model, plan.best, world);

@@ -32,8 +32,11 @@ namespace {
 constexpr int kOverlapChunks = 4;
 
 RunOptions run_options(const TrainOptions& o) {
-  return RunOptions{o.compute.kernels, o.compute.overlap ? kOverlapChunks : 0, o.compute.comm_dtype,
-                    o.compute.recompute_aggregation};
+  RunOptions run{o.compute.kernels, o.compute.overlap ? kOverlapChunks : 0, o.compute.comm_dtype,
+                 o.compute.recompute_aggregation};
+  // A sampled step's input rows are widened as they are gathered: its model takes fp32 input.
+  if (o.mode != TrainMode::Sampled) run.feature_dtype = o.feature_dtype;
+  return run;
 }
 
 // The metrics file's header: what ran where, on which data (rank 0's host and threads).
@@ -209,6 +212,7 @@ TrainResult run_on_grid(TrainOptions o, const Communicator& world, RunContext& c
   load.transposes = o.mode == TrainMode::Full;  // mini-batch steps cut their own transposes
   load.on_phase = progress;
   load.exchange_budget = o.grid.exchange_budget;
+  load.feature_dtype = o.feature_dtype;
   const Graph3D graph = load_graph_3d(reader, grid, load);
   ModelConfig config = o.model;
   config.in = reader.meta().num_features;
@@ -257,7 +261,7 @@ TrainResult run_sampled(const TrainOptions& o, const Communicator& world, RunCon
     load.renumber = link_task_ids(*links);
   }
   load.normalize_rows = o.normalize_features;
-  load.feature_dtype = o.sampled.feature_dtype;
+  load.feature_dtype = o.feature_dtype;
   PartitionedGraph graph = load_partitioned(world, o.data, partition, load);
   const ProcessGrid grid = make_grid(world, GridShape{world.size(), 1, 1, 1}, o.compute.comm);
   ModelConfig config = o.model;

@@ -66,9 +66,12 @@ void check_options(const TrainOptions& o, const Communicator& world) {
             "`overwrite-checkpoint` starts over and `resume` continues: give one of them");
     require(o.sampled.partition_file.empty() || o.mode == TrainMode::Sampled,
             "`partition-file` is for `mode` sampled");
-    require(o.sampled.feature_dtype == StorageDtype::F32 || o.mode == TrainMode::Sampled,
-            "`feature-dtype` bf16 is for `mode` sampled (the full-graph and mini-batch modes hold fp32 "
-            "features)");
+    // On the 3D grid graph layer 0 reads the bf16 block in its SpMM: a layer that aggregates first.
+    require(o.feature_dtype == StorageDtype::F32 || o.mode == TrainMode::Sampled ||
+                o.model.kind != ModelKind::Gat,
+            "`feature-dtype` bf16 in `mode` ", train_mode_name(o.mode),
+            " feeds the features to the first graph layer's SpMM: it needs `model` gcn or sage (gat "
+            "transforms them first)");
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
       resolve_kernel_path(o.compute.kernels,
                           kind);  // a path this build lacks is refused before anything loads
@@ -186,8 +189,7 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
                       {"comm_dtype", o.compute.comm_dtype == CommDtype::Bf16 ? "bf16" : "f32"},
                       {"gemm_dtype", o.compute.gemm_dtype == GemmDtype::Bf16 ? "bf16" : "f32"}};
   // Only where set, so that checkpoints of runs without them still resume.
-  if (o.sampled.feature_dtype != StorageDtype::F32)
-    j["feature_dtype"] = storage_dtype_name(o.sampled.feature_dtype);
+  if (o.feature_dtype != StorageDtype::F32) j["feature_dtype"] = storage_dtype_name(o.feature_dtype);
   if (o.trainer.selection != Selection::Accuracy) j["selection"] = selection_name(o.trainer.selection);
   const ScheduleSettings& schedule = o.schedule;
   if (!schedule.constant()) {
@@ -324,8 +326,11 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world,
   set_host_gemm_library(options.compute.host_gemm);
   if (options.compute.gemm_dtype == GemmDtype::Bf16 && !options.outputs.quiet)
     log_line("gemm: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN)");
-  if (options.sampled.feature_dtype == StorageDtype::Bf16 && !options.outputs.quiet)
-    log_line("features: held, fetched and cached in bf16 (rounded once at load, read as fp32)");
+  if (options.feature_dtype == StorageDtype::Bf16 && !options.outputs.quiet)
+    log_line(options.mode == TrainMode::Sampled
+                 ? "features: held, fetched and cached in bf16 (rounded once at load, read as fp32)"
+                 : "features: held in bf16 (rounded once at load; graph layer 0's SpMM and the steps' "
+                   "gathers read them as fp32)");
   // Before the load, which can be long: a wrong thread count is the first thing to see.
   if (thread_choice().known && !options.outputs.quiet) log_line(thread_choice().describe());
   return options.mode == TrainMode::Sampled ? run_sampled(options, world, context)

@@ -145,7 +145,13 @@ struct TrainOptions {
   std::string data;                  ///< the graph file (docs/reference/graph-format.md)
   TrainMode mode = TrainMode::Full;  ///< how the graph is split
   bool normalize_features = false;   ///< divide each feature row by its sum
-  ModelConfig model;                 ///< in / out are taken from the data; model.seed keys everything
+  /// How the node features are held: bf16 halves their memory (rounded once at load, after any
+  /// normalization). Full graph and mini-batch: the 3D grid's input block, read by graph layer 0's SpMM
+  /// (gcn or sage, which aggregate first there) and widened where an input dropout masks them and as
+  /// mini-batch steps gather their rows. Sampled: the rows held, fetched and cached, widened as a step
+  /// gathers them. Weights, gradients and activations stay fp32.
+  StorageDtype feature_dtype = StorageDtype::F32;
+  ModelConfig model;  ///< in / out are taken from the data; model.seed keys everything
   /// The loop: optimizer, epochs, evaluation interval, clipping (its seed and best_is_last come from the
   /// model and the data).
   TrainerOptions trainer;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -90,8 +91,13 @@ int64_t features_budget(const Communicator& comm, int64_t budget, double own, do
 // at their size.
 // `release`: the rows' features, freed once the last round is packed (before the exchange's receive
 // buffer and the block are allocated when there is one round), or null to keep them.
+// Value: float (the block holds floats, rounded to bf16 values when bf16_feature_values) or uint16_t (bf16
+// bits: half the bytes sent and held).
+template <class Value>
 int distribute_features(const GraphRows& r, const Graph3DOptions& options, const ProcessGrid& grid,
                         Graph3D& g, std::vector<float>* release) {
+  constexpr bool bits = std::is_same<Value, uint16_t>::value;
+  constexpr double value_bytes = sizeof(Value);
   const bool normalize = options.normalize_features, bf16 = options.bf16_feature_values;
   const int64_t budget = options.exchange_budget;
   const Communicator& comm = grid.replica();
@@ -107,14 +113,14 @@ int distribute_features(const GraphRows& r, const Graph3DOptions& options, const
       for (int kz = 0; kz < shape.z; ++kz)
         fn(ky, grid.rank_of(row_owner.with(Axis::Y, ky).with(Axis::Z, kz)) % p);
   };
-  const double row_bytes = double(shape.y) * shape.z * (8.0 + 4.0 * double(col_block)) + 8.0;
+  const double row_bytes = double(shape.y) * shape.z * (8.0 + value_bytes * double(col_block)) + 8.0;
   const double own = release ? 4.0 * double(r.features.size()) : 0.0;
-  const double block_bytes = 4.0 * double(row_block) * double(col_block);
+  const double block_bytes = value_bytes * double(row_block) * double(col_block);
   const RowRounds rounds(comm, r.rows(),
                          features_budget(comm, budget, own, row_bytes * double(r.rows()),
                                          block_bytes + 8.0 * double(row_block), block_bytes),
                          [&](int64_t) { return row_bytes; });
-  HostMatrix<float> block;
+  HostMatrix<Value> block;
   const int64_t first = mine.x * row_block;
   Progress progress("load: features, rank 0's rows", r.rows());
   for (int k = 0; k < rounds.count(); ++k) {
@@ -132,7 +138,7 @@ int distribute_features(const GraphRows& r, const Graph3DOptions& options, const
     }
     const int64_t sent = positions_at.back();
     PageBuffer<int64_t> send_pos{size_t(sent)};
-    PageBuffer<float> send_val{size_t(sent * col_block)};
+    PageBuffer<Value> send_val{size_t(sent * col_block)};
     for (int64_t i = 0; i < rows; ++i) {
       const float* x = r.features.data() + (begin + i) * f;
       double sum = 0;
@@ -142,10 +148,13 @@ int distribute_features(const GraphRows& r, const Graph3DOptions& options, const
       each_dest(positions[size_t(i)], [&](int ky, int dest) {
         const int64_t slot = positions_at[size_t(dest)]++;
         send_pos[size_t(slot)] = positions[size_t(i)];
-        float* out = send_val.data() + slot * col_block;
+        Value* out = send_val.data() + slot * col_block;
         for (int64_t j = ky * col_block; j < (ky + 1) * col_block; ++j) {
           const float value = j < f ? (normalize ? float(x[j] / scale) : x[j]) : 0.0f;
-          *out++ = bf16 ? from_bf16(to_bf16(value)) : value;
+          if constexpr (bits)
+            *out++ = to_bf16(value);
+          else
+            *out++ = bf16 ? from_bf16(to_bf16(value)) : value;
         }
       });
     }
@@ -159,16 +168,20 @@ int distribute_features(const GraphRows& r, const Graph3DOptions& options, const
     all_to_allv(comm, send_pos.data(), pos_counts, got_pos.data(), got_pos_counts, "load features");
     send_pos.reset();
     for (int q = 0; q < p; ++q) got_counts[size_t(q)] = got_pos_counts[size_t(q)] * col_block;
-    PageBuffer<float> got_val{size_t(got * col_block)};
+    PageBuffer<Value> got_val{size_t(got * col_block)};
     all_to_allv(comm, send_val.data(), value_counts, got_val.data(), got_counts, "load features");
     send_val.reset();
-    if (k == 0) block = HostMatrix<float>("features", size_t(row_block), size_t(col_block));
+    if (k == 0) block = HostMatrix<Value>("features", size_t(row_block), size_t(col_block));
     for (size_t e = 0; e < got_pos.size(); ++e)
       std::memcpy(&block(got_pos[e] - first, 0), got_val.data() + e * size_t(col_block),
-                  sizeof(float) * size_t(col_block));
+                  sizeof(Value) * size_t(col_block));
     progress.advance(rows);
   }
-  g.features = Kokkos::create_mirror_view_and_copy(DeviceSpace(), block);
+  g.feature_dtype = bits ? StorageDtype::Bf16 : StorageDtype::F32;
+  if constexpr (bits)
+    g.features_bf16 = Kokkos::create_mirror_view_and_copy(DeviceSpace(), block);
+  else
+    g.features = Kokkos::create_mirror_view_and_copy(DeviceSpace(), block);
   g.input_ids = ids_of(order, first, row_block, r.num_nodes);
   return rounds.count();
 }
@@ -362,7 +375,10 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   g.max_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Max, "load");
   // Ranks that differ only in b hold copies of the same block: the mean over ranks is the mean over blocks.
   g.mean_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Sum, "load") / double(comm.size());
-  done("features", distribute_features(rows, options, grid, g, release ? &release->features : nullptr));
+  std::vector<float>* features = release ? &release->features : nullptr;
+  done("features", options.feature_dtype == StorageDtype::Bf16
+                       ? distribute_features<uint16_t>(rows, options, grid, g, features)
+                       : distribute_features<float>(rows, options, grid, g, features));
   for (int t = 0; t < layouts; ++t) {
     const AxisRoles roles = roles_for_layer(t);
     const int64_t row_block = g.layout.padded_nodes() / shape.extent(roles.c);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tessera/comm/grid_shape.hpp"
+#include "tessera/core/bf16.hpp"
 #include "tessera/graph/normalize.hpp"
 #include "tessera/kernels/spmm.hpp"
 #include "tessera/parallel3d/layout.hpp"
@@ -111,6 +112,10 @@ struct Graph3DOptions {
   /// Round each feature value (after any normalization) to bf16 and back: the values a model trained on bf16
   /// features saw (`tessera predict` of such a checkpoint).
   bool bf16_feature_values = false;
+  /// How the graph holds the input block: F32 in Graph3D::features, Bf16 as bf16 bits in
+  /// Graph3D::features_bf16 (half the bytes; each value rounded after any normalization, as
+  /// bf16_feature_values rounds it). Graph layer 0 then aggregates first and reads the bits in its SpMM.
+  StorageDtype feature_dtype = StorageDtype::F32;
 };
 
 /// The permutations' run length on a reordered graph file: long enough that a window of output rows belongs
@@ -147,7 +152,11 @@ struct Graph3D {
   bool multi_label = false;  ///< labels are a matrix of tasks (NodeData::targets)
   Normalization normalization = Normalization::Symmetric;  ///< weights of `adjacency`
   std::vector<AdjacencyBlock> adjacency;                   ///< per layout: layer l uses layout l mod 6
-  Matrix<float> features;                   ///< layer 0 input block: rows by X (p2 order), columns by Y
+  Matrix<float> features;  ///< layer 0 input block: rows by X (p2 order), columns by Y
+  /// Graph3DOptions::feature_dtype: with Bf16 the input block is features_bf16 (bf16 bits, the same rows
+  /// and columns) and `features` is empty.
+  StorageDtype feature_dtype = StorageDtype::F32;
+  Matrix<uint16_t> features_bf16;           ///< the input block as bf16 bits (feature_dtype Bf16), else empty
   Vector<int64_t> input_ids;                ///< node id of every local input row (-1: padding)
   std::vector<Vector<int64_t>> output_ids;  ///< per layout: node id of every local output row (-1: padding)
   std::vector<NodeData> node_data;          ///< per layout: labels and masks in its output rows' order

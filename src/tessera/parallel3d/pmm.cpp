@@ -2,6 +2,7 @@
 #include "tessera/parallel3d/pmm.hpp"
 
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/comm/collectives.hpp"
@@ -99,8 +100,10 @@ void product_then_sum(const RowProduct& product, const Matrix<float>& y, const L
   for (Bf16AllReduce& r : pending_bf16) r.wait();
 }
 
-// Rows [r0, r1) of y (T blocks stacked) = op_t x: each term's operator into its own block.
-RowProduct stacked_product(const std::vector<const CsrSpmm<float>*>& ops, const Matrix<const float>& x,
+// Rows [r0, r1) of y (T blocks stacked) = op_t x: each term's operator into its own block. x holds floats
+// or bf16 bits (widened as the product reads them).
+template <class In>
+RowProduct stacked_product(const std::vector<const CsrSpmm<float>*>& ops, const Matrix<const In>& x,
                            const Matrix<float>& y, KernelPath kernels) {
   return [=](int64_t r0, int64_t r1) {
     const size_t terms = ops.size();
@@ -108,7 +111,11 @@ RowProduct stacked_product(const std::vector<const CsrSpmm<float>*>& ops, const 
     for (size_t t = 0; t < terms; ++t) {
       const int64_t lo = std::max(r0, int64_t(t) * block) - int64_t(t) * block;
       const int64_t hi = std::min(r1, int64_t(t + 1) * block) - int64_t(t) * block;
-      if (hi > lo) ops[t]->apply_rows(x, term_block(y, t, terms), lo, hi, 1.0f, 0.0f, kernels);
+      if (hi <= lo) continue;
+      if constexpr (std::is_same<In, float>::value)
+        ops[t]->apply_rows(x, term_block(y, t, terms), lo, hi, 1.0f, 0.0f, kernels);
+      else
+        ops[t]->apply_rows_bf16(x, term_block(y, t, terms), lo, hi, 1.0f, 0.0f, kernels);
     }
   };
 }
@@ -151,14 +158,31 @@ void pmm_aggregate(const LayerOperators& ops, const LayerComms& comms, const Mat
   product_then_sum(stacked_product(forward_ops(ops), h, agg, comms.kernels), agg, comms, *comms.a, phase);
 }
 
+void pmm_aggregate(const LayerOperators& ops, const LayerComms& comms, const Matrix<const uint16_t>& h,
+                   const Matrix<float>& agg, const char* phase) {
+  product_then_sum(stacked_product(forward_ops(ops), h, agg, comms.kernels), agg, comms, *comms.a, phase);
+}
+
 void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& h,
                  const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
                  bool agg_ready) {
-  const std::vector<const CsrSpmm<float>*> terms = forward_ops(ops);
   if (!agg_ready) pmm_aggregate(ops, comms, h, agg, phase::kForwardA);
+  pmm_transform(ops, comms, w, agg, out);
+}
+
+void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const uint16_t>& h,
+                 const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
+                 bool agg_ready) {
+  if (!agg_ready) pmm_aggregate(ops, comms, h, agg, phase::kForwardA);
+  pmm_transform(ops, comms, w, agg, out);
+}
+
+void pmm_transform(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& w,
+                   const Matrix<const float>& agg, const Matrix<float>& out) {
+  const std::vector<const CsrSpmm<float>*> terms = forward_ops(ops);
   for (size_t t = 0; t < terms.size(); ++t)
-    gemm_timed(comms, Trans::No, Trans::No, term_block(Matrix<const float>(agg), t, terms.size()),
-               term_block(w, t, terms.size()), t == 0 ? 0.0f : 1.0f, out);
+    gemm_timed(comms, Trans::No, Trans::No, term_block(agg, t, terms.size()), term_block(w, t, terms.size()),
+               t == 0 ? 0.0f : 1.0f, out);
   sum_over(*comms.b, out.data(), size_of(out), phase::kForwardB, comms.dtype);
 }
 

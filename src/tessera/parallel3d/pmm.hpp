@@ -77,6 +77,18 @@ void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matri
                  const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
                  bool agg_ready);
 
+/// pmm_aggregate and pmm_forward for an input held as bf16 bits (node features stored as bf16): the
+/// products widen each entry as they read it and sum in fp32, so agg is bit for bit the fp32 input's of the
+/// widened values; agg and out are fp32.
+void pmm_aggregate(const LayerOperators& ops, const LayerComms& comms, const Matrix<const uint16_t>& h,
+                   const Matrix<float>& agg, const char* phase);
+void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const uint16_t>& h,
+                 const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
+                 bool agg_ready);
+/// pmm_forward's second half: out = sum_b sum_t agg_t w_t.
+void pmm_transform(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& w,
+                   const Matrix<const float>& agg, const Matrix<float>& out);
+
 /// g_w (stacked like w) = sum_c agg_t^T g_out; with `want_input_grad` also g_agg (stacked) = sum_a g_out
 /// w_t^T and g_h = sum_c sum_t Op_t^T g_agg_t. Whether the input gradient is wanted is an argument, never
 /// read off a buffer: a rank whose block is empty still enters every collective its peers enter. agg is

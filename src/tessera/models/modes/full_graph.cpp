@@ -18,9 +18,15 @@ LogitsLayout logits_of(const Model& model) {
 
 }  // namespace
 
+Matrix<const float> forward_graph_features(Model& model, const Graph3D& graph, const GraphBatch& batch,
+                                           const PassInfo& pass) {
+  if (graph.feature_dtype == StorageDtype::Bf16) return model.forward_bf16(graph.features_bf16, batch, pass);
+  return model.forward(graph.features, batch, pass);
+}
+
 Accuracy evaluate_full_graph(Model& model, Loss& loss, const Graph3D& graph, const GraphBatch& batch,
                              int64_t epoch) {
-  const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
+  const Matrix<const float> logits = forward_graph_features(model, graph, batch, PassInfo{false, 0, epoch});
   const LogitsLayout layout = logits_of(model);
   const NodeData& data = graph.node_data_for(model.graph_layers());
   const LossInput every_node{layout, logits, data.labels, {}, data.targets, batch.layers.back().output_ids};
@@ -48,7 +54,7 @@ Accuracy evaluate_full_graph(Model& model, Loss& loss, const Graph3D& graph, con
 
 void write_full_graph_outputs(Model& model, const Graph3D& graph, const GraphBatch& batch, int64_t epoch,
                               const NodeOutputPaths& paths, const Communicator& world) {
-  const Matrix<const float> logits = model.forward(graph.features, batch, PassInfo{false, 0, epoch});
+  const Matrix<const float> logits = forward_graph_features(model, graph, batch, PassInfo{false, 0, epoch});
   const GridCoords& me = model.grid().coords();
   const OutputOrder order = read_output_order(world, paths.graph);
   // A multi-label graph has no class per node to write (train refuses `save-predictions` for one).
@@ -111,6 +117,8 @@ FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, 
   batch_ = Batch{&views_,      graph.features,
                  data.labels,  data.has_mask("train") ? data.mask("train") : Vector<const uint8_t>(),
                  data.targets, views_.layers.back().output_ids};
+  batch_.input_dtype = graph.feature_dtype;
+  batch_.input_bf16 = graph.features_bf16;
   // Ranks that differ only in layer 0's b axis hold copies of one block: the replica has size / |b| blocks.
   const int copies = grid.axis(roles_for_layer(0).b).size();
   edges_ = graph.mean_nnz * double(grid.replica().size() / copies) * double(steps_);

@@ -8,6 +8,11 @@
 
 namespace tessera {
 
+/// The model's forward on the graph's input block, as the graph holds it (Model::forward, or forward_bf16
+/// for bf16 features).
+Matrix<const float> forward_graph_features(Model& model, const Graph3D& graph, const GraphBatch& batch,
+                                           const PassInfo& pass);
+
 /// Collective over the grid's replica: train, valid and test scores of an evaluation forward in `loss`'s
 /// metric, and the loss's mean on the validation nodes.
 Accuracy evaluate_full_graph(Model& model, Loss& loss, const Graph3D& graph, const GraphBatch& batch,

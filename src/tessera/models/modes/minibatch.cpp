@@ -24,6 +24,18 @@ Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
   return out;
 }
 
+// Rows `index` of the features (floats or bf16 bits) as floats: the step's input block.
+template <class T>
+Matrix<float> gather_rows_widened(const Matrix<const T>& features, const Vector<const int64_t>& index) {
+  const Matrix<float> input("sample_input", index.extent(0), features.extent(1));
+  Kokkos::parallel_for(
+      "tessera::gather_features", Kokkos::RangePolicy<ExecSpace>(0, int64_t(index.extent(0))),
+      KOKKOS_LAMBDA(int64_t i) {
+        for (size_t j = 0; j < input.extent(1); ++j) input(i, j) = widened(features(index(i), j));
+      });
+  return input;
+}
+
 }  // namespace
 
 Matrix<int8_t> gather_task_rows(const Matrix<const int8_t>& targets, const Vector<const int64_t>& index,
@@ -160,14 +172,10 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
                                         batch_size_, false});
   }
   const Vector<const int64_t> in_rows = upload_vector(b.cols[0].local, "sample_input_rows");
-  const Matrix<const float> features = graph_.features;
-  d.input = Matrix<float>("sample_input", in_rows.extent(0), features.extent(1));
-  const Matrix<float> input = d.input;
-  Kokkos::parallel_for(
-      "tessera::gather_features", Kokkos::RangePolicy<ExecSpace>(0, int64_t(in_rows.extent(0))),
-      KOKKOS_LAMBDA(int64_t i) {
-        for (size_t j = 0; j < input.extent(1); ++j) input(i, j) = features(in_rows(i), j);
-      });
+  if (graph_.feature_dtype == StorageDtype::Bf16)
+    d.input = gather_rows_widened(Matrix<const uint16_t>(graph_.features_bf16), in_rows);
+  else
+    d.input = gather_rows_widened(Matrix<const float>(graph_.features), in_rows);
   d.input_ids = upload_vector(b.cols[0].ids, "sample_input_ids");
   d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, int64_t(in_rows.extent(0)), batch_size_, false};
   d.graph.scratch_input = d.input.data();  // gathered for this step only

@@ -175,7 +175,9 @@ Vector<T> gather_picked(const Vector<const T>& v, const CutSide& side, const cha
   return out;
 }
 
-Matrix<float> gather_feature_rows(const Matrix<const float>& features, const CutSide& side) {
+// Rows side.pick of the features (floats or bf16 bits) as floats.
+template <class T>
+Matrix<float> gather_feature_rows(const Matrix<const T>& features, const CutSide& side) {
   Matrix<float> out(Kokkos::ViewAllocateWithoutInitializing("sample_input"), size_t(side.count),
                     features.extent(1));
   const Vector<const int64_t> pick = side.pick;
@@ -183,7 +185,7 @@ Matrix<float> gather_feature_rows(const Matrix<const float>& features, const Cut
   Kokkos::parallel_for(
       "tessera::gather_features", Policy(0, side.count * width), KOKKOS_LAMBDA(int64_t e) {
         const int64_t r = e / width, j = e % width;
-        out(r, j) = features(pick(r), j);
+        out(r, j) = widened(features(pick(r), j));
       });
   return out;
 }
@@ -308,7 +310,9 @@ DeviceBatch DeviceMinibatchBuilder::build(const SampleKey& key) {
         layer.rows.count, batch_size_, false});
   }
   const CutSide& inputs = layers_.front().cols;
-  d.input = gather_feature_rows(graph_.features, inputs);
+  d.input = graph_.feature_dtype == StorageDtype::Bf16
+                ? gather_feature_rows(Matrix<const uint16_t>(graph_.features_bf16), inputs)
+                : gather_feature_rows(Matrix<const float>(graph_.features), inputs);
   d.input_ids = gather_picked<int64_t>(inputs.vertex, inputs, "sample_input_ids");
   d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, inputs.count, batch_size_, false};
   d.graph.scratch_input = d.input.data();  // gathered for this step only

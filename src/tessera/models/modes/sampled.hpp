@@ -124,10 +124,6 @@ struct SampledOptions {
   std::string partition;
   std::string partition_file;  ///< a partition file of its own instead of the graph file (empty: the graph)
   PrefetchOptions prefetch;    ///< the remote-feature cache and who decides its evictions
-  /// How feature rows are held, fetched and cached: bf16 halves their memory, their fetches' bytes and the
-  /// cache's bytes a row (rounded once at load, widened to fp32 as a step gathers them; weights, gradients
-  /// and activations stay fp32).
-  StorageDtype feature_dtype = StorageDtype::F32;
   StepThread thread = StepThread::Auto;  ///< where step t + 1 is prepared while step t trains
   /// Every epoch's evaluation exact (layer-wise, every neighbour: layerwise.hpp) instead of on sampled
   /// neighbourhoods of the validation and test nodes.

@@ -7,14 +7,28 @@
 namespace tessera {
 
 namespace {
-// A copy of `in` in the leading rows of `capacity` (see grown_capacity).
+// The leading rows x cols of `capacity` (see grown_capacity).
+Matrix<float> leading_block(Matrix<float>& capacity, size_t rows, size_t cols) {
+  if (capacity.extent(0) < rows || capacity.extent(1) != cols)
+    capacity = Matrix<float>("activation.out",
+                             size_t(grown_capacity(int64_t(capacity.extent(0)), int64_t(rows))), cols);
+  return Kokkos::subview(capacity, std::make_pair(size_t(0), rows), Kokkos::ALL());
+}
+
+// A copy of `in` in the leading rows of `capacity`.
 Matrix<float> copy_into(Matrix<float>& capacity, const Matrix<const float>& in) {
-  const int64_t rows = int64_t(in.extent(0));
-  if (int64_t(capacity.extent(0)) < rows || capacity.extent(1) != in.extent(1))
-    capacity = Matrix<float>("activation.out", size_t(grown_capacity(int64_t(capacity.extent(0)), rows)),
-                             in.extent(1));
-  const Matrix<float> out = Kokkos::subview(capacity, std::make_pair(int64_t(0), rows), Kokkos::ALL());
+  const Matrix<float> out = leading_block(capacity, in.extent(0), in.extent(1));
   Kokkos::deep_copy(out, in);
+  return out;
+}
+
+// The floats of bf16 bits `in` in the leading rows of `capacity`.
+Matrix<float> widen_into(Matrix<float>& capacity, const Matrix<const uint16_t>& in) {
+  const Matrix<float> out = leading_block(capacity, in.extent(0), in.extent(1));
+  const int64_t width = int64_t(in.extent(1));
+  Kokkos::parallel_for(
+      "tessera::widen_bf16", Kokkos::RangePolicy<ExecSpace>(0, int64_t(in.extent(0)) * width),
+      KOKKOS_LAMBDA(int64_t e) { out(e / width, e % width) = from_bf16(in(e / width, e % width)); });
   return out;
 }
 }  // namespace
@@ -42,6 +56,15 @@ Matrix<const float> Dropout::forward(const Matrix<const float>& in, const GraphB
     out_ = Matrix<float>(const_cast<float*>(in.data()), in.extent(0), in.extent(1));  // lent for the step
   else
     out_ = copy_into(out_capacity_, in);
+  bias_relu_dropout_forward<float>(out_, Vector<const float>(), false, mask(pass), kernels_);
+  return out_;
+}
+
+Matrix<const float> Dropout::forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
+                                          const PassInfo& pass) {
+  require(!passes_input_through(pass), "dropout: bf16 input outside training is handed on as it is");
+  rows_ = rows_at(batch, at_).output_ids;
+  out_ = widen_into(out_capacity_, in);
   bias_relu_dropout_forward<float>(out_, Vector<const float>(), false, mask(pass), kernels_);
   return out_;
 }

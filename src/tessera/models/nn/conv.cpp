@@ -47,6 +47,17 @@ DropoutMask GraphConv::dropout(const PassInfo& pass) const {
 Matrix<const float> GraphConv::forward(const Matrix<const float>& in, const GraphBatch& batch,
                                        const PassInfo& pass) {
   out_ = multiply_.forward(in, batch);
+  return epilogue(batch, pass);
+}
+
+Matrix<const float> GraphConv::forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
+                                            const PassInfo& pass) {
+  out_ = multiply_.forward_bf16(in, batch);
+  return epilogue(batch, pass);
+}
+
+// Bias, ReLU and dropout on the product in out_, in place.
+Matrix<const float> GraphConv::epilogue(const GraphBatch& batch, const PassInfo& pass) {
   rows_ = batch.layers[size_t(multiply_.layer())].output_ids;
   const Vector<const float> bias = bias_ ? bias_->value() : Vector<const float>();
   bias_relu_dropout_forward<float>(out_, bias, options_.relu, dropout(pass), multiply_.comms().kernels);

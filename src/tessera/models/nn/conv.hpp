@@ -33,6 +33,9 @@ class GraphConv : public Layer {
             std::string kind);
   Matrix<const float> forward(const Matrix<const float>& in, const GraphBatch& batch,
                               const PassInfo& pass) override;
+  /// Graph layer 0 of a model built for bf16 features (GraphMultiply::forward_bf16).
+  Matrix<const float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
+                                   const PassInfo& pass) override;
   Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass) override;
   std::vector<ParameterRef> parameters() override;
   std::string describe() const override;
@@ -41,6 +44,7 @@ class GraphConv : public Layer {
 
  private:
   DropoutMask dropout(const PassInfo& pass) const;
+  Matrix<const float> epilogue(const GraphBatch& batch, const PassInfo& pass);
   GraphMultiply multiply_;
   ConvOptions options_;
   std::string kind_;

@@ -50,9 +50,12 @@ GraphMultiply::GraphMultiply(LayerSlot& slot, int64_t out_width, MultiplyOptions
   comms_ = layer_comms(slot.grid(), layer_, run.overlap_chunks, slot.timers(), run.comm_dtype, run.kernels);
   // Only layer 0 can be fed a cached input (its features), whatever the caller says.
   options_.cached_input = options_.cached_input && layer_ == 0;
-  transform_first_ = transforms_first(layer_, in_.width, out_width, shape, options_.cached_input);
-  // A cached aggregation is kept by definition.
-  recompute_ = run.recompute_aggregation && !transform_first_ && !options_.cached_input;
+  bf16_input_ = layer_ == 0 && run.feature_dtype == StorageDtype::Bf16;
+  // bf16 features are read once, by the SpMM: a transform-first GEMM would need them widened.
+  transform_first_ =
+      !bf16_input_ && transforms_first(layer_, in_.width, out_width, shape, options_.cached_input);
+  // A cached aggregation is kept by definition, and so is one of bf16 features (agg is what backward reads).
+  recompute_ = run.recompute_aggregation && !transform_first_ && !options_.cached_input && !bf16_input_;
   in_b_ = padded_width(in_.width, shape) / shape.extent(roles.b);
   // A transform-first W block holds every output column (replicated over a as well as c).
   w_cols_ = transform_first_ ? padded_width(out_width, shape) : out_.local_cols;
@@ -99,23 +102,50 @@ LayerOperators GraphMultiply::operators(const LayerGraph& graph) const {
   return ops;
 }
 
-Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphBatch& batch) {
+const LayerGraph& GraphMultiply::begin_forward(int64_t in_rows, int64_t in_cols, const GraphBatch& batch) {
   require(size_t(layer_) < batch.layers.size(), "graph layer ", layer_, ": the batch has only ",
           batch.layers.size(), " graph layers");
   const LayerGraph& graph = batch.layers[size_t(layer_)];
   ops_ = operators(graph);
   const auto& a = ops_.terms().front()->forward.matrix();
-  require(int64_t(in.extent(0)) == a.num_cols && int64_t(in.extent(1)) == in_b_, "graph layer ", layer_,
-          ": the input block is ", in.extent(0), "x", in.extent(1), ", expected ", a.num_cols, "x", in_b_);
+  require(in_rows == a.num_cols && in_cols == in_b_, "graph layer ", layer_, ": the input block is ", in_rows,
+          "x", in_cols, ", expected ", a.num_cols, "x", in_b_);
   rows_in_ = a.num_cols;
   rows_out_ = a.num_rows;
-  input_ = in;
   // Layers after the first compute an input gradient in a model's backward (Sequential's rule).
   if (layer_ > 0) workspace_->reserve_input_gradient(rows_in_ * in_b_);
+  return graph;
+}
+
+template <class In>
+Matrix<float> GraphMultiply::forward_kept(const Matrix<const In>& in, const LayerGraph& graph) {
   const int64_t terms = int64_t(options_.terms.size());
-  Matrix<float> out;
+  Matrix<float> out, agg;
   fit(out_buffer_, out, "multiply.out", rows_out_, out_.local_cols);
+  const bool grown = fit(agg_, agg, "multiply.agg", terms * rows_out_, in_b_);
+  // A cached input on the static graph is aggregated once; a reallocated buffer lost the aggregation.
+  const bool cacheable = options_.cached_input && graph.is_static;
+  const bool ready = cacheable && !grown && cached_for_ == in.data();
+  pmm_forward(ops_, comms_, in, weights(), agg, out, ready);
+  cached_for_ = cacheable ? in.data() : nullptr;
+  return out;
+}
+
+Matrix<float> GraphMultiply::forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch) {
+  require(bf16_input_, "graph layer ", layer_,
+          ": bf16 input is for graph layer 0 of a model built for bf16 features");
+  const LayerGraph& graph = begin_forward(int64_t(in.extent(0)), int64_t(in.extent(1)), batch);
+  input_ = Matrix<const float>();  // backward reads the kept aggregation only (no input gradient at 0)
+  return forward_kept(in, graph);
+}
+
+Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphBatch& batch) {
+  const LayerGraph& graph = begin_forward(int64_t(in.extent(0)), int64_t(in.extent(1)), batch);
+  input_ = in;
+  const int64_t terms = int64_t(options_.terms.size());
   if (transform_first_) {
+    Matrix<float> out;
+    fit(out_buffer_, out, "multiply.out", rows_out_, out_.local_cols);
     // t and y are temporaries: the shared scratch.
     const int64_t y_rows = comms_.a->size() > 1 ? rows_out_ : 0;
     const LayerWorkspace::Pieces piece = workspace_->scratch({terms * rows_in_ * w_cols_, y_rows * w_cols_});
@@ -125,19 +155,14 @@ Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphB
     return out;
   }
   if (recompute_) {  // agg is a temporary: backward aggregates again
+    Matrix<float> out;
+    fit(out_buffer_, out, "multiply.out", rows_out_, out_.local_cols);
     const int64_t floats = terms * rows_out_ * in_b_;
     const Matrix<float> agg(workspace_->scratch({floats})[0], size_t(terms * rows_out_), size_t(in_b_));
     pmm_forward(ops_, comms_, in, weights(), agg, out, false);
     return out;
   }
-  Matrix<float> agg;
-  const bool grown = fit(agg_, agg, "multiply.agg", terms * rows_out_, in_b_);
-  // A cached input on the static graph is aggregated once; a reallocated buffer lost the aggregation.
-  const bool cacheable = options_.cached_input && graph.is_static;
-  const bool ready = cacheable && !grown && cached_for_ == in.data();
-  pmm_forward(ops_, comms_, in, weights(), agg, out, ready);
-  cached_for_ = cacheable ? in.data() : nullptr;
-  return out;
+  return forward_kept(in, graph);
 }
 
 Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool want_input_grad) {

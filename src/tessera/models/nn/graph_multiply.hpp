@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The distributed product of one graph layer on the 3D grid (docs/architecture.md §4, pmm.hpp): out = sum_t Op_t H W_t
-// over its terms — Aggregate (the graph's normalized adjacency) and Self (a node's own row: GraphSAGE's root
-// weight, a Linear layer). It takes the next graph layer of its slot, owns its weights ({value, placement},
-// initialized from global coordinates, so any grid starts from the same matrices) and its workspace, and
-// chooses (A H) W or transform-first A (H W) itself. A layer calls forward / backward and writes only its
-// epilogue; the role rotation, padding and block ownership stay in here.
+// The distributed product of one graph layer on the 3D grid (docs/architecture.md §4, pmm.hpp): out = sum_t
+// Op_t H W_t over its terms — Aggregate (the graph's normalized adjacency) and Self (a node's own row:
+// GraphSAGE's root weight, a Linear layer). It takes the next graph layer of its slot, owns its weights
+// ({value, placement}, initialized from global coordinates, so any grid starts from the same matrices) and
+// its workspace, and chooses (A H) W or transform-first A (H W) itself. A layer calls forward / backward and
+// writes only its epilogue; the role rotation, padding and block ownership stay in here.
 #pragma once
 
 #include <memory>
@@ -44,6 +44,11 @@ class GraphMultiply {
   /// out (this rank's output block) = sum_t Op_t in W_t on batch.layers[layer()]. Owned; valid until the
   /// next forward.
   Matrix<float> forward(const Matrix<const float>& in, const GraphBatch& batch);
+  /// forward for an input held as bf16 bits: graph layer 0 of a model built for bf16 features
+  /// (RunOptions::feature_dtype), which aggregates first and keeps its fp32 aggregation; the product reads
+  /// the bits (CsrSpmm::apply_rows_bf16), so the result is the fp32 forward's on the widened values, bit
+  /// for bit. Throws Error on any other layer.
+  Matrix<float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch);
   /// Sets every weight's gradient from grad_out (the output block's gradient); returns dL/d in when
   /// `want_input_grad`, else an empty matrix. dL/d in lives in the model's workspace (workspace.hpp):
   /// valid until the next graph layer's backward, which reads it as its grad_out and then overwrites it.
@@ -66,13 +71,20 @@ class GraphMultiply {
   LayerOperators operators(const LayerGraph& graph) const;
   Matrix<const float> weights() const;
   Matrix<float> weight_grads() const;
+  // Checks the input block's shape against the batch's operators and sets the forward state; returns the
+  // graph layer's view.
+  const LayerGraph& begin_forward(int64_t in_rows, int64_t in_cols, const GraphBatch& batch);
+  // The output block and the kept aggregation, reused where a static input was aggregated before.
+  template <class In>
+  Matrix<float> forward_kept(const Matrix<const In>& in, const LayerGraph& graph);
 
   MultiplyOptions options_;
   ActivationLayout in_, out_;
   int layer_;
   LayerComms comms_;
   bool transform_first_;
-  bool recompute_;  // an (A H) W layer that aggregates again in backward instead of keeping agg
+  bool recompute_;   // an (A H) W layer that aggregates again in backward instead of keeping agg
+  bool bf16_input_;  // graph layer 0 of a model fed bf16 features: (A X) W, agg kept
   int64_t in_b_, w_cols_;
   Vector<float> values_, grads_;  // every term's block, stacked by rows
   std::vector<Parameter> weights_;
@@ -81,7 +93,7 @@ class GraphMultiply {
   // the input gradient live in the model's shared workspace.
   LayerOperators ops_;
   Matrix<const float> input_;
-  const float* cached_for_ = nullptr;
+  const void* cached_for_ = nullptr;
   Matrix<float> agg_, out_buffer_;
   std::shared_ptr<LayerWorkspace> workspace_;
   int64_t rows_in_ = 0, rows_out_ = 0;

@@ -44,6 +44,11 @@ int LayerSlot::take_graph_layer(int64_t out_width) {
   return graph_layers_++;
 }
 
+Matrix<const float> Layer::forward_bf16(const Matrix<const uint16_t>&, const GraphBatch&, const PassInfo&) {
+  fail("model: its first layer (", describe(),
+       ") takes fp32 input; bf16 features go to a first graph layer that aggregates them (gcn, sage)");
+}
+
 void LayerSlot::require_aggregation(Normalization normalization, const std::string& layer) {
   const std::string here = layer + " (graph layer " + std::to_string(graph_layers_ - 1) + ")";
   require(!aggregation_ || *aggregation_ == normalization, "model: ", here, " aggregates with ",

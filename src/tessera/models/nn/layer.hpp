@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The layer API (docs/architecture.md §9). A layer runs on the 3D grid (one rank is the 1x1x1 grid): it receives the
-// activations as a block (rows split over one axis, columns over another), returns its output block and,
-// backward, the gradient of its input. A graph layer calls GraphMultiply (graph_multiply.hpp) for its
-// distributed A·H·W and writes only its local epilogue; element-wise layers work on the block they get.
+// The layer API (docs/architecture.md §9). A layer runs on the 3D grid (one rank is the 1x1x1 grid): it
+// receives the activations as a block (rows split over one axis, columns over another), returns its output
+// block and, backward, the gradient of its input. A graph layer calls GraphMultiply (graph_multiply.hpp) for
+// its distributed A·H·W and writes only its local epilogue; element-wise layers work on the block they get.
 // Layers are built in a Sequential (sequential.hpp) through a LayerSlot, which hands each layer the grid,
 // how kernels and collectives run, and the layout of its input.
 #pragma once
@@ -38,6 +38,9 @@ struct RunOptions {
   /// (A H) W layers keep no aggregation from forward to backward: backward aggregates again (one more
   /// SpMM and all-reduce over a per layer, the same bits), a layer's A H less memory per layer.
   bool recompute_aggregation = false;
+  /// How the model's input features are held. Bf16 (bf16 bits, Model::forward_bf16): graph layer 0
+  /// aggregates first, (A X) W, so that its SpMM is its one read of X, and keeps its aggregation (fp32).
+  StorageDtype feature_dtype = StorageDtype::F32;
 };
 
 /// The layout of the activations at one point of a model: rows split over one axis, columns over another,
@@ -122,6 +125,16 @@ class Layer {
   /// empty matrix.
   virtual Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad,
                                  const PassInfo& pass) = 0;
+  /// forward from an input held as bf16 bits (a model's first layer fed stored features): only layers
+  /// that read their input in a product accept it; the default throws Error naming the layer.
+  virtual Matrix<const float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
+                                           const PassInfo& pass);
+  /// Whether forward returns its input unchanged in this pass (a dropout outside training): a model fed
+  /// bf16 features hands them on to the next layer as they are.
+  virtual bool passes_input_through(const PassInfo& pass) const {
+    (void)pass;
+    return false;
+  }
   /// Trainable parameters with their placements (none by default).
   virtual std::vector<ParameterRef> parameters() { return {}; }
   /// State a checkpoint keeps besides the parameters (none by default).

@@ -40,15 +40,39 @@ void Sequential::push(std::unique_ptr<Layer> layer) {
   layers_.push_back(std::move(layer));
 }
 
+Matrix<const float> Model::forward_bf16(const Matrix<const uint16_t>&, const GraphBatch&, const PassInfo&) {
+  fail("model: ", describe(), " takes fp32 input features");
+}
+
 Matrix<const float> Sequential::forward(const Matrix<const float>& input, const GraphBatch& batch,
                                         const PassInfo& pass) {
+  return forward_from(0, input, batch, pass);
+}
+
+Matrix<const float> Sequential::forward_bf16(const Matrix<const uint16_t>& input, const GraphBatch& batch,
+                                             const PassInfo& pass) {
+  require(!layers_.empty(), "model: no layers");
+  // Layers that hand their input on unchanged in this pass (an input dropout outside training) hand on the
+  // bits; the next one reads them: a dropout that widens them, or graph layer 0's SpMM. The stage inputs
+  // and embeddings those layers would have seen (the features) stay empty.
+  size_t k = 0;
+  while (k + 1 < layers_.size() && layers_[k]->passes_input_through(pass)) ++k;
+  embeddings_ = Matrix<const float>();
+  const Matrix<const float> first = layers_[k]->forward_bf16(input, batch, pass);
+  return forward_from(k + 1, first, batch, pass);
+}
+
+// Layers first.. on h, the output of the layers before (the model's input for first = 0).
+Matrix<const float> Sequential::forward_from(size_t first, const Matrix<const float>& input,
+                                             const GraphBatch& batch, const PassInfo& pass) {
   require(!layers_.empty(), "model: no layers");
   require(int64_t(batch.layers.size()) == graph_layers(), "model: ", graph_layers(),
           " graph layers, but the batch has ", batch.layers.size());
   stage_inputs_.assign(size_t(graph_layers()) + 1, Matrix<const float>());
   Matrix<const float> h = input;
-  int stage = 0;
-  for (size_t k = 0; k < layers_.size(); ++k) {
+  int stage = 0;  // stages begun before `first` ran without stage inputs here
+  while (stage < graph_layers() && stage_begin_[size_t(stage)] < first) ++stage;
+  for (size_t k = first; k < layers_.size(); ++k) {
     if (k == embedding_layer_) embeddings_ = h;
     if (stage < graph_layers() && k == stage_begin_[size_t(stage)]) stage_inputs_[size_t(stage++)] = h;
     h = layers_[k]->forward(h, batch, pass);

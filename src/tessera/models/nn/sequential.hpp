@@ -40,6 +40,10 @@ class Model {
   /// The logits block (output_layout()); `batch` holds the graph views of every graph layer.
   virtual Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
                                       const PassInfo& pass) = 0;
+  /// forward from input features held as bf16 bits (Graph3D::features_bf16); the model must have been
+  /// built for them (RunOptions::feature_dtype). The default throws Error.
+  virtual Matrix<const float> forward_bf16(const Matrix<const uint16_t>& input, const GraphBatch& batch,
+                                           const PassInfo& pass);
   /// Backward of the last forward from dL/d logits (overwritten): sets every parameter's gradient.
   virtual void backward(const Matrix<float>& grad_logits, const PassInfo& pass) = 0;
   /// Every trainable parameter with its placement.
@@ -110,6 +114,10 @@ class Sequential : public Model {
 
   Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
                               const PassInfo& pass) override;
+  /// Its first layer reads the bits (Layer::forward_bf16: a graph layer that aggregates first); the rest as
+  /// forward. graph_layer_input(0) is then empty.
+  Matrix<const float> forward_bf16(const Matrix<const uint16_t>& input, const GraphBatch& batch,
+                                   const PassInfo& pass) override;
   /// Graph layer l's stage alone: the layers from the one that takes graph layer l (from the first layer
   /// for l = 0) up to the one that takes graph layer l + 1 (to the end for the last). Its input is what
   /// graph_layer_input(l) is after a whole forward; its output, graph_layer_input(l + 1) (the logits for
@@ -139,6 +147,8 @@ class Sequential : public Model {
 
  private:
   void push(std::unique_ptr<Layer> layer);
+  Matrix<const float> forward_from(size_t first, const Matrix<const float>& input, const GraphBatch& batch,
+                                   const PassInfo& pass);
   // Throws Error where a name of `params` or `buffers` is already the model's (or repeats).
   void require_new_names(const std::vector<ParameterRef>& params, const std::vector<BufferRef>& buffers);
   PhaseTimers timers_;

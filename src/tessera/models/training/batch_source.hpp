@@ -45,6 +45,9 @@ struct Batch {
   Matrix<const int8_t> targets;     ///< multi-label tasks of each logits row (LossInput::targets); else empty
   Vector<const int64_t> nodes{};    ///< the node of each logits row (LossInput::nodes); empty where not given
   const RowPairs* pairs = nullptr;  ///< the step's node pairs (LossInput::pairs); null where not chosen
+  /// Bf16: the input block is input_bf16 (bf16 bits; Model::forward_bf16) and `input` is empty.
+  StorageDtype input_dtype = StorageDtype::F32;
+  Matrix<const uint16_t> input_bf16{};  ///< the input block as bf16 bits (input_dtype Bf16)
 };
 
 /// Scores of one evaluation, in the metric of the Trainer's loss (Loss::metric: accuracy by default).

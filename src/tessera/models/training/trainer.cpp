@@ -205,7 +205,8 @@ StepForward Trainer::forward_and_loss(const Batch& b, const StepInfo& at, EpochR
   Stopwatch phase;
   StepForward f;
   f.batch = &b;
-  f.logits = model_.forward(b.input, *b.graph, at.pass);
+  f.logits = b.input_dtype == StorageDtype::Bf16 ? model_.forward_bf16(b.input_bf16, *b.graph, at.pass)
+                                                 : model_.forward(b.input, *b.graph, at.pass);
   f.grad = logits_gradient(int64_t(f.logits.extent(0)));
   const LogitsLayout layout = logits_layout();
   // Timed on the stream: a wall clock here would also count the forward kernels still queued before it.
