@@ -29,6 +29,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
     std::string load_budget;
     std::string schedule = "tessera";
     std::string task = "auto";  // train's
+    std::string feature_dtype = "f32";
     int64_t embedding_dim = 0, link_negatives = 1;
   };
   auto a = std::make_shared<Args>();
@@ -62,6 +63,9 @@ void add_plan_command(CLI::App& app, Command& selected) {
       ->capture_default_str();
   plan->add_option("--link-negatives", a->link_negatives, "as train's: a link task's negatives per pair")
       ->capture_default_str();
+  plan->add_option("--feature-dtype", a->feature_dtype,
+                   "as train's: f32, or bf16 features (half their bytes; layer 0 aggregates first)")
+      ->capture_default_str();
   plan->add_option("--save-machine", a->save_machine,
                    "Also write the machine profile planned with (built-in or file) as a machine file");
   plan->callback([&selected, a] {
@@ -79,6 +83,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
         check.output_heads = a->output_heads;
         check.validate();  // the bounds train uses
         parse_task_kind(a->task);
+        parse_feature_dtype(a->feature_dtype);
         require(a->embedding_dim >= 0, "--embedding-dim must not be negative, not ", a->embedding_dim);
         require(a->link_negatives >= 1 && a->link_negatives <= 1024,
                 "--link-negatives must be in [1, 1024], not ", a->link_negatives);
@@ -112,6 +117,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
       ProblemSize size = problem_size(reader.meta(), model, a->recompute_aggregation, load_budget);
       if (link) size.link_pairs = reader.meta().link_train_pairs * (1 + a->link_negatives);
       size.plexus_schedule = a->schedule == "plexus";
+      size.feature_bytes = storage_bytes(parse_feature_dtype(a->feature_dtype));
       char line[256];
       std::snprintf(line, sizeof(line),
                     "plan: %s, %lld nodes, %lld nonzeros, %d layers, hidden %lld, %d ranks, machine %s",

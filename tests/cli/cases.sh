@@ -708,7 +708,18 @@ PY
     pick=$($MPIEXEC -n 4 "$TESSERA" train --data r.h5 --grid auto --machine-file machine.json --epochs 2 | grep "grid auto") || exit 1
     echo "$pick"
     expect_error "--machine must be perlmutter, frontier or local, not 'summit'" "-" -- \
-      "$TESSERA" plan --data r.h5 --ranks 4 --machine summit ;;
+      "$TESSERA" plan --data r.h5 --ranks 4 --machine summit
+    # bf16 features: every grid's predicted memory and load peak below fp32's (the block in half the bytes).
+    "$TESSERA" prep synth --kind rmat --nodes 5000 --edges 30000 --features 256 --classes 4 -o wide.h5 >/dev/null || exit 1
+    for dtype in f32 bf16; do
+      "$TESSERA" plan --data wide.h5 --ranks 4 --hidden 256 --feature-dtype $dtype |
+        sed -nE 's/^ +[0-9]+  ([0-9x]+) .* MB +([0-9.]+) MiB \(([0-9.]+) MiB\)$/\1 \2 \3/p' | sort >"plan-$dtype" || exit 1
+    done
+    [ "$(wc -l <plan-f32)" -eq 6 ] || { cat plan-f32; echo "FAILED: expected 6 grids in MiB"; exit 1; }
+    join plan-f32 plan-bf16 | awk '!($4 < $2 && $5 < $3) { bad = 1 } END { exit bad }' ||
+      { join plan-f32 plan-bf16; echo "FAILED: bf16 not below fp32"; exit 1; }
+    expect_error "--feature-dtype: expected f32 or bf16, got 'f16'" "-" -- \
+      "$TESSERA" plan --data wide.h5 --ranks 4 --feature-dtype f16 ;;
   plan_calibration)
     # The published epochs the GPU profiles are calibrated against, through the command line as a user
     # plans them (sizes-only graph files), within 0.8-1.25x; --save-machine writes the profile planned
@@ -747,8 +758,10 @@ pred = re.search(r"predicted peak ([0-9.]+) (MiB|GiB) \(load ([0-9.]+) (MiB|GiB)
 load = re.search(r"loaded .*peak memory ([0-9.]+) MiB per rank", text)
 peak = re.search(r"epochs; peak memory ([0-9.]+) MiB per rank", text)
 if not (pred and load and peak): sys.exit(f"FAILED: {sys.argv[1]}: missing lines\n{text}")
-for name, want, got, over in (("load", mib(pred[3], pred[4]), float(load[1]), 0.5),
-                              ("peak", mib(pred[1], pred[2]), float(peak[1]), 0.25)):
+# A second argument "lower-bound": the predictions are only checked not to fall below the measurements.
+slack = float("inf") if sys.argv[2:] == ["lower-bound"] else 1.0
+for name, want, got, over in (("load", mib(pred[3], pred[4]), float(load[1]), 0.5 * slack),
+                              ("peak", mib(pred[1], pred[2]), float(peak[1]), 0.25 * slack)):
     print(f"{sys.argv[1]} {name}: predicted {want:.0f} MiB, measured {got:.1f} MiB ({100 * (want / got - 1):+.0f}%)")
     if want + 0.5 < got: sys.exit(f"FAILED: {sys.argv[1]} {name} predicted below the measured peak")
     if want > (1 + over) * got: sys.exit(f"FAILED: {sys.argv[1]} {name} prediction more than {over:.0%} above")
@@ -761,6 +774,23 @@ PY
       out=$(mpi "$ranks" "$TESSERA" train --data tasks.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1) ||
         { echo "$out"; exit 1; }
       python3 check.py "tasks $grid" <<<"$out" || exit 1
+    done
+    # bf16 features: the feature block in half the bytes, predicted as measured, and both peaks below the
+    # fp32 run's (without input dropout both orders aggregate the features first). The load of features
+    # this wide is over-predicted on one rank (by 60%, fp32 alike, and the run's peak with it: the model
+    # counts the rows read beside the exchange's buffers), so only the lower bounds are checked here.
+    "$TESSERA" prep synth --kind rmat --nodes 32768 --edges 200000 --features 512 --classes 16 -o wide.h5 \
+      >/dev/null || exit 1
+    for grid in 1x1x1 2x2x2; do
+      ranks=$(( $(tr x '*' <<<"$grid") ))
+      for dtype in f32 bf16; do
+        out=$(mpi "$ranks" "$TESSERA" train --data wide.h5 --grid "$grid" --layers 2 --hidden 64 --epochs 1 \
+          --input-dropout 0 --feature-dtype $dtype) || { echo "$out"; exit 1; }
+        python3 check.py "wide $dtype $grid" lower-bound <<<"$out" || exit 1
+        grep -E "peak memory" <<<"$out" | sed -E 's/.*peak memory ([0-9.]+) MiB.*/\1/' > "peaks-$dtype"
+      done
+      paste peaks-f32 peaks-bf16 | awk '$2 >= $1 { bad = 1 } END { exit bad }' ||
+        { paste peaks-f32 peaks-bf16; echo "FAILED: bf16 peaks not below fp32's on $grid"; exit 1; }
     done
     for grid in 1x1x1 2x1x1 1x2x2 2x2x2 1x1x8; do
       ranks=$(( $(tr x '*' <<<"$grid") ))

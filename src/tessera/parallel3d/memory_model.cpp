@@ -103,14 +103,14 @@ LayoutShare layout_share(const ProblemSize& p, const GridShape& s, int t) {
 // glibc's mmap threshold (which it raises up to 32 MiB as arrays are freed) freed memory stays in the
 // process until the load ends (release_free_memory), so a small graph peaks so, and a large one this much
 // lower. In rounds (taken where they lower the peak: features_budget) the rows and the block are held
-// throughout, beside one round's buffers.
+// throughout, beside one round's buffers. Values of `value_bytes` (4, or 2 for bf16 bits) sent and held.
 double features_exchange_bytes(const Layout3D& layout, double rows_read, double own_features, double nodes,
-                               double budget) {
+                               double budget, double value_bytes) {
   const GridShape& s = layout.shape();
-  const double fp = double(layout.padded_dim(0));
-  const double sent = rows_read * s.z * (8.0 * s.y + 4 * fp) + 8 * rows_read;
-  const double received = nodes / s.x * (8 + 4 * fp / s.y);
-  const double block = 4 * double(layout.padded_nodes()) / s.x * fp / s.y;
+  const double fp = double(layout.padded_dim(0)), vb = value_bytes;
+  const double sent = rows_read * s.z * (8.0 * s.y + vb * fp) + 8 * rows_read;
+  const double received = nodes / s.x * (8 + vb * fp / s.y);
+  const double block = vb * double(layout.padded_nodes()) / s.x * fp / s.y;
   const double rounds = rounds_for(sent, budget);
   const double many = own_features + block + (sent + received) / rounds;
   const bool in_rounds =
@@ -158,7 +158,7 @@ LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
   if (first) {
     const double t = k * rows_a * out_full, y = ga > 1 ? rows_c * out_full : 0.0;
     f.scratch = y + std::max(t, y);  // forward t + y; backward g_y + max(g_t, gathered = y's size)
-  } else if (p.recompute && !cached) {
+  } else if (p.recompute && !cached && !reads_bf16_features(p, l)) {
     f.scratch = k * rows_c * in_b;  // agg in forward; agg again, then g_agg over it, in backward
   } else {
     f.kept += k * rows_c * in_b;
@@ -225,10 +225,10 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   }
   peak = std::max(peak, rows.labels + degrees + kept +
                             features_exchange_bytes(layout, rows_read, rows.features, double(p.nodes),
-                                                    double(p.exchange_budget)));
-  // Kept after the load besides the blocks: the feature block, its row ids, and each layout's output row
-  // ids, labels, three split masks and a multi-label graph's task rows.
-  kept += 4 * np / s.x * double(layout.padded_dim(0)) / s.y + 8 * np / s.x;
+                                                    double(p.exchange_budget), double(p.feature_bytes)));
+  // Kept after the load besides the blocks: the feature block (fp32 or bf16), its row ids, and each
+  // layout's output row ids, labels, three split masks and a multi-label graph's task rows.
+  kept += double(p.feature_bytes) * np / s.x * double(layout.padded_dim(0)) / s.y + 8 * np / s.x;
   for (int t = 0; t < layout.num_adjacency_layouts(); ++t)
     kept += (19 + double(p.tasks)) * np / s.extent(roles_for_layer(t).c);
   // MPI's own buffers grow with the messages it has moved, up to what the machine profile measured, and
@@ -236,7 +236,8 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   if (ranks > 1) e.process += std::min(m.mpi_bytes, largest_send) + m.peer_bytes * std::min(ranks - 1, 64.0);
   e.load_peak = e.process + (1 + kHeapSlack) * peak;
   e.graph = (1 + kHeapSlack) * kept;
-  // The input dropout's copy of the feature block, the layers and their shared workspace.
+  // The input dropout's copy of the feature block (fp32, bf16 features widened), the layers and their
+  // shared workspace.
   double training = p.input_dropout ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
   double scratch = 0, input_grad = 0, gemm_scratch = 0;
   for (int l = 0; l < layout.layers(); ++l) {

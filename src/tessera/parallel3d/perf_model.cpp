@@ -362,7 +362,8 @@ void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, i
   const double in = b.in, out = b.out, rows_c = b.rows_c, rows_a = b.rows_a, nnz = b.nnz;
   const double terms = problem.terms;
   // --recompute-aggregation: backward runs A H and its sum over a again (a cached input keeps its own).
-  const int aggregations = caches_input(problem, l) ? 0 : problem.recompute ? 2 : 1;
+  const bool keeps = reads_bf16_features(problem, l);  // bf16 features: the aggregation is kept
+  const int aggregations = caches_input(problem, l) ? 0 : problem.recompute && !keeps ? 2 : 1;
   for (int k = 0; k < aggregations; ++k) e.all_reduce(4 * terms * rows_c * in, r.a);
   e.all_reduce(4 * rows_c * out, r.b);
   e.all_reduce(4 * (terms * in * out + out), r.c);

@@ -83,6 +83,9 @@ struct ProblemSize {
   bool symmetric = true;      ///< symmetric normalization (GCN): a self loop per node where missing
   bool norm = false;          ///< a (fused) norm after every hidden layer
   bool recompute = false;  ///< --recompute-aggregation: (A H) W layers keep no aggregation, GAT no attention
+  /// Bytes a held feature value takes: 4, or 2 with bf16 features (Graph3DOptions::feature_dtype), which
+  /// also make layer 0 aggregate first and keep its aggregation (GraphMultiply).
+  int64_t feature_bytes = 4;
   /// Graph attention (GatConv): the hidden layers' heads (0: no attention layers). A GAT's dims are its
   /// layers' outputs: heads x hidden for hidden layers (concatenated), the classes last (output_heads
   /// averaged).
@@ -117,10 +120,15 @@ double link_rows(const ProblemSize& problem);
 inline bool caches_input(const ProblemSize& problem, int l) {
   return l == 0 && !problem.input_dropout && !problem.plexus_schedule;
 }
+/// Whether layer l reads bf16 features: layer 0 with ProblemSize::feature_bytes 2, aggregating first and
+/// keeping its aggregation; never in Plexus's schedule.
+inline bool reads_bf16_features(const ProblemSize& problem, int l) {
+  return l == 0 && problem.feature_bytes == 2 && !problem.plexus_schedule;
+}
 /// Whether layer l of `problem` on `layout`'s grid runs transform-first (A (H W)), as GraphMultiply
 /// decides; never in Plexus's schedule.
 inline bool runs_transform_first(const ProblemSize& problem, const Layout3D& layout, int l) {
-  return !problem.plexus_schedule &&
+  return !problem.plexus_schedule && !reads_bf16_features(problem, l) &&
          transforms_first(l, layout.dim(l), layout.dim(l + 1), layout.shape(), caches_input(problem, l));
 }
 
