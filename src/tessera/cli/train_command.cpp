@@ -158,7 +158,7 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
                   "sampled: the cache's memory per rank, bytes (K, M, G suffixes): as many halo rows as fit "
                   "in it, instead of --prefetch-fraction");
   cmd->add_option("--feature-dtype", a.feature_dtype,
-                  "hold the node features in f32 or bf16 (half the bytes: rounded once at load, read as "
+                  "Hold the node features in f32 or bf16 (half the bytes: rounded once at load, read as "
                   "fp32; sampled: also fetched and cached so; full and minibatch: gcn or sage)")
       ->capture_default_str();
   cmd->add_option("--prefetch-alpha", s.prefetch.alpha, "sampled: per-step score decay of cached rows")

@@ -77,11 +77,12 @@ void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matri
                  const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
                  bool agg_ready);
 
-/// pmm_aggregate and pmm_forward for an input held as bf16 bits (node features stored as bf16): the
-/// products widen each entry as they read it and sum in fp32, so agg is bit for bit the fp32 input's of the
-/// widened values; agg and out are fp32.
+/// pmm_aggregate for an input held as bf16 bits (node features stored as bf16): the products widen each
+/// entry as they read it and sum in fp32, so agg (fp32) is bit for bit the fp32 input's of the widened
+/// values.
 void pmm_aggregate(const LayerOperators& ops, const LayerComms& comms, const Matrix<const uint16_t>& h,
                    const Matrix<float>& agg, const char* phase);
+/// pmm_forward for an input held as bf16 bits, aggregated as pmm_aggregate on bf16 does; agg and out fp32.
 void pmm_forward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const uint16_t>& h,
                  const Matrix<const float>& w, const Matrix<float>& agg, const Matrix<float>& out,
                  bool agg_ready);
