@@ -124,6 +124,24 @@ error = np.abs(h5py.File(sys.argv[3], "r")["embeddings"][:] - p["embeddings"][:]
 assert error < 1e-5, f"embeddings differ by {error}"
 PY
     done
+    # bf16 features on the 3D grid (full graph, then mini-batch): the outputs train saves are predict's on
+    # the checkpoint, on another grid.
+    for mode in "--grid 1x2x1" "--mode minibatch --grid 2x1x1x1 --batch-size 0.3 --model sage"; do
+      out=$(mpi 2 "$TESSERA" train --data g.h5 $mode --hidden 16 --epochs 4 --normalize-features \
+        --feature-dtype bf16 --checkpoint g2 --overwrite-checkpoint --save-predictions gt.txt \
+        --save-embeddings gt.h5) || exit 1
+      grep -qF "features: held in bf16 (rounded once at load; graph layer 0's SpMM" <<<"$out" ||
+        { echo "$out"; echo "FAILED: no bf16 line"; exit 1; }
+      mpi 4 "$TESSERA" predict --checkpoint g2 --data g.h5 --output gp.h5 --embeddings --engine full \
+        --grid 2x1x2 --quiet >/dev/null || exit 1
+      $py - gp.h5 gt.txt gt.h5 <<'PY' || { echo "FAILED: $mode"; exit 1; }
+import sys, h5py, numpy as np
+p = h5py.File(sys.argv[1], "r")
+assert np.array_equal(np.loadtxt(sys.argv[2], dtype=np.int64), p["predictions"][:]), "predictions differ"
+error = np.abs(h5py.File(sys.argv[3], "r")["embeddings"][:] - p["embeddings"][:]).max()
+assert error < 1e-5, f"embeddings differ by {error}"
+PY
+    done
     # --eval exact: every evaluation layer-wise; the best epoch's numbers are then the exact ones.
     out=$(mpi 2 "$TESSERA" train --data g.h5 --mode sampled --partition metis-2 --hidden 8 --layers 3 --epochs 4 \
       --eval exact) || exit 1
