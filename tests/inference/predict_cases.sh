@@ -126,7 +126,8 @@ PY
     done
     # bf16 features on the 3D grid (full graph, then mini-batch): the outputs train saves are predict's on
     # the checkpoint, on another grid.
-    for mode in "--grid 1x2x1" "--mode minibatch --grid 2x1x1x1 --batch-size 0.3 --model sage"; do
+    # One graph layer: its embeddings are the features, widened.
+    for mode in "--grid 1x2x1" "--mode minibatch --grid 2x1x1x1 --batch-size 0.3 --model sage" "--layers 1"; do
       out=$(mpi 2 "$TESSERA" train --data g.h5 $mode --hidden 16 --epochs 4 --normalize-features \
         --feature-dtype bf16 --checkpoint g2 --overwrite-checkpoint --save-predictions gt.txt \
         --save-embeddings gt.h5) || exit 1

@@ -160,6 +160,7 @@ class Sequential : public Model {
   size_t embedding_layer_ = 0;  // the layer that took the last graph layer
   ActivationLayout embeddings_layout_, layout_before_;
   Matrix<const float> embeddings_;
+  Matrix<float> widened_input_;  // forward_bf16 of a one-graph-layer model: the embeddings
   // Graph layer l's stage begins at layers_[stage_begin_[l]] (stage 0 at layer 0); one more entry: the end.
   std::vector<size_t> stage_begin_ = {0};
   std::vector<ActivationLayout> stage_layouts_;    // the input layout of each stage, then the output's
