@@ -87,25 +87,42 @@ TEST(FeatureDtypeGrid, TheRoundedFileTrainsDifferently) {
   EXPECT_NE(a.history.back().loss, run_training(o, world()).history.back().loss);
 }
 
-// The block holds the bits of the fp32 block's roundings, in the same rows and columns, and no floats.
+// The block holds the bits of the fp32 block's roundings, in the same rows and columns, and no floats: rows
+// read from the file as bits, or (normalized) read as fp32, normalized and rounded after.
 TEST(FeatureDtypeGrid, TheBlockHoldsTheRoundedBits) {
-  for (const GridShape& shape : ProcessGrid::factorizations(world().size(), false)) {
-    const ProcessGrid grid(world(), shape);
-    const GraphFileReader reader(world(), original());
-    Graph3DOptions load;
-    load.normalize_features = true;  // rounded after the normalization
-    const Graph3D f32 = load_graph_3d(reader, grid, load);
-    load.feature_dtype = StorageDtype::Bf16;
-    const Graph3D bf16 = load_graph_3d(reader, grid, load);
-    EXPECT_EQ(bf16.feature_dtype, StorageDtype::Bf16);
-    EXPECT_EQ(bf16.features.size(), 0u);
-    const auto x = Kokkos::create_mirror_view_and_copy(HostSpace(), f32.features);
-    const auto bits = Kokkos::create_mirror_view_and_copy(HostSpace(), bf16.features_bf16);
-    ASSERT_EQ(bits.extent(0), x.extent(0)) << shape.str();
-    ASSERT_EQ(bits.extent(1), x.extent(1)) << shape.str();
-    for (size_t i = 0; i < x.extent(0); ++i)
-      for (size_t j = 0; j < x.extent(1); ++j) ASSERT_EQ(bits(i, j), to_bf16(x(i, j))) << shape.str();
-  }
+  for (const GridShape& shape : ProcessGrid::factorizations(world().size(), false))
+    for (bool normalize : {false, true}) {
+      const ProcessGrid grid(world(), shape);
+      const GraphFileReader reader(world(), original());
+      Graph3DOptions load;
+      load.normalize_features = normalize;
+      const Graph3D f32 = load_graph_3d(reader, grid, load);
+      load.feature_dtype = StorageDtype::Bf16;
+      const Graph3D bf16 = load_graph_3d(reader, grid, load);
+      EXPECT_EQ(bf16.feature_dtype, StorageDtype::Bf16);
+      EXPECT_EQ(bf16.features.size(), 0u);
+      const auto x = Kokkos::create_mirror_view_and_copy(HostSpace(), f32.features);
+      const auto bits = Kokkos::create_mirror_view_and_copy(HostSpace(), bf16.features_bf16);
+      ASSERT_EQ(bits.extent(0), x.extent(0)) << shape.str();
+      ASSERT_EQ(bits.extent(1), x.extent(1)) << shape.str();
+      for (size_t i = 0; i < x.extent(0); ++i)
+        for (size_t j = 0; j < x.extent(1); ++j) ASSERT_EQ(bits(i, j), to_bf16(x(i, j))) << shape.str();
+    }
+}
+
+// Rows an application hands over as bits go with bf16 storage only, unnormalized; refused otherwise.
+TEST(FeatureDtypeGrid, RowsGivenAsBitsNeedBf16StorageWithoutNormalization) {
+  const ProcessGrid grid(world(), GridShape{1, world().size(), 1, 1});
+  const GraphFileReader reader(world(), original());
+  const GraphRows rows = read_graph_rows(reader, world(), RowCosts{}, StorageDtype::Bf16);
+  EXPECT_TRUE(rows.features.empty());
+  Graph3DOptions load;
+  load.feature_dtype = StorageDtype::Bf16;
+  EXPECT_EQ(build_graph_3d(rows, grid, load).feature_dtype, StorageDtype::Bf16);
+  load.normalize_features = true;
+  EXPECT_THROW(build_graph_3d(rows, grid, load), std::exception);
+  load = Graph3DOptions{};
+  EXPECT_THROW(build_graph_3d(rows, grid, load), std::exception);
 }
 
 // Full graph on every grid of the job's ranks: losses, final weights and accuracies equal the rounded

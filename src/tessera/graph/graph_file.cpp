@@ -398,9 +398,10 @@ void GraphFileReader::read_features_into(int64_t first_row, int64_t rows, float*
   widen_bf16(bits.data(), out, bits.size());
 }
 
-std::vector<uint16_t> GraphFileReader::read_features_bf16(int64_t first_row, int64_t rows) const {
+std::vector<uint16_t> GraphFileReader::read_features_bf16(int64_t first_row, int64_t rows,
+                                                          RowBlockCheck* check) const {
   std::vector<uint16_t> out(size_t(rows * meta_.num_features));
-  read_bf16_into(first_row, rows, out.data(), nullptr);
+  read_bf16_into(first_row, rows, out.data(), check);
   return out;
 }
 

@@ -169,8 +169,11 @@ class GraphFileReader {
   std::vector<int64_t> read_indices(int64_t first, int64_t count) const;
   /// Collective: rows [first_row, first_row + rows) of /node/features, row-major (a bf16 file's widened).
   std::vector<float> read_features(int64_t first_row, int64_t rows) const;
-  /// Collective: the same rows as bf16 bits (an fp32 file's rounded to nearest even).
-  std::vector<uint16_t> read_features_bf16(int64_t first_row, int64_t rows) const;
+  /// Collective: the same rows as bf16 bits (a bf16 file's as stored, an fp32 file's read a chunk of rows
+  /// at a time and rounded to nearest even), each chunk checked first where `check` is given (its rows from
+  /// first_row on), so the rows never exist as fp32 whole.
+  std::vector<uint16_t> read_features_bf16(int64_t first_row, int64_t rows,
+                                           RowBlockCheck* check = nullptr) const;
   /// Collective: entries [first, first + count) of /node/labels; of a multi-label graph, 0 for a row with
   /// an observed task label and -1 for one without (GraphSlice::labels).
   std::vector<int64_t> read_labels(int64_t first, int64_t count) const;

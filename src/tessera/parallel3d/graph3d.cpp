@@ -89,13 +89,13 @@ int64_t features_budget(const Communicator& comm, int64_t budget, double own, do
 // of rows (RowRounds, about `budget` bytes each way, where that lowers the peak: features_budget) that are
 // placed in the block as they arrive; each round is counted first so both send buffers are allocated once
 // at their size.
-// `release`: the rows' features, freed once the last round is packed (before the exchange's receive
-// buffer and the block are allocated when there is one round), or null to keep them.
+// `release`: the rows (the same as r), whose features are freed once the last round is packed (before the
+// exchange's receive buffer and the block are allocated when there is one round), or null to keep them.
 // Value: float (the block holds floats, rounded to bf16 values when bf16_feature_values) or uint16_t (bf16
-// bits: half the bytes sent and held).
+// bits: half the bytes sent and held; rows read as bits are sent as they are).
 template <class Value>
 int distribute_features(const GraphRows& r, const Graph3DOptions& options, const ProcessGrid& grid,
-                        Graph3D& g, std::vector<float>* release) {
+                        Graph3D& g, GraphRows* release) {
   constexpr bool bits = std::is_same<Value, uint16_t>::value;
   constexpr double value_bytes = sizeof(Value);
   const bool normalize = options.normalize_features, bf16 = options.bf16_feature_values;
@@ -114,7 +114,7 @@ int distribute_features(const GraphRows& r, const Graph3DOptions& options, const
         fn(ky, grid.rank_of(row_owner.with(Axis::Y, ky).with(Axis::Z, kz)) % p);
   };
   const double row_bytes = double(shape.y) * shape.z * (8.0 + value_bytes * double(col_block)) + 8.0;
-  const double own = release ? 4.0 * double(r.features.size()) : 0.0;
+  const double own = release ? 4.0 * double(r.features.size()) + 2.0 * double(r.features_bf16.size()) : 0.0;
   const double block_bytes = value_bytes * double(row_block) * double(col_block);
   const RowRounds rounds(comm, r.rows(),
                          features_budget(comm, budget, own, row_bytes * double(r.rows()),
@@ -140,6 +140,21 @@ int distribute_features(const GraphRows& r, const Graph3DOptions& options, const
     PageBuffer<int64_t> send_pos{size_t(sent)};
     PageBuffer<Value> send_val{size_t(sent * col_block)};
     for (int64_t i = 0; i < rows; ++i) {
+      if (!r.features_bf16.empty()) {  // rows read as bits (build_from_rows checked: no normalization)
+        const uint16_t* stored = r.features_bf16.data() + (begin + i) * f;
+        each_dest(positions[size_t(i)], [&](int ky, int dest) {
+          const int64_t slot = positions_at[size_t(dest)]++;
+          send_pos[size_t(slot)] = positions[size_t(i)];
+          Value* out = send_val.data() + slot * col_block;
+          for (int64_t j = ky * col_block; j < (ky + 1) * col_block; ++j) {
+            if constexpr (bits)
+              *out++ = j < f ? stored[j] : uint16_t(0);
+            else
+              *out++ = j < f ? from_bf16(stored[j]) : 0.0f;
+          }
+        });
+        continue;
+      }
       const float* x = r.features.data() + (begin + i) * f;
       double sum = 0;
       if (normalize)
@@ -158,8 +173,10 @@ int distribute_features(const GraphRows& r, const Graph3DOptions& options, const
         }
       });
     }
-    if (release && rounds.end(k) == r.rows() && rounds.begin(k) < rounds.end(k) + (k == 0))
-      std::vector<float>().swap(*release);  // this rank's last rows are packed: it may have fewer rounds
+    if (release && rounds.end(k) == r.rows() && rounds.begin(k) < rounds.end(k) + (k == 0)) {
+      std::vector<float>().swap(release->features);          // this rank's last rows are packed: it may have
+      std::vector<uint16_t>().swap(release->features_bf16);  // fewer rounds than others
+    }
     const std::vector<int64_t> got_pos_counts = exchange_counts(comm, pos_counts, "load features");
     int64_t got = 0;
     for (const int64_t c : got_pos_counts) got += c;
@@ -324,6 +341,12 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   impl::validate_rows(rows, comm);
   comm.check(rows.num_classes > 0 || !options.require_labels,
              rows.name + ": num_classes is 0 (the file has no labels to train on)");
+  // Rows read as bits are the values held: nothing may change them before the block.
+  comm.check(rows.features_bf16.empty() ||
+                 (options.feature_dtype == StorageDtype::Bf16 && !options.normalize_features),
+             rows.name +
+                 ": features given as bf16 bits need Graph3DOptions::feature_dtype Bf16 and no "
+                 "normalize_features");
   comm.check(options.layers >= 0, "Graph3DOptions::layers is negative (" + std::to_string(options.layers) +
                                       "; 0 serves models of any depth)");
   const GridShape& shape = grid.shape();
@@ -375,10 +398,9 @@ Graph3D build_from_rows(const GraphRows& rows, GraphRows* release, const Process
   g.max_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Max, "load");
   // Ranks that differ only in b hold copies of the same block: the mean over ranks is the mean over blocks.
   g.mean_nnz = all_reduce_value(comm, local_nnz, ReduceOp::Sum, "load") / double(comm.size());
-  std::vector<float>* features = release ? &release->features : nullptr;
   done("features", options.feature_dtype == StorageDtype::Bf16
-                       ? distribute_features<uint16_t>(rows, options, grid, g, features)
-                       : distribute_features<float>(rows, options, grid, g, features));
+                       ? distribute_features<uint16_t>(rows, options, grid, g, release)
+                       : distribute_features<float>(rows, options, grid, g, release));
   for (int t = 0; t < layouts; ++t) {
     const AxisRoles roles = roles_for_layer(t);
     const int64_t row_block = g.layout.padded_nodes() / shape.extent(roles.c);
@@ -405,8 +427,12 @@ Graph3D load_graph_3d(const GraphFileReader& reader, const ProcessGrid& grid, co
   comm.check(reader.has_split("train") || !options.require_labels,
              reader.path() + ": no split named 'train' (the trainer needs /split/train)");
   Stopwatch watch;
+  // bf16 storage reads the rows as bits where nothing changes them first (a normalization is done on the
+  // fp32 values and rounded after).
+  const bool bits = options.feature_dtype == StorageDtype::Bf16 && !options.normalize_features;
   GraphRows rows =
-      read_graph_rows(reader, comm, row_costs(reader.meta(), grid.shape(), layouts_for(options.layers)));
+      read_graph_rows(reader, comm, row_costs(reader.meta(), grid.shape(), layouts_for(options.layers)),
+                      bits ? StorageDtype::Bf16 : StorageDtype::F32);
   std::vector<LoadPhase> read{{"read", watch.seconds(), int64_t(peak_rss_bytes()), 1}};
   if (options.on_phase) options.on_phase(read.front());
   reduce_load_phases(comm, read);

@@ -42,7 +42,10 @@ struct GraphRows {
   std::vector<int64_t> indptr{0};   ///< rows + 1 offsets into indices, starting at 0
   std::vector<int64_t> indices;     ///< in-neighbour (source) ids of each row, in [0, num_nodes)
   std::vector<float> features;      ///< rows x num_features, row-major
-  std::vector<int64_t> labels;      ///< one per row, in [-1, num_classes); -1 = unlabeled
+  /// Instead of `features`: rows x num_features as bf16 bits (read_graph_rows with StorageDtype::Bf16),
+  /// for Graph3DOptions::feature_dtype Bf16 without normalize_features (the bits are the values held).
+  std::vector<uint16_t> features_bf16;
+  std::vector<int64_t> labels;  ///< one per row, in [-1, num_classes); -1 = unlabeled
   /// A multi-label graph: num_classes tasks (labels then holds 0 for a row with an observed task, -1 else).
   bool multi_label = false;
   std::vector<int8_t> label_matrix;  ///< multi-label: rows x num_classes of 1, 0, -1 (unobserved)
@@ -57,8 +60,10 @@ struct GraphRows {
 
 /// Collective: a contiguous block of a graph file's rows (balanced_row_begins with `costs`), its split ids
 /// turned into row bits; every value is checked as it is read, as validate_graph checks it (a problem on
-/// any rank is thrown collectively, naming the file, dataset and entry).
-GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm, const RowCosts& costs);
+/// any rank is thrown collectively, naming the file, dataset and entry). `features` Bf16 reads the
+/// features as bf16 bits only (GraphRows::features_bf16), never as fp32 rows.
+GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm, const RowCosts& costs,
+                          StorageDtype features = StorageDtype::F32);
 /// The same with the default costs (the bytes read).
 GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm);
 

@@ -16,7 +16,8 @@ GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& com
   return read_graph_rows(reader, comm, RowCosts{});
 }
 
-GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm, const RowCosts& costs) {
+GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& comm, const RowCosts& costs,
+                          StorageDtype features) {
   const GraphMeta& meta = reader.meta();
   const int me = comm.rank();
   const std::vector<int64_t> begins = balanced_row_begins(reader, comm, costs);
@@ -34,8 +35,12 @@ GraphRows read_graph_rows(const GraphFileReader& reader, const Communicator& com
   const auto [lo, hi] = values.offsets(r.indptr);
   r.indices = reader.read_indices(lo, hi - lo);
   values.sources(r.indices.data());
-  r.features = reader.read_features(begin, end - begin);
-  values.features(r.features.data());
+  if (features == StorageDtype::Bf16) {
+    r.features_bf16 = reader.read_features_bf16(begin, end - begin, &values);
+  } else {
+    r.features = reader.read_features(begin, end - begin);
+    values.features(r.features.data());
+  }
   r.multi_label = meta.multi_label;
   if (r.multi_label) {
     r.label_matrix = reader.read_label_matrix(begin, end - begin);
@@ -85,8 +90,11 @@ std::string check_rows(const GraphRows& r) {
             << " rows (expected rows + 1, from 0)";
   else if (r.indptr.back() != int64_t(r.indices.size()))
     problem << "indptr ends at " << r.indptr.back() << " but there are " << r.indices.size() << " indices";
-  else if (int64_t(r.features.size()) != rows * r.num_features)
-    problem << r.features.size() << " feature values for " << rows << " rows of " << r.num_features;
+  else if (!r.features_bf16.empty() && !r.features.empty())
+    problem << "both features and features_bf16 (give one)";
+  else if (int64_t(std::max(r.features.size(), r.features_bf16.size())) != rows * r.num_features)
+    problem << std::max(r.features.size(), r.features_bf16.size()) << " feature values for " << rows
+            << " rows of " << r.num_features;
   else if (r.multi_label && int64_t(r.label_matrix.size()) != rows * r.num_classes)
     problem << r.label_matrix.size() << " label matrix entries for " << rows << " rows of " << r.num_classes
             << " tasks";
@@ -121,9 +129,12 @@ std::string check_rows(const GraphRows& r) {
     if (bits < 8 && (r.splits[size_t(i)] >> bits) != 0)
       return "row " + std::to_string(v) + ": split bits " + std::to_string(int(r.splits[size_t(i)])) +
              " name a split past the " + std::to_string(bits) + " split_names";
-    for (int64_t j = 0; j < r.num_features; ++j)
-      if (!std::isfinite(r.features[size_t(i * r.num_features + j)]))
+    for (int64_t j = 0; j < r.num_features; ++j) {
+      const size_t at = size_t(i * r.num_features + j);
+      if (r.features_bf16.empty() ? !std::isfinite(r.features[at])
+                                  : !std::isfinite(from_bf16(r.features_bf16[at])))
         return "row " + std::to_string(v) + ": feature " + std::to_string(j) + " is not finite";
+    }
   }
   return "";
 }

@@ -23,7 +23,9 @@ struct RowsBytes {
 };
 
 RowsBytes read_rows_bytes(const ProblemSize& p, double rows_read, double edges) {
-  return {8 * (rows_read + 1) + 8 * edges, 4 * double(p.dims.front()) * rows_read,
+  // bf16 features are read as bits, unless they are normalized first (as fp32).
+  const double value = p.feature_bytes == 2 && !p.normalize_features ? 2 : 4;
+  return {8 * (rows_read + 1) + 8 * edges, value * double(p.dims.front()) * rows_read,
           (9 + double(p.tasks)) * rows_read};
 }
 
