@@ -2,6 +2,8 @@
 #include "tessera/kernels/elementwise.hpp"
 
 #include "impl/rows.hpp"
+#include "tessera/core/bf16.hpp"
+#include "tessera/core/error.hpp"
 
 namespace tessera {
 
@@ -182,5 +184,14 @@ void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scala
 TESSERA_INSTANTIATE(float)
 TESSERA_INSTANTIATE(double)
 #undef TESSERA_INSTANTIATE
+
+void widen_bf16(const Matrix<const uint16_t>& bits, const Matrix<float>& out) {
+  require(bits.extent(0) == out.extent(0) && bits.extent(1) == out.extent(1), "widen_bf16: ", bits.extent(0),
+          "x", bits.extent(1), " bits into ", out.extent(0), "x", out.extent(1));
+  const int64_t width = int64_t(bits.extent(1));
+  Kokkos::parallel_for(
+      "tessera::widen_bf16", Kokkos::RangePolicy<ExecSpace>(0, int64_t(bits.extent(0)) * width),
+      KOKKOS_LAMBDA(int64_t e) { out(e / width, e % width) = from_bf16(bits(e / width, e % width)); });
+}
 
 }  // namespace tessera

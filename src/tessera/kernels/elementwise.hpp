@@ -95,7 +95,9 @@ class DropoutMask {
     return (keep8(global_row(i), col >> 3) >> (col & 7)) & 1u;
   }
   /// Factor a kept entry is multiplied by, 1 / (1 - rate).
-  KOKKOS_INLINE_FUNCTION float scale() const { return active() ? 1.0f / (1.0f - rate_) : 1.0f; }
+  KOKKOS_INLINE_FUNCTION float scale() const {
+    return active() ? 1.0f / (1.0f - rate_) : 1.0f;
+  }
 
  private:
   float rate_ = 0.0f;
@@ -237,5 +239,8 @@ void scale_shift(const Matrix<const Scalar>& x, const Vector<const Scalar>& row_
 template <class Scalar>
 void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scalar>& y,
            KernelPath path = KernelPath::Auto);
+
+/// out(i, j) = the float of the bf16 bits bits(i, j) (exact), on equal shapes, on the execution space.
+void widen_bf16(const Matrix<const uint16_t>& bits, const Matrix<float>& out);
 
 }  // namespace tessera

@@ -25,10 +25,7 @@ Matrix<float> copy_into(Matrix<float>& capacity, const Matrix<const float>& in) 
 // The floats of bf16 bits `in` in the leading rows of `capacity`.
 Matrix<float> widen_into(Matrix<float>& capacity, const Matrix<const uint16_t>& in) {
   const Matrix<float> out = leading_block(capacity, in.extent(0), in.extent(1));
-  const int64_t width = int64_t(in.extent(1));
-  Kokkos::parallel_for(
-      "tessera::widen_bf16", Kokkos::RangePolicy<ExecSpace>(0, int64_t(in.extent(0)) * width),
-      KOKKOS_LAMBDA(int64_t e) { out(e / width, e % width) = from_bf16(in(e / width, e % width)); });
+  widen_bf16(in, out);
   return out;
 }
 }  // namespace

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/elementwise.hpp"
 #include "tessera/models/nn/graph_multiply.hpp"
 
 namespace tessera {
@@ -61,11 +62,7 @@ Matrix<const float> Sequential::forward_bf16(const Matrix<const uint16_t>& input
   if (embedding_layer_ <= k) {  // one graph layer: the embeddings are the features, widened
     if (widened_input_.extent(0) != input.extent(0) || widened_input_.extent(1) != input.extent(1))
       widened_input_ = Matrix<float>("model.widened_input", input.extent(0), input.extent(1));
-    const Matrix<float> out = widened_input_;
-    const int64_t width = int64_t(input.extent(1));
-    Kokkos::parallel_for(
-        "tessera::widen_bf16", Kokkos::RangePolicy<ExecSpace>(0, int64_t(input.extent(0)) * width),
-        KOKKOS_LAMBDA(int64_t e) { out(e / width, e % width) = from_bf16(input(e / width, e % width)); });
+    widen_bf16(input, widened_input_);
     embeddings_ = widened_input_;
   }
   const Matrix<const float> first = layers_[k]->forward_bf16(input, batch, pass);
