@@ -83,7 +83,11 @@ void add_plan_command(CLI::App& app, Command& selected) {
         check.output_heads = a->output_heads;
         check.validate();  // the bounds train uses
         parse_task_kind(a->task);
-        parse_feature_dtype(a->feature_dtype);
+        // train's refusal: the 3D grid feeds bf16 features to graph layer 0's SpMM, and GAT transforms first
+        require(
+            parse_feature_dtype(a->feature_dtype) == StorageDtype::F32 || check.kind != ModelKind::Gat,
+            "--feature-dtype bf16 feeds the features to the first graph layer's SpMM: it needs --model gcn "
+            "or sage (gat transforms them first)");
         require(a->embedding_dim >= 0, "--embedding-dim must not be negative, not ", a->embedding_dim);
         require(a->link_negatives >= 1 && a->link_negatives <= 1024,
                 "--link-negatives must be in [1, 1024], not ", a->link_negatives);

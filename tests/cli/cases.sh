@@ -719,7 +719,9 @@ PY
     join plan-f32 plan-bf16 | awk '!($4 < $2 && $5 < $3) { bad = 1 } END { exit bad }' ||
       { join plan-f32 plan-bf16; echo "FAILED: bf16 not below fp32"; exit 1; }
     expect_error "--feature-dtype: expected f32 or bf16, got 'f16'" "-" -- \
-      "$TESSERA" plan --data wide.h5 --ranks 4 --feature-dtype f16 ;;
+      "$TESSERA" plan --data wide.h5 --ranks 4 --feature-dtype f16
+    expect_error "--feature-dtype bf16 feeds the features to the first graph layer's SpMM: it needs --model gcn or sage" "-" -- \
+      "$TESSERA" plan --data wide.h5 --ranks 4 --model gat --feature-dtype bf16 ;;
   plan_calibration)
     # The published epochs the GPU profiles are calibrated against, through the command line as a user
     # plans them (sizes-only graph files), within 0.8-1.25x; --save-machine writes the profile planned
