@@ -56,11 +56,15 @@ Matrix<const float> GraphConv::forward_bf16(const Matrix<const uint16_t>& in, co
   return epilogue(batch, pass);
 }
 
-// Bias, ReLU and dropout on the product in out_, in place.
+// Bias, ReLU and dropout on the product in out_, in place. A layer with none of them (one a norm follows,
+// which has its own shift, ReLU and dropout) skips the pass: it would read and write the whole block to
+// turn -0 into +0.
 Matrix<const float> GraphConv::epilogue(const GraphBatch& batch, const PassInfo& pass) {
   rows_ = batch.layers[size_t(multiply_.layer())].output_ids;
+  const DropoutMask mask = dropout(pass);
+  if (!bias_ && !options_.relu && !mask.active()) return out_;
   const Vector<const float> bias = bias_ ? bias_->value() : Vector<const float>();
-  bias_relu_dropout_forward<float>(out_, bias, options_.relu, dropout(pass), multiply_.comms().kernels);
+  bias_relu_dropout_forward<float>(out_, bias, options_.relu, mask, multiply_.comms().kernels);
   return out_;
 }
 
