@@ -22,6 +22,7 @@
 #include "tessera/kernels/impl/fast_math.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 #include "tessera/kernels/loss.hpp"
+#include "tessera/kernels/norm.hpp"
 #include "tessera/kernels/spmm.hpp"
 
 using namespace tessera;
@@ -658,6 +659,95 @@ TYPED_TEST(KernelTest, ReductionsAndScaling) {
   }
   // Column reductions use the same fixed row blocks on every path: the same bits.
   for (size_t p = 1; p < column_results.size(); ++p) EXPECT_EQ(column_results[p].a, column_results[0].a);
+}
+
+// BatchNorm's statistics in one pass (sums and sums of squares in double): the mean and 1 / sqrt(var + eps)
+// against a two-pass double computation, with every entry 1e4 spreads from zero (where sum x^2 - n mean^2
+// in float returns garbage), on shapes with one row, a partial 32-row block and three reduction levels;
+// every path gives the same bits; the running statistics move by the momentum.
+TEST(BatchNormKernels, OnePassStatisticsAreAccurateFarFromZero) {
+  std::mt19937_64 gen(5);
+  std::normal_distribution<double> spread(0.0, 1.0);
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 3}, {45, 5}, {1100, 13}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols));
+    Dense x(rows, cols);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) x(i, j) = double(float(1e4 + double(j) + 0.5 * spread(gen)));
+    const float eps = 1e-5f, momentum = 0.1f;
+    std::vector<std::vector<float>> results;
+    for (KernelPath path : paths(KernelKind::Elementwise)) {
+      SCOPED_TRACE(kernel_path_name(path));
+      Vector<double> sums("sums", size_t(2 * cols));
+      batch_norm_sums(to_view<float>(x), sums, path);
+      Vector<float> mean("mean", cols), invstd("invstd", cols), running_mean("rm", cols),
+          running_var("rv", cols);
+      Kokkos::deep_copy(running_var, 1.0f);
+      batch_norm_statistics(sums, rows, eps, momentum, mean, invstd, running_mean, running_var);
+      const auto hm = Kokkos::create_mirror_view_and_copy(HostSpace(), mean);
+      const auto hi = Kokkos::create_mirror_view_and_copy(HostSpace(), invstd);
+      const auto hrm = Kokkos::create_mirror_view_and_copy(HostSpace(), running_mean);
+      const auto hrv = Kokkos::create_mirror_view_and_copy(HostSpace(), running_var);
+      std::vector<float> bits;
+      for (int64_t j = 0; j < cols; ++j) {
+        double mu = 0, var = 0;
+        for (int64_t i = 0; i < rows; ++i) mu += x(i, j) / double(rows);
+        for (int64_t i = 0; i < rows; ++i) var += (x(i, j) - mu) * (x(i, j) - mu) / double(rows);
+        EXPECT_NEAR(hm(j), mu, 1e-7 * mu) << "column " << j;
+        const double want = 1.0 / std::sqrt(var + double(eps));
+        EXPECT_NEAR(hi(j), want, 1e-5 * want) << "column " << j;
+        EXPECT_NEAR(hrm(j), momentum * mu, 1e-6 * mu) << "column " << j;
+        const double unbiased = rows > 1 ? var * double(rows) / double(rows - 1) : var;
+        EXPECT_NEAR(hrv(j), (1 - momentum) + momentum * unbiased, 1e-4) << "column " << j;
+        bits.insert(bits.end(), {hm(j), hi(j), hrm(j), hrv(j)});
+      }
+      results.push_back(bits);
+    }
+    for (size_t p = 1; p < results.size(); ++p) EXPECT_EQ(results[p], results[0]);
+  }
+}
+
+// The backward's sums (the epilogue's derivative applied to g in place, then dbeta and dgamma), one pass
+// over g on the host path and two on the team path: the same bits on every path, the rewritten g equal to
+// the epilogue's own backward, and both sums within float's blocked-summation bound of a double sum.
+TEST(BatchNormKernels, BackwardSumsEqualOnEveryPath) {
+  std::mt19937_64 gen(6);
+  const int64_t rows = 1100, cols = 21;
+  const Dense g = random_dense(rows, cols, gen), z = random_dense(rows, cols, gen),
+              out = random_dense(rows, cols, gen);
+  std::vector<float> mean_h(cols), invstd_h(cols);
+  for (int64_t j = 0; j < cols; ++j) mean_h[size_t(j)] = 0.1f * float(j), invstd_h[size_t(j)] = 1.5f;
+  Vector<float> mean("mean", cols), invstd("invstd", cols);
+  Kokkos::deep_copy(mean, Kokkos::View<float*, HostSpace, Kokkos::MemoryUnmanaged>(mean_h.data(), cols));
+  Kokkos::deep_copy(invstd, Kokkos::View<float*, HostSpace, Kokkos::MemoryUnmanaged>(invstd_h.data(), cols));
+  const NormEpilogue epilogue{true, DropoutMask(0.25f, 3, 9, 0, 5)};
+  std::vector<std::vector<float>> results;
+  for (KernelPath path : paths(KernelKind::Elementwise)) {
+    SCOPED_TRACE(kernel_path_name(path));
+    Matrix<float> fused = to_view<float>(g), separate = to_view<float>(g);
+    Vector<float> dbeta("dbeta", cols), dgamma("dgamma", cols);
+    batch_norm_backward_sums(fused, to_view<float>(out), to_view<float>(z), mean, invstd, epilogue, dbeta,
+                             dgamma, path);
+    bias_relu_dropout_backward<float>(separate, to_view<float>(out), true, epilogue.dropout, path);
+    const Dense masked = from_view(separate);
+    EXPECT_EQ(from_view(fused).a, masked.a);
+    const auto hb = Kokkos::create_mirror_view_and_copy(HostSpace(), dbeta);
+    const auto hg = Kokkos::create_mirror_view_and_copy(HostSpace(), dgamma);
+    std::vector<float> bits;
+    const double u = std::numeric_limits<float>::epsilon() / 2;
+    for (int64_t j = 0; j < cols; ++j) {
+      double b = 0, c = 0, b_abs = 0, c_abs = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        const double xhat = double((float(z(i, j)) - mean_h[size_t(j)]) * invstd_h[size_t(j)]);
+        b += masked(i, j), c += masked(i, j) * xhat;
+        b_abs += std::abs(masked(i, j)), c_abs += std::abs(masked(i, j) * xhat);
+      }
+      EXPECT_NEAR(hb(j), b, 1e-6 + 70 * u * b_abs) << "column " << j;
+      EXPECT_NEAR(hg(j), c, 1e-6 + 72 * u * c_abs) << "column " << j;
+      bits.push_back(hb(j)), bits.push_back(hg(j));
+    }
+    results.push_back(bits);
+  }
+  for (size_t p = 1; p < results.size(); ++p) EXPECT_EQ(results[p], results[0]);
 }
 
 namespace {

@@ -2,29 +2,77 @@
 #include "tessera/kernels/norm.hpp"
 
 #include "impl/rows.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/scratch.hpp"
+
+// The host path's whole-row loop of batch_norm_sums in double is bound by its arithmetic, not by memory,
+// at the baseline x86-64 ISA the library is built for (two doubles an instruction): it is compiled for
+// AVX-512 and AVX2 too and the loader picks (target_clones). A square of a float is exact in double, so
+// each clone (fused or not) adds the same values in the same order: the same bits.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
+    !defined(__HIPCC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define TESSERA_NORM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef TESSERA_NORM_CLONES
+#define TESSERA_NORM_CLONES
+#endif
 
 namespace tessera {
 
-void batch_norm_statistics(const Vector<float>& mean, const Vector<float>& invstd, int64_t rows, float eps,
-                           float momentum, const Vector<float>& running_mean,
-                           const Vector<float>& running_var) {
-  const float n = float(rows), m = momentum;
-  Kokkos::parallel_for(
-      "tessera::bn_statistics", Kokkos::RangePolicy<ExecSpace>(0, int64_t(mean.extent(0))),
-      KOKKOS_LAMBDA(int64_t j) {
-        const float mu = mean(j);
-        const float var = invstd(j) / n;
-        invstd(j) = 1.0f / float(::sqrt(double(var + eps)));
-        running_mean(j) = (1.0f - m) * running_mean(j) + m * mu;
-        running_var(j) = (1.0f - m) * running_var(j) + m * (n > 1.0f ? var * n / (n - 1.0f) : var);
+namespace {
+TESSERA_NORM_CLONES void add_sums_and_squares(const float* KOKKOS_RESTRICT row, int64_t cols,
+                                              double* KOKKOS_RESTRICT sums, double* KOKKOS_RESTRICT squares) {
+  for (int64_t j = 0; j < cols; ++j) {
+    const double v = double(row[j]);
+    sums[j] += v;
+    squares[j] += v * v;
+  }
+}
+}  // namespace
+
+void batch_norm_sums(const Matrix<const float>& z, const Vector<double>& sums, KernelPath path) {
+  const int64_t cols = int64_t(z.extent(1));
+  require(int64_t(sums.extent(0)) == 2 * cols, "batch_norm_sums: ", sums.extent(0), " sums for ", cols,
+          " columns");
+  // One reduction over 2 * cols columns: the first half sums z, the second its squares (a float's square
+  // is exact in double). A chunk of them may straddle the halves on the team path.
+  impl::reduce_columns(
+      path, "tessera::bn_sums", int64_t(z.extent(0)), 2 * cols, sums,
+      KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, double* KOKKOS_RESTRICT acc) {
+        const float* KOKKOS_RESTRICT row = &z(i, 0);
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+        if (j0 == 0 && j1 == 2 * cols) {  // a whole row (the host path): each entry read once
+          add_sums_and_squares(row, cols, acc, acc + cols);
+          return;
+        }
+#endif
+        const int64_t split = j1 < cols ? j1 : cols;
+        for (int64_t j = j0; j < split; ++j) acc[j - j0] += double(row[j]);
+        for (int64_t j = split > j0 ? split : j0; j < j1; ++j) {
+          const double v = double(row[j - cols]);
+          acc[j - j0] += v * v;
+        }
       });
 }
 
-void batch_norm_mean(const Vector<float>& mean, int64_t rows) {
-  const float n = float(rows);
+void batch_norm_statistics(const Vector<const double>& sums, int64_t rows, float eps, float momentum,
+                           const Vector<float>& mean, const Vector<float>& invstd,
+                           const Vector<float>& running_mean, const Vector<float>& running_var) {
+  const int64_t cols = int64_t(mean.extent(0));
+  const double n = double(rows);
+  const float m = momentum;
   Kokkos::parallel_for(
-      "tessera::bn_mean", Kokkos::RangePolicy<ExecSpace>(0, int64_t(mean.extent(0))),
-      KOKKOS_LAMBDA(int64_t j) { mean(j) = mean(j) / n; });
+      "tessera::bn_statistics", Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int64_t j) {
+        const double mu = sums(j) / n;
+        const double square_mean = sums(cols + j) / n - mu * mu;
+        const double var = square_mean > 0.0 ? square_mean : 0.0;  // rounding can leave a tiny negative
+        mean(j) = float(mu);
+        invstd(j) = 1.0f / float(::sqrt(double(float(var) + eps)));
+        running_mean(j) = (1.0f - m) * running_mean(j) + m * float(mu);
+        running_var(j) = (1.0f - m) * running_var(j) + m * float(n > 1.0 ? var * n / (n - 1.0) : var);
+      });
 }
 
 void batch_norm_running(const Vector<float>& mean, const Vector<float>& invstd,
@@ -59,11 +107,33 @@ void batch_norm_backward_sums(const Matrix<float>& g, const Matrix<const float>&
                               const Matrix<const float>& z, const Vector<const float>& mean,
                               const Vector<const float>& invstd, const NormEpilogue& epilogue,
                               const Vector<float>& dbeta, const Vector<float>& dgamma, KernelPath path) {
-  relu_dropout_backward_column_sums<float>(g, out, epilogue.relu, epilogue.dropout, dbeta, path);
+  const bool relu = epilogue.relu;
+  const DropoutMask dropout = epilogue.dropout;
+  const auto dgamma_terms = KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, float* acc) {
+    for (int64_t j = j0; j < j1; ++j) acc[j - j0] += g(i, j) * ((z(i, j) - mean(j)) * invstd(j));
+  };
+  if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team) {
+    // Lanes take columns of a row apart: the in-place rewrite of g is its own pass, before dgamma's.
+    relu_dropout_backward_column_sums<float>(g, out, relu, dropout, dbeta, path);
+    impl::reduce_columns(path, "tessera::bn_dgamma", int64_t(g.extent(0)), int64_t(g.extent(1)), dgamma,
+                         dgamma_terms);
+    return;
+  }
+  // The host path takes whole rows: each row is rewritten, then added to both sums, in one pass over g
+  // (the same values and order as the two passes above: the same bits).
+  const int64_t cols = int64_t(g.extent(1));
+  const Vector<float> both = scratch_vector<float>("bn_backward_sums", size_t(2 * cols));
   impl::reduce_columns(
-      path, "tessera::bn_dgamma", int64_t(g.extent(0)), int64_t(g.extent(1)), dgamma,
-      KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, float* acc) {
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += g(i, j) * ((z(i, j) - mean(j)) * invstd(j));
+      path, "tessera::bn_backward_sums", int64_t(g.extent(0)), 2 * cols, both,
+      KOKKOS_LAMBDA(int64_t i, int64_t, int64_t, float* acc) {
+        relu_dropout_row_backward(&g(i, 0), &out(i, 0), i, 0, cols, relu, dropout);
+        for (int64_t j = 0; j < cols; ++j) acc[j] += g(i, j);
+        dgamma_terms(i, 0, cols, acc + cols);
+      });
+  Kokkos::parallel_for(
+      "tessera::bn_backward_sums", Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int64_t j) {
+        dbeta(j) = both(j);
+        dgamma(j) = both(cols + j);
       });
 }
 

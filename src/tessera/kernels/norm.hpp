@@ -20,15 +20,17 @@ struct NormEpilogue {
   DropoutMask dropout;  ///< then dropout (inactive by default)
 };
 
-/// Column sums (in `mean`, over all `rows` rows of the grid) divided into column means, in place.
-void batch_norm_mean(const Vector<float>& mean, int64_t rows);
-/// Turns the centered sums of squares in `invstd` (column_centered_sums_sq around `mean`, over all `rows`
-/// rows of the grid) into 1 / sqrt(var + eps) per column, and updates the running statistics with
-/// `momentum` (the running variance is the unbiased one). Two passes (mean first, then squares around it)
-/// keep the variance accurate when |mean| is many spreads (tested at 1e4).
-void batch_norm_statistics(const Vector<float>& mean, const Vector<float>& invstd, int64_t rows, float eps,
-                           float momentum, const Vector<float>& running_mean,
-                           const Vector<float>& running_var);
+/// Local partial sums for the batch statistics, in one pass over z and in double: sums(j) = sum_i z_ij and
+/// sums(cols + j) = sum_i z_ij^2 (sums holds 2 * cols), to be summed over the grid's rows.
+void batch_norm_sums(const Matrix<const float>& z, const Vector<double>& sums,
+                     KernelPath path = KernelPath::Auto);
+/// From batch_norm_sums summed over all `rows` rows of the grid: the column means, 1 / sqrt(var + eps)
+/// per column, and the running statistics updated with `momentum` (the running variance is the unbiased
+/// one). The variance is sum z^2 / n - mean^2 counted in double, which keeps it accurate where |mean| is
+/// many spreads (tested at 1e4, where the same in float returned garbage).
+void batch_norm_statistics(const Vector<const double>& sums, int64_t rows, float eps, float momentum,
+                           const Vector<float>& mean, const Vector<float>& invstd,
+                           const Vector<float>& running_mean, const Vector<float>& running_var);
 /// Evaluation: mean and 1 / sqrt(var + eps) from the running statistics.
 void batch_norm_running(const Vector<float>& mean, const Vector<float>& invstd,
                         const Vector<const float>& running_mean, const Vector<const float>& running_var,

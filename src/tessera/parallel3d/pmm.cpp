@@ -34,6 +34,10 @@ void sum_over(const Communicator& comm, float* data, int64_t count, const std::s
     device_all_reduce(comm, data, count, ReduceOp::Sum, phase);
 }
 
+void sum_over(const Communicator& comm, double* data, int64_t count, const std::string& phase) {
+  if (comm.size() > 1) device_all_reduce(comm, data, count, ReduceOp::Sum, phase);
+}
+
 namespace {
 
 int64_t size_of(const Matrix<float>& m) {

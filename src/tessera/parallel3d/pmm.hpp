@@ -63,6 +63,8 @@ struct LayerOperators {
 /// In-place sum of a block over `comm` (nothing when comm has one rank), fp32 or bf16 on the wire.
 void sum_over(const Communicator& comm, float* data, int64_t count, const std::string& phase,
               CommDtype dtype = CommDtype::F32);
+/// In-place sum of double values over `comm` (nothing when comm has one rank).
+void sum_over(const Communicator& comm, double* data, int64_t count, const std::string& phase);
 
 // Below, T is the number of terms; "stacked" buffers hold the terms' blocks one after another by rows.
 

@@ -23,7 +23,6 @@ Matrix<float> leading_rows(const Matrix<float>& m, int64_t rows) {
 }
 }  // namespace
 
-
 FeatureNorm::FeatureNorm(LayerSlot& slot, const NormOptions& options, const char* kind)
     : options_(options),
       kind_(kind),
@@ -82,7 +81,8 @@ BatchNorm::BatchNorm(LayerSlot& slot, const NormOptions& options)
       running_mean_(prefix_ + "running_mean", size_t(at_.local_cols)),
       running_var_(prefix_ + "running_var", size_t(at_.local_cols)),
       mean_("bn.mean", size_t(at_.local_cols)),
-      invstd_("bn.invstd", size_t(at_.local_cols)) {
+      invstd_("bn.invstd", size_t(at_.local_cols)),
+      sums_("bn.sums", size_t(2 * at_.local_cols)) {
   Kokkos::deep_copy(running_var_, 1.0f);
 }
 
@@ -101,17 +101,13 @@ Matrix<const float> BatchNorm::forward(const Matrix<const float>& in, const Grap
   const Matrix<float> out = output(in, batch);
   used_batch_stats_ = pass.training;
   if (pass.training) {
-    // Two passes, the same two all-reduces as one pass of sums and sums of squares: the mean, then the
-    // squares around it (sum x^2 - n mean^2 in float loses everything when |mean| >> spread).
-    column_sums<float>(z_, mean_, Vector<float>(), kernels_);
-    sum_rows(mean_);
-    if (rows_.num_nodes > 0) batch_norm_mean(mean_, rows_.num_nodes);
-    column_centered_sums_sq<float>(z_, mean_, invstd_, kernels_);
-    sum_rows(invstd_);
+    // One pass over z and one all-reduce: sums and sums of squares, in double (batch_norm_statistics).
+    batch_norm_sums(z_, sums_, kernels_);
+    sum_over(*rows_comm_, sums_.data(), int64_t(sums_.extent(0)), kNormRows);
     // A rank with an empty batch (sampled mode) keeps its running statistics; the sums above still ran.
     if (rows_.num_nodes > 0)
-      batch_norm_statistics(mean_, invstd_, rows_.num_nodes, options_.eps, options_.momentum, running_mean_,
-                            running_var_);
+      batch_norm_statistics(sums_, rows_.num_nodes, options_.eps, options_.momentum, mean_, invstd_,
+                            running_mean_, running_var_);
   } else {
     batch_norm_running(mean_, invstd_, running_mean_, running_var_, options_.eps);
   }

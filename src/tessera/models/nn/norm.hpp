@@ -21,13 +21,14 @@ enum class NormKind {
   Batch,  ///< BatchNorm
   Rms     ///< RMSNorm
 };
-/// The names of NormKind's values (core/enum_names.hpp): what the command line, the bindings and messages use.
+/// The names of NormKind's values (core/enum_names.hpp): what the command line, the bindings and messages
+/// use.
 inline constexpr EnumName<NormKind> kNormKindNames[] = {
-    {NormKind::None, "none"},
-    {NormKind::Batch, "batch"},
-    {NormKind::Rms, "rms"}};
+    {NormKind::None, "none"}, {NormKind::Batch, "batch"}, {NormKind::Rms, "rms"}};
 /// none or batch or rms: the name of a value.
-inline const char* norm_name(NormKind kind) { return name_of(kNormKindNames, kind); }
+inline const char* norm_name(NormKind kind) {
+  return name_of(kNormKindNames, kind);
+}
 
 /// A normalization layer's settings.
 struct NormOptions {
@@ -85,6 +86,7 @@ class BatchNorm : public FeatureNorm {
 
  private:
   Vector<float> running_mean_, running_var_, mean_, invstd_;
+  Vector<double> sums_;  ///< the batch's column sums, then its sums of squares
   bool used_batch_stats_ = false;
 };
 
