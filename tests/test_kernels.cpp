@@ -706,10 +706,10 @@ TEST(BatchNormKernels, OnePassStatisticsAreAccurateFarFromZero) {
   }
 }
 
-// The backward's sums (the epilogue's derivative applied to g in place, then dbeta and dgamma), one pass
+// The norms' backward sums (the epilogue's derivative applied to g in place, then dbeta and dgamma), one pass
 // over g on the host path and two on the team path: the same bits on every path, the rewritten g equal to
 // the epilogue's own backward, and both sums within float's blocked-summation bound of a double sum.
-TEST(BatchNormKernels, BackwardSumsEqualOnEveryPath) {
+TEST(NormKernels, BackwardSumsEqualOnEveryPath) {
   std::mt19937_64 gen(6);
   const int64_t rows = 1100, cols = 21;
   const Dense g = random_dense(rows, cols, gen), z = random_dense(rows, cols, gen),
@@ -738,6 +738,25 @@ TEST(BatchNormKernels, BackwardSumsEqualOnEveryPath) {
       double b = 0, c = 0, b_abs = 0, c_abs = 0;
       for (int64_t i = 0; i < rows; ++i) {
         const double xhat = double((float(z(i, j)) - mean_h[size_t(j)]) * invstd_h[size_t(j)]);
+        b += masked(i, j), c += masked(i, j) * xhat;
+        b_abs += std::abs(masked(i, j)), c_abs += std::abs(masked(i, j) * xhat);
+      }
+      EXPECT_NEAR(hb(j), b, 1e-6 + 70 * u * b_abs) << "column " << j;
+      EXPECT_NEAR(hg(j), c, 1e-6 + 72 * u * c_abs) << "column " << j;
+      bits.push_back(hb(j)), bits.push_back(hg(j));
+    }
+    // RMSNorm's, whose xhat is z times the row's scale.
+    Matrix<float> rms = to_view<float>(g);
+    Vector<float> rinv("rinv", rows);
+    Kokkos::deep_copy(rinv, 0.75f);
+    rms_norm_backward_sums(rms, to_view<float>(out), to_view<float>(z), rinv, epilogue, dbeta, dgamma, path);
+    EXPECT_EQ(from_view(rms).a, masked.a);
+    Kokkos::deep_copy(hb, dbeta);
+    Kokkos::deep_copy(hg, dgamma);
+    for (int64_t j = 0; j < cols; ++j) {
+      double b = 0, c = 0, b_abs = 0, c_abs = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        const double xhat = double(float(z(i, j)) * 0.75f);
         b += masked(i, j), c += masked(i, j) * xhat;
         b_abs += std::abs(masked(i, j)), c_abs += std::abs(masked(i, j) * xhat);
       }

@@ -30,6 +30,39 @@ TESSERA_NORM_CLONES void add_sums_and_squares(const float* KOKKOS_RESTRICT row, 
     squares[j] += v * v;
   }
 }
+
+// A norm's backward sums (norm.hpp, batch_norm_backward_sums), xhat(i, j) its normalized input. Team lanes
+// take a row's columns apart, so there the in-place rewrite of g is a pass of its own before dgamma's; the
+// host path takes whole rows, rewriting each and adding it to both sums in one pass over g (the same
+// values in the same order: the same bits).
+template <class Xhat>
+void affine_backward_sums(const char* name, const Matrix<float>& g, const Matrix<const float>& out,
+                          const NormEpilogue& epilogue, const Vector<float>& dbeta,
+                          const Vector<float>& dgamma, KernelPath path, const Xhat& xhat) {
+  const bool relu = epilogue.relu;
+  const DropoutMask dropout = epilogue.dropout;
+  const int64_t rows = int64_t(g.extent(0)), cols = int64_t(g.extent(1));
+  const auto dgamma_terms = KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, float* acc) {
+    for (int64_t j = j0; j < j1; ++j) acc[j - j0] += g(i, j) * xhat(i, j);
+  };
+  if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team) {
+    relu_dropout_backward_column_sums<float>(g, out, relu, dropout, dbeta, path);
+    impl::reduce_columns(path, name, rows, cols, dgamma, dgamma_terms);
+    return;
+  }
+  const Vector<float> both = scratch_vector<float>("norm_backward_sums", size_t(2 * cols));
+  impl::reduce_columns(
+      path, name, rows, 2 * cols, both, KOKKOS_LAMBDA(int64_t i, int64_t, int64_t, float* acc) {
+        relu_dropout_row_backward(&g(i, 0), &out(i, 0), i, 0, cols, relu, dropout);
+        for (int64_t j = 0; j < cols; ++j) acc[j] += g(i, j);
+        dgamma_terms(i, 0, cols, acc + cols);
+      });
+  Kokkos::parallel_for(
+      name, Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int64_t j) {
+        dbeta(j) = both(j);
+        dgamma(j) = both(cols + j);
+      });
+}
 }  // namespace
 
 void batch_norm_sums(const Matrix<const float>& z, const Vector<double>& sums, KernelPath path) {
@@ -107,34 +140,9 @@ void batch_norm_backward_sums(const Matrix<float>& g, const Matrix<const float>&
                               const Matrix<const float>& z, const Vector<const float>& mean,
                               const Vector<const float>& invstd, const NormEpilogue& epilogue,
                               const Vector<float>& dbeta, const Vector<float>& dgamma, KernelPath path) {
-  const bool relu = epilogue.relu;
-  const DropoutMask dropout = epilogue.dropout;
-  const auto dgamma_terms = KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, float* acc) {
-    for (int64_t j = j0; j < j1; ++j) acc[j - j0] += g(i, j) * ((z(i, j) - mean(j)) * invstd(j));
-  };
-  if (resolve_kernel_path(path, KernelKind::Elementwise) == KernelPath::Team) {
-    // Lanes take columns of a row apart: the in-place rewrite of g is its own pass, before dgamma's.
-    relu_dropout_backward_column_sums<float>(g, out, relu, dropout, dbeta, path);
-    impl::reduce_columns(path, "tessera::bn_dgamma", int64_t(g.extent(0)), int64_t(g.extent(1)), dgamma,
-                         dgamma_terms);
-    return;
-  }
-  // The host path takes whole rows: each row is rewritten, then added to both sums, in one pass over g
-  // (the same values and order as the two passes above: the same bits).
-  const int64_t cols = int64_t(g.extent(1));
-  const Vector<float> both = scratch_vector<float>("bn_backward_sums", size_t(2 * cols));
-  impl::reduce_columns(
-      path, "tessera::bn_backward_sums", int64_t(g.extent(0)), 2 * cols, both,
-      KOKKOS_LAMBDA(int64_t i, int64_t, int64_t, float* acc) {
-        relu_dropout_row_backward(&g(i, 0), &out(i, 0), i, 0, cols, relu, dropout);
-        for (int64_t j = 0; j < cols; ++j) acc[j] += g(i, j);
-        dgamma_terms(i, 0, cols, acc + cols);
-      });
-  Kokkos::parallel_for(
-      "tessera::bn_backward_sums", Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int64_t j) {
-        dbeta(j) = both(j);
-        dgamma(j) = both(cols + j);
-      });
+  affine_backward_sums(
+      "tessera::bn_backward_sums", g, out, epilogue, dbeta, dgamma, path,
+      KOKKOS_LAMBDA(int64_t i, int64_t j) { return (z(i, j) - mean(j)) * invstd(j); });
 }
 
 void batch_norm_backward(const Matrix<float>& g, const Matrix<const float>& z,
@@ -177,12 +185,9 @@ void rms_norm_backward_sums(const Matrix<float>& g, const Matrix<const float>& o
                             const Matrix<const float>& z, const Vector<const float>& rinv,
                             const NormEpilogue& epilogue, const Vector<float>& dbeta,
                             const Vector<float>& dgamma, KernelPath path) {
-  relu_dropout_backward_column_sums<float>(g, out, epilogue.relu, epilogue.dropout, dbeta, path);
-  impl::reduce_columns(
-      path, "tessera::rms_dgamma", int64_t(g.extent(0)), int64_t(g.extent(1)), dgamma,
-      KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1, float* acc) {
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += g(i, j) * (z(i, j) * rinv(i));
-      });
+  affine_backward_sums(
+      "tessera::rms_backward_sums", g, out, epilogue, dbeta, dgamma, path,
+      KOKKOS_LAMBDA(int64_t i, int64_t j) { return z(i, j) * rinv(i); });
 }
 
 void rms_norm_backward_dot(const Matrix<const float>& g, const Matrix<const float>& z,
