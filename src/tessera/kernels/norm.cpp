@@ -22,6 +22,7 @@
 namespace tessera {
 
 namespace {
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)  // a host loop (device passes skip it)
 TESSERA_NORM_CLONES void add_sums_and_squares(const float* KOKKOS_RESTRICT row, int64_t cols,
                                               double* KOKKOS_RESTRICT sums, double* KOKKOS_RESTRICT squares) {
   for (int64_t j = 0; j < cols; ++j) {
@@ -30,6 +31,7 @@ TESSERA_NORM_CLONES void add_sums_and_squares(const float* KOKKOS_RESTRICT row, 
     squares[j] += v * v;
   }
 }
+#endif
 
 // A norm's backward sums (norm.hpp, batch_norm_backward_sums), xhat(i, j) its normalized input. Team lanes
 // take a row's columns apart, so there the in-place rewrite of g is a pass of its own before dgamma's; the
