@@ -68,7 +68,7 @@ Matrix<float> FeatureNorm::output(const Matrix<const float>& in, const GraphBatc
   return leading_rows(out_capacity_, rows);
 }
 
-void FeatureNorm::sum_rows(const Vector<float>& v) const {
+void FeatureNorm::sum_rows(const Vector<double>& v) const {
   sum_over(*rows_comm_, v.data(), int64_t(v.extent(0)), kNormRows);
 }
 
@@ -103,7 +103,7 @@ Matrix<const float> BatchNorm::forward(const Matrix<const float>& in, const Grap
   if (pass.training) {
     // One pass over z and one all-reduce: sums and sums of squares, in double (batch_norm_statistics).
     batch_norm_sums(z_, sums_, kernels_);
-    sum_over(*rows_comm_, sums_.data(), int64_t(sums_.extent(0)), kNormRows);
+    sum_rows(sums_);
     // A rank with an empty batch (sampled mode) keeps its running statistics; the sums above still ran.
     if (rows_.num_nodes > 0)
       batch_norm_statistics(sums_, rows_.num_nodes, options_.eps, options_.momentum, mean_, invstd_,

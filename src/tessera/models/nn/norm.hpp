@@ -51,8 +51,8 @@ class FeatureNorm : public Layer {
   NormEpilogue epilogue(const PassInfo& pass) const;
   /// The output block for `rows` rows (its padding rows stay zero) and the rows a pass keeps.
   Matrix<float> output(const Matrix<const float>& in, const GraphBatch& batch);
-  /// In-place sum over the axis splitting the rows (BatchNorm's statistics).
-  void sum_rows(const Vector<float>& v) const;
+  /// In-place sum over the axis splitting the rows (BatchNorm's statistics, counted in double).
+  void sum_rows(const Vector<double>& v) const;
   /// In-place sum over the axis splitting the columns (RMSNorm's statistics).
   void sum_columns(const Vector<float>& v) const;
 
