@@ -730,40 +730,34 @@ TEST(NormKernels, BackwardSumsEqualOnEveryPath) {
     bias_relu_dropout_backward<float>(separate, to_view<float>(out), true, epilogue.dropout, path);
     const Dense masked = from_view(separate);
     EXPECT_EQ(from_view(fused).a, masked.a);
-    const auto hb = Kokkos::create_mirror_view_and_copy(HostSpace(), dbeta);
-    const auto hg = Kokkos::create_mirror_view_and_copy(HostSpace(), dgamma);
     std::vector<float> bits;
-    const double u = std::numeric_limits<float>::epsilon() / 2;
-    for (int64_t j = 0; j < cols; ++j) {
-      double b = 0, c = 0, b_abs = 0, c_abs = 0;
-      for (int64_t i = 0; i < rows; ++i) {
-        const double xhat = double((float(z(i, j)) - mean_h[size_t(j)]) * invstd_h[size_t(j)]);
-        b += masked(i, j), c += masked(i, j) * xhat;
-        b_abs += std::abs(masked(i, j)), c_abs += std::abs(masked(i, j) * xhat);
+    // Both sums within float's blocked-summation bound of double sums of the masked gradient times xhat.
+    const auto expect_sums = [&](const auto& xhat_of) {
+      const auto hb = Kokkos::create_mirror_view_and_copy(HostSpace(), dbeta);
+      const auto hg = Kokkos::create_mirror_view_and_copy(HostSpace(), dgamma);
+      const double u = std::numeric_limits<float>::epsilon() / 2;
+      for (int64_t j = 0; j < cols; ++j) {
+        double b = 0, c = 0, b_abs = 0, c_abs = 0;
+        for (int64_t i = 0; i < rows; ++i) {
+          const double xhat = xhat_of(i, j);
+          b += masked(i, j), c += masked(i, j) * xhat;
+          b_abs += std::abs(masked(i, j)), c_abs += std::abs(masked(i, j) * xhat);
+        }
+        EXPECT_NEAR(hb(j), b, 1e-6 + 70 * u * b_abs) << "column " << j;
+        EXPECT_NEAR(hg(j), c, 1e-6 + 72 * u * c_abs) << "column " << j;
+        bits.push_back(hb(j)), bits.push_back(hg(j));
       }
-      EXPECT_NEAR(hb(j), b, 1e-6 + 70 * u * b_abs) << "column " << j;
-      EXPECT_NEAR(hg(j), c, 1e-6 + 72 * u * c_abs) << "column " << j;
-      bits.push_back(hb(j)), bits.push_back(hg(j));
-    }
+    };
+    expect_sums([&](int64_t i, int64_t j) {
+      return double((float(z(i, j)) - mean_h[size_t(j)]) * invstd_h[size_t(j)]);
+    });
     // RMSNorm's, whose xhat is z times the row's scale.
     Matrix<float> rms = to_view<float>(g);
     Vector<float> rinv("rinv", rows);
     Kokkos::deep_copy(rinv, 0.75f);
     rms_norm_backward_sums(rms, to_view<float>(out), to_view<float>(z), rinv, epilogue, dbeta, dgamma, path);
     EXPECT_EQ(from_view(rms).a, masked.a);
-    Kokkos::deep_copy(hb, dbeta);
-    Kokkos::deep_copy(hg, dgamma);
-    for (int64_t j = 0; j < cols; ++j) {
-      double b = 0, c = 0, b_abs = 0, c_abs = 0;
-      for (int64_t i = 0; i < rows; ++i) {
-        const double xhat = double(float(z(i, j)) * 0.75f);
-        b += masked(i, j), c += masked(i, j) * xhat;
-        b_abs += std::abs(masked(i, j)), c_abs += std::abs(masked(i, j) * xhat);
-      }
-      EXPECT_NEAR(hb(j), b, 1e-6 + 70 * u * b_abs) << "column " << j;
-      EXPECT_NEAR(hg(j), c, 1e-6 + 72 * u * c_abs) << "column " << j;
-      bits.push_back(hb(j)), bits.push_back(hg(j));
-    }
+    expect_sums([&](int64_t i, int64_t j) { return double(float(z(i, j)) * 0.75f); });
     results.push_back(bits);
   }
   for (size_t p = 1; p < results.size(); ++p) EXPECT_EQ(results[p], results[0]);
