@@ -28,13 +28,23 @@ namespace detail {
 // Sources looked ahead of the one whose degree is read: far enough for a miss to land first.
 constexpr size_t kDegreeAhead = 16;
 
+/// A rank's local index of a node (owned ones first: id - first, then the halo's: count + k for halo[k])
+/// back to its id: a subtraction or one load from the halo list (small, unlike the graph's column array).
+struct LocalNames {
+  int64_t first = 0, count = 0;
+  const int64_t* halo = nullptr;
+
+  int64_t id_of(int64_t local) const { return local < count ? first + local : halo[local - count]; }
+};
+
 /// A block's source list as it grows, with the index from node to position: a dense array over the
 /// rank's local nodes (owned, then halo: most of a METIS partition's frontier; one load from a table that
 /// fits in L2 per sampled edge, and no branch on whether the node is new) and a hash map for nodes two hops
-/// away. Each source is kept with its local index (-1: none) and in-degree. Reused for every layer.
+/// away. Each source is kept with its local index (-1: none) and in-degree; a local source's id is written
+/// when the block is finished (from its local index), not per sampled edge. Reused for every layer.
 class SourceIndex {
  public:
-  explicit SourceIndex(size_t local_nodes) : dense_(local_nodes, -1) {}
+  SourceIndex(size_t local_nodes, LocalNames names) : dense_(local_nodes, -1), names_(names) {}
 
   /// Starts a block whose first sources are `frontier`, each at its own position even where a node repeats
   /// (as build_blocks numbers them; the index keeps the first).
@@ -59,41 +69,52 @@ class SourceIndex {
 
   /// The position of `id` (local index `local`, or -1) among the sources, after adding it if it is new.
   int64_t add(int64_t id, int64_t local, int64_t degree) {
+    if (uint64_t(local) < dense_.size()) return add_local(int32_t(local), degree);
     ids_[size_] = id;  // kept only if id is new
     local_[size_] = local;
     degree_[size_] = degree;
-    if (uint64_t(local) < dense_.size()) {
-      const int32_t slot = dense_[size_t(local)];
-      const int32_t position = slot >= 0 ? slot : int32_t(size_);
-      dense_[size_t(local)] = position;
-      size_ += size_t(slot < 0);
-      return position;
-    }
     const auto [position, inserted] = far_.try_emplace(id, int64_t(size_));
     size_ += size_t(inserted);
     return position;
   }
 
-  /// The sources so far: ids, local indices, degrees.
+  /// add() for a node of local index `local` (>= 0): its id is named at finish().
+  int64_t add_local(int32_t local, int64_t degree) {
+    local_[size_] = local;  // kept only if the node is new
+    degree_[size_] = degree;
+    const int32_t slot = dense_[size_t(local)];
+    const int32_t position = slot >= 0 ? slot : int32_t(size_);
+    dense_[size_t(local)] = position;
+    size_ += size_t(slot < 0);
+    return position;
+  }
+
+  /// Asks for the line add_local(local, ...) reads (a hint: a chunk's locals before they are added).
+  void prefetch_local(int32_t local) const { __builtin_prefetch(dense_.data() + local); }
+
+  /// The sources so far: local indices, degrees.
   size_t size() const { return size_; }
-  const int64_t* ids() const { return ids_.data(); }
   const int64_t* locals() const { return local_.data(); }
   int64_t* degrees() { return degree_.data(); }
 
-  /// Copies the sources out and forgets them.
+  /// Copies the sources out (ids, local indices, degrees) and forgets them.
   void finish(std::vector<int64_t>& ids, std::vector<int64_t>& locals, std::vector<int64_t>& degrees) {
     const auto end = std::ptrdiff_t(size_);
     ids.assign(ids_.begin(), ids_.begin() + end);
     locals.assign(local_.begin(), local_.begin() + end);
     degrees.assign(degree_.begin(), degree_.begin() + end);
-    for (const int64_t local : locals)
-      if (local >= 0) dense_[size_t(local)] = -1;
+    for (size_t k = 0; k < size_; ++k)
+      if (locals[k] >= 0) {
+        ids[k] = names_.id_of(locals[k]);
+        dense_[size_t(locals[k])] = -1;
+      }
     far_.clear();
     size_ = 0;
   }
 
  private:
   std::vector<int32_t> dense_;
+  LocalNames names_;
   FlatIdMap far_;
   std::vector<int64_t> ids_, local_, degree_;  // the first size_ entries are the sources
   size_t size_ = 0;
@@ -101,11 +122,17 @@ class SourceIndex {
 
 /// The sampled neighbour lists of a layer's frontier nodes that other ranks own, as their owners sent
 /// them: [count, neighbours..., their in-degrees..., its own in-degree] per node; at[i] is frontier node
-/// i's offset (-1 when this rank owns it).
+/// i's offset (-1 when this rank owns it); local[at[i] + 1 + q] is the local index of its q-th neighbour
+/// (-1: neither owned nor in the halo; the other entries of `local` are unused).
 struct RemoteLists {
   std::vector<int64_t> lists;
   std::vector<int64_t> at;
+  std::vector<int64_t> local;
 };
+
+LocalNames names_of(const PartitionedGraph& graph) {
+  return LocalNames{graph.first, graph.count, graph.halo.data()};
+}
 
 /// A rank's nodes as local indices: owned ones first (id - first), then the halo's (count + k for halo[k]).
 struct LocalIndex {
@@ -130,8 +157,9 @@ struct LocalIndex {
 
 /// Samples owned nodes a chunk at a time, drawing what sample_neighbors draws one node at a time: the
 /// Philox words of every draw in the chunk made in one vectorized pass, then Floyd's selection node by
-/// node, then the chosen neighbours read in one loop of independent loads (the caller asks for the next
-/// chunk's lists meanwhile, prefetch_list).
+/// node, then the chosen neighbours' local indices read in one loop of independent loads (the caller asks
+/// for the next chunk's lists meanwhile, prefetch_list). Their ids are not read: a local index names its
+/// node (LocalNames), and the graph's column array would be a second miss per sampled edge.
 class ChunkSampler {
  public:
   static constexpr size_t kChunk = 64;
@@ -177,29 +205,24 @@ class ChunkSampler {
       }
       end_[k] = kept;
     }
-    out_.resize(kept);
     local_.resize(kept);
-    const int64_t* col = graph_.col.data();
-    for (size_t q = 0; q < kept; ++q) {
-      out_[q] = col[at_[q]];
-      local_[q] = local_col_[at_[q]];
-    }
+    for (size_t q = 0; q < kept; ++q) local_[q] = local_col_[at_[q]];
   }
 
-  /// Asks for the lines of an owned node's neighbour list (up to a few; a hub's draws land anywhere).
+  /// Asks for the lines of an owned node's neighbour list, as local indices (up to a few; a hub's draws
+  /// land anywhere).
   void prefetch_list(int64_t node) const {
     const int64_t* offset = graph_.row_ptr.data() + (node - graph_.first);
-    const int64_t* list = graph_.col.data() + offset[0];
-    const int64_t length = std::min<int64_t>(offset[1] - offset[0], 32);
-    for (int64_t e = 0; e < length; e += 8) __builtin_prefetch(list + e);
+    const int32_t* list = local_col_ + offset[0];
+    const int64_t length = std::min<int64_t>(offset[1] - offset[0], 64);
+    for (int64_t e = 0; e < length; e += 16) __builtin_prefetch(list + e);
     if (length > 0) __builtin_prefetch(list + length - 1);
   }
 
-  /// The sampled neighbours of the chunk's k-th node: [begin(k), end(k)).
-  const int64_t* begin(size_t k) const { return out_.data() + (k == 0 ? 0 : end_[k - 1]); }
-  const int64_t* end(size_t k) const { return out_.data() + end_[k]; }
-  /// Their local indices (as NeighborSampler::local_of gives them).
-  const int32_t* locals(size_t k) const { return local_.data() + (k == 0 ? 0 : end_[k - 1]); }
+  /// The local indices (as NeighborSampler::local_of gives them) of the chunk's k-th node's sampled
+  /// neighbours: [begin(k), end(k)); all the chunk's: [begin(0), end(n - 1)).
+  const int32_t* begin(size_t k) const { return local_.data() + (k == 0 ? 0 : end_[k - 1]); }
+  const int32_t* end(size_t k) const { return local_.data() + end_[k]; }
 
  private:
   const PartitionedGraph& graph_;
@@ -209,8 +232,8 @@ class ChunkSampler {
   std::array<int64_t, kChunk> begin_{}, degree_{};
   std::array<size_t, kChunk> end_{};
   std::vector<uint64_t> a_, b_, words_;
-  std::vector<int64_t> drawn_, at_, out_;  // Floyd's scratch; each kept edge's offset in col; its id
-  std::vector<int32_t> local_;             // and its local index
+  std::vector<int64_t> drawn_, at_;  // Floyd's scratch; each kept edge's offset in col
+  std::vector<int32_t> local_;       // and its neighbour's local index
 };
 
 }  // namespace detail
@@ -218,6 +241,8 @@ class ChunkSampler {
 using detail::ChunkSampler;
 using detail::kDegreeAhead;
 using detail::LocalIndex;
+using detail::LocalNames;
+using detail::names_of;
 using detail::RemoteLists;
 using detail::SourceIndex;
 
@@ -243,7 +268,7 @@ NeighborSampler::~NeighborSampler() = default;
 std::unique_ptr<SourceIndex> NeighborSampler::take_index() const {
   const std::lock_guard<std::mutex> lock(index_mutex_);
   if (spare_index_) return std::move(spare_index_);
-  return std::make_unique<SourceIndex>(size_t(graph_.count) + graph_.halo.size());
+  return std::make_unique<SourceIndex>(size_t(graph_.count) + graph_.halo.size(), names_of(graph_));
 }
 
 void NeighborSampler::give_back(std::unique_ptr<SourceIndex> index) const {
@@ -293,6 +318,7 @@ RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
       exchange_buckets_on(comm_, ask, "sample requests", network_, &asked_counts);
   std::vector<std::vector<int64_t>> answer(static_cast<size_t>(ranks));
   ChunkSampler draws(graph_, local_->local_col.data(), fanouts_[size_t(layer)], neighbor_rng(key, layer));
+  const LocalNames names = names_of(graph_);
   size_t k = 0;
   for (int r = 0; r < ranks; ++r)
     for (const size_t end = k + size_t(asked_counts[size_t(r)]); k < end;) {
@@ -304,9 +330,8 @@ RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
       std::vector<int64_t>& out = answer[size_t(r)];
       for (size_t q = 0; q < n; ++q) {
         out.push_back(int64_t(draws.end(q) - draws.begin(q)));
-        out.insert(out.end(), draws.begin(q), draws.end(q));
-        for (const int32_t* u = draws.locals(q); u != draws.locals(q) + (draws.end(q) - draws.begin(q)); ++u)
-          out.push_back(local_degree(*u));
+        for (const int32_t* u = draws.begin(q); u != draws.end(q); ++u) out.push_back(names.id_of(*u));
+        for (const int32_t* u = draws.begin(q); u != draws.end(q); ++u) out.push_back(local_degree(*u));
         out.push_back(local_degree(asked[k + q] - graph_.first));  // its own: a seed's weights need it
       }
       k += n;
@@ -323,7 +348,23 @@ RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
   std::vector<size_t> next(static_cast<size_t>(ranks), 0);
   for (size_t i = 0; i < frontier.size(); ++i)
     if (owner_of[i] >= 0) remote.at[i] = offset[size_t(owner_of[i])][next[size_t(owner_of[i])]++];
+  name_locally(remote);
   return remote;
+}
+
+// The local index of every neighbour in the remote lists, in one pass with the halo map's lines asked for
+// a few neighbours ahead (looked up one at a time as the block is built, each was a miss).
+void NeighborSampler::name_locally(RemoteLists& remote) const {
+  constexpr size_t kAhead = 16;
+  std::vector<size_t> where;  // the offsets of the neighbour ids in remote.lists
+  for (size_t at = 0; at < remote.lists.size(); at += size_t(2 + 2 * remote.lists[at]))
+    for (int64_t q = 0; q < remote.lists[at]; ++q) where.push_back(at + 1 + size_t(q));
+  remote.local.assign(remote.lists.size(), -1);
+  for (size_t k = 0; k < where.size(); ++k) {
+    if (k + kAhead < where.size() && !graph_.owns(remote.lists[where[k + kAhead]]))
+      local_->halo_index.prefetch(remote.lists[where[k + kAhead]]);
+    remote.local[where[k]] = local_of(remote.lists[where[k]]);
+  }
 }
 
 // One layer's block: the frontier's nodes first, then each new neighbour by first use, as build_blocks
@@ -354,20 +395,23 @@ void NeighborSampler::build_block(int layer, const NeighborKey& key, const std::
       else
         edges += size_t(remote.lists[size_t(remote.at[i])]);
     draws.sample(owned.data(), m);
-    edges += size_t(m > 0 ? draws.end(m - 1) - draws.begin(0) : 0);
+    if (m > 0) {
+      for (const int32_t* u = draws.begin(0); u != draws.end(m - 1); ++u) index.prefetch_local(*u);
+      edges += size_t(draws.end(m - 1) - draws.begin(0));
+    }
     index.reserve(edges);
     size_t e = b.col.size();
     b.col.resize(e + edges);
     for (size_t i = c, k = 0; i < end; ++i) {
       if (remote.at[i] < 0) {
-        const int32_t* local = draws.locals(k);
-        for (const int64_t* u = draws.begin(k); u != draws.end(k); ++u, ++local)
-          b.col[e++] = index.add(*u, *local, kUnknown);
+        for (const int32_t* u = draws.begin(k); u != draws.end(k); ++u)
+          b.col[e++] = index.add_local(*u, kUnknown);
         ++k;
       } else {
         const int64_t* list = remote.lists.data() + remote.at[i];
+        const int64_t* local = remote.local.data() + remote.at[i];
         for (int64_t q = 0; q < list[0]; ++q)
-          b.col[e++] = index.add(list[1 + q], local_of(list[1 + q]), list[1 + list[0] + q]);
+          b.col[e++] = index.add(list[1 + q], local[1 + q], list[1 + list[0] + q]);
       }
       b.row_ptr[i + 1] = int64_t(e);
     }

@@ -143,6 +143,7 @@ class NeighborSampler {
   void prefetch_degree(int64_t local) const;
   detail::RemoteLists remote_lists(int layer, const NeighborKey& key,
                                    const std::vector<int64_t>& frontier) const;
+  void name_locally(detail::RemoteLists& remote) const;
   // One layer's block from its destination nodes (ids, local indices, in-degrees) and the remote lists.
   void build_block(int layer, const NeighborKey& key, const std::vector<int64_t>& ids,
                    const std::vector<int64_t>& local, const std::vector<int64_t>& degree,
