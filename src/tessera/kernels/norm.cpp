@@ -18,6 +18,12 @@
 #ifndef TESSERA_NORM_CLONES
 #define TESSERA_NORM_CLONES
 #endif
+// Everything a clone calls is inlined into it, so the row loops are compiled for the clone's ISA.
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#define TESSERA_FLATTEN __attribute__((flatten))
+#else
+#define TESSERA_FLATTEN
+#endif
 
 namespace tessera {
 
@@ -30,6 +36,69 @@ TESSERA_NORM_CLONES void add_sums_and_squares(const float* KOKKOS_RESTRICT row, 
     sums[j] += v;
     squares[j] += v * v;
   }
+}
+#endif
+
+// BatchNorm's per-row passes on columns [j0, j1) of one row, from the statistics' and parameters' raw
+// pointers: the same code on every path (the same bits), and a plain host function can be cloned below.
+struct BatchNormRows {
+  const float *mean, *invstd, *gamma, *beta;
+  bool relu;
+
+  // out = dropout(relu?(gamma xhat + beta)).
+  KOKKOS_INLINE_FUNCTION void apply(const float* KOKKOS_RESTRICT z, float* KOKKOS_RESTRICT out, int64_t i,
+                                    int64_t j0, int64_t j1, const DropoutMask& dropout) const {
+    relu_dropout_row(out, i, j0, j1, relu, dropout, [&](int64_t j) {
+      const float xhat = (z[j] - mean[j]) * invstd[j];
+      return gamma[j] * xhat + beta[j];
+    });
+  }
+  // g = gamma invstd / n (n g - dbeta - xhat dgamma), in place.
+  KOKKOS_INLINE_FUNCTION void backward(const float* KOKKOS_RESTRICT z, float* KOKKOS_RESTRICT g,
+                                       const float* KOKKOS_RESTRICT dbeta,
+                                       const float* KOKKOS_RESTRICT dgamma, float n, int64_t j0,
+                                       int64_t j1) const {
+    for (int64_t j = j0; j < j1; ++j) {
+      const float xhat = (z[j] - mean[j]) * invstd[j];
+      g[j] = gamma[j] * invstd[j] / n * (n * g[j] - dbeta[j] - xhat * dgamma[j]);
+    }
+  }
+};
+
+// The two on a CPU, compiled for AVX-512 and AVX2 too (the baseline ISA's four floats an instruction
+// make them arithmetic-bound); the file is compiled without floating-point contraction (CMakeLists.txt),
+// so every clone rounds as the default one does.
+TESSERA_NORM_CLONES TESSERA_FLATTEN void batch_norm_apply_on_cpu(const BatchNormRows& rows, const float* z,
+                                                                 float* out, int64_t i, int64_t j0,
+                                                                 int64_t j1, const DropoutMask& dropout) {
+  rows.apply(z, out, i, j0, j1, dropout);
+}
+TESSERA_NORM_CLONES TESSERA_FLATTEN void batch_norm_backward_on_cpu(const BatchNormRows& rows, const float* z,
+                                                                    float* g, const float* dbeta,
+                                                                    const float* dgamma, float n, int64_t j0,
+                                                                    int64_t j1) {
+  rows.backward(z, g, dbeta, dgamma, n, j0, j1);
+}
+
+// The host path's row of a norm's backward sums (affine_backward_sums): the epilogue's derivative
+// applied to g's row in place, which is then added to dbeta's sums and, times xhat, to dgamma's (acc:
+// both, 2 cols).
+template <class Xhat>
+KOKKOS_INLINE_FUNCTION void backward_sums_row(float* KOKKOS_RESTRICT g, const float* KOKKOS_RESTRICT out,
+                                              int64_t i, int64_t cols, bool relu, const DropoutMask& dropout,
+                                              const Xhat& xhat, float* KOKKOS_RESTRICT acc) {
+  relu_dropout_row_backward(g, out, i, 0, cols, relu, dropout);
+  for (int64_t j = 0; j < cols; ++j) acc[j] += g[j];
+  for (int64_t j = 0; j < cols; ++j) acc[cols + j] += g[j] * xhat(i, j);
+}
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)  // a host loop (device passes skip it)
+// backward_sums_row on a CPU, cloned as the passes above.
+template <class Xhat>
+TESSERA_NORM_CLONES TESSERA_FLATTEN void backward_sums_row_on_cpu(float* g, const float* out, int64_t i,
+                                                                  int64_t cols, bool relu,
+                                                                  const DropoutMask& dropout,
+                                                                  const Xhat& xhat, float* acc) {
+  backward_sums_row(g, out, i, cols, relu, dropout, xhat, acc);
 }
 #endif
 
@@ -55,9 +124,11 @@ void affine_backward_sums(const char* name, const Matrix<float>& g, const Matrix
   const Vector<float> both = scratch_vector<float>("norm_backward_sums", size_t(2 * cols));
   impl::reduce_columns(
       path, name, rows, 2 * cols, both, KOKKOS_LAMBDA(int64_t i, int64_t, int64_t, float* acc) {
-        relu_dropout_row_backward(&g(i, 0), &out(i, 0), i, 0, cols, relu, dropout);
-        for (int64_t j = 0; j < cols; ++j) acc[j] += g(i, j);
-        dgamma_terms(i, 0, cols, acc + cols);
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+        backward_sums_row_on_cpu(&g(i, 0), &out(i, 0), i, cols, relu, dropout, xhat, acc);
+#else
+        backward_sums_row(&g(i, 0), &out(i, 0), i, cols, relu, dropout, xhat, acc);
+#endif
       });
   Kokkos::parallel_for(
       name, Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int64_t j) {
@@ -125,15 +196,15 @@ void batch_norm_apply(const Matrix<const float>& z, const Vector<const float>& m
                       const Vector<const float>& invstd, const Vector<const float>& gamma,
                       const Vector<const float>& beta, const Matrix<float>& out, const NormEpilogue& epilogue,
                       KernelPath path) {
-  const bool relu = epilogue.relu;
+  const BatchNormRows rows{mean.data(), invstd.data(), gamma.data(), beta.data(), epilogue.relu};
   const DropoutMask dropout = epilogue.dropout;
-  impl::for_each_row(
+  impl::for_each_row_split(
       path, "tessera::bn_apply", int64_t(z.extent(0)), int64_t(z.extent(1)),
+      [=](int64_t i, int64_t j0, int64_t j1) {
+        batch_norm_apply_on_cpu(rows, &z(i, 0), &out(i, 0), i, j0, j1, dropout);
+      },
       KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1) {
-        relu_dropout_row(&out(i, 0), i, j0, j1, relu, dropout, [&](int64_t j) {
-          const float xhat = (z(i, j) - mean(j)) * invstd(j);
-          return gamma(j) * xhat + beta(j);
-        });
+        rows.apply(&z(i, 0), &out(i, 0), i, j0, j1, dropout);
       },
       impl::dropout_chunk(dropout));
 }
@@ -151,14 +222,17 @@ void batch_norm_backward(const Matrix<float>& g, const Matrix<const float>& z,
                          const Vector<const float>& mean, const Vector<const float>& invstd,
                          const Vector<const float>& gamma, const Vector<const float>& dbeta,
                          const Vector<const float>& dgamma, int64_t rows, KernelPath path) {
+  const BatchNormRows norm{mean.data(), invstd.data(), gamma.data(), nullptr, false};
+  const float* db = dbeta.data();
+  const float* dg = dgamma.data();
   const float n = float(rows);
-  impl::for_each_row(
+  impl::for_each_row_split(
       path, "tessera::bn_backward", int64_t(g.extent(0)), int64_t(g.extent(1)),
+      [=](int64_t i, int64_t j0, int64_t j1) {
+        batch_norm_backward_on_cpu(norm, &z(i, 0), &g(i, 0), db, dg, n, j0, j1);
+      },
       KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1) {
-        for (int64_t j = j0; j < j1; ++j) {
-          const float xhat = (z(i, j) - mean(j)) * invstd(j);
-          g(i, j) = gamma(j) * invstd(j) / n * (n * g(i, j) - dbeta(j) - xhat * dgamma(j));
-        }
+        norm.backward(&z(i, 0), &g(i, 0), db, dg, n, j0, j1);
       });
 }
 
