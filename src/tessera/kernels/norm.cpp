@@ -1,36 +1,21 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/kernels/norm.hpp"
 
+#include "impl/cpu_clones.hpp"
 #include "impl/rows.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/scratch.hpp"
 
-// The host path's whole-row loop of batch_norm_sums in double is bound by its arithmetic, not by memory,
-// at the baseline x86-64 ISA the library is built for (two doubles an instruction): it is compiled for
-// AVX-512 and AVX2 too and the loader picks (target_clones). A square of a float is exact in double, so
-// each clone (fused or not) adds the same values in the same order: the same bits.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__HIPCC__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define TESSERA_NORM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef TESSERA_NORM_CLONES
-#define TESSERA_NORM_CLONES
-#endif
-// Everything a clone calls is inlined into it, so the row loops are compiled for the clone's ISA.
-#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__HIPCC__)
-#define TESSERA_FLATTEN __attribute__((flatten))
-#else
-#define TESSERA_FLATTEN
-#endif
-
 namespace tessera {
 
 namespace {
+// The host path's whole-row loop of batch_norm_sums in double is bound by its arithmetic, not by memory,
+// at the baseline x86-64 ISA the library is built for (two doubles an instruction): it is compiled for
+// AVX-512 and AVX2 too (impl/cpu_clones.hpp). A square of a float is exact in double, so each clone (fused
+// or not) adds the same values in the same order: the same bits.
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)  // a host loop (device passes skip it)
-TESSERA_NORM_CLONES void add_sums_and_squares(const float* KOKKOS_RESTRICT row, int64_t cols,
-                                              double* KOKKOS_RESTRICT sums, double* KOKKOS_RESTRICT squares) {
+TESSERA_CPU_CLONES void add_sums_and_squares(const float* KOKKOS_RESTRICT row, int64_t cols,
+                                             double* KOKKOS_RESTRICT sums, double* KOKKOS_RESTRICT squares) {
   for (int64_t j = 0; j < cols; ++j) {
     const double v = double(row[j]);
     sums[j] += v;
@@ -68,15 +53,16 @@ struct BatchNormRows {
 // The two on a CPU, compiled for AVX-512 and AVX2 too (the baseline ISA's four floats an instruction
 // make them arithmetic-bound); the file is compiled without floating-point contraction (CMakeLists.txt),
 // so every clone rounds as the default one does.
-TESSERA_NORM_CLONES TESSERA_FLATTEN void batch_norm_apply_on_cpu(const BatchNormRows& rows, const float* z,
-                                                                 float* out, int64_t i, int64_t j0,
-                                                                 int64_t j1, const DropoutMask& dropout) {
+TESSERA_CPU_CLONES TESSERA_CPU_FLATTEN void batch_norm_apply_on_cpu(const BatchNormRows& rows, const float* z,
+                                                                    float* out, int64_t i, int64_t j0,
+                                                                    int64_t j1, const DropoutMask& dropout) {
   rows.apply(z, out, i, j0, j1, dropout);
 }
-TESSERA_NORM_CLONES TESSERA_FLATTEN void batch_norm_backward_on_cpu(const BatchNormRows& rows, const float* z,
-                                                                    float* g, const float* dbeta,
-                                                                    const float* dgamma, float n, int64_t j0,
-                                                                    int64_t j1) {
+TESSERA_CPU_CLONES TESSERA_CPU_FLATTEN void batch_norm_backward_on_cpu(const BatchNormRows& rows,
+                                                                       const float* z, float* g,
+                                                                       const float* dbeta,
+                                                                       const float* dgamma, float n,
+                                                                       int64_t j0, int64_t j1) {
   rows.backward(z, g, dbeta, dgamma, n, j0, j1);
 }
 
@@ -94,10 +80,11 @@ KOKKOS_INLINE_FUNCTION void backward_sums_row(float* KOKKOS_RESTRICT g, const fl
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)  // a host loop (device passes skip it)
 // backward_sums_row on a CPU, cloned as the passes above.
 template <class Xhat>
-TESSERA_NORM_CLONES TESSERA_FLATTEN void backward_sums_row_on_cpu(float* g, const float* out, int64_t i,
-                                                                  int64_t cols, bool relu,
-                                                                  const DropoutMask& dropout,
-                                                                  const Xhat& xhat, float* acc) {
+TESSERA_CPU_TEMPLATE_CLONES TESSERA_CPU_FLATTEN void backward_sums_row_on_cpu(float* g, const float* out,
+                                                                              int64_t i, int64_t cols,
+                                                                              bool relu,
+                                                                              const DropoutMask& dropout,
+                                                                              const Xhat& xhat, float* acc) {
   backward_sums_row(g, out, i, cols, relu, dropout, xhat, acc);
 }
 #endif

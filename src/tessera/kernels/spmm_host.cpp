@@ -2,18 +2,8 @@
 // SpMM, host path: one task per balanced row block; for each nonzero a contiguous row of X is added into
 // Y's row, which the compiler vectorizes, with later rows of X prefetched. X may be bf16 bits, widened as
 // they are read (half the bytes of X's rows; the sums in fp32).
+#include "impl/cpu_clones.hpp"
 #include "impl/spmm_kernels.hpp"
-
-// See spmm_rows.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__HIPCC__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define TESSERA_SPMM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef TESSERA_SPMM_CLONES
-#define TESSERA_SPMM_CLONES
-#endif
 
 namespace tessera::impl {
 
@@ -88,7 +78,7 @@ KOKKOS_INLINE_FUNCTION void spmm_rows(const RowOperands<Scalar, In>& m, int64_t 
 // loader picks (target_clones). The file is compiled without floating-point contraction (CMakeLists.txt):
 // every clone multiplies, then adds, as the default one does, and gives its bits.
 template <class Scalar, class In, Weights W>
-TESSERA_SPMM_CLONES void spmm_rows_on_cpu(const RowOperands<Scalar, In>& m, int64_t lo, int64_t hi) {
+TESSERA_CPU_TEMPLATE_CLONES void spmm_rows_on_cpu(const RowOperands<Scalar, In>& m, int64_t lo, int64_t hi) {
   spmm_rows<Scalar, In, W>(m, lo, hi);
 }
 #endif
