@@ -352,18 +352,22 @@ RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
   return remote;
 }
 
-// The local index of every neighbour in the remote lists, in one pass with the halo map's lines asked for
-// a few neighbours ahead (looked up one at a time as the block is built, each was a miss).
+// The local index of every neighbour in the remote lists, in one pass with the halo map's lines of the
+// lists two ahead asked for first (looked up one at a time as the block is built, each was a miss).
 void NeighborSampler::name_locally(RemoteLists& remote) const {
-  constexpr size_t kAhead = 16;
-  std::vector<size_t> where;  // the offsets of the neighbour ids in remote.lists
-  for (size_t at = 0; at < remote.lists.size(); at += size_t(2 + 2 * remote.lists[at]))
-    for (int64_t q = 0; q < remote.lists[at]; ++q) where.push_back(at + 1 + size_t(q));
-  remote.local.assign(remote.lists.size(), -1);
-  for (size_t k = 0; k < where.size(); ++k) {
-    if (k + kAhead < where.size() && !graph_.owns(remote.lists[where[k + kAhead]]))
-      local_->halo_index.prefetch(remote.lists[where[k + kAhead]]);
-    remote.local[where[k]] = local_of(remote.lists[where[k]]);
+  constexpr int kListsAhead = 2;
+  const std::vector<int64_t>& lists = remote.lists;
+  const auto next = [&](size_t at) { return at + size_t(2 + 2 * lists[at]); };
+  const auto prefetch_list = [&](size_t at) {
+    for (int64_t q = 1; q <= lists[at]; ++q)
+      if (!graph_.owns(lists[at + size_t(q)])) local_->halo_index.prefetch(lists[at + size_t(q)]);
+  };
+  remote.local.assign(lists.size(), -1);
+  size_t ahead = 0;
+  for (int n = 0; n < kListsAhead && ahead < lists.size(); ++n, ahead = next(ahead)) prefetch_list(ahead);
+  for (size_t at = 0; at < lists.size(); at = next(at)) {
+    if (ahead < lists.size()) prefetch_list(ahead), ahead = next(ahead);
+    for (int64_t q = 1; q <= lists[at]; ++q) remote.local[at + size_t(q)] = local_of(lists[at + size_t(q)]);
   }
 }
 
