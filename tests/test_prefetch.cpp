@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <csignal>
+#include <map>
+#include <random>
 #include <set>
 
 #include "tessera/comm/simulated_network.hpp"
@@ -101,6 +103,47 @@ TEST(FeatureCache, EvictsBelowThresholdForTheMostMissedInTheSameRequest) {
   expect_consistent(cache);
   EXPECT_EQ(cache.capacity(), 4);
   EXPECT_THROW(cache.install(plan, rows_of(plan.nodes)), Error) << "17 is cached already";
+  const FeatureCache::Replacement owned{{0}, {3}};
+  EXPECT_THROW(cache.install(owned, rows_of(owned.nodes)), Error) << "3 is not a halo node";
+}
+
+// Lookups on a halo of scattered ids (the index's collisions and growth), against a std::map of the slots
+// the cache lists and miss counts kept beside it, before and after a round of evictions.
+TEST(FeatureCache, LookupsAgreeWithASimpleIndexOnALargeHalo) {
+  std::mt19937_64 random(7);
+  std::set<int64_t> ids;
+  while (ids.size() < 5000) ids.insert(int64_t(random() % 1000000000));
+  const std::vector<int64_t> halo(ids.begin(), ids.end());
+  std::vector<int64_t> degree;
+  for (size_t k = 0; k < halo.size(); ++k) degree.push_back(int64_t(random() % 50));
+  PrefetchOptions o;
+  o.fraction = 0.3;
+  o.alpha = 0.5;
+  o.interval = 1;
+  FeatureCache cache(halo, degree, 2, o);
+  cache.install_initial(rows_of(cache.slot_nodes()));
+  std::map<int64_t, int64_t> misses;
+  for (int step = 0; step < 4; ++step) {
+    std::map<int64_t, int64_t> slot;
+    for (int64_t s = 0; s < cache.capacity(); ++s) slot[cache.slot_nodes()[size_t(s)]] = s;
+    std::vector<int64_t> want;
+    for (int k = 0; k < 20000; ++k)
+      want.push_back(k % 4 == 0 ? int64_t(random() % 1000000000) : halo[random() % halo.size()]);
+    const std::vector<int64_t> got = cache.lookup(want);
+    for (size_t k = 0; k < want.size(); ++k) {
+      const auto at = slot.find(want[k]);
+      ASSERT_EQ(got[k], at == slot.end() ? -1 : at->second) << want[k];
+      if (at == slot.end() && ids.count(want[k])) ++misses[want[k]];
+    }
+    for (const auto& [node, count] : misses) ASSERT_EQ(cache.misses(node), count) << node;
+    cache.end_step();
+    cache.end_step();
+    const FeatureCache::Replacement plan = cache.plan_eviction();
+    ASSERT_FALSE(plan.nodes.empty());
+    cache.install(plan, rows_of(plan.nodes));
+    for (int64_t node : plan.nodes) misses.erase(node);
+    expect_consistent(cache);
+  }
 }
 
 // Issue 14: with alpha 0.05 or 0.1 (not exact in binary), a slot idle for exactly Delta = 16 steps is kept

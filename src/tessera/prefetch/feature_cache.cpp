@@ -23,6 +23,16 @@ FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>
           " degrees");
   options.validate();
   threshold_ = std::pow(1.0 - options.alpha, double(options.interval));
+  // The halo sorted (ties of the eviction plan go to the lower id, the lower index) and indexed: a step
+  // looks up each remote source row's node, tens of thousands a step, where a binary search over the halo
+  // and a std::unordered_map of the cached nodes were each a cache miss or several.
+  halo_ = halo;
+  std::sort(halo_.begin(), halo_.end());
+  require(std::adjacent_find(halo_.begin(), halo_.end()) == halo_.end(), "FeatureCache: halo nodes repeat");
+  halo_at_ = FlatIdMap(halo_.size());
+  for (size_t h = 0; h < halo_.size(); ++h) halo_at_.try_emplace(halo_[h], int64_t(h));
+  miss_.assign(halo_.size(), 0);
+  slot_at_.assign(halo_.size(), -1);
   // Initial fill: highest degree first, ties by lower id.
   std::vector<size_t> order(halo.size());
   std::iota(order.begin(), order.end(), size_t(0));
@@ -32,18 +42,13 @@ FeatureCache::FeatureCache(std::vector<int64_t> halo, const std::vector<int64_t>
   const auto capacity = size_t(capacity_for(options, int64_t(halo.size()), feature_dim, dtype));
   for (size_t k = 0; k < capacity; ++k) {
     const int64_t node = halo[order[k]];
-    require(!where_.count(node), "FeatureCache: halo node ", node, " is listed twice");
-    where_[node] = int64_t(k);
+    slot_at_[size_t(halo_index(node))] = int64_t(k);
     slot_node_.push_back(node);
   }
   idle_.assign(capacity, 0);
   hit_.assign(capacity, 0);
   (dtype == StorageDtype::Bf16 ? rows_bf16_.assign(capacity * size_t(dim_), 0)
                                : rows_.assign(capacity * size_t(dim_), 0.0f));
-  halo_ = std::move(halo);
-  std::sort(halo_.begin(), halo_.end());
-  require(std::adjacent_find(halo_.begin(), halo_.end()) == halo_.end(), "FeatureCache: halo nodes repeat");
-  miss_.assign(halo_.size(), 0);
 }
 
 void FeatureCache::install_initial(const std::vector<float>& rows, int64_t first_slot) {
@@ -68,13 +73,12 @@ void FeatureCache::install_initial_rows(const std::vector<Value>& rows, std::vec
 }
 
 int64_t FeatureCache::halo_index(int64_t node) const {
-  const auto it = std::lower_bound(halo_.begin(), halo_.end(), node);
-  return it != halo_.end() && *it == node ? int64_t(it - halo_.begin()) : -1;
+  return halo_at_.find(node);
 }
 
 int64_t FeatureCache::slot_of(int64_t node) const {
-  const auto it = where_.find(node);
-  return it == where_.end() ? -1 : it->second;
+  const int64_t h = halo_index(node);
+  return h < 0 ? -1 : slot_at_[size_t(h)];
 }
 
 int64_t FeatureCache::misses(int64_t node) const {
@@ -83,13 +87,17 @@ int64_t FeatureCache::misses(int64_t node) const {
 }
 
 std::vector<int64_t> FeatureCache::lookup(const std::vector<int64_t>& nodes) {
+  // Nodes come in the sample's order, each a likely miss in the index: ask for later ones' lines first.
+  constexpr size_t kAhead = 8;
   std::vector<int64_t> slots(nodes.size(), -1);
   for (size_t k = 0; k < nodes.size(); ++k) {
-    const int64_t slot = slot_of(nodes[k]);
-    if (slot >= 0) {
+    if (k + kAhead < nodes.size()) halo_at_.prefetch(nodes[k + kAhead]);
+    const int64_t h = halo_index(nodes[k]);
+    if (h < 0) continue;
+    if (const int64_t slot = slot_at_[size_t(h)]; slot >= 0) {
       slots[k] = slot;
       hit_[size_t(slot)] = 1;
-    } else if (const int64_t h = halo_index(nodes[k]); h >= 0) {
+    } else {
       ++miss_[size_t(h)];
     }
   }
@@ -112,7 +120,7 @@ FeatureCache::Replacement FeatureCache::plan_eviction() const {
   // The most-missed halo nodes that are not cached, ties by lower id.
   std::vector<size_t> candidates;
   for (size_t h = 0; h < halo_.size(); ++h)
-    if (miss_[h] > 0 && !where_.count(halo_[h])) candidates.push_back(h);
+    if (miss_[h] > 0 && slot_at_[h] < 0) candidates.push_back(h);
   const size_t take = std::min(candidates.size(), plan.slots.size());
   std::partial_sort(candidates.begin(), candidates.begin() + std::ptrdiff_t(take), candidates.end(),
                     [&](size_t a, size_t b) { return miss_[a] != miss_[b] ? miss_[a] > miss_[b] : a < b; });
@@ -146,13 +154,14 @@ void FeatureCache::install_rows(const Replacement& plan, const std::vector<Value
   require(plan.slots.size() == plan.nodes.size() && rows.size() == plan.nodes.size() * size_t(dim_),
           "FeatureCache: a replacement of ", plan.nodes.size(), " nodes with ", rows.size(), " values");
   for (size_t k = 0; k < plan.slots.size(); ++k) {
-    const int64_t slot = plan.slots[k], node = plan.nodes[k];
-    require(!where_.count(node), "FeatureCache: node ", node, " is cached already");
-    where_.erase(slot_node_[size_t(slot)]);
-    where_[node] = slot;
+    const int64_t slot = plan.slots[k], node = plan.nodes[k], h = halo_index(node);
+    require(h >= 0, "FeatureCache: node ", node, " is not a halo node");
+    require(slot_at_[size_t(h)] < 0, "FeatureCache: node ", node, " is cached already");
+    slot_at_[size_t(halo_index(slot_node_[size_t(slot)]))] = -1;
+    slot_at_[size_t(h)] = slot;
     slot_node_[size_t(slot)] = node;
     idle_[size_t(slot)] = 0;
-    miss_[size_t(halo_index(node))] = 0;
+    miss_[size_t(h)] = 0;
     std::copy(rows.begin() + std::ptrdiff_t(k * size_t(dim_)),
               rows.begin() + std::ptrdiff_t((k + 1) * size_t(dim_)),
               slots.begin() + std::ptrdiff_t(size_t(slot) * size_t(dim_)));

@@ -12,10 +12,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "tessera/core/bf16.hpp"
+#include "tessera/core/flat_id_map.hpp"
 #include "tessera/prefetch/controller.hpp"
 
 namespace tessera {
@@ -89,12 +89,13 @@ class FeatureCache {
   PrefetchOptions options_;
   int64_t dim_;
   double threshold_;
-  std::vector<int64_t> halo_;                   // sorted
-  std::vector<int64_t> miss_;                   // per halo index
-  std::vector<int64_t> slot_node_;              // node in each slot
-  std::vector<int64_t> idle_;                   // per slot: steps since the last hit
-  std::vector<uint8_t> hit_;                    // per slot, this step
-  std::unordered_map<int64_t, int64_t> where_;  // node -> slot
+  std::vector<int64_t> halo_;       // sorted
+  FlatIdMap halo_at_;               // node -> its index in halo_
+  std::vector<int64_t> miss_;       // per halo index
+  std::vector<int64_t> slot_at_;    // per halo index: its slot, -1 when not cached
+  std::vector<int64_t> slot_node_;  // node in each slot
+  std::vector<int64_t> idle_;       // per slot: steps since the last hit
+  std::vector<uint8_t> hit_;        // per slot, this step
   StorageDtype dtype_;
   std::vector<float> rows_;                // capacity x dim, an fp32 cache
   std::vector<uint16_t> rows_bf16_;        // capacity x dim, a bf16 cache
