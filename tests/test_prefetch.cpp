@@ -130,16 +130,25 @@ TEST(FeatureCache, LookupsAgreeWithASimpleIndexOnALargeHalo) {
     for (int k = 0; k < 20000; ++k)
       want.push_back(k % 4 == 0 ? int64_t(random() % 1000000000) : halo[random() % halo.size()]);
     const std::vector<int64_t> got = cache.lookup(want);
+    std::vector<int64_t> missed;
     for (size_t k = 0; k < want.size(); ++k) {
       const auto at = slot.find(want[k]);
       ASSERT_EQ(got[k], at == slot.end() ? -1 : at->second) << want[k];
-      if (at == slot.end() && ids.count(want[k])) ++misses[want[k]];
+      if (at == slot.end() && ids.count(want[k])) ++misses[want[k]], missed.push_back(want[k]);
     }
     for (const auto& [node, count] : misses) ASSERT_EQ(cache.misses(node), count) << node;
     cache.end_step();
     cache.end_step();
     const FeatureCache::Replacement plan = cache.plan_eviction();
     ASSERT_FALSE(plan.nodes.empty());
+    // The request: the misses in order (repeats kept), then the replacements not missed this step.
+    missed.resize(missed.size() / 2);  // some replacements among the misses, some not
+    std::vector<int64_t> expected = missed;
+    const std::set<int64_t> missed_set(missed.begin(), missed.end());
+    for (int64_t node : plan.nodes)
+      if (!missed_set.count(node)) expected.push_back(node);
+    EXPECT_EQ(FeatureCache::request(missed, plan), expected);
+    EXPECT_EQ(FeatureCache::request(missed, FeatureCache::Replacement{}), missed);
     cache.install(plan, rows_of(plan.nodes));
     for (int64_t node : plan.nodes) misses.erase(node);
     expect_consistent(cache);

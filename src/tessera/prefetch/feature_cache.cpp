@@ -131,10 +131,20 @@ FeatureCache::Replacement FeatureCache::plan_eviction() const {
 
 std::vector<int64_t> FeatureCache::request(const std::vector<int64_t>& missed, const Replacement& plan) {
   std::vector<int64_t> out = missed;
-  std::vector<int64_t> seen = missed;
-  std::sort(seen.begin(), seen.end());
-  for (int64_t node : plan.nodes)
-    if (!std::binary_search(seen.begin(), seen.end(), node)) out.push_back(node);
+  if (plan.nodes.empty()) return out;
+  // The misses are many (tens of thousands a step) and the replacements few: mark which replacements
+  // are missed too by searching the sorted replacements, not by sorting the misses.
+  std::vector<int64_t> planned = plan.nodes;
+  std::sort(planned.begin(), planned.end());
+  std::vector<uint8_t> missed_too(planned.size(), 0);
+  for (int64_t node : missed) {
+    const auto it = std::lower_bound(planned.begin(), planned.end(), node);
+    if (it != planned.end() && *it == node) missed_too[size_t(it - planned.begin())] = 1;
+  }
+  for (int64_t node : plan.nodes) {
+    const auto at = size_t(std::lower_bound(planned.begin(), planned.end(), node) - planned.begin());
+    if (!missed_too[at]) out.push_back(node);
+  }
   return out;
 }
 
