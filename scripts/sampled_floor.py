@@ -59,8 +59,11 @@ def parameters(model, dims):
 def floors(blocks, model, dims, features, gemm_rates, bandwidth):
     """Seconds per phase of the step's floor, on one rank's core(s)."""
     gemm = sum(count * 2 * m * n * k / gemm_rates[(t, m, n, k)] for t, m, n, k, count in step_gemms(blocks, model, dims))
-    sample = sum(8 * b["nnz"] + 16 * b["dst"] + (12 * b["nnz"] + 8 * b["dst"]) + (12 * b["nnz"] + 8 * b["src"])
-                 for b in blocks)
+    # Each kept edge's column read, each destination's offsets; the block written, and its transpose where a
+    # backward reads it (past layer 0, or a layer that transforms first: BatchNeeds::transposes).
+    sample = sum(8 * b["nnz"] + 16 * b["dst"] + (12 * b["nnz"] + 8 * b["dst"])
+                 + ((12 * b["nnz"] + 8 * b["src"]) if l > 0 or first else 0)
+                 for l, (b, (_, _, _, first)) in enumerate(zip(blocks, layers(model, dims))))
     hidden = sum(16 * blocks[l]["dst"] * o for l, (_, o, _, _) in enumerate(layers(model, dims)) if l + 1 < len(blocks))
     seeds = blocks[-1]["dst"]
     return {

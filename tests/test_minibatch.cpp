@@ -13,16 +13,16 @@
 #include <set>
 #include <type_traits>
 
-#include "tessera/sampling/rank_bitmap.hpp"  // internal: both bit counts are tested
 #include "reference/dense.hpp"
-#include "support/fixtures.hpp"
 #include "support/final_weights.hpp"
+#include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/modes/minibatch.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/sampling/pipeline.hpp"
+#include "tessera/sampling/rank_bitmap.hpp"  // internal: both bit counts are tested
 
 using namespace tessera;
 using reference::Dense;
@@ -133,6 +133,7 @@ void expect_same_batch(const DeviceBatch& got, const DeviceBatch& want) {
   for (size_t k = 0; k < want.graph.blocks.size(); ++k) {
     expect_same_operator(got.graph.blocks[k]->forward, want.graph.blocks[k]->forward,
                          "block " + std::to_string(k));
+    EXPECT_EQ(got.graph.blocks[k]->has_transpose, want.graph.blocks[k]->has_transpose) << "block " << k;
     expect_same_operator(got.graph.blocks[k]->transpose, want.graph.blocks[k]->transpose,
                          "transpose " + std::to_string(k));
     EXPECT_EQ(got.graph.blocks[k]->nnz, want.graph.blocks[k]->nnz);
@@ -160,7 +161,8 @@ void expect_same_batch(const DeviceBatch& got, const DeviceBatch& want) {
 // The device cut (kernels on the execution space: the host's threads here, a GPU on device builds) gives
 // the host cut's batches bit for bit: every block and transpose (offsets, columns, weights), the self
 // blocks, row ids, gathered inputs, labels and masks. Every factorization of the job, both weightings,
-// a batch of 2 (most blocks empty), a middling one and the whole graph, steps of several keys.
+// a batch of 2 (most blocks empty), a middling one and the whole graph, steps of several keys; and for a
+// model whose backward reads no transpose of layer 0, both leave that layer's out.
 TEST(Minibatch, DeviceCutEqualsTheHostCut) {
   const Communicator world = Communicator::world();
   for (const GridShape& shape : ProcessGrid::factorizations(world.size(), true))
@@ -171,13 +173,25 @@ TEST(Minibatch, DeviceCutEqualsTheHostCut) {
       for (int64_t b : {int64_t(2), int64_t(57), n}) {
         SCOPED_TRACE(shape.str() + " " + normalization_name(norm) + " b " + std::to_string(b));
         const bool self = norm == Normalization::Mean;
-        const BatchNeeds needs{3, self};
-        const MinibatchBuilder host(grid, g, b, needs);
-        DeviceMinibatchBuilder device(grid, g, b, needs);
-        EXPECT_GT(device.bytes(), 0);
-        for (int64_t step = 0; step < 3; ++step) {
-          const SampleKey key{9, 1, step, grid.coords().get(Axis::D)};
-          expect_same_batch(device.build(key), host.upload(host.build(key)));
+        for (const std::vector<bool>& transposes :
+             {std::vector<bool>{}, std::vector<bool>{false, true, true}}) {
+          if (!transposes.empty() && b != 57) continue;
+          const BatchNeeds needs{3, self, transposes};
+          const MinibatchBuilder host(grid, g, b, needs);
+          DeviceMinibatchBuilder device(grid, g, b, needs);
+          EXPECT_GT(device.bytes(), 0);
+          for (int64_t step = 0; step < 3; ++step) {
+            const SampleKey key{9, 1, step, grid.coords().get(Axis::D)};
+            const DeviceBatch want = host.upload(host.build(key));
+            expect_same_batch(device.build(key), want);
+            for (size_t l = 0; l < want.graph.layers.size(); ++l) {
+              const LayerGraph& layer = want.graph.layers[l];
+              EXPECT_EQ(layer.adjacency->has_transpose, needs.transposed(int(l))) << "layer " << l;
+              if (layer.self) {
+                EXPECT_EQ(layer.self->has_transpose, needs.transposed(int(l))) << "layer " << l;
+              }
+            }
+          }
         }
       }
     }
@@ -296,8 +310,8 @@ TEST(Minibatch, SamplingSendsNoBytes) {
     SCOPED_TRACE(shape.str());
     const ProcessGrid grid(world, shape);
     const Graph3D g = load(grid, 3);
-    const MinibatchBuilder builder(grid, g, 64, BatchNeeds{3, false});
-    DeviceMinibatchBuilder device(grid, g, 64, BatchNeeds{3, false});
+    const MinibatchBuilder builder(grid, g, 64, BatchNeeds{3, false, {}});
+    DeviceMinibatchBuilder device(grid, g, 64, BatchNeeds{3, false, {}});
     const CommStats before = world.stats();
     const HostBatch host = builder.build({1, 0, 0, grid.coords().get(Axis::D)});
     const DeviceBatch batch = builder.upload(host);
@@ -322,7 +336,7 @@ TEST(Minibatch, UnionOfBlocksIsTheScaledInducedSubgraph) {
     const int layers = 3;
     const Graph3D g = load(grid, layers);
     const int64_t b = 97;
-    const MinibatchBuilder builder(grid, g, b, BatchNeeds{layers, false});
+    const MinibatchBuilder builder(grid, g, b, BatchNeeds{layers, false, {}});
     const int d = grid.coords().get(Axis::D);
     const HostBatch host = builder.build({11, 1, 2, d});
     std::vector<double> mine;  // d, layer, row vertex, column vertex, value
@@ -379,7 +393,7 @@ TEST(Minibatch, SampledAggregationIsUnbiased) {
   const ProcessGrid grid(world, GridShape{1, 1, 1, 1});
   const Graph3D g3 = load(grid, 2);
   const int64_t b = 60;
-  const MinibatchBuilder builder(grid, g3, b, BatchNeeds{2, false});
+  const MinibatchBuilder builder(grid, g3, b, BatchNeeds{2, false, {}});
   const Dense full = reference::matmul(g.a_hat, g.x);
   const std::vector<int64_t> watched = {0, 17, 150, 299};
   std::vector<Dense> sum(watched.size(), Dense(1, g.x.cols)), sum_sq = sum;

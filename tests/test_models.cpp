@@ -390,7 +390,7 @@ TEST(ModelGradient, DeepGcnMatchesDenseReference) {
   const Graph3D g = graph_from(grid, in, x, labels, train, classes, Normalization::Symmetric, layers);
   const std::unique_ptr<Sequential> model = build_model(
       deterministic_config(ModelKind::Gcn, layers, f, hidden, classes, 9), grid, RunOptions{}, true);
-  const GraphBatch batch = full_graph_batch(g, BatchNeeds{g.layers, false});
+  const GraphBatch batch = full_graph_batch(g, BatchNeeds{g.layers, false, {}});
   // The second step runs on buffers the first sized.
   for (int step = 0; step < 2; ++step) loss_backward(*model, g, batch, PassInfo{true, 9, 0}, count);
   const std::vector<ParameterRef> p = model->parameters();  // weight, bias per layer
@@ -440,11 +440,95 @@ TEST(ModelGradient, ForwardOnlyGraphSameLogitsAndRefusesBackward) {
   const std::unique_ptr<Sequential> model =
       build_model(deterministic_config(ModelKind::Gcn, 2, f, 5, classes, 4), grid, RunOptions{}, true);
   const PassInfo pass{true, 4, 0};
-  const GraphBatch full = full_graph_batch(both, BatchNeeds{2, false}),
-                   forward = full_graph_batch(forward_only, BatchNeeds{2, false});
+  const GraphBatch full = full_graph_batch(both, BatchNeeds{2, false, {}}),
+                   forward = full_graph_batch(forward_only, BatchNeeds{2, false, {}});
   const Dense expected = from_view(model->forward(both.features, full, pass));
   EXPECT_EQ(from_view(model->forward(forward_only.features, forward, pass)).a, expected.a);
   EXPECT_THROW(loss_backward(*model, forward_only, forward, pass, count), Error);
+}
+
+namespace {
+// The views of `full`, each layer l's blocks copied without their transposes unless keep[l].
+GraphBatch without_transposes(const GraphBatch& full, const std::vector<bool>& keep) {
+  GraphBatch out;
+  out.input = full.input;
+  out.layers = full.layers;
+  for (size_t l = 0; l < out.layers.size(); ++l) {
+    if (keep[l]) continue;
+    for (const AdjacencyBlock** block : {&out.layers[l].adjacency, &out.layers[l].self}) {
+      if (!*block) continue;
+      auto copy = std::make_unique<AdjacencyBlock>(**block);
+      copy->transpose = CsrSpmm<float>();
+      copy->has_transpose = false;
+      *block = copy.get();
+      out.blocks.push_back(std::move(copy));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+// Sources that build blocks per step skip the transposes a model says its backward never reads (the sampled
+// step's input layer holds most of its nonzeros). Without those transposes the gradients are the same to
+// the bit; without one the model says it reads, backward throws.
+TEST(ModelGradient, BackwardReadsNoTransposeTheModelSkips) {
+  const int64_t n = 16, classes = 3;
+  const auto in = random_graph(n, 40, 8);
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  struct Case {
+    std::string name;
+    ModelKind kind;
+    int64_t f;
+    bool norm_first;
+    std::vector<bool> expected;
+  };
+  // Aggregate-first layer 0 has no input gradient; transform-first layer 0 needs A^T for dL/dW; a norm with
+  // parameters before graph layer 0 asks it for an input gradient.
+  for (const Case& c : {Case{"gcn aggregate-first", ModelKind::Gcn, 3, false, {false, true}},
+                        Case{"sage aggregate-first", ModelKind::Sage, 3, false, {false, true}},
+                        Case{"gcn transform-first", ModelKind::Gcn, 12, false, {true, true}},
+                        Case{"norm before gcn", ModelKind::Gcn, 3, true, {true, true}}}) {
+    SCOPED_TRACE(c.name);
+    std::mt19937_64 gen(5);
+    const Dense x = random_dense(n, c.f, gen);
+    const auto [labels, train, count] = random_supervision(
+        n, classes, gen, [](int64_t) { return false; }, [](int64_t v) { return v % 2 == 0; });
+    const Graph3D g = graph_from(grid, in, x, labels, train, classes, normalization_for(c.kind), 2);
+    auto build = [&] {
+      auto model = std::make_unique<Sequential>(grid, c.f, RunOptions{}, 11);
+      if (c.norm_first) model->add<BatchNorm>(NormOptions{true, 0.25f});
+      ConvOptions hidden;
+      hidden.relu = true;
+      if (c.kind == ModelKind::Gcn) {
+        model->add<GcnConv>(5, hidden);
+        model->add<GcnConv>(classes);
+      } else {
+        model->add<SageConv>(5, hidden);
+        model->add<SageConv>(classes);
+      }
+      return model;
+    };
+    const std::unique_ptr<Sequential> whole = build(), stripped = build();
+    ASSERT_EQ(whole->backward_transposes(), c.expected);
+    ASSERT_EQ(whole->batch_needs().transposes, c.expected);
+    const GraphBatch full = full_graph_batch(g, whole->batch_needs());
+    const PassInfo pass{true, 4, 0};
+    loss_backward(*whole, g, full, pass, count);
+    loss_backward(*stripped, g, without_transposes(full, c.expected), pass, count);
+    const std::vector<ParameterRef> a = whole->parameters(), b = stripped->parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k)
+      EXPECT_EQ(from_view(a[k].param->grad_matrix()).a, from_view(b[k].param->grad_matrix()).a)
+          << a[k].param->name;
+    for (size_t l = 0; l < 2; ++l) {
+      if (!c.expected[l]) continue;
+      std::vector<bool> keep(2, true);
+      keep[l] = false;
+      EXPECT_THROW(loss_backward(*build(), g, without_transposes(full, keep), pass, count), Error)
+          << "layer " << l;
+    }
+  }
 }
 
 // A batch that lends its input block (GraphBatch::scratch_input, as the mini-batch and sampled sources do)
@@ -469,7 +553,7 @@ TEST(ModelGradient, InputDropoutMasksALentInputInPlace) {
   Kokkos::deep_copy(lent, g.features);
   for (const bool lend : {false, true}) {
     const std::unique_ptr<Sequential> model = build_model(config, grid, RunOptions{}, true);
-    GraphBatch batch = full_graph_batch(g, BatchNeeds{g.layers, false});
+    GraphBatch batch = full_graph_batch(g, BatchNeeds{g.layers, false, {}});
     if (lend) batch.scratch_input = lent.data();
     const Matrix<const float> out =
         model->forward(lend ? Matrix<const float>(lent) : g.features, batch, pass);
@@ -526,7 +610,7 @@ TEST(NormLayers, AccurateWhenTheMeanIsFarFromZero) {
       model.add<BatchNorm>(NormOptions{false, 0.0f});
     else
       model.add<RmsNorm>(NormOptions{false, 0.0f});
-    const GraphBatch batch = full_graph_batch(g, BatchNeeds{g.layers, false});
+    const GraphBatch batch = full_graph_batch(g, BatchNeeds{g.layers, false, {}});
     const Dense out = from_view(model.layer(0).forward(g.features, batch, PassInfo{true, 1, 1}));
     for (int64_t j = 0; j < f; ++j) {
       double mean = 0, var = 0;

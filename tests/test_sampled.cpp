@@ -595,12 +595,17 @@ std::vector<double> dense_gat_gradients(const WholeGraph& w, const std::vector<D
 
 // Keeping every neighbour makes the blocks exact, so one step on P ranks must give the gradient of the mean
 // loss over all ranks' seeds on the whole graph (each rank's first step takes all its training nodes here).
+// With 11 features, 8 hidden columns transform first at layer 0 and 16 aggregate first, which builds no
+// transpose of the input layer's block.
 TEST(SampledTraining, OneStepMatchesADenseReferenceOnTheWholeGraph) {
   const WholeGraph w = read_whole(fixtures::small_csbm_file());
-  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat}) {
+  for (const auto& [kind, hidden] :
+       {std::pair{ModelKind::Gcn, 8}, std::pair{ModelKind::Sage, 8}, std::pair{ModelKind::Gcn, 16},
+        std::pair{ModelKind::Sage, 16}, std::pair{ModelKind::Gat, 4}}) {
     TrainOptions o = sampled_options(partitioned_file());
     o.model.kind = kind;
-    if (kind == ModelKind::Gat) o.model.hidden = 4, o.model.heads = 2, o.model.output_heads = 2;
+    o.model.hidden = hidden;
+    if (kind == ModelKind::Gat) o.model.heads = 2, o.model.output_heads = 2;
     o.model.dropout = o.model.input_dropout = 0;
     o.sampled.fanouts = {-1, -1};
     o.sampled.batch_size = 1000;
@@ -634,8 +639,50 @@ TEST(SampledTraining, OneStepMatchesADenseReferenceOnTheWholeGraph) {
       worst = std::max(worst, std::abs(double(r.last_gradients[k]) - expect[k]));
       scale = std::max(scale, std::abs(expect[k]));
     }
-    EXPECT_LT(worst / scale, 1e-4) << model_kind_name(kind) << " on " << world().size() << " ranks";
+    EXPECT_LT(worst / scale, 1e-4) << model_kind_name(kind) << " " << hidden << " hidden on "
+                                   << world().size() << " ranks";
   }
+}
+
+// A training step builds a block's transposes only where the model's backward reads them: with 11 features,
+// 8 hidden columns transform first at layer 0 (whose weight gradient reads A^T), 16 aggregate first (no
+// transpose at layer 0); layer 1 computes an input gradient. Steps built on the host and, on one rank, in
+// kernels.
+TEST(SampledTraining, StepsBuildOnlyTheTransposesTheModelReads) {
+  const PartitionedGraph parts = load_partitioned(world(), fixtures::small_csbm_file(), partitioned_file());
+  const ProcessGrid grid(world(), GridShape{world().size(), 1, 1, 1});
+  std::vector<SamplePlace> places{SamplePlace::Host};
+  if (world().size() == 1) places.push_back(SamplePlace::Device);
+  for (SamplePlace place : places)
+    for (int64_t hidden : {8, 16}) {
+      SCOPED_TRACE(std::to_string(hidden) + " hidden, steps on the " +
+                   (place == SamplePlace::Host ? "host" : "device"));
+      ModelConfig c;
+      c.kind = ModelKind::Sage;
+      c.layers = 2;
+      c.in = parts.num_features;
+      c.hidden = hidden;
+      c.out = parts.num_classes;
+      const std::unique_ptr<Sequential> model = build_model(c, grid, RunOptions{}, false);
+      SampledOptions o;
+      o.fanouts = {4, 3};
+      o.batch_size = 6;
+      o.thread = StepThread::Off;
+      o.sample_on = place;
+      SampledSource source(parts, grid, world(), o, *model);
+      const GraphBatch& views = *source.batch(0, 0).graph;
+      ASSERT_EQ(views.layers.size(), 2u);
+      for (size_t l = 0; l < 2; ++l) {
+        const bool expected = l == 1 || hidden == 8;
+        EXPECT_EQ(views.layers[l].adjacency->has_transpose, expected) << "layer " << l;
+        ASSERT_NE(views.layers[l].self, nullptr);
+        EXPECT_EQ(views.layers[l].self->has_transpose, expected) << "layer " << l;
+        if (expected) {
+          EXPECT_EQ(views.layers[l].adjacency->transpose.matrix().num_rows,
+                    views.layers[l].adjacency->forward.matrix().num_cols);
+        }
+      }
+    }
 }
 
 // The cache decides where a row comes from, never what it holds: every policy (and the worker thread on or

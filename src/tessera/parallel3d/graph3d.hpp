@@ -145,6 +145,11 @@ struct NodeData {
 struct BatchNeeds {
   int layers = 0;            ///< graph layers of the model
   bool self_blocks = false;  ///< build each layer's self block too
+  /// Per graph layer, whether a training step's backward multiplies by its blocks' transposes (empty: every
+  /// layer's does). Sources that build a block per step skip the transposes nobody reads.
+  std::vector<bool> transposes;
+  /// Whether graph layer `layer`'s backward reads its blocks' transposes.
+  bool transposed(int layer) const { return size_t(layer) >= transposes.size() || transposes[size_t(layer)]; }
 };
 
 /// A graph distributed over a 3D replica of the grid.

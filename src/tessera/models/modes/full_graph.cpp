@@ -101,7 +101,7 @@ BatchNeeds check_model_fits_graph(const Model& model, const Graph3D& graph) {
           normalization_name(wanted.value_or(normalization)), " weights but the graph was built with ",
           normalization_name(normalization), " ones (Graph3DOptions::normalization: ",
           wanted == Normalization::Mean ? "Mean for SageConv" : "Symmetric for GcnConv", ")");
-  return BatchNeeds{depth, model.needs_self_blocks()};
+  return BatchNeeds{depth, model.needs_self_blocks(), model.backward_transposes()};
 }
 
 FullGraphSource::FullGraphSource(const Graph3D& graph, const ProcessGrid& grid, const Communicator& world,

@@ -74,10 +74,13 @@ HostCsr self_of(const SampledIndex& rows, const SampledIndex& cols) {
   return a;
 }
 
-std::unique_ptr<AdjacencyBlock> upload_block(const HostCsr& forward, const HostCsr& transposed) {
+// The transpose only where `has_transpose` (BatchNeeds::transposes).
+std::unique_ptr<AdjacencyBlock> upload_block(const HostCsr& forward, const HostCsr& transposed,
+                                             bool has_transpose) {
   auto block = std::make_unique<AdjacencyBlock>();
   block->forward = CsrSpmm<float>(upload_csr(forward));
-  block->transpose = CsrSpmm<float>(upload_csr(transposed));
+  block->has_transpose = has_transpose;
+  if (has_transpose) block->transpose = CsrSpmm<float>(upload_csr(transposed));
   block->nnz = int64_t(forward.col_idx.size());
   return block;
 }
@@ -146,10 +149,12 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     const BlockWeights weights{data_or_null(a.values), data_or_null(a.row_scale), data_or_null(a.col_scale)};
     b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), weights, a.num_cols, b.rows.back(),
                                       b.cols.back(), scale_));
-    b.transpose.push_back(transpose(b.forward.back()));
+    const bool transposed = needs_.transposed(l);
+    b.transposed.push_back(transposed);
+    b.transpose.push_back(transposed ? transpose(b.forward.back()) : HostCsr());
     if (needs_.self_blocks) {
       b.self.push_back(self_of(b.rows.back(), b.cols.back()));
-      b.self_transpose.push_back(transpose(b.self.back()));
+      b.self_transpose.push_back(transposed ? transpose(b.self.back()) : HostCsr());
     }
   }
   return b;
@@ -159,11 +164,13 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   DeviceBatch d;
   const int layers = needs_.layers;
   for (int l = 0; l < layers; ++l) {
-    d.graph.blocks.push_back(upload_block(b.forward[size_t(l)], b.transpose[size_t(l)]));
+    d.graph.blocks.push_back(
+        upload_block(b.forward[size_t(l)], b.transpose[size_t(l)], b.transposed[size_t(l)]));
     const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
     if (needs_.self_blocks) {
-      d.graph.blocks.push_back(upload_block(b.self[size_t(l)], b.self_transpose[size_t(l)]));
+      d.graph.blocks.push_back(
+          upload_block(b.self[size_t(l)], b.self_transpose[size_t(l)], b.transposed[size_t(l)]));
       self = d.graph.blocks.back().get();
     }
     const int64_t rows = int64_t(b.rows[size_t(l)].local.size());

@@ -6,6 +6,7 @@
 // columns in order only by sorting, and cutting a sorted static transpose gives the host's order for free
 // (a weight formed from the scales is the same product either way round).
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "tessera/comm/process_grid.hpp"
@@ -157,11 +158,13 @@ Cut cut_self(const CutSide& side, const CutSide& cols) {
   return out;
 }
 
-std::unique_ptr<AdjacencyBlock> block_of(Cut forward, Cut transposed) {
+// A cut block and, where a backward reads it (BatchNeeds::transposes), its transpose.
+std::unique_ptr<AdjacencyBlock> block_of(Cut forward, std::optional<Cut> transposed) {
   auto block = std::make_unique<AdjacencyBlock>();
   block->nnz = forward.nnz();
   block->forward = CsrSpmm<float>(std::move(forward));
-  block->transpose = CsrSpmm<float>(std::move(transposed));
+  block->has_transpose = transposed.has_value();
+  if (transposed) block->transpose = CsrSpmm<float>(std::move(*transposed));
   return block;
 }
 
@@ -294,15 +297,20 @@ DeviceBatch DeviceMinibatchBuilder::build(const SampleKey& key) {
   }
   mark_sample(mark_, sample_permutation(graph_.layout.num_nodes(), key), batch_size_, generation_);
   DeviceBatch d;
-  for (Layer& layer : layers_) {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& layer = layers_[l];
     layer.rows.count = pick_marked(layer.rows, mark_, generation_);
     layer.cols.count = pick_marked(layer.cols, mark_, generation_);
-    d.graph.blocks.push_back(block_of(cut_block(layer.rows, layer.cols, scale_, scratch_->cut),
-                                      cut_block(layer.cols, layer.rows, scale_, scratch_->cut)));
+    const bool transposed = needs_.transposed(int(l));
+    d.graph.blocks.push_back(block_of(
+        cut_block(layer.rows, layer.cols, scale_, scratch_->cut),
+        transposed ? std::optional(cut_block(layer.cols, layer.rows, scale_, scratch_->cut)) : std::nullopt));
     const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
     if (needs_.self_blocks) {
-      d.graph.blocks.push_back(block_of(cut_self(layer.rows, layer.cols), cut_self(layer.cols, layer.rows)));
+      d.graph.blocks.push_back(
+          block_of(cut_self(layer.rows, layer.cols),
+                   transposed ? std::optional(cut_self(layer.cols, layer.rows)) : std::nullopt));
       self = d.graph.blocks.back().get();
     }
     d.graph.layers.push_back(LayerGraph{

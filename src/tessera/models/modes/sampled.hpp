@@ -147,7 +147,8 @@ SamplePlace sampled_step_place(SamplePlace asked, bool device_build, int ranks, 
                                int64_t device_free);
 
 /// A training step of a rank that owns the whole graph, built in kernels (SamplePlace::Device): the
-/// neighbour sample, each block's weights and transpose (and self block), the input rows gathered from the
+/// neighbour sample, each block's weights and transpose where a backward reads it (and self block), the
+/// input rows gathered from the
 /// features held in the execution space's memory and the seeds' labels; only the seeds are uploaded.
 class DeviceSampledSteps {
  public:
@@ -160,7 +161,7 @@ class DeviceSampledSteps {
   /// Keeps the graph's neighbour lists, features and labels where kernels read them (views of the graph's
   /// own arrays on host builds). The graph must outlive it; throws Error unless this rank owns every node.
   DeviceSampledSteps(const PartitionedGraph& graph, const std::vector<int>& fanouts, uint64_t seed,
-                     Normalization normalization, bool self_blocks);
+                     Normalization normalization, const BatchNeeds& needs);
   /// Bytes a device build keeps in the device's memory for `graph` before any step: the features, the
   /// neighbour lists, the labels and a position per node.
   static int64_t resident_bytes(const PartitionedGraph& graph);
@@ -177,7 +178,7 @@ class DeviceSampledSteps {
   const PartitionedGraph& graph_;
   DeviceNeighborSampler sampler_;
   Normalization normalization_;
-  bool self_blocks_;
+  BatchNeeds needs_;
   Matrix<const float> features_;
   Vector<const int64_t> labels_;
   Matrix<const int8_t> targets_;  // a multi-label graph's tasks per owned node (else empty)

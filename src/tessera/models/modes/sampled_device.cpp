@@ -130,11 +130,11 @@ int64_t DeviceSampledSteps::resident_bytes(const PartitionedGraph& graph) {
 }
 
 DeviceSampledSteps::DeviceSampledSteps(const PartitionedGraph& graph, const std::vector<int>& fanouts,
-                                       uint64_t seed, Normalization normalization, bool self_blocks)
+                                       uint64_t seed, Normalization normalization, const BatchNeeds& needs)
     : graph_(graph),
       sampler_(graph, fanouts, seed),
       normalization_(normalization),
-      self_blocks_(self_blocks),
+      needs_(needs),
       features_(
           kernel_view(graph.features, size_t(graph.count), size_t(graph.num_features), "sample.features")),
       labels_(kernel_view(graph.labels, "sample.labels")),
@@ -146,11 +146,12 @@ DeviceSampledSteps::DeviceSampledSteps(const PartitionedGraph& graph, const std:
 
 namespace {
 
-// A block's weights and transpose, as the step's adjacency.
-std::unique_ptr<AdjacencyBlock> adjacency_of(DeviceCsr forward) {
+// A block's weights and, when `transposed`, its transpose, as the step's adjacency.
+std::unique_ptr<AdjacencyBlock> adjacency_of(DeviceCsr forward, bool transposed) {
   auto block = std::make_unique<AdjacencyBlock>();
   block->nnz = forward.nnz();
-  block->transpose = CsrSpmm<float>(device_transpose(forward));
+  if (transposed) block->transpose = CsrSpmm<float>(device_transpose(forward));
+  block->has_transpose = transposed;
   block->forward = CsrSpmm<float>(std::move(forward));
   return block;
 }
@@ -177,12 +178,14 @@ const Batch& DeviceSampledSteps::build(const std::vector<int64_t>& seeds, int64_
   const std::vector<DeviceSampledBlock> blocks = sampler_.sample(seed_ids, epoch, step);
   views_ = GraphBatch();
   shapes_.clear();
-  for (const DeviceSampledBlock& b : blocks) {
-    views_.blocks.push_back(adjacency_of(device_block_operator(b, normalization_)));
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    const DeviceSampledBlock& b = blocks[l];
+    const bool transposed = needs_.transposed(int(l));
+    views_.blocks.push_back(adjacency_of(device_block_operator(b, normalization_), transposed));
     const AdjacencyBlock* adjacency = views_.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
-    if (self_blocks_) {
-      views_.blocks.push_back(adjacency_of(device_leading_identity(b.num_dst, b.num_src())));
+    if (needs_.self_blocks) {
+      views_.blocks.push_back(adjacency_of(device_leading_identity(b.num_dst, b.num_src()), transposed));
       self = views_.blocks.back().get();
     }
     const Vector<const int64_t> dst = Kokkos::subview(b.src, std::make_pair(int64_t(0), b.num_dst));

@@ -64,10 +64,15 @@ PreparedStep SampledSource::State::prepare(const NeighborSampler& s, const Remot
     else
       p.targets.insert(p.targets.end(), tasks, int8_t(-1));
   p.blocks = s.sample(seeds, epoch, step);
-  for (const SampledBlock& b : p.blocks) {
+  for (size_t l = 0; l < p.blocks.size(); ++l) {
+    const SampledBlock& b = p.blocks[l];
     p.shapes.push_back({b.num_dst, int64_t(b.src.size()), int64_t(b.col.size())});
     p.forward.push_back(block_operator(b, normalization));
-    p.transposed.push_back(transpose(p.forward.back()));
+    // Evaluation runs forward only; training's input layer usually needs no transpose either (most of
+    // the step's nonzeros).
+    const bool transposed = training && needs.transposed(int(l));
+    p.transposed.push_back(transposed);
+    p.transpose.push_back(transposed ? transpose(p.forward.back()) : HostCsr());
   }
   p.sample_s = watch.seconds();
   FeatureCache* c = training ? cache.get() : nullptr;
@@ -116,8 +121,10 @@ void SampledSource::State::upload(const PreparedStep& p) {
   for (size_t l = 0; l < p.blocks.size(); ++l) {
     const SampledBlock& b = p.blocks[l];
     auto block = std::make_unique<AdjacencyBlock>();
+    const bool transposed = p.transposed[l];
     block->forward = CsrSpmm<float>(upload_csr(p.forward[l]));
-    block->transpose = CsrSpmm<float>(upload_csr(p.transposed[l]));
+    if (transposed) block->transpose = CsrSpmm<float>(upload_csr(p.transpose[l]));
+    block->has_transpose = transposed;
     block->nnz = int64_t(p.forward[l].col_idx.size());
     views.blocks.push_back(std::move(block));
     const AdjacencyBlock* adjacency = views.blocks.back().get();
@@ -126,7 +133,8 @@ void SampledSource::State::upload(const PreparedStep& p) {
       auto identity = std::make_unique<AdjacencyBlock>();
       const HostCsr i = leading_identity(b.num_dst, int64_t(b.src.size()));
       identity->forward = CsrSpmm<float>(upload_csr(i));
-      identity->transpose = CsrSpmm<float>(upload_csr(transpose(i)));
+      if (transposed) identity->transpose = CsrSpmm<float>(upload_csr(transpose(i)));
+      identity->has_transpose = transposed;
       views.blocks.push_back(std::move(identity));
       self = views.blocks.back().get();
     }
@@ -217,13 +225,12 @@ Normalization checked_aggregation(const Model& model, Normalization normalizatio
 
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
                              const Communicator& world, const SampledOptions& options, const Model& model)
-    : SampledSource(graph, grid, world, options, BatchNeeds{model.graph_layers(), model.needs_self_blocks()},
-                    aggregation_of(model), model.seed()) {}
+    : SampledSource(graph, grid, world, options, model.batch_needs(), aggregation_of(model), model.seed()) {}
 
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
                              const Communicator& world, const SampledOptions& options, const Model& model,
                              Normalization normalization)
-    : SampledSource(graph, grid, world, options, BatchNeeds{model.graph_layers(), model.needs_self_blocks()},
+    : SampledSource(graph, grid, world, options, model.batch_needs(),
                     checked_aggregation(model, normalization), model.seed()) {}
 
 SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& grid,
@@ -231,7 +238,6 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
                              const BatchNeeds& needs, Normalization normalization, uint64_t seed)
     : graph_(graph), world_(world), normalization_(normalization) {
   const int layers = needs.layers;
-  const bool self_blocks = needs.self_blocks;
   SampledOptions o = options;
   if (o.fanouts.empty()) o.fanouts.assign(size_t(layers), 10);
   std::string invalid;
@@ -284,11 +290,11 @@ SampledSource::SampledSource(const PartitionedGraph& graph, const ProcessGrid& g
               "`mode` sampled prepares each next step on a worker thread that communicates, which needs "
               "MPI_THREAD_MULTIPLE; this MPI library provides only level " +
                   std::to_string(provided) + ". Rerun with `prefetch-thread` off");
-  s_ = std::make_unique<State>(graph, grid, world, o, normalization, self_blocks, seed, thread);
+  s_ = std::make_unique<State>(graph, grid, world, o, normalization, needs, seed, thread);
   s_->epoch_sums.assign(kCounters, 0.0);
   thread_ = thread;
   if (on_device)
-    s_->device = std::make_unique<DeviceSampledSteps>(graph, o.fanouts, seed, normalization, self_blocks);
+    s_->device = std::make_unique<DeviceSampledSteps>(graph, o.fanouts, seed, normalization, needs);
   s_->sampler = std::make_unique<NeighborSampler>(s_->worker, graph, o.fanouts, seed, o.network);
   s_->eval_sampler = std::make_unique<NeighborSampler>(world, *s_->sampler);
   s_->fetch = std::make_unique<RemoteFeatures>(s_->worker, graph, o.network);

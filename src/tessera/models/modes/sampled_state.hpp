@@ -24,8 +24,9 @@ struct PreparedStep {
   std::vector<int8_t> targets;  // a multi-label graph's seeds' tasks, seeds x num_classes
   std::vector<SampledBlock> blocks;
   std::vector<DeviceSampledSteps::Shape> shapes;  // per layer, also where the blocks were built on the device
-  std::vector<HostCsr> forward, transposed;       // per layer
-  std::vector<float> features;                    // blocks[0].src.size() x F
+  std::vector<HostCsr> forward, transpose;        // per layer (transpose: 0 x 0 where not built)
+  std::vector<bool> transposed;  // per layer: its transposes built (a training step's BatchNeeds::transposes)
+  std::vector<float> features;   // blocks[0].src.size() x F
   FetchStats fetch;
   bool evicted = false;
   std::string controller = "none";
@@ -41,6 +42,7 @@ struct SampledSource::State {
   SampledOptions o;
   Normalization normalization;
   bool self_blocks;
+  BatchNeeds needs;  // which layers' transposes training steps build
   uint64_t seed;
   EpochSeeds training_seeds;  // used by the thread that builds training steps only
   Communicator worker;        // the worker thread's traffic
@@ -81,14 +83,15 @@ struct SampledSource::State {
   double waited_before = 0, upload_s = 0;
 
   State(const PartitionedGraph& graph, const ProcessGrid& grid, const Communicator& world,
-        const SampledOptions& options, Normalization normalization, bool self_blocks, uint64_t seed,
+        const SampledOptions& options, Normalization normalization, const BatchNeeds& needs, uint64_t seed,
         bool thread)
       : g(graph),
         grid(grid),
         world(world),
         o(options),
         normalization(normalization),
-        self_blocks(self_blocks),
+        self_blocks(needs.self_blocks),
+        needs(needs),
         seed(seed),
         training_seeds(graph.train, graph.labels, graph.first, seed),
         worker(world.dup(false)),

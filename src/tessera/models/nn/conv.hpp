@@ -37,6 +37,10 @@ class GraphConv : public Layer {
   Matrix<const float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
                                    const PassInfo& pass) override;
   Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass) override;
+  /// GraphMultiply::backward_reads_transposes.
+  bool backward_reads_transposes(bool want_input_grad) const override {
+    return multiply_.backward_reads_transposes(want_input_grad);
+  }
   std::vector<ParameterRef> parameters() override;
   std::string describe() const override;
   /// The product it runs.

@@ -53,6 +53,10 @@ class GraphMultiply {
   /// `want_input_grad`, else an empty matrix. dL/d in lives in the model's workspace (workspace.hpp):
   /// valid until the next graph layer's backward, which reads it as its grad_out and then overwrites it.
   Matrix<float> backward(const Matrix<const float>& grad_out, bool want_input_grad);
+  /// Whether backward(_, want_input_grad) multiplies by the blocks' transposes: for the input gradient,
+  /// and always when it transforms first (dL/dW = H^T (A^T dL/d out)); (A H) W without an input gradient
+  /// reads only its aggregation (kept or computed again with the forward blocks).
+  bool backward_reads_transposes(bool want_input_grad) const { return want_input_grad || transform_first_; }
 
   /// One weight per term, in term order.
   std::vector<ParameterRef> parameters();

@@ -135,6 +135,13 @@ class Layer {
     (void)pass;
     return false;
   }
+  /// For a layer that took a graph layer: whether its backward, called with `want_input_grad`, multiplies
+  /// by that graph layer's block transposes. Sources that build blocks per step skip the transposes nobody
+  /// reads; a layer that reads one anyway throws Error. The default, true, is always safe.
+  virtual bool backward_reads_transposes(bool want_input_grad) const {
+    (void)want_input_grad;
+    return true;
+  }
   /// Trainable parameters with their placements (none by default).
   virtual std::vector<ParameterRef> parameters() { return {}; }
   /// State a checkpoint keeps besides the parameters (none by default).

@@ -36,6 +36,8 @@ void Sequential::push(std::unique_ptr<Layer> layer) {
     if (graph_layers_seen_ > 0) stage_begin_.push_back(layers_.size());
     stage_layouts_.push_back(layout_before_);
   }
+  backward_transposes_.resize(size_t(slot_.graph_layers()),
+                              layer->backward_reads_transposes(wants_input_grad_.back()));
   graph_layers_seen_ = slot_.graph_layers();
   layout_before_ = slot_.layout();
   layers_.push_back(std::move(layer));

@@ -56,8 +56,16 @@ class Model {
   virtual int graph_layers() const = 0;
   /// Whether a layer has a Self term: the batches must carry self blocks.
   virtual bool needs_self_blocks() const = 0;
-  /// What its batches need of a graph: its depth and self blocks (full_graph_batch and the builders).
-  BatchNeeds batch_needs() const { return BatchNeeds{graph_layers(), needs_self_blocks()}; }
+  /// Per graph layer, whether its backward multiplies by the layer's block transposes (BatchNeeds::
+  /// transposes). The default: every layer's does.
+  virtual std::vector<bool> backward_transposes() const {
+    return std::vector<bool>(size_t(graph_layers()), true);
+  }
+  /// What its batches need of a graph: its depth, self blocks and transposes (full_graph_batch and the
+  /// builders).
+  BatchNeeds batch_needs() const {
+    return BatchNeeds{graph_layers(), needs_self_blocks(), backward_transposes()};
+  }
   /// The weighting of the adjacency the model's layers are defined with (none: any, or no aggregation).
   /// Sources built from a model refuse a graph weighted otherwise.
   virtual std::optional<Normalization> aggregation() const { return std::nullopt; }
@@ -136,6 +144,9 @@ class Sequential : public Model {
   const ActivationLayout& output_layout() const override { return slot_.layout(); }
   int graph_layers() const override { return slot_.graph_layers(); }
   bool needs_self_blocks() const override { return slot_.self_blocks(); }
+  /// A graph layer's transposes are read unless its layer says otherwise for the input gradient it is
+  /// asked for (none below the first layer with parameters).
+  std::vector<bool> backward_transposes() const override { return backward_transposes_; }
   std::optional<Normalization> aggregation() const override { return slot_.aggregation(); }
   std::string describe() const override;
   Matrix<const float> embeddings() const override { return embeddings_; }
@@ -154,7 +165,8 @@ class Sequential : public Model {
   PhaseTimers timers_;
   LayerSlot slot_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<bool> wants_input_grad_;  // some earlier layer has parameters
+  std::vector<bool> wants_input_grad_;     // some earlier layer has parameters
+  std::vector<bool> backward_transposes_;  // per graph layer
   bool has_parameters_ = false;
   int graph_layers_seen_ = 0;
   size_t embedding_layer_ = 0;  // the layer that took the last graph layer
