@@ -147,9 +147,9 @@ SamplePlace sampled_step_place(SamplePlace asked, bool device_build, int ranks, 
                                int64_t device_free);
 
 /// A training step of a rank that owns the whole graph, built in kernels (SamplePlace::Device): the
-/// neighbour sample, each block's weights and transpose where a backward reads it (and self block), the
-/// input rows gathered from the
-/// features held in the execution space's memory and the seeds' labels; only the seeds are uploaded.
+/// neighbour sample, each block's weights and, where a backward reads it, transpose (and self block), the
+/// input rows gathered from the features held in the execution space's memory and the seeds' labels; only
+/// the seeds are uploaded.
 class DeviceSampledSteps {
  public:
   /// One block's sizes: destination rows, source rows, sampled edges.

@@ -129,7 +129,7 @@ void SampledSource::State::upload(const PreparedStep& p) {
     views.blocks.push_back(std::move(block));
     const AdjacencyBlock* adjacency = views.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
-    if (self_blocks) {
+    if (needs.self_blocks) {
       auto identity = std::make_unique<AdjacencyBlock>();
       const HostCsr i = leading_identity(b.num_dst, int64_t(b.src.size()));
       identity->forward = CsrSpmm<float>(upload_csr(i));

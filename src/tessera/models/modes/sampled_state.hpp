@@ -41,8 +41,7 @@ struct SampledSource::State {
   const Communicator& world;
   SampledOptions o;
   Normalization normalization;
-  bool self_blocks;
-  BatchNeeds needs;  // which layers' transposes training steps build
+  BatchNeeds needs;  // self blocks, and which layers' transposes training steps build
   uint64_t seed;
   EpochSeeds training_seeds;  // used by the thread that builds training steps only
   Communicator worker;        // the worker thread's traffic
@@ -90,7 +89,6 @@ struct SampledSource::State {
         world(world),
         o(options),
         normalization(normalization),
-        self_blocks(needs.self_blocks),
         needs(needs),
         seed(seed),
         training_seeds(graph.train, graph.labels, graph.first, seed),
