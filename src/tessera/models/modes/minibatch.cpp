@@ -150,7 +150,6 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
     b.forward.push_back(induced_block(a.row_ptr.data(), a.col_idx.data(), weights, a.num_cols, b.rows.back(),
                                       b.cols.back(), scale_));
     const bool transposed = needs_.transposed(l);
-    b.transposed.push_back(transposed);
     b.transpose.push_back(transposed ? transpose(b.forward.back()) : HostCsr());
     if (needs_.self_blocks) {
       b.self.push_back(self_of(b.rows.back(), b.cols.back()));
@@ -165,12 +164,12 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
   const int layers = needs_.layers;
   for (int l = 0; l < layers; ++l) {
     d.graph.blocks.push_back(
-        upload_block(b.forward[size_t(l)], b.transpose[size_t(l)], b.transposed[size_t(l)]));
+        upload_block(b.forward[size_t(l)], b.transpose[size_t(l)], needs_.transposed(l)));
     const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
     if (needs_.self_blocks) {
       d.graph.blocks.push_back(
-          upload_block(b.self[size_t(l)], b.self_transpose[size_t(l)], b.transposed[size_t(l)]));
+          upload_block(b.self[size_t(l)], b.self_transpose[size_t(l)], needs_.transposed(l)));
       self = d.graph.blocks.back().get();
     }
     const int64_t rows = int64_t(b.rows[size_t(l)].local.size());

@@ -23,10 +23,9 @@ namespace tessera {
 /// One rank's share of a mini-batch, in host containers.
 struct HostBatch {
   std::vector<HostCsr> forward;         ///< per layer: the A_S block
-  std::vector<HostCsr> transpose;       ///< per layer: its transpose (0 x 0 where not built)
+  std::vector<HostCsr> transpose;       ///< per layer: its transpose (0 x 0 where BatchNeeds skips it)
   std::vector<HostCsr> self;            ///< per layer, when asked: the self block of S
   std::vector<HostCsr> self_transpose;  ///< per layer, when asked: its transpose (likewise)
-  std::vector<bool> transposed;         ///< per layer: its transposes built (BatchNeeds::transposes)
   std::vector<SampledIndex> rows;       ///< per layer: sampled output rows
   std::vector<SampledIndex> cols;       ///< per layer: sampled input columns
 };
