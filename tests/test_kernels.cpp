@@ -460,11 +460,16 @@ TYPED_TEST(KernelTest, BiasReluDropoutForwardAndBackward) {
   using S = TypeParam;
   std::mt19937_64 gen(3);
   // A block at global offset (100, 3); rows wider than one run of mask blocks (kDropoutRun: 256 columns),
-  // starting mid-block, so that runs are cut at both ends.
+  // starting mid-block, so that runs are cut at both ends. With ReLU the backward reads the kept entries
+  // off the forward output, without it from the mask: both against the mask's own keep().
   struct Shape {
     int64_t rows, cols, row_offset, col_offset;
+    bool relu;
   };
-  for (const Shape shape : {Shape{40, 21, 100, 3}, Shape{5, 600, 7, 13}}) {
+  for (const Shape shape : {Shape{40, 21, 100, 3, true}, Shape{5, 600, 7, 13, true},
+                            Shape{40, 21, 100, 3, false}, Shape{5, 600, 7, 13, false}}) {
+    const bool relu = shape.relu;
+    SCOPED_TRACE(relu ? "relu" : "no relu");
     const int64_t rows = shape.rows, cols = shape.cols;
     const Dense x = random_dense(rows, cols, gen), g = random_dense(rows, cols, gen),
                 bias = random_dense(1, cols, gen);
@@ -475,9 +480,9 @@ TYPED_TEST(KernelTest, BiasReluDropoutForwardAndBackward) {
     std::vector<Dense> outs, grads;
     for (KernelPath path : paths(KernelKind::Elementwise)) {
       Matrix<S> y = to_view<S>(x);
-      bias_relu_dropout_forward<S>(y, bias_vec, true, dropout, path);
+      bias_relu_dropout_forward<S>(y, bias_vec, relu, dropout, path);
       Matrix<S> grad = to_view<S>(g);
-      bias_relu_dropout_backward<S>(grad, y, true, dropout, path);
+      bias_relu_dropout_backward<S>(grad, y, relu, dropout, path);
       outs.push_back(from_view(y));
       grads.push_back(from_view(grad));
     }
@@ -492,9 +497,10 @@ TYPED_TEST(KernelTest, BiasReluDropoutForwardAndBackward) {
         const bool keep = dropout.keep(i, j);
         kept += keep;
         const double pre = x(i, j) + bias(0, j);
-        const double expected = keep && pre > 0 ? pre / 0.7 : 0.0;
+        const bool passes = keep && (pre > 0 || !relu);
+        const double expected = passes ? pre / 0.7 : 0.0;
         ASSERT_NEAR(out(i, j), expected, 1e-5 * (1 + std::abs(expected))) << i << ", " << j;
-        ASSERT_NEAR(gin(i, j), keep && pre > 0 ? g(i, j) / 0.7 : 0.0, 1e-5) << i << ", " << j;
+        ASSERT_NEAR(gin(i, j), passes ? g(i, j) / 0.7 : 0.0, 1e-5) << i << ", " << j;
       }
     EXPECT_NEAR(double(kept) / double(rows * cols), 0.7, 0.08);
     // The mask is a function of global coordinates: the same entries seen from offset (0, 0) agree.

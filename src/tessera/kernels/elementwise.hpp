@@ -2,7 +2,8 @@
 // Fused element-wise steps of a layer and the column/row reductions that norms and bias gradients need,
 // on the host or team path (impl/rows_host.hpp, impl/rows_team.hpp).
 // Dropout masks are never stored: keep(i, j) is recomputed from the counter-based generator at the
-// global coordinates (row_offset + i, col_offset + j), so every grid shape drops the same entries.
+// global coordinates (row_offset + i, col_offset + j), so every grid shape drops the same entries. A
+// backward through ReLU then dropout draws no mask: the forward output says which entries were kept.
 #pragma once
 
 #include <cmath>
@@ -160,7 +161,7 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row(Scalar* KOKKOS_RESTRICT row, int64_
 }
 
 /// The backward of relu_dropout_row on columns [j0, j1): g[j] *= the derivative, read off the forward
-/// output o.
+/// output o (with ReLU, the dropout factor too; without, from the mask).
 template <class Scalar>
 KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
                                                       const Scalar* KOKKOS_RESTRICT o, int64_t i, int64_t j0,
@@ -170,17 +171,23 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
       for (int64_t j = j0; j < j1; ++j) g[j] = o[j] > Scalar(0) ? g[j] : Scalar(0);
     return;
   }
-  // A kept entry's output is positive exactly when its pre-activation was.
+  if (relu) {
+    // After ReLU the output is positive exactly where the entry was kept and its pre-activation positive
+    // (a dropped entry's output is 0, or NaN), so the factor is read off the output and no mask block is
+    // drawn: the same product g * (scale or 0) as below, the same bits, at the cost of a streaming pass.
+    const Scalar kept = Scalar(dropout.scale());
+    Scalar* KOKKOS_RESTRICT out = g;
+    const Scalar* KOKKOS_RESTRICT forward = o;
+    for (int64_t j = j0; j < j1; ++j) out[j] = out[j] * (forward[j] > Scalar(0) ? kept : Scalar(0));
+    return;
+  }
+  // Without ReLU a kept entry's output may be 0 or negative: the mask is drawn again.
   // The pointers are copied into the piece's own restrict locals and the factor is read before it is
   // selected: through the closure's references (which g's stores might alias) and with a conditional read,
   // the loop stayed scalar with a branch, 2.7x the forward's time.
-  for_dropout_runs<Scalar>(dropout, i, j0, j1, [g, o, relu](int64_t lo, int64_t hi, const auto& factor) {
+  for_dropout_runs<Scalar>(dropout, i, j0, j1, [g](int64_t lo, int64_t hi, const auto& factor) {
     Scalar* KOKKOS_RESTRICT out = g;
-    const Scalar* KOKKOS_RESTRICT forward = o;
-    for (int64_t j = lo; j < hi; ++j) {
-      const Scalar f = factor(j);
-      out[j] = out[j] * (!relu || forward[j] > Scalar(0) ? f : Scalar(0));
-    }
+    for (int64_t j = lo; j < hi; ++j) out[j] = out[j] * factor(j);
   });
 }
 
