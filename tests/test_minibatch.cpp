@@ -180,6 +180,14 @@ TEST(Minibatch, DeviceCutEqualsTheHostCut) {
           const MinibatchBuilder host(grid, g, b, needs);
           DeviceMinibatchBuilder device(grid, g, b, needs);
           EXPECT_GT(device.bytes(), 0);
+          if (!transposes.empty()) {  // layer 0's static transpose is not kept
+            const auto& a = g.adjacency[0].forward.matrix();
+            const int64_t transpose_bytes = (a.num_cols + 1) * 8 +
+                                            int64_t(a.col_idx.extent(0) * sizeof(SpmmColumn)) +
+                                            int64_t(a.values.extent(0)) * 4;
+            EXPECT_EQ(DeviceMinibatchBuilder(grid, g, b, BatchNeeds{3, self, {}}).bytes() - device.bytes(),
+                      transpose_bytes);
+          }
           for (int64_t step = 0; step < 3; ++step) {
             const SampleKey key{9, 1, step, grid.coords().get(Axis::D)};
             const DeviceBatch want = host.upload(host.build(key));

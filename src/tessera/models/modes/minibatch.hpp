@@ -87,8 +87,8 @@ class MinibatchBuilder {
 /// bit for bit; per step the host reads a few counts per layer and uploads nothing. Main thread only.
 class DeviceMinibatchBuilder {
  public:
-  /// Keeps a transposed copy of each layer's static block and the layer's index maps on the device, for a
-  /// model that needs `needs` (as MinibatchBuilder).
+  /// Keeps the layers' index maps on the device and a transposed copy of each layer's static block whose
+  /// transpose a step builds (`needs.transposes`), for a model that needs `needs` (as MinibatchBuilder).
   DeviceMinibatchBuilder(const ProcessGrid& grid, const Graph3D& graph, int64_t batch_size,
                          const BatchNeeds& needs);
   ~DeviceMinibatchBuilder();

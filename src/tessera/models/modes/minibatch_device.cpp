@@ -227,12 +227,13 @@ void index_side(CutSide& side, int64_t static_rows, const RandomPermutation& ord
   Kokkos::deep_copy(side.slot, int64_t(-1));
 }
 
-// The forward block as stored, and its transpose made on the host (columns sorted; values moved, scales
-// swapped), both on the device.
-std::pair<StaticBlock, StaticBlock> static_blocks(const CsrSpmm<float>& block) {
+// The forward block as stored, and where `with_transpose` its transpose made on the host (columns sorted;
+// values moved, scales swapped), both on the device; without, an empty block no cut reads.
+std::pair<StaticBlock, StaticBlock> static_blocks(const CsrSpmm<float>& block, bool with_transpose) {
   const auto& a = block.matrix();
   require(!a.is_pattern() || block.scaled(), "mini-batch sampling needs a weighted adjacency block");
   StaticBlock forward{a.row_ptr, a.col_idx, a.values, block.row_scale(), block.col_scale()};
+  if (!with_transpose) return {forward, StaticBlock{}};
   CsrMatrix<float, HostSpace, SpmmColumn> host;
   host.num_rows = a.num_rows;
   host.num_cols = a.num_cols;
@@ -253,9 +254,13 @@ DeviceMinibatchBuilder::DeviceMinibatchBuilder(const ProcessGrid& grid, const Gr
   (void)graph.node_data_for(needs.layers);  // throws where the graph does not serve the depth
   const int64_t n = layout.num_nodes();
   scale_ = off_diagonal_scale(n, batch_size);
+  // A layout's transposed copy is kept where a layer cut from it has its transpose read.
+  std::vector<bool> transposed(6, false);
+  for (int l = 0; l < needs.layers; ++l)
+    transposed[size_t(l % 6)] = transposed[size_t(l % 6)] || needs.transposed(l);
   std::vector<std::pair<StaticBlock, StaticBlock>> blocks;  // by layout l mod 6
   for (int l = 0; l < needs.layers && l < 6; ++l)
-    blocks.push_back(static_blocks(graph.adjacency[size_t(l)].forward));
+    blocks.push_back(static_blocks(graph.adjacency[size_t(l)].forward, transposed[size_t(l)]));
   for (int l = 0; l < needs.layers; ++l) {
     const AxisRoles r = roles_for_layer(l);
     const auto row_range = layout.node_block(r.c, grid.coords().get(r.c));
