@@ -174,7 +174,7 @@ KOKKOS_INLINE_FUNCTION void relu_dropout_row_backward(Scalar* KOKKOS_RESTRICT g,
   if (relu) {
     // After ReLU the output is positive exactly where the entry was kept and its pre-activation positive
     // (a dropped entry's output is 0, or NaN), so the factor is read off the output and no mask block is
-    // drawn: the same product g * (scale or 0) as below, the same bits, at the cost of a streaming pass.
+    // drawn: the same product g * (scale or 0) as the mask gives, the same bits.
     const Scalar kept = Scalar(dropout.scale());
     Scalar* KOKKOS_RESTRICT out = g;
     const Scalar* KOKKOS_RESTRICT forward = o;
