@@ -3,14 +3,18 @@
 // blocks node for node, each block's weights and transpose bit for bit, and whole training runs bit for bit,
 // on a contextual SBM and on an R-MAT graph whose hubs keep more neighbours than any fanout. Every rank
 // checks the whole graph on its own (the device path serves a rank that owns every node); on more ranks
-// the world refuses --sample-on device with one message.
+// the world refuses --sample-on device with one message. Host-built steps reach the device through
+// StepUploads, whose buffers a step reuses.
 #include <gtest/gtest.h>
+
+#include <limits>
 
 #include "support/final_weights.hpp"
 #include "support/fixtures.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/graph/partitioned.hpp"
 #include "tessera/models/modes/sampled.hpp"
+#include "tessera/models/modes/step_uploads.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/sampling/induced.hpp"
 
@@ -212,4 +216,113 @@ TEST(DeviceSampling, AutoBuildsStepsOnTheDeviceWhereOneRankFitsThere) {
   EXPECT_EQ(DeviceSampledSteps::resident_bytes(g),
             int64_t(4 * g.count * g.num_features +
                     8 * ((g.count + 1) + int64_t(g.col.size()) + g.count + g.count)));
+}
+
+namespace {
+
+// Kokkos allocations of any memory space while alive (the Kokkos Tools hook, chained to one set before).
+class AllocationCount {
+ public:
+  AllocationCount() : chained_(Kokkos::Tools::Experimental::get_callbacks().allocate_data) {
+    count_ = 0;
+    previous_ = chained_;
+    Kokkos::Tools::Experimental::set_allocate_data_callback(&on_allocate);
+  }
+  ~AllocationCount() { Kokkos::Tools::Experimental::set_allocate_data_callback(chained_); }
+  AllocationCount(const AllocationCount&) = delete;
+  AllocationCount& operator=(const AllocationCount&) = delete;
+  int count() const { return count_; }
+
+ private:
+  static void on_allocate(const Kokkos_Profiling_SpaceHandle space, const char* label, const void* ptr,
+                          const uint64_t size) {
+    ++count_;
+    if (previous_ != nullptr) previous_(space, label, ptr, size);
+  }
+  static inline int count_ = 0;
+  static inline Kokkos_Profiling_allocateDataFunction previous_ = nullptr;
+  Kokkos_Profiling_allocateDataFunction chained_;
+};
+
+HostCsr host_csr(int64_t rows, int64_t cols, const std::vector<int64_t>& row_ptr,
+                 const std::vector<int64_t>& col_idx, const std::vector<float>& values) {
+  HostCsr a;
+  a.num_rows = rows;
+  a.num_cols = cols;
+  a.row_ptr = row_ptr;
+  a.col_idx = col_idx;
+  a.values = values;
+  return a;
+}
+
+// The device copy holds the host block's entries (columns as int64 for the comparison).
+void expect_same_block(const CsrMatrix<float, DeviceSpace, SpmmColumn>& m, const HostCsr& a) {
+  EXPECT_EQ(m.num_rows, a.num_rows);
+  EXPECT_EQ(m.num_cols, a.num_cols);
+  const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), m.row_ptr);
+  const auto col_idx = Kokkos::create_mirror_view_and_copy(HostSpace(), m.col_idx);
+  const auto values = Kokkos::create_mirror_view_and_copy(HostSpace(), m.values);
+  EXPECT_EQ(std::vector<int64_t>(row_ptr.data(), row_ptr.data() + row_ptr.extent(0)), a.row_ptr);
+  EXPECT_EQ(std::vector<int64_t>(col_idx.data(), col_idx.data() + col_idx.extent(0)), a.col_idx);
+  EXPECT_EQ(std::vector<float>(values.data(), values.data() + values.extent(0)), a.values);
+  EXPECT_EQ(m.is_pattern(), a.values.empty());
+}
+
+}  // namespace
+
+// Every array arrives as the host held it; a second step no larger than the first writes into the first
+// one's buffers and allocates nothing, a larger one grows them; identities are leading_identity's and its
+// transpose's; a block with more columns than 32-bit ids hold is refused on a host build.
+TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
+  const HostCsr big = host_csr(3, 5, {0, 2, 2, 5}, {1, 4, 0, 2, 3}, {0.5f, -1.0f, 2.0f, 0.25f, 3.0f});
+  const HostCsr pattern = host_csr(2, 3, {0, 1, 3}, {2, 0, 1}, {});
+  const HostCsr small = host_csr(2, 4, {0, 1, 3}, {3, 0, 2}, {7.0f, 8.0f, 9.0f});
+  const std::vector<int64_t> ids{11, 4, 7, 2};
+  StepUploads uploads;
+  uploads.restart();
+  const auto first = uploads.csr(big);
+  expect_same_block(first, big);
+  expect_same_block(uploads.csr(pattern), pattern);
+  expect_same_block(uploads.leading_identity(2, 5), leading_identity(2, 5));
+  expect_same_block(uploads.leading_identity(5, 2), transpose(leading_identity(2, 5)));
+  const Vector<int64_t> first_ids = uploads.ids(ids.data(), ids.size());
+  const auto host_ids = Kokkos::create_mirror_view_and_copy(HostSpace(), first_ids);
+  EXPECT_EQ(std::vector<int64_t>(host_ids.data(), host_ids.data() + host_ids.extent(0)), ids);
+  const int64_t held = uploads.bytes();
+  EXPECT_GE(held, int64_t((4 + 3 + 3 + 6) * sizeof(int64_t) + (5 + 3 + 2 + 2) * sizeof(SpmmColumn) +
+                          5 * sizeof(float) + ids.size() * sizeof(int64_t)));
+  {
+    const AllocationCount allocations;
+    uploads.restart();
+    const auto second = uploads.csr(small);
+    expect_same_block(second, small);
+    EXPECT_EQ(second.col_idx.data(), first.col_idx.data());
+    EXPECT_EQ(second.values.data(), first.values.data());
+    const Vector<int64_t> fewer = uploads.ids(ids.data() + 1, 2);
+    EXPECT_EQ(fewer.data(), first_ids.data());
+    EXPECT_EQ(allocations.count(), 0);
+    EXPECT_EQ(uploads.bytes(), held);
+  }
+  {
+    const AllocationCount allocations;
+    uploads.restart();
+    const HostCsr wider =
+        host_csr(1, 12, {0, 12}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, std::vector<float>(12, 1.5f));
+    expect_same_block(uploads.csr(wider), wider);
+    EXPECT_GT(allocations.count(), 0);
+    EXPECT_GT(uploads.bytes(), held);
+  }
+  if (std::numeric_limits<SpmmColumn>::max() < std::numeric_limits<int64_t>::max()) {
+    const HostCsr too_wide = host_csr(1, int64_t(std::numeric_limits<SpmmColumn>::max()) + 1, {0, 0}, {}, {});
+    EXPECT_THROW(
+        {
+          try {
+            uploads.csr(too_wide);
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("needs 64-bit column ids"), std::string::npos) << e.what();
+            throw;
+          }
+        },
+        Error);
+  }
 }

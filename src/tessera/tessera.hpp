@@ -26,6 +26,7 @@
 #include "tessera/models/predict.hpp"
 #include "tessera/models/modes/sampled.hpp"
 #include "tessera/models/nn/sequential.hpp"
+#include "tessera/models/modes/step_uploads.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/models/training/trainer.hpp"
 #include "tessera/parallel3d/graph3d.hpp"

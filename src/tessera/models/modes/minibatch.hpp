@@ -120,7 +120,7 @@ CsrMatrix<float, DeviceSpace> upload_csr(const HostCsr& a);
 /// Device copy of a host vector (node ids of a sampled block's rows).
 template <class T>
 Vector<T> upload_vector(const std::vector<T>& v, const char* name) {
-  Vector<T> out(std::string(name), v.size());
+  Vector<T> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), v.size());  // all copied
   Kokkos::deep_copy(out, HostVector<const T>(v.data(), v.size()));
   return out;
 }

@@ -117,13 +117,14 @@ const Batch& SampledSource::State::device_batch(int64_t epoch, int64_t step) {
 }
 
 void SampledSource::State::upload(const PreparedStep& p) {
-  views = GraphBatch();
+  views = GraphBatch();  // the step before's views go first: their buffers are written again below
+  uploads.restart();
   for (size_t l = 0; l < p.blocks.size(); ++l) {
     const SampledBlock& b = p.blocks[l];
     auto block = std::make_unique<AdjacencyBlock>();
     const bool transposed = p.transposed[l];
-    block->forward = CsrSpmm<float>(upload_csr(p.forward[l]));
-    if (transposed) block->transpose = CsrSpmm<float>(upload_csr(p.transpose[l]));
+    block->forward = CsrSpmm<float>(uploads.csr(p.forward[l]));
+    if (transposed) block->transpose = CsrSpmm<float>(uploads.csr(p.transpose[l]));
     block->has_transpose = transposed;
     block->nnz = int64_t(p.forward[l].col_idx.size());
     views.blocks.push_back(std::move(block));
@@ -131,21 +132,20 @@ void SampledSource::State::upload(const PreparedStep& p) {
     const AdjacencyBlock* self = nullptr;
     if (needs.self_blocks) {
       auto identity = std::make_unique<AdjacencyBlock>();
-      const HostCsr i = leading_identity(b.num_dst, int64_t(b.src.size()));
-      identity->forward = CsrSpmm<float>(upload_csr(i));
-      if (transposed) identity->transpose = CsrSpmm<float>(upload_csr(transpose(i)));
+      const int64_t sources = int64_t(b.src.size());
+      identity->forward = CsrSpmm<float>(uploads.leading_identity(b.num_dst, sources));
+      if (transposed) identity->transpose = CsrSpmm<float>(uploads.leading_identity(sources, b.num_dst));
       identity->has_transpose = transposed;
       views.blocks.push_back(std::move(identity));
       self = views.blocks.back().get();
     }
-    const std::vector<int64_t> dst(b.src.begin(), b.src.begin() + b.num_dst);
-    views.layers.push_back(
-        LayerGraph{adjacency, self, upload_vector(dst, "sample.dst"), b.num_dst, b.num_dst, false});
+    views.layers.push_back(LayerGraph{adjacency, self, uploads.ids(b.src.data(), size_t(b.num_dst)),
+                                      b.num_dst, b.num_dst, false});
   }
   const std::vector<int64_t>& inputs = p.blocks.front().src;
   const auto rows = inputs.size(), width = size_t(g.num_features), seeds = p.labels.size();
   views.input =
-      LayerGraph{nullptr, nullptr, upload_vector(inputs, "sample.src"), int64_t(rows), int64_t(rows), false};
+      LayerGraph{nullptr, nullptr, uploads.ids(inputs.data(), rows), int64_t(rows), int64_t(rows), false};
   const Matrix<const float> x = upload_features(p, rows, width);
   views.scratch_input = x.data();  // p's rows (or their device copy) serve this step only
   if (labels_capacity.extent(0) < seeds) {

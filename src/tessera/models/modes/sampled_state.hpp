@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/models/modes/sampled.hpp"
+#include "tessera/models/modes/step_uploads.hpp"
 #include "tessera/models/nn/link_loss.hpp"
 #include "tessera/models/nn/metric.hpp"
 #include "tessera/prefetch/remote_features.hpp"
@@ -70,6 +71,7 @@ struct SampledSource::State {
   // The step on the device: views over uploaded blocks, features in buffers that grow with headroom.
   PreparedStep current;
   GraphBatch views;
+  StepUploads uploads;  // the blocks and id lists of `views`, in buffers kept between steps
   Matrix<float> x_capacity;
   Vector<int64_t> labels_capacity;
   Matrix<int8_t> targets_capacity;

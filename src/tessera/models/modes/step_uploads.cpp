@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "tessera/models/modes/step_uploads.hpp"
+
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+
+namespace {
+
+// Host data into a device vector of the same length (a plain copy on a host build).
+template <class T>
+void copy_in(const T* from, const Vector<T>& to) {
+  Kokkos::deep_copy(
+      to, Kokkos::View<const T*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(from, to.extent(0)));
+}
+
+// Column ids into SpmmColumn: copied as they are on device builds (64-bit there), narrowed in the one
+// pass that writes them on host builds (32-bit: the buffer is host memory). A template, so that the branch
+// a build does not take is not compiled.
+template <class Column>
+void copy_columns(const std::vector<int64_t>& from, const Vector<Column>& to) {
+  if constexpr (std::is_same<Column, int64_t>::value) {
+    copy_in(from.data(), to);
+  } else {
+    static_assert(std::is_same<DeviceSpace, HostSpace>::value, "narrow column ids are a host build's");
+    Column* out = to.data();
+    for (size_t k = 0; k < from.size(); ++k) out[k] = Column(from[k]);
+  }
+}
+
+}  // namespace
+
+template <class T>
+Vector<T> StepUploads::Pool<T>::next(size_t count) {
+  if (count == 0) return Vector<T>();
+  if (used == held.size()) held.emplace_back();
+  Vector<T>& buffer = held[used++];
+  if (buffer.extent(0) < count)
+    buffer =
+        Vector<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), count + count / 4);
+  return Kokkos::subview(buffer, std::make_pair(size_t(0), count));
+}
+
+template <class T>
+int64_t StepUploads::Pool<T>::bytes() const {
+  int64_t total = 0;
+  for (const Vector<T>& buffer : held) total += int64_t(buffer.extent(0) * sizeof(T));
+  return total;
+}
+
+void StepUploads::restart() {
+  offsets_.used = ids_.used = columns_.used = values_.used = 0;
+}
+
+CsrMatrix<float, DeviceSpace, SpmmColumn> StepUploads::csr(const HostCsr& a) {
+  require(a.num_cols <= int64_t(std::numeric_limits<SpmmColumn>::max()), "spmm: a block of ", a.num_cols,
+          " columns needs 64-bit column ids (at most ", std::numeric_limits<SpmmColumn>::max(), ")");
+  require(
+      a.row_ptr.size() == size_t(a.num_rows + 1) && (a.values.empty() || a.values.size() == a.col_idx.size()),
+      "upload: a block of ", a.num_rows, " rows with ", a.row_ptr.size(), " offsets, ", a.col_idx.size(),
+      " columns and ", a.values.size(), " values");
+  CsrMatrix<float, DeviceSpace, SpmmColumn> m;
+  m.num_rows = a.num_rows;
+  m.num_cols = a.num_cols;
+  m.row_ptr = offsets_.next(a.row_ptr.size());
+  copy_in(a.row_ptr.data(), m.row_ptr);
+  m.col_idx = columns_.next(a.col_idx.size());
+  copy_columns(a.col_idx, m.col_idx);
+  m.values = values_.next(a.values.size());
+  copy_in(a.values.data(), m.values);
+  return m;
+}
+
+CsrMatrix<float, DeviceSpace, SpmmColumn> StepUploads::leading_identity(int64_t rows, int64_t cols) {
+  const int64_t diagonal = rows < cols ? rows : cols;
+  CsrMatrix<float, DeviceSpace, SpmmColumn> m;
+  m.num_rows = rows;
+  m.num_cols = cols;
+  m.row_ptr = offsets_.next(size_t(rows + 1));
+  m.col_idx = columns_.next(size_t(diagonal));
+  const Vector<int64_t> ptr = m.row_ptr;
+  const Vector<SpmmColumn> col = m.col_idx;
+  Kokkos::parallel_for(
+      "tessera::step_identity", Kokkos::RangePolicy<ExecSpace>(0, rows + 1), KOKKOS_LAMBDA(int64_t i) {
+        ptr(i) = i < diagonal ? i : diagonal;
+        if (i < diagonal) col(i) = SpmmColumn(i);
+      });
+  Kokkos::fence();
+  return m;
+}
+
+Vector<int64_t> StepUploads::ids(const int64_t* ids, size_t count) {
+  const Vector<int64_t> out = ids_.next(count);
+  if (count > 0) copy_in(ids, out);
+  return out;
+}
+
+int64_t StepUploads::bytes() const {
+  return offsets_.bytes() + ids_.bytes() + columns_.bytes() + values_.bytes();
+}
+
+}  // namespace tessera
