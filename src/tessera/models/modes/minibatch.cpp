@@ -27,7 +27,8 @@ Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
 // Rows `index` of the features (floats or bf16 bits) as floats: the step's input block.
 template <class T>
 Matrix<float> gather_rows_widened(const Matrix<const T>& features, const Vector<const int64_t>& index) {
-  const Matrix<float> input("sample_input", index.extent(0), features.extent(1));
+  const Matrix<float> input(Kokkos::ViewAllocateWithoutInitializing("sample_input"), index.extent(0),
+                            features.extent(1));  // every entry written below
   Kokkos::parallel_for(
       "tessera::gather_features", Kokkos::RangePolicy<ExecSpace>(0, int64_t(index.extent(0))),
       KOKKOS_LAMBDA(int64_t i) {
@@ -76,11 +77,11 @@ HostCsr self_of(const SampledIndex& rows, const SampledIndex& cols) {
 
 // The transpose only where `has_transpose` (BatchNeeds::transposes).
 std::unique_ptr<AdjacencyBlock> upload_block(const HostCsr& forward, const HostCsr& transposed,
-                                             bool has_transpose) {
+                                             bool has_transpose, StepUploads& into) {
   auto block = std::make_unique<AdjacencyBlock>();
-  block->forward = CsrSpmm<float>(upload_csr(forward));
+  block->forward = CsrSpmm<float>(into.csr(forward));
   block->has_transpose = has_transpose;
-  if (has_transpose) block->transpose = CsrSpmm<float>(upload_csr(transposed));
+  if (has_transpose) block->transpose = CsrSpmm<float>(into.csr(transposed));
   block->nnz = int64_t(forward.col_idx.size());
   return block;
 }
@@ -160,32 +161,37 @@ HostBatch MinibatchBuilder::build(const SampleKey& key) const {
 }
 
 DeviceBatch MinibatchBuilder::upload(const HostBatch& b) const {
+  StepUploads fresh;  // the batch's views keep its buffers
+  return upload(b, fresh);
+}
+
+DeviceBatch MinibatchBuilder::upload(const HostBatch& b, StepUploads& into) const {
+  const auto ids = [&](const std::vector<int64_t>& v) { return into.ids(v.data(), v.size()); };
   DeviceBatch d;
   const int layers = needs_.layers;
   for (int l = 0; l < layers; ++l) {
     d.graph.blocks.push_back(
-        upload_block(b.forward[size_t(l)], b.transpose[size_t(l)], needs_.transposed(l)));
+        upload_block(b.forward[size_t(l)], b.transpose[size_t(l)], needs_.transposed(l), into));
     const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
     if (needs_.self_blocks) {
       d.graph.blocks.push_back(
-          upload_block(b.self[size_t(l)], b.self_transpose[size_t(l)], needs_.transposed(l)));
+          upload_block(b.self[size_t(l)], b.self_transpose[size_t(l)], needs_.transposed(l), into));
       self = d.graph.blocks.back().get();
     }
     const int64_t rows = int64_t(b.rows[size_t(l)].local.size());
-    d.graph.layers.push_back(LayerGraph{adjacency, self,
-                                        upload_vector(b.rows[size_t(l)].ids, "sample_output_ids"), rows,
-                                        batch_size_, false});
+    d.graph.layers.push_back(
+        LayerGraph{adjacency, self, ids(b.rows[size_t(l)].ids), rows, batch_size_, false});
   }
-  const Vector<const int64_t> in_rows = upload_vector(b.cols[0].local, "sample_input_rows");
+  const Vector<const int64_t> in_rows = ids(b.cols[0].local);
   if (graph_.feature_dtype == StorageDtype::Bf16)
     d.input = gather_rows_widened(Matrix<const uint16_t>(graph_.features_bf16), in_rows);
   else
     d.input = gather_rows_widened(Matrix<const float>(graph_.features), in_rows);
-  d.input_ids = upload_vector(b.cols[0].ids, "sample_input_ids");
+  d.input_ids = ids(b.cols[0].ids);
   d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, int64_t(in_rows.extent(0)), batch_size_, false};
   d.graph.scratch_input = d.input.data();  // gathered for this step only
-  const Vector<const int64_t> out_rows = upload_vector(b.rows[size_t(layers - 1)].local, "sample_label_rows");
+  const Vector<const int64_t> out_rows = ids(b.rows[size_t(layers - 1)].local);
   const NodeData& data = graph_.node_data_for(layers);
   d.labels = gather(data.labels, out_rows);
   d.train = gather(data.mask("train"), out_rows);
@@ -269,7 +275,10 @@ const Batch& MinibatchSource::batch(int64_t epoch, int64_t step) {
   const HostBatch host = pipeline_.take();
   // Ask for the next batch before training on this one: the sampler thread works meanwhile.
   request(step + 1 < steps_ ? epoch : epoch + 1, (step + 1) % steps_);
-  current_ = builder_->upload(host);
+  current_ = DeviceBatch();  // the step before's blocks go first: their buffers are written again
+  batch_ = Batch();
+  uploads_.restart();
+  current_ = builder_->upload(host, uploads_);
   batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train, current_.targets};
   return batch_;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tessera/kernels/spmm.hpp"
+#include "tessera/models/modes/step_uploads.hpp"
 #include "tessera/models/training/batch_source.hpp"
 #include "tessera/sampling/induced.hpp"
 #include "tessera/sampling/pipeline.hpp"
@@ -63,6 +64,9 @@ class MinibatchBuilder {
   HostBatch build(const SampleKey& key) const;
   /// Main thread: device blocks, views, gathered inputs, labels and masks of `batch`.
   DeviceBatch upload(const HostBatch& batch) const;
+  /// The same with the blocks and id lists in `into`'s buffers (restarted by the caller: what it handed out
+  /// before is overwritten).
+  DeviceBatch upload(const HostBatch& batch, StepUploads& into) const;
 
  private:
   struct HostBlock {
@@ -180,6 +184,7 @@ class MinibatchSource : public BatchSource {
   BatchPipeline<HostBatch> pipeline_;
   std::pair<int64_t, int64_t> requested_{-1, -1};
   DeviceBatch current_;
+  StepUploads uploads_;  // current_'s blocks and ids (host cut), in buffers kept between steps
   Batch batch_;
   GraphBatch full_;  // evaluation
   double build_before_ = 0, wait_before_ = 0;

@@ -27,8 +27,12 @@ void copy_columns(const std::vector<int64_t>& from, const Vector<Column>& to) {
     copy_in(from.data(), to);
   } else {
     static_assert(std::is_same<DeviceSpace, HostSpace>::value, "narrow column ids are a host build's");
+    const int64_t* in = from.data();
     Column* out = to.data();
-    for (size_t k = 0; k < from.size(); ++k) out[k] = Column(from[k]);
+    Kokkos::parallel_for("tessera::step_columns",
+                         Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, int64_t(from.size())),
+                         [=](int64_t k) { out[k] = Column(in[k]); });
+    Kokkos::fence();
   }
 }
 
