@@ -224,9 +224,9 @@ namespace {
 // Kokkos allocations of any memory space while alive (the Kokkos Tools hook, chained to one set before).
 class AllocationCount {
  public:
-  AllocationCount() : chained_(Kokkos::Tools::Experimental::get_callbacks().allocate_data) {
+  AllocationCount() {
     count_ = 0;
-    previous_ = chained_;
+    chained_ = Kokkos::Tools::Experimental::get_callbacks().allocate_data;
     Kokkos::Tools::Experimental::set_allocate_data_callback(&on_allocate);
   }
   ~AllocationCount() { Kokkos::Tools::Experimental::set_allocate_data_callback(chained_); }
@@ -238,23 +238,11 @@ class AllocationCount {
   static void on_allocate(const Kokkos_Profiling_SpaceHandle space, const char* label, const void* ptr,
                           const uint64_t size) {
     ++count_;
-    if (previous_ != nullptr) previous_(space, label, ptr, size);
+    if (chained_ != nullptr) chained_(space, label, ptr, size);
   }
   static inline int count_ = 0;
-  static inline Kokkos_Profiling_allocateDataFunction previous_ = nullptr;
-  Kokkos_Profiling_allocateDataFunction chained_;
+  static inline Kokkos_Profiling_allocateDataFunction chained_ = nullptr;
 };
-
-HostCsr host_csr(int64_t rows, int64_t cols, const std::vector<int64_t>& row_ptr,
-                 const std::vector<int64_t>& col_idx, const std::vector<float>& values) {
-  HostCsr a;
-  a.num_rows = rows;
-  a.num_cols = cols;
-  a.row_ptr = row_ptr;
-  a.col_idx = col_idx;
-  a.values = values;
-  return a;
-}
 
 // The device copy holds the host block's entries (columns as int64 for the comparison).
 void expect_same_block(const CsrMatrix<float, DeviceSpace, SpmmColumn>& m, const HostCsr& a) {
@@ -275,9 +263,9 @@ void expect_same_block(const CsrMatrix<float, DeviceSpace, SpmmColumn>& m, const
 // one's buffers and allocates nothing, a larger one grows them; identities are leading_identity's and its
 // transpose's; a block with more columns than 32-bit ids hold is refused on a host build.
 TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
-  const HostCsr big = host_csr(3, 5, {0, 2, 2, 5}, {1, 4, 0, 2, 3}, {0.5f, -1.0f, 2.0f, 0.25f, 3.0f});
-  const HostCsr pattern = host_csr(2, 3, {0, 1, 3}, {2, 0, 1}, {});
-  const HostCsr small = host_csr(2, 4, {0, 1, 3}, {3, 0, 2}, {7.0f, 8.0f, 9.0f});
+  const HostCsr big{3, 5, {0, 2, 2, 5}, {1, 4, 0, 2, 3}, {0.5f, -1.0f, 2.0f, 0.25f, 3.0f}};
+  const HostCsr pattern{2, 3, {0, 1, 3}, {2, 0, 1}, {}};
+  const HostCsr small{2, 4, {0, 1, 3}, {3, 0, 2}, {7.0f, 8.0f, 9.0f}};
   const std::vector<int64_t> ids{11, 4, 7, 2};
   StepUploads uploads;
   uploads.restart();
@@ -307,14 +295,13 @@ TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
   {
     const AllocationCount allocations;
     uploads.restart();
-    const HostCsr wider =
-        host_csr(1, 12, {0, 12}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, std::vector<float>(12, 1.5f));
+    const HostCsr wider{1, 12, {0, 12}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, std::vector<float>(12, 1.5f)};
     expect_same_block(uploads.csr(wider), wider);
     EXPECT_GT(allocations.count(), 0);
     EXPECT_GT(uploads.bytes(), held);
   }
   if (std::is_same<SpmmColumn, int32_t>::value) {  // host builds' 32-bit column ids
-    const HostCsr too_wide = host_csr(1, int64_t(std::numeric_limits<int32_t>::max()) + 1, {0, 0}, {}, {});
+    const HostCsr too_wide{1, int64_t(std::numeric_limits<int32_t>::max()) + 1, {0, 0}, {}, {}};
     EXPECT_THROW(
         {
           try {

@@ -276,7 +276,6 @@ const Batch& MinibatchSource::batch(int64_t epoch, int64_t step) {
   // Ask for the next batch before training on this one: the sampler thread works meanwhile.
   request(step + 1 < steps_ ? epoch : epoch + 1, (step + 1) % steps_);
   current_ = DeviceBatch();  // the step before's blocks go first: their buffers are written again
-  batch_ = Batch();
   uploads_.restart();
   current_ = builder_->upload(host, uploads_);
   batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train, current_.targets};

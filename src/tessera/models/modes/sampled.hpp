@@ -67,6 +67,11 @@ CsrMatrix<float, DeviceSpace, SpmmColumn> device_transpose(
     const CsrMatrix<float, DeviceSpace, SpmmColumn>& a);
 /// leading_identity in the execution space's memory (a pattern).
 CsrMatrix<float, DeviceSpace, SpmmColumn> device_leading_identity(int64_t dst, int64_t src);
+/// The `rows` x `cols` pattern with a one at (i, i) for every i below both, written in a kernel into
+/// row_ptr (rows + 1 offsets) and col_idx (min(rows, cols) columns): leading_identity(dst, src) with rows =
+/// dst, cols = src, and its transpose with the two swapped.
+void write_leading_identity(int64_t rows, int64_t cols, const Vector<int64_t>& row_ptr,
+                            const Vector<SpmmColumn>& col_idx);
 
 /// The labeled training nodes a rank trains on in step `step` of `steps`: its owned ones (`train`, with
 /// labels[v - first] >= 0) shuffled by (seed, epoch), cut into `steps` nearly equal consecutive pieces.

@@ -96,14 +96,20 @@ DeviceCsr device_leading_identity(int64_t dst, int64_t src) {
   a.num_cols = src;
   a.row_ptr = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("sample_row_ptr"), size_t(dst + 1));
   a.col_idx = Vector<SpmmColumn>(Kokkos::ViewAllocateWithoutInitializing("sample_col_idx"), size_t(dst));
-  const Vector<int64_t> ptr = a.row_ptr;
-  const Vector<SpmmColumn> col = a.col_idx;
-  Kokkos::parallel_for(
-      "tessera::sample_identity", Policy(0, dst + 1), KOKKOS_LAMBDA(int64_t i) {
-        ptr(i) = i;
-        if (i < dst) col(i) = SpmmColumn(i);
-      });
+  write_leading_identity(dst, src, a.row_ptr, a.col_idx);
   return a;
+}
+
+void write_leading_identity(int64_t rows, int64_t cols, const Vector<int64_t>& row_ptr,
+                            const Vector<SpmmColumn>& col_idx) {
+  const int64_t diagonal = rows < cols ? rows : cols;
+  const Vector<int64_t> ptr = row_ptr;
+  const Vector<SpmmColumn> col = col_idx;
+  Kokkos::parallel_for(
+      "tessera::sample_identity", Policy(0, rows + 1), KOKKOS_LAMBDA(int64_t i) {
+        ptr(i) = i < diagonal ? i : diagonal;
+        if (i < diagonal) col(i) = SpmmColumn(i);
+      });
 }
 
 SamplePlace sampled_step_place(SamplePlace asked, bool device_build, int ranks, int64_t resident_bytes,

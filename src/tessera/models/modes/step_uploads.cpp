@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "tessera/core/error.hpp"
+#include "tessera/models/modes/sampled.hpp"
 
 namespace tessera {
 
@@ -82,26 +83,18 @@ CsrMatrix<float, DeviceSpace, SpmmColumn> StepUploads::csr(const HostCsr& a) {
 }
 
 CsrMatrix<float, DeviceSpace, SpmmColumn> StepUploads::leading_identity(int64_t rows, int64_t cols) {
-  const int64_t diagonal = rows < cols ? rows : cols;
   CsrMatrix<float, DeviceSpace, SpmmColumn> m;
   m.num_rows = rows;
   m.num_cols = cols;
   m.row_ptr = offsets_.next(size_t(rows + 1));
-  m.col_idx = columns_.next(size_t(diagonal));
-  const Vector<int64_t> ptr = m.row_ptr;
-  const Vector<SpmmColumn> col = m.col_idx;
-  Kokkos::parallel_for(
-      "tessera::step_identity", Kokkos::RangePolicy<ExecSpace>(0, rows + 1), KOKKOS_LAMBDA(int64_t i) {
-        ptr(i) = i < diagonal ? i : diagonal;
-        if (i < diagonal) col(i) = SpmmColumn(i);
-      });
-  Kokkos::fence();
+  m.col_idx = columns_.next(size_t(rows < cols ? rows : cols));
+  write_leading_identity(rows, cols, m.row_ptr, m.col_idx);
   return m;
 }
 
 Vector<int64_t> StepUploads::ids(const int64_t* ids, size_t count) {
   const Vector<int64_t> out = ids_.next(count);
-  if (count > 0) copy_in(ids, out);
+  copy_in(ids, out);
   return out;
 }
 
