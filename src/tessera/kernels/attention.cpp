@@ -89,6 +89,7 @@ void attention_row_max(const AttentionBlock& a, const Matrix<const float>& dst,
   check_heads(a, dst, a.forward.num_rows, "dst");
   check_heads(a, src, a.forward.num_cols, "src");
   const auto rp = a.forward.row_ptr;
+  const int64_t nnz = a.forward.nnz();  // the prefetches' bound (impl::kPrefetchAhead)
   const auto ci = a.forward.col_idx;
   const float slope = a.negative_slope;
   impl::for_each_sparse_row(
@@ -98,8 +99,7 @@ void attention_row_max(const AttentionBlock& a, const Matrix<const float>& dst,
           float m[kHeadTile], d[kHeadTile];
           for (int64_t k = 0; k < n; ++k) m[k] = -INFINITY, d[k] = dst(i, t + k);
           for (int64_t e = rp(i); e < rp(i + 1); ++e) {
-            if (e + impl::kPrefetchAhead < rp(i + 1))
-              __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
+            if (e + impl::kPrefetchAhead < nnz) __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
             const float* s = &src(ci(e), t);
             TESSERA_SIMD
             for (int64_t k = 0; k < n; ++k) {
@@ -127,6 +127,7 @@ void attention_exponentials(const AttentionBlock& a, const Matrix<const float>& 
                             const Matrix<float>& alpha, const Matrix<float>& row_sum, KernelPath path) {
   check_edges(a, alpha, "alpha");
   const auto rp = a.forward.row_ptr;
+  const int64_t nnz = a.forward.nnz();  // the prefetches' bound (impl::kPrefetchAhead)
   const auto ci = a.forward.col_idx;
   const float slope = a.negative_slope;
   impl::for_each_sparse_row(
@@ -136,8 +137,7 @@ void attention_exponentials(const AttentionBlock& a, const Matrix<const float>& 
           float sum[kHeadTile], d[kHeadTile], m[kHeadTile];
           for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f, d[k] = dst(i, t + k), m[k] = row_max(i, t + k);
           for (int64_t e = rp(i); e < rp(i + 1); ++e) {
-            if (e + impl::kPrefetchAhead < rp(i + 1))
-              __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
+            if (e + impl::kPrefetchAhead < nnz) __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
             const float* s = &src(ci(e), t);
             float* out = &alpha(e, t);
             TESSERA_SIMD
@@ -197,12 +197,12 @@ void attention_aggregate(const AttentionBlock& a, const Matrix<const float>& alp
           "attention_aggregate: shapes do not match");
   const auto rp = a.forward.row_ptr;
   const auto ci = a.forward.col_idx;
-  const int64_t heads = a.heads;
+  const int64_t heads = a.heads, nnz = a.forward.nnz();
   impl::for_each_sparse_row(
       path, "tessera::attention_aggregate", a.forward.num_rows, cols,
       [=](int64_t i, int64_t, int64_t) {
         weighted_row_sum(
-            heads, width, rp(i), rp(i + 1), &y(i, 0), [&](int64_t e) { return int64_t(ci(e)); },
+            heads, width, rp(i), rp(i + 1), nnz, &y(i, 0), [&](int64_t e) { return int64_t(ci(e)); },
             [&](int64_t e, int64_t j, int64_t h) { return alpha(e, h) * dropout.factor(i, j, h); },
             [&](int64_t j) { return &z(j, 0); }, [](int64_t) {});
       },
@@ -231,12 +231,12 @@ void attention_aggregate_transpose(const AttentionBlock& a, const Matrix<const f
   const auto rp = a.transpose.row_ptr;
   const auto ci = a.transpose.col_idx;
   const auto where = a.where;
-  const int64_t heads = a.heads;
+  const int64_t heads = a.heads, nnz = a.forward.nnz();
   impl::for_each_sparse_row(
       path, "tessera::attention_aggregate_transpose", a.transpose.num_rows, cols,
       [=](int64_t j, int64_t, int64_t) {
         weighted_row_sum(
-            heads, width, rp(j), rp(j + 1), &g_z(j, 0), [&](int64_t t) { return int64_t(ci(t)); },
+            heads, width, rp(j), rp(j + 1), nnz, &g_z(j, 0), [&](int64_t t) { return int64_t(ci(t)); },
             [&](int64_t t, int64_t i, int64_t h) { return alpha(where(t), h) * dropout.factor(i, j, h); },
             [&](int64_t i) { return &g_y(i, 0); },
             [&](int64_t t) { __builtin_prefetch(&alpha(where(t), 0)); });
@@ -325,6 +325,7 @@ void attention_source_gradients(const AttentionBlock& a, const Matrix<const floa
               int64_t(a.where.extent(0)) == a.forward.nnz(),
           "attention_source_gradients: shapes do not match");
   const auto rp = a.transpose.row_ptr;
+  const int64_t nnz = a.forward.nnz();  // the prefetches' bound (impl::kPrefetchAhead)
   const auto where = a.where;
   impl::for_each_sparse_row(
       path, "tessera::attention_source_gradients", a.transpose.num_rows, a.heads,
@@ -333,7 +334,7 @@ void attention_source_gradients(const AttentionBlock& a, const Matrix<const floa
           float sum[kHeadTile];
           for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f;
           for (int64_t p = rp(j); p < rp(j + 1); ++p) {
-            if (p + impl::kPrefetchAhead < rp(j + 1))
+            if (p + impl::kPrefetchAhead < nnz)
               __builtin_prefetch(&g_score(where(p + impl::kPrefetchAhead), t));
             const float* g = &g_score(where(p), t);
             for (int64_t k = 0; k < n; ++k) sum[k] += g[k];

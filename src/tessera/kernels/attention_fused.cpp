@@ -24,8 +24,9 @@ void scores_and_maximum(int64_t i, int64_t t, Tile n, const Offsets& rp, const C
                         const Matrix<const float>& dst, float slope, const Matrix<float>& alpha, float* m) {
   float d[impl::kHeadTile];
   for (int64_t k = 0; k < n; ++k) m[k] = -INFINITY, d[k] = dst(i, t + k);
+  const int64_t limit = impl::entry_count(rp);
   for (int64_t e = rp(i); e < rp(i + 1); ++e) {
-    if (e + impl::kPrefetchAhead < rp(i + 1)) __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
+    if (e + impl::kPrefetchAhead < limit) __builtin_prefetch(&src(ci(e + impl::kPrefetchAhead), t));
     const float* s = &src(ci(e), t);
     float* score = &alpha(e, t);
     TESSERA_SIMD
@@ -74,6 +75,7 @@ void fused_on_host(const AttentionBlock& a, const Matrix<const float>& dst, cons
   const auto rp = a.forward.row_ptr;
   const auto ci = a.forward.col_idx;
   const float slope = a.negative_slope;
+  const int64_t nnz = a.forward.nnz();
   impl::for_each_uneven_row_host(
       "tessera::attention_forward_whole_rows", a.forward.num_rows, heads,
       [=](int64_t i, int64_t h0, int64_t h1) {
@@ -84,7 +86,7 @@ void fused_on_host(const AttentionBlock& a, const Matrix<const float>& dst, cons
           for (int64_t k = 0; k < n; ++k) row_max(i, t + k) = m[k], row_sum(i, t + k) = sum[k];
         });
         impl::weighted_row_sum(
-            heads, width, rp(i), rp(i + 1), &y(i, 0), [&](int64_t e) { return int64_t(ci(e)); },
+            heads, width, rp(i), rp(i + 1), nnz, &y(i, 0), [&](int64_t e) { return int64_t(ci(e)); },
             [&](int64_t e, int64_t j, int64_t h) { return alpha(e, h) * dropout.factor(i, j, h); },
             [&](int64_t j) { return &z(j, 0); }, [](int64_t) {});
       });

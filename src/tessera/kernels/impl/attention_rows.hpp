@@ -57,13 +57,14 @@ void with_head_width(int64_t width, const F& f) {
 
 // The host's weighted sum of one row: out[c] = the sum over entries p in [p0, p1) of weight(p, node(p), h)
 // row(node(p))[c], for every column c of H heads of `width` (out has H width columns); the sums in entry
-// order in a local tile of heads; the rows of the entry impl::kPrefetchAhead ahead requested early, and
-// whatever its weight reads (weight_ahead): the gathers are what the loop waits for.
+// order in a local tile of heads; the rows of the entry impl::kPrefetchAhead ahead requested early (up to
+// p_end, the block's entry count: into the next rows), and whatever its weight reads (weight_ahead): the
+// gathers are what the loop waits for.
 constexpr int64_t kAccFloats = 256;
 
 template <class Node, class Weight, class Row, class Ahead>
-void weighted_row_sum(int64_t heads, int64_t width, int64_t p0, int64_t p1, float* out, const Node& node,
-                      const Weight& weight, const Row& row, const Ahead& weight_ahead) {
+void weighted_row_sum(int64_t heads, int64_t width, int64_t p0, int64_t p1, int64_t p_end, float* out,
+                      const Node& node, const Weight& weight, const Row& row, const Ahead& weight_ahead) {
   // Column tiles of at most kAccFloats: whole heads where a head fits, else pieces of one head.
   const int64_t tile_heads = width <= kAccFloats ? kAccFloats / width : 1;
   const int64_t piece = width <= kAccFloats ? width : kAccFloats;
@@ -76,7 +77,7 @@ void weighted_row_sum(int64_t heads, int64_t width, int64_t p0, int64_t p1, floa
         float acc[kAccFloats];
         for (int64_t c = 0; c < (h1 - h0) * f_count; ++c) acc[c] = 0.0f;
         for (int64_t p = p0; p < p1; ++p) {
-          if (p + impl::kPrefetchAhead < p1) {
+          if (p + impl::kPrefetchAhead < p_end) {
             impl::prefetch_bytes(row(node(p + impl::kPrefetchAhead)) + h0 * width,
                                  (h1 - h0) * width * int64_t(sizeof(float)));
             weight_ahead(p + impl::kPrefetchAhead);
@@ -107,8 +108,9 @@ void edge_gradient_row(int64_t i, int64_t t, Tile n, const Offsets& rp, const Co
                        const Dropout& dropout, const Rows& g_y, const Rows& z, int64_t width,
                        const Out& g_alpha, float* dot_sum) {
   for (int64_t k = 0; k < n; ++k) dot_sum[k] = 0.0f;
+  const int64_t limit = entry_count(rp);
   for (int64_t e = rp(i); e < rp(i + 1); ++e) {
-    if (e + kPrefetchAhead < rp(i + 1))
+    if (e + kPrefetchAhead < limit)
       prefetch_bytes(&z(ci(e + kPrefetchAhead), t * width), n * width * int64_t(sizeof(float)));
     const int64_t j = ci(e);
     for (int64_t k = 0; k < n; ++k) {
@@ -132,8 +134,9 @@ void score_gradient_row(int64_t i, int64_t t, Tile n, const Offsets& rp, const C
                         const Out& g_alpha, float* sum) {
   float d[kHeadTile], r[kHeadTile];
   for (int64_t k = 0; k < n; ++k) sum[k] = 0.0f, d[k] = dst(i, t + k), r[k] = row_dot(i, t + k);
+  const int64_t limit = entry_count(rp);
   for (int64_t e = rp(i); e < rp(i + 1); ++e) {
-    if (e + kPrefetchAhead < rp(i + 1)) __builtin_prefetch(&src(ci(e + kPrefetchAhead), t));
+    if (e + kPrefetchAhead < limit) __builtin_prefetch(&src(ci(e + kPrefetchAhead), t));
     const float* s = &src(ci(e), t);
     const float* al = &alpha(e, t);
     float* g = &g_alpha(e, t);
