@@ -260,8 +260,9 @@ void expect_same_block(const CsrMatrix<float, DeviceSpace, SpmmColumn>& m, const
 }  // namespace
 
 // Every array arrives as the host held it; a second step no larger than the first writes into the first
-// one's buffers and allocates nothing, a larger one grows them; identities are leading_identity's and its
-// transpose's; a block with more columns than 32-bit ids hold is refused on a host build.
+// one's buffers (row blocks too) and allocates nothing, a larger one grows them; identities are
+// leading_identity's and its transpose's; a block with more columns than 32-bit ids hold is refused on a host
+// build.
 TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
   const HostCsr big{3, 5, {0, 2, 2, 5}, {1, 4, 0, 2, 3}, {0.5f, -1.0f, 2.0f, 0.25f, 3.0f}};
   const HostCsr pattern{2, 3, {0, 1, 3}, {2, 0, 1}, {}};
@@ -275,11 +276,14 @@ TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
   expect_same_block(uploads.leading_identity(2, 5), leading_identity(2, 5));
   expect_same_block(uploads.leading_identity(5, 2), transpose(leading_identity(2, 5)));
   const Vector<int64_t> first_ids = uploads.ids(ids.data(), ids.size());
+  const Matrix<float> first_rows = uploads.rows(5, 3);
+  EXPECT_EQ(first_rows.extent(0), 5u);
+  EXPECT_EQ(first_rows.extent(1), 3u);
   const auto host_ids = Kokkos::create_mirror_view_and_copy(HostSpace(), first_ids);
   EXPECT_EQ(std::vector<int64_t>(host_ids.data(), host_ids.data() + host_ids.extent(0)), ids);
   const int64_t held = uploads.bytes();
   EXPECT_GE(held, int64_t((4 + 3 + 3 + 6) * sizeof(int64_t) + (5 + 3 + 2 + 2) * sizeof(SpmmColumn) +
-                          5 * sizeof(float) + ids.size() * sizeof(int64_t)));
+                          (5 + 15) * sizeof(float) + ids.size() * sizeof(int64_t)));
   {
     const AllocationCount allocations;
     uploads.restart();
@@ -289,6 +293,9 @@ TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
     EXPECT_EQ(second.values.data(), first.values.data());
     const Vector<int64_t> fewer = uploads.ids(ids.data() + 1, 2);
     EXPECT_EQ(fewer.data(), first_ids.data());
+    const Matrix<float> fewer_rows = uploads.rows(4, 3);
+    EXPECT_EQ(fewer_rows.extent(0), 4u);
+    EXPECT_EQ(fewer_rows.data(), first_rows.data());
     EXPECT_EQ(allocations.count(), 0);
     EXPECT_EQ(uploads.bytes(), held);
   }
@@ -297,6 +304,9 @@ TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
     uploads.restart();
     const HostCsr wider{1, 12, {0, 12}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, std::vector<float>(12, 1.5f)};
     expect_same_block(uploads.csr(wider), wider);
+    const Matrix<float> other_width = uploads.rows(2, 4);  // the same rows, another width: a new block
+    EXPECT_EQ(other_width.extent(1), 4u);
+    EXPECT_NE(other_width.data(), first_rows.data());
     EXPECT_GT(allocations.count(), 0);
     EXPECT_GT(uploads.bytes(), held);
   }

@@ -24,17 +24,16 @@ Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
   return out;
 }
 
-// Rows `index` of the features (floats or bf16 bits) as floats: the step's input block.
+// Rows `index` of the features (floats or bf16 bits) as floats: the step's input block, every entry of
+// `input` written.
 template <class T>
-Matrix<float> gather_rows_widened(const Matrix<const T>& features, const Vector<const int64_t>& index) {
-  const Matrix<float> input(Kokkos::ViewAllocateWithoutInitializing("sample_input"), index.extent(0),
-                            features.extent(1));  // every entry written below
+void gather_rows_widened(const Matrix<const T>& features, const Vector<const int64_t>& index,
+                         const Matrix<float>& input) {
   Kokkos::parallel_for(
       "tessera::gather_features", Kokkos::RangePolicy<ExecSpace>(0, int64_t(index.extent(0))),
       KOKKOS_LAMBDA(int64_t i) {
         for (size_t j = 0; j < input.extent(1); ++j) input(i, j) = widened(features(index(i), j));
       });
-  return input;
 }
 
 }  // namespace
@@ -184,10 +183,13 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b, StepUploads& into) cons
         LayerGraph{adjacency, self, ids(b.rows[size_t(l)].ids), rows, batch_size_, false});
   }
   const Vector<const int64_t> in_rows = ids(b.cols[0].local);
-  if (graph_.feature_dtype == StorageDtype::Bf16)
-    d.input = gather_rows_widened(Matrix<const uint16_t>(graph_.features_bf16), in_rows);
+  const bool bf16 = graph_.feature_dtype == StorageDtype::Bf16;
+  d.input = into.rows(int64_t(in_rows.extent(0)),
+                      int64_t(bf16 ? graph_.features_bf16.extent(1) : graph_.features.extent(1)));
+  if (bf16)
+    gather_rows_widened(Matrix<const uint16_t>(graph_.features_bf16), in_rows, d.input);
   else
-    d.input = gather_rows_widened(Matrix<const float>(graph_.features), in_rows);
+    gather_rows_widened(Matrix<const float>(graph_.features), in_rows, d.input);
   d.input_ids = ids(b.cols[0].ids);
   d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, int64_t(in_rows.extent(0)), batch_size_, false};
   d.graph.scratch_input = d.input.data();  // gathered for this step only

@@ -60,7 +60,7 @@ int64_t StepUploads::Pool<T>::bytes() const {
 }
 
 void StepUploads::restart() {
-  offsets_.used = ids_.used = columns_.used = values_.used = 0;
+  offsets_.used = ids_.used = columns_.used = values_.used = blocks_used_ = 0;
 }
 
 CsrMatrix<float, DeviceSpace, SpmmColumn> StepUploads::csr(const HostCsr& a) {
@@ -98,8 +98,19 @@ Vector<int64_t> StepUploads::ids(const int64_t* ids, size_t count) {
   return out;
 }
 
+Matrix<float> StepUploads::rows(int64_t rows, int64_t cols) {
+  if (blocks_used_ == blocks_.size()) blocks_.emplace_back();
+  Matrix<float>& buffer = blocks_[blocks_used_++];
+  if (int64_t(buffer.extent(0)) < rows || int64_t(buffer.extent(1)) != cols)
+    buffer = Matrix<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.rows")),
+                           size_t(rows + rows / 4), size_t(cols));
+  return Kokkos::subview(buffer, std::make_pair(int64_t(0), rows), Kokkos::ALL());
+}
+
 int64_t StepUploads::bytes() const {
-  return offsets_.bytes() + ids_.bytes() + columns_.bytes() + values_.bytes();
+  int64_t total = offsets_.bytes() + ids_.bytes() + columns_.bytes() + values_.bytes();
+  for (const Matrix<float>& block : blocks_) total += int64_t(block.size() * sizeof(float));
+  return total;
 }
 
 }  // namespace tessera
