@@ -21,7 +21,8 @@
 namespace tessera::impl {
 
 /// Entries ahead whose gathered rows a host loop requests early: 4 KiB of 64-column rows, what the SpMM
-/// host kernel keeps in flight (on the arxiv-shaped GAT step, 6 entries took 1.08x the time of 12 or 20).
+/// host kernel keeps in flight (on the arxiv-shaped GAT step, 6 left the gathers waiting longer than 12
+/// or 20, which were alike).
 constexpr int64_t kPrefetchAhead = 16;
 
 /// The entries of a block with row offsets rp: the bound of the prefetches.
