@@ -92,16 +92,12 @@ KOKKOS_INLINE_FUNCTION float activation_slope(float x, Activation activation) {
 
 // The host op's activation loops are compiled for AVX-512 and AVX2 too (impl/cpu_clones.hpp): at the
 // baseline ISA's four lanes ELU's exponential, not memory, bounds the pass. The file is compiled without
-// contraction (CMakeLists.txt): every clone gives the baseline one's bits.
-#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-#define TESSERA_HOST_ACTIVATION TESSERA_CPU_CLONES TESSERA_CPU_FLATTEN
-#else
-#define TESSERA_HOST_ACTIVATION
-#endif
+// contraction (CMakeLists.txt): every clone gives the baseline one's bits. Device compilers get plain
+// functions.
 
 // out[c] = activate(x[c]) for c in [c0, c1): a loop per activation, so that each vectorizes.
-TESSERA_HOST_ACTIVATION void activate_run(const float* x, float* out, int64_t c0, int64_t c1,
-                                          Activation activation) {
+TESSERA_CPU_CLONES TESSERA_CPU_FLATTEN void activate_run(const float* x, float* out, int64_t c0, int64_t c1,
+                                                         Activation activation) {
   if (activation == Activation::Relu)
     for (int64_t c = c0; c < c1; ++c) out[c] = activate(x[c], Activation::Relu);
   else if (activation == Activation::Elu)
@@ -111,8 +107,8 @@ TESSERA_HOST_ACTIVATION void activate_run(const float* x, float* out, int64_t c0
 }
 
 // g[c] *= activation_slope(x[c]) for c in [c0, c1) (the identity's slope, 1, leaves g as it is).
-TESSERA_HOST_ACTIVATION void slope_run(const float* x, float* g, int64_t c0, int64_t c1,
-                                       Activation activation) {
+TESSERA_CPU_CLONES TESSERA_CPU_FLATTEN void slope_run(const float* x, float* g, int64_t c0, int64_t c1,
+                                                      Activation activation) {
   if (activation == Activation::Relu)
     for (int64_t c = c0; c < c1; ++c) g[c] *= activation_slope(x[c], Activation::Relu);
   else if (activation == Activation::Elu)

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/views.hpp"
 #include "tessera/models/modes/sampled.hpp"
 
 namespace tessera {
@@ -46,9 +47,7 @@ Vector<T> StepUploads::Pool<T>::next(size_t count) {
   if (count == 0) return Vector<T>();
   if (used == held.size()) held.emplace_back();
   Vector<T>& buffer = held[used++];
-  if (buffer.extent(0) < count)
-    buffer =
-        Vector<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), count + count / 4);
+  reserve_vector(buffer, int64_t(count), label);
   return Kokkos::subview(buffer, std::make_pair(size_t(0), count));
 }
 
