@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "reference/dense.hpp"
+#include "support/allocation_count.hpp"
 #include "support/final_weights.hpp"
 #include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
@@ -203,6 +204,39 @@ TEST(Minibatch, DeviceCutEqualsTheHostCut) {
         }
       }
     }
+}
+
+// Both cuts write a step's arrays into buffers kept between steps (the host cut's uploads into the
+// trainer's StepUploads, the device cut into its builder's): a step no larger than one before allocates
+// nothing (blocks, ids, input rows, labels and mask all land in the buffers of the step before) and gives
+// the batch a fresh upload gives, bit for bit.
+TEST(Minibatch, StepsIntoKeptBuffersAllocateNothing) {
+  const Communicator world = Communicator::world();
+  for (const GridShape& shape : shapes_with_d_up_to_2(world.size())) {
+    SCOPED_TRACE(shape.str());
+    const ProcessGrid grid(world, shape);
+    const Graph3D g = load(grid, 3, Normalization::Mean);
+    const BatchNeeds needs{3, true, {}};
+    const MinibatchBuilder host(grid, g, 57, needs);
+    DeviceMinibatchBuilder device(grid, g, 57, needs);
+    const SampleKey key{4, 0, 1, grid.coords().get(Axis::D)};
+    const HostBatch batch = host.build(key);
+    StepUploads kept;
+    kept.restart();
+    host.upload(batch, kept);
+    device.build(key);
+    const int64_t held = kept.bytes(), device_held = device.bytes();
+    const fixtures::AllocationCount allocations;
+    kept.restart();
+    const DeviceBatch again = host.upload(batch, kept);
+    const DeviceBatch cut_again = device.build(key);
+    EXPECT_EQ(allocations.count(), 0);
+    EXPECT_EQ(kept.bytes(), held);
+    EXPECT_EQ(device.bytes(), device_held);
+    const DeviceBatch fresh = host.upload(batch);
+    expect_same_batch(again, fresh);
+    expect_same_batch(cut_again, fresh);
+  }
 }
 
 TEST(UniformSample, SortedDistinctKeyedAndDifferentPerReplica) {

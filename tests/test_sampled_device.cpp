@@ -10,6 +10,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "support/allocation_count.hpp"
 #include "support/final_weights.hpp"
 #include "support/fixtures.hpp"
 #include "tessera/core/error.hpp"
@@ -221,29 +222,6 @@ TEST(DeviceSampling, AutoBuildsStepsOnTheDeviceWhereOneRankFitsThere) {
 
 namespace {
 
-// Kokkos allocations of any memory space while alive (the Kokkos Tools hook, chained to one set before).
-class AllocationCount {
- public:
-  AllocationCount() {
-    count_ = 0;
-    chained_ = Kokkos::Tools::Experimental::get_callbacks().allocate_data;
-    Kokkos::Tools::Experimental::set_allocate_data_callback(&on_allocate);
-  }
-  ~AllocationCount() { Kokkos::Tools::Experimental::set_allocate_data_callback(chained_); }
-  AllocationCount(const AllocationCount&) = delete;
-  AllocationCount& operator=(const AllocationCount&) = delete;
-  int count() const { return count_; }
-
- private:
-  static void on_allocate(const Kokkos_Profiling_SpaceHandle space, const char* label, const void* ptr,
-                          const uint64_t size) {
-    ++count_;
-    if (chained_ != nullptr) chained_(space, label, ptr, size);
-  }
-  static inline int count_ = 0;
-  static inline Kokkos_Profiling_allocateDataFunction chained_ = nullptr;
-};
-
 // The device copy holds the host block's entries (columns as int64 for the comparison).
 void expect_same_block(const CsrMatrix<float, DeviceSpace, SpmmColumn>& m, const HostCsr& a) {
   EXPECT_EQ(m.num_rows, a.num_rows);
@@ -260,9 +238,9 @@ void expect_same_block(const CsrMatrix<float, DeviceSpace, SpmmColumn>& m, const
 }  // namespace
 
 // Every array arrives as the host held it; a second step no larger than the first writes into the first
-// one's buffers (row blocks too) and allocates nothing, a larger one grows them; identities are
-// leading_identity's and its transpose's; a block with more columns than 32-bit ids hold is refused on a host
-// build.
+// one's buffers (row blocks, labels, masks and task rows too) and allocates nothing, a larger one grows them;
+// identities are leading_identity's and its transpose's; a block with more columns than 32-bit ids hold is
+// refused on a host build.
 TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
   const HostCsr big{3, 5, {0, 2, 2, 5}, {1, 4, 0, 2, 3}, {0.5f, -1.0f, 2.0f, 0.25f, 3.0f}};
   const HostCsr pattern{2, 3, {0, 1, 3}, {2, 0, 1}, {}};
@@ -279,13 +257,20 @@ TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
   const Matrix<float> first_rows = uploads.rows(5, 3);
   EXPECT_EQ(first_rows.extent(0), 5u);
   EXPECT_EQ(first_rows.extent(1), 3u);
+  const Vector<int64_t> first_labels = uploads.labels(4);
+  const Vector<uint8_t> first_mask = uploads.mask(4);
+  const Matrix<int8_t> first_tasks = uploads.task_rows(4, 2);
+  EXPECT_EQ(first_labels.extent(0), 4u);
+  EXPECT_EQ(first_mask.extent(0), 4u);
+  EXPECT_EQ(first_tasks.extent(0), 4u);
+  EXPECT_EQ(first_tasks.extent(1), 2u);
   const auto host_ids = Kokkos::create_mirror_view_and_copy(HostSpace(), first_ids);
   EXPECT_EQ(std::vector<int64_t>(host_ids.data(), host_ids.data() + host_ids.extent(0)), ids);
   const int64_t held = uploads.bytes();
   EXPECT_GE(held, int64_t((4 + 3 + 3 + 6) * sizeof(int64_t) + (5 + 3 + 2 + 2) * sizeof(SpmmColumn) +
-                          (5 + 15) * sizeof(float) + ids.size() * sizeof(int64_t)));
+                          (5 + 15) * sizeof(float) + (ids.size() + 4) * sizeof(int64_t) + 4 + 8));
   {
-    const AllocationCount allocations;
+    const fixtures::AllocationCount allocations;
     uploads.restart();
     const auto second = uploads.csr(small);
     expect_same_block(second, small);
@@ -296,11 +281,14 @@ TEST(StepUploads, EachStepWritesIntoTheBuffersOfTheStepBefore) {
     const Matrix<float> fewer_rows = uploads.rows(4, 3);
     EXPECT_EQ(fewer_rows.extent(0), 4u);
     EXPECT_EQ(fewer_rows.data(), first_rows.data());
+    EXPECT_EQ(uploads.labels(3).data(), first_labels.data());
+    EXPECT_EQ(uploads.mask(3).data(), first_mask.data());
+    EXPECT_EQ(uploads.task_rows(3, 2).data(), first_tasks.data());
     EXPECT_EQ(allocations.count(), 0);
     EXPECT_EQ(uploads.bytes(), held);
   }
   {
-    const AllocationCount allocations;
+    const fixtures::AllocationCount allocations;
     uploads.restart();
     const HostCsr wider{1, 12, {0, 12}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, std::vector<float>(12, 1.5f)};
     expect_same_block(uploads.csr(wider), wider);

@@ -14,14 +14,12 @@ namespace tessera {
 
 namespace {
 
-// Rows `index` of a device vector, in order.
+// Rows `index` of a device vector, in order, into `out` (as long as index).
 template <class T>
-Vector<T> gather(const Vector<T>& v, const Vector<const int64_t>& index) {
-  Vector<T> out("gathered", index.extent(0));
+void gather(const Vector<T>& v, const Vector<const int64_t>& index, const Vector<T>& out) {
   Kokkos::parallel_for(
       "tessera::gather_rows", Kokkos::RangePolicy<ExecSpace>(0, int64_t(index.extent(0))),
       KOKKOS_LAMBDA(int64_t i) { out(i) = v(index(i)); });
-  return out;
 }
 
 // Rows `index` of the features (floats or bf16 bits) as floats: the step's input block, every entry of
@@ -38,16 +36,15 @@ void gather_rows_widened(const Matrix<const T>& features, const Vector<const int
 
 }  // namespace
 
-Matrix<int8_t> gather_task_rows(const Matrix<const int8_t>& targets, const Vector<const int64_t>& index,
-                                int64_t count) {
-  if (targets.extent(1) == 0) return {};
-  Matrix<int8_t> out(Kokkos::ViewAllocateWithoutInitializing("sample_targets"), size_t(count),
-                     targets.extent(1));
+void gather_task_rows(const Matrix<const int8_t>& targets, const Vector<const int64_t>& index,
+                      const Matrix<int8_t>& out) {
+  require(out.extent(1) == targets.extent(1) && out.extent(0) <= index.extent(0),
+          "gather_task_rows: ", out.extent(0), " x ", out.extent(1), " rows from ", index.extent(0),
+          " indices of ", targets.extent(1), " tasks");
   const int64_t tasks = int64_t(targets.extent(1));
   Kokkos::parallel_for(
-      "tessera::gather_task_rows", Kokkos::RangePolicy<ExecSpace>(0, count * tasks),
+      "tessera::gather_task_rows", Kokkos::RangePolicy<ExecSpace>(0, int64_t(out.extent(0)) * tasks),
       KOKKOS_LAMBDA(int64_t e) { out(e / tasks, e % tasks) = targets(index(e / tasks), e % tasks); });
-  return out;
 }
 
 namespace {
@@ -195,9 +192,15 @@ DeviceBatch MinibatchBuilder::upload(const HostBatch& b, StepUploads& into) cons
   d.graph.scratch_input = d.input.data();  // gathered for this step only
   const Vector<const int64_t> out_rows = ids(b.rows[size_t(layers - 1)].local);
   const NodeData& data = graph_.node_data_for(layers);
-  d.labels = gather(data.labels, out_rows);
-  d.train = gather(data.mask("train"), out_rows);
-  d.targets = gather_task_rows(data.targets, out_rows, int64_t(out_rows.extent(0)));
+  const size_t outputs = out_rows.extent(0);
+  d.labels = into.labels(outputs);
+  gather(data.labels, out_rows, d.labels);
+  d.train = into.mask(outputs);
+  gather(data.mask("train"), out_rows, d.train);
+  if (data.targets.extent(1) > 0) {
+    d.targets = into.task_rows(int64_t(outputs), int64_t(data.targets.extent(1)));
+    gather_task_rows(data.targets, out_rows, d.targets);
+  }
   Kokkos::fence();
   return d;
 }
@@ -265,6 +268,7 @@ void MinibatchSource::request(int64_t epoch, int64_t step) {
 const Batch& MinibatchSource::batch(int64_t epoch, int64_t step) {
   if (device_builder_) {
     Stopwatch watch;
+    current_ = DeviceBatch();  // the step before's arrays are written again by the build
     current_ = device_builder_->build(SampleKey{seed_, epoch, step, grid_.coords().d});
     device_build_s_ += watch.seconds();
     batch_ = Batch{&current_.graph, current_.input, current_.labels, current_.train, current_.targets};

@@ -41,10 +41,10 @@ struct DeviceBatch {
   Matrix<int8_t> targets;     ///< same rows: a multi-label graph's task labels (else empty)
 };
 
-/// Rows index(0), ..., index(count - 1) of a multi-label graph's task labels (NodeData::targets); empty
-/// where `targets` is (a single-label graph).
-Matrix<int8_t> gather_task_rows(const Matrix<const int8_t>& targets, const Vector<const int64_t>& index,
-                                int64_t count);
+/// Rows index(0), ..., index(n - 1) of a multi-label graph's task labels (NodeData::targets) into the n
+/// rows of `out` (as many tasks as targets; index holds at least n).
+void gather_task_rows(const Matrix<const int8_t>& targets, const Vector<const int64_t>& index,
+                      const Matrix<int8_t>& out);
 
 /// The factor 1 / p by which a batch of `batch_size` of `num_nodes` vertices scales its off-diagonal
 /// entries (pair_inclusion_probability); throws Error naming --batch-size unless 2 <= batch_size <=
@@ -100,9 +100,12 @@ class DeviceMinibatchBuilder {
   DeviceMinibatchBuilder& operator=(const DeviceMinibatchBuilder&) = delete;
   /// Vertices per sample.
   int64_t batch_size() const { return batch_size_; }
-  /// The batch of `key`: blocks, views, gathered inputs, labels and masks, all on the device.
+  /// The batch of `key`: blocks, views, gathered inputs, labels and masks, all on the device, in buffers
+  /// the builder keeps: valid until the next build, which writes them again (and allocates nothing where
+  /// its batch is no larger than one before).
   DeviceBatch build(const SampleKey& key);
-  /// Device bytes kept besides the graph: the transposed blocks, index maps, scratch and vertex marks.
+  /// Device bytes kept besides the graph: the transposed blocks, index maps, scratch, vertex marks and the
+  /// last batch's buffers.
   int64_t bytes() const;
 
  private:
@@ -116,6 +119,7 @@ class DeviceMinibatchBuilder {
   std::unique_ptr<Scratch> scratch_;  // the cuts' working arrays, kept between steps
   Vector<uint32_t> mark_;             // mark_(v) == generation_: v is in the current sample
   uint32_t generation_ = 0;
+  StepUploads step_buffers_;  // a batch's arrays, written again by the next build
 };
 
 /// Device copy of a host CSR built off the main thread (values kept; none: a pattern).

@@ -80,7 +80,7 @@ struct CutScratch {
 // the device waited. The sampled rows' static entries are laid end to end, each finds its row by binary
 // search, and a scan over the kept flags gives every kept entry its place, in the host cut's order.
 // Entry (r, s) weighs the static weight, times `scale` unless s is row r's own column.
-Cut cut_block(const CutSide& side, const CutSide& cols, float scale, CutScratch& scratch) {
+Cut cut_block(const CutSide& side, const CutSide& cols, float scale, CutScratch& scratch, StepUploads& into) {
   const StaticBlock a = side.block;
   const Vector<const int64_t> pick = side.pick, own = side.own, col_slot = cols.slot;
   const int64_t rows = side.count;
@@ -105,9 +105,9 @@ Cut cut_block(const CutSide& side, const CutSide& cols, float scale, CutScratch&
   Cut out;
   out.num_rows = rows;
   out.num_cols = cols.count;
-  out.row_ptr = Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("sample_row_ptr"), size_t(rows + 1));
-  out.col_idx = Vector<SpmmColumn>(Kokkos::ViewAllocateWithoutInitializing("sample_col_idx"), size_t(nnz));
-  out.values = Vector<float>(Kokkos::ViewAllocateWithoutInitializing("sample_values"), size_t(nnz));
+  out.row_ptr = into.offsets(size_t(rows + 1));
+  out.col_idx = into.columns(size_t(nnz));
+  out.values = into.values(size_t(nnz));
   const Vector<int64_t> out_ptr = out.row_ptr;
   const Vector<SpmmColumn> out_col = out.col_idx;
   const Vector<float> out_value = out.values;
@@ -133,13 +133,12 @@ Cut cut_block(const CutSide& side, const CutSide& cols, float scale, CutScratch&
 }
 
 // The self block of the cut (a pattern): row r's one entry at its own vertex's kept column, if kept.
-Cut cut_self(const CutSide& side, const CutSide& cols) {
+Cut cut_self(const CutSide& side, const CutSide& cols, StepUploads& into) {
   const Vector<const int64_t> pick = side.pick, own = side.own, col_slot = cols.slot;
   Cut out;
   out.num_rows = side.count;
   out.num_cols = cols.count;
-  out.row_ptr =
-      Vector<int64_t>(Kokkos::ViewAllocateWithoutInitializing("sample_self_row_ptr"), size_t(side.count + 1));
+  out.row_ptr = into.offsets(size_t(side.count + 1));
   const Vector<int64_t> out_ptr = out.row_ptr;
   const int64_t nnz = prefix_offsets(
       side.count,
@@ -148,7 +147,7 @@ Cut cut_self(const CutSide& side, const CutSide& cols) {
         return o >= 0 && col_slot(o) >= 0 ? int64_t(1) : int64_t(0);
       },
       out_ptr, "tessera::self_offsets");
-  out.col_idx = Vector<SpmmColumn>(Kokkos::ViewAllocateWithoutInitializing("sample_self_col"), size_t(nnz));
+  out.col_idx = into.columns(size_t(nnz));
   const Vector<SpmmColumn> out_col = out.col_idx;
   Kokkos::parallel_for(
       "tessera::cut_self", Policy(0, side.count), KOKKOS_LAMBDA(int64_t r) {
@@ -168,21 +167,20 @@ std::unique_ptr<AdjacencyBlock> block_of(Cut forward, std::optional<Cut> transpo
   return block;
 }
 
-// The picked rows' entries of a vector indexed by static row.
+// The picked rows' entries of a vector indexed by static row, into `out` (side.count entries).
 template <class T>
-Vector<T> gather_picked(const Vector<const T>& v, const CutSide& side, const char* name) {
-  Vector<T> out(Kokkos::ViewAllocateWithoutInitializing(name), size_t(side.count));
+Vector<T> gather_picked(const Vector<const T>& v, const CutSide& side, const char* name,
+                        const Vector<T>& out) {
   const Vector<const int64_t> pick = side.pick;
   Kokkos::parallel_for(
       name, Policy(0, side.count), KOKKOS_LAMBDA(int64_t r) { out(r) = v(pick(r)); });
   return out;
 }
 
-// Rows side.pick of the features (floats or bf16 bits) as floats.
+// Rows side.pick of the features (floats or bf16 bits) as floats, into a block of `into`.
 template <class T>
-Matrix<float> gather_feature_rows(const Matrix<const T>& features, const CutSide& side) {
-  Matrix<float> out(Kokkos::ViewAllocateWithoutInitializing("sample_input"), size_t(side.count),
-                    features.extent(1));
+Matrix<float> gather_feature_rows(const Matrix<const T>& features, const CutSide& side, StepUploads& into) {
+  const Matrix<float> out = into.rows(side.count, int64_t(features.extent(1)));
   const Vector<const int64_t> pick = side.pick;
   const int64_t width = int64_t(features.extent(1));
   Kokkos::parallel_for(
@@ -287,6 +285,7 @@ int64_t DeviceMinibatchBuilder::bytes() const {
   const CutScratch& cut = scratch_->cut;
   for (const Vector<int64_t>* v : {&cut.span, &cut.row, &cut.slot, &cut.before})
     total += int64_t(v->span() * sizeof(int64_t));
+  total += step_buffers_.bytes();
   // The transposes (the forward blocks are the graph's).
   for (size_t l = 0; l < layers_.size() && l < 6; ++l) {
     const StaticBlock& t = layers_[l].cols.block;
@@ -301,39 +300,50 @@ DeviceBatch DeviceMinibatchBuilder::build(const SampleKey& key) {
     generation_ = 1;
   }
   mark_sample(mark_, sample_permutation(graph_.layout.num_nodes(), key), batch_size_, generation_);
+  StepUploads& into = step_buffers_;
+  into.restart();
   DeviceBatch d;
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = layers_[l];
     layer.rows.count = pick_marked(layer.rows, mark_, generation_);
     layer.cols.count = pick_marked(layer.cols, mark_, generation_);
     const bool transposed = needs_.transposed(int(l));
-    d.graph.blocks.push_back(block_of(
-        cut_block(layer.rows, layer.cols, scale_, scratch_->cut),
-        transposed ? std::optional(cut_block(layer.cols, layer.rows, scale_, scratch_->cut)) : std::nullopt));
+    d.graph.blocks.push_back(
+        block_of(cut_block(layer.rows, layer.cols, scale_, scratch_->cut, into),
+                 transposed ? std::optional(cut_block(layer.cols, layer.rows, scale_, scratch_->cut, into))
+                            : std::nullopt));
     const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
     if (needs_.self_blocks) {
       d.graph.blocks.push_back(
-          block_of(cut_self(layer.rows, layer.cols),
-                   transposed ? std::optional(cut_self(layer.cols, layer.rows)) : std::nullopt));
+          block_of(cut_self(layer.rows, layer.cols, into),
+                   transposed ? std::optional(cut_self(layer.cols, layer.rows, into)) : std::nullopt));
       self = d.graph.blocks.back().get();
     }
-    d.graph.layers.push_back(LayerGraph{
-        adjacency, self, gather_picked<int64_t>(layer.rows.vertex, layer.rows, "sample_output_ids"),
-        layer.rows.count, batch_size_, false});
+    d.graph.layers.push_back(
+        LayerGraph{adjacency, self,
+                   gather_picked<int64_t>(layer.rows.vertex, layer.rows, "sample_output_ids",
+                                          into.ids(size_t(layer.rows.count))),
+                   layer.rows.count, batch_size_, false});
   }
   const CutSide& inputs = layers_.front().cols;
   d.input = graph_.feature_dtype == StorageDtype::Bf16
-                ? gather_feature_rows(Matrix<const uint16_t>(graph_.features_bf16), inputs)
-                : gather_feature_rows(Matrix<const float>(graph_.features), inputs);
-  d.input_ids = gather_picked<int64_t>(inputs.vertex, inputs, "sample_input_ids");
+                ? gather_feature_rows(Matrix<const uint16_t>(graph_.features_bf16), inputs, into)
+                : gather_feature_rows(Matrix<const float>(graph_.features), inputs, into);
+  d.input_ids =
+      gather_picked<int64_t>(inputs.vertex, inputs, "sample_input_ids", into.ids(size_t(inputs.count)));
   d.graph.input = LayerGraph{nullptr, nullptr, d.input_ids, inputs.count, batch_size_, false};
   d.graph.scratch_input = d.input.data();  // gathered for this step only
   const CutSide& outputs = layers_.back().rows;
   const NodeData& data = graph_.node_data_for(needs_.layers);
-  d.labels = gather_picked<int64_t>(data.labels, outputs, "sample_labels");
-  d.train = gather_picked<uint8_t>(data.mask("train"), outputs, "sample_train");
-  d.targets = gather_task_rows(data.targets, outputs.pick, outputs.count);
+  d.labels =
+      gather_picked<int64_t>(data.labels, outputs, "sample_labels", into.labels(size_t(outputs.count)));
+  d.train =
+      gather_picked<uint8_t>(data.mask("train"), outputs, "sample_train", into.mask(size_t(outputs.count)));
+  if (data.targets.extent(1) > 0) {
+    d.targets = into.task_rows(outputs.count, int64_t(data.targets.extent(1)));
+    gather_task_rows(data.targets, outputs.pick, d.targets);
+  }
   Kokkos::fence();
   return d;
 }

@@ -44,10 +44,11 @@ void copy_columns(const std::vector<int64_t>& from, const Vector<Column>& to) {
 
 template <class T>
 Vector<T> StepUploads::Pool<T>::next(size_t count) {
-  if (count == 0) return Vector<T>();
   if (used == held.size()) held.emplace_back();
   Vector<T>& buffer = held[used++];
-  reserve_vector(buffer, int64_t(count), label);
+  // At least one entry, so that an empty array (an empty block's columns) still points into memory, as a
+  // fresh View does: vendor descriptors are handed the pointers.
+  reserve_vector(buffer, int64_t(count > 0 ? count : 1), label);
   return Kokkos::subview(buffer, std::make_pair(size_t(0), count));
 }
 
@@ -58,8 +59,26 @@ int64_t StepUploads::Pool<T>::bytes() const {
   return total;
 }
 
+template <class T>
+Matrix<T> StepUploads::BlockPool<T>::next(int64_t rows, int64_t cols) {
+  if (used == held.size()) held.emplace_back();
+  Matrix<T>& buffer = held[used++];
+  if (int64_t(buffer.extent(0)) < rows || int64_t(buffer.extent(1)) != cols)
+    buffer = Matrix<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                       size_t(rows + rows / 4), size_t(cols));
+  return Kokkos::subview(buffer, std::make_pair(int64_t(0), rows), Kokkos::ALL());
+}
+
+template <class T>
+int64_t StepUploads::BlockPool<T>::bytes() const {
+  int64_t total = 0;
+  for (const Matrix<T>& buffer : held) total += int64_t(buffer.size() * sizeof(T));
+  return total;
+}
+
 void StepUploads::restart() {
-  offsets_.used = ids_.used = columns_.used = values_.used = blocks_used_ = 0;
+  offsets_.used = ids_.used = labels_.used = columns_.used = values_.used = mask_.used = 0;
+  rows_.used = task_rows_.used = 0;
 }
 
 CsrMatrix<float, DeviceSpace, SpmmColumn> StepUploads::csr(const HostCsr& a) {
@@ -97,19 +116,41 @@ Vector<int64_t> StepUploads::ids(const int64_t* ids, size_t count) {
   return out;
 }
 
+Vector<int64_t> StepUploads::ids(size_t count) {
+  return ids_.next(count);
+}
+
+Vector<int64_t> StepUploads::offsets(size_t count) {
+  return offsets_.next(count);
+}
+
+Vector<SpmmColumn> StepUploads::columns(size_t count) {
+  return columns_.next(count);
+}
+
+Vector<float> StepUploads::values(size_t count) {
+  return values_.next(count);
+}
+
 Matrix<float> StepUploads::rows(int64_t rows, int64_t cols) {
-  if (blocks_used_ == blocks_.size()) blocks_.emplace_back();
-  Matrix<float>& buffer = blocks_[blocks_used_++];
-  if (int64_t(buffer.extent(0)) < rows || int64_t(buffer.extent(1)) != cols)
-    buffer = Matrix<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.rows")),
-                           size_t(rows + rows / 4), size_t(cols));
-  return Kokkos::subview(buffer, std::make_pair(int64_t(0), rows), Kokkos::ALL());
+  return rows_.next(rows, cols);
+}
+
+Vector<int64_t> StepUploads::labels(size_t count) {
+  return labels_.next(count);
+}
+
+Vector<uint8_t> StepUploads::mask(size_t count) {
+  return mask_.next(count);
+}
+
+Matrix<int8_t> StepUploads::task_rows(int64_t rows, int64_t tasks) {
+  return task_rows_.next(rows, tasks);
 }
 
 int64_t StepUploads::bytes() const {
-  int64_t total = offsets_.bytes() + ids_.bytes() + columns_.bytes() + values_.bytes();
-  for (const Matrix<float>& block : blocks_) total += int64_t(block.size() * sizeof(float));
-  return total;
+  return offsets_.bytes() + ids_.bytes() + labels_.bytes() + columns_.bytes() + values_.bytes() +
+         mask_.bytes() + rows_.bytes() + task_rows_.bytes();
 }
 
 }  // namespace tessera

@@ -4,7 +4,8 @@
 // once more into the 32-bit column ids CsrSpmm keeps: about 16 MB allocated and written three times a step
 // for fanouts 5,10,15 on an arxiv-shaped graph. Here each array is written once, into a buffer that grows
 // with headroom and serves the next step again, so a step no larger than one before allocates nothing. The
-// mini-batch cut also gathers its input rows into one (about 22 MB a step for the same fanouts).
+// mini-batch cut also gathers its input rows (about 22 MB a step for the same fanouts), labels, training
+// mask and task labels into them, and the mini-batch cut made with kernels writes its blocks there too.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +31,24 @@ class StepUploads {
   CsrMatrix<float, DeviceSpace, SpmmColumn> leading_identity(int64_t rows, int64_t cols);
   /// The next id list's device copy: ids[0, count).
   Vector<int64_t> ids(const int64_t* ids, size_t count);
+  /// The next `count` ids for the caller to fill (a buffer handed out to fill holds whatever it held).
+  Vector<int64_t> ids(size_t count);
+  /// The next `count` block offsets for the caller to fill (a block cut on the device).
+  Vector<int64_t> offsets(size_t count);
+  /// The next `count` column ids for the caller to fill.
+  Vector<SpmmColumn> columns(size_t count);
+  /// The next `count` values for the caller to fill.
+  Vector<float> values(size_t count);
   /// The next `rows` x `cols` block of floats for the caller to fill (a step's gathered input rows); its
   /// entries are whatever the buffer held.
   Matrix<float> rows(int64_t rows, int64_t cols);
+  /// The next `count` labels for the caller to fill (a step's gathered output rows; entries are whatever
+  /// the buffer held).
+  Vector<int64_t> labels(size_t count);
+  /// The next `count` mask flags for the caller to fill.
+  Vector<uint8_t> mask(size_t count);
+  /// The next `rows` x `tasks` task labels for the caller to fill.
+  Matrix<int8_t> task_rows(int64_t rows, int64_t tasks);
   /// Device bytes the buffers hold.
   int64_t bytes() const;
 
@@ -48,13 +64,23 @@ class StepUploads {
     Vector<T> next(size_t count);
     int64_t bytes() const;
   };
-  Pool<int64_t> offsets_{"step.row_ptr"}, ids_{"step.ids"};
-  Pool<SpmmColumn> columns_{"step.col_idx"};
-  Pool<float> values_{"step.values"};
   // Dense blocks, handed out in order the same way; a block grows where a step needs more rows, or is
   // allocated again for another width.
-  std::vector<Matrix<float>> blocks_;
-  size_t blocks_used_ = 0;
+  template <class T>
+  struct BlockPool {
+    explicit BlockPool(const char* name) : label(name) {}
+    const char* label;
+    std::vector<Matrix<T>> held;
+    size_t used = 0;
+    Matrix<T> next(int64_t rows, int64_t cols);
+    int64_t bytes() const;
+  };
+  Pool<int64_t> offsets_{"step.row_ptr"}, ids_{"step.ids"}, labels_{"step.labels"};
+  Pool<SpmmColumn> columns_{"step.col_idx"};
+  Pool<float> values_{"step.values"};
+  Pool<uint8_t> mask_{"step.mask"};
+  BlockPool<float> rows_{"step.rows"};
+  BlockPool<int8_t> task_rows_{"step.targets"};
 };
 
 }  // namespace tessera
