@@ -20,6 +20,7 @@
 #include <omp.h>
 #endif
 
+#include "support/allocation_count.hpp"
 #include "tessera/core/csr.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/flat_id_map.hpp"
@@ -292,6 +293,10 @@ TEST(KernelProfile, TimesKernelsCopiesAndRegionsWhileItLives) {
     EXPECT_GT(sum_of(x), 0.0);
     Kokkos::deep_copy(host, x);
     { const ProfileRegion library_call("library call"); }
+    const AllocationTotals before = profile.allocations();
+    const Vector<float> made("made in the profile", 1000);
+    EXPECT_EQ(profile.allocations().count, before.count + 1);
+    EXPECT_GE(profile.allocations().bytes, before.bytes + int64_t(1000 * sizeof(float)));
     const std::vector<KernelTime> totals = profile.totals();
     ASSERT_NE(find_time(totals, "tessera::test_fill"), nullptr);
     EXPECT_EQ(find_time(totals, "tessera::test_fill")->calls, 3);
@@ -305,15 +310,31 @@ TEST(KernelProfile, TimesKernelsCopiesAndRegionsWhileItLives) {
       if (t.name.rfind("deep_copy ", 0) == 0) copied += t.bytes;
     EXPECT_EQ(copied, int64_t(n * sizeof(double)));
     for (size_t k = 1; k < totals.size(); ++k) EXPECT_GE(totals[k - 1].seconds, totals[k].seconds);
-    const std::vector<std::string> lines = describe_kernel_profile(totals, 3, 1.0, 2);
-    ASSERT_GE(lines.size(), 4u);
+    const std::vector<std::string> lines =
+        describe_kernel_profile(totals, AllocationTotals{6, 3000000}, 3, 1.0, 2);
+    ASSERT_GE(lines.size(), 5u);
     EXPECT_NE(lines[0].find("mean of 3"), std::string::npos) << lines[0];
     EXPECT_NE(lines[3].find("measured epoch 1000.000 ms"), std::string::npos) << lines[3];
+    EXPECT_EQ(lines.back().find("  allocations 2.0 per epoch, 1.00 MB"), 0u) << lines.back();
   }
   EXPECT_FALSE(kernel_profile_active());
   { const ProfileRegion unprofiled("unprofiled"); }  // no profile: nothing happens
   KernelProfile again;                               // the callbacks were removed: a new profile may start
   EXPECT_TRUE(again.totals().empty());
+}
+
+// The profile counts allocations through the Kokkos hook and calls the hook set before it (the huge-page
+// advice's), which is back in place when the profile ends.
+TEST(KernelProfile, ChainsTheAllocationHookSetBefore) {
+  const fixtures::AllocationCount outer;
+  {
+    KernelProfile profile;
+    const Vector<float> inside("inside", 10);
+    EXPECT_EQ(profile.allocations().count, 1);
+  }
+  EXPECT_EQ(outer.count(), 1);
+  const Vector<float> after("after", 10);
+  EXPECT_EQ(outer.count(), 2);
 }
 
 TEST(Scratch, OneBufferPerKeyGrownAsNeeded) {

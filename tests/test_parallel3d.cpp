@@ -15,8 +15,9 @@
 #include <set>
 
 #include "reference/dense.hpp"
-#include "support/fixtures.hpp"
+#include "support/allocation_count.hpp"
 #include "support/final_weights.hpp"
+#include "support/fixtures.hpp"
 #include "support/predicted_bytes.hpp"
 #include "tessera/comm/collectives.hpp"
 #include "tessera/core/error.hpp"
@@ -25,8 +26,8 @@
 #include "tessera/graph/ogb.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/kernels/loss.hpp"
-#include "tessera/models/nn/conv.hpp"
 #include "tessera/models/modes/full_graph.hpp"
+#include "tessera/models/nn/conv.hpp"
 #include "tessera/models/train.hpp"
 #include "tessera/parallel3d/balance.hpp"
 #include "tessera/parallel3d/loss3d.hpp"
@@ -187,6 +188,46 @@ TEST(Loss3D, OneRankLossMatchesDenseAndTheKernelsBits) {
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < classes; ++j) ASSERT_EQ(got(i, j), kernel(i, j)) << i << ", " << j;
   }
+}
+
+// The accuracy count of a rank holding every class: the hits of the lowest class index holding each row's
+// maximum (ties and padding columns included) among the labelled, selected rows, as a plain loop over the
+// dense logits counts them; argmax_3d gives the same classes. A training step counts its batch's hits every
+// step: after the first call, counting allocates nothing.
+TEST(Accuracy3D, CountsTheDenseArgmaxHitsWithoutAllocating) {
+  const Communicator self(MPI_COMM_SELF, false, nullptr);
+  std::mt19937_64 gen(3);
+  const int64_t rows = 41, classes = 6, cols = 8;
+  reference::Dense logits = reference::random_dense(rows, cols, gen, 3.0);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = classes; j < cols; ++j) logits(i, j) = 1e3;  // padding: never a class
+    if (i % 3 == 0) logits(i, 4) = logits(i, 1) = 10.0;           // a tie: the lower index wins
+  }
+  HostVector<int64_t> labels("labels", rows);
+  HostVector<uint8_t> mask("mask", rows);
+  std::vector<int64_t> expected_class(rows);
+  int64_t hits = 0, counted = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < classes; ++j)
+      if (logits(i, j) > logits(i, best)) best = j;
+    expected_class[size_t(i)] = best;
+    labels(i) = i % 5 == 0 ? -1 : i % 2 == 0 ? best : int64_t(gen() % uint64_t(classes));
+    mask(i) = i % 7 != 6;
+    const bool count = mask(i) != 0 && labels(i) >= 0;
+    counted += count;
+    hits += count && labels(i) == best;
+  }
+  const auto device_labels = Kokkos::create_mirror_view_and_copy(DeviceSpace(), labels);
+  const auto device_mask = Kokkos::create_mirror_view_and_copy(DeviceSpace(), mask);
+  const LogitsLayout layout{&self, &self, 0, classes};
+  const Matrix<float> x = reference::to_view<float>(logits);
+  EXPECT_EQ(count_correct_3d(layout, x, device_labels, device_mask), std::make_pair(hits, counted));
+  const auto predicted = Kokkos::create_mirror_view_and_copy(HostSpace(), argmax_3d(layout, x));
+  EXPECT_EQ(std::vector<int64_t>(predicted.data(), predicted.data() + rows), expected_class);
+  const fixtures::AllocationCount allocations;
+  EXPECT_EQ(count_correct_3d(layout, x, device_labels, device_mask), std::make_pair(hits, counted));
+  EXPECT_EQ(allocations.count(), 0);
 }
 
 TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {

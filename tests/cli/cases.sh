@@ -443,7 +443,8 @@ PY
     grep -q "^kernel profile, rank 0 (wall time per epoch, mean of 59)" <<<"$out" &&
       grep -Eq "^ +[0-9.]+ +[0-9.]+ +[0-9.]+  tessera::adam$" <<<"$out" &&
       grep -Eq "^ +[0-9.]+ ms per epoch in [0-9]+ kernels, copies and vendor calls; measured epoch [0-9.]+ ms" \
-        <<<"$out" || { echo "FAILED: kernel profile lines"; exit 1; }
+        <<<"$out" && grep -Eq "^  allocations [0-9.]+ per epoch, [0-9.]+ MB \(Kokkos Views and scratch" <<<"$out" ||
+      { echo "FAILED: kernel profile lines"; exit 1; }
     grep -q "trainer waited" <<<"$out" || { echo "FAILED: no sampling report"; exit 1; }
     test=$(tail -n 1 <<<"$out" | sed -E 's/.*test ([0-9.]+).*/\1/')
     python3 -c "import sys; sys.exit(0 if float('$test') > 0.70 else 1)" || { echo "FAILED: test accuracy $test"; exit 1; }

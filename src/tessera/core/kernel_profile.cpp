@@ -2,6 +2,7 @@
 #include "tessera/core/kernel_profile.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <unordered_map>
@@ -88,6 +89,8 @@ struct KernelProfile::State {
   std::vector<uint64_t> regions;  // open region ids, innermost last
   std::vector<Interval> finished;
   std::vector<Mark> spare;
+  // Counted from any thread (a worker thread may allocate while kernels run on the main one).
+  std::atomic<int64_t> allocations{0}, allocated_bytes{0};
 
   Mark take() {
     if (spare.empty()) return new_mark();
@@ -148,6 +151,17 @@ void pop_region() {
   active->regions.pop_back();
 }
 
+// The allocation hook that was set before the profile (the huge-page advice's): called on, and put back.
+Kokkos_Profiling_allocateDataFunction allocation_chained = nullptr;
+
+void count_allocation(Kokkos::Tools::SpaceHandle space, const char* label, const void* ptr, uint64_t bytes) {
+  if (KernelProfile::State* profile = active) {  // a hook set on top of this one may outlive the profile
+    profile->allocations.fetch_add(1, std::memory_order_relaxed);
+    profile->allocated_bytes.fetch_add(int64_t(bytes), std::memory_order_relaxed);
+  }
+  if (allocation_chained != nullptr) allocation_chained(space, label, ptr, bytes);
+}
+
 uint64_t copy_id = 0;
 void begin_copy(Kokkos::Tools::SpaceHandle dst, const char*, const void*, Kokkos::Tools::SpaceHandle src,
                 const char*, const void*, uint64_t bytes) {
@@ -169,6 +183,12 @@ void set_callbacks(bool on) {
   tools::set_pop_region_callback(on ? pop_region : nullptr);
   tools::set_begin_deep_copy_callback(on ? begin_copy : nullptr);
   tools::set_end_deep_copy_callback(on ? end_copy : nullptr);
+  if (on) {
+    allocation_chained = tools::get_callbacks().allocate_data;
+    tools::set_allocate_data_callback(count_allocation);
+  } else if (tools::get_callbacks().allocate_data == count_allocation) {
+    tools::set_allocate_data_callback(allocation_chained);
+  }
 }
 
 }  // namespace
@@ -185,6 +205,10 @@ KernelProfile::~KernelProfile() {
   set_callbacks(false);
   active = nullptr;
   Kokkos::fence();
+}
+
+AllocationTotals KernelProfile::allocations() const {
+  return AllocationTotals{state_->allocations.load(), state_->allocated_bytes.load()};
 }
 
 std::vector<KernelTime> KernelProfile::totals() {
@@ -236,7 +260,8 @@ ProfileRegion::~ProfileRegion() {
   if (active_) Kokkos::Profiling::popRegion();
 }
 
-std::vector<std::string> describe_kernel_profile(const std::vector<KernelTime>& totals, int64_t epochs,
+std::vector<std::string> describe_kernel_profile(const std::vector<KernelTime>& totals,
+                                                 const AllocationTotals& allocations, int64_t epochs,
                                                  double epoch_seconds, int top) {
   const double per = 1.0 / double(std::max<int64_t>(epochs, 1));
   std::vector<std::string> lines;
@@ -274,6 +299,10 @@ std::vector<std::string> describe_kernel_profile(const std::vector<KernelTime>& 
                   1e-6 * copied_in * per, 1e-6 * copied_out * per);
     lines.push_back(text);
   }
+  std::snprintf(text, sizeof(text),
+                "  allocations %.1f per epoch, %.2f MB (Kokkos Views and scratch, every memory space)",
+                double(allocations.count) * per, 1e-6 * double(allocations.bytes) * per);
+  lines.push_back(text);
   return lines;
 }
 

@@ -4,7 +4,8 @@
 // library marks as a profile region, with events on the Kokkos stream on a device (the host is not stalled,
 // so the step runs as it would unprofiled apart from the events' cost) and with the wall clock on a host
 // (where every kernel is synchronous). What the table leaves of the measured step is time the device sat
-// idle: launch latency, host work and waits between kernels.
+// idle: launch latency, host work and waits between kernels. It also counts the memory allocated meanwhile
+// (Kokkos Views and scratch): on a device each allocation is a call into the driver that waits for it.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,12 @@ struct KernelTime {
   int64_t bytes = 0;   ///< what a deep_copy moved (0 for kernels)
 };
 
+/// Memory allocated while a profile lives: Kokkos Views and scratch, in every memory space.
+struct AllocationTotals {
+  int64_t count = 0;  ///< allocations made
+  int64_t bytes = 0;  ///< their sizes, summed
+};
+
 /// Times what runs while it lives; one at a time per process.
 class KernelProfile {
  public:
@@ -37,6 +44,8 @@ class KernelProfile {
 
   /// Totals per name, largest first (waits for the device to finish what was timed).
   std::vector<KernelTime> totals();
+  /// The allocations made since it started.
+  AllocationTotals allocations() const;
 
   struct State;  ///< what the callbacks record (kernel_profile.cpp)
 
@@ -70,9 +79,11 @@ class ProfileRegion {
 };
 
 /// Lines of a table: the `top` largest totals with milliseconds and calls per epoch, microseconds per
-/// call and a copy's megabytes per epoch, then the bytes each direction of host-device copies moved, then the
-/// sum over every name per epoch against `epoch_seconds` (the measured epoch).
-std::vector<std::string> describe_kernel_profile(const std::vector<KernelTime>& totals, int64_t epochs,
+/// call and a copy's megabytes per epoch, then the sum over every name per epoch against `epoch_seconds`
+/// (the measured epoch), the bytes each direction of host-device copies moved (on a device), and the
+/// allocations per epoch.
+std::vector<std::string> describe_kernel_profile(const std::vector<KernelTime>& totals,
+                                                 const AllocationTotals& allocations, int64_t epochs,
                                                  double epoch_seconds, int top);
 
 }  // namespace tessera

@@ -177,15 +177,20 @@ std::pair<double, int64_t> softmax_cross_entropy_3d(const LogitsLayout& layout, 
   return summed_over_rows(layout, loss, count);
 }
 
+namespace {
+
+using ScratchFloats = Kokkos::View<float*, DeviceSpace, Kokkos::MemoryUnmanaged>;
+
 // On the device, in two all-reduces over a (so NCCL can carry them): the row maxima, then the lowest
 // class index holding its row's maximum - the one-rank argmax's tie rule. Indices travel as floats, exact
-// below 2^24 classes.
-Vector<int64_t> argmax_3d(const LogitsLayout& layout, const Matrix<const float>& x) {
+// below 2^24 classes. Both live in scratch buffers kept for the process (a training step counts its
+// batch's hits every step: no allocation there), valid until the next call.
+ScratchFloats argmax_as_floats(const LogitsLayout& layout, const Matrix<const float>& x) {
   const int64_t col_begin = layout.col_begin, classes = layout.classes_total;
   const int64_t rows = int64_t(x.extent(0)), cols = int64_t(x.extent(1));
   const int64_t local = real_classes(layout, cols);
   require(classes < (int64_t(1) << 24), "argmax: ", classes, " classes do not fit a float index");
-  Vector<float> top(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("argmax.top")), size_t(rows));
+  const ScratchFloats top = scratch_vector<float>("argmax.top", size_t(rows));
   Kokkos::parallel_for(
       "tessera::argmax_top", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
         float best = -HUGE_VALF;
@@ -194,8 +199,7 @@ Vector<int64_t> argmax_3d(const LogitsLayout& layout, const Matrix<const float>&
       });
   if (layout.classes->size() > 1)
     device_all_reduce(*layout.classes, top.data(), rows, ReduceOp::Max, "accuracy allreduce a");
-  Vector<float> index(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("argmax.index")),
-                      size_t(rows));
+  const ScratchFloats index = scratch_vector<float>("argmax.index", size_t(rows));
   Kokkos::parallel_for(
       "tessera::argmax_index", Kokkos::RangePolicy<Exec>(0, rows), KOKKOS_LAMBDA(int64_t i) {
         int64_t at = classes;  // no column here holds the maximum
@@ -205,22 +209,20 @@ Vector<int64_t> argmax_3d(const LogitsLayout& layout, const Matrix<const float>&
       });
   if (layout.classes->size() > 1)
     device_all_reduce(*layout.classes, index.data(), rows, ReduceOp::Min, "accuracy allreduce a");
-  Vector<int64_t> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("argmax")), size_t(rows));
-  Kokkos::parallel_for(
-      "tessera::argmax_out", Kokkos::RangePolicy<Exec>(0, rows),
-      KOKKOS_LAMBDA(int64_t i) { out(i) = int64_t(index(i)); });
-  return out;
+  return index;
 }
 
-std::pair<int64_t, int64_t> count_matches_3d(const LogitsLayout& layout, const Vector<const int64_t>& pred,
-                                             const Vector<const int64_t>& labels,
-                                             const Vector<const uint8_t>& mask) {
+// Rows where pred(i) equals the label, and the rows counted, over the rows' axis.
+template <class Predicted>
+std::pair<int64_t, int64_t> count_matches(const LogitsLayout& layout, int64_t rows, const Predicted& pred,
+                                          const Vector<const int64_t>& labels,
+                                          const Vector<const uint8_t>& mask) {
   int64_t correct = 0, count = 0;
   Kokkos::parallel_reduce(
-      "tessera::correct_3d", Kokkos::RangePolicy<Exec>(0, int64_t(pred.extent(0))),
+      "tessera::correct_3d", Kokkos::RangePolicy<Exec>(0, rows),
       KOKKOS_LAMBDA(int64_t i, int64_t & hits, int64_t & n) {
         if (mask(i) == 0 || labels(i) < 0) return;
-        hits += pred(i) == labels(i) ? 1 : 0;
+        hits += int64_t(pred(i)) == labels(i) ? 1 : 0;
         n += 1;
       },
       correct, count);
@@ -229,10 +231,28 @@ std::pair<int64_t, int64_t> count_matches_3d(const LogitsLayout& layout, const V
   return {totals[0], totals[1]};
 }
 
+}  // namespace
+
+Vector<int64_t> argmax_3d(const LogitsLayout& layout, const Matrix<const float>& x) {
+  const ScratchFloats index = argmax_as_floats(layout, x);
+  Vector<int64_t> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("argmax")),
+                      index.extent(0));
+  Kokkos::parallel_for(
+      "tessera::argmax_out", Kokkos::RangePolicy<Exec>(0, int64_t(index.extent(0))),
+      KOKKOS_LAMBDA(int64_t i) { out(i) = int64_t(index(i)); });
+  return out;
+}
+
+std::pair<int64_t, int64_t> count_matches_3d(const LogitsLayout& layout, const Vector<const int64_t>& pred,
+                                             const Vector<const int64_t>& labels,
+                                             const Vector<const uint8_t>& mask) {
+  return count_matches(layout, int64_t(pred.extent(0)), pred, labels, mask);
+}
+
 std::pair<int64_t, int64_t> count_correct_3d(const LogitsLayout& layout, const Matrix<const float>& x,
                                              const Vector<const int64_t>& labels,
                                              const Vector<const uint8_t>& mask) {
-  return count_matches_3d(layout, argmax_3d(layout, x), labels, mask);
+  return count_matches(layout, int64_t(x.extent(0)), argmax_as_floats(layout, x), labels, mask);
 }
 
 }  // namespace tessera

@@ -217,13 +217,15 @@ bool KernelProfileReport::on_epoch(Trainer& trainer, const EpochRecord& epoch) {
 void KernelProfileReport::on_finish(Trainer& trainer) {
   if (!profile_) return;
   const std::vector<KernelTime> totals = profile_->totals();
+  const AllocationTotals allocations = profile_->allocations();
   profile_.reset();
   if (trainer.world().rank() != 0) return;
   if (epochs_ == 0) {
     log_line("kernel profile: no epoch after the first ran (it needs two epochs or more)");
     return;
   }
-  for (const std::string& line : describe_kernel_profile(totals, epochs_, seconds_ / double(epochs_), top_))
+  for (const std::string& line :
+       describe_kernel_profile(totals, allocations, epochs_, seconds_ / double(epochs_), top_))
     log_line(line);
 }
 
