@@ -42,37 +42,30 @@ void copy_columns(const std::vector<int64_t>& from, const Vector<Column>& to) {
 
 }  // namespace
 
-template <class T>
-Vector<T> StepUploads::Pool<T>::next(size_t count) {
+template <class View>
+View StepUploads::Pool<View>::next(size_t count) {
   if (used == held.size()) held.emplace_back();
-  Vector<T>& buffer = held[used++];
+  View& buffer = held[used++];
   // At least one entry, so that an empty array (an empty block's columns) still points into memory, as a
   // fresh View does: vendor descriptors are handed the pointers.
   reserve_vector(buffer, int64_t(count > 0 ? count : 1), label);
   return Kokkos::subview(buffer, std::make_pair(size_t(0), count));
 }
 
-template <class T>
-int64_t StepUploads::Pool<T>::bytes() const {
-  int64_t total = 0;
-  for (const Vector<T>& buffer : held) total += int64_t(buffer.extent(0) * sizeof(T));
-  return total;
-}
-
-template <class T>
-Matrix<T> StepUploads::BlockPool<T>::next(int64_t rows, int64_t cols) {
+template <class View>
+View StepUploads::Pool<View>::next(int64_t rows, int64_t cols) {
   if (used == held.size()) held.emplace_back();
-  Matrix<T>& buffer = held[used++];
+  View& buffer = held[used++];
   if (int64_t(buffer.extent(0)) < rows || int64_t(buffer.extent(1)) != cols)
-    buffer = Matrix<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                       size_t(rows + rows / 4), size_t(cols));
+    buffer = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                  size_t(rows + rows / 4), size_t(cols));
   return Kokkos::subview(buffer, std::make_pair(int64_t(0), rows), Kokkos::ALL());
 }
 
-template <class T>
-int64_t StepUploads::BlockPool<T>::bytes() const {
+template <class View>
+int64_t StepUploads::Pool<View>::bytes() const {
   int64_t total = 0;
-  for (const Matrix<T>& buffer : held) total += int64_t(buffer.size() * sizeof(T));
+  for (const View& buffer : held) total += int64_t(buffer.span() * sizeof(typename View::value_type));
   return total;
 }
 

@@ -53,34 +53,24 @@ class StepUploads {
   int64_t bytes() const;
 
  private:
-  // Buffers of one element type, handed out in order; a buffer grows (by a quarter more than asked) only
-  // where a step needs more than it holds.
-  template <class T>
+  // Buffers of one View type, handed out in order; a buffer grows (by a quarter more than asked) only
+  // where a step needs more than it holds, and a block is allocated again for another width.
+  template <class View>
   struct Pool {
     explicit Pool(const char* name) : label(name) {}
     const char* label;
-    std::vector<Vector<T>> held;
+    std::vector<View> held;
     size_t used = 0;
-    Vector<T> next(size_t count);
+    View next(size_t count);                // a vector's first `count` entries
+    View next(int64_t rows, int64_t cols);  // a block's first `rows` rows
     int64_t bytes() const;
   };
-  // Dense blocks, handed out in order the same way; a block grows where a step needs more rows, or is
-  // allocated again for another width.
-  template <class T>
-  struct BlockPool {
-    explicit BlockPool(const char* name) : label(name) {}
-    const char* label;
-    std::vector<Matrix<T>> held;
-    size_t used = 0;
-    Matrix<T> next(int64_t rows, int64_t cols);
-    int64_t bytes() const;
-  };
-  Pool<int64_t> offsets_{"step.row_ptr"}, ids_{"step.ids"}, labels_{"step.labels"};
-  Pool<SpmmColumn> columns_{"step.col_idx"};
-  Pool<float> values_{"step.values"};
-  Pool<uint8_t> mask_{"step.mask"};
-  BlockPool<float> rows_{"step.rows"};
-  BlockPool<int8_t> task_rows_{"step.targets"};
+  Pool<Vector<int64_t>> offsets_{"step.row_ptr"}, ids_{"step.ids"}, labels_{"step.labels"};
+  Pool<Vector<SpmmColumn>> columns_{"step.col_idx"};
+  Pool<Vector<float>> values_{"step.values"};
+  Pool<Vector<uint8_t>> mask_{"step.mask"};
+  Pool<Matrix<float>> rows_{"step.rows"};
+  Pool<Matrix<int8_t>> task_rows_{"step.targets"};
 };
 
 }  // namespace tessera
