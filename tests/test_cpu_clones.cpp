@@ -2,15 +2,13 @@
 // The host row loops compiled for several x86 ISAs (target_clones: the SpMM's, BatchNorm's apply and
 // backward) give the bits of the baseline ISA's code on whatever CPU runs the test: the SpMM's host path
 // against a scalar loop of the same operations in the same order (this file is compiled for the baseline
-// ISA), BatchNorm's host path against its team path (the same row code in a Kokkos kernel, not cloned;
-// with ReLU the host path's backward reads the flags its forward kept, the team path's the output).
+// ISA), BatchNorm's host path against its team path (the same row code in a Kokkos kernel, not cloned).
 // A clone that contracted a multiply and an add into an FMA would round differently and fail here. On
 // device builds both paths run device code: the SpMM is held to fp32's summation bound instead.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -19,7 +17,6 @@
 #include "reference/dense.hpp"
 #include "tessera/core/bf16.hpp"
 #include "tessera/core/csr.hpp"
-#include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 #include "tessera/kernels/norm.hpp"
@@ -147,7 +144,7 @@ TEST(CpuClones, BatchNormHostPathGivesTheTeamPathsBits) {
                         Kokkos::View<const float*, HostSpace, Kokkos::MemoryUnmanaged>(v.data(), v.size()));
       return out;
     };
-    const NormEpilogue epilogue{true, DropoutMask(0.3f, 8, 2, 0, 3), {}};
+    const NormEpilogue epilogue{true, DropoutMask(0.3f, 8, 2, 0, 3)};
     std::vector<std::vector<float>> applied, backward;
     for (const KernelPath path : {KernelPath::Host, KernelPath::Team}) {
       Matrix<float> out("out", size_t(rows), size_t(cols));
@@ -155,92 +152,10 @@ TEST(CpuClones, BatchNormHostPathGivesTheTeamPathsBits) {
       applied.push_back(values_of(out));
       Matrix<float> grad = to_view<float>(g);
       batch_norm_backward(grad, to_view<float>(z), vec(mean), vec(invstd), vec(gamma), vec(dbeta),
-                          vec(dgamma), NormEpilogue{}, rows, path);
+                          vec(dgamma), rows, path);
       backward.push_back(values_of(grad));
     }
     EXPECT_EQ(applied[0], applied[1]);
     EXPECT_EQ(backward[0], backward[1]);
   }
-}
-
-namespace {
-
-// The bit patterns of floats: equal patterns compare NaNs and signed zeros too.
-std::vector<uint32_t> bits_of(const std::vector<float>& v) {
-  std::vector<uint32_t> out(v.size());
-  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
-  return out;
-}
-std::vector<uint32_t> bits_of(const Vector<float>& v) {
-  const auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
-  return bits_of(std::vector<float>(h.data(), h.data() + h.extent(0)));
-}
-
-}  // namespace
-
-// BatchNorm with ReLU keeps a byte per output entry on the host path (NormEpilogue::positive) and its
-// backward reads those instead of the output: the output, both sums and the input gradient are the team
-// path's bits (which reads the output), with and without dropout, with infinite gradients (ReLU alone
-// selects, dropout multiplies: inf x 0 is NaN on both); the flags are the output's sign; the first
-// backward pass leaves the gradient as it was.
-TEST(CpuClones, BatchNormPositiveFlagsGiveTheOutputReadingBits) {
-  if (!batch_norm_keeps_flags(KernelPath::Host) ||
-      !kernel_path_available(KernelPath::Team, KernelKind::Elementwise))
-    GTEST_SKIP() << "flags are kept on a host build's host path, compared with its team path";
-  std::mt19937_64 gen(73);
-  for (const bool dropout : {false, true})
-    for (const int64_t cols : {3, 21, 256}) {
-      SCOPED_TRACE(std::string(dropout ? "dropout, " : "") + "columns " + std::to_string(cols));
-      const int64_t rows = 75;  // three 32-row blocks of the column sums, the last partial
-      const Dense z = random_dense(rows, cols, gen);
-      Dense g = random_dense(rows, cols, gen);
-      g(1, 0) = INFINITY, g(2, cols - 1) = -INFINITY;
-      const auto vec = [&](double scale) {
-        Vector<float> v("v", size_t(cols));
-        const std::vector<float> h = floats_of(random_dense(1, cols, gen, scale));
-        Kokkos::deep_copy(v,
-                          Kokkos::View<const float*, HostSpace, Kokkos::MemoryUnmanaged>(h.data(), h.size()));
-        return v;
-      };
-      const Vector<float> mean = vec(1.0), invstd = vec(2.0), gamma = vec(1.0), beta = vec(1.0);
-      NormEpilogue plain{true, dropout ? DropoutMask(0.3f, 8, 2, 0, 3) : DropoutMask(), {}};
-      NormEpilogue flagged = plain;
-      flagged.positive = Matrix<uint8_t>("positive", size_t(rows), size_t(cols));
-      // The team path, reading the output.
-      Matrix<float> out("out", size_t(rows), size_t(cols)), team_g = to_view<float>(g);
-      Vector<float> dbeta("dbeta", size_t(cols)), dgamma("dgamma", size_t(cols));
-      batch_norm_apply(to_view<float>(z), mean, invstd, gamma, beta, out, plain, KernelPath::Team);
-      batch_norm_backward_sums(team_g, out, to_view<float>(z), mean, invstd, plain, dbeta, dgamma,
-                               KernelPath::Team);
-      const std::vector<uint32_t> team_sums[2] = {bits_of(dbeta), bits_of(dgamma)};
-      batch_norm_backward(team_g, to_view<float>(z), mean, invstd, gamma, dbeta, dgamma, plain, rows,
-                          KernelPath::Team);
-      // The host path with flags (the output buffer unread by the backward: zeroed first).
-      Matrix<float> host_out("host_out", size_t(rows), size_t(cols)), host_g = to_view<float>(g);
-      batch_norm_apply(to_view<float>(z), mean, invstd, gamma, beta, host_out, flagged, KernelPath::Host);
-      EXPECT_EQ(values_of(host_out), values_of(out));
-      const std::vector<float> output = values_of(out);
-      const auto flags = Kokkos::create_mirror_view_and_copy(HostSpace(), flagged.positive);
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < cols; ++j)
-          EXPECT_EQ(flags(i, j), output[size_t(i * cols + j)] > 0.0f ? 1 : 0) << i << ", " << j;
-      Kokkos::deep_copy(host_out, 0.0f);
-      batch_norm_backward_sums(host_g, host_out, to_view<float>(z), mean, invstd, flagged, dbeta, dgamma,
-                               KernelPath::Host);
-      EXPECT_EQ(bits_of(values_of(host_g)), bits_of(floats_of(g)));
-      EXPECT_EQ(bits_of(dbeta), team_sums[0]);
-      EXPECT_EQ(bits_of(dgamma), team_sums[1]);
-      batch_norm_backward(host_g, to_view<float>(z), mean, invstd, gamma, dbeta, dgamma, flagged, rows,
-                          KernelPath::Host);
-      EXPECT_EQ(bits_of(values_of(host_g)), bits_of(values_of(team_g)));
-      // Flags where they cannot be used are refused.
-      EXPECT_THROW(
-          batch_norm_apply(to_view<float>(z), mean, invstd, gamma, beta, out, flagged, KernelPath::Team),
-          Error);
-      NormEpilogue no_relu = flagged;
-      no_relu.relu = false;
-      EXPECT_THROW(batch_norm_backward(host_g, to_view<float>(z), mean, invstd, gamma, dbeta, dgamma, no_relu,
-                                       rows, KernelPath::Host),
-                   Error);
-    }
 }

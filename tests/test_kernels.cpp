@@ -725,7 +725,7 @@ TEST(NormKernels, BackwardSumsEqualOnEveryPath) {
   Vector<float> mean("mean", cols), invstd("invstd", cols);
   Kokkos::deep_copy(mean, Kokkos::View<float*, HostSpace, Kokkos::MemoryUnmanaged>(mean_h.data(), cols));
   Kokkos::deep_copy(invstd, Kokkos::View<float*, HostSpace, Kokkos::MemoryUnmanaged>(invstd_h.data(), cols));
-  const NormEpilogue epilogue{true, DropoutMask(0.25f, 3, 9, 0, 5), {}};
+  const NormEpilogue epilogue{true, DropoutMask(0.25f, 3, 9, 0, 5)};
   std::vector<std::vector<float>> results;
   for (KernelPath path : paths(KernelKind::Elementwise)) {
     SCOPED_TRACE(kernel_path_name(path));

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "tessera/kernels/norm.hpp"
 
-#include <type_traits>
-
 #include "impl/cpu_clones.hpp"
 #include "impl/rows.hpp"
 #include "tessera/core/error.hpp"
@@ -55,17 +53,10 @@ struct BatchNormRows {
 // The two on a CPU, compiled for AVX-512 and AVX2 too (the baseline ISA's four floats an instruction
 // make them arithmetic-bound); the file is compiled without floating-point contraction (CMakeLists.txt),
 // so every clone rounds as the default one does.
-// With flags (NormEpilogue::positive; null: none), each entry's flag is written after its row, from the
-// row still in cache.
 TESSERA_CPU_CLONES TESSERA_CPU_FLATTEN void batch_norm_apply_on_cpu(const BatchNormRows& rows, const float* z,
-                                                                    float* out, uint8_t* positive, int64_t i,
-                                                                    int64_t j0, int64_t j1,
-                                                                    const DropoutMask& dropout) {
+                                                                    float* out, int64_t i, int64_t j0,
+                                                                    int64_t j1, const DropoutMask& dropout) {
   rows.apply(z, out, i, j0, j1, dropout);
-  if (positive == nullptr) return;
-  const float* KOKKOS_RESTRICT written = out;
-  uint8_t* KOKKOS_RESTRICT flags = positive;
-  for (int64_t j = j0; j < j1; ++j) flags[j] = uint8_t(written[j] > 0.0f);
 }
 TESSERA_CPU_CLONES TESSERA_CPU_FLATTEN void batch_norm_backward_on_cpu(const BatchNormRows& rows,
                                                                        const float* z, float* g,
@@ -73,30 +64,6 @@ TESSERA_CPU_CLONES TESSERA_CPU_FLATTEN void batch_norm_backward_on_cpu(const Bat
                                                                        const float* dgamma, float n,
                                                                        int64_t j0, int64_t j1) {
   rows.backward(z, g, dbeta, dgamma, n, j0, j1);
-}
-
-// The epilogue's derivative of one gradient entry read off its forward flag: what
-// relu_dropout_row_backward makes of it from the output (with dropout the product g * (scale or 0),
-// without it the selection), the same bits.
-struct FlaggedDerivative {
-  float kept;
-  bool dropout;
-  float operator()(float g, uint8_t positive) const {
-    return dropout ? g * (positive ? kept : 0.0f) : (positive ? g : 0.0f);
-  }
-};
-
-// BatchNormRows::backward of a row whose gradient has not been through the epilogue's derivative yet: the
-// derivative read off the flags first, in the same pass (the same expression, the same bits).
-TESSERA_CPU_CLONES TESSERA_CPU_FLATTEN void batch_norm_flagged_backward_on_cpu(
-    const BatchNormRows& rows, const float* KOKKOS_RESTRICT z, float* KOKKOS_RESTRICT g,
-    const uint8_t* KOKKOS_RESTRICT positive, FlaggedDerivative derivative, const float* KOKKOS_RESTRICT dbeta,
-    const float* KOKKOS_RESTRICT dgamma, float n, int64_t cols) {
-  for (int64_t j = 0; j < cols; ++j) {
-    const float xhat = (z[j] - rows.mean[j]) * rows.invstd[j];
-    const float d = derivative(g[j], positive[j]);
-    g[j] = rows.gamma[j] * rows.invstd[j] / n * (n * d - dbeta[j] - xhat * dgamma[j]);
-  }
 }
 
 // The host path's row of a norm's backward sums (affine_backward_sums): the epilogue's derivative
@@ -120,17 +87,6 @@ TESSERA_CPU_TEMPLATE_CLONES TESSERA_CPU_FLATTEN void backward_sums_row_on_cpu(fl
                                                                               const Xhat& xhat, float* acc) {
   backward_sums_row(g, out, i, cols, relu, dropout, xhat, acc);
 }
-// backward_sums_row with the derivative read off the forward's flags, g left as it is.
-template <class Xhat>
-TESSERA_CPU_TEMPLATE_CLONES TESSERA_CPU_FLATTEN void flagged_sums_row_on_cpu(
-    const float* KOKKOS_RESTRICT g, const uint8_t* KOKKOS_RESTRICT positive, FlaggedDerivative derivative,
-    int64_t i, int64_t cols, const Xhat& xhat, float* KOKKOS_RESTRICT acc) {
-  for (int64_t j = 0; j < cols; ++j) {
-    const float d = derivative(g[j], positive[j]);
-    acc[j] += d;
-    acc[cols + j] += d * xhat(i, j);
-  }
-}
 #endif
 
 // A norm's backward sums (norm.hpp, batch_norm_backward_sums), xhat(i, j) its normalized input. Team lanes
@@ -153,29 +109,14 @@ void affine_backward_sums(const char* name, const Matrix<float>& g, const Matrix
     return;
   }
   const Vector<float> both = scratch_vector<float>("norm_backward_sums", size_t(2 * cols));
-  const Matrix<const uint8_t> positive = epilogue.positive;
-  if (positive.extent(0) > 0) {
-    require(batch_norm_keeps_flags(path) && relu && positive.extent(0) == g.extent(0) &&
-                positive.extent(1) == g.extent(1),
-            name, ": positive flags need ReLU, the host path of a host build and the gradient's shape");
+  impl::reduce_columns(
+      path, name, rows, 2 * cols, both, KOKKOS_LAMBDA(int64_t i, int64_t, int64_t, float* acc) {
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-    if constexpr (std::is_same<DeviceSpace, HostSpace>::value) {  // host builds: a plain host lambda
-      const FlaggedDerivative derivative{dropout.scale(), dropout.active()};
-      impl::reduce_columns(path, name, rows, 2 * cols, both, [=](int64_t i, int64_t, int64_t, float* acc) {
-        flagged_sums_row_on_cpu(&g(i, 0), &positive(i, 0), derivative, i, cols, xhat, acc);
-      });
-    }
-#endif
-  } else {
-    impl::reduce_columns(
-        path, name, rows, 2 * cols, both, KOKKOS_LAMBDA(int64_t i, int64_t, int64_t, float* acc) {
-#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-          backward_sums_row_on_cpu(&g(i, 0), &out(i, 0), i, cols, relu, dropout, xhat, acc);
+        backward_sums_row_on_cpu(&g(i, 0), &out(i, 0), i, cols, relu, dropout, xhat, acc);
 #else
-          backward_sums_row(&g(i, 0), &out(i, 0), i, cols, relu, dropout, xhat, acc);
+        backward_sums_row(&g(i, 0), &out(i, 0), i, cols, relu, dropout, xhat, acc);
 #endif
-        });
-  }
+      });
   Kokkos::parallel_for(
       name, Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int64_t j) {
         dbeta(j) = both(j);
@@ -244,16 +185,10 @@ void batch_norm_apply(const Matrix<const float>& z, const Vector<const float>& m
                       KernelPath path) {
   const BatchNormRows rows{mean.data(), invstd.data(), gamma.data(), beta.data(), epilogue.relu};
   const DropoutMask dropout = epilogue.dropout;
-  const Matrix<uint8_t> positive = epilogue.positive;
-  const bool flags = positive.extent(0) > 0;
-  require(!flags || (batch_norm_keeps_flags(path) && epilogue.relu && positive.extent(0) == z.extent(0) &&
-                     positive.extent(1) == z.extent(1)),
-          "batch_norm_apply: positive flags need ReLU, the host path of a host build and the output's shape");
   impl::for_each_row_split(
       path, "tessera::bn_apply", int64_t(z.extent(0)), int64_t(z.extent(1)),
       [=](int64_t i, int64_t j0, int64_t j1) {
-        batch_norm_apply_on_cpu(rows, &z(i, 0), &out(i, 0), flags ? &positive(i, 0) : nullptr, i, j0, j1,
-                                dropout);
+        batch_norm_apply_on_cpu(rows, &z(i, 0), &out(i, 0), i, j0, j1, dropout);
       },
       KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1) {
         rows.apply(&z(i, 0), &out(i, 0), i, j0, j1, dropout);
@@ -273,28 +208,11 @@ void batch_norm_backward_sums(const Matrix<float>& g, const Matrix<const float>&
 void batch_norm_backward(const Matrix<float>& g, const Matrix<const float>& z,
                          const Vector<const float>& mean, const Vector<const float>& invstd,
                          const Vector<const float>& gamma, const Vector<const float>& dbeta,
-                         const Vector<const float>& dgamma, const NormEpilogue& epilogue, int64_t rows,
-                         KernelPath path) {
+                         const Vector<const float>& dgamma, int64_t rows, KernelPath path) {
   const BatchNormRows norm{mean.data(), invstd.data(), gamma.data(), nullptr, false};
   const float* db = dbeta.data();
   const float* dg = dgamma.data();
   const float n = float(rows);
-  const Matrix<const uint8_t> positive = epilogue.positive;
-  if (positive.extent(0) > 0) {
-    require(batch_norm_keeps_flags(path) && epilogue.relu && positive.extent(0) == g.extent(0) &&
-                positive.extent(1) == g.extent(1),
-            "batch_norm_backward: positive flags need ReLU, the host path of a host build and the gradient's "
-            "shape");
-    const FlaggedDerivative derivative{epilogue.dropout.scale(), epilogue.dropout.active()};
-    impl::for_each_row_split(
-        path, "tessera::bn_backward", int64_t(g.extent(0)), int64_t(g.extent(1)),
-        [=](int64_t i, int64_t, int64_t) {
-          batch_norm_flagged_backward_on_cpu(norm, &z(i, 0), &g(i, 0), &positive(i, 0), derivative, db, dg, n,
-                                             int64_t(g.extent(1)));
-        },
-        KOKKOS_LAMBDA(int64_t, int64_t, int64_t){});  // never runs: flags only on a host build's host path
-    return;
-  }
   impl::for_each_row_split(
       path, "tessera::bn_backward", int64_t(g.extent(0)), int64_t(g.extent(1)),
       [=](int64_t i, int64_t j0, int64_t j1) {
@@ -303,11 +221,6 @@ void batch_norm_backward(const Matrix<float>& g, const Matrix<const float>& z,
       KOKKOS_LAMBDA(int64_t i, int64_t j0, int64_t j1) {
         norm.backward(&z(i, 0), &g(i, 0), db, dg, n, j0, j1);
       });
-}
-
-bool batch_norm_keeps_flags(KernelPath path) {
-  return std::is_same<DeviceSpace, HostSpace>::value &&
-         resolve_kernel_path(path, KernelKind::Elementwise) != KernelPath::Team;
 }
 
 void rms_norm_statistics(const Vector<float>& rinv, int64_t features, float eps) {
@@ -335,7 +248,6 @@ void rms_norm_backward_sums(const Matrix<float>& g, const Matrix<const float>& o
                             const Matrix<const float>& z, const Vector<const float>& rinv,
                             const NormEpilogue& epilogue, const Vector<float>& dbeta,
                             const Vector<float>& dgamma, KernelPath path) {
-  require(epilogue.positive.extent(0) == 0, "rms_norm_backward_sums: RMSNorm keeps no positive flags");
   affine_backward_sums(
       "tessera::rms_backward_sums", g, out, epilogue, dbeta, dgamma, path,
       KOKKOS_LAMBDA(int64_t i, int64_t j) { return z(i, j) * rinv(i); });

@@ -18,15 +18,7 @@ namespace tessera {
 struct NormEpilogue {
   bool relu = false;    ///< ReLU after the affine step
   DropoutMask dropout;  ///< then dropout (inactive by default)
-  /// BatchNorm with ReLU, where batch_norm_keeps_flags(path): one byte per output entry, 1 where the output
-  /// is positive (ReLU passed the entry and dropout kept it). batch_norm_apply writes it; the backward reads
-  /// it instead of the 4-byte output and leaves the gradient as it is until its last pass. Empty: unused.
-  Matrix<uint8_t> positive;
 };
-
-/// Whether BatchNorm's kernels on `path` take NormEpilogue::positive: the host path of a host build, whose
-/// launches hand a thread whole rows. Elsewhere the backward reads the forward output.
-bool batch_norm_keeps_flags(KernelPath path);
 
 /// Local partial sums for the batch statistics, in one pass over z and in double: sums(j) = sum_i z_ij and
 /// sums(cols + j) = sum_i z_ij^2 (sums holds 2 * cols), to be summed over the grid's rows.
@@ -43,28 +35,25 @@ void batch_norm_statistics(const Vector<const double>& sums, int64_t rows, float
 void batch_norm_running(const Vector<float>& mean, const Vector<float>& invstd,
                         const Vector<const float>& running_mean, const Vector<const float>& running_var,
                         float eps);
-/// out = epilogue(gamma * (z - mean) * invstd + beta), and the epilogue's `positive` flags where it has them.
+/// out = epilogue(gamma * (z - mean) * invstd + beta).
 void batch_norm_apply(const Matrix<const float>& z, const Vector<const float>& mean,
                       const Vector<const float>& invstd, const Vector<const float>& gamma,
                       const Vector<const float>& beta, const Matrix<float>& out, const NormEpilogue& epilogue,
                       KernelPath path = KernelPath::Auto);
 /// Local partial sums of the affine step's gradients: g is first taken through the epilogue's derivative
-/// (in place, read off the forward output `out`; with the epilogue's `positive` flags, read off them and
-/// not written back, `out` unused); dbeta = column sums of g, dgamma = column sums of g * xhat with
-/// xhat = (z - mean) * invstd.
+/// (in place, read off the forward output `out`); dbeta = column sums of g, dgamma = column sums of
+/// g * xhat with xhat = (z - mean) * invstd.
 void batch_norm_backward_sums(const Matrix<float>& g, const Matrix<const float>& out,
                               const Matrix<const float>& z, const Vector<const float>& mean,
                               const Vector<const float>& invstd, const NormEpilogue& epilogue,
                               const Vector<float>& dbeta, const Vector<float>& dgamma,
                               KernelPath path = KernelPath::Auto);
 /// In place, with dbeta and dgamma summed over the grid: g = gamma * invstd / n * (n g - dbeta - xhat
-/// dgamma), g first taken through the epilogue's derivative where the epilogue has `positive` flags (the
-/// sums left it as it was), the epilogue unused otherwise.
+/// dgamma).
 void batch_norm_backward(const Matrix<float>& g, const Matrix<const float>& z,
                          const Vector<const float>& mean, const Vector<const float>& invstd,
                          const Vector<const float>& gamma, const Vector<const float>& dbeta,
-                         const Vector<const float>& dgamma, const NormEpilogue& epilogue, int64_t rows,
-                         KernelPath path = KernelPath::Auto);
+                         const Vector<const float>& dgamma, int64_t rows, KernelPath path = KernelPath::Auto);
 
 /// Turns row sums of squares (over all `features` columns of the grid) into 1 / sqrt(mean square + eps),
 /// in place.

@@ -12,7 +12,6 @@
 #include "tessera/core/threads.hpp"
 #include "tessera/graph/fingerprint.hpp"
 #include "tessera/graph/graph_file.hpp"
-#include "tessera/kernels/norm.hpp"
 #include "tessera/models/grid_choice.hpp"
 #include "tessera/models/link_task.hpp"
 #include "tessera/models/run_context.hpp"
@@ -141,7 +140,6 @@ ProblemSize problem_size(const GraphMeta& meta, const ModelConfig& model, bool r
   if (gat) size.heads = model.heads, size.output_heads = model.output_heads;
   size.input_dropout = model.input_dropout > 0;
   size.norm = model.norm != NormKind::None;
-  size.norm_flags = model.norm == NormKind::Batch && model.fuse && batch_norm_keeps_flags(KernelPath::Auto);
   return size;
 }
 

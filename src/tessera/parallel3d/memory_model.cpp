@@ -143,11 +143,6 @@ struct LayerFloats {
   double gemm_scratch_bytes = 0;  // what the host GEMM keeps after the weight gradient (kernel_path.hpp)
 };
 
-// A hidden layer's norm: its output (`entries` floats) and, with flags, a byte per entry.
-double norm_floats(const ProblemSize& p, double entries) {
-  return entries * (p.norm_flags ? 1.25 : 1.0);
-}
-
 // GraphMultiply's buffers: its own (out, agg), its weights with their gradients, Adam moments and the
 // trainer's flat gradient copy, and a fused norm's output; and what it takes from the model's shared
 // workspace (models/nn/workspace.hpp): t and y forward, g_y beside g_t or the gathered g_out (which share) or
@@ -175,7 +170,7 @@ LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
   // The weight gradient reduces over the rows of agg (rows_c) or, transforming first, of h (rows_a).
   f.gemm_scratch_bytes = host_gemm_scratch_bytes(int64_t(in_b), int64_t(first ? out_full : out_local),
                                                  int64_t(first ? rows_a : rows_c));
-  if (p.norm && l + 1 < layout.layers()) f.kept += norm_floats(p, rows_c * out_local);
+  if (p.norm && l + 1 < layout.layers()) f.kept += rows_c * out_local;
   if (k > 1) f.kept += 3.0 * rows_c;  // the self block (CsrSpmm of the identity) and its transpose
   return f;
 }
@@ -204,7 +199,7 @@ LayerFloats attention_floats(const ProblemSize& p, const Layout3D& layout, int l
   f.scratch = std::max(forward, backward);
   if (l > 0) f.input_grad = rows_a * in_b;
   f.gemm_scratch_bytes = host_gemm_scratch_bytes(int64_t(in_b), int64_t(zw), int64_t(rows_a));
-  if (p.norm && !last) f.kept += norm_floats(p, rows_c * out_local);
+  if (p.norm && !last) f.kept += rows_c * out_local;
   return f;
 }
 

@@ -82,9 +82,6 @@ struct ProblemSize {
   bool input_dropout = true;  ///< the input features are copied by a dropout (layer 0 is not cached)
   bool symmetric = true;      ///< symmetric normalization (GCN): a self loop per node where missing
   bool norm = false;          ///< a (fused) norm after every hidden layer
-  /// The norm keeps a byte per output entry for its ReLU's backward (BatchNorm with ReLU on a host build's
-  /// host path: batch_norm_keeps_flags).
-  bool norm_flags = false;
   bool recompute = false;  ///< --recompute-aggregation: (A H) W layers keep no aggregation, GAT no attention
   /// Bytes a held feature value takes: 4, or 2 with bf16 features (Graph3DOptions::feature_dtype), which
   /// also make layer 0 aggregate first and keep its aggregation (GraphMultiply).

@@ -96,25 +96,10 @@ std::string BatchNorm::describe() const {
          (options_.dropout > 0 ? ", dropout " + std::to_string(options_.dropout).substr(0, 4) : "");
 }
 
-NormEpilogue BatchNorm::flagged_epilogue(const PassInfo& pass) const {
-  NormEpilogue e = epilogue(pass);
-  if (pass.training && options_.relu && batch_norm_keeps_flags(kernels_)) e.positive = positive_;
-  return e;
-}
-
 Matrix<const float> BatchNorm::forward(const Matrix<const float>& in, const GraphBatch& batch,
                                        const PassInfo& pass) {
   const Matrix<float> out = output(in, batch);
   used_batch_stats_ = pass.training;
-  if (pass.training && options_.relu && batch_norm_keeps_flags(kernels_)) {
-    const int64_t rows = rows_.valid_rows;
-    if (int64_t(positive_capacity_.extent(0)) < rows ||
-        int64_t(positive_capacity_.extent(1)) != at_.local_cols)
-      positive_capacity_ = Matrix<uint8_t>(
-          Kokkos::ViewAllocateWithoutInitializing("bn.positive"),
-          size_t(grown_capacity(int64_t(positive_capacity_.extent(0)), rows)), size_t(at_.local_cols));
-    positive_ = Kokkos::subview(positive_capacity_, std::make_pair(int64_t(0), rows), Kokkos::ALL());
-  }
   if (pass.training) {
     // One pass over z and one all-reduce: sums and sums of squares, in double (batch_norm_statistics).
     batch_norm_sums(z_, sums_, kernels_);
@@ -126,19 +111,18 @@ Matrix<const float> BatchNorm::forward(const Matrix<const float>& in, const Grap
   } else {
     batch_norm_running(mean_, invstd_, running_mean_, running_var_, options_.eps);
   }
-  batch_norm_apply(z_, mean_, invstd_, gamma_.value(), beta_.value(), out_, flagged_epilogue(pass), kernels_);
+  batch_norm_apply(z_, mean_, invstd_, gamma_.value(), beta_.value(), out_, epilogue(pass), kernels_);
   return out;
 }
 
 Matrix<float> BatchNorm::backward(const Matrix<float>& grad_out, bool, const PassInfo& pass) {
   require(used_batch_stats_, "BatchNorm backward after an evaluation forward");
   const Matrix<float> g = leading_rows(grad_out, rows_.valid_rows);
-  // With flags the first pass leaves g as it is and the second takes it through the epilogue's derivative.
-  const NormEpilogue e = flagged_epilogue(pass);
-  batch_norm_backward_sums(g, out_, z_, mean_, invstd_, e, beta_.grad(), gamma_.grad(), kernels_);
+  batch_norm_backward_sums(g, out_, z_, mean_, invstd_, epilogue(pass), beta_.grad(), gamma_.grad(),
+                           kernels_);
   beta_.sum_gradient(kNormRows);
   gamma_.sum_gradient(kNormRows);
-  batch_norm_backward(g, z_, mean_, invstd_, gamma_.value(), beta_.grad(), gamma_.grad(), e, rows_.num_nodes,
+  batch_norm_backward(g, z_, mean_, invstd_, gamma_.value(), beta_.grad(), gamma_.grad(), rows_.num_nodes,
                       kernels_);
   return grad_out;
 }

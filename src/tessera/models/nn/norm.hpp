@@ -85,14 +85,8 @@ class BatchNorm : public FeatureNorm {
   std::string describe() const override;
 
  private:
-  /// The pass's epilogue, with the training forward's positive flags where the kernels keep them.
-  NormEpilogue flagged_epilogue(const PassInfo& pass) const;
-
   Vector<float> running_mean_, running_var_, mean_, invstd_;
   Vector<double> sums_;  ///< the batch's column sums, then its sums of squares
-  /// ReLU's derivative for the backward (NormEpilogue::positive): a byte per output entry, a quarter of
-  /// the output's bytes, read instead of the output by both backward passes.
-  Matrix<uint8_t> positive_capacity_, positive_;
   bool used_batch_stats_ = false;
 };
 
