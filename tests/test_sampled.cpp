@@ -401,7 +401,9 @@ TEST(Sampling, DrawsFromBatchedWordsAreFloydsDraws) {
   const CounterRng rng = neighbor_rng(NeighborKey{3, 1, 4}, 2);
   std::vector<int64_t> expect(32), got(32), scratch(32);
   for (int64_t node : {int64_t(0), int64_t(12345), int64_t(1) << 40})
-    for (int64_t degree = 2; degree <= 64; degree += degree < 20 ? 1 : 11)
+    // Lists of up to 64 neighbours (their positions drawn as the bits of a word) and longer ones.
+    for (int64_t degree :
+         {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16, 17, 20, 31, 42, 53, 63, 64, 65, 97, 300})
       for (int64_t fanout = 1; fanout < std::min<int64_t>(degree, 32); ++fanout) {
         draw_positions(rng, node, degree, fanout, expect.data());
         std::vector<uint64_t> a(static_cast<size_t>(fanout), uint64_t(node)), b;
@@ -435,8 +437,10 @@ TEST(Sampling, OwnersDrawWhatAWholeGraphSamplerDraws) {
   const std::vector<int> fanouts = {3, 5, 2};
   const NeighborSampler sampler(world(), g, fanouts, 11);
   for (int64_t step = 0; step < 3; ++step) {
+    // Many of a rank's nodes or few (step 2); a node named twice (step 1).
     std::vector<int64_t> seeds;
-    for (int64_t i = step; i < g.count; i += 7) seeds.push_back(g.first + i);
+    for (int64_t i = step; i < g.count; i += step == 2 ? 37 : 7) seeds.push_back(g.first + i);
+    if (step == 1 && !seeds.empty()) seeds.push_back(seeds.front());
     // and nodes of other ranks, as a link's endpoints are (their degrees come with their owners' lists)
     for (int64_t v = 3 * step; v < w.n; v += 11)
       if (!g.owns(v)) seeds.push_back(v);

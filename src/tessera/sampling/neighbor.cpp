@@ -371,6 +371,19 @@ void NeighborSampler::name_locally(RemoteLists& remote) const {
   }
 }
 
+// How many neighbours a layer keeps of its frontier's nodes (in-degrees `degree`): room for the block's
+// columns made once, not grown a chunk at a time (each growth a copy of all before it).
+size_t NeighborSampler::kept_edges(int layer, const std::vector<int64_t>& degree,
+                                   const RemoteLists& remote) const {
+  const int64_t fanout = fanouts_[size_t(layer)];
+  size_t edges = 0;
+  for (size_t i = 0; i < degree.size(); ++i)
+    edges += size_t(remote.at[i] >= 0 ? remote.lists[size_t(remote.at[i])]
+                    : fanout < 0      ? degree[i]
+                                      : std::min(degree[i], fanout));
+  return edges;
+}
+
 // One layer's block: the frontier's nodes first, then each new neighbour by first use, as build_blocks
 // numbers them; each source's in-degree recorded as it enters.
 void NeighborSampler::build_block(int layer, const NeighborKey& key, const std::vector<int64_t>& ids,
@@ -384,6 +397,7 @@ void NeighborSampler::build_block(int layer, const NeighborKey& key, const std::
   index.start(ids, local, degree);
   b.row_ptr.assign(n + 1, 0);
   b.col.clear();
+  b.col.reserve(kept_edges(layer, degree, remote));
   ChunkSampler draws(graph_, local_->local_col.data(), fanouts_[size_t(layer)], neighbor_rng(key, layer));
   std::array<int64_t, kChunk> owned;
   for (size_t c = 0; c < n; c += kChunk) {

@@ -82,10 +82,21 @@ KOKKOS_INLINE_FUNCTION void draw_positions(const CounterRng& rng, int64_t node, 
 
 /// draw_positions from the draws' random words made beforehand (CounterRng::below_words of counters
 /// (node, j) for j = degree - fanout, ..., degree - 1, in that order): the same positions, without a
-/// data-dependent branch (a sampler's mispredicted branches cost more than its arithmetic). `drawn` holds
-/// fanout entries of scratch.
+/// data-dependent branch (a sampler's mispredicted branches cost more than its arithmetic). A list of up to
+/// 64 neighbours keeps the positions drawn as the bits of one word (a test and a set per draw, read out in
+/// order), a longer one compares each draw with those before. `drawn` holds fanout entries of scratch.
 inline void draw_positions_from(const uint64_t* words, int64_t degree, int64_t fanout, int64_t* drawn,
                                 int64_t* out) {
+  if (degree <= 64) {  // most lists: the positions drawn as bits of one word, read out in increasing order
+    uint64_t chosen = 0;
+    for (int64_t q = 0; q < fanout; ++q) {
+      const int64_t j = degree - fanout + q;
+      const uint64_t t = uint64_t(1) << mul_high64(words[q], uint64_t(j + 1));
+      chosen |= (chosen & t) != 0 ? uint64_t(1) << j : t;
+    }
+    for (int64_t q = 0; q < fanout; ++q, chosen &= chosen - 1) out[q] = int64_t(__builtin_ctzll(chosen));
+    return;
+  }
   for (int64_t q = 0; q < fanout; ++q) {
     const int64_t j = degree - fanout + q;
     const int64_t t = int64_t(mul_high64(words[q], uint64_t(j + 1)));
@@ -144,6 +155,8 @@ class NeighborSampler {
   detail::RemoteLists remote_lists(int layer, const NeighborKey& key,
                                    const std::vector<int64_t>& frontier) const;
   void name_locally(detail::RemoteLists& remote) const;
+  // How many neighbours a layer keeps of its frontier (in-degrees `degree`, lists sent by their owners).
+  size_t kept_edges(int layer, const std::vector<int64_t>& degree, const detail::RemoteLists& remote) const;
   // One layer's block from its destination nodes (ids, local indices, in-degrees) and the remote lists.
   void build_block(int layer, const NeighborKey& key, const std::vector<int64_t>& ids,
                    const std::vector<int64_t>& local, const std::vector<int64_t>& degree,
