@@ -327,12 +327,17 @@ RemoteLists NeighborSampler::remote_lists(int layer, const NeighborKey& key,
         require(graph_.owns(asked[q]), "neighbour sampling: rank ", comm_.rank(), " asked for node ",
                 asked[q], " it does not own");
       draws.sample(asked.data() + k, n);
-      std::vector<int64_t>& out = answer[size_t(r)];
+      std::vector<int64_t>& answers = answer[size_t(r)];
+      size_t at = answers.size();  // the chunk's answers: a count, 2 per neighbour and a degree per node
+      answers.resize(at + 2 * n + 2 * size_t(draws.end(n - 1) - draws.begin(0)));
       for (size_t q = 0; q < n; ++q) {
-        out.push_back(int64_t(draws.end(q) - draws.begin(q)));
-        for (const int32_t* u = draws.begin(q); u != draws.end(q); ++u) out.push_back(names.id_of(*u));
-        for (const int32_t* u = draws.begin(q); u != draws.end(q); ++u) out.push_back(local_degree(*u));
-        out.push_back(local_degree(asked[k + q] - graph_.first));  // its own: a seed's weights need it
+        const int64_t count = draws.end(q) - draws.begin(q);
+        int64_t* out = answers.data() + at;
+        out[0] = count;
+        for (int64_t e = 0; e < count; ++e) out[1 + e] = names.id_of(draws.begin(q)[e]);
+        for (int64_t e = 0; e < count; ++e) out[1 + count + e] = local_degree(draws.begin(q)[e]);
+        out[1 + 2 * count] = local_degree(asked[k + q] - graph_.first);  // its own: a seed's weights need it
+        at += size_t(2 + 2 * count);
       }
       k += n;
     }
