@@ -28,6 +28,11 @@ namespace detail {
 // Sources looked ahead of the one whose degree is read: far enough for a miss to land first.
 constexpr size_t kDegreeAhead = 16;
 
+/// How many of a node's `degree` in-neighbours a layer of fanout `fanout` keeps (-1: all of them).
+int64_t kept_neighbors(int64_t degree, int64_t fanout) {
+  return fanout < 0 ? degree : std::min(degree, fanout);
+}
+
 /// A rank's local index of a node (owned ones first: id - first, then the halo's: count + k for halo[k])
 /// back to its id: a subtraction or one load from the halo list (small, unlike the graph's column array).
 struct LocalNames {
@@ -182,7 +187,7 @@ class ChunkSampler {
       begin_[k] = graph_.row_ptr[size_t(i)];
       degree_[k] = graph_.row_ptr[size_t(i + 1)] - begin_[k];
       const bool whole = fanout_ < 0 || degree_[k] <= fanout_;
-      kept += size_t(whole ? degree_[k] : fanout_);
+      kept += size_t(kept_neighbors(degree_[k], fanout_));
       if (whole) continue;
       for (int64_t j = degree_[k] - fanout_; j < degree_[k]; ++j, ++draws) {
         a_[draws] = uint64_t(nodes[k]);
@@ -240,6 +245,7 @@ class ChunkSampler {
 
 using detail::ChunkSampler;
 using detail::kDegreeAhead;
+using detail::kept_neighbors;
 using detail::LocalIndex;
 using detail::LocalNames;
 using detail::names_of;
@@ -383,9 +389,8 @@ size_t NeighborSampler::kept_edges(int layer, const std::vector<int64_t>& degree
   const int64_t fanout = fanouts_[size_t(layer)];
   size_t edges = 0;
   for (size_t i = 0; i < degree.size(); ++i)
-    edges += size_t(remote.at[i] >= 0 ? remote.lists[size_t(remote.at[i])]
-                    : fanout < 0      ? degree[i]
-                                      : std::min(degree[i], fanout));
+    edges +=
+        size_t(remote.at[i] >= 0 ? remote.lists[size_t(remote.at[i])] : kept_neighbors(degree[i], fanout));
   return edges;
 }
 
