@@ -13,13 +13,14 @@ namespace tessera {
 
 void sample_neighbors(const int64_t* nbrs, int64_t degree, int fanout, const NeighborKey& key, int layer,
                       int64_t node, std::vector<int64_t>& out) {
-  if (fanout < 0 || degree <= fanout) {
+  const int64_t keep = kept_neighbors(degree, fanout);
+  if (keep == degree) {
     out.insert(out.end(), nbrs, nbrs + degree);
     return;
   }
   const size_t at = out.size();
-  out.resize(at + size_t(fanout));
-  draw_positions(neighbor_rng(key, layer), node, degree, fanout, out.data() + at);
+  out.resize(at + size_t(keep));
+  draw_positions(neighbor_rng(key, layer), node, degree, keep, out.data() + at);
   for (size_t q = at; q < out.size(); ++q) out[q] = nbrs[out[q]];
 }
 
@@ -27,11 +28,6 @@ namespace detail {
 
 // Sources looked ahead of the one whose degree is read: far enough for a miss to land first.
 constexpr size_t kDegreeAhead = 16;
-
-/// How many of a node's `degree` in-neighbours a layer of fanout `fanout` keeps (-1: all of them).
-int64_t kept_neighbors(int64_t degree, int64_t fanout) {
-  return fanout < 0 ? degree : std::min(degree, fanout);
-}
 
 /// A rank's local index of a node (owned ones first: id - first, then the halo's: count + k for halo[k])
 /// back to its id: a subtraction or one load from the halo list (small, unlike the graph's column array).
@@ -186,10 +182,10 @@ class ChunkSampler {
       const int64_t i = nodes[k] - graph_.first;
       begin_[k] = graph_.row_ptr[size_t(i)];
       degree_[k] = graph_.row_ptr[size_t(i + 1)] - begin_[k];
-      const bool whole = fanout_ < 0 || degree_[k] <= fanout_;
-      kept += size_t(kept_neighbors(degree_[k], fanout_));
-      if (whole) continue;
-      for (int64_t j = degree_[k] - fanout_; j < degree_[k]; ++j, ++draws) {
+      const int64_t keep = kept_neighbors(degree_[k], fanout_);
+      kept += size_t(keep);
+      if (keep == degree_[k]) continue;
+      for (int64_t j = degree_[k] - keep; j < degree_[k]; ++j, ++draws) {
         a_[draws] = uint64_t(nodes[k]);
         b_[draws] = uint64_t(j);
       }
@@ -199,15 +195,15 @@ class ChunkSampler {
     draws = kept = 0;
     for (size_t k = 0; k < n; ++k) {
       int64_t* at = at_.data() + kept;
-      if (fanout_ < 0 || degree_[k] <= fanout_) {
-        for (int64_t e = 0; e < degree_[k]; ++e) at[e] = begin_[k] + e;
-        kept += size_t(degree_[k]);
+      const int64_t keep = kept_neighbors(degree_[k], fanout_);
+      if (keep == degree_[k]) {
+        for (int64_t e = 0; e < keep; ++e) at[e] = begin_[k] + e;
       } else {
-        draw_positions_from(words_.data() + draws, degree_[k], fanout_, drawn_.data(), at);
-        for (int64_t q = 0; q < fanout_; ++q) at[q] += begin_[k];
-        draws += size_t(fanout_);
-        kept += size_t(fanout_);
+        draw_positions_from(words_.data() + draws, degree_[k], keep, drawn_.data(), at);
+        for (int64_t q = 0; q < keep; ++q) at[q] += begin_[k];
+        draws += size_t(keep);
       }
+      kept += size_t(keep);
       end_[k] = kept;
     }
     local_.resize(kept);
@@ -245,7 +241,6 @@ class ChunkSampler {
 
 using detail::ChunkSampler;
 using detail::kDegreeAhead;
-using detail::kept_neighbors;
 using detail::LocalIndex;
 using detail::LocalNames;
 using detail::names_of;

@@ -51,6 +51,12 @@ KOKKOS_INLINE_FUNCTION CounterRng neighbor_rng(const NeighborKey& key, int layer
                                          splitmix64(uint64_t(key.step) * 64 + uint64_t(layer))));
 }
 
+/// How many of a node's `degree` in-neighbours a layer of fanout `fanout` keeps (negative: all of them).
+/// Fewer than `degree` means they are drawn; every sampler asks this one rule.
+KOKKOS_INLINE_FUNCTION int64_t kept_neighbors(int64_t degree, int64_t fanout) {
+  return fanout < 0 || degree <= fanout ? degree : fanout;
+}
+
 /// One draw of Floyd's algorithm: position j's candidate t (uniform in [0, j]) joins out[0, m), or j
 /// itself when t is already there.
 KOKKOS_INLINE_FUNCTION void floyd_step(int64_t t, int64_t j, int64_t* out, int64_t& m) {

@@ -26,7 +26,7 @@ int64_t count_kept(const LocalGraph& g, const Vector<const int64_t>& frontier, i
       KOKKOS_LAMBDA(int64_t i) {
         const int64_t v = frontier(i) - g.first;
         const int64_t degree = g.row_ptr(v + 1) - g.row_ptr(v);
-        return fanout < 0 || degree <= fanout ? degree : int64_t(fanout);
+        return kept_neighbors(degree, fanout);
       },
       row_ptr, "tessera::sample_counts");
 }
