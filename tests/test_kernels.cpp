@@ -202,6 +202,41 @@ TEST(Spmm, RowRangesComputeOnlyTheirRows) {
   EXPECT_THROW(op.apply_rows(to_view<double>(x), y, 10, 201), Error);
 }
 
+// A step's blocks keep their row blocks in buffers the step hands out again (StepUploads::spmm): the
+// product is the same, the blocks land in the buffer given (no memory of the matrix's own), and a buffer
+// with too few entries is refused.
+TEST(Spmm, RowBlocksKeptInAGivenBuffer) {
+  std::mt19937_64 gen(13);
+  const auto a = random_csr<float>(300, 120, 6, 50, gen);
+  const Dense x = random_dense(120, 17, gen), expected = matmul(to_dense(a), x);
+  const int64_t entries = CsrSpmm<float>::row_block_entries(300);
+  const Vector<int64_t> buffer("row_blocks", size_t(entries + 3));
+  Kokkos::deep_copy(buffer, int64_t(-1));
+  CsrSpmm<float> kept(csr_to_space<float, DeviceSpace>(a));
+  kept.keep_row_blocks_in(buffer);
+  const CsrSpmm<float> own(csr_to_space<float, DeviceSpace>(a));
+  for (KernelPath path : paths(KernelKind::Spmm)) {
+    SCOPED_TRACE(kernel_path_name(path));
+    Matrix<float> y = to_view<float>(Dense(300, 17, 0.0)), y_own = to_view<float>(Dense(300, 17, 0.0));
+    kept.apply(to_view<float>(x), y, 1.0f, 0.0f, path);
+    own.apply(to_view<float>(x), y_own, 1.0f, 0.0f, path);
+    EXPECT_LT(relative_error(from_view(y), expected), 1e-5);
+    EXPECT_EQ(from_view(y).a, from_view(y_own).a);
+  }
+  // Balanced into the buffer: its leading entries are the blocks a matrix of its own makes.
+  const int64_t blocks = kept.num_blocks();
+  ASSERT_EQ(blocks, own.num_blocks());
+  const auto held = Kokkos::create_mirror_view_and_copy(HostSpace(), buffer);
+  const auto ptr =
+      Kokkos::create_mirror_view_and_copy(HostSpace(), csr_to_space<float, DeviceSpace>(a).row_ptr);
+  const HostVector<int64_t> reference = balanced_row_blocks(ptr, blocks);
+  ASSERT_EQ(int64_t(reference.extent(0)), blocks + 1);
+  for (int64_t k = 0; k <= blocks; ++k) EXPECT_EQ(held(k), reference(k)) << k;
+  EXPECT_EQ(held(blocks + 1), -1);
+  CsrSpmm<float> small(csr_to_space<float, DeviceSpace>(a));
+  EXPECT_THROW(small.keep_row_blocks_in(Vector<int64_t>("short", size_t(entries - 1))), Error);
+}
+
 TEST(Spmm, RowBlocksBalanceNonzerosAndCoverEveryRow) {
   HostVector<int64_t> ptr("p", 101);
   for (int64_t i = 0; i < 100; ++i) ptr(i + 1) = ptr(i) + (i == 10 ? 1000 : 10);  // one hub row

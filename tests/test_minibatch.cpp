@@ -206,10 +206,24 @@ TEST(Minibatch, DeviceCutEqualsTheHostCut) {
     }
 }
 
+namespace {
+
+// Splits every block of a batch into its balanced row blocks, as a host or team product does first.
+void balance_rows(const DeviceBatch& batch) {
+  for (const auto& block : batch.graph.blocks) {
+    EXPECT_GT(block->forward.num_blocks(), 0);
+    if (block->has_transpose) {
+      EXPECT_GT(block->transpose.num_blocks(), 0);
+    }
+  }
+}
+
+}  // namespace
+
 // Both cuts write a step's arrays into buffers kept between steps (the host cut's uploads into the
 // trainer's StepUploads, the device cut into its builder's): a step no larger than one before allocates
-// nothing (blocks, ids, input rows, labels and mask all land in the buffers of the step before) and gives
-// the batch a fresh upload gives, bit for bit.
+// nothing (blocks, their row splits for the products, ids, input rows, labels and mask all land in the
+// buffers of the step before) and gives the batch a fresh upload gives, bit for bit.
 TEST(Minibatch, StepsIntoKeptBuffersAllocateNothing) {
   const Communicator world = Communicator::world();
   for (const GridShape& shape : shapes_with_d_up_to_2(world.size())) {
@@ -223,13 +237,15 @@ TEST(Minibatch, StepsIntoKeptBuffersAllocateNothing) {
     const HostBatch batch = host.build(key);
     StepUploads kept;
     kept.restart();
-    host.upload(batch, kept);
-    device.build(key);
+    balance_rows(host.upload(batch, kept));
+    balance_rows(device.build(key));
     const int64_t held = kept.bytes(), device_held = device.bytes();
     const fixtures::AllocationCount allocations;
     kept.restart();
     const DeviceBatch again = host.upload(batch, kept);
     const DeviceBatch cut_again = device.build(key);
+    balance_rows(again);
+    balance_rows(cut_again);
     EXPECT_EQ(allocations.count(), 0);
     EXPECT_EQ(kept.bytes(), held);
     EXPECT_EQ(device.bytes(), device_held);

@@ -16,19 +16,39 @@
 
 namespace tessera {
 
-HostVector<int64_t> balanced_row_blocks(const HostVector<int64_t>& row_ptr, int64_t blocks) {
+namespace {
+
+// The number of blocks balanced_row_blocks makes of `rows` rows when asked for `blocks`.
+int64_t row_blocks_of(int64_t rows, int64_t blocks) {
+  return std::max<int64_t>(1, std::min(blocks, std::max<int64_t>(rows, 1)));
+}
+
+// balanced_row_blocks into start[0, blocks] (blocks as row_blocks_of gives them).
+void write_balanced_row_blocks(const HostVector<int64_t>& row_ptr, int64_t blocks, int64_t* start) {
   const int64_t rows = int64_t(row_ptr.extent(0)) - 1;
-  blocks = std::max<int64_t>(1, std::min(blocks, std::max<int64_t>(rows, 1)));
-  HostVector<int64_t> start("block_start", size_t(blocks + 1));
   const double total = double(row_ptr(rows) + rows);
   int64_t row = 0;
   for (int64_t b = 1; b < blocks; ++b) {
     const double target = total * double(b) / double(blocks);
     while (row < rows && double(row_ptr(row) + row) < target) ++row;
-    start(b) = row;
+    start[b] = row;
   }
-  start(0) = 0;
-  start(blocks) = rows;
+  start[0] = 0;
+  start[blocks] = rows;
+}
+
+// Blocks a product splits a matrix into: a few per thread lets the dynamic schedule even out what the
+// nonzero count cannot see.
+int64_t row_blocks_wanted() {
+  return 16 * int64_t(ExecSpace().concurrency());
+}
+
+}  // namespace
+
+HostVector<int64_t> balanced_row_blocks(const HostVector<int64_t>& row_ptr, int64_t blocks) {
+  blocks = row_blocks_of(int64_t(row_ptr.extent(0)) - 1, blocks);
+  HostVector<int64_t> start("block_start", size_t(blocks + 1));
+  write_balanced_row_blocks(row_ptr, blocks, start.data());
   return start;
 }
 
@@ -146,10 +166,29 @@ template <class Scalar>
 void CsrSpmm<Scalar>::balance_rows() const {
   if (block_start_.extent(0) > 0) return;
   const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), a_.row_ptr);
-  // A few blocks per thread lets the dynamic schedule even out what the nonzero count cannot see.
-  const int64_t blocks = 16 * int64_t(ExecSpace().concurrency());
-  host_block_start_ = balanced_row_blocks(row_ptr, blocks);
-  block_start_ = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host_block_start_);
+  const int64_t blocks = row_blocks_of(a_.num_rows, row_blocks_wanted());
+  if (int64_t(row_block_buffer_.extent(0)) < blocks + 1) {
+    host_block_start_ = balanced_row_blocks(row_ptr, blocks);
+    block_start_ = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host_block_start_);
+    return;
+  }
+  block_start_ = Kokkos::subview(row_block_buffer_, std::make_pair(int64_t(0), blocks + 1));
+  host_block_start_ = Kokkos::create_mirror_view(block_start_);  // the same memory on host builds
+  write_balanced_row_blocks(row_ptr, blocks, host_block_start_.data());
+  Kokkos::deep_copy(block_start_, host_block_start_);
+}
+
+template <class Scalar>
+void CsrSpmm<Scalar>::keep_row_blocks_in(Vector<int64_t> buffer) {
+  const int64_t needed = row_block_entries(a_.num_rows);
+  require(int64_t(buffer.extent(0)) >= needed, "spmm: a row-block buffer of ", buffer.extent(0), " entries, ",
+          needed, " needed");
+  row_block_buffer_ = std::move(buffer);
+}
+
+template <class Scalar>
+int64_t CsrSpmm<Scalar>::row_block_entries(int64_t rows) {
+  return row_blocks_of(rows, row_blocks_wanted()) + 1;
 }
 
 template <class Scalar>

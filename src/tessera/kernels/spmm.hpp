@@ -79,6 +79,14 @@ class CsrSpmm {
   HostVector<Scalar> host_weights() const;
   /// Number of row blocks of balanced work (balanced on first use: here or in a host or team product).
   int64_t num_blocks() const;
+  /// Gives the matrix a buffer (device memory, at least row_block_entries(rows) entries) to keep its row
+  /// blocks in when a host or team product balances them, instead of allocating their own: a caller that
+  /// makes matrices every step (a sampled or mini-batch step's blocks) hands the same buffers out again.
+  /// On device builds the host copy of the blocks is still allocated where they are balanced.
+  void keep_row_blocks_in(Vector<int64_t> buffer);
+  /// Entries a row-block buffer needs for a matrix of `rows` rows (keep_row_blocks_in): one more than the
+  /// blocks it is split into.
+  static int64_t row_block_entries(int64_t rows);
 
  private:
   void balance_rows() const;
@@ -89,6 +97,7 @@ class CsrSpmm {
   CsrMatrix<Scalar, DeviceSpace, SpmmColumn> a_;
   Vector<double> row_scale_, col_scale_;
   mutable Vector<int64_t> block_start_;  // row blocks of balanced nonzeros, made on first host/team use
+  Vector<int64_t> row_block_buffer_;     // where to make them (keep_row_blocks_in), or empty: allocated
   mutable HostVector<int64_t> host_block_start_;
   mutable std::shared_ptr<impl::VendorSpmm<Scalar>> vendor_;  // vendor descriptors, made on first use
 };

@@ -75,9 +75,9 @@ HostCsr self_of(const SampledIndex& rows, const SampledIndex& cols) {
 std::unique_ptr<AdjacencyBlock> upload_block(const HostCsr& forward, const HostCsr& transposed,
                                              bool has_transpose, StepUploads& into) {
   auto block = std::make_unique<AdjacencyBlock>();
-  block->forward = CsrSpmm<float>(into.csr(forward));
+  block->forward = into.spmm(into.csr(forward));
   block->has_transpose = has_transpose;
-  if (has_transpose) block->transpose = CsrSpmm<float>(into.csr(transposed));
+  if (has_transpose) block->transpose = into.spmm(into.csr(transposed));
   block->nnz = int64_t(forward.col_idx.size());
   return block;
 }

@@ -158,12 +158,12 @@ Cut cut_self(const CutSide& side, const CutSide& cols, StepUploads& into) {
 }
 
 // A cut block and, where a backward reads it (BatchNeeds::transposes), its transpose.
-std::unique_ptr<AdjacencyBlock> block_of(Cut forward, std::optional<Cut> transposed) {
+std::unique_ptr<AdjacencyBlock> block_of(Cut forward, std::optional<Cut> transposed, StepUploads& into) {
   auto block = std::make_unique<AdjacencyBlock>();
   block->nnz = forward.nnz();
-  block->forward = CsrSpmm<float>(std::move(forward));
+  block->forward = into.spmm(std::move(forward));
   block->has_transpose = transposed.has_value();
-  if (transposed) block->transpose = CsrSpmm<float>(std::move(*transposed));
+  if (transposed) block->transpose = into.spmm(std::move(*transposed));
   return block;
 }
 
@@ -311,13 +311,14 @@ DeviceBatch DeviceMinibatchBuilder::build(const SampleKey& key) {
     d.graph.blocks.push_back(
         block_of(cut_block(layer.rows, layer.cols, scale_, scratch_->cut, into),
                  transposed ? std::optional(cut_block(layer.cols, layer.rows, scale_, scratch_->cut, into))
-                            : std::nullopt));
+                            : std::nullopt,
+                 into));
     const AdjacencyBlock* adjacency = d.graph.blocks.back().get();
     const AdjacencyBlock* self = nullptr;
     if (needs_.self_blocks) {
       d.graph.blocks.push_back(
           block_of(cut_self(layer.rows, layer.cols, into),
-                   transposed ? std::optional(cut_self(layer.cols, layer.rows, into)) : std::nullopt));
+                   transposed ? std::optional(cut_self(layer.cols, layer.rows, into)) : std::nullopt, into));
       self = d.graph.blocks.back().get();
     }
     d.graph.layers.push_back(

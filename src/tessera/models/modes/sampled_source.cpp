@@ -123,8 +123,8 @@ void SampledSource::State::upload(const PreparedStep& p) {
     const SampledBlock& b = p.blocks[l];
     auto block = std::make_unique<AdjacencyBlock>();
     const bool transposed = p.transposed[l];
-    block->forward = CsrSpmm<float>(uploads.csr(p.forward[l]));
-    if (transposed) block->transpose = CsrSpmm<float>(uploads.csr(p.transpose[l]));
+    block->forward = uploads.spmm(uploads.csr(p.forward[l]));
+    if (transposed) block->transpose = uploads.spmm(uploads.csr(p.transpose[l]));
     block->has_transpose = transposed;
     block->nnz = int64_t(p.forward[l].col_idx.size());
     views.blocks.push_back(std::move(block));
@@ -133,8 +133,8 @@ void SampledSource::State::upload(const PreparedStep& p) {
     if (needs.self_blocks) {
       auto identity = std::make_unique<AdjacencyBlock>();
       const int64_t sources = int64_t(b.src.size());
-      identity->forward = CsrSpmm<float>(uploads.leading_identity(b.num_dst, sources));
-      if (transposed) identity->transpose = CsrSpmm<float>(uploads.leading_identity(sources, b.num_dst));
+      identity->forward = uploads.spmm(uploads.leading_identity(b.num_dst, sources));
+      if (transposed) identity->transpose = uploads.spmm(uploads.leading_identity(sources, b.num_dst));
       identity->has_transpose = transposed;
       views.blocks.push_back(std::move(identity));
       self = views.blocks.back().get();

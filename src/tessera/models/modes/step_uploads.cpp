@@ -71,7 +71,14 @@ int64_t StepUploads::Pool<View>::bytes() const {
 
 void StepUploads::restart() {
   offsets_.used = ids_.used = labels_.used = columns_.used = values_.used = mask_.used = 0;
-  rows_.used = task_rows_.used = 0;
+  rows_.used = task_rows_.used = row_blocks_.used = 0;
+}
+
+CsrSpmm<float> StepUploads::spmm(CsrMatrix<float, DeviceSpace, SpmmColumn> a) {
+  const int64_t rows = a.num_rows;
+  CsrSpmm<float> op(std::move(a));
+  op.keep_row_blocks_in(row_blocks_.next(size_t(CsrSpmm<float>::row_block_entries(rows))));
+  return op;
 }
 
 CsrMatrix<float, DeviceSpace, SpmmColumn> StepUploads::csr(const HostCsr& a) {
@@ -143,7 +150,7 @@ Matrix<int8_t> StepUploads::task_rows(int64_t rows, int64_t tasks) {
 
 int64_t StepUploads::bytes() const {
   return offsets_.bytes() + ids_.bytes() + labels_.bytes() + columns_.bytes() + values_.bytes() +
-         mask_.bytes() + rows_.bytes() + task_rows_.bytes();
+         mask_.bytes() + rows_.bytes() + task_rows_.bytes() + row_blocks_.bytes();
 }
 
 }  // namespace tessera

@@ -29,6 +29,9 @@ class StepUploads {
   /// The `rows` x `cols` pattern with a one at (i, i) for every i below both (a sampled layer's self block
   /// and, rows and cols swapped, its transpose), written in a kernel: nothing copied from the host.
   CsrMatrix<float, DeviceSpace, SpmmColumn> leading_identity(int64_t rows, int64_t cols);
+  /// `a` as an operator that keeps its row blocks (made on its first host or team product) in the next of
+  /// these buffers, not in memory of its own (CsrSpmm::keep_row_blocks_in).
+  CsrSpmm<float> spmm(CsrMatrix<float, DeviceSpace, SpmmColumn> a);
   /// The next id list's device copy: ids[0, count).
   Vector<int64_t> ids(const int64_t* ids, size_t count);
   /// The next `count` ids for the caller to fill (a buffer handed out to fill holds whatever it held).
@@ -66,6 +69,7 @@ class StepUploads {
     int64_t bytes() const;
   };
   Pool<Vector<int64_t>> offsets_{"step.row_ptr"}, ids_{"step.ids"}, labels_{"step.labels"};
+  Pool<Vector<int64_t>> row_blocks_{"step.row_blocks"};
   Pool<Vector<SpmmColumn>> columns_{"step.col_idx"};
   Pool<Vector<float>> values_{"step.values"};
   Pool<Vector<uint8_t>> mask_{"step.mask"};
