@@ -75,6 +75,9 @@ void StepUploads::restart() {
 }
 
 CsrSpmm<float> StepUploads::spmm(CsrMatrix<float, DeviceSpace, SpmmColumn> a) {
+  // A device build's products take the vendor path by default, which splits no rows: a buffer per block
+  // there would be device memory held for nothing.
+  if (!std::is_same<DeviceSpace, HostSpace>::value) return CsrSpmm<float>(std::move(a));
   const int64_t rows = a.num_rows;
   CsrSpmm<float> op(std::move(a));
   op.keep_row_blocks_in(row_blocks_.next(size_t(CsrSpmm<float>::row_block_entries(rows))));

@@ -30,7 +30,8 @@ class StepUploads {
   /// and, rows and cols swapped, its transpose), written in a kernel: nothing copied from the host.
   CsrMatrix<float, DeviceSpace, SpmmColumn> leading_identity(int64_t rows, int64_t cols);
   /// `a` as an operator that keeps its row blocks (made on its first host or team product) in the next of
-  /// these buffers, not in memory of its own (CsrSpmm::keep_row_blocks_in).
+  /// these buffers, not in memory of its own (CsrSpmm::keep_row_blocks_in). Host builds only: on device
+  /// builds, whose vendor products split no rows, `a` as a plain operator.
   CsrSpmm<float> spmm(CsrMatrix<float, DeviceSpace, SpmmColumn> a);
   /// The next id list's device copy: ids[0, count).
   Vector<int64_t> ids(const int64_t* ids, size_t count);
