@@ -167,12 +167,13 @@ void CsrSpmm<Scalar>::balance_rows() const {
   if (block_start_.extent(0) > 0) return;
   const auto row_ptr = Kokkos::create_mirror_view_and_copy(HostSpace(), a_.row_ptr);
   const int64_t blocks = row_blocks_of(a_.num_rows, row_blocks_wanted());
-  if (int64_t(row_block_buffer_.extent(0)) < blocks + 1) {
-    host_block_start_ = balanced_row_blocks(row_ptr, blocks);
-    block_start_ = Kokkos::create_mirror_view_and_copy(DeviceSpace(), host_block_start_);
-    return;
-  }
-  block_start_ = Kokkos::subview(row_block_buffer_, std::make_pair(int64_t(0), blocks + 1));
+  // The caller's buffer (keep_row_blocks_in checked its size), or one of the matrix's own.
+  const Vector<int64_t> buffer =
+      row_block_buffer_.extent(0) > 0
+          ? row_block_buffer_
+          : Vector<int64_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "block_start"),
+                            size_t(blocks + 1));
+  block_start_ = Kokkos::subview(buffer, std::make_pair(int64_t(0), blocks + 1));
   host_block_start_ = Kokkos::create_mirror_view(block_start_);  // the same memory on host builds
   write_balanced_row_blocks(row_ptr, blocks, host_block_start_.data());
   Kokkos::deep_copy(block_start_, host_block_start_);
