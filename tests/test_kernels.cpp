@@ -461,6 +461,48 @@ TEST(HostGemm, ThreadSplitProductsMatchDenseAndDoNotDependOnTheThreadCount) {
 
 // The epilogue's ReLU is max(v, floor), written so it compiles without a branch on the sign; it must still
 // pass NaN and -0 through and leave -inf alone without ReLU, on every path, with and without dropout.
+// Values bf16 holds exactly (and the specials) widen back to themselves, bit for bit, in whole matrices
+// (one flat pass) and in column slices of wider ones (strided rows), leaving the columns outside untouched.
+TEST(WidenBf16, EveryValueBackExactlyInWholeAndStridedMatrices) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float tiny = std::ldexp(1.0f, -126), subnormal = std::ldexp(1.0f, -130);
+  const std::vector<float> exact{0.0f, -0.0f, 1.0f, -2.5f, 0.15625f, -1.0f, -tiny, inf, -inf, nan, subnormal};
+  const auto bits_of = [](float v) {  // the float's top 16 bits: the bf16 of a value it holds exactly
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof(u));
+    return uint16_t(u >> 16);
+  };
+  const auto same_bits = [](float a, float b) { return std::memcmp(&a, &b, sizeof(a)) == 0; };
+  const int64_t rows = 37, cols = 13, first = 3, width = 7;  // the slice: columns [first, first + width)
+  Matrix<uint16_t> bits("bits", size_t(rows), size_t(cols));
+  Matrix<float> out("out", size_t(rows), size_t(cols));
+  auto host_bits = Kokkos::create_mirror_view(bits);
+  std::vector<float> value(size_t(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float v = exact[size_t(i * cols + j) % exact.size()];
+      if (v == -1.0f) v = float((i * cols + j) % 128) * 0.25f;  // ordinary values besides (7 bits)
+      value[size_t(i * cols + j)] = v;
+      host_bits(i, j) = bits_of(v);
+    }
+  Kokkos::deep_copy(bits, host_bits);
+  widen_bf16(bits, out);
+  auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), out);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) ASSERT_TRUE(same_bits(host(i, j), value[size_t(i * cols + j)])) << i;
+  // A column slice of each (rows strided by `cols`): only its entries are written.
+  Kokkos::deep_copy(out, -7.0f);
+  const auto slice = std::make_pair(first, first + width);
+  widen_bf16(Kokkos::subview(bits, Kokkos::ALL(), slice), Kokkos::subview(out, Kokkos::ALL(), slice));
+  Kokkos::deep_copy(host, out);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const bool inside = j >= first && j < first + width;
+      ASSERT_TRUE(same_bits(host(i, j), inside ? value[size_t(i * cols + j)] : -7.0f)) << i << " " << j;
+    }
+  EXPECT_THROW(widen_bf16(bits, Kokkos::subview(out, Kokkos::ALL(), slice)), Error);
+}
+
 TEST(Epilogue, ReluPassesNanAndSignedZeroAndNoReluKeepsInfinities) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const std::vector<float> row{nan, -0.0f, 0.0f, -1.5f, 2.5f, -inf, inf, -1e-30f, 1e-30f};

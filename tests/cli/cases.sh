@@ -376,8 +376,6 @@ PY
       "$TESSERA" train --data g.h5 --mode sampled --prefetch-fraction 2
     expect_error "--feature-dtype: expected f32 or bf16, got 'f16'" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --feature-dtype f16
-    expect_error "--feature-dtype bf16 in --mode full feeds the features to the first graph layer's SpMM: it needs --model gcn or sage \(gat transforms them first\)" "-" -- \
-      "$TESSERA" train --data g.h5 --feature-dtype bf16 --model gat
     expect_error "--sample-on device gathers fp32 feature rows; --feature-dtype bf16 runs with --sample-on host" "-" -- \
       "$TESSERA" train --data g.h5 --mode sampled --feature-dtype bf16 --sample-on device
     expect_error "--cache-size and --prefetch-fraction both size the cache: give one of them" "-" -- \
@@ -719,10 +717,16 @@ PY
     [ "$(wc -l <plan-f32)" -eq 6 ] || { cat plan-f32; echo "FAILED: expected 6 grids in MiB"; exit 1; }
     join plan-f32 plan-bf16 | awk '!($4 < $2 && $5 < $3) { bad = 1 } END { exit bad }' ||
       { join plan-f32 plan-bf16; echo "FAILED: bf16 not below fp32"; exit 1; }
+    # A GAT is handed the features widened, one fp32 copy its input dropout masks in place: still below.
+    for dtype in f32 bf16; do
+      "$TESSERA" plan --data wide.h5 --ranks 4 --model gat --feature-dtype $dtype |
+        sed -nE 's/^ +[0-9]+  ([0-9x]+) .* MB +([0-9.]+) MiB \(([0-9.]+) MiB\)$/\1 \2 \3/p' | sort >"gat-$dtype" || exit 1
+    done
+    [ "$(wc -l <gat-f32)" -eq 6 ] || { cat gat-f32; echo "FAILED: expected 6 GAT grids in MiB"; exit 1; }
+    join gat-f32 gat-bf16 | awk '!($4 < $2 && $5 < $3) { bad = 1 } END { exit bad }' ||
+      { join gat-f32 gat-bf16; echo "FAILED: GAT bf16 not below fp32"; exit 1; }
     expect_error "--feature-dtype: expected f32 or bf16, got 'f16'" "-" -- \
-      "$TESSERA" plan --data wide.h5 --ranks 4 --feature-dtype f16
-    expect_error "--feature-dtype bf16 feeds the features to the first graph layer's SpMM: it needs --model gcn or sage" "-" -- \
-      "$TESSERA" plan --data wide.h5 --ranks 4 --model gat --feature-dtype bf16 ;;
+      "$TESSERA" plan --data wide.h5 --ranks 4 --feature-dtype f16 ;;
   plan_calibration)
     # The published epochs the GPU profiles are calibrated against, through the command line as a user
     # plans them (sizes-only graph files), within 0.8-1.25x; --save-machine writes the profile planned
@@ -794,6 +798,16 @@ PY
       done
       paste peaks-f32 peaks-bf16 | awk '$2 >= $1 { bad = 1 } END { exit bad }' ||
         { paste peaks-f32 peaks-bf16; echo "FAILED: bf16 peaks not below fp32's on $grid"; exit 1; }
+      # A GAT is handed the features widened, one fp32 copy its input dropout masks in place (fp32 runs
+      # hold the features and the dropout's copy): the run's peak still below fp32's.
+      for dtype in f32 bf16; do
+        out=$(mpi "$ranks" "$TESSERA" train --data wide.h5 --grid "$grid" --model gat --hidden 8 --heads 8 \
+          --epochs 1 --input-dropout 0.6 --feature-dtype $dtype) || { echo "$out"; exit 1; }
+        python3 check.py "wide gat $dtype $grid" lower-bound <<<"$out" || exit 1
+        sed -nE 's/.*epochs; peak memory ([0-9.]+) MiB.*/\1/p' <<<"$out" > "gat-peak-$dtype"
+      done
+      paste gat-peak-f32 gat-peak-bf16 | awk 'NF != 2 || $2 >= $1 { bad = 1 } END { exit bad }' ||
+        { paste gat-peak-f32 gat-peak-bf16; echo "FAILED: GAT bf16 peak not below fp32's on $grid"; exit 1; }
     done
     for grid in 1x1x1 2x1x1 1x2x2 2x2x2 1x1x8; do
       ranks=$(( $(tr x '*' <<<"$grid") ))

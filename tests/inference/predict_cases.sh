@@ -127,11 +127,13 @@ PY
     # bf16 features on the 3D grid (full graph, then mini-batch): the outputs train saves are predict's on
     # the checkpoint, on another grid.
     # One graph layer: its embeddings are the features, widened.
-    for mode in "--grid 1x2x1" "--mode minibatch --grid 2x1x1x1 --batch-size 0.3 --model sage" "--layers 1"; do
+    # A GAT is handed them widened.
+    for mode in "--grid 1x2x1" "--mode minibatch --grid 2x1x1x1 --batch-size 0.3 --model sage" "--layers 1" \
+      "--grid 2x1x1 --model gat --heads 2"; do
       out=$(mpi 2 "$TESSERA" train --data g.h5 $mode --hidden 16 --epochs 4 --normalize-features \
         --feature-dtype bf16 --checkpoint g2 --overwrite-checkpoint --save-predictions gt.txt \
         --save-embeddings gt.h5) || exit 1
-      grep -qF "features: held in bf16 (rounded once at load; graph layer 0's SpMM" <<<"$out" ||
+      grep -qE "features: held in bf16 \(rounded once at load; (graph layer 0's SpMM|widened into one fp32 copy for gat's)" <<<"$out" ||
         { echo "$out"; echo "FAILED: no bf16 line"; exit 1; }
       mpi 4 "$TESSERA" predict --checkpoint g2 --data g.h5 --output gp.h5 --embeddings --engine full \
         --grid 2x1x2 --quiet >/dev/null || exit 1

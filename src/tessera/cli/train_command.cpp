@@ -159,7 +159,7 @@ void add_sampled_options(CLI::App* cmd, Args& a) {
                   "in it, instead of --prefetch-fraction");
   cmd->add_option("--feature-dtype", a.feature_dtype,
                   "Hold the node features in f32 or bf16 (half the bytes: rounded once at load, read as "
-                  "fp32; sampled: also fetched and cached so; full and minibatch: gcn or sage)")
+                  "fp32; sampled: also fetched and cached so)")
       ->capture_default_str();
   cmd->add_option("--prefetch-alpha", s.prefetch.alpha, "sampled: per-step score decay of cached rows")
       ->capture_default_str();

@@ -188,9 +188,18 @@ TESSERA_INSTANTIATE(double)
 void widen_bf16(const Matrix<const uint16_t>& bits, const Matrix<float>& out) {
   require(bits.extent(0) == out.extent(0) && bits.extent(1) == out.extent(1), "widen_bf16: ", bits.extent(0),
           "x", bits.extent(1), " bits into ", out.extent(0), "x", out.extent(1));
-  const int64_t width = int64_t(bits.extent(1));
+  const int64_t width = int64_t(bits.extent(1)), entries = int64_t(bits.extent(0)) * width;
+  if (bits.span_is_contiguous() && out.span_is_contiguous()) {
+    // One flat pass (a division per entry to find its row kept the host loop from vectorizing: 3x slower).
+    const uint16_t* from = bits.data();
+    float* to = out.data();
+    Kokkos::parallel_for(
+        "tessera::widen_bf16", Kokkos::RangePolicy<ExecSpace>(0, entries),
+        KOKKOS_LAMBDA(int64_t e) { to[e] = from_bf16(from[e]); });
+    return;
+  }
   Kokkos::parallel_for(
-      "tessera::widen_bf16", Kokkos::RangePolicy<ExecSpace>(0, int64_t(bits.extent(0)) * width),
+      "tessera::widen_bf16", Kokkos::RangePolicy<ExecSpace>(0, entries),
       KOKKOS_LAMBDA(int64_t e) { out(e / width, e % width) = from_bf16(bits(e / width, e % width)); });
 }
 

@@ -66,12 +66,6 @@ void check_options(const TrainOptions& o, const Communicator& world) {
             "`overwrite-checkpoint` starts over and `resume` continues: give one of them");
     require(o.sampled.partition_file.empty() || o.mode == TrainMode::Sampled,
             "`partition-file` is for `mode` sampled");
-    // On the 3D grid graph layer 0 reads the bf16 block in its SpMM: a layer that aggregates first.
-    require(o.feature_dtype == StorageDtype::F32 || o.mode == TrainMode::Sampled ||
-                o.model.kind != ModelKind::Gat,
-            "`feature-dtype` bf16 in `mode` ", train_mode_name(o.mode),
-            " feeds the features to the first graph layer's SpMM: it needs `model` gcn or sage (gat "
-            "transforms them first)");
     for (KernelKind kind : {KernelKind::Spmm, KernelKind::Gemm, KernelKind::Elementwise})
       resolve_kernel_path(o.compute.kernels,
                           kind);  // a path this build lacks is refused before anything loads
@@ -329,6 +323,9 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world,
   if (options.feature_dtype == StorageDtype::Bf16 && !options.outputs.quiet)
     log_line(options.mode == TrainMode::Sampled
                  ? "features: held, fetched and cached in bf16 (rounded once at load, read as fp32)"
+             : options.model.kind == ModelKind::Gat
+                 ? "features: held in bf16 (rounded once at load; widened into one fp32 copy for gat's "
+                   "first layer, which transforms them, and by the steps' gathers)"
                  : "features: held in bf16 (rounded once at load; graph layer 0's SpMM and the steps' "
                    "gathers read them as fp32)");
   // Before the load, which can be long: a wrong thread count is the first thing to see.

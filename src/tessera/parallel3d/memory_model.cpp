@@ -238,9 +238,10 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   if (ranks > 1) e.process += std::min(m.mpi_bytes, largest_send) + m.peer_bytes * std::min(ranks - 1, 64.0);
   e.load_peak = e.process + (1 + kHeapSlack) * peak;
   e.graph = (1 + kHeapSlack) * kept;
-  // The input dropout's copy of the feature block (fp32, bf16 features widened), the layers and their
-  // shared workspace.
-  double training = p.input_dropout ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
+  // The input dropout's copy of the feature block (fp32, bf16 features widened; a GAT's widened bf16
+  // features, which its input dropout masks in place), the layers and their shared workspace.
+  const bool feature_copy = p.input_dropout || widened_bf16_features(p);
+  double training = feature_copy ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
   double scratch = 0, input_grad = 0, gemm_scratch = 0;
   for (int l = 0; l < layout.layers(); ++l) {
     const LayerFloats f = p.heads > 0 ? attention_floats(p, layout, l) : layer_floats(p, layout, l);

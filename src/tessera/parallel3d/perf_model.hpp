@@ -122,10 +122,16 @@ double link_rows(const ProblemSize& problem);
 inline bool caches_input(const ProblemSize& problem, int l) {
   return l == 0 && !problem.input_dropout && !problem.plexus_schedule;
 }
-/// Whether layer l reads bf16 features: layer 0 with ProblemSize::feature_bytes 2, aggregating first and
-/// keeping its aggregation; never in Plexus's schedule.
+/// Whether layer l reads bf16 features: a GCN or GraphSAGE layer 0 with ProblemSize::feature_bytes 2,
+/// aggregating first and keeping its aggregation; never in Plexus's schedule. (A GAT is handed the
+/// features widened: widened_bf16_features.)
 inline bool reads_bf16_features(const ProblemSize& problem, int l) {
-  return l == 0 && problem.feature_bytes == 2 && !problem.plexus_schedule;
+  return l == 0 && problem.feature_bytes == 2 && problem.heads == 0 && !problem.plexus_schedule;
+}
+/// Whether the model keeps a widened fp32 copy of bf16 features: a GAT (its first layer transforms the
+/// features; an input dropout masks that copy in place).
+inline bool widened_bf16_features(const ProblemSize& problem) {
+  return problem.feature_bytes == 2 && problem.heads > 0;
 }
 /// Whether layer l of `problem` on `layout`'s grid runs transform-first (A (H W)), as GraphMultiply
 /// decides; never in Plexus's schedule.

@@ -36,6 +36,7 @@ class GraphConv : public Layer {
   /// Graph layer 0 of a model built for bf16 features (GraphMultiply::forward_bf16).
   Matrix<const float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
                                    const PassInfo& pass) override;
+  bool reads_bf16_input(const PassInfo&) const override { return multiply_.reads_bf16_input(); }
   Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass) override;
   /// GraphMultiply::backward_reads_transposes.
   bool backward_reads_transposes(bool want_input_grad) const override {

@@ -49,6 +49,8 @@ class GraphMultiply {
   /// the bits (CsrSpmm::apply_rows_bf16), so the result is the fp32 forward's on the widened values, bit
   /// for bit. Throws Error on any other layer.
   Matrix<float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch);
+  /// Whether forward_bf16 applies: graph layer 0 of a model built for bf16 features.
+  bool reads_bf16_input() const { return bf16_input_; }
   /// Sets every weight's gradient from grad_out (the output block's gradient); returns dL/d in when
   /// `want_input_grad`, else an empty matrix. dL/d in lives in the model's workspace (workspace.hpp):
   /// valid until the next graph layer's backward, which reads it as its grad_out and then overwrites it.

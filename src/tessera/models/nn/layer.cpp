@@ -45,8 +45,8 @@ int LayerSlot::take_graph_layer(int64_t out_width) {
 }
 
 Matrix<const float> Layer::forward_bf16(const Matrix<const uint16_t>&, const GraphBatch&, const PassInfo&) {
-  fail("model: its first layer (", describe(),
-       ") takes fp32 input; bf16 features go to a first graph layer that aggregates them (gcn, sage)");
+  fail("model: ", describe(),
+       " takes fp32 input, not bf16 bits (widen them first: Sequential::forward_bf16)");
 }
 
 void LayerSlot::require_aggregation(Normalization normalization, const std::string& layer) {

@@ -38,8 +38,9 @@ struct RunOptions {
   /// (A H) W layers keep no aggregation from forward to backward: backward aggregates again (one more
   /// SpMM and all-reduce over a per layer, the same bits), a layer's A H less memory per layer.
   bool recompute_aggregation = false;
-  /// How the model's input features are held. Bf16 (bf16 bits, Model::forward_bf16): graph layer 0
-  /// aggregates first, (A X) W, so that its SpMM is its one read of X, and keeps its aggregation (fp32).
+  /// How the model's input features are held. Bf16 (bf16 bits, Model::forward_bf16): a GCN or GraphSAGE
+  /// graph layer 0 aggregates first, (A X) W, so that its SpMM is its one read of X, and keeps its
+  /// aggregation (fp32); a first layer that transforms its input (GAT) is handed the bits widened.
   StorageDtype feature_dtype = StorageDtype::F32;
 };
 
@@ -125,10 +126,17 @@ class Layer {
   /// empty matrix.
   virtual Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad,
                                  const PassInfo& pass) = 0;
-  /// forward from an input held as bf16 bits (a model's first layer fed stored features): only layers
-  /// that read their input in a product accept it; the default throws Error naming the layer.
+  /// forward from an input held as bf16 bits (a model's first layer fed stored features), for a layer
+  /// that reads_bf16_input(pass); the default throws Error naming the layer.
   virtual Matrix<const float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
                                            const PassInfo& pass);
+  /// Whether forward_bf16 takes the bits in this pass: a layer that reads its input in a product (graph
+  /// layer 0 aggregating first) or widens it into a copy of its own (an input dropout in training). A
+  /// model hands any other first layer the bits widened into fp32 (Sequential::forward_bf16).
+  virtual bool reads_bf16_input(const PassInfo& pass) const {
+    (void)pass;
+    return false;
+  }
   /// Whether forward returns its input unchanged in this pass (a dropout outside training): a model fed
   /// bf16 features hands them on to the next layer as they are.
   virtual bool passes_input_through(const PassInfo& pass) const {

@@ -60,13 +60,29 @@ Matrix<const float> Sequential::forward_bf16(const Matrix<const uint16_t>& input
   // and embeddings those layers would have seen (the features) stay empty.
   size_t k = 0;
   while (k + 1 < layers_.size() && layers_[k]->passes_input_through(pass)) ++k;
+  // The first layer past the input dropouts: it reads the bits in every pass, or takes fp32 input.
+  PassInfo at_rest = pass;
+  at_rest.training = false;
+  size_t reader = 0;
+  while (reader + 1 < layers_.size() && layers_[reader]->passes_input_through(at_rest)) ++reader;
+  const bool widen = !layers_[reader]->reads_bf16_input(pass);
   embeddings_ = Matrix<const float>();
-  if (embedding_layer_ <= k) {  // one graph layer: the embeddings are the features, widened
+  // One graph layer: the embeddings are the features, widened.
+  if (embedding_layer_ <= k || widen) {
     if (widened_input_.extent(0) != input.extent(0) || widened_input_.extent(1) != input.extent(1))
       widened_input_ = Matrix<float>("model.widened_input", input.extent(0), input.extent(1));
     widen_bf16(input, widened_input_);
-    embeddings_ = widened_input_;
   }
+  if (widen) {
+    // The model's own copy: an input dropout masks it in place (as a step's gathered rows) rather than
+    // copying it, so a GAT holds the features once in fp32 besides the bits. The views outlive this
+    // forward: a layer's backward reads them.
+    lent_batch_.input = batch.input;
+    lent_batch_.layers = batch.layers;
+    lent_batch_.scratch_input = widened_input_.data();
+    return forward_from(k, widened_input_, lent_batch_, pass);
+  }
+  if (embedding_layer_ <= k) embeddings_ = widened_input_;
   const Matrix<const float> first = layers_[k]->forward_bf16(input, batch, pass);
   return forward_from(k + 1, first, batch, pass);
 }

@@ -122,8 +122,9 @@ class Sequential : public Model {
 
   Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
                               const PassInfo& pass) override;
-  /// Its first layer reads the bits (Layer::forward_bf16: a graph layer that aggregates first); the rest as
-  /// forward. graph_layer_input(0) is then empty.
+  /// Its first layer reads the bits where it can (Layer::reads_bf16_input: a graph layer that aggregates
+  /// first, an input dropout in training); any other (GAT, which transforms first) is handed them widened
+  /// into fp32, a copy the model keeps. The rest as forward. graph_layer_input(0) is then empty.
   Matrix<const float> forward_bf16(const Matrix<const uint16_t>& input, const GraphBatch& batch,
                                    const PassInfo& pass) override;
   /// Graph layer l's stage alone: the layers from the one that takes graph layer l (from the first layer
@@ -172,7 +173,10 @@ class Sequential : public Model {
   size_t embedding_layer_ = 0;  // the layer that took the last graph layer
   ActivationLayout embeddings_layout_, layout_before_;
   Matrix<const float> embeddings_;
-  Matrix<float> widened_input_;  // forward_bf16 of a one-graph-layer model: the embeddings
+  // forward_bf16's input widened: for a first layer that takes fp32 input, and for a one-graph-layer
+  // model's embeddings.
+  Matrix<float> widened_input_;
+  GraphBatch lent_batch_;  // forward_bf16's batch views, with widened_input_ as the step's own input
   // Graph layer l's stage begins at layers_[stage_begin_[l]] (stage 0 at layer 0); one more entry: the end.
   std::vector<size_t> stage_begin_ = {0};
   std::vector<ActivationLayout> stage_layouts_;    // the input layout of each stage, then the output's
