@@ -351,6 +351,15 @@ PY
       $MPIEXEC -n 2 "$TESSERA" partition --data g.h5 --parts 2 --method best
     out=$($MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --epochs 1 2>&1) || { echo "$out"; exit 1; }
     grep -qF "no partition metis-2 in g.h5: using block" <<<"$out" || { echo "$out"; echo "FAILED: no fallback line"; exit 1; }
+    # --comm-dtype bf16 changes nothing here (a sampled step's layers multiply on the rank's own blocks),
+    # and the run's first line says so.
+    out16=$($MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode sampled --epochs 1 --comm-dtype bf16 2>&1) ||
+      { echo "$out16"; exit 1; }
+    head -n 1 <<<"$out16" | grep -qF "comm: bf16 asked, but a sampled step's layers multiply" ||
+      { echo "$out16"; echo "FAILED: no comm line first"; exit 1; }
+    epochs() { grep -E "^epoch " <<<"$1" | sed -E 's/  [0-9.]+ ms.*//'; }
+    [ -n "$(epochs "$out")" ] && [ "$(epochs "$out")" = "$(epochs "$out16")" ] ||
+      { epochs "$out"; epochs "$out16"; echo "FAILED: --comm-dtype bf16 changed a sampled run"; exit 1; }
     # The worker thread as chosen: auto says why; on and off as asked.
     grep -Eq "worker thread (on|off) \(auto: 2 ranks' [0-9]+ threads? (fill|leave|on the)" <<<"$out" ||
       { echo "$out"; echo "FAILED: no worker-thread choice"; exit 1; }
@@ -437,6 +446,9 @@ PY
       --profile-kernels) || exit 1
     echo "$out"
     grep -q "mini-batches of 1354 of 2708 vertices" <<<"$out" || { echo "FAILED: batch size line"; exit 1; }
+    # What runs in bf16: the run's first line.
+    head -n 1 <<<"$out" | grep -qF "comm: the multiply's all-reduces send bf16" ||
+      { echo "FAILED: the first line does not name bf16 all-reduces"; exit 1; }
     # The kernel profile: rank 0's kernels over epochs 2-60, the optimizer's among them.
     grep -q "^kernel profile, rank 0 (wall time per epoch, mean of 59)" <<<"$out" &&
       grep -Eq "^ +[0-9.]+ +[0-9.]+ +[0-9.]+  tessera::adam$" <<<"$out" &&

@@ -282,6 +282,31 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
   return context;
 }
 
+// What runs in bf16, as one line ("" where nothing does): the features' storage, the host GEMMs, the
+// multiply's all-reduces on the wire.
+std::string describe_bf16(const TrainOptions& o) {
+  std::vector<std::string> parts;
+  if (o.feature_dtype == StorageDtype::Bf16)
+    parts.push_back(o.mode == TrainMode::Sampled
+                        ? "features: held, fetched and cached in bf16 (rounded once at load, read as fp32)"
+                    : o.model.kind == ModelKind::Gat
+                        ? "features: held in bf16 (rounded once at load; widened into one fp32 copy for "
+                          "gat's first layer, which transforms them, and by the steps' gathers)"
+                        : "features: held in bf16 (rounded once at load; graph layer 0's SpMM and the "
+                          "steps' gathers read them as fp32)");
+  if (o.compute.gemm_dtype == GemmDtype::Bf16)
+    parts.push_back("gemm: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN)");
+  if (o.compute.comm_dtype == CommDtype::Bf16)
+    parts.push_back(o.mode == TrainMode::Sampled
+                        ? "comm: bf16 asked, but a sampled step's layers multiply on the rank's own blocks "
+                          "(no all-reduce inside the multiply; gradients are summed in fp32)"
+                        : "comm: the multiply's all-reduces send bf16 (each chunk summed in fp32, rounded "
+                          "once)");
+  std::string line;
+  for (const std::string& part : parts) line += (line.empty() ? "" : "; ") + part;
+  return line;
+}
+
 }  // namespace
 
 TrainResult run_training(const TrainOptions& options, const Communicator& world) {
@@ -297,6 +322,9 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world,
     log_line("no `grid` on " + std::to_string(world.size()) + " ranks: picking one as `grid` auto");
   }
   check_options(options, world);
+  // What runs in bf16, said before the load: it changes every number after it.
+  if (const std::string bf16 = describe_bf16(options); !bf16.empty() && !options.outputs.quiet)
+    log_line(bf16);
   check_paths(options, world);
   // Taken before anything else reads or writes: a second job on this directory stops here.
   std::shared_ptr<CheckpointLock> lock;
@@ -318,16 +346,6 @@ TrainResult run_training(const TrainOptions& given, const Communicator& world,
   set_vendor_tf32(options.compute.allow_tf32);
   set_gemm_dtype(options.compute.gemm_dtype);
   set_host_gemm_library(options.compute.host_gemm);
-  if (options.compute.gemm_dtype == GemmDtype::Bf16 && !options.outputs.quiet)
-    log_line("gemm: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN)");
-  if (options.feature_dtype == StorageDtype::Bf16 && !options.outputs.quiet)
-    log_line(options.mode == TrainMode::Sampled
-                 ? "features: held, fetched and cached in bf16 (rounded once at load, read as fp32)"
-             : options.model.kind == ModelKind::Gat
-                 ? "features: held in bf16 (rounded once at load; widened into one fp32 copy for gat's "
-                   "first layer, which transforms them, and by the steps' gathers)"
-                 : "features: held in bf16 (rounded once at load; graph layer 0's SpMM and the steps' "
-                   "gathers read them as fp32)");
   // Before the load, which can be long: a wrong thread count is the first thing to see.
   if (thread_choice().known && !options.outputs.quiet) log_line(thread_choice().describe());
   return options.mode == TrainMode::Sampled ? run_sampled(options, world, context)
