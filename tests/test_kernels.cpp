@@ -459,8 +459,6 @@ TEST(HostGemm, ThreadSplitProductsMatchDenseAndDoNotDependOnTheThreadCount) {
 }
 #endif
 
-// The epilogue's ReLU is max(v, floor), written so it compiles without a branch on the sign; it must still
-// pass NaN and -0 through and leave -inf alone without ReLU, on every path, with and without dropout.
 // Values bf16 holds exactly (and the specials) widen back to themselves, bit for bit, in whole matrices
 // (one flat pass) and in column slices of wider ones (strided rows), leaving the columns outside untouched.
 TEST(WidenBf16, EveryValueBackExactlyInWholeAndStridedMatrices) {
@@ -481,7 +479,7 @@ TEST(WidenBf16, EveryValueBackExactlyInWholeAndStridedMatrices) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
       float v = exact[size_t(i * cols + j) % exact.size()];
-      if (v == -1.0f) v = float((i * cols + j) % 128) * 0.25f;  // ordinary values besides (7 bits)
+      if (v == -1.0f) v = float((i * cols + j) % 128) * 0.25f;  // -1 makes room for ordinary values (7 bits)
       value[size_t(i * cols + j)] = v;
       host_bits(i, j) = bits_of(v);
     }
@@ -503,6 +501,8 @@ TEST(WidenBf16, EveryValueBackExactlyInWholeAndStridedMatrices) {
   EXPECT_THROW(widen_bf16(bits, Kokkos::subview(out, Kokkos::ALL(), slice)), Error);
 }
 
+// The epilogue's ReLU is max(v, floor), written so it compiles without a branch on the sign; it must still
+// pass NaN and -0 through and leave -inf alone without ReLU, on every path, with and without dropout.
 TEST(Epilogue, ReluPassesNanAndSignedZeroAndNoReluKeepsInfinities) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const std::vector<float> row{nan, -0.0f, 0.0f, -1.5f, 2.5f, -inf, inf, -1e-30f, 1e-30f};
