@@ -22,12 +22,6 @@ Matrix<float> copy_into(Matrix<float>& capacity, const Matrix<const float>& in) 
   return out;
 }
 
-// The floats of bf16 bits `in` in the leading rows of `capacity`.
-Matrix<float> widen_into(Matrix<float>& capacity, const Matrix<const uint16_t>& in) {
-  const Matrix<float> out = leading_block(capacity, in.extent(0), in.extent(1));
-  widen_bf16(in, out);
-  return out;
-}
 }  // namespace
 
 Dropout::Dropout(LayerSlot& slot, float rate)
@@ -53,15 +47,6 @@ Matrix<const float> Dropout::forward(const Matrix<const float>& in, const GraphB
     out_ = Matrix<float>(const_cast<float*>(in.data()), in.extent(0), in.extent(1));  // lent for the step
   else
     out_ = copy_into(out_capacity_, in);
-  bias_relu_dropout_forward<float>(out_, Vector<const float>(), false, mask(pass), kernels_);
-  return out_;
-}
-
-Matrix<const float> Dropout::forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
-                                          const PassInfo& pass) {
-  require(!passes_input_through(pass), "dropout: bf16 input outside training is handed on as it is");
-  rows_ = rows_at(batch, at_).output_ids;
-  out_ = widen_into(out_capacity_, in);
   bias_relu_dropout_forward<float>(out_, Vector<const float>(), false, mask(pass), kernels_);
   return out_;
 }

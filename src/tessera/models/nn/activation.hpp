@@ -19,12 +19,7 @@ class Dropout : public Layer {
   Dropout(LayerSlot& slot, float rate);
   Matrix<const float> forward(const Matrix<const float>& in, const GraphBatch& batch,
                               const PassInfo& pass) override;
-  /// Input dropout on bf16 features in training: the rows widened into a buffer of its own, then masked
-  /// (the bits forward of the widened values gives).
-  Matrix<const float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
-                                   const PassInfo& pass) override;
   bool passes_input_through(const PassInfo& pass) const override { return !pass.training || rate_ == 0; }
-  bool reads_bf16_input(const PassInfo& pass) const override { return !passes_input_through(pass); }
   Matrix<float> backward(const Matrix<float>& grad_out, bool want_input_grad, const PassInfo& pass) override;
   std::string describe() const override;
 

@@ -131,8 +131,8 @@ class Layer {
   virtual Matrix<const float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
                                            const PassInfo& pass);
   /// Whether forward_bf16 takes the bits in this pass: a layer that reads its input in a product (graph
-  /// layer 0 aggregating first) or widens it into a copy of its own (an input dropout in training). A
-  /// model hands any other first layer the bits widened into fp32 (Sequential::forward_bf16).
+  /// layer 0 aggregating first). A model hands any other first layer the bits widened into fp32
+  /// (Sequential::forward_bf16).
   virtual bool reads_bf16_input(const PassInfo& pass) const {
     (void)pass;
     return false;

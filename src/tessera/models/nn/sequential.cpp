@@ -56,16 +56,11 @@ Matrix<const float> Sequential::forward_bf16(const Matrix<const uint16_t>& input
                                              const PassInfo& pass) {
   require(!layers_.empty(), "model: no layers");
   // Layers that hand their input on unchanged in this pass (an input dropout outside training) hand on the
-  // bits; the next one reads them: a dropout that widens them, or graph layer 0's SpMM. The stage inputs
-  // and embeddings those layers would have seen (the features) stay empty.
+  // bits; the next one reads them (graph layer 0's SpMM) or is handed them widened. The stage inputs and
+  // embeddings those layers would have seen (the features) stay empty.
   size_t k = 0;
   while (k + 1 < layers_.size() && layers_[k]->passes_input_through(pass)) ++k;
-  // The first layer past the input dropouts: it reads the bits in every pass, or takes fp32 input.
-  PassInfo at_rest = pass;
-  at_rest.training = false;
-  size_t reader = 0;
-  while (reader + 1 < layers_.size() && layers_[reader]->passes_input_through(at_rest)) ++reader;
-  const bool widen = !layers_[reader]->reads_bf16_input(pass);
+  const bool widen = !layers_[k]->reads_bf16_input(pass);
   embeddings_ = Matrix<const float>();
   // One graph layer: the embeddings are the features, widened.
   if (embedding_layer_ <= k || widen) {
@@ -74,9 +69,9 @@ Matrix<const float> Sequential::forward_bf16(const Matrix<const uint16_t>& input
     widen_bf16(input, widened_input_);
   }
   if (widen) {
-    // The model's own copy: an input dropout masks it in place (as a step's gathered rows) rather than
-    // copying it, so a GAT holds the features once in fp32 besides the bits. The views outlive this
-    // forward: a layer's backward reads them.
+    // The model's own copy: an input dropout in training masks it in place (as a step's gathered rows)
+    // rather than copying it, so the features are held once in fp32 besides the bits. The views outlive
+    // this forward: a layer's backward reads them.
     lent_batch_.input = batch.input;
     lent_batch_.layers = batch.layers;
     lent_batch_.scratch_input = widened_input_.data();

@@ -123,8 +123,9 @@ class Sequential : public Model {
   Matrix<const float> forward(const Matrix<const float>& input, const GraphBatch& batch,
                               const PassInfo& pass) override;
   /// Its first layer reads the bits where it can (Layer::reads_bf16_input: a graph layer that aggregates
-  /// first, an input dropout in training); any other (GAT, which transforms first) is handed them widened
-  /// into fp32, a copy the model keeps. The rest as forward. graph_layer_input(0) is then empty.
+  /// first); any other (an input dropout in training, a GAT, which transforms first) is handed them
+  /// widened into fp32, a copy the model keeps and a dropout masks in place. The rest as forward.
+  /// graph_layer_input(0) is that copy where the model's first layer took it, else empty.
   Matrix<const float> forward_bf16(const Matrix<const uint16_t>& input, const GraphBatch& batch,
                                    const PassInfo& pass) override;
   /// Graph layer l's stage alone: the layers from the one that takes graph layer l (from the first layer
