@@ -30,6 +30,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
     std::string schedule = "tessera";
     std::string task = "auto";  // train's
     std::string feature_dtype = "f32";
+    std::string activation_dtype = "f32";
     int64_t embedding_dim = 0, link_negatives = 1;
   };
   auto a = std::make_shared<Args>();
@@ -67,6 +68,9 @@ void add_plan_command(CLI::App& app, Command& selected) {
           "--feature-dtype", a->feature_dtype,
           "as train's: f32, or bf16 features (half their bytes; gcn, sage: layer 0 aggregates first)")
       ->capture_default_str();
+  plan->add_option("--activation-dtype", a->activation_dtype,
+                   "as train's: f32, or bf16 (gcn, sage: layers that aggregate first keep A H in bf16)")
+      ->capture_default_str();
   plan->add_option("--save-machine", a->save_machine,
                    "Also write the machine profile planned with (built-in or file) as a machine file");
   plan->callback([&selected, a] {
@@ -85,6 +89,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
         check.validate();  // the bounds train uses
         parse_task_kind(a->task);
         (void)parse_feature_dtype(a->feature_dtype);  // a bad name is refused before the file is read
+        (void)parse_activation_dtype(a->activation_dtype);
         require(a->embedding_dim >= 0, "--embedding-dim must not be negative, not ", a->embedding_dim);
         require(a->link_negatives >= 1 && a->link_negatives <= 1024,
                 "--link-negatives must be in [1, 1024], not ", a->link_negatives);
@@ -119,6 +124,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
       if (link) size.link_pairs = reader.meta().link_train_pairs * (1 + a->link_negatives);
       size.plexus_schedule = a->schedule == "plexus";
       size.feature_bytes = storage_bytes(parse_feature_dtype(a->feature_dtype));
+      size.activation_bytes = storage_bytes(parse_activation_dtype(a->activation_dtype));
       char line[256];
       std::snprintf(line, sizeof(line),
                     "plan: %s, %lld nodes, %lld nonzeros, %d layers, hidden %lld, %d ranks, machine %s",

@@ -501,6 +501,52 @@ TEST(WidenBf16, EveryValueBackExactlyInWholeAndStridedMatrices) {
   EXPECT_THROW(widen_bf16(bits, Kokkos::subview(out, Kokkos::ALL(), slice)), Error);
 }
 
+// round_to_bf16: nearest with ties to even, written out by hand for the cases that tell the rule (a tie
+// below and above an even neighbour, just past a tie, the largest float rounding to infinity), signed zeros,
+// infinities and NaN; in a whole matrix and in a column slice (strided rows), the columns outside untouched.
+TEST(RoundToBf16, NearestTiesToEvenInWholeAndStridedMatrices) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<float, uint16_t>> cases{
+      {1.0f, 0x3F80},
+      {1.0f + std::ldexp(1.0f, -8), 0x3F80},                          // tie: down to the even 1.0
+      {1.0f + 3 * std::ldexp(1.0f, -8), 0x3F82},                      // tie: up to the even 1 + 2^-6
+      {1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20), 0x3F81},  // past the tie: up
+      {-2.5f, 0xC020},
+      {0.0f, 0x0000},
+      {-0.0f, 0x8000},
+      {inf, 0x7F80},
+      {-inf, 0xFF80},
+      {std::numeric_limits<float>::max(), 0x7F80},
+      {nan, 0x7FC0}};  // any NaN: checked as exponent all ones with a nonzero fraction
+  const auto agrees = [](uint16_t got, uint16_t want) {
+    const bool nan_bits = (want & 0x7F80) == 0x7F80 && (want & 0x7F) != 0;
+    return nan_bits ? (got & 0x7F80) == 0x7F80 && (got & 0x7F) != 0 : got == want;
+  };
+  const int64_t rows = 19, cols = 9, first = 2, width = 4;
+  Matrix<float> x("x", size_t(rows), size_t(cols));
+  Matrix<uint16_t> bits("bits", size_t(rows), size_t(cols));
+  auto host_x = Kokkos::create_mirror_view(x);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) host_x(i, j) = cases[size_t(i * cols + j) % cases.size()].first;
+  Kokkos::deep_copy(x, host_x);
+  round_to_bf16(x, bits);
+  auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), bits);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      ASSERT_TRUE(agrees(host(i, j), cases[size_t(i * cols + j) % cases.size()].second)) << i << " " << j;
+  Kokkos::deep_copy(bits, uint16_t(0x1234));
+  const auto slice = std::make_pair(first, first + width);
+  round_to_bf16(Kokkos::subview(x, Kokkos::ALL(), slice), Kokkos::subview(bits, Kokkos::ALL(), slice));
+  Kokkos::deep_copy(host, bits);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const bool inside = j >= first && j < first + width;
+      ASSERT_TRUE(agrees(host(i, j), inside ? cases[size_t(i * cols + j) % cases.size()].second : 0x1234))
+          << i << " " << j;
+    }
+  EXPECT_THROW(round_to_bf16(x, Kokkos::subview(bits, Kokkos::ALL(), slice)), Error);
+}
+
 // The epilogue's ReLU is max(v, floor), written so it compiles without a branch on the sign; it must still
 // pass NaN and -0 through and leave -inf alone without ReLU, on every path, with and without dropout.
 TEST(Epilogue, ReluPassesNanAndSignedZeroAndNoReluKeepsInfinities) {

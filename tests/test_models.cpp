@@ -229,6 +229,109 @@ TEST(LayerGradients, MatchTheDenseReferenceOnEveryKernelPath) {
         }
 }
 
+namespace {
+
+// v as float, then rounded to bf16's 8 significant bits (nearest, ties to even): written here with frexp,
+// apart from the library's bit manipulation (normal values only, which is all the test feeds it).
+double bf16_rounded(double v) {
+  int e = 0;
+  const double m = std::frexp(double(float(v)), &e);  // |m| in [0.5, 1)
+  return std::ldexp(std::nearbyint(m * 256.0), e - 8);
+}
+
+Dense bf16_rounded(Dense d) {
+  for (double& v : d.a) v = bf16_rounded(v);
+  return d;
+}
+
+}  // namespace
+
+// RunOptions::activation_dtype Bf16: a layer that aggregates first keeps A H (and GraphSAGE's root term,
+// H itself) as bf16 for its weight gradient. Its forward and input gradient are the fp32 layer's bit for bit;
+// its weight gradients are the dense reference's with the kept values rounded to bf16 (and differ from the
+// unrounded reference's). A transform-first layer keeps no aggregation: every number as in fp32.
+TEST(LayerGradients, Bf16ActivationsRoundOnlyTheKeptAggregation) {
+  const Communicator world = Communicator::world();
+  const ProcessGrid grid(world, GridShape{});
+  const auto in = random_graph(14, 30, 4);
+  std::mt19937_64 gen(11);
+  for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage})
+    for (const auto& [width_in, width_out] : {std::pair<int64_t, int64_t>{3, 5}, {5, 3}}) {
+      SCOPED_TRACE(std::string(model_kind_name(kind)) + " " + std::to_string(width_in) + "->" +
+                   std::to_string(width_out));
+      const bool aggregates_first = width_out > width_in;
+      const Dense x = random_dense(14, width_in, gen), r = random_dense(14, width_out, gen);
+      const Normalization normalization = normalization_for(kind);
+      const Graph3D g = graph_from(grid, in, x, std::vector<int64_t>(14, 0), std::vector<uint8_t>(14, 1), 2,
+                                   normalization, 1);
+      struct Result {
+        std::vector<double> out, grad_in;
+        std::vector<Dense> weight_grads;
+      };
+      auto run = [&](StorageDtype activations) {
+        RunOptions options;
+        options.activation_dtype = activations;
+        Sequential model(grid, width_in, options, 99);
+        ConvOptions conv;
+        conv.relu = true;
+        if (kind == ModelKind::Gcn)
+          model.add<GcnConv>(width_out, conv);
+        else
+          model.add<SageConv>(width_out, conv);
+        const GraphBatch batch = full_graph_batch(g, model.batch_needs());
+        const PassInfo pass{true, 7, 3};
+        const Matrix<const float> out = model.layer(0).forward(g.features, batch, pass);
+        const Matrix<const float> grad = model.layer(0).backward(to_view<float>(r), true, pass);
+        Result result{from_view(out).a, from_view(grad).a, {}};
+        for (const ParameterRef& p : model.parameters())
+          result.weight_grads.push_back(from_view(p.param->grad_matrix()));
+        return result;
+      };
+      const Result fp32 = run(StorageDtype::F32), bf16 = run(StorageDtype::Bf16);
+      EXPECT_EQ(bf16.out, fp32.out);
+      EXPECT_EQ(bf16.grad_in, fp32.grad_in);
+      // The reference with the library's weights: its tape's kept values rounded as the layer keeps them.
+      Sequential weights_of(grid, width_in, RunOptions{}, 99);
+      LayerSpec s;
+      s.a = dense_operator(in, normalization);
+      s.relu = true;
+      LayerWeights p;
+      {
+        ConvOptions conv;
+        conv.relu = true;
+        if (kind == ModelKind::Gcn)
+          weights_of.add<GcnConv>(width_out, conv);
+        else
+          weights_of.add<SageConv>(width_out, conv);
+        const std::vector<ParameterRef> params = weights_of.parameters();
+        size_t k = 0;
+        p.w = dense_of(*params[k++].param);
+        if (kind == ModelKind::Sage) p.root = dense_of(*params[k++].param);
+        p.bias = dense_of(*params[k++].param);
+      }
+      LayerTape t;
+      forward(s, p, x, t);
+      const LayerGrads exact = backward(s, p, t, r);
+      LayerTape kept = t;
+      kept.ax = bf16_rounded(t.ax);
+      kept.x = bf16_rounded(t.x);
+      const LayerGrads rounded = backward(s, p, kept, r);
+      const LayerGrads& expect = aggregates_first ? rounded : exact;
+      size_t k = 0;
+      for (const Dense* e : {&expect.w, &expect.root, &expect.bias}) {
+        if (e->rows == 0) continue;
+        EXPECT_LT(relative_error(bf16.weight_grads[k], *e), 1e-5) << "weight gradient " << k;
+        ++k;
+      }
+      if (aggregates_first) {  // the rounding is seen: off the unrounded reference by far more than fp32's
+        EXPECT_GT(relative_error(bf16.weight_grads[0], exact.w), 1e-4);
+      } else {
+        for (size_t i = 0; i < fp32.weight_grads.size(); ++i)
+          EXPECT_EQ(bf16.weight_grads[i].a, fp32.weight_grads[i].a) << "weight gradient " << i;
+      }
+    }
+}
+
 // Labels in [0, classes) drawn from gen, -1 (unlabeled) where unlabeled(v), and the training mask
 // in_train(v); `count` is how many labeled training nodes the mean loss divides by.
 struct Supervision {

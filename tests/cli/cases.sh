@@ -309,6 +309,9 @@ PY
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --mode minibatch --grid 2x2x1x1 --batch-size 10
     expect_error "--comm-dtype: expected f32 or bf16, got 'fp8'" "-" -- "$TESSERA" train --data g.h5 --comm-dtype fp8
     expect_error "--gemm-dtype: expected f32 or bf16, got 'fp8'" "-" -- "$TESSERA" train --data g.h5 --gemm-dtype fp8
+    expect_error "--activation-dtype: expected f32 or bf16, got 'fp16'" "-" -- "$TESSERA" train --data g.h5 --activation-dtype fp16
+    expect_error "tessera: error: --activation-dtype bf16 is for --model gcn / sage" "-" -- \
+      $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --model gat --activation-dtype bf16 --epochs 1
     expect_error "--gemm-dtype bf16 is for the host GEMM path \\(oneDNN\\); --kernels team runs GEMMs on the team path" "-" -- \
       $MPIEXEC -n 2 "$TESSERA" train --data g.h5 --grid 2x1x1 --gemm-dtype bf16 --kernels team --epochs 1
     expect_error "--kernels must be auto, host, team or vendor, not 'gpu'" "-" -- "$TESSERA" train --data g.h5 --kernels gpu
@@ -846,6 +849,17 @@ PY
       { echo "$out"; echo "FAILED: recompute changed the loss or saved no memory ($peak_kept -> $peak_recomputed MiB)"; exit 1; }
     expect_error "tessera: error: --recompute-aggregation is for --mode full / minibatch" "-" -- \
       "$TESSERA" train --data r.h5 --mode sampled --recompute-aggregation
+    # --activation-dtype bf16: the layers keep A H in bf16; predicted and measured lower, the first epoch's
+    # loss within bf16's rounding of fp32's (its first step is fp32's), the first line says so.
+    out16=$(mpi 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --activation-dtype bf16) ||
+      { echo "$out16"; exit 1; }
+    python3 check.py "2x2x2, 3 layers, --activation-dtype bf16" <<<"$out16" || exit 1
+    head -n 1 <<<"$out16" | grep -qF "activations: layers that aggregate first keep A H for the weight gradient in bf16" ||
+      { echo "$out16"; echo "FAILED: the bf16 line"; exit 1; }
+    peak16=$(sed -n 's/.*epochs; peak memory \([0-9.]*\) MiB per rank)$/\1/p' <<<"$out16")
+    loss() { sed -nE 's/^epoch +1 +loss ([0-9.]+) .*/\1/p' <<<"$1"; }
+    python3 -c "import sys; sys.exit(0 if float('$peak16') < float('$peak_kept') and abs(float('$(loss "$out16")') / float('$(loss "$kept_out")') - 1) < 1e-2 else 1)" ||
+      { echo "$out16"; echo "FAILED: bf16 activations saved no memory or moved the loss ($peak_kept -> $peak16 MiB)"; exit 1; }
     # A budget between the two predictions: refused, the message names --recompute-aggregation with its
     # prediction (and more ranks); under the default --memory-policy auto the run recomputes and trains.
     predicted() { sed -nE 's/^memory per rank on grid 2x2x2: predicted peak ([0-9]+) MiB.*/\1/p' <<<"$1"; }

@@ -230,6 +230,9 @@ CommDtype parse_comm_dtype(const std::string& name) {
 StorageDtype parse_feature_dtype(const std::string& name) {
   return expected("--feature-dtype", name, kStorageDtypeNames);
 }
+StorageDtype parse_activation_dtype(const std::string& name) {
+  return expected("--activation-dtype", name, kStorageDtypeNames);
+}
 GemmDtype parse_gemm_dtype(const std::string& name) {
   return expected("--gemm-dtype", name, kGemmDtypeNames);
 }

@@ -66,6 +66,7 @@ Selection parse_selection(const std::string& name);
 PermuteMode parse_permute_mode(const std::string& name);
 /// --feature-dtype: "f32" / "fp32" or "bf16".
 StorageDtype parse_feature_dtype(const std::string& name);
+StorageDtype parse_activation_dtype(const std::string& name);
 /// f32 (fp32) or bf16.
 CommDtype parse_comm_dtype(const std::string& name);
 /// "f32" / "fp32" or "bf16".

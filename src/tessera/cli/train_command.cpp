@@ -27,7 +27,8 @@ struct Args {
               batch_size, fanouts, prefetch_policy = "periodic", network, memory_per_rank, load_budget,
               memory_policy = "auto", eval = "sampled", final_eval = "exact", sample_on = "auto",
               selection = "accuracy", prefetch_thread = "auto", metric = "auto", positive_weight,
-              task = "auto", link_decoder = "dot", feature_dtype = "f32", cache_size;
+              task = "auto", link_decoder = "dot", feature_dtype = "f32", activation_dtype = "f32",
+              cache_size;
   bool no_sampler_thread = false, no_fuse = false, no_prefetch_thread = false, print_config = false;
   float input_dropout = -1.0f;
   int64_t steps_per_epoch = 0;  // the mode's (MinibatchOptions / SampledOptions::steps_per_epoch)
@@ -106,6 +107,10 @@ void add_grid_options(CLI::App* cmd, Args& a) {
                 "full / minibatch: keep no layer's A H for backward, aggregate again there (less memory, one "
                 "more SpMM and all-reduce per layer, same results)");
   cmd->add_option("--comm-dtype", a.comm_dtype, "f32 or bf16 on the wire for the multiply's all-reduces")
+      ->capture_default_str();
+  cmd->add_option("--activation-dtype", a.activation_dtype,
+                  "f32, or bf16: gcn / sage layers that aggregate first keep A H for the weight gradient in "
+                  "bf16 (half its memory; the forward unchanged)")
       ->capture_default_str();
   cmd->add_option("--kernels", a.kernels, "auto, host, team (what device builds run) or vendor")
       ->capture_default_str();
@@ -354,6 +359,7 @@ constexpr std::pair<const char*, const char*> kHelpGroups[] = {
     {"--load-budget", "Performance"},
     {"--kernels", "Performance"},
     {"--gemm-dtype", "Performance"},
+    {"--activation-dtype", "Performance"},
     {"--host-gemm", "Performance"},
     {"--allow-tf32", "Performance"},
     {"--print-config", "Diagnostics"},
@@ -476,6 +482,7 @@ TrainOptions to_options(Args& a, const CLI::App* cmd) {
   if (!a.fanouts.empty()) s.fanouts = parse_fanouts(a.fanouts);
   s.prefetch.policy = parse_prefetch_policy(a.prefetch_policy);
   o.feature_dtype = parse_feature_dtype(a.feature_dtype);
+  o.compute.activation_dtype = parse_activation_dtype(a.activation_dtype);
   if (!a.cache_size.empty()) {
     require(!chosen(cmd, "--prefetch-fraction"),
             "--cache-size and --prefetch-fraction both size the cache: give one of them");

@@ -203,4 +203,21 @@ void widen_bf16(const Matrix<const uint16_t>& bits, const Matrix<float>& out) {
       KOKKOS_LAMBDA(int64_t e) { out(e / width, e % width) = from_bf16(bits(e / width, e % width)); });
 }
 
+void round_to_bf16(const Matrix<const float>& x, const Matrix<uint16_t>& bits) {
+  require(bits.extent(0) == x.extent(0) && bits.extent(1) == x.extent(1), "round_to_bf16: ", x.extent(0), "x",
+          x.extent(1), " values into ", bits.extent(0), "x", bits.extent(1));
+  const int64_t width = int64_t(x.extent(1)), entries = int64_t(x.extent(0)) * width;
+  if (bits.span_is_contiguous() && x.span_is_contiguous()) {
+    const float* from = x.data();
+    uint16_t* to = bits.data();
+    Kokkos::parallel_for(
+        "tessera::round_to_bf16", Kokkos::RangePolicy<ExecSpace>(0, entries),
+        KOKKOS_LAMBDA(int64_t e) { to[e] = to_bf16(from[e]); });
+    return;
+  }
+  Kokkos::parallel_for(
+      "tessera::round_to_bf16", Kokkos::RangePolicy<ExecSpace>(0, entries),
+      KOKKOS_LAMBDA(int64_t e) { bits(e / width, e % width) = to_bf16(x(e / width, e % width)); });
+}
+
 }  // namespace tessera

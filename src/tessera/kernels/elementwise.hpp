@@ -249,5 +249,8 @@ void axpby(Scalar a, const Matrix<const Scalar>& x, Scalar b, const Matrix<Scala
 
 /// out(i, j) = the float of the bf16 bits bits(i, j) (exact), on equal shapes, on the execution space.
 void widen_bf16(const Matrix<const uint16_t>& bits, const Matrix<float>& out);
+/// bits(i, j) = x(i, j) rounded to bf16 (to_bf16: nearest, ties to even), on equal shapes, on the
+/// execution space.
+void round_to_bf16(const Matrix<const float>& x, const Matrix<uint16_t>& bits);
 
 }  // namespace tessera

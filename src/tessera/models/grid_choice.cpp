@@ -108,6 +108,7 @@ ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
   size.one_order = load_permutation(o) != PermuteMode::Double;
   size.feature_bytes = storage_bytes(o.mode == TrainMode::Sampled ? StorageDtype::F32 : o.feature_dtype);
   size.normalize_features = o.normalize_features;
+  size.activation_bytes = storage_bytes(o.compute.activation_dtype);
   // A link step's pairs (the model prices one step; an epoch of `link-batch` steps is as many of them).
   const int64_t pairs = meta.link_train_pairs, batch = o.task.link_batch;
   if (is_link_task(o, meta))

@@ -36,6 +36,7 @@ RunOptions run_options(const TrainOptions& o) {
                  o.compute.recompute_aggregation};
   // A sampled step's input rows are widened as they are gathered: its model takes fp32 input.
   if (o.mode != TrainMode::Sampled) run.feature_dtype = o.feature_dtype;
+  run.activation_dtype = o.compute.activation_dtype;
   return run;
 }
 

@@ -98,6 +98,10 @@ void check_options(const TrainOptions& o, const Communicator& world) {
               "`recompute-aggregation` is for `mode` full / minibatch (the sampled mode keeps no aggregation "
               "between passes)");
     }
+    require(
+        o.compute.activation_dtype == StorageDtype::F32 || o.model.kind != ModelKind::Gat,
+        "`activation-dtype` bf16 is for `model` gcn / sage (layers that aggregate first keep A H in bf16); "
+        "a GAT keeps its activations in fp32");
     if (o.mode == TrainMode::Full)
       require(!o.grid.shape || o.grid.shape->d == 1,
               "`grid`: full-graph training uses a 3D grid (XxYxZ), not ", o.grid.shape->str());
@@ -184,6 +188,8 @@ nlohmann::json run_identity(const TrainOptions& o, int world_size) {
                       {"gemm_dtype", o.compute.gemm_dtype == GemmDtype::Bf16 ? "bf16" : "f32"}};
   // Only where set, so that checkpoints of runs without them still resume.
   if (o.feature_dtype != StorageDtype::F32) j["feature_dtype"] = storage_dtype_name(o.feature_dtype);
+  if (o.compute.activation_dtype != StorageDtype::F32)
+    j["activation_dtype"] = storage_dtype_name(o.compute.activation_dtype);
   if (o.trainer.selection != Selection::Accuracy) j["selection"] = selection_name(o.trainer.selection);
   const ScheduleSettings& schedule = o.schedule;
   if (!schedule.constant()) {
@@ -282,8 +288,8 @@ RunContext prepare_run(const TrainOptions& o, const Communicator& world) {
   return context;
 }
 
-// What runs in bf16, as one line ("" where nothing does): the features' storage, the host GEMMs, the
-// multiply's all-reduces on the wire.
+// What runs in bf16, as one line ("" where nothing does): the features' storage, the kept aggregations,
+// the host GEMMs, the multiply's all-reduces on the wire.
 std::string describe_bf16(const TrainOptions& o) {
   std::vector<std::string> parts;
   if (o.feature_dtype == StorageDtype::Bf16)
@@ -294,6 +300,10 @@ std::string describe_bf16(const TrainOptions& o) {
                           "gat's first layer, which transforms them, and by the steps' gathers)"
                         : "features: held in bf16 (rounded once at load; graph layer 0's SpMM and the "
                           "steps' gathers read them as fp32)");
+  if (o.compute.activation_dtype == StorageDtype::Bf16)
+    parts.push_back(
+        "activations: layers that aggregate first keep A H for the weight gradient in bf16 "
+        "(the forward's product reads the fp32 sums)");
   if (o.compute.gemm_dtype == GemmDtype::Bf16)
     parts.push_back("gemm: host GEMMs round both operands to bf16 and sum in fp32 (oneDNN)");
   if (o.compute.comm_dtype == CommDtype::Bf16)

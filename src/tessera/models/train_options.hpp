@@ -69,7 +69,7 @@ struct GridOptions {
 };
 
 /// How the kernels and collectives run: none of it changes what a model learns beyond float round-off
-/// (except gemm_dtype and comm_dtype, which round on purpose).
+/// (except gemm_dtype, comm_dtype and activation_dtype, which round on purpose).
 struct ComputeOptions {
   KernelPath kernels = KernelPath::Auto;  ///< which kernels run
   /// The library of host-path fp32 GEMMs (set_host_gemm_library; Auto: oneDNN where the build has it).
@@ -80,6 +80,7 @@ struct ComputeOptions {
   CommBackend comm = CommBackend::Auto;   ///< what carries device collectives (device_collectives.hpp)
   bool overlap = false;                   ///< chunked SpMM with non-blocking all-reduces
   bool recompute_aggregation = false;     ///< full / minibatch: keep no A H for backward (RunOptions)
+  StorageDtype activation_dtype = StorageDtype::F32;  ///< how A H is kept for backward (RunOptions)
 };
 
 /// What a run writes and prints besides checkpoints.

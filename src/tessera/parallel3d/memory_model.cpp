@@ -162,6 +162,9 @@ LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
     f.scratch = y + std::max(t, y);  // forward t + y; backward g_y + max(g_t, gathered = y's size)
   } else if (p.recompute && !cached && !reads_bf16_features(p, l)) {
     f.scratch = k * rows_c * in_b;  // agg in forward; agg again, then g_agg over it, in backward
+  } else if (p.activation_bytes == 2 && !cached) {
+    f.kept += 0.5 * k * rows_c * in_b;  // agg as bf16 bits
+    f.scratch = k * rows_c * in_b;      // agg's fp32 sums in forward; agg widened, then g_agg over it
   } else {
     f.kept += k * rows_c * in_b;
     if (l > 0) f.scratch = k * rows_c * in_b;  // g_agg

@@ -370,6 +370,10 @@ void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, i
   e.cost.spmm_s += aggregations * predict_spmm_seconds(nnz, in, rows_c, rows_a, e.m);
   e.cost.gemm_s += terms * 2.0 * rows_c * in * out / e.m.gemm_rate * (l == 0 ? 2 : 3);
   e.elementwise(rows_c * out);
+  // bf16 activations: the kept aggregation rounded (4 B read, 2 written) and widened back (2 read, 4
+  // written).
+  if (problem.activation_bytes == 2 && aggregations == 1)
+    e.cost.other_s += 12 * terms * rows_c * in / e.m.memory_bandwidth;
   if (l == 0 && !problem.plexus_schedule) return;  // layer 0 has no input gradient
   e.all_reduce(4 * terms * rows_c * in, r.a);
   if (l == 0) {  // Plexus's layer 0: its features gathered over c, their gradient reduce-scattered back

@@ -86,6 +86,9 @@ struct ProblemSize {
   /// Bytes a held feature value takes: 4, or 2 with bf16 features (Graph3DOptions::feature_dtype), which
   /// also make layer 0 aggregate first and keep its aggregation (GraphMultiply).
   int64_t feature_bytes = 4;
+  /// Bytes an (A H) W layer's kept aggregation takes a value: 4, or 2 with bf16 activations
+  /// (RunOptions::activation_dtype; a cached static aggregation stays fp32).
+  int64_t activation_bytes = 4;
   /// --normalize-features: the rows are read as fp32 (and normalized) even for bf16 features.
   bool normalize_features = false;
   /// Graph attention (GatConv): the hidden layers' heads (0: no attention layers). A GAT's dims are its

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/elementwise.hpp"
 #include "tessera/models/nn/random_streams.hpp"
 
 namespace tessera {
@@ -12,11 +13,12 @@ namespace {
 
 // The leading `rows` rows of `capacity`, which grows (see grown_capacity) when it is too small. Returns
 // whether it was reallocated.
-bool fit(Matrix<float>& capacity, Matrix<float>& view, const char* name, int64_t rows, int64_t cols) {
+template <class Scalar>
+bool fit(Matrix<Scalar>& capacity, Matrix<Scalar>& view, const char* name, int64_t rows, int64_t cols) {
   bool grown = false;
   if (int64_t(capacity.extent(0)) < rows || int64_t(capacity.extent(1)) != cols) {
-    capacity = Matrix<float>(std::string(name), size_t(grown_capacity(int64_t(capacity.extent(0)), rows)),
-                             size_t(cols));
+    capacity = Matrix<Scalar>(std::string(name), size_t(grown_capacity(int64_t(capacity.extent(0)), rows)),
+                              size_t(cols));
     grown = true;
   }
   view = Kokkos::subview(capacity, std::make_pair(int64_t(0), rows), Kokkos::ALL());
@@ -56,6 +58,7 @@ GraphMultiply::GraphMultiply(LayerSlot& slot, int64_t out_width, MultiplyOptions
       !bf16_input_ && transforms_first(layer_, in_.width, out_width, shape, options_.cached_input);
   // A cached aggregation is kept by definition, and so is one of bf16 features (agg is what backward reads).
   recompute_ = run.recompute_aggregation && !transform_first_ && !options_.cached_input && !bf16_input_;
+  bf16_agg_ = run.activation_dtype == StorageDtype::Bf16 && !transform_first_ && !recompute_;
   in_b_ = padded_width(in_.width, shape) / shape.extent(roles.b);
   // A transform-first W block holds every output column (replicated over a as well as c).
   w_cols_ = transform_first_ ? padded_width(out_width, shape) : out_.local_cols;
@@ -122,9 +125,21 @@ Matrix<float> GraphMultiply::forward_kept(const Matrix<const In>& in, const Laye
   const int64_t terms = int64_t(options_.terms.size());
   Matrix<float> out, agg;
   fit(out_buffer_, out, "multiply.out", rows_out_, out_.local_cols);
-  const bool grown = fit(agg_, agg, "multiply.agg", terms * rows_out_, in_b_);
-  // A cached input on the static graph is aggregated once; a reallocated buffer lost the aggregation.
+  // A cached input on the static graph is aggregated once (and kept in fp32: the next forward reuses it).
   const bool cacheable = options_.cached_input && graph.is_static;
+  kept_bf16_ = bf16_agg_ && !cacheable;
+  if (kept_bf16_) {  // the fp32 sums are a temporary; backward reads their bf16 rounding
+    const int64_t floats = terms * rows_out_ * in_b_;
+    const Matrix<float> sums(workspace_->scratch({floats})[0], size_t(terms * rows_out_), size_t(in_b_));
+    pmm_forward(ops_, comms_, in, weights(), sums, out, false);
+    Matrix<uint16_t> bits;
+    fit(agg_bits_, bits, "multiply.agg_bf16", terms * rows_out_, in_b_);
+    round_to_bf16(sums, bits);
+    cached_for_ = nullptr;
+    return out;
+  }
+  const bool grown = fit(agg_, agg, "multiply.agg", terms * rows_out_, in_b_);
+  // A reallocated buffer lost a cached aggregation.
   const bool ready = cacheable && !grown && cached_for_ == in.data();
   pmm_forward(ops_, comms_, in, weights(), agg, out, ready);
   cached_for_ = cacheable ? in.data() : nullptr;
@@ -189,6 +204,15 @@ Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool 
     float* piece = workspace_->scratch({terms * rows_out_ * in_b_})[0];
     const Matrix<float> agg(piece, size_t(terms * rows_out_), size_t(in_b_));
     pmm_aggregate(ops_, comms_, input_, agg, phase::kBackwardRecomputeA);
+    pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad,
+                 Matrix<float>(piece, size_t(agg_rows), size_t(in_b_)), grad_in);
+    return grad_in;
+  }
+  if (kept_bf16_) {
+    // agg widened from its bf16 rounding, into the piece g_agg then overwrites (as when recomputed).
+    float* piece = workspace_->scratch({terms * rows_out_ * in_b_})[0];
+    const Matrix<float> agg(piece, size_t(terms * rows_out_), size_t(in_b_));
+    widen_bf16(Kokkos::subview(agg_bits_, std::make_pair(int64_t(0), terms * rows_out_), Kokkos::ALL()), agg);
     pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad,
                  Matrix<float>(piece, size_t(agg_rows), size_t(in_b_)), grad_in);
     return grad_in;

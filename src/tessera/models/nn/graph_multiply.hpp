@@ -45,7 +45,8 @@ class GraphMultiply {
   /// next forward.
   Matrix<float> forward(const Matrix<const float>& in, const GraphBatch& batch);
   /// forward for an input held as bf16 bits: graph layer 0 of a model built for bf16 features
-  /// (RunOptions::feature_dtype), which aggregates first and keeps its fp32 aggregation; the product reads
+  /// (RunOptions::feature_dtype), which aggregates first and keeps its aggregation (fp32, or bf16 bits under
+  /// RunOptions::activation_dtype); the product reads
   /// the bits (CsrSpmm::apply_rows_bf16), so the result is the fp32 forward's on the widened values, bit
   /// for bit. Throws Error on any other layer.
   Matrix<float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch);
@@ -89,8 +90,10 @@ class GraphMultiply {
   int layer_;
   LayerComms comms_;
   bool transform_first_;
-  bool recompute_;   // an (A H) W layer that aggregates again in backward instead of keeping agg
-  bool bf16_input_;  // graph layer 0 of a model fed bf16 features: (A X) W, agg kept
+  bool recompute_;          // an (A H) W layer that aggregates again in backward instead of keeping agg
+  bool bf16_input_;         // graph layer 0 of a model fed bf16 features: (A X) W, agg kept
+  bool bf16_agg_;           // RunOptions::activation_dtype Bf16 on an (A H) W layer that keeps agg
+  bool kept_bf16_ = false;  // the last forward kept agg as bf16 bits (agg_bits_), not in agg_
   int64_t in_b_, w_cols_;
   Vector<float> values_, grads_;  // every term's block, stacked by rows
   std::vector<Parameter> weights_;
@@ -101,6 +104,7 @@ class GraphMultiply {
   Matrix<const float> input_;
   const void* cached_for_ = nullptr;
   Matrix<float> agg_, out_buffer_;
+  Matrix<uint16_t> agg_bits_;
   std::shared_ptr<LayerWorkspace> workspace_;
   int64_t rows_in_ = 0, rows_out_ = 0;
 };

@@ -40,8 +40,15 @@ struct RunOptions {
   bool recompute_aggregation = false;
   /// How the model's input features are held. Bf16 (bf16 bits, Model::forward_bf16): a GCN or GraphSAGE
   /// graph layer 0 aggregates first, (A X) W, so that its SpMM is its one read of X, and keeps its
-  /// aggregation (fp32); a first layer that transforms its input (GAT) is handed the bits widened.
+  /// aggregation (fp32 unless activation_dtype says otherwise); a first layer that transforms its input (GAT)
+  /// is handed the bits widened.
   StorageDtype feature_dtype = StorageDtype::F32;
+  /// How an (A H) W layer keeps its aggregation A H from forward to backward, where only the weight gradient
+  /// dW = (A H)^T dY reads it. Bf16: rounded as the forward computes it (the forward's product uses the fp32
+  /// sums), widened again in backward: half the bytes of a layer's largest kept activation, the weight
+  /// gradient from the rounded values. A cached static aggregation (layer 0 on fixed features), which the
+  /// next forward reuses, stays fp32; so does every other kept activation.
+  StorageDtype activation_dtype = StorageDtype::F32;
 };
 
 /// The layout of the activations at one point of a model: rows split over one axis, columns over another,
