@@ -89,7 +89,10 @@ void add_plan_command(CLI::App& app, Command& selected) {
         check.validate();  // the bounds train uses
         parse_task_kind(a->task);
         (void)parse_feature_dtype(a->feature_dtype);  // a bad name is refused before the file is read
-        (void)parse_activation_dtype(a->activation_dtype);
+        require(
+            parse_activation_dtype(a->activation_dtype) == StorageDtype::F32 || check.kind != ModelKind::Gat,
+            "--activation-dtype bf16 is for --model gcn / sage (layers that aggregate first keep A H in "
+            "bf16); a GAT keeps its activations in fp32");
         require(a->embedding_dim >= 0, "--embedding-dim must not be negative, not ", a->embedding_dim);
         require(a->link_negatives >= 1 && a->link_negatives <= 1024,
                 "--link-negatives must be in [1, 1024], not ", a->link_negatives);

@@ -741,7 +741,20 @@ PY
     join gat-f32 gat-bf16 | awk '!($4 < $2 && $5 < $3) { bad = 1 } END { exit bad }' ||
       { join gat-f32 gat-bf16; echo "FAILED: GAT bf16 not below fp32"; exit 1; }
     expect_error "--feature-dtype: expected f32 or bf16, got 'f16'" "-" -- \
-      "$TESSERA" plan --data wide.h5 --ranks 4 --feature-dtype f16 ;;
+      "$TESSERA" plan --data wide.h5 --ranks 4 --feature-dtype f16
+    # bf16 activations: every grid's predicted peak below fp32's (the kept aggregations in half the bytes),
+    # the load's the same.
+    for dtype in f32 bf16; do
+      "$TESSERA" plan --data r.h5 --ranks 4 --layers 3 --hidden 64 --activation-dtype $dtype |
+        sed -nE 's/^ +[0-9]+  ([0-9x]+) .* MB +([0-9.]+) MiB \(([0-9.]+) MiB\)$/\1 \2 \3/p' | sort >"act-$dtype" || exit 1
+    done
+    [ "$(wc -l <act-f32)" -eq 6 ] || { cat act-f32; echo "FAILED: expected 6 grids in MiB"; exit 1; }
+    join act-f32 act-bf16 | awk '!($4 < $2 && $5 == $3) { bad = 1 } END { exit bad }' ||
+      { join act-f32 act-bf16; echo "FAILED: bf16 activations not below fp32"; exit 1; }
+    expect_error "--activation-dtype: expected f32 or bf16, got 'f16'" "-" -- \
+      "$TESSERA" plan --data r.h5 --ranks 4 --activation-dtype f16
+    expect_error "--activation-dtype bf16 is for --model gcn / sage" "-" -- \
+      "$TESSERA" plan --data r.h5 --ranks 4 --model gat --activation-dtype bf16 ;;
   plan_calibration)
     # The published epochs the GPU profiles are calibrated against, through the command line as a user
     # plans them (sizes-only graph files), within 0.8-1.25x; --save-machine writes the profile planned
