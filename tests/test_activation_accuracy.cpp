@@ -9,7 +9,6 @@
 // The seeds run one per rank at a time on MPI_COMM_SELF. Under the ctest label `long`
 // (scripts/test.sh --long).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -17,7 +16,6 @@
 
 #include "support/fixtures.hpp"
 #include "tessera/comm/collectives.hpp"
-#include "tessera/graph/ogb.hpp"
 #include "tessera/graph/synth.hpp"
 #include "tessera/models/train.hpp"
 
@@ -28,17 +26,7 @@ namespace {
 constexpr int kSeeds = 10;
 
 std::string cora_file() {
-  static std::string path = "unset";
-  if (path != "unset") return path;
-  path.clear();
-  const std::string dir = TESSERA_SHARED_DIR "/datasets/cora";
-  if (access((dir + "/raw/edge.csv.gz").c_str(), R_OK) != 0) return path;
-  OgbConvertOptions o;
-  o.dataset_dir = dir;
-  o.output = fixtures::scratch_dir() + "/activation-cora.h5";
-  o.symmetrize = true;
-  Communicator::world().run_on(0, [&] { convert_ogb(o, Communicator(MPI_COMM_SELF, false, nullptr)); });
-  path = o.output;
+  static const std::string path = fixtures::cora_in_scratch([](const std::string&) {});
   return path;
 }
 

@@ -29,15 +29,7 @@ const Communicator& world() {
   return w;
 }
 
-// max |x - y| / max |y|
-double relative_difference(const std::vector<float>& x, const std::vector<float>& y) {
-  double diff = 0, top = 1e-30;
-  for (size_t k = 0; k < x.size(); ++k) {
-    diff = std::max(diff, double(std::abs(x[k] - y[k])));
-    top = std::max(top, double(std::abs(y[k])));
-  }
-  return diff / top;
-}
+using fixtures::relative_difference;
 
 // 3 layers of 10 over the small CSBM's 11 features: on every grid some layer aggregates first.
 TrainOptions options(TrainMode mode, ModelKind kind, const std::string& data) {

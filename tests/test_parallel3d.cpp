@@ -72,14 +72,7 @@ TrainOptions run_options(const std::string& data, NormKind norm, ModelKind kind 
   return o;
 }
 
-double relative_difference(const std::vector<float>& x, const std::vector<float>& y) {
-  double diff = 0, top = 1e-30;
-  for (size_t k = 0; k < x.size(); ++k) {
-    diff = std::max(diff, double(std::abs(x[k] - y[k])));
-    top = std::max(top, double(std::abs(y[k])));
-  }
-  return diff / top;
-}
+using fixtures::relative_difference;
 
 void expect_same_run(const fixtures::RunWithWeights& got, const fixtures::RunWithWeights& reference) {
   ASSERT_EQ(got.history.size(), reference.history.size());
@@ -239,7 +232,8 @@ TEST(Train3D, EveryFactorizationReproducesTheOneRankRun) {
     for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage})
       for (NormKind norm : {NormKind::None, NormKind::Batch}) {
         if (norm == NormKind::Batch && (file != csbm_file() || kind == ModelKind::Sage)) continue;
-        const fixtures::RunWithWeights reference = fixtures::run_training_with_weights(run_options(file, norm, kind), self);
+        const fixtures::RunWithWeights reference =
+            fixtures::run_training_with_weights(run_options(file, norm, kind), self);
         for (const GridShape& shape : ProcessGrid::factorizations(world.size(), false))
           for (PermuteMode permute : {PermuteMode::None, PermuteMode::Double}) {
             SCOPED_TRACE(file + " " + model_kind_name(kind) + " grid " + shape.str() + " permute " +
@@ -426,7 +420,8 @@ TEST(Train3D, EveryGridMovesTheBytesThePerformanceModelPredicts) {
       for (const bool input_dropout : {false, true})
         for (const bool recompute : {false, true}) {
           SCOPED_TRACE(shape.str() + (kind == ModelKind::Sage ? " sage" : " gcn") +
-                       (input_dropout ? " input dropout" : " cached input") + (recompute ? " recompute" : ""));
+                       (input_dropout ? " input dropout" : " cached input") +
+                       (recompute ? " recompute" : ""));
           TrainOptions o = run_options(csbm_file(), NormKind::None, kind);
           o.model.hidden = 3;  // narrower than the features on some grids: transform-first there
           o.model.input_dropout = input_dropout ? 0.5f : 0.0f;
@@ -496,7 +491,8 @@ TEST(Train3D, CheckpointResumesOnOtherGridsAndOneRank) {
     TrainOptions r = o;
     r.grid.shape = grid;
     if (!grid) {
-      if (world.rank() == 0) resumed = fixtures::run_training_with_weights(r, Communicator(MPI_COMM_SELF, false, nullptr));
+      if (world.rank() == 0)
+        resumed = fixtures::run_training_with_weights(r, Communicator(MPI_COMM_SELF, false, nullptr));
     } else if (world.rank() < second_ranks) {
       resumed = fixtures::run_training_with_weights(r, part);
     }
@@ -605,7 +601,8 @@ TEST(GraphRows, InMemoryRowsTrainLikeTheFile) {
     const Graph3DOptions load{2, PermuteMode::Double, 2, Normalization::Mean, true, {}};
     const Graph3D from_file = load_graph_3d(GraphFileReader(world, csbm_file()), grid, load);
     const Graph3D from_rows = build_graph_3d(uneven_rows(csbm_file(), world), grid, load);
-    const fixtures::RunWithWeights a = train_pieces(from_file, grid, world), b = train_pieces(from_rows, grid, world);
+    const fixtures::RunWithWeights a = train_pieces(from_file, grid, world),
+                                   b = train_pieces(from_rows, grid, world);
     EXPECT_EQ(a.final_weights, b.final_weights);
     EXPECT_EQ(a.history.back().loss, b.history.back().loss);
     EXPECT_EQ(a.history.back().test_acc, b.history.back().test_acc);

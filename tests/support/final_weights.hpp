@@ -3,6 +3,8 @@
 // helpers gather them after it, every parameter in global layout, concatenated in parameter order.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -22,6 +24,16 @@ class GatherFinalWeights final : public TrainerHook {
  private:
   std::vector<float>* weights_;
 };
+
+/// max |x - y| / max |y|: how far two runs' numbers (weights, logits, gradients) are apart.
+inline double relative_difference(const std::vector<float>& x, const std::vector<float>& y) {
+  double diff = 0, top = 1e-30;
+  for (size_t k = 0; k < x.size(); ++k) {
+    diff = std::max(diff, double(std::abs(x[k] - y[k])));
+    top = std::max(top, double(std::abs(y[k])));
+  }
+  return diff / top;
+}
 
 /// What run_training returns, and the final weights.
 struct RunWithWeights : TrainResult {

@@ -199,20 +199,16 @@ Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool 
     return grad_in;
   }
   const int64_t agg_rows = want_input_grad ? terms * rows_out_ : 0;
-  if (recompute_) {
-    // agg again, into the piece g_agg then overwrites (pmm_backward reads agg in full first).
+  if (recompute_ || kept_bf16_) {
+    // agg aggregated again, or widened from its bf16 rounding, into the piece g_agg then overwrites
+    // (pmm_backward reads agg in full first).
     float* piece = workspace_->scratch({terms * rows_out_ * in_b_})[0];
     const Matrix<float> agg(piece, size_t(terms * rows_out_), size_t(in_b_));
-    pmm_aggregate(ops_, comms_, input_, agg, phase::kBackwardRecomputeA);
-    pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad,
-                 Matrix<float>(piece, size_t(agg_rows), size_t(in_b_)), grad_in);
-    return grad_in;
-  }
-  if (kept_bf16_) {
-    // agg widened from its bf16 rounding, into the piece g_agg then overwrites (as when recomputed).
-    float* piece = workspace_->scratch({terms * rows_out_ * in_b_})[0];
-    const Matrix<float> agg(piece, size_t(terms * rows_out_), size_t(in_b_));
-    widen_bf16(Kokkos::subview(agg_bits_, std::make_pair(int64_t(0), terms * rows_out_), Kokkos::ALL()), agg);
+    if (recompute_)
+      pmm_aggregate(ops_, comms_, input_, agg, phase::kBackwardRecomputeA);
+    else
+      widen_bf16(Kokkos::subview(agg_bits_, std::make_pair(int64_t(0), terms * rows_out_), Kokkos::ALL()),
+                 agg);
     pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad,
                  Matrix<float>(piece, size_t(agg_rows), size_t(in_b_)), grad_in);
     return grad_in;
