@@ -250,7 +250,9 @@ TEST(PerfModel, MemoryWaysOutEachFitAsPredicted) {
   const std::vector<MemoryWayOut> ways = memory_ways_out(problem, shape, machine, budget);
   bool recomputes = false, more_ranks = false;
   for (const MemoryWayOut& w : ways) {
-    const double predicted = predict_memory(w.recompute ? recompute : problem, w.shape, machine).peak;
+    ProblemSize changed = w.recompute ? recompute : problem;
+    changed.activation_bytes = w.activation_bytes;
+    const double predicted = predict_memory(changed, w.shape, machine).peak;
     EXPECT_DOUBLE_EQ(w.peak_bytes, predicted) << w.change;
     EXPECT_LE(w.peak_bytes, budget) << w.change;
     EXPECT_EQ(w.shape.size(), w.ranks) << w.change;
@@ -266,6 +268,38 @@ TEST(PerfModel, MemoryWaysOutEachFitAsPredicted) {
   EXPECT_TRUE(more_ranks);
   // Nothing fits in nothing.
   EXPECT_TRUE(memory_ways_out(problem, shape, machine, 1.0).empty());
+}
+
+// bf16 activations are named where they alone make the run fit on its grid, with the model's prediction
+// at 2 bytes a kept value, and never for a GAT (which keeps no aggregation) or with recomputing.
+TEST(PerfModel, MemoryWaysOutNameBf16ActivationsWhereTheyFit) {
+  const MachineProfile machine = builtin_machine("perlmutter");
+  const GridShape shape{1, 1, 1, 8};
+  ProblemSize problem = arxiv_like(3), bf16 = problem;
+  bf16.activation_bytes = 2;
+  const double here = predict_memory(problem, shape, machine).peak;
+  const double here_bf16 = predict_memory(bf16, shape, machine).peak;
+  ASSERT_LT(here_bf16, here);
+  const auto named = [&](const ProblemSize& p, double budget) {
+    for (const MemoryWayOut& w : memory_ways_out(p, shape, machine, budget))
+      if (w.change == "`activation-dtype` bf16") {
+        EXPECT_EQ(w.activation_bytes, 2);
+        EXPECT_FALSE(w.recompute);
+        EXPECT_TRUE(w.shape == shape);
+        return w.peak_bytes;
+      }
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(named(problem, 0.5 * (here + here_bf16)), here_bf16);
+  EXPECT_EQ(named(problem, 0.99 * here_bf16), -1.0);  // fits only elsewhere: not named
+  EXPECT_EQ(named(bf16, 0.99 * here_bf16), -1.0);     // already bf16
+  ProblemSize recompute = problem;
+  recompute.recompute = true;
+  EXPECT_EQ(named(recompute, 0.5 * (here + here_bf16)), -1.0);
+  ProblemSize gat = problem;
+  gat.heads = 8;
+  const double gat_here = predict_memory(gat, shape, machine).peak;
+  EXPECT_EQ(named(gat, 0.999 * gat_here), -1.0);
 }
 
 TEST(PerfModel, BuiltInGpuProfilesPredictThePublishedEpochs) {

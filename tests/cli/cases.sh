@@ -884,6 +884,13 @@ PY
     out=$(mpi 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --memory-per-rank "$budget") || { echo "$out"; exit 1; }
     grep -q "^memory policy auto: --recompute-aggregation on grid 2x2x2 (predicted peak $recomputed MiB" <<<"$out" &&
       [ "$(grep -E "^epoch +1 " <<<"$out" | cut -c1-40)" = "$last_kept" ] || { echo "$out"; echo "FAILED: --memory-policy auto"; exit 1; }
+    # A budget between bf16 activations' prediction and fp32's: the refusal names --activation-dtype bf16
+    # with its prediction (auto never takes it: it rounds the weight gradients' inputs).
+    halved=$(predicted "$out16")
+    [ -n "$halved" ] && [ "$halved" -lt "$kept" ] || { echo "FAILED: bf16 prediction '$halved' of '$kept'"; exit 1; }
+    budget=$(( (kept + halved) * 11 / 20 ))M
+    expect_error "tessera: error: grid 2x2x2 needs about $kept MiB .* Predicted to fit: .*--activation-dtype bf16 \($halved MiB\); .*or --memory-per-rank 0 to run anyway" "-" -- \
+      $MPIEXEC -n 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --memory-per-rank "$budget" --memory-policy refuse
     expect_error "tessera: error: grid 2x2x2 needs about [0-9]+ MiB .*\(--memory-per-rank\)\. Nothing is predicted to fit, on these ranks or on up to 64 times as many; --memory-per-rank 0 runs anyway$" "-" -- \
       $MPIEXEC -n 8 "$TESSERA" train --data r.h5 --grid 2x2x2 --layers 3 --hidden 64 --epochs 1 --memory-per-rank 1
     expect_error "tessera: error: --memory-policy must be auto or refuse, not 'never'" "-" -- \

@@ -27,24 +27,33 @@ std::vector<MemoryWayOut> memory_ways_out(const ProblemSize& problem, const Grid
   int listed = 0;
   for (const GridCost& c : plan_grids(problem, ranks, machine))
     if (!(c.shape == shape) && c.memory_bytes <= budget_bytes && listed++ < 3)
-      out.push_back({"`grid` " + c.shape.str(), c.shape, ranks, problem.recompute, c.memory_bytes});
+      out.push_back({"`grid` " + c.shape.str(), c.shape, ranks, problem.recompute, c.memory_bytes,
+                     problem.activation_bytes});
   if (!problem.recompute) {
     ProblemSize recompute = problem;
     recompute.recompute = true;
     const double here = predict_memory(recompute, shape, machine).peak;
     GridCost other;
     if (here <= budget_bytes)
-      out.push_back({"`recompute-aggregation`", shape, ranks, true, here});
+      out.push_back({"`recompute-aggregation`", shape, ranks, true, here, problem.activation_bytes});
     else if (fastest_fitting(recompute, ranks, machine, budget_bytes, other))
       out.push_back({"`recompute-aggregation` `grid` " + other.shape.str(), other.shape, ranks, true,
-                     other.memory_bytes});
+                     other.memory_bytes, problem.activation_bytes});
+  }
+  // bf16 activations change the weight gradients' rounding (not the forward), so they are a way out to
+  // name, never one --memory-policy auto takes; GAT keeps no aggregation they apply to.
+  if (!problem.recompute && problem.heads == 0 && problem.activation_bytes > 2) {
+    ProblemSize bf16 = problem;
+    bf16.activation_bytes = 2;
+    const double here = predict_memory(bf16, shape, machine).peak;
+    if (here <= budget_bytes) out.push_back({"`activation-dtype` bf16", shape, ranks, false, here, 2});
   }
   // More ranks, each with the same memory (on more nodes): the first rank count where a grid fits.
   for (int more = 2 * ranks; more <= 64 * ranks; more *= 2) {
     GridCost c;
     if (!fastest_fitting(problem, more, machine, budget_bytes, c)) continue;
     out.push_back({std::to_string(more) + " ranks with `grid` " + c.shape.str(), c.shape, more,
-                   problem.recompute, c.memory_bytes});
+                   problem.recompute, c.memory_bytes, problem.activation_bytes});
     break;
   }
   return out;

@@ -200,11 +200,13 @@ struct MemoryWayOut {
   int ranks = 0;           ///< its ranks
   bool recompute = false;  ///< with the aggregation recomputed in backward
   double peak_bytes = 0;   ///< its predicted peak per rank
+  int64_t activation_bytes = 4;  ///< its kept aggregations' bytes a value (2: `activation-dtype` bf16)
 };
 
 /// Every way out the memory model predicts for `problem` on `shape` when it needs more than `budget_bytes`
 /// per rank, in this order: the other grids of as many ranks that fit (fastest first, at most three);
 /// recomputing the aggregation (on this grid, else on the fastest grid of as many ranks where that fits);
+/// keeping the aggregations in bf16 (on this grid; not for GAT, which keeps none, nor with recomputing);
 /// the fewest more ranks (doubling, up to 64 times as many) with the fastest grid that fits. Empty when
 /// nothing is predicted to fit.
 std::vector<MemoryWayOut> memory_ways_out(const ProblemSize& problem, const GridShape& shape,
