@@ -5,7 +5,8 @@
 // grid of the job's ranks, in the three modes: a full-graph step's forward is the fp32 run's bit for bit
 // and its weight gradients are within bf16's rounding of fp32's (each kept value is off by at most 2^-9 of
 // itself; the bound asked is 2^-7 of the largest gradient, the printed differences far under it); trained
-// on, the losses stay within 1% of fp32's. Also one-row blocks and ranks without rows, and resume.
+// on, the losses stay within 1% of fp32's. With bf16 GEMMs the run is fp32 activations' bit for bit. Also
+// one-row blocks and ranks without rows, and resume.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "support/fixtures.hpp"
 #include "tessera/comm/process_grid.hpp"
 #include "tessera/graph/synth.hpp"
+#include "tessera/kernels/kernel_path.hpp"
 #include "tessera/models/train.hpp"
 
 using namespace tessera;
@@ -94,6 +96,32 @@ TEST(ActivationDtype, AFullGraphStepChangesOnlyTheWeightGradientsOnEveryGrid) {
             "3 epochs %.2e relative\n",
             name_of(kind, shape).c_str(), gradients, weights);
     }
+}
+
+// With bf16 GEMMs, which round A H to bf16 themselves, bf16 activations change no number: the forward's
+// GEMM reads the bits the layer keeps (rounded once) and so does the weight gradient's (not widened), and
+// the run is the fp32-activations run's bit for bit on every grid.
+TEST(ActivationDtype, WithBf16GemmsTheRunIsTheFp32ActivationsRunBitForBit) {
+  if (!bf16_gemm_available())
+    GTEST_SKIP() << "skipped: no oneDNN in this build, or no bf16 matmul on this CPU";
+  for (const GridShape& shape : ProcessGrid::factorizations(world().size(), false))
+    for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
+      SCOPED_TRACE(name_of(kind, shape));
+      TrainOptions o = options(TrainMode::Full, kind, fixtures::small_csbm_file());
+      o.grid.shape = shape;
+      o.compute.gemm_dtype = GemmDtype::Bf16;
+      o.trainer.keep_last_step = true;
+      const fixtures::RunWithWeights fp32 = fixtures::run_training_with_weights(o, world());
+      o.compute.activation_dtype = StorageDtype::Bf16;
+      const fixtures::RunWithWeights bf16 = fixtures::run_training_with_weights(o, world());
+      EXPECT_FALSE(fp32.last_gradients.empty());
+      EXPECT_EQ(bf16.last_logits, fp32.last_logits);
+      EXPECT_EQ(bf16.last_gradients, fp32.last_gradients);
+      EXPECT_EQ(bf16.final_weights, fp32.final_weights);
+      ASSERT_EQ(bf16.history.size(), fp32.history.size());
+      for (size_t e = 0; e < fp32.history.size(); ++e) EXPECT_EQ(bf16.history[e].loss, fp32.history[e].loss);
+    }
+  set_gemm_dtype(GemmDtype::F32);  // run_training set it process-wide
 }
 
 // Nine nodes: one-row blocks, padding rows and ranks without a row of the graph; with bf16 features too.

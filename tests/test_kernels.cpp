@@ -353,6 +353,38 @@ TEST(Bf16Gemm, RoundsBothOperandsAndSumsInFp32) {
   EXPECT_LT(relative_error(from_view(ct), matmul(a, b)), 2e-5);
 }
 
+// gemm_bf16_operand: A held as bf16 bits gives gemm<float>'s result on A widened, bit for bit, on every
+// path; with fp32 GEMMs it widens A into `widened`, with bf16 GEMMs oneDNN reads the bits (`widened` is
+// left as it was: no widening pass). Both within fp32 summation error of the dense double product of the
+// widened A (and, for bf16 GEMMs, the rounded B).
+TEST(Bf16Gemm, OperandHeldAsBitsEqualsTheWidenedOperand) {
+  std::mt19937_64 gen(13);
+  const int64_t m = 37, n = 19, k = 300;
+  const auto check = [&](KernelPath path, bool bf16_gemms) {
+    EXPECT_EQ(gemm_reads_bf16_bits(path), bf16_gemms) << kernel_path_name(path);
+    for (Trans ta : {Trans::No, Trans::Yes}) {
+      SCOPED_TRACE(std::string(kernel_path_name(path)) + (ta == Trans::Yes ? " A^T" : " A"));
+      const Dense a = rounded_to_bf16(ta == Trans::No ? random_dense(m, k, gen) : random_dense(k, m, gen));
+      const Dense b = random_dense(k, n, gen), c0 = random_dense(m, n, gen), filler(a.rows, a.cols, 7.0);
+      Matrix<uint16_t> bits("bits", size_t(a.rows), size_t(a.cols));
+      round_to_bf16(to_view<float>(a), bits);
+      const Matrix<float> widened = to_view<float>(filler), c = to_view<float>(c0), same = to_view<float>(c0);
+      gemm_bf16_operand(ta, Trans::No, 1.5f, bits, to_view<float>(b), -0.5f, c, widened, path);
+      gemm<float>(ta, Trans::No, 1.5f, to_view<float>(a), to_view<float>(b), -0.5f, same, path);
+      EXPECT_EQ(from_view(c).a, from_view(same).a);
+      EXPECT_EQ(from_view(widened).a, bf16_gemms ? filler.a : a.a);
+      Dense expected = matmul(ta == Trans::No ? a : transpose(a), bf16_gemms ? rounded_to_bf16(b) : b);
+      for (size_t q = 0; q < expected.a.size(); ++q) expected.a[q] = 1.5 * expected.a[q] - 0.5 * c0.a[q];
+      EXPECT_LT(relative_error(from_view(c), expected), 1e-5);
+    }
+  };
+  for (KernelPath path : paths(KernelKind::Gemm)) check(path, false);
+  if (!bf16_gemm_available()) return;
+  const Bf16GemmScope scope;
+  check(KernelPath::Host, true);
+  check(KernelPath::Team, false);
+}
+
 namespace {
 // Restores the build's host GEMM library however the test ends.
 struct HostGemmScope {

@@ -285,6 +285,13 @@ TEST(LayerGradients, Bf16ActivationsRoundOnlyTheKeptAggregation) {
         Result result{from_view(out).a, from_view(grad).a, {}};
         for (const ParameterRef& p : model.parameters())
           result.weight_grads.push_back(from_view(p.param->grad_matrix()));
+        // An evaluation forward computes the same output; under bf16 activations it keeps (and rounds)
+        // nothing, so a backward after it is refused.
+        const PassInfo evaluation{false, 7, 3};
+        EXPECT_EQ(from_view(model.layer(0).forward(g.features, batch, evaluation)).a, result.out);
+        if (activations == StorageDtype::Bf16 && aggregates_first) {
+          EXPECT_THROW(model.layer(0).backward(to_view<float>(r), true, evaluation), Error);
+        }
         return result;
       };
       const Result fp32 = run(StorageDtype::F32), bf16 = run(StorageDtype::Bf16);

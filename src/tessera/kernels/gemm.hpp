@@ -23,4 +23,16 @@ void gemm(Trans trans_a, Trans trans_b, Scalar alpha, const Matrix<const Scalar>
           const Matrix<const Scalar>& b, Scalar beta, const Matrix<Scalar>& c,
           KernelPath path = KernelPath::Auto);
 
+/// gemm<float> with A held as bf16 bits (an activation kept in bf16), equal to gemm<float> on A widened.
+/// Where gemm<float> rounds its operands to bf16 itself (gemm_reads_bf16_bits), oneDNN reads the bits as
+/// they are: no widening pass and no rounding pass for A. Elsewhere A is widened into `widened` (A's
+/// extents, fp32, which it overwrites) and gemm<float> runs on it.
+void gemm_bf16_operand(Trans trans_a, Trans trans_b, float alpha, const Matrix<const uint16_t>& a,
+                       const Matrix<const float>& b, float beta, const Matrix<float>& c,
+                       const Matrix<float>& widened, KernelPath path = KernelPath::Auto);
+
+/// Whether gemm_bf16_operand on `path` reads bf16 bits without widening them: the host path under
+/// GemmDtype::Bf16 (set_gemm_dtype).
+bool gemm_reads_bf16_bits(KernelPath path = KernelPath::Auto);
+
 }  // namespace tessera

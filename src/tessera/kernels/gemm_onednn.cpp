@@ -77,10 +77,12 @@ memory::desc operand(Trans t, int64_t rows, int64_t cols, int64_t ld, memory::da
 
 }  // namespace
 
-void gemm_bf16(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix<const float>& a,
-               const Matrix<const float>& b, float beta, const Matrix<float>& c) {
-  Bf16Context& ctx = context();
-  const int64_t lda = leading_dimension(a), ldb = leading_dimension(b), ldc = leading_dimension(c);
+namespace {
+
+// C = alpha op(A) op(B) + beta C on bf16 operands (leading dimensions lda, ldb), fp32 sums and result.
+void matmul_bf16(Bf16Context& ctx, Trans ta, Trans tb, const GemmShape& s, float alpha, const uint16_t* a,
+                 int64_t lda, const uint16_t* b, int64_t ldb, float beta, const Matrix<float>& c) {
+  const int64_t ldc = leading_dimension(c);
   const auto bf16 = memory::data_type::bf16, f32 = memory::data_type::f32;
   const memory::desc ad = operand(ta, s.m, s.k, lda, bf16), bd = operand(tb, s.k, s.n, ldb, bf16);
   const memory::desc cd({s.m, s.n}, f32, memory::dims{ldc, 1});
@@ -91,15 +93,36 @@ void gemm_bf16(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix
     sum.append_sum(beta);
     attr.set_post_ops(sum);
   }
+  // oneDNN caches primitives by their descriptors: a training step's repeated shapes are built once.
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, ctx.engine);
+  memory am(ad, ctx.engine, const_cast<uint16_t*>(a)), bm(bd, ctx.engine, const_cast<uint16_t*>(b)),
+      cm(cd, ctx.engine, c.data());
+  dnnl::matmul(pd).execute(ctx.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  ctx.stream.wait();
+}
+
+}  // namespace
+
+void gemm_bf16(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix<const float>& a,
+               const Matrix<const float>& b, float beta, const Matrix<float>& c) {
+  Bf16Context& ctx = context();
+  const int64_t lda = leading_dimension(a), ldb = leading_dimension(b);
   try {
     round_to_bf16(ctx, a.data(), int64_t(a.extent(0)), int64_t(a.extent(1)), lda, ctx.a);
     round_to_bf16(ctx, b.data(), int64_t(b.extent(0)), int64_t(b.extent(1)), ldb, ctx.b);
-    // oneDNN caches primitives by their descriptors: a training step's repeated shapes are built once.
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, ctx.engine);
-    memory am(ad, ctx.engine, ctx.a.data.get()), bm(bd, ctx.engine, ctx.b.data.get()),
-        cm(cd, ctx.engine, c.data());
-    dnnl::matmul(pd).execute(ctx.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-    ctx.stream.wait();
+    matmul_bf16(ctx, ta, tb, s, alpha, ctx.a.data.get(), lda, ctx.b.data.get(), ldb, beta, c);
+  } catch (const dnnl::error& e) {
+    fail("bf16 gemm ", s.m, "x", s.n, "x", s.k, ": oneDNN: ", e.what());
+  }
+}
+
+void gemm_bf16_bits(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix<const uint16_t>& a,
+                    const Matrix<const float>& b, float beta, const Matrix<float>& c) {
+  Bf16Context& ctx = context();
+  const int64_t ldb = leading_dimension(b);
+  try {
+    round_to_bf16(ctx, b.data(), int64_t(b.extent(0)), int64_t(b.extent(1)), ldb, ctx.b);
+    matmul_bf16(ctx, ta, tb, s, alpha, a.data(), leading_dimension(a), ctx.b.data.get(), ldb, beta, c);
   } catch (const dnnl::error& e) {
     fail("bf16 gemm ", s.m, "x", s.n, "x", s.k, ": oneDNN: ", e.what());
   }

@@ -11,6 +11,11 @@ void gemm_bf16(Trans, Trans, const GemmShape&, float, const Matrix<const float>&
   fail("bf16 gemm: this build has no oneDNN");
 }
 
+void gemm_bf16_bits(Trans, Trans, const GemmShape&, float, const Matrix<const uint16_t>&,
+                    const Matrix<const float>&, float, const Matrix<float>&) {
+  fail("bf16 gemm: this build has no oneDNN");
+}
+
 void gemm_onednn_f32(Trans, Trans, const GemmShape&, float, const float*, int64_t, const float*, int64_t,
                      float, float*, int64_t) {
   fail("gemm: this build has no oneDNN");

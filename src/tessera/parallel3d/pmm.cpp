@@ -44,11 +44,8 @@ int64_t size_of(const Matrix<float>& m) {
   return int64_t(m.extent(0) * m.extent(1));
 }
 
-Matrix<float> rows_of(const Matrix<float>& m, int64_t begin, int64_t end) {
-  return Kokkos::subview(m, std::make_pair(begin, end), Kokkos::ALL());
-}
-
-Matrix<const float> rows_of(const Matrix<const float>& m, int64_t begin, int64_t end) {
+template <class T>
+Matrix<T> rows_of(const Matrix<T>& m, int64_t begin, int64_t end) {
   return Kokkos::subview(m, std::make_pair(begin, end), Kokkos::ALL());
 }
 
@@ -190,13 +187,28 @@ void pmm_transform(const LayerOperators& ops, const LayerComms& comms, const Mat
   sum_over(*comms.b, out.data(), size_of(out), phase::kForwardB, comms.dtype);
 }
 
-void pmm_backward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& agg,
-                  const Matrix<const float>& w, const Matrix<const float>& g_out, const Matrix<float>& g_w,
-                  bool want_input_grad, const Matrix<float>& g_agg, const Matrix<float>& g_h) {
+void pmm_transform(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& w,
+                   const Matrix<const uint16_t>& agg, const Matrix<float>& out) {
+  require(gemm_reads_bf16_bits(comms.kernels),
+          "pmm_transform: bf16 bits are read only where the GEMM rounds to bf16 itself");
+  const std::vector<const CsrSpmm<float>*> terms = forward_ops(ops);
+  for (size_t t = 0; t < terms.size(); ++t)
+    timed(comms.timers, "gemm", [&] {
+      gemm_bf16_operand(Trans::No, Trans::No, 1.0f, term_block(agg, t, terms.size()),
+                        term_block(w, t, terms.size()), t == 0 ? 0.0f : 1.0f, out, Matrix<float>(),
+                        comms.kernels);
+    });
+  sum_over(*comms.b, out.data(), size_of(out), phase::kForwardB, comms.dtype);
+}
+
+namespace {
+
+// pmm_backward after the weight gradients' local products: their sum over c, then the input gradient.
+void backward_after_weight_products(const LayerOperators& ops, const LayerComms& comms,
+                                    const Matrix<const float>& w, const Matrix<const float>& g_out,
+                                    const Matrix<float>& g_w, bool want_input_grad,
+                                    const Matrix<float>& g_agg, const Matrix<float>& g_h) {
   const size_t terms = ops.terms().size();
-  for (size_t t = 0; t < terms; ++t)
-    gemm_timed(comms, Trans::Yes, Trans::No, term_block(agg, t, terms), g_out, 0.0f,
-               term_block(g_w, t, terms));
   sum_over(*comms.c, g_w.data(), size_of(g_w), phase::kBackwardWeightsC);
   if (!want_input_grad) return;
   for (size_t t = 0; t < terms; ++t)
@@ -205,6 +217,31 @@ void pmm_backward(const LayerOperators& ops, const LayerComms& comms, const Matr
   sum_over(*comms.a, g_agg.data(), size_of(g_agg), phase::kBackwardA, comms.dtype);
   product_then_sum(summed_product(transpose_ops(ops), g_agg, g_h, comms.kernels), g_h, comms, *comms.c,
                    phase::kBackwardInputsC);
+}
+
+}  // namespace
+
+void pmm_backward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& agg,
+                  const Matrix<const float>& w, const Matrix<const float>& g_out, const Matrix<float>& g_w,
+                  bool want_input_grad, const Matrix<float>& g_agg, const Matrix<float>& g_h) {
+  const size_t terms = ops.terms().size();
+  for (size_t t = 0; t < terms; ++t)
+    gemm_timed(comms, Trans::Yes, Trans::No, term_block(agg, t, terms), g_out, 0.0f,
+               term_block(g_w, t, terms));
+  backward_after_weight_products(ops, comms, w, g_out, g_w, want_input_grad, g_agg, g_h);
+}
+
+void pmm_backward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const uint16_t>& agg,
+                  const Matrix<float>& widened, const Matrix<const float>& w,
+                  const Matrix<const float>& g_out, const Matrix<float>& g_w, bool want_input_grad,
+                  const Matrix<float>& g_agg, const Matrix<float>& g_h) {
+  const size_t terms = ops.terms().size();
+  for (size_t t = 0; t < terms; ++t)
+    timed(comms.timers, "gemm", [&] {
+      gemm_bf16_operand(Trans::Yes, Trans::No, 1.0f, term_block(agg, t, terms), g_out, 0.0f,
+                        term_block(g_w, t, terms), term_block(widened, t, terms), comms.kernels);
+    });
+  backward_after_weight_products(ops, comms, w, g_out, g_w, want_input_grad, g_agg, g_h);
 }
 
 void pmm_forward_transform_first(const LayerOperators& ops, const LayerComms& comms,

@@ -100,6 +100,20 @@ void pmm_backward(const LayerOperators& ops, const LayerComms& comms, const Matr
                   const Matrix<const float>& w, const Matrix<const float>& g_out, const Matrix<float>& g_w,
                   bool want_input_grad, const Matrix<float>& g_agg, const Matrix<float>& g_h);
 
+/// pmm_backward with agg held as bf16 bits (RunOptions::activation_dtype): the weight gradients through
+/// gemm_bf16_operand, which reads the bits as they are where the GEMM rounds to bf16 anyway and otherwise
+/// widens them into `widened` (agg's extents) first. `widened` may share memory with g_agg: it is read in
+/// full before g_agg is written.
+void pmm_backward(const LayerOperators& ops, const LayerComms& comms, const Matrix<const uint16_t>& agg,
+                  const Matrix<float>& widened, const Matrix<const float>& w,
+                  const Matrix<const float>& g_out, const Matrix<float>& g_w, bool want_input_grad,
+                  const Matrix<float>& g_agg, const Matrix<float>& g_h);
+
+/// pmm_transform on agg rounded to bf16 bits, read as they are: only where gemm_reads_bf16_bits, where
+/// the result equals pmm_transform's on the fp32 sums the bits round (the GEMM rounds them the same way).
+void pmm_transform(const LayerOperators& ops, const LayerComms& comms, const Matrix<const float>& w,
+                   const Matrix<const uint16_t>& agg, const Matrix<float>& out);
+
 /// Transform-first forward: t (T rows_a x out, stacked) = sum_b h w_t with w (T in_b x out) stacked,
 /// y (rows_c x out) = sum_a sum_t Op_t t_t and out (rows_c x out / G_a) = this rank's a-block of y's columns
 /// (y unused when G_a = 1).

@@ -41,6 +41,9 @@ bool onednn_built();
 /// path under GemmDtype::Bf16 (gemm_onednn.cpp; builds without oneDNN have a version that throws).
 void gemm_bf16(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix<const float>& a,
                const Matrix<const float>& b, float beta, const Matrix<float>& c);
+/// gemm_bf16 with A already bf16 bits: only B is rounded (gemm_bf16_operand's host path).
+void gemm_bf16_bits(Trans ta, Trans tb, const GemmShape& s, float alpha, const Matrix<const uint16_t>& a,
+                    const Matrix<const float>& b, float beta, const Matrix<float>& c);
 /// Whether gemm_bf16 runs here: the build has oneDNN and oneDNN has a bf16 matmul for this CPU.
 bool bf16_gemm_runs();
 

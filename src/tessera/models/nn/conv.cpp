@@ -46,13 +46,13 @@ DropoutMask GraphConv::dropout(const PassInfo& pass) const {
 
 Matrix<const float> GraphConv::forward(const Matrix<const float>& in, const GraphBatch& batch,
                                        const PassInfo& pass) {
-  out_ = multiply_.forward(in, batch);
+  out_ = multiply_.forward(in, batch, pass);
   return epilogue(batch, pass);
 }
 
 Matrix<const float> GraphConv::forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
                                             const PassInfo& pass) {
-  out_ = multiply_.forward_bf16(in, batch);
+  out_ = multiply_.forward_bf16(in, batch, pass);
   return epilogue(batch, pass);
 }
 

@@ -5,6 +5,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/kernels/gemm.hpp"
 #include "tessera/models/nn/random_streams.hpp"
 
 namespace tessera {
@@ -121,23 +122,36 @@ const LayerGraph& GraphMultiply::begin_forward(int64_t in_rows, int64_t in_cols,
 }
 
 template <class In>
-Matrix<float> GraphMultiply::forward_kept(const Matrix<const In>& in, const LayerGraph& graph) {
+Matrix<float> GraphMultiply::forward_kept(const Matrix<const In>& in, const LayerGraph& graph,
+                                          const PassInfo& pass) {
   const int64_t terms = int64_t(options_.terms.size());
   Matrix<float> out, agg;
   fit(out_buffer_, out, "multiply.out", rows_out_, out_.local_cols);
   // A cached input on the static graph is aggregated once (and kept in fp32: the next forward reuses it).
   const bool cacheable = options_.cached_input && graph.is_static;
-  kept_bf16_ = bf16_agg_ && !cacheable;
-  if (kept_bf16_) {  // the fp32 sums are a temporary; backward reads their bf16 rounding
+  if (bf16_agg_ && !cacheable) {
+    // The fp32 sums are a temporary; a training pass keeps their bf16 rounding for backward.
     const int64_t floats = terms * rows_out_ * in_b_;
     const Matrix<float> sums(workspace_->scratch({floats})[0], size_t(terms * rows_out_), size_t(in_b_));
-    pmm_forward(ops_, comms_, in, weights(), sums, out, false);
+    kept_ = pass.training ? Kept::Bf16 : Kept::Nothing;
+    cached_for_ = nullptr;
+    if (!pass.training) {
+      pmm_forward(ops_, comms_, in, weights(), sums, out, false);
+      return out;
+    }
     Matrix<uint16_t> bits;
     fit(agg_bits_, bits, "multiply.agg_bf16", terms * rows_out_, in_b_);
-    round_to_bf16(sums, bits);
-    cached_for_ = nullptr;
+    if (gemm_reads_bf16_bits(comms_.kernels)) {  // the GEMM rounds agg itself: once, into the kept bits
+      pmm_aggregate(ops_, comms_, in, sums, phase::kForwardA);
+      round_to_bf16(sums, bits);
+      pmm_transform(ops_, comms_, weights(), bits, out);
+    } else {
+      pmm_forward(ops_, comms_, in, weights(), sums, out, false);
+      round_to_bf16(sums, bits);
+    }
     return out;
   }
+  kept_ = Kept::Fp32;
   const bool grown = fit(agg_, agg, "multiply.agg", terms * rows_out_, in_b_);
   // A reallocated buffer lost a cached aggregation.
   const bool ready = cacheable && !grown && cached_for_ == in.data();
@@ -146,15 +160,17 @@ Matrix<float> GraphMultiply::forward_kept(const Matrix<const In>& in, const Laye
   return out;
 }
 
-Matrix<float> GraphMultiply::forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch) {
+Matrix<float> GraphMultiply::forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch,
+                                          const PassInfo& pass) {
   require(bf16_input_, "graph layer ", layer_,
           ": bf16 input is for graph layer 0 of a model built for bf16 features");
   const LayerGraph& graph = begin_forward(int64_t(in.extent(0)), int64_t(in.extent(1)), batch);
   input_ = Matrix<const float>();  // backward reads the kept aggregation only (no input gradient at 0)
-  return forward_kept(in, graph);
+  return forward_kept(in, graph, pass);
 }
 
-Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphBatch& batch) {
+Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphBatch& batch,
+                                     const PassInfo& pass) {
   const LayerGraph& graph = begin_forward(int64_t(in.extent(0)), int64_t(in.extent(1)), batch);
   input_ = in;
   const int64_t terms = int64_t(options_.terms.size());
@@ -177,7 +193,7 @@ Matrix<float> GraphMultiply::forward(const Matrix<const float>& in, const GraphB
     pmm_forward(ops_, comms_, in, weights(), agg, out, false);
     return out;
   }
-  return forward_kept(in, graph);
+  return forward_kept(in, graph, pass);
 }
 
 Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool want_input_grad) {
@@ -199,18 +215,24 @@ Matrix<float> GraphMultiply::backward(const Matrix<const float>& grad_out, bool 
     return grad_in;
   }
   const int64_t agg_rows = want_input_grad ? terms * rows_out_ : 0;
-  if (recompute_ || kept_bf16_) {
+  require(recompute_ || kept_ != Kept::Nothing, "graph layer ", layer_,
+          ": backward after a forward outside training, which keeps no aggregation under bf16 activations");
+  if (recompute_ || kept_ == Kept::Bf16) {
     // agg aggregated again, or widened from its bf16 rounding, into the piece g_agg then overwrites
     // (pmm_backward reads agg in full first).
     float* piece = workspace_->scratch({terms * rows_out_ * in_b_})[0];
     const Matrix<float> agg(piece, size_t(terms * rows_out_), size_t(in_b_));
-    if (recompute_)
+    const Matrix<float> grad_agg(piece, size_t(agg_rows), size_t(in_b_));
+    if (recompute_) {
       pmm_aggregate(ops_, comms_, input_, agg, phase::kBackwardRecomputeA);
-    else
-      widen_bf16(Kokkos::subview(agg_bits_, std::make_pair(int64_t(0), terms * rows_out_), Kokkos::ALL()),
-                 agg);
-    pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad,
-                 Matrix<float>(piece, size_t(agg_rows), size_t(in_b_)), grad_in);
+      pmm_backward(ops_, comms_, agg, weights(), grad_out, weight_grads(), want_input_grad, grad_agg,
+                   grad_in);
+    } else {  // the weight gradients read the bits, widened into agg where the GEMM does not take them
+      const Matrix<const uint16_t> bits =
+          Kokkos::subview(agg_bits_, std::make_pair(int64_t(0), terms * rows_out_), Kokkos::ALL());
+      pmm_backward(ops_, comms_, bits, agg, weights(), grad_out, weight_grads(), want_input_grad, grad_agg,
+                   grad_in);
+    }
     return grad_in;
   }
   const Matrix<float> agg =

@@ -42,14 +42,15 @@ class GraphMultiply {
   GraphMultiply& operator=(const GraphMultiply&) = delete;
 
   /// out (this rank's output block) = sum_t Op_t in W_t on batch.layers[layer()]. Owned; valid until the
-  /// next forward.
-  Matrix<float> forward(const Matrix<const float>& in, const GraphBatch& batch);
+  /// next forward. Under bf16 activations only a training pass (`pass.training`) rounds and keeps its
+  /// aggregation: after any other forward, backward throws.
+  Matrix<float> forward(const Matrix<const float>& in, const GraphBatch& batch, const PassInfo& pass);
   /// forward for an input held as bf16 bits: graph layer 0 of a model built for bf16 features
   /// (RunOptions::feature_dtype), which aggregates first and keeps its aggregation (fp32, or bf16 bits under
   /// RunOptions::activation_dtype); the product reads
   /// the bits (CsrSpmm::apply_rows_bf16), so the result is the fp32 forward's on the widened values, bit
   /// for bit. Throws Error on any other layer.
-  Matrix<float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch);
+  Matrix<float> forward_bf16(const Matrix<const uint16_t>& in, const GraphBatch& batch, const PassInfo& pass);
   /// Whether forward_bf16 applies: graph layer 0 of a model built for bf16 features.
   bool reads_bf16_input() const { return bf16_input_; }
   /// Sets every weight's gradient from grad_out (the output block's gradient); returns dL/d in when
@@ -83,17 +84,19 @@ class GraphMultiply {
   const LayerGraph& begin_forward(int64_t in_rows, int64_t in_cols, const GraphBatch& batch);
   // The output block and the kept aggregation, reused where a static input was aggregated before.
   template <class In>
-  Matrix<float> forward_kept(const Matrix<const In>& in, const LayerGraph& graph);
+  Matrix<float> forward_kept(const Matrix<const In>& in, const LayerGraph& graph, const PassInfo& pass);
 
   MultiplyOptions options_;
   ActivationLayout in_, out_;
   int layer_;
   LayerComms comms_;
   bool transform_first_;
-  bool recompute_;          // an (A H) W layer that aggregates again in backward instead of keeping agg
-  bool bf16_input_;         // graph layer 0 of a model fed bf16 features: (A X) W, agg kept
-  bool bf16_agg_;           // RunOptions::activation_dtype Bf16 on an (A H) W layer that keeps agg
-  bool kept_bf16_ = false;  // the last forward kept agg as bf16 bits (agg_bits_), not in agg_
+  bool recompute_;   // an (A H) W layer that aggregates again in backward instead of keeping agg
+  bool bf16_input_;  // graph layer 0 of a model fed bf16 features: (A X) W, agg kept
+  bool bf16_agg_;    // RunOptions::activation_dtype Bf16 on an (A H) W layer that keeps agg
+  // What the last forward of an (A H) W layer kept for backward: agg_ in fp32, its bf16 bits (agg_bits_),
+  // or nothing (a forward outside training under bf16 activations).
+  enum class Kept { Fp32, Bf16, Nothing } kept_ = Kept::Fp32;
   int64_t in_b_, w_cols_;
   Vector<float> values_, grads_;  // every term's block, stacked by rows
   std::vector<Parameter> weights_;
