@@ -125,6 +125,10 @@ double host_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k) {
   return split ? double(impl::onednn_reduction_scratch_bytes({m, n, k})) : 0.0;
 }
 
+double host_gemm_bf16_copy_bytes(int64_t largest_a, int64_t largest_b) {
+  return kHostMemory && gemm_dtype() == GemmDtype::Bf16 ? 2.0 * double(largest_a + largest_b) : 0.0;
+}
+
 HostGemmLibrary host_gemm_library() {
   if (chosen_host_gemm != HostGemmLibrary::Auto) return chosen_host_gemm;
   return onednn_gemm_available() ? HostGemmLibrary::OneDnn : HostGemmLibrary::Blas;

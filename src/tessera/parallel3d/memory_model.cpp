@@ -141,6 +141,7 @@ struct LayerFloats {
   double scratch = 0;             // the largest call's temporaries (the model's shared scratch)
   double input_grad = 0;          // the input gradient (in the one buffer every layer's shares)
   double gemm_scratch_bytes = 0;  // what the host GEMM keeps after the weight gradient (kernel_path.hpp)
+  double gemm_a = 0, gemm_b = 0;  // entries of the largest A and B its GEMMs read (bf16 GEMMs copy them)
 };
 
 // GraphMultiply's buffers: its own (out, agg), its weights with their gradients, Adam moments and the
@@ -173,6 +174,11 @@ LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
   // The weight gradient reduces over the rows of agg (rows_c) or, transforming first, of h (rows_a).
   f.gemm_scratch_bytes = host_gemm_scratch_bytes(int64_t(in_b), int64_t(first ? out_full : out_local),
                                                  int64_t(first ? rows_a : rows_c));
+  // A: the input (h or agg) forward and for the weight gradient, the output-wide gradient for the input
+  // gradient; B: the output-wide gradient of the weight gradient.
+  const double rows = first ? rows_a : rows_c, out_wide = first ? out_full : out_local;
+  f.gemm_a = rows * std::max(in_b, l > 0 ? out_wide : 0.0);
+  f.gemm_b = rows * out_wide;
   if (p.norm && l + 1 < layout.layers()) f.kept += rows_c * out_local;
   if (k > 1) f.kept += 3.0 * rows_c;  // the self block (CsrSpmm of the identity) and its transpose
   return f;
@@ -202,6 +208,8 @@ LayerFloats attention_floats(const ProblemSize& p, const Layout3D& layout, int l
   f.scratch = std::max(forward, backward);
   if (l > 0) f.input_grad = rows_a * in_b;
   f.gemm_scratch_bytes = host_gemm_scratch_bytes(int64_t(in_b), int64_t(zw), int64_t(rows_a));
+  f.gemm_a = rows_a * std::max(in_b, l > 0 ? zw : 0.0);  // h (z = h W, its weight gradient), g_z (g_h)
+  f.gemm_b = rows_a * zw;                                // g_z
   if (p.norm && !last) f.kept += rows_c * out_local;
   return f;
 }
@@ -245,13 +253,15 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   // features, which its input dropout masks in place), the layers and their shared workspace.
   const bool feature_copy = p.input_dropout || widened_bf16_features(p);
   double training = feature_copy ? 4 * np / s.x * double(layout.padded_dim(0)) / s.y : 0.0;
-  double scratch = 0, input_grad = 0, gemm_scratch = 0;
+  double scratch = 0, input_grad = 0, gemm_scratch = 0, gemm_a = 0, gemm_b = 0;
   for (int l = 0; l < layout.layers(); ++l) {
     const LayerFloats f = p.heads > 0 ? attention_floats(p, layout, l) : layer_floats(p, layout, l);
     training += 4 * f.kept;
     scratch = std::max(scratch, 4 * f.scratch);
     input_grad = std::max(input_grad, 4 * f.input_grad);
     gemm_scratch = std::max(gemm_scratch, f.gemm_scratch_bytes);
+    gemm_a = std::max(gemm_a, f.gemm_a);
+    gemm_b = std::max(gemm_b, f.gemm_b);
   }
   // The logits' gradient is written into the input-gradient buffer (Sequential::logits_gradient_buffer).
   const int last = layout.layers() - 1;
@@ -274,8 +284,9 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
     const double cols = double(layout.padded_dim(last + 1)) / s.extent(roles_for_layer(last).a);
     training += link_rows(p) * (16 * cols + 8) + 40 * double(p.link_pairs);
   }
+  // The GEMM library's own memory, from the first GEMM on.
   training +=
-      host_gemm_resident_bytes() + gemm_scratch;  // the GEMM library's own memory, from the first GEMM on
+      host_gemm_resident_bytes() + gemm_scratch + host_gemm_bf16_copy_bytes(int64_t(gemm_a), int64_t(gemm_b));
   e.training = (1 + kHeapSlack) * training;
   e.peak = std::max(e.load_peak, e.process + e.graph + e.training);
   return e;
