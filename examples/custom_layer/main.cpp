@@ -41,8 +41,8 @@ class LeakyGcn : public Layer {
       : multiply_(slot, out_width), bias_(slot, "bias", 0.0f), slope_(slope) {}
 
   Matrix<const float> forward(const Matrix<const float>& in, const GraphBatch& batch,
-                              const PassInfo&) override {
-    out_ = multiply_.forward(in, batch);            // A H W over the grid
+                              const PassInfo& pass) override {
+    out_ = multiply_.forward(in, batch, pass);      // A H W over the grid
     bias_leaky_relu(out_, bias_.value(), slope_);   // this application's kernel, in place
     return out_;
   }
