@@ -98,41 +98,68 @@ TEST(ActivationDtype, AFullGraphStepChangesOnlyTheWeightGradientsOnEveryGrid) {
     }
 }
 
-// With bf16 GEMMs, which round A H to bf16 themselves, bf16 activations change no number: the forward's
-// GEMM reads the bits the layer keeps (rounded once) and so does the weight gradient's (not widened), and
-// the run is the fp32-activations run's bit for bit on every grid.
-TEST(ActivationDtype, WithBf16GemmsTheRunIsTheFp32ActivationsRunBitForBit) {
-  if (!bf16_gemm_available())
-    GTEST_SKIP() << "skipped: no oneDNN in this build, or no bf16 matmul on this CPU";
-  for (const GridShape& shape : ProcessGrid::factorizations(world().size(), false))
-    for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
-      SCOPED_TRACE(name_of(kind, shape));
-      TrainOptions o = options(TrainMode::Full, kind, fixtures::small_csbm_file());
-      o.grid.shape = shape;
-      o.compute.gemm_dtype = GemmDtype::Bf16;
-      o.trainer.keep_last_step = true;
-      const fixtures::RunWithWeights fp32 = fixtures::run_training_with_weights(o, world());
-      o.compute.activation_dtype = StorageDtype::Bf16;
-      const fixtures::RunWithWeights bf16 = fixtures::run_training_with_weights(o, world());
-      EXPECT_FALSE(fp32.last_gradients.empty());
-      EXPECT_EQ(bf16.last_logits, fp32.last_logits);
-      EXPECT_EQ(bf16.last_gradients, fp32.last_gradients);
-      EXPECT_EQ(bf16.final_weights, fp32.final_weights);
-      ASSERT_EQ(bf16.history.size(), fp32.history.size());
-      for (size_t e = 0; e < fp32.history.size(); ++e) EXPECT_EQ(bf16.history[e].loss, fp32.history[e].loss);
-    }
-  set_gemm_dtype(GemmDtype::F32);  // run_training set it process-wide
-}
+namespace {
 
-// Nine nodes: one-row blocks, padding rows and ranks without a row of the graph; with bf16 features too.
-TEST(ActivationDtype, NearlyEmptyBlocksOnEveryGrid) {
+// Nine nodes: one-row blocks, padding rows and ranks without a row of the graph.
+std::string nine_node_file() {
   SynthOptions nine;
   nine.num_nodes = 9;
   nine.num_edges = 16;
   nine.num_features = 3;
   nine.num_classes = 2;
   nine.seed = 2;
-  const std::string tiny = fixtures::synthetic_file("activation-nine.h5", nine);
+  return fixtures::synthetic_file("activation-nine.h5", nine);
+}
+
+// With bf16 GEMMs the run under bf16 activations is the fp32-activations run's, bit for bit.
+void expect_bf16_gemm_run_unchanged(TrainOptions o) {
+  o.compute.gemm_dtype = GemmDtype::Bf16;
+  o.trainer.keep_last_step = true;
+  const fixtures::RunWithWeights fp32 = fixtures::run_training_with_weights(o, world());
+  o.compute.activation_dtype = StorageDtype::Bf16;
+  const fixtures::RunWithWeights bf16 = fixtures::run_training_with_weights(o, world());
+  EXPECT_FALSE(fp32.last_gradients.empty());
+  EXPECT_EQ(bf16.last_logits, fp32.last_logits);
+  EXPECT_EQ(bf16.last_gradients, fp32.last_gradients);
+  EXPECT_EQ(bf16.final_weights, fp32.final_weights);
+  ASSERT_EQ(bf16.history.size(), fp32.history.size());
+  for (size_t e = 0; e < fp32.history.size(); ++e) EXPECT_EQ(bf16.history[e].loss, fp32.history[e].loss);
+}
+
+}  // namespace
+
+// With bf16 GEMMs, which round A H to bf16 themselves, bf16 activations change no number: the forward's
+// GEMM reads the bits the layer keeps (rounded once) and so does the weight gradient's (not widened), and
+// the run is the fp32-activations run's bit for bit on every grid, the nine-node graph's too, and in
+// mini-batch steps of 2 seeds.
+TEST(ActivationDtype, WithBf16GemmsTheRunIsTheFp32ActivationsRunBitForBit) {
+  if (!bf16_gemm_available())
+    GTEST_SKIP() << "skipped: no oneDNN in this build, or no bf16 matmul on this CPU";
+  const std::string tiny = nine_node_file();
+  for (const GridShape& shape : ProcessGrid::factorizations(world().size(), false)) {
+    for (ModelKind kind : {ModelKind::Gcn, ModelKind::Sage}) {
+      SCOPED_TRACE(name_of(kind, shape));
+      TrainOptions o = options(TrainMode::Full, kind, fixtures::small_csbm_file());
+      o.grid.shape = shape;
+      expect_bf16_gemm_run_unchanged(o);
+    }
+    SCOPED_TRACE("nine nodes " + shape.str());
+    TrainOptions o = options(TrainMode::Full, ModelKind::Gcn, tiny);
+    o.grid.shape = shape;
+    expect_bf16_gemm_run_unchanged(o);
+  }
+  SCOPED_TRACE("mini-batch of 2");
+  TrainOptions o = options(TrainMode::Minibatch, ModelKind::Gcn, fixtures::small_csbm_file());
+  o.minibatch.batch_size = 2;
+  o.minibatch.steps_per_epoch = 4;
+  o.grid.shape = GridShape{world().size(), 1, 1, 1};
+  expect_bf16_gemm_run_unchanged(o);
+  set_gemm_dtype(GemmDtype::F32);  // run_training set it process-wide
+}
+
+// Nine nodes: one-row blocks, padding rows and ranks without a row of the graph; with bf16 features too.
+TEST(ActivationDtype, NearlyEmptyBlocksOnEveryGrid) {
+  const std::string tiny = nine_node_file();
   for (const GridShape& shape : ProcessGrid::factorizations(world().size(), false))
     for (StorageDtype features : {StorageDtype::F32, StorageDtype::Bf16}) {
       SCOPED_TRACE(shape.str() + " features " + storage_dtype_name(features));

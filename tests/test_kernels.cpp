@@ -378,10 +378,31 @@ TEST(Bf16Gemm, OperandHeldAsBitsEqualsTheWidenedOperand) {
       EXPECT_LT(relative_error(from_view(c), expected), 1e-5);
     }
   };
-  for (KernelPath path : paths(KernelKind::Gemm)) check(path, false);
+  // Empty products (a rank with no rows, an empty block): C = beta C, and A's bits are not read, so the
+  // direct path needs no widened copy.
+  const auto check_empty = [&](KernelPath path, bool bf16_gemms) {
+    for (const auto& [em, en, ek] : {std::tuple{0, 5, 7}, {5, 0, 7}, {5, 6, 0}, {0, 0, 0}}) {
+      SCOPED_TRACE(std::string(kernel_path_name(path)) + " " + std::to_string(em) + "x" + std::to_string(en) +
+                   "x" + std::to_string(ek));
+      const Dense b = random_dense(ek, en, gen), c0 = random_dense(em, en, gen);
+      const Matrix<uint16_t> bits("bits", size_t(em), size_t(ek));
+      const Dense zeros(em, ek, 0.0);
+      const Matrix<float> widened = bf16_gemms ? Matrix<float>() : to_view<float>(zeros),
+                          c = to_view<float>(c0);
+      Dense expected = from_view(c);
+      for (double& v : expected.a) v *= -0.5;
+      gemm_bf16_operand(Trans::No, Trans::No, 1.5f, bits, to_view<float>(b), -0.5f, c, widened, path);
+      EXPECT_EQ(from_view(c).a, expected.a);
+    }
+  };
+  for (KernelPath path : paths(KernelKind::Gemm)) {
+    check(path, false);
+    check_empty(path, false);
+  }
   if (!bf16_gemm_available()) return;
   const Bf16GemmScope scope;
   check(KernelPath::Host, true);
+  check_empty(KernelPath::Host, true);
   check(KernelPath::Team, false);
 }
 

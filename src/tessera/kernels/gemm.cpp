@@ -63,7 +63,11 @@ void gemm_bf16_operand(Trans ta, Trans tb, float alpha, const Matrix<const uint1
                        const Matrix<const float>& b, float beta, const Matrix<float>& c,
                        const Matrix<float>& widened, KernelPath path) {
   const impl::GemmShape s = check_shapes(ta, tb, a, b, c);
-  if (gemm_reads_bf16_bits(path) && s.m > 0 && s.n > 0 && s.k > 0) {
+  if (gemm_reads_bf16_bits(path)) {
+    // An empty product reads no entry of A (C = beta C where k = 0): gemm<float> does it as on fp32.
+    if (s.m == 0 || s.n == 0 || s.k == 0)
+      return gemm<float>(ta, tb, alpha, Matrix<const float>(nullptr, a.extent(0), a.extent(1)), b, beta, c,
+                         path);
     Kokkos::fence();  // oneDNN runs outside Kokkos: earlier kernels must have finished
     const ProfileRegion region(profile_name(KernelPath::Host, ta, tb, s, " bf16 operand").c_str());
     return impl::gemm_bf16_bits(ta, tb, s, alpha, a, b, beta, c);
