@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/final_weights.hpp"
@@ -50,14 +51,19 @@ std::string name_of(ModelKind kind, const GridShape& shape) {
   return std::string(model_kind_name(kind)) + " grid " + shape.str();
 }
 
+// The run `o` describes with fp32 activations, then with bf16 activations.
+std::pair<fixtures::RunWithWeights, fixtures::RunWithWeights> fp32_and_bf16_activations(TrainOptions o) {
+  fixtures::RunWithWeights fp32 = fixtures::run_training_with_weights(o, world());
+  o.compute.activation_dtype = StorageDtype::Bf16;
+  return {std::move(fp32), fixtures::run_training_with_weights(o, world())};
+}
+
 // One full-graph step in fp32 and with bf16 activations: the same logits, gradients within the bound and
 // not all equal (the rounding is not vacuous). Returns the gradients' relative difference.
 double expect_one_step_rounded(TrainOptions o) {
   o.trainer.epochs = 1;
   o.trainer.keep_last_step = true;
-  const fixtures::RunWithWeights fp32 = fixtures::run_training_with_weights(o, world());
-  o.compute.activation_dtype = StorageDtype::Bf16;
-  const fixtures::RunWithWeights bf16 = fixtures::run_training_with_weights(o, world());
+  const auto [fp32, bf16] = fp32_and_bf16_activations(o);
   EXPECT_FALSE(fp32.last_logits.empty());
   EXPECT_EQ(bf16.last_logits, fp32.last_logits);
   const double gradients = relative_difference(bf16.last_gradients, fp32.last_gradients);
@@ -68,9 +74,7 @@ double expect_one_step_rounded(TrainOptions o) {
 
 // Trained on: every epoch's loss within 1% of fp32's, the final weights within 1%, and not the same run.
 double expect_trained_close(TrainOptions o) {
-  const fixtures::RunWithWeights fp32 = fixtures::run_training_with_weights(o, world());
-  o.compute.activation_dtype = StorageDtype::Bf16;
-  const fixtures::RunWithWeights bf16 = fixtures::run_training_with_weights(o, world());
+  const auto [fp32, bf16] = fp32_and_bf16_activations(o);
   EXPECT_EQ(bf16.history.size(), fp32.history.size());
   for (size_t e = 0; e < std::min(bf16.history.size(), fp32.history.size()); ++e)
     EXPECT_NEAR(bf16.history[e].loss, fp32.history[e].loss, 1e-2 * fp32.history[e].loss) << "epoch " << e + 1;
@@ -115,9 +119,7 @@ std::string nine_node_file() {
 void expect_bf16_gemm_run_unchanged(TrainOptions o) {
   o.compute.gemm_dtype = GemmDtype::Bf16;
   o.trainer.keep_last_step = true;
-  const fixtures::RunWithWeights fp32 = fixtures::run_training_with_weights(o, world());
-  o.compute.activation_dtype = StorageDtype::Bf16;
-  const fixtures::RunWithWeights bf16 = fixtures::run_training_with_weights(o, world());
+  const auto [fp32, bf16] = fp32_and_bf16_activations(o);
   EXPECT_FALSE(fp32.last_gradients.empty());
   EXPECT_EQ(bf16.last_logits, fp32.last_logits);
   EXPECT_EQ(bf16.last_gradients, fp32.last_gradients);
