@@ -31,6 +31,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
     std::string task = "auto";  // train's
     std::string feature_dtype = "f32";
     std::string activation_dtype = "f32";
+    std::string gemm_dtype = "f32";
     int64_t embedding_dim = 0, link_negatives = 1;
   };
   auto a = std::make_shared<Args>();
@@ -71,6 +72,9 @@ void add_plan_command(CLI::App& app, Command& selected) {
   plan->add_option("--activation-dtype", a->activation_dtype,
                    "as train's: f32, or bf16 (gcn, sage: layers that aggregate first keep A H in bf16)")
       ->capture_default_str();
+  plan->add_option("--gemm-dtype", a->gemm_dtype,
+                   "as train's: f32, or bf16 (host GEMMs round their operands into bf16 copies)")
+      ->capture_default_str();
   plan->add_option("--save-machine", a->save_machine,
                    "Also write the machine profile planned with (built-in or file) as a machine file");
   plan->callback([&selected, a] {
@@ -93,6 +97,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
             parse_activation_dtype(a->activation_dtype) == StorageDtype::F32 || check.kind != ModelKind::Gat,
             "--activation-dtype bf16 is for --model gcn / sage (layers that aggregate first keep A H in "
             "bf16); a GAT keeps its activations in fp32");
+        (void)parse_gemm_dtype(a->gemm_dtype);
         require(a->embedding_dim >= 0, "--embedding-dim must not be negative, not ", a->embedding_dim);
         require(a->link_negatives >= 1 && a->link_negatives <= 1024,
                 "--link-negatives must be in [1, 1024], not ", a->link_negatives);
@@ -128,6 +133,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
       size.plexus_schedule = a->schedule == "plexus";
       size.feature_bytes = storage_bytes(parse_feature_dtype(a->feature_dtype));
       size.activation_bytes = storage_bytes(parse_activation_dtype(a->activation_dtype));
+      size.gemm_operand_bytes = parse_gemm_dtype(a->gemm_dtype) == GemmDtype::Bf16 ? 2 : 4;
       char line[256];
       std::snprintf(line, sizeof(line),
                     "plan: %s, %lld nodes, %lld nonzeros, %d layers, hidden %lld, %d ranks, machine %s",

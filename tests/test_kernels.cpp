@@ -492,7 +492,7 @@ TEST(HostGemm, ThreadSplitProductsMatchDenseAndDoNotDependOnTheThreadCount) {
     for (int threads : {3, 2}) {
       const OmpThreadsScope omp(threads);
       if (c.ta == Trans::Yes) {
-        EXPECT_GT(host_gemm_scratch_bytes(c.m, c.n, c.k), 0.0);
+        EXPECT_GT(host_gemm_scratch_bytes(GemmDtype::F32, c.m, c.n, c.k), 0.0);
       }
       Matrix<float> out = to_view<float>(c0);
       gemm<float>(c.ta, c.tb, 1.5f, to_view<float>(a), to_view<float>(b), -0.5f, out, KernelPath::Host);
@@ -507,8 +507,9 @@ TEST(HostGemm, ThreadSplitProductsMatchDenseAndDoNotDependOnTheThreadCount) {
   // A reduction of fewer than two chunks per thread is the library's, with nothing kept; a weight
   // gradient over 169343 rows keeps its 21 chunks' products.
   const OmpThreadsScope omp(2);
-  EXPECT_EQ(host_gemm_scratch_bytes(256, 256, 3 * 8192), 0.0);
-  EXPECT_EQ(host_gemm_scratch_bytes(256, 256, 169343), 21.0 * 256 * 256 * 4);
+  EXPECT_EQ(host_gemm_scratch_bytes(GemmDtype::F32, 256, 256, 3 * 8192), 0.0);
+  EXPECT_EQ(host_gemm_scratch_bytes(GemmDtype::F32, 256, 256, 169343), 21.0 * 256 * 256 * 4);
+  EXPECT_EQ(host_gemm_scratch_bytes(GemmDtype::Bf16, 256, 256, 169343), 0.0);  // one oneDNN matmul
 }
 #endif
 

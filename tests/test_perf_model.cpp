@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/kernel_path.hpp"
 #include "tessera/parallel3d/layout.hpp"
 #include "tessera/parallel3d/perf_model.hpp"
 
@@ -175,6 +176,10 @@ TEST(PerfModel, MachineFilesRoundTripAndBadOnesAreErrors) {
   EXPECT_EQ(back.beta_inter, m.beta_inter);
   EXPECT_EQ(back.gathered_element_bytes, m.gathered_element_bytes);
   EXPECT_EQ(back.layer_seconds, m.layer_seconds);
+  EXPECT_EQ(back.gemm_rate_bf16, 0.0);
+  m.gemm_rate_bf16 = 3e13;
+  save_machine_file(m, path);
+  EXPECT_EQ(load_machine_file(path).gemm_rate_bf16, 3e13);
   const MachineProfile perlmutter = builtin_machine("perlmutter");
   save_machine_file(perlmutter, path);
   EXPECT_EQ(load_machine_file(path).spmm_curve, perlmutter.spmm_curve);
@@ -196,6 +201,7 @@ TEST(PerfModel, MachineFilesRoundTripAndBadOnesAreErrors) {
   expect_refused("\"spmm_curve_small\": [[32, 1e-10]], \"spmm_curve_columns\": 1e6",
                  "spmm_curve_small needs spmm_curve_small_columns > 0");
   expect_refused("\"layer_seconds\": -1", "layer_seconds must be");
+  expect_refused("\"gemm_rate_bf16\": -1", "gemm_rate_bf16 must be finite and not negative");
   expect_refused("\"gathered_element_bytes\": 0", "gathered_element_bytes must be a positive number");
   std::ofstream(path) << "{\"name\": \"broken\"}";
   try {
@@ -300,6 +306,52 @@ TEST(PerfModel, MemoryWaysOutNameBf16ActivationsWhereTheyFit) {
   gat.heads = 8;
   const double gat_here = predict_memory(gat, shape, machine).peak;
   EXPECT_EQ(named(gat, 0.999 * gat_here), -1.0);
+}
+
+// bf16 GEMMs: the epoch's flops unchanged, each GEMM's fp32 operands rounded into bf16 copies first (6
+// bytes an entry at the memory's bandwidth), except a kept aggregation held as bf16 bits under bf16
+// activations, which the GEMMs read as they are (and which is then rounded only, never widened back).
+// The GEMMs of a 3-layer GCN step on one rank, widths 128 -> 256 -> 256 -> 40, counted here by hand:
+// layers 0 and 1 aggregate first (OUT = AGG W, W's gradient AGG^T G, layer 1's AGG gradient G W^T),
+// layer 2 transforms first (T = H W, H^T G_T, G_T W^T).
+TEST(PerfModel, Bf16GemmsPriceTheirOperandCopies) {
+  const MachineProfile m = builtin_machine("local");
+  const GridShape one{1, 1, 1, 1};
+  const ProblemSize f32 = arxiv_like(3);
+  const Layout3D layout(one, f32.nodes, f32.dims, PermuteMode::None, 0);
+  ASSERT_FALSE(runs_transform_first(f32, layout, 0));
+  ASSERT_FALSE(runs_transform_first(f32, layout, 1));
+  ASSERT_TRUE(runs_transform_first(f32, layout, 2));
+  const double n = double(layout.padded_nodes()), bw = m.memory_bandwidth;
+  const double agg_entries = 2 * n * 128 + 2 * n * 256;  // AGG read by the forward and the weight gradient
+  const double other_entries = 128 * 256 + n * 256 +                // layer 0: W, G
+                               256 * 256 + n * 256 + n * 256 + 256 * 256 +  // layer 1: W, G, G, W
+                               n * 256 + 256 * 40 + n * 256 + n * 40 + n * 40 + 256 * 40;  // layer 2
+  ProblemSize bf16_gemms = f32, act = f32, both = f32;
+  bf16_gemms.gemm_operand_bytes = both.gemm_operand_bytes = 2;
+  act.activation_bytes = both.activation_bytes = 2;
+  const GridCost c_f32 = predict_epoch(f32, one, m), c_gemms = predict_epoch(bf16_gemms, one, m);
+  const GridCost c_act = predict_epoch(act, one, m), c_both = predict_epoch(both, one, m);
+  const double tol = 1e-9 * c_f32.gemm_s;
+  EXPECT_NEAR(c_gemms.gemm_s - c_f32.gemm_s, 6 * (agg_entries + other_entries) / bw, tol);
+  EXPECT_NEAR(c_both.gemm_s - c_f32.gemm_s, 6 * other_entries / bw, tol);
+  EXPECT_NEAR(c_act.gemm_s, c_f32.gemm_s, tol);
+  EXPECT_EQ(c_gemms.other_s, c_f32.other_s);
+  // A profile with its own bf16 rate: the flops at that rate, the copies as before.
+  MachineProfile fast = m;
+  fast.gemm_rate_bf16 = 4 * m.gemm_rate;
+  const double flops_s = c_f32.gemm_s;  // fp32 GEMMs: the flops alone
+  EXPECT_NEAR(predict_epoch(bf16_gemms, one, fast).gemm_s,
+              flops_s / 4 + 6 * (agg_entries + other_entries) / bw, tol);
+  EXPECT_EQ(predict_epoch(f32, one, fast).gemm_s, c_f32.gemm_s);
+  // The kept aggregations (layers 0 and 1): rounded and widened with fp32 GEMMs, rounded only with bf16.
+  const double kept = n * 128 + n * 256;
+  EXPECT_NEAR(c_act.other_s - c_f32.other_s, 12 * kept / bw, 1e-9 * c_f32.other_s);
+  EXPECT_NEAR(c_both.other_s - c_f32.other_s, 6 * kept / bw, 1e-9 * c_f32.other_s);
+  // Memory: the host GEMM's bf16 copies (host builds), its fp32 reduction chunks no longer.
+  if (host_gemm_bf16_copy_bytes(GemmDtype::Bf16, 1, 1) > 0) {
+    EXPECT_GT(predict_memory(bf16_gemms, one, m).peak, predict_memory(f32, one, m).peak);
+  }
 }
 
 TEST(PerfModel, BuiltInGpuProfilesPredictThePublishedEpochs) {

@@ -754,7 +754,19 @@ PY
     expect_error "--activation-dtype: expected f32 or bf16, got 'f16'" "-" -- \
       "$TESSERA" plan --data r.h5 --ranks 4 --activation-dtype f16
     expect_error "--activation-dtype bf16 is for --model gcn / sage" "-" -- \
-      "$TESSERA" plan --data r.h5 --ranks 4 --model gat --activation-dtype bf16 ;;
+      "$TESSERA" plan --data r.h5 --ranks 4 --model gat --activation-dtype bf16
+    # bf16 GEMMs: every grid's GEMM seconds and predicted peak above fp32's (the host GEMM rounds its
+    # operands into bf16 copies it keeps), the load's the same.
+    for dtype in f32 bf16; do
+      "$TESSERA" plan --data r.h5 --ranks 4 --layers 3 --hidden 64 --gemm-dtype $dtype |
+        sed -nE 's/^ +[0-9]+  ([0-9x]+) +([0-9.]+ +){3}([0-9.]+) .* MB +([0-9.]+) MiB \(([0-9.]+) MiB\)$/\1 \3 \4 \5/p' |
+        sort >"gemm-$dtype" || exit 1
+    done
+    [ "$(join gemm-f32 gemm-bf16 | wc -l)" -eq 6 ] || { cat gemm-*; echo "FAILED: expected 6 grids in MiB"; exit 1; }
+    join gemm-f32 gemm-bf16 | awk '!($5 > $2 && $6 > $3 && $7 == $4) { bad = 1 } END { exit bad }' ||
+      { join gemm-f32 gemm-bf16; echo "FAILED: bf16 GEMMs not priced above fp32's"; exit 1; }
+    expect_error "--gemm-dtype: expected f32 or bf16, got 'f16'" "-" -- \
+      "$TESSERA" plan --data r.h5 --ranks 4 --gemm-dtype f16 ;;
   plan_calibration)
     # The published epochs the GPU profiles are calibrated against, through the command line as a user
     # plans them (sizes-only graph files), within 0.8-1.25x; --save-machine writes the profile planned

@@ -119,14 +119,13 @@ double host_gemm_resident_bytes() {
   return kHostMemory && host_gemm_library() == HostGemmLibrary::OneDnn ? 4.0 * (1 << 20) : 0.0;
 }
 
-double host_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k) {
-  const bool split =
-      kHostMemory && host_gemm_library() == HostGemmLibrary::OneDnn && gemm_dtype() == GemmDtype::F32;
+double host_gemm_scratch_bytes(GemmDtype dtype, int64_t m, int64_t n, int64_t k) {
+  const bool split = kHostMemory && host_gemm_library() == HostGemmLibrary::OneDnn && dtype == GemmDtype::F32;
   return split ? double(impl::onednn_reduction_scratch_bytes({m, n, k})) : 0.0;
 }
 
-double host_gemm_bf16_copy_bytes(int64_t largest_a, int64_t largest_b) {
-  return kHostMemory && gemm_dtype() == GemmDtype::Bf16 ? 2.0 * double(largest_a + largest_b) : 0.0;
+double host_gemm_bf16_copy_bytes(GemmDtype dtype, int64_t largest_a, int64_t largest_b) {
+  return kHostMemory && dtype == GemmDtype::Bf16 ? 2.0 * double(largest_a + largest_b) : 0.0;
 }
 
 HostGemmLibrary host_gemm_library() {

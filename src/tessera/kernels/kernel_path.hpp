@@ -101,14 +101,14 @@ HostGemmLibrary host_gemm_library();
 /// buffers), beyond what MachineProfile::process_bytes counts: 4 MiB for oneDNN 2.6 (a 1000-node graph's
 /// run peaked at 35.0 MiB with OpenBLAS and 38.7 MiB with oneDNN here), 0 for BLAS and device builds.
 double host_gemm_resident_bytes();
-/// Bytes the host path keeps once it has run C = A^T B with C m x n and k rows reduced (a weight gradient):
-/// oneDNN builds cut a long reduction into chunks whose partial products they keep (at most 8 MiB); 0
-/// where it is left to the library. The largest over a run's shapes stays resident.
-double host_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k);
+/// Bytes the host path keeps once it has run C = A^T B in `dtype` with C m x n and k rows reduced (a
+/// weight gradient): oneDNN builds cut a long fp32 reduction into chunks whose partial products they keep
+/// (at most 8 MiB); 0 where it is left to the library. The largest over a run's shapes stays resident.
+double host_gemm_scratch_bytes(GemmDtype dtype, int64_t m, int64_t n, int64_t k);
 /// Bytes the host path keeps under GemmDtype::Bf16 for its bf16 copies of the operands (one of A and one
 /// of B, each grown to the largest it has held; gemm_onednn.cpp): 2 an entry of the largest A and the
 /// largest B a run multiplies; 0 with fp32 GEMMs and in device builds.
-double host_gemm_bf16_copy_bytes(int64_t largest_a, int64_t largest_b);
+double host_gemm_bf16_copy_bytes(GemmDtype dtype, int64_t largest_a, int64_t largest_b);
 
 /// Auto becomes the path this build prefers for `kind` (Vendor becomes Team for element-wise kernels); an
 /// explicit path is returned unchanged when it is available and throws Error naming it otherwise.

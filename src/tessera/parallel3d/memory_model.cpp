@@ -148,6 +148,10 @@ struct LayerFloats {
 // trainer's flat gradient copy, and a fused norm's output; and what it takes from the model's shared
 // workspace (models/nn/workspace.hpp): t and y forward, g_y beside g_t or the gathered g_out (which share) or
 // g_agg backward, and the input gradient. Layer 0 computes no input gradient.
+GemmDtype gemm_dtype_of(const ProblemSize& p) {
+  return p.gemm_operand_bytes == 2 ? GemmDtype::Bf16 : GemmDtype::F32;
+}
+
 LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
   const GridShape& s = layout.shape();
   const AxisRoles r = roles_for_layer(l);
@@ -172,7 +176,8 @@ LayerFloats layer_floats(const ProblemSize& p, const Layout3D& layout, int l) {
   }
   if (l > 0) f.input_grad = rows_a * in_b;
   // The weight gradient reduces over the rows of agg (rows_c) or, transforming first, of h (rows_a).
-  f.gemm_scratch_bytes = host_gemm_scratch_bytes(int64_t(in_b), int64_t(first ? out_full : out_local),
+  f.gemm_scratch_bytes = host_gemm_scratch_bytes(gemm_dtype_of(p), int64_t(in_b),
+                                                 int64_t(first ? out_full : out_local),
                                                  int64_t(first ? rows_a : rows_c));
   // A: the input (h or agg) forward and for the weight gradient, the output-wide gradient for the input
   // gradient; B: the output-wide gradient of the weight gradient.
@@ -207,7 +212,8 @@ LayerFloats attention_floats(const ProblemSize& p, const Layout3D& layout, int l
                           std::max(rows_a * (zw + 2 * heads), 2 * rows_c * out_local * ga);
   f.scratch = std::max(forward, backward);
   if (l > 0) f.input_grad = rows_a * in_b;
-  f.gemm_scratch_bytes = host_gemm_scratch_bytes(int64_t(in_b), int64_t(zw), int64_t(rows_a));
+  f.gemm_scratch_bytes =
+      host_gemm_scratch_bytes(gemm_dtype_of(p), int64_t(in_b), int64_t(zw), int64_t(rows_a));
   f.gemm_a = rows_a * std::max(in_b, l > 0 ? zw : 0.0);  // h (z = h W, its weight gradient), g_z (g_h)
   f.gemm_b = rows_a * zw;                                // g_z
   if (p.norm && !last) f.kept += rows_c * out_local;
@@ -286,7 +292,8 @@ MemoryEstimate predict_memory(const ProblemSize& p, const GridShape& s, const Ma
   }
   // The GEMM library's own memory, from the first GEMM on.
   training +=
-      host_gemm_resident_bytes() + gemm_scratch + host_gemm_bf16_copy_bytes(int64_t(gemm_a), int64_t(gemm_b));
+      host_gemm_resident_bytes() + gemm_scratch +
+      host_gemm_bf16_copy_bytes(gemm_dtype_of(p), int64_t(gemm_a), int64_t(gemm_b));
   e.training = (1 + kHeapSlack) * training;
   e.peak = std::max(e.load_peak, e.process + e.graph + e.training);
   return e;

@@ -121,6 +121,7 @@ MachineProfile load_machine_file(const std::string& path) {
     m.mpi_bytes = j.value("mpi_bytes", m.mpi_bytes);
     m.peer_bytes = j.value("peer_bytes", m.peer_bytes);
     m.gemm_rate = j.at("gemm_rate").get<double>();
+    m.gemm_rate_bf16 = j.value("gemm_rate_bf16", 0.0);
     const auto positive = [&](double v, const char* key) {
       require(std::isfinite(v) && v > 0, path, ": ", key, " must be a positive number, not ", v);
     };
@@ -131,6 +132,8 @@ MachineProfile load_machine_file(const std::string& path) {
     positive(m.beta_intra, "beta_intra"), positive(m.beta_inter, "beta_inter");
     positive(m.memory_bandwidth, "memory_bandwidth"), positive(m.gemm_rate, "gemm_rate");
     positive(m.gathered_element_bytes, "gathered_element_bytes");
+    require(std::isfinite(m.gemm_rate_bf16) && m.gemm_rate_bf16 >= 0, path,
+            ": gemm_rate_bf16 must be finite and not negative (0: gemm_rate)");
     require(std::isfinite(m.layer_seconds) && m.layer_seconds >= 0, path,
             ": layer_seconds must be finite and not negative");
     return m;
@@ -160,7 +163,8 @@ void save_machine_file(const MachineProfile& m, const std::string& path) {
                             {"process_bytes", m.process_bytes},
                             {"mpi_bytes", m.mpi_bytes},
                             {"peer_bytes", m.peer_bytes},
-                            {"gemm_rate", m.gemm_rate}};
+                            {"gemm_rate", m.gemm_rate},
+                            {"gemm_rate_bf16", m.gemm_rate_bf16}};
   write_text_output(path, j.dump(2) + '\n', "the machine file");
 }
 
@@ -291,6 +295,20 @@ struct EpochSum {
   const GridShape& s;
   const MachineProfile& m;
   GridCost cost;
+  bool bf16_gemms = false;  // ProblemSize::gemm_operand_bytes 2
+
+  // One GEMM of `flops` at the GEMM rate, A holding a_entries and B b_entries. bf16 GEMMs (at their own
+  // rate where the profile has one) first round their fp32 operands into bf16 copies (4 bytes read, 2
+  // written an entry), A not where it is held as bf16 bits already (a kept aggregation under bf16
+  // activations).
+  void gemm(double flops, double a_entries, double b_entries, bool a_is_bits = false) {
+    if (!bf16_gemms) {
+      cost.gemm_s += flops / m.gemm_rate;
+      return;
+    }
+    cost.gemm_s += flops / (m.gemm_rate_bf16 > 0 ? m.gemm_rate_bf16 : m.gemm_rate);
+    cost.gemm_s += 6 * ((a_is_bits ? 0 : a_entries) + b_entries) / m.memory_bandwidth;
+  }
 
   void all_reduce(double bytes, Axis axis) {
     cost.comm_s += allreduce_seconds(bytes, s, axis, m);
@@ -347,7 +365,13 @@ void transform_first_layer(const ProblemSize& problem, const Layout3D& layout, i
   e.cost.spmm_s += predict_spmm_seconds(nnz, width, rows_c, rows_a, e.m) +
                    predict_spmm_seconds(nnz, width, rows_a, rows_c, e.m);
   e.elementwise(rows_c * width);
-  e.cost.gemm_s += terms * 2.0 * rows_a * in * width / e.m.gemm_rate * (l == 0 ? 2 : 3);
+  // Per term: T = H W, W's gradient H^T G_T and, past layer 0, H's gradient G_T W^T.
+  const double flops = 2.0 * rows_a * in * width;
+  for (int t = 0; t < problem.terms; ++t) {
+    e.gemm(flops, rows_a * in, in * width);
+    e.gemm(flops, rows_a * in, rows_a * width);
+    if (l > 0) e.gemm(flops, rows_a * width, in * width);
+  }
 }
 
 // A GCN or GraphSAGE layer, aggregation first. Forward: AGG = A H per adjacency term (over a), OUT = AGG W
@@ -368,12 +392,18 @@ void aggregate_first_layer(const ProblemSize& problem, const Layout3D& layout, i
   e.all_reduce(4 * rows_c * out, r.b);
   e.all_reduce(4 * (terms * in * out + out), r.c);
   e.cost.spmm_s += aggregations * predict_spmm_seconds(nnz, in, rows_c, rows_a, e.m);
-  e.cost.gemm_s += terms * 2.0 * rows_c * in * out / e.m.gemm_rate * (l == 0 ? 2 : 3);
+  // bf16 activations: the kept aggregation rounded (4 B read, 2 written) and, for fp32 GEMMs, widened
+  // back (2 read, 4 written); bf16 GEMMs read the kept bits as they are.
+  const bool kept_bits = problem.activation_bytes == 2 && aggregations == 1;
+  if (kept_bits) e.cost.other_s += (e.bf16_gemms ? 6 : 12) * terms * rows_c * in / e.m.memory_bandwidth;
+  // Per term: OUT = AGG W, W's gradient AGG^T G and, past layer 0, AGG's gradient G W^T.
+  const double flops = 2.0 * rows_c * in * out;
+  for (int t = 0; t < problem.terms; ++t) {
+    e.gemm(flops, rows_c * in, in * out, kept_bits);
+    e.gemm(flops, rows_c * in, rows_c * out, kept_bits);
+    if (l > 0) e.gemm(flops, rows_c * out, in * out);
+  }
   e.elementwise(rows_c * out);
-  // bf16 activations: the kept aggregation rounded (4 B read, 2 written) and widened back (2 read, 4
-  // written).
-  if (problem.activation_bytes == 2 && aggregations == 1)
-    e.cost.other_s += 12 * terms * rows_c * in / e.m.memory_bandwidth;
   if (l == 0 && !problem.plexus_schedule) return;  // layer 0 has no input gradient
   e.all_reduce(4 * terms * rows_c * in, r.a);
   if (l == 0) {  // Plexus's layer 0: its features gathered over c, their gradient reduce-scattered back
@@ -413,7 +443,11 @@ void attention_layer(const ProblemSize& problem, const Layout3D& layout, int l, 
   const double wide = predict_spmm_seconds(nnz, zw, rows_c, rows_a, e.m);
   const double narrow = predict_spmm_seconds(nnz, heads, rows_c, rows_a, e.m);
   e.cost.spmm_s += 3 * wide + (3 * softmax_passes + 2) * narrow;
-  e.cost.gemm_s += 2.0 * rows_a * in_b * zw / e.m.gemm_rate * (l == 0 ? 2 : 3);
+  // z = H W, W's gradient H^T g_z and, past layer 0, H's gradient g_z W^T.
+  const double flops = 2.0 * rows_a * in_b * zw;
+  e.gemm(flops, rows_a * in_b, in_b * zw);
+  e.gemm(flops, rows_a * in_b, rows_a * zw);
+  if (l > 0) e.gemm(flops, rows_a * zw, in_b * zw);
   e.elementwise(rows_c * zw);
 }
 
@@ -459,7 +493,7 @@ double link_rows(const ProblemSize& problem) {
 
 GridCost predict_epoch(const ProblemSize& problem, const GridShape& s, const MachineProfile& m) {
   const Layout3D layout(s, problem.nodes, problem.dims, PermuteMode::None, 0);
-  EpochSum e{s, m, GridCost{}};
+  EpochSum e{s, m, GridCost{}, problem.gemm_operand_bytes == 2};
   e.cost.shape = s;
   for (int l = 0; l < layout.layers(); ++l) {
     if (problem.heads > 0)

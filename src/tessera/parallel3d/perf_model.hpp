@@ -46,6 +46,9 @@ struct MachineProfile {
   /// (coalesced), up to a cache line where each float of a gathered row is fetched on its own.
   double gathered_element_bytes = 4;
   double gemm_rate = 1e11;  ///< flop/s
+  /// flop/s of bf16 GEMMs (--gemm-dtype bf16, the host's oneDNN), beside their operands' rounding, which
+  /// is priced as bytes; 0 (every built-in profile): gemm_rate.
+  double gemm_rate_bf16 = 0;
   /// Fixed cost of one graph layer's forward and backward beyond its data (kernel launches, the host's
   /// dispatch, the synchronizations of its collectives), seconds.
   double layer_seconds = 0;
@@ -89,6 +92,9 @@ struct ProblemSize {
   /// Bytes an (A H) W layer's kept aggregation takes a value: 4, or 2 with bf16 activations
   /// (RunOptions::activation_dtype; a cached static aggregation stays fp32).
   int64_t activation_bytes = 4;
+  /// Bytes a GEMM operand takes as the host GEMMs multiply it: 4, or 2 with bf16 GEMMs
+  /// (ComputeOptions::gemm_dtype): each GEMM rounds its fp32 operands into bf16 copies (host builds) first.
+  int64_t gemm_operand_bytes = 4;
   /// --normalize-features: the rows are read as fp32 (and normalized) even for bf16 features.
   bool normalize_features = false;
   /// Graph attention (GatConv): the hidden layers' heads (0: no attention layers). A GAT's dims are its
