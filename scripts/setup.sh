@@ -5,6 +5,7 @@
 #
 #   scripts/setup.sh [--backend host|cuda|hip] [--cuda-arch 80|90] [--sanitize] [--with-bench] [--with-fuzz]
 #                    [--with-slurm] [--no-python] [--build-type Release|Debug] [--deps-only] [-j N]
+#                    [--target NAME ...]
 #                    [--kokkos-tarball FILE [--kokkos-sha256 HEX]]
 #
 #   host (default): Kokkos 3.4.01 with OpenMP+Serial into .deps/kokkos-host, Tessera into build/
@@ -25,12 +26,13 @@
 #                   (CMAKE_PREFIX_PATH, CPATH, the usual prefixes, a Kokkos through Kokkos_ROOT) and name each
 #                   missing one with the module, Spack spec or variable that provides it. Taken by itself
 #                   when apt-get is absent or this user cannot use it.
+#   --target NAME:  build only this target and what it needs (repeatable; default: everything)
 #   --check:        only that look (with or without --no-packages); exit 1 if anything is missing
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 backend=host cuda_arch=80 sanitize=OFF build_type="" deps_only=0 with_bench=0 with_fuzz=0 with_slurm=0 jobs=$(nproc --all)
-no_packages=0 check_only=0 with_python=1 kokkos_tarball="" kokkos_sha256=""
+no_packages=0 check_only=0 with_python=1 kokkos_tarball="" kokkos_sha256="" targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
     --no-packages) no_packages=1; shift ;;
     --check) check_only=1; shift ;;
     -j) jobs=$2; shift 2 ;;
+    --target) targets+=("$2"); shift 2 ;;
     -h|--help) sed -n '3,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -279,5 +282,5 @@ if [ "$backend" = host ]; then
 elif [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${build_type:-Release}" -DTESSERA_SANITIZE="$sanitize" "${chosen[@]}" "${compiler[@]}"
 fi
-cmake --build "$build" -j "$jobs"
+cmake --build "$build" -j "$jobs" ${targets[@]+--target "${targets[@]}"}
 say "built $build (tessera: $build/apps/tessera$([ "$python_bindings" = ON ] && echo "; Python: PYTHONPATH=$build/python"))"

@@ -90,18 +90,23 @@ if [ "$smoke" -eq 1 ]; then
   fi
 fi
 
-# compile_check NAME BACKEND: builds a device variant (compile and link only) into build-BACKEND/.
+# compile_check NAME BACKEND: builds a device variant (compile and link only) into build-BACKEND/: the
+# library, the program and the test programs labelled gpu (those that exercise the device paths); the other
+# test programs are host logic the suite ran above (`setup.sh --backend BACKEND` builds them all).
 compile_check() {
-  local name=$1 backend=$2
+  local name=$1 backend=$2 targets=(--target tessera_app) program
+  for program in $(cd "$build" && ctest -N -L gpu | sed -nE 's/^ *Test +#[0-9]+: (test_[a-z0-9_]+)_np[0-9]+$/\1/p' | sort -u); do
+    targets+=(--target "$program")
+  done
   echo "test: building the $name variant (compile and link only) into build-$backend/"
-  if ! bash "$root/scripts/setup.sh" --backend "$backend" >"$root/build-$backend.log" 2>&1; then
+  if ! bash "$root/scripts/setup.sh" --backend "$backend" "${targets[@]}" >"$root/build-$backend.log" 2>&1; then
     tail -n 40 "$root/build-$backend.log"
     echo "test: the $name build failed (full log: build-$backend.log)"
     status=1
   else
     local programs; programs=$(ls "$root"/build-"$backend"/tests/test_* 2>/dev/null | wc -l)
-    echo "test: $name build ok ($programs test programs built)"
-    parts+=("$name compile check build-$backend/ ($programs test programs)")
+    echo "test: $name build ok (the program and $programs test programs labelled gpu built)"
+    parts+=("$name compile check build-$backend/ (the program and $programs gpu test programs)")
   fi
 }
 if [ "$cuda" -eq 1 ]; then
