@@ -258,6 +258,7 @@ TEST(PerfModel, MemoryWaysOutEachFitAsPredicted) {
   for (const MemoryWayOut& w : ways) {
     ProblemSize changed = w.recompute ? recompute : problem;
     changed.activation_bytes = w.activation_bytes;
+    changed.gemm_operand_bytes = w.gemm_operand_bytes;
     const double predicted = predict_memory(changed, w.shape, machine).peak;
     EXPECT_DOUBLE_EQ(w.peak_bytes, predicted) << w.change;
     EXPECT_LE(w.peak_bytes, budget) << w.change;
@@ -306,6 +307,31 @@ TEST(PerfModel, MemoryWaysOutNameBf16ActivationsWhereTheyFit) {
   gat.heads = 8;
   const double gat_here = predict_memory(gat, shape, machine).peak;
   EXPECT_EQ(named(gat, 0.999 * gat_here), -1.0);
+}
+
+// A run with bf16 GEMMs is told where fp32 GEMMs alone make it fit on its grid (host builds, where the
+// GEMMs keep bf16 copies of their operands), with the fp32 prediction.
+TEST(PerfModel, MemoryWaysOutNameFp32GemmsWhereTheyFit) {
+  if (host_gemm_bf16_copy_bytes(GemmDtype::Bf16, 1, 1) == 0) GTEST_SKIP() << "no host GEMM copies here";
+  const MachineProfile machine = builtin_machine("local");
+  const GridShape shape{1, 1, 1, 2};
+  ProblemSize bf16 = arxiv_like(3), f32 = bf16;
+  bf16.gemm_operand_bytes = 2;
+  const double here = predict_memory(bf16, shape, machine).peak;
+  const double here_f32 = predict_memory(f32, shape, machine).peak;
+  ASSERT_LT(here_f32, here);
+  const auto named = [&](const ProblemSize& p, double budget) {
+    for (const MemoryWayOut& w : memory_ways_out(p, shape, machine, budget))
+      if (w.change == "`gemm-dtype` f32") {
+        EXPECT_TRUE(w.shape == shape);
+        EXPECT_EQ(w.gemm_operand_bytes, 4);
+        return w.peak_bytes;
+      }
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(named(bf16, 0.5 * (here + here_f32)), here_f32);
+  EXPECT_EQ(named(bf16, 0.99 * here_f32), -1.0);  // not enough alone
+  EXPECT_EQ(named(f32, 0.5 * (here + here_f32)), -1.0);  // already fp32
 }
 
 // bf16 GEMMs: the epoch's flops unchanged, each GEMM's fp32 operands rounded into bf16 copies first (6

@@ -207,14 +207,16 @@ struct MemoryWayOut {
   bool recompute = false;  ///< with the aggregation recomputed in backward
   double peak_bytes = 0;   ///< its predicted peak per rank
   int64_t activation_bytes = 4;  ///< its kept aggregations' bytes a value (2: `activation-dtype` bf16)
+  int64_t gemm_operand_bytes = 4;  ///< its GEMMs' operand bytes (2: `gemm-dtype` bf16)
 };
 
 /// Every way out the memory model predicts for `problem` on `shape` when it needs more than `budget_bytes`
 /// per rank, in this order: the other grids of as many ranks that fit (fastest first, at most three);
 /// recomputing the aggregation (on this grid, else on the fastest grid of as many ranks where that fits);
 /// keeping the aggregations in bf16 (on this grid; not for GAT, which keeps none, nor with recomputing);
-/// the fewest more ranks (doubling, up to 64 times as many) with the fastest grid that fits. Empty when
-/// nothing is predicted to fit.
+/// fp32 GEMMs for a run with bf16 GEMMs (on this grid: their operand copies go); the fewest more ranks
+/// (doubling, up to 64 times as many) with the fastest grid that fits. Empty when nothing is predicted to
+/// fit.
 std::vector<MemoryWayOut> memory_ways_out(const ProblemSize& problem, const GridShape& shape,
                                           const MachineProfile& machine, double budget_bytes);
 
