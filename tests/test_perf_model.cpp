@@ -277,6 +277,20 @@ TEST(PerfModel, MemoryWaysOutEachFitAsPredicted) {
   EXPECT_TRUE(memory_ways_out(problem, shape, machine, 1.0).empty());
 }
 
+namespace {
+
+// The way out named `change` for `p` on `shape` under `budget`, if listed (else peak_bytes -1).
+MemoryWayOut way_out_named(const ProblemSize& p, const GridShape& shape, const MachineProfile& machine,
+                           double budget, const std::string& change) {
+  for (const MemoryWayOut& w : memory_ways_out(p, shape, machine, budget))
+    if (w.change == change) return w;
+  MemoryWayOut none;
+  none.peak_bytes = -1;
+  return none;
+}
+
+}  // namespace
+
 // bf16 activations are named where they alone make the run fit on its grid, with the model's prediction
 // at 2 bytes a kept value, and never for a GAT (which keeps no aggregation) or with recomputing.
 TEST(PerfModel, MemoryWaysOutNameBf16ActivationsWhereTheyFit) {
@@ -288,16 +302,14 @@ TEST(PerfModel, MemoryWaysOutNameBf16ActivationsWhereTheyFit) {
   const double here_bf16 = predict_memory(bf16, shape, machine).peak;
   ASSERT_LT(here_bf16, here);
   const auto named = [&](const ProblemSize& p, double budget) {
-    for (const MemoryWayOut& w : memory_ways_out(p, shape, machine, budget))
-      if (w.change == "`activation-dtype` bf16") {
-        EXPECT_EQ(w.activation_bytes, 2);
-        EXPECT_FALSE(w.recompute);
-        EXPECT_TRUE(w.shape == shape);
-        return w.peak_bytes;
-      }
-    return -1.0;
+    return way_out_named(p, shape, machine, budget, "`activation-dtype` bf16").peak_bytes;
   };
-  EXPECT_DOUBLE_EQ(named(problem, 0.5 * (here + here_bf16)), here_bf16);
+  const MemoryWayOut way = way_out_named(problem, shape, machine, 0.5 * (here + here_bf16),
+                                         "`activation-dtype` bf16");
+  EXPECT_DOUBLE_EQ(way.peak_bytes, here_bf16);
+  EXPECT_EQ(way.activation_bytes, 2);
+  EXPECT_FALSE(way.recompute);
+  EXPECT_TRUE(way.shape == shape);
   EXPECT_EQ(named(problem, 0.99 * here_bf16), -1.0);  // fits only elsewhere: not named
   EXPECT_EQ(named(bf16, 0.99 * here_bf16), -1.0);     // already bf16
   ProblemSize recompute = problem;
@@ -321,16 +333,13 @@ TEST(PerfModel, MemoryWaysOutNameFp32GemmsWhereTheyFit) {
   const double here_f32 = predict_memory(f32, shape, machine).peak;
   ASSERT_LT(here_f32, here);
   const auto named = [&](const ProblemSize& p, double budget) {
-    for (const MemoryWayOut& w : memory_ways_out(p, shape, machine, budget))
-      if (w.change == "`gemm-dtype` f32") {
-        EXPECT_TRUE(w.shape == shape);
-        EXPECT_EQ(w.gemm_operand_bytes, 4);
-        return w.peak_bytes;
-      }
-    return -1.0;
+    return way_out_named(p, shape, machine, budget, "`gemm-dtype` f32").peak_bytes;
   };
-  EXPECT_DOUBLE_EQ(named(bf16, 0.5 * (here + here_f32)), here_f32);
-  EXPECT_EQ(named(bf16, 0.99 * here_f32), -1.0);  // not enough alone
+  const MemoryWayOut way = way_out_named(bf16, shape, machine, 0.5 * (here + here_f32), "`gemm-dtype` f32");
+  EXPECT_DOUBLE_EQ(way.peak_bytes, here_f32);
+  EXPECT_EQ(way.gemm_operand_bytes, 4);
+  EXPECT_TRUE(way.shape == shape);
+  EXPECT_EQ(named(bf16, 0.99 * here_f32), -1.0);         // not enough alone
   EXPECT_EQ(named(f32, 0.5 * (here + here_f32)), -1.0);  // already fp32
 }
 
