@@ -133,7 +133,7 @@ void add_plan_command(CLI::App& app, Command& selected) {
       size.plexus_schedule = a->schedule == "plexus";
       size.feature_bytes = storage_bytes(parse_feature_dtype(a->feature_dtype));
       size.activation_bytes = storage_bytes(parse_activation_dtype(a->activation_dtype));
-      size.gemm_operand_bytes = parse_gemm_dtype(a->gemm_dtype) == GemmDtype::Bf16 ? 2 : 4;
+      size.gemm_operand_bytes = operand_bytes(parse_gemm_dtype(a->gemm_dtype));
       char line[256];
       std::snprintf(line, sizeof(line),
                     "plan: %s, %lld nodes, %lld nonzeros, %d layers, hidden %lld, %d ranks, machine %s",

@@ -55,6 +55,8 @@ enum class GemmDtype {
   Bf16  ///< oneDNN: both operands rounded to bf16 (nearest even), products summed in fp32 (AMX / AVX-512
         ///< BF16)
 };
+/// Bytes a GEMM operand takes as the GEMM reads it (ProblemSize::gemm_operand_bytes).
+inline int64_t operand_bytes(GemmDtype dtype) { return dtype == GemmDtype::Bf16 ? 2 : 4; }
 
 /// The names of GemmDtype's values (core/enum_names.hpp): what the command line, the bindings and messages use.
 inline constexpr EnumName<GemmDtype> kGemmDtypeNames[] = {

@@ -109,7 +109,7 @@ ProblemSize run_problem(const TrainOptions& o, const GraphMeta& meta) {
   size.feature_bytes = storage_bytes(o.mode == TrainMode::Sampled ? StorageDtype::F32 : o.feature_dtype);
   size.normalize_features = o.normalize_features;
   size.activation_bytes = storage_bytes(o.compute.activation_dtype);
-  size.gemm_operand_bytes = o.compute.gemm_dtype == GemmDtype::Bf16 ? 2 : 4;
+  size.gemm_operand_bytes = operand_bytes(o.compute.gemm_dtype);
   // A link step's pairs (the model prices one step; an epoch of `link-batch` steps is as many of them).
   const int64_t pairs = meta.link_train_pairs, batch = o.task.link_batch;
   if (is_link_task(o, meta))
