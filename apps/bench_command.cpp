@@ -6,6 +6,8 @@
 //   gemm:   GFLOP/s of the three products a layer calls on these sizes: C = A B (NN, forward), C = A B^T
 //           (NT, input gradient; B stored n x k) and A^T G (TN, weight gradient: k x n, m reduced)
 //   stream: GB/s of the triad a = b + s c (12 bytes per element), the memory-bandwidth ceiling
+// With --write FILE each writes what it measured into a machine file for `plan` and `--grid auto`: comm the
+// all-reduce fit, spmm --fit the SpMM coefficients, gemm the GEMM rate (fp32 or bf16), stream the bandwidth.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "tessera/core/bf16.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/log.hpp"
+#include "tessera/core/paths.hpp"
 #include "tessera/core/timer.hpp"
 #include "tessera/graph/graph_file.hpp"
 #include "tessera/graph/normalize.hpp"
@@ -58,6 +61,32 @@ double median_seconds(int repeat, const Fn& fn) {
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// The machine file a measurement updates (--write): its path checked against the input (`input_option`'s
+// file, when given) and the output rules, then the file read and validated, or the profile `base` taken when
+// it does not exist: all before anything is measured.
+MachineProfile machine_file_to_update(const std::string& path, const std::string& base,
+                                      const std::string& input = "", const std::string& input_option = "") {
+  PathPlan plan;
+  if (!input.empty()) plan.input(input, input_option);
+  plan.output_file(path, "--write");
+  plan.check_and_prepare();
+  return file_kind(path).empty() ? builtin_machine(base) : load_machine_file(path);
+}
+
+// --write FILE and --base NAME of a measurement that can update a machine file; returns --write.
+CLI::Option* add_machine_file_options(CLI::App* command, std::string& write, std::string& base,
+                                      const std::string& write_help) {
+  CLI::Option* option = command->add_option("--write", write, write_help);
+  command->add_option("--base", base, "Profile to start the machine file from when it does not exist")
+      ->capture_default_str();
+  return option;
+}
+
+void save_measured(const MachineProfile& m, const std::string& path) {
+  save_machine_file(m, path);
+  log_line("wrote " + path);
 }
 
 std::vector<int64_t> parse_list(const std::string& text) {
@@ -100,12 +129,12 @@ void add_bench_command(CLI::App& app, Command& selected) {
   comm_cmd->add_option("--repeat", cm->repeat, "Timed runs per size")
       ->capture_default_str()
       ->check(finite_in(1, 1e6));
-  comm_cmd->add_option("--write", cm->write, "Update this machine file with the fitted alpha and beta");
-  comm_cmd->add_option("--base", cm->base, "Profile to start the machine file from when it does not exist")
-      ->capture_default_str();
+  add_machine_file_options(comm_cmd, cm->write, cm->base, "Write the fitted alpha and beta into this machine file");
   comm_cmd->callback([&selected, cm] {
     selected = [cm](const Communicator& world) {
       world.check(world.size() > 1, "tessera bench comm needs at least 2 ranks (mpiexec -n P)");
+      MachineProfile m;
+      if (!cm->write.empty()) world.run_on(0, [&] { m = machine_file_to_update(cm->write, cm->base); });
       const int p = world.size();
       std::vector<double> sizes, times;
       char line[256];
@@ -132,20 +161,16 @@ void add_bench_command(CLI::App& app, Command& selected) {
       log_line(line);
       if (!cm->write.empty())
         world.run_on(0, [&] {
-          std::FILE* exists = std::fopen(cm->write.c_str(), "r");
-          MachineProfile m = exists ? load_machine_file(cm->write) : builtin_machine(cm->base);
-          if (exists) std::fclose(exists);
           m.alpha_intra = m.alpha_inter = alpha;
           m.beta_intra = m.beta_inter = beta;
-          save_machine_file(m, cm->write);
-          log_line("wrote " + cm->write);
+          save_measured(m, cm->write);
         });
       return 0;
     };
   });
 
   struct SpmmArgs {
-    std::string data, widths = "16,64,128,256", write, kernels = "auto", dtype = "f32";
+    std::string data, widths = "16,64,128,256", write, base = "local", kernels = "auto", dtype = "f32";
     bool fit = false;
     int64_t nodes = 169343;
     double degree = 8;
@@ -169,12 +194,15 @@ void add_bench_command(CLI::App& app, Command& selected) {
                    "X held as f32, or bf16 (widened as read, fp32 sums; vendor runs team)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
-  spmm->add_flag("--fit", s->fit, "Also time block shapes of 3D grids and fit the model's SpMM coefficients");
-  spmm->add_option("--write", s->write,
-                   "With --fit: update this machine file (coefficients, GEMM rate, bandwidth)");
+  CLI::Option* fit =
+      spmm->add_flag("--fit", s->fit, "Also time block shapes of 3D grids and fit the model's SpMM coefficients");
+  add_machine_file_options(spmm, s->write, s->base, "With --fit: write the fitted coefficients into this machine file")
+      ->needs(fit);
   spmm->callback([&selected, s] {
     selected = [s](const Communicator& world) {
       world.check(world.size() == 1, "tessera bench spmm measures one process: run it with mpiexec -n 1");
+      MachineProfile m;
+      if (!s->write.empty()) m = machine_file_to_update(s->write, s->base, s->data, "--data");
       CsrMatrix<float, HostSpace> a;
       if (!s->data.empty()) {
         const GraphFileReader reader(world, s->data);
@@ -229,12 +257,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
                     samples.size(), c[0], c[1], c[2]);
       log_line(line);
       if (!s->write.empty()) {
-        std::FILE* exists = std::fopen(s->write.c_str(), "r");
-        MachineProfile m = exists ? load_machine_file(s->write) : builtin_machine("local");
-        if (exists) std::fclose(exists);
         m.spmm_c0 = c[0], m.spmm_c1 = c[1], m.spmm_c2 = c[2];
-        save_machine_file(m, s->write);
-        log_line("wrote " + s->write);
+        save_measured(m, s->write);
       }
       return 0;
     };
@@ -243,7 +267,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
   struct GemmArgs {
     int64_t m = 169343, n = 256, k = 128;
     int repeat = 5;
-    std::string kernels = "auto", dtype = "f32", host_gemm = "auto";
+    std::string kernels = "auto", dtype = "f32", host_gemm = "auto", write, base = "local";
   };
   auto g = std::make_shared<GemmArgs>();
   CLI::App* gemm_cmd = bench->add_subcommand("gemm", "Dense C = A B: GFLOP/s");
@@ -260,9 +284,17 @@ void add_bench_command(CLI::App& app, Command& selected) {
       ->capture_default_str();
   gemm_cmd->add_option("--host-gemm", g->host_gemm, "host fp32 GEMMs through auto, blas or onednn")
       ->capture_default_str();
+  add_machine_file_options(gemm_cmd, g->write, g->base,
+                           "Write the rate of the three products into this machine file (gemm_rate, or "
+                           "gemm_rate_bf16 with --gemm-dtype bf16)");
   gemm_cmd->callback([&selected, g] {
     selected = [g](const Communicator& world) {
       world.check(world.size() == 1, "tessera bench gemm measures one process: run it with mpiexec -n 1");
+      const GemmDtype dtype = parse_gemm_dtype(g->dtype);
+      check_gemm_dtype(dtype, parse_kernel_path(g->kernels));
+      set_host_gemm_library(parse_host_gemm(g->host_gemm));
+      MachineProfile m;
+      if (!g->write.empty()) m = machine_file_to_update(g->write, g->base);
       Matrix<float> a("a", size_t(g->m), size_t(g->k)), b("b", size_t(g->k), size_t(g->n)),
           c("c", size_t(g->m), size_t(g->n)), at("at", size_t(g->m), size_t(g->n));
       Kokkos::deep_copy(a, 0.5f);
@@ -270,10 +302,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
       Kokkos::deep_copy(at, 1.0f);
       const double flops = 2.0 * double(g->m) * double(g->n) * double(g->k);
       const KernelPath path = resolve_kernel_path(parse_kernel_path(g->kernels), KernelKind::Gemm);
-      const GemmDtype dtype = parse_gemm_dtype(g->dtype);
-      check_gemm_dtype(dtype, parse_kernel_path(g->kernels));
       set_gemm_dtype(dtype);
-      set_host_gemm_library(parse_host_gemm(g->host_gemm));
       const double nn =
           median_seconds(g->repeat, [&] { gemm<float>(Trans::No, Trans::No, 1.0f, a, b, 0.0f, c, path); });
       // The input-gradient shape: G W^T, with B stored n x k.
@@ -297,35 +326,47 @@ void add_bench_command(CLI::App& app, Command& selected) {
                     flops / nt / 1e9, 1e3 * tn, flops / tn / 1e9, kernel_path_name(path), library.c_str(),
                     gemm_dtype_name(dtype), int(ExecSpace().concurrency()));
       log_line(line);
+      if (!g->write.empty()) {
+        // A layer calls each of the three products once: the rate of the three together.
+        const double rate = 3.0 * flops / (nn + nt + tn);
+        (dtype == GemmDtype::Bf16 ? m.gemm_rate_bf16 : m.gemm_rate) = rate;
+        save_measured(m, g->write);
+      }
       return 0;
     };
   });
 
-  auto elements = std::make_shared<int64_t>(int64_t(1) << 25);
-  auto stream_repeat = std::make_shared<int>(10);
+  struct StreamArgs {
+    int64_t elements = int64_t(1) << 25;
+    int repeat = 10;
+    std::string write, base = "local";
+  };
+  auto st = std::make_shared<StreamArgs>();
   CLI::App* stream = bench->add_subcommand("stream", "Memory bandwidth: triad a = b + s c");
-  stream->add_option("--elements", *elements, "Floats per array")
+  stream->add_option("--elements", st->elements, "Floats per array")
       ->capture_default_str()
       ->check(finite_in(1, 1e11));
-  stream->add_option("--repeat", *stream_repeat, "Timed runs")
-      ->capture_default_str()
-      ->check(finite_in(1, 1e6));
-  stream->callback([&selected, elements, stream_repeat] {
-    selected = [elements, stream_repeat](const Communicator& world) {
+  stream->add_option("--repeat", st->repeat, "Timed runs")->capture_default_str()->check(finite_in(1, 1e6));
+  add_machine_file_options(stream, st->write, st->base,
+                           "Write the faster triad's bandwidth into this machine file (memory_bandwidth)");
+  stream->callback([&selected, st] {
+    selected = [st](const Communicator& world) {
       world.check(world.size() == 1, "tessera bench stream measures one process: run it with mpiexec -n 1");
-      Vector<float> a("a", size_t(*elements)), b("b", size_t(*elements)), c("c", size_t(*elements));
+      MachineProfile m;
+      if (!st->write.empty()) m = machine_file_to_update(st->write, st->base);
+      Vector<float> a("a", size_t(st->elements)), b("b", size_t(st->elements)), c("c", size_t(st->elements));
       Kokkos::deep_copy(b, 1.0f);
       Kokkos::deep_copy(c, 2.0f);
-      const double t = median_seconds(*stream_repeat, [&] {
+      const double t = median_seconds(st->repeat, [&] {
         Kokkos::parallel_for(
-            "tessera::triad", Kokkos::RangePolicy<ExecSpace>(0, *elements),
+            "tessera::triad", Kokkos::RangePolicy<ExecSpace>(0, st->elements),
             KOKKOS_LAMBDA(int64_t i) { a(i) = b(i) + 3.0f * c(i); });
       });
       // The same with 8 entries per thread, strided so that a warp's reads stay neighbours: Kokkos 3.4
       // launches a range in 64-thread blocks on a GPU, and one entry per thread left the triad at a third of
       // a copy's bandwidth on an H100 and an H200.
-      const int64_t n = *elements, items = (n + 7) / 8;
-      const double t8 = median_seconds(*stream_repeat, [&] {
+      const int64_t n = st->elements, items = (n + 7) / 8;
+      const double t8 = median_seconds(st->repeat, [&] {
         Kokkos::parallel_for(
             "tessera::triad_8", Kokkos::RangePolicy<ExecSpace>(0, items), KOKKOS_LAMBDA(int64_t w) {
               for (int64_t k = 0; k < 8; ++k)
@@ -333,7 +374,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
             });
       });
       // The library's own copy (cudaMemcpy on a GPU, memcpy on a host) as a third reading of the ceiling.
-      const double copy = median_seconds(*stream_repeat, [&] { Kokkos::deep_copy(a, b); });
+      const double copy = median_seconds(st->repeat, [&] { Kokkos::deep_copy(a, b); });
       char line[256];
       std::snprintf(line, sizeof(line),
                     "stream triad: %lld floats, %.2f ms, %.2f GB/s (8 per thread %.2f GB/s); copy %.2f GB/s "
@@ -341,6 +382,11 @@ void add_bench_command(CLI::App& app, Command& selected) {
                     (long long)n, 1e3 * t, 12.0 * double(n) / t / 1e9, 12.0 * double(n) / t8 / 1e9,
                     8.0 * double(n) / copy / 1e9, int(ExecSpace().concurrency()));
       log_line(line);
+      if (!st->write.empty()) {
+        // The model prices streamed bytes (the triad's kind of traffic), not a copy.
+        m.memory_bandwidth = 12.0 * double(n) / std::min(t, t8);
+        save_measured(m, st->write);
+      }
       return 0;
     };
   });

@@ -719,6 +719,28 @@ PY
     $MPIEXEC -n 2 "$TESSERA" bench comm --repeat 2 --write machine.json | grep -q "fit: alpha" || exit 1
     "$TESSERA" bench spmm --nodes 4000 --widths 8 --repeat 1 --fit --write machine.json | grep -q "fit (eq. 4.4)" || exit 1
     grep -q '"spmm_c0"' machine.json || { echo "FAILED: machine file"; exit 1; }
+    # The GEMM rate and the bandwidth measured into the same file (the local profile's 60e9 and 14e9 replaced).
+    "$TESSERA" bench gemm --m 2000 --n 64 --k 64 --repeat 1 --write machine.json | grep -qF "wrote machine.json" || exit 1
+    "$TESSERA" bench stream --elements 1000000 --repeat 1 --write machine.json | grep -qF "wrote machine.json" || exit 1
+    grep -qE '"gemm_rate": [1-9]' machine.json && ! grep -qE '"gemm_rate": 60000000000\.0,' machine.json &&
+      grep -qE '"memory_bandwidth": [1-9]' machine.json && ! grep -qE '"memory_bandwidth": 14000000000\.0,' machine.json &&
+      grep -q '"spmm_c0"' machine.json || { cat machine.json; echo "FAILED: gemm/stream --write"; exit 1; }
+    cp machine.json kept.json
+    if bf16=$("$TESSERA" bench gemm --m 2000 --n 64 --k 64 --repeat 1 --gemm-dtype bf16 --write machine.json 2>&1); then
+      grep -qE '"gemm_rate_bf16": [1-9]' machine.json || { cat machine.json; echo "FAILED: bf16 --write"; exit 1; }
+    else  # a CPU without bf16 GEMMs: refused, the file untouched
+      echo "$bf16"; cmp machine.json kept.json || { echo "FAILED: machine file changed by a refused run"; exit 1; }
+    fi
+    # A machine file to update is checked before anything is measured; --write never names an input.
+    echo '{}' >bad.json
+    expect_error "bad.json: not a valid machine file" "-" -- "$TESSERA" bench gemm --m 10 --write bad.json
+    expect_error "bad.json: not a valid machine file" "-" -- "$TESSERA" bench stream --elements 10 --write bad.json
+    expect_error "missing.*--write" "-" -- "$TESSERA" bench stream --elements 10 --write missing/m.json
+    cp r.h5 r-kept.h5
+    expect_error "r.h5.*--write.*--data|r.h5.*--data.*--write" "-" -- \
+      "$TESSERA" bench spmm --data r.h5 --widths 8 --repeat 1 --fit --write r.h5
+    cmp r.h5 r-kept.h5 || { echo "FAILED: bench spmm --write wrote over its --data"; exit 1; }
+    expect_error "--write requires --fit" "-" -- "$TESSERA" bench spmm --nodes 100 --widths 8 --write m2.json
     pick=$($MPIEXEC -n 4 "$TESSERA" train --data r.h5 --grid auto --machine-file machine.json --epochs 2 | grep "grid auto") || exit 1
     echo "$pick"
     expect_error "--machine must be perlmutter, frontier or local, not 'summit'" "-" -- \
