@@ -5,7 +5,7 @@
 #
 #   scripts/setup.sh [--backend host|cuda|hip] [--cuda-arch 80|90] [--sanitize] [--with-bench] [--with-fuzz]
 #                    [--with-slurm] [--no-python] [--build-type Release|Debug] [--deps-only] [-j N]
-#                    [--target NAME ...]
+#                    [--target NAME ...] [--unity]
 #                    [--kokkos-tarball FILE [--kokkos-sha256 HEX]]
 #
 #   host (default): Kokkos 3.4.01 with OpenMP+Serial into .deps/kokkos-host, Tessera into build/
@@ -27,12 +27,14 @@
 #                   missing one with the module, Spack spec or variable that provides it. Taken by itself
 #                   when apt-get is absent or this user cannot use it.
 #   --target NAME:  build only this target and what it needs (repeatable; default: everything)
+#   --unity:        compile each target's sources in batches (CMAKE_UNITY_BUILD): fewer passes over the
+#                   Kokkos headers, a much shorter device build (the CUDA compile check of scripts/test.sh)
 #   --check:        only that look (with or without --no-packages); exit 1 if anything is missing
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 backend=host cuda_arch=80 sanitize=OFF build_type="" deps_only=0 with_bench=0 with_fuzz=0 with_slurm=0 jobs=$(nproc --all)
-no_packages=0 check_only=0 with_python=1 kokkos_tarball="" kokkos_sha256="" targets=()
+no_packages=0 check_only=0 with_python=1 kokkos_tarball="" kokkos_sha256="" targets=() unity=OFF
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -50,6 +52,7 @@ while [ $# -gt 0 ]; do
     --check) check_only=1; shift ;;
     -j) jobs=$2; shift 2 ;;
     --target) targets+=("$2"); shift 2 ;;
+    --unity) unity=ON; shift ;;
     -h|--help) sed -n '3,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -271,7 +274,8 @@ if [ "$with_python" -eq 1 ] && [ "$backend" = host ] && [ "$sanitize" = OFF ]; t
 fi
 # The Kokkos found, named by its config folder: a build made against another Kokkos is pointed at this one.
 kokkos_dir=$(dirname "$(ls "$kokkos_root"/lib/cmake/Kokkos/KokkosConfig.cmake "$kokkos_root"/lib64/cmake/Kokkos/KokkosConfig.cmake 2>/dev/null | head -n 1)")
-chosen=(-DKokkos_ROOT="$kokkos_root" -DKokkos_DIR="$kokkos_dir" -DTESSERA_BUILD_PYTHON="$python_bindings")
+chosen=(-DKokkos_ROOT="$kokkos_root" -DKokkos_DIR="$kokkos_dir" -DTESSERA_BUILD_PYTHON="$python_bindings"
+        -DCMAKE_UNITY_BUILD="$unity")
 if [ "$backend" = host ]; then
   # Host builds go through the presets the test command uses (CMakePresets.json), with this Kokkos and
   # the bindings as found: the README's two commands build the same thing.
@@ -281,6 +285,9 @@ if [ "$backend" = host ]; then
     { tail -n 30 "$deps/configure-$preset.log"; echo "setup: configuring $build failed (full log: $deps/configure-$preset.log)"; exit 1; }
 elif [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${build_type:-Release}" -DTESSERA_SANITIZE="$sanitize" "${chosen[@]}" "${compiler[@]}"
+else  # configured before: only what this call chooses again (the compiler of a build cannot change)
+  cmake -S "$root" -B "$build" "${chosen[@]}" >"$deps/configure-$kind.log" 2>&1 ||
+    { tail -n 30 "$deps/configure-$kind.log"; echo "setup: configuring $build failed (full log: $deps/configure-$kind.log)"; exit 1; }
 fi
 cmake --build "$build" -j "$jobs" ${targets[@]+--target "${targets[@]}"}
 say "built $build (tessera: $build/apps/tessera$([ "$python_bindings" = ON ] && echo "; Python: PYTHONPATH=$build/python"))"

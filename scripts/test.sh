@@ -62,13 +62,14 @@ elif [ "$sanitize" -eq 0 ]; then
   missing+=("the Python bindings")
 fi
 
-# smoke_default_kokkos: the program against Debian's Kokkos 3.4, and a short job of each kind on it.
+# smoke_default_kokkos: the program against Debian's Kokkos 3.4 (a unity build: the sources in batches),
+# and a short job of each kind on it.
 smoke_default_kokkos() {
   local b=$root/build-kokkos3 out=$root/build-kokkos3/smoke
   bash "$root/scripts/setup.sh" --deps-only >/dev/null
   cmake -S "$root" -B "$b" -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$root/.deps/kokkos-host" \
     -DKokkos_DIR="$root/.deps/kokkos-host/lib/cmake/Kokkos" -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_PYTHON=OFF \
-    >"$b.log" 2>&1 && cmake --build "$b" -j "$(nproc --all)" >>"$b.log" 2>&1 || { tail -n 30 "$b.log"; return 1; }
+    -DCMAKE_UNITY_BUILD=ON >"$b.log" 2>&1 && cmake --build "$b" -j "$(nproc --all)" >>"$b.log" 2>&1 || { tail -n 30 "$b.log"; return 1; }
   # shellcheck source=/dev/null
   source "$root/scripts/mpi_env.sh"
   rm -rf "$out" && mkdir -p "$out" && local t=$b/apps/tessera
@@ -92,14 +93,16 @@ fi
 
 # compile_check NAME BACKEND: builds a device variant (compile and link only) into build-BACKEND/: the
 # library, the program and the test programs labelled gpu (those that exercise the device paths); the other
-# test programs are host logic the suite ran above (`setup.sh --backend BACKEND` builds them all).
+# test programs are host logic the suite ran above (`setup.sh --backend BACKEND` builds them all). Sources
+# are compiled in batches (a unity build): each pass through the device compiler reads the Kokkos headers
+# once for several files; the host build above compiled every file by itself.
 compile_check() {
   local name=$1 backend=$2 targets=(--target tessera_app) program
   for program in $(cd "$build" && ctest -N -L gpu | sed -nE 's/^ *Test +#[0-9]+: (test_[a-z0-9_]+)_np[0-9]+$/\1/p' | sort -u); do
     targets+=(--target "$program")
   done
   echo "test: building the $name variant (compile and link only) into build-$backend/"
-  if ! bash "$root/scripts/setup.sh" --backend "$backend" "${targets[@]}" >"$root/build-$backend.log" 2>&1; then
+  if ! bash "$root/scripts/setup.sh" --backend "$backend" --unity "${targets[@]}" >"$root/build-$backend.log" 2>&1; then
     tail -n 40 "$root/build-$backend.log"
     echo "test: the $name build failed (full log: build-$backend.log)"
     status=1

@@ -24,17 +24,17 @@ namespace tessera {
 
 namespace {
 
-struct WholeGraph {
+struct GraphToPartition {
   std::vector<int64_t> indptr, indices;
   std::vector<uint8_t> train;  // per node
   bool has_train = false;
 };
 
-WholeGraph read_whole(const std::string& path) {
+GraphToPartition read_whole(const std::string& path) {
   const Communicator self(MPI_COMM_SELF, false, nullptr);
   const GraphFileReader reader(self, path);
   const int64_t n = reader.meta().num_nodes;
-  WholeGraph g;
+  GraphToPartition g;
   g.indptr = reader.read_indptr(0, n + 1);
   g.indices = reader.read_indices(0, g.indptr.back());
   g.train.assign(size_t(n), 0);
@@ -47,7 +47,7 @@ WholeGraph read_whole(const std::string& path) {
 }
 
 // Undirected adjacency without self loops or duplicates, in METIS's 32-bit CSR.
-void symmetrize(const WholeGraph& g, const std::string& path, std::vector<idx_t>& xadj,
+void symmetrize(const GraphToPartition& g, const std::string& path, std::vector<idx_t>& xadj,
                 std::vector<idx_t>& adjncy) {
   const int64_t limit = int64_t(std::numeric_limits<idx_t>::max()) - 1;
   const int64_t n = int64_t(g.indptr.size()) - 1;
@@ -56,7 +56,7 @@ void symmetrize(const WholeGraph& g, const std::string& path, std::vector<idx_t>
           " symmetric edges are too many for this METIS build (32-bit indices); use `method` random");
 }
 
-std::vector<int32_t> metis_parts(const WholeGraph& g, const std::string& path, int64_t parts) {
+std::vector<int32_t> metis_parts(const GraphToPartition& g, const std::string& path, int64_t parts) {
   std::vector<idx_t> xadj, adjncy;
   symmetrize(g, path, xadj, adjncy);
   // Constraints: nodes, training nodes (when there is a split) and stored in-edges, the neighbour lists a
@@ -97,7 +97,7 @@ std::vector<int32_t> random_parts(int64_t n, int64_t parts, uint64_t seed) {
 
 std::vector<int32_t> compute_partition(const std::string& path, int64_t parts, PartitionMethod method,
                                        uint64_t seed) {
-  const WholeGraph g = read_whole(path);
+  const GraphToPartition g = read_whole(path);
   const int64_t n = int64_t(g.indptr.size()) - 1;
   require(parts >= 1, path, ": `parts` must be at least 1, not ", parts);
   require(parts <= n, path, ": `parts` ", parts, " is more than the graph's ", n, " nodes");
@@ -106,7 +106,7 @@ std::vector<int32_t> compute_partition(const std::string& path, int64_t parts, P
 }
 
 PartitionReport evaluate_partition(const std::string& path, const std::vector<int32_t>& part, int64_t parts) {
-  const WholeGraph g = read_whole(path);
+  const GraphToPartition g = read_whole(path);
   PartitionReport r;
   r.parts = parts;
   r.edges = int64_t(g.indices.size());
