@@ -164,10 +164,7 @@ void attention_heads_forward(const Matrix<const float>& y, const Vector<const fl
     if (has_bias)
       for (int64_t c = c0; c < last; ++c) p[c] += bias(c);
     activate_run(p, q, c0, last, activation);
-    if (dropout.active())
-      for_dropout_runs<float>(dropout, i, c0, last, [&](int64_t lo, int64_t hi, const auto& factor) {
-        for (int64_t c = lo; c < hi; ++c) q[c] *= factor(c);
-      });
+    if (dropout.active()) dropout_row(q, i, c0, last, dropout);
     for (int64_t c = last; c < c1; ++c) p[c] = 0.0f, q[c] = 0.0f;
   };
   impl::for_each_row_split(path, "tessera::attention_heads_forward", int64_t(y.extent(0)), cols, host_op,
@@ -191,10 +188,7 @@ void attention_heads_output_backward(const Matrix<float>& grad, const Matrix<con
     float* g = &grad(i, 0);
     const int64_t last = total - first < c1 ? (total - first > c0 ? total - first : c0) : c1;
     // g * factor * slope, in that order; an inactive mask's factor is 1 (exact).
-    if (dropout.active())
-      for_dropout_runs<float>(dropout, i, c0, last, [&](int64_t lo, int64_t hi, const auto& factor) {
-        for (int64_t c = lo; c < hi; ++c) g[c] *= factor(c);
-      });
+    if (dropout.active()) dropout_row(g, i, c0, last, dropout);
     slope_run(&pre(i, 0), g, c0, last, activation);
     for (int64_t c = last; c < c1; ++c) g[c] = 0.0f;
   };
