@@ -909,7 +909,9 @@ PY
       { echo "$out16"; echo "FAILED: bf16 activations saved no memory or moved the loss ($peak_kept -> $peak16 MiB)"; exit 1; }
     # --gemm-dtype bf16, where the CPU runs it: the host GEMM's bf16 copies of its operands counted. Each
     # prediction at or above the measured peak, and the prediction grown over the fp32 GEMMs' run's by at
-    # least what the peak grew (alone and with bf16 activations, whose GEMMs read the kept bits).
+    # least what the peak grew (alone and with bf16 activations, whose GEMMs read the kept bits). On one
+    # rank the copies must show in the peak; on 2x2x2 they are a few MiB a rank, which the allocator may
+    # place in memory an earlier phase freed (its measured growth was 0.6 to 4.0 MiB in runs of one build).
     cat > grew.py <<'PY'
 import re, sys
 def peaks(text):
@@ -918,7 +920,9 @@ def peaks(text):
     return float(pred[1]) * (1024 if pred[2] == "GiB" else 1), float(peak[1])
 (p32, m32), (p16, m16) = peaks(open(sys.argv[1]).read()), peaks(open(sys.argv[2]).read())
 print(f"{sys.argv[3]}: bf16 GEMMs' peak grew {m16 - m32:.1f} MiB, predicted {p16 - p32:.0f} MiB")
-if m16 - m32 < 1 or p16 - p32 < m16 - m32 - 1: sys.exit(f"FAILED: {sys.argv[3]}: growth not predicted")
+must_grow = sys.argv[4] == "must-grow"
+if (must_grow and m16 - m32 < 1) or p16 - p32 < m16 - m32 - 1:
+    sys.exit(f"FAILED: {sys.argv[3]}: growth not predicted")
 PY
     for extra in "" "--activation-dtype bf16"; do
       for grid in 1x1x1 2x2x2; do
@@ -927,7 +931,8 @@ PY
         run > gemm-f32.out || { cat gemm-f32.out; exit 1; }
         if run --gemm-dtype bf16 > gemm-bf16.out; then
           python3 check.py "$grid, 3x128, --gemm-dtype bf16 $extra" < gemm-bf16.out &&
-            python3 grew.py gemm-f32.out gemm-bf16.out "$grid $extra" || exit 1
+            python3 grew.py gemm-f32.out gemm-bf16.out "$grid $extra" "$([ "$grid" = 1x1x1 ] && echo must-grow || echo may-hide)" ||
+              exit 1
         elif grep -q "needs oneDNN .* and a CPU with AVX-512" gemm-bf16.out; then
           echo "bf16 GEMMs do not run here: their predictions not checked"; break 2
         else
