@@ -129,7 +129,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
   comm_cmd->add_option("--repeat", cm->repeat, "Timed runs per size")
       ->capture_default_str()
       ->check(finite_in(1, 1e6));
-  add_machine_file_options(comm_cmd, cm->write, cm->base, "Write the fitted alpha and beta into this machine file");
+  add_machine_file_options(comm_cmd, cm->write, cm->base,
+                           "Write the fitted alpha and beta into this machine file");
   comm_cmd->callback([&selected, cm] {
     selected = [cm](const Communicator& world) {
       world.check(world.size() > 1, "tessera bench comm needs at least 2 ranks (mpiexec -n P)");
@@ -194,9 +195,10 @@ void add_bench_command(CLI::App& app, Command& selected) {
                    "X held as f32, or bf16 (widened as read, fp32 sums; vendor runs team)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
-  CLI::Option* fit =
-      spmm->add_flag("--fit", s->fit, "Also time block shapes of 3D grids and fit the model's SpMM coefficients");
-  add_machine_file_options(spmm, s->write, s->base, "With --fit: write the fitted coefficients into this machine file")
+  CLI::Option* fit = spmm->add_flag(
+      "--fit", s->fit, "Also time block shapes of 3D grids and fit the model's SpMM coefficients");
+  add_machine_file_options(spmm, s->write, s->base,
+                           "With --fit: write the fitted coefficients into this machine file")
       ->needs(fit);
   spmm->callback([&selected, s] {
     selected = [s](const Communicator& world) {
