@@ -15,12 +15,14 @@
 #                                         on a fresh machine) into build-kokkos3/ and run a short job on it
 #   scripts/test.sh --require-all         fail unless every part the README promises was built (the Python
 #                                         bindings, the CUDA compile check) — what CI runs (.ci/run)
+#   scripts/test.sh --unity               build the host variant in batches too (setup.sh --unity: a shorter
+#                                         build, what CI runs; a later setup.sh without it rebuilds)
 #   scripts/test.sh --long                also run the tests labelled `long` (accuracy over many seeds on
 #                                         large grids: an hour or more on two cores), left out by default
 #   extra arguments after -- go to ctest (e.g. -- -L distributed)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-sanitize=0 cuda=1 hip=0 smoke=0 require_all=0 long=0 ctest_args=() kokkos=()
+sanitize=0 cuda=1 hip=0 smoke=0 require_all=0 long=0 ctest_args=() kokkos=() unity=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize) sanitize=1; cuda=0; shift ;;
@@ -31,13 +33,14 @@ while [ $# -gt 0 ]; do
     --smoke-default-kokkos) smoke=1; shift ;;
     --require-all) require_all=1; shift ;;
     --long) long=1; shift ;;
+    --unity) unity=(--unity); shift ;;
     --) shift; ctest_args=("$@"); break ;;
     *) echo "test.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
 
 build=$root/build
-setup=("${kokkos[@]}")
+setup=("${kokkos[@]}" "${unity[@]}")
 [ "$sanitize" -eq 1 ] && build=$root/build-asan setup+=(--sanitize)
 bash "$root/scripts/setup.sh" "${setup[@]}"
 

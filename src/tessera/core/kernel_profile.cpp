@@ -71,17 +71,22 @@ double seconds_between(Mark& a, Mark& b) {
 void free_mark(Mark) {}
 #endif
 
-struct Interval {
-  int name = -1;
-  Mark begin{}, end{};
-};
-
 // Intervals finished but not yet read: reading an event waits for it, so they are read in batches.
 constexpr size_t kResolveBatch = 4096;
 
 }  // namespace
 
+// A named namespace, not the anonymous one: KernelProfile::State, which the header declares, holds these.
+namespace kernel_profile_detail {
+struct Interval {
+  int name = -1;
+  Mark begin{}, end{};
+};
+}  // namespace kernel_profile_detail
+
 struct KernelProfile::State {
+  using Interval = kernel_profile_detail::Interval;
+
   std::vector<KernelTime> totals;  // by name id
   std::unordered_map<std::string, int> ids;
   std::unordered_map<uint64_t, Interval> open;

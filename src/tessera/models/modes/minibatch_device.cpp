@@ -16,10 +16,9 @@
 
 namespace tessera {
 
-namespace {
-
-using Policy = Kokkos::RangePolicy<ExecSpace>;
-using Cut = CsrMatrix<float, DeviceSpace, SpmmColumn>;
+// A named namespace, not the anonymous one: DeviceMinibatchBuilder's Layer and Scratch, which the header
+// declares, hold these.
+namespace device_cut {
 
 // A static block as the cut reads it: values, or scales (empty: ones) where it has none.
 struct StaticBlock {
@@ -39,6 +38,26 @@ struct CutSide {
   Vector<int64_t> slot;    // per static row: its index among the sampled rows, or -1
   int64_t count = 0;
 };
+
+// Scratch of the entry-parallel cut, kept between steps and grown as needed (3 words per entry the sampled
+// rows hold in the static block).
+struct CutScratch {
+  Vector<int64_t> span;    // per sampled row: where its static entries start when laid end to end
+  Vector<int64_t> row;     // per laid-out entry: its cut row
+  Vector<int64_t> slot;    // per laid-out entry: its kept column, or -1
+  Vector<int64_t> before;  // per laid-out entry and one past: kept entries before it
+};
+
+}  // namespace device_cut
+
+namespace {
+
+using device_cut::CutScratch;
+using device_cut::CutSide;
+using device_cut::StaticBlock;
+
+using Policy = Kokkos::RangePolicy<ExecSpace>;
+using Cut = CsrMatrix<float, DeviceSpace, SpmmColumn>;
 
 void mark_sample(const Vector<uint32_t>& mark, const RandomPermutation& perm, int64_t count,
                  uint32_t generation) {
@@ -65,15 +84,6 @@ int64_t pick_marked(const CutSide& side, const Vector<const uint32_t>& mark, uin
       count);
   return count;
 }
-
-// Scratch of the entry-parallel cut, kept between steps and grown as needed (3 words per entry the sampled
-// rows hold in the static block).
-struct CutScratch {
-  Vector<int64_t> span;    // per sampled row: where its static entries start when laid end to end
-  Vector<int64_t> row;     // per laid-out entry: its cut row
-  Vector<int64_t> slot;    // per laid-out entry: its kept column, or -1
-  Vector<int64_t> before;  // per laid-out entry and one past: kept entries before it
-};
 
 // The cut's entries are found entry by entry, not row by row: a static row may hold thousands of entries
 // (an R-MAT hub: 6218 on the arxiv-shaped graph), which one thread or one warp would walk while the rest of
