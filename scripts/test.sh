@@ -98,7 +98,7 @@ fi
 # library, the program and the test programs labelled gpu (those that exercise the device paths); the other
 # test programs are host logic the suite ran above (`setup.sh --backend BACKEND` builds them all). Sources
 # are compiled in batches (a unity build): each pass through the device compiler reads the Kokkos headers
-# once for several files; the host build above compiled every file by itself.
+# once for several files.
 compile_check() {
   local name=$1 backend=$2
   echo "test: building the $name variant (compile and link only) into build-$backend/"
