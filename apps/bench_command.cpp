@@ -32,6 +32,14 @@
 namespace tessera::app {
 
 namespace {
+
+// A --host-loop value (CLI::IsMember checked it) as the loop it names.
+HostSpmmLoop parse_host_spmm_loop(const std::string& name) {
+  for (const HostSpmmLoop loop : {HostSpmmLoop::Avx512, HostSpmmLoop::Avx2, HostSpmmLoop::Plain})
+    if (name == host_spmm_loop_name(loop)) return loop;
+  return HostSpmmLoop::Auto;
+}
+
 // A CLI11 check that also refuses NaN (CLI::Range lets it through: every comparison with NaN is false).
 CLI::Validator finite_in(double low, double high) {
   return CLI::Validator(
@@ -171,7 +179,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
   });
 
   struct SpmmArgs {
-    std::string data, widths = "16,64,128,256", write, base = "local", kernels = "auto", dtype = "f32";
+    std::string data, widths = "16,64,128,256", write, base = "local", kernels = "auto", dtype = "f32",
+                      host_loop = "auto";
     bool fit = false;
     int64_t nodes = 169343;
     double degree = 8;
@@ -191,6 +200,10 @@ void add_bench_command(CLI::App& app, Command& selected) {
       ->capture_default_str()
       ->check(finite_in(1, 1e6));
   spmm->add_option("--kernels", s->kernels, "auto, host, team or vendor")->capture_default_str();
+  spmm->add_option("--host-loop", s->host_loop,
+                   "The host kernels' row loop: auto (the widest this CPU has), avx512, avx2 or plain")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "avx512", "avx2", "plain"}));
   spmm->add_option("--dtype", s->dtype,
                    "X held as f32, or bf16 (widened as read, fp32 sums; vendor runs team)")
       ->capture_default_str()
@@ -203,6 +216,10 @@ void add_bench_command(CLI::App& app, Command& selected) {
   spmm->callback([&selected, s] {
     selected = [s](const Communicator& world) {
       world.check(world.size() == 1, "tessera bench spmm measures one process: run it with mpiexec -n 1");
+      const HostSpmmLoop loop = parse_host_spmm_loop(s->host_loop);
+      world.check(host_spmm_loop_available(loop),
+                  "tessera bench spmm: --host-loop " + s->host_loop + ": this CPU or build cannot run it");
+      use_host_spmm_loop(loop);
       MachineProfile m;
       if (!s->write.empty()) m = machine_file_to_update(s->write, s->base, s->data, "--data");
       CsrMatrix<float, HostSpace> a;
@@ -216,8 +233,12 @@ void add_bench_command(CLI::App& app, Command& selected) {
       const KernelPath path = resolve_kernel_path(parse_kernel_path(s->kernels), KernelKind::Spmm);
       char line[256];
       const bool bf16 = s->dtype == "bf16";
-      std::snprintf(line, sizeof(line), "spmm: %lld rows, %lld nonzeros, %s kernels, %d threads, X in %s",
-                    (long long)a.num_rows, (long long)a.nnz(), kernel_path_name(path),
+      const std::string kernels =
+          path == KernelPath::Host
+              ? std::string("host kernels (") + host_spmm_loop_name(host_spmm_loop()) + " loop)"
+              : std::string(kernel_path_name(path)) + " kernels";
+      std::snprintf(line, sizeof(line), "spmm: %lld rows, %lld nonzeros, %s, %d threads, X in %s",
+                    (long long)a.num_rows, (long long)a.nnz(), kernels.c_str(),
                     int(ExecSpace().concurrency()), s->dtype.c_str());
       log_line(line);
       for (int64_t w : parse_list(s->widths)) {

@@ -17,6 +17,7 @@
 #include "reference/dense.hpp"
 #include "tessera/core/bf16.hpp"
 #include "tessera/core/csr.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/kernels/kernel_path.hpp"
 #include "tessera/kernels/norm.hpp"
@@ -75,16 +76,12 @@ Vector<double> device_vector(const std::vector<double>& v) {
   return out;
 }
 
-}  // namespace
-
-// Widths below, at and above every vector length (the clones' main loops and their tails); a matrix with
-// values, a pattern with GCN's two scales, one with the mean's row scales; beta 0 and not; X in fp32 and
-// as bf16 bits (widened as read).
-TEST(CpuClones, SpmmHostPathGivesTheScalarLoopsBits) {
+// y of every kind of matrix, width, beta and X equals scalar_spmm bit for bit (the host path as it runs).
+void spmm_host_path_gives_scalar_loops_bits() {
   std::mt19937_64 gen(71);
   const int64_t rows = 61, cols = 47;
   std::uniform_real_distribution<double> u(0.05, 1.0);
-  for (const int64_t width : {1, 7, 16, 17, 40, 128, 256})
+  for (const int64_t width : {1, 7, 16, 17, 40, 80, 128, 240, 256, 300, 512, 516})
     for (const std::string kind : {"values", "gcn", "mean"}) {
       SCOPED_TRACE(kind + " width " + std::to_string(width));
       const bool pattern = kind != "values";
@@ -122,6 +119,28 @@ TEST(CpuClones, SpmmHostPathGivesTheScalarLoopsBits) {
         }
       }
     }
+}
+
+}  // namespace
+
+// Each row loop the CPU can run (vectors of sums in AVX-512 or AVX2 registers, the plain loop), at widths
+// below, at and above every vector length and of the register loop's passes (one pass up to 16 vectors,
+// 8 + 4 + 2 + 1 for 240 floats, several for 300, 512 and 516; an odd number of vectors, 5, where bf16
+// entries are widened in pairs); a matrix with values, a pattern with GCN's two scales, one with the mean's
+// row scales; beta 0 and not; X in fp32 and as bf16 bits (widened as read).
+TEST(CpuClones, SpmmHostPathGivesTheScalarLoopsBits) {
+  EXPECT_NE(host_spmm_loop(), HostSpmmLoop::Auto);
+  for (const HostSpmmLoop loop : {HostSpmmLoop::Avx512, HostSpmmLoop::Avx2, HostSpmmLoop::Plain}) {
+    SCOPED_TRACE(std::string("loop ") + host_spmm_loop_name(loop));
+    if (!host_spmm_loop_available(loop)) {
+      EXPECT_THROW(use_host_spmm_loop(loop), Error);
+      continue;
+    }
+    use_host_spmm_loop(loop);
+    ASSERT_EQ(host_spmm_loop(), loop);
+    spmm_host_path_gives_scalar_loops_bits();
+  }
+  use_host_spmm_loop(HostSpmmLoop::Auto);
 }
 
 // BatchNorm's apply (ReLU and dropout) and backward on the host path equal the team path's bit for bit.

@@ -691,6 +691,15 @@ PY
     "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --kernels team | grep -qF "team kernels" || exit 1
     "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --dtype bf16 | grep -qF "X in bf16" || exit 1
     expect_error "--dtype: f16 not in \{f32,bf16\}" "-" -- "$TESSERA" bench spmm --nodes 2000 --dtype f16
+    # The host kernels name their row loop; the plain one runs on every CPU, and a loop the CPU lacks is refused.
+    "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --kernels host | grep -qE "host kernels \((avx512|avx2|plain) loop\)" ||
+      { echo "FAILED: bench spmm names no host loop"; exit 1; }
+    "$TESSERA" bench spmm --nodes 2000 --widths 8 --repeat 1 --kernels host --host-loop plain | grep -qF "(plain loop)" || exit 1
+    if ! grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+      expect_error "--host-loop avx512: this CPU or build cannot run it" "-" -- \
+        "$TESSERA" bench spmm --nodes 2000 --widths 8 --host-loop avx512
+    fi
+    expect_error "--host-loop: sse not in \{auto,avx512,avx2,plain\}" "-" -- "$TESSERA" bench spmm --nodes 2000 --host-loop sse
     # The benchmark script refuses a bad round count before it installs or runs anything.
     out=$(ROUNDS=two bash "$SOURCE_DIR/scripts/bench_fullgraph.sh" 2>&1)
     rc=$?

@@ -102,6 +102,20 @@ class CsrSpmm {
   mutable std::shared_ptr<impl::VendorSpmm<Scalar>> vendor_;  // vendor descriptors, made on first use
 };
 
+/// The host path's row loop on a CPU: a row's sums held in AVX-512 or AVX2 vector registers over its
+/// nonzeros (x86-64 host builds), or the plain loop (every CPU and build; what the others are tested
+/// against). Every loop gives the plain loop's bits. Auto: the widest this CPU has.
+enum class HostSpmmLoop { Auto, Avx512, Avx2, Plain };
+/// "auto", "avx512", "avx2" or "plain".
+const char* host_spmm_loop_name(HostSpmmLoop loop);
+/// Whether this CPU and build can run `loop` (Auto and Plain always).
+bool host_spmm_loop_available(HostSpmmLoop loop);
+/// The loop host products run now in this process (never Auto).
+HostSpmmLoop host_spmm_loop();
+/// Host products in this process run `loop` from now on (Auto: the widest available, the default); one
+/// this CPU cannot run is refused (tessera::Error). For comparing them: `tessera bench spmm --host-loop`.
+void use_host_spmm_loop(HostSpmmLoop loop);
+
 /// Row boundaries of `blocks` blocks balancing nonzeros + rows (a row costs one unit of overhead).
 HostVector<int64_t> balanced_row_blocks(const HostVector<int64_t>& row_ptr, int64_t blocks);
 
