@@ -8,7 +8,9 @@
 # memory bandwidth, the GEMM rate being the best `bench gemm` measures with either host GEMM library. Where
 # the build has oneDNN (whose sgemm its host fp32 GEMMs use by default), also Tessera with --host-gemm blas
 # (OpenBLAS), the library before; where oneDNN has a bf16 matmul on this CPU, also Tessera with --gemm-dtype
-# bf16 against the same floor with `bench gemm --gemm-dtype bf16`'s rate (operand rounding included).
+# bf16 against the same floor with `bench gemm --gemm-dtype bf16`'s rate (operand rounding included), and in
+# every round Tessera with bf16 storage too (--feature-dtype bf16 --activation-dtype bf16 with bf16 GEMMs):
+# its step against the fp32 floor and its SpMM phase against the fp32 run's of the same round.
 # Then the step's eight GEMMs each at the best rate either library reaches on its own shape (the narrow and
 # transposed shapes run below the square rate the floor takes), and the floor with those GEMM times; then
 # also with the SpMM reading a row of X per nonzero at the measured bandwidth (a gathering SpMM on a graph
@@ -54,9 +56,14 @@ libraries=(auto)
 if mpiexec -n 1 "$tessera" bench gemm --m 64 --n 64 --k 64 --host-gemm onednn >/dev/null 2>&1; then
   libraries=(onednn blas)
 fi
+bf16_gemm=$(mpiexec -n 1 "$tessera" bench gemm --m $nodes --n 256 --k 256 --gemm-dtype bf16 2>/dev/null) || bf16_gemm=""
 for round in $(seq "$rounds"); do
   echo "== round $round of $rounds: Tessera (1 rank x $threads threads)"
   train "$work/metrics-$round.jsonl"
+  if [ -n "$bf16_gemm" ]; then
+    echo "== round $round: Tessera, bf16 storage and GEMMs"
+    train "$work/metrics-bf16-storage-$round.jsonl" --gemm-dtype bf16 --feature-dtype bf16 --activation-dtype bf16
+  fi
   if [ ${#libraries[@]} -gt 1 ]; then
     echo "== round $round: Tessera, --host-gemm blas (OpenBLAS for the fp32 GEMMs)"
     train "$work/metrics-blas-$round.jsonl" --host-gemm blas
@@ -102,12 +109,11 @@ if [ -n "$orderings" ]; then
   done
 fi
 
-if bf16_gemm=$(mpiexec -n 1 "$tessera" bench gemm --m $nodes --n 256 --k 256 --gemm-dtype bf16 2>/dev/null); then
+if [ -n "$bf16_gemm" ]; then
   echo "== Tessera, --gemm-dtype bf16"
   train "$work/metrics-bf16.jsonl" --gemm-dtype bf16
 else
-  bf16_gemm=""
-  echo "== no bf16 GEMM in this build (oneDNN) or on this CPU: its row is left out"
+  echo "== no bf16 GEMM in this build (oneDNN) or on this CPU: its rows are left out"
 fi
 
 PYTHONPATH="$root/scripts" python3 - "$work" "$rounds" "$torch_line" "$bf16_gemm" "${#libraries[@]}" "$dims" "$orderings" <<'PY'
@@ -193,6 +199,14 @@ if bf16_gemm:
     print(f"Tessera bf16 / floor   {bf16 / floor16:.2f}x")
     print("\n".join(["bf16 step by phase:"] +
                     phase_table(n, nnz, dims, bf16_gemm, stream_line, median_phases(f"{work}/metrics-bf16.jsonl"), bf16)))
+    # bf16 storage (features and kept activations) with bf16 GEMMs, each round against its own fp32 run.
+    stored = [median_step(f"{work}/metrics-bf16-storage-{r}.jsonl") for r in range(1, rounds + 1)]
+    spmm32 = [median_phases(f"{work}/metrics-{r}.jsonl")[1] for r in range(1, rounds + 1)]
+    spmm16 = [median_phases(f"{work}/metrics-bf16-storage-{r}.jsonl")[1] for r in range(1, rounds + 1)]
+    print(f"\nTessera, bf16 storage  {statistics.median(stored):.3f} s (--feature-dtype bf16 --activation-dtype bf16 "
+          f"--gemm-dtype bf16) -> {statistics.median(s / f for s, f in zip(stored, floors)):.2f}x the fp32 floor; "
+          f"SpMM phase {statistics.median(spmm16):.4f} s = {statistics.median(b / f for b, f in zip(spmm16, spmm32)):.2f}x "
+          f"the fp32 run's (medians of rounds)")
 if orderings:
     print(f"\nVertex orderings (tessera prep reorder; ceilings of round {middle}); each step a median of epochs 2-10:")
     print(f"  {'graph':6} {'order':7} {'edges near':>10} {'step s':>7} {'x floor':>7} {'SpMM s':>7} "
