@@ -33,13 +33,6 @@ namespace tessera::app {
 
 namespace {
 
-// A --host-loop value (CLI::IsMember checked it) as the loop it names.
-HostSpmmLoop parse_host_spmm_loop(const std::string& name) {
-  for (const HostSpmmLoop loop : {HostSpmmLoop::Avx512, HostSpmmLoop::Avx2, HostSpmmLoop::Plain})
-    if (name == host_spmm_loop_name(loop)) return loop;
-  return HostSpmmLoop::Auto;
-}
-
 // A CLI11 check that also refuses NaN (CLI::Range lets it through: every comparison with NaN is false).
 CLI::Validator finite_in(double low, double high) {
   return CLI::Validator(
@@ -203,7 +196,7 @@ void add_bench_command(CLI::App& app, Command& selected) {
   spmm->add_option("--host-loop", s->host_loop,
                    "The host kernels' row loop: auto (the widest this CPU has), avx512, avx2 or plain")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "avx512", "avx2", "plain"}));
+      ->check(CLI::IsMember(names_of(kHostSpmmLoopNames)));
   spmm->add_option("--dtype", s->dtype,
                    "X held as f32, or bf16 (widened as read, fp32 sums; vendor runs team)")
       ->capture_default_str()
@@ -216,7 +209,8 @@ void add_bench_command(CLI::App& app, Command& selected) {
   spmm->callback([&selected, s] {
     selected = [s](const Communicator& world) {
       world.check(world.size() == 1, "tessera bench spmm measures one process: run it with mpiexec -n 1");
-      const HostSpmmLoop loop = parse_host_spmm_loop(s->host_loop);
+      const HostSpmmLoop loop =
+          *value_named(kHostSpmmLoopNames, s->host_loop);  // --host-loop's check admitted it
       world.check(host_spmm_loop_available(loop),
                   "tessera bench spmm: --host-loop " + s->host_loop + ": this CPU or build cannot run it");
       use_host_spmm_loop(loop);

@@ -106,8 +106,15 @@ class CsrSpmm {
 /// nonzeros (x86-64 host builds), or the plain loop (every CPU and build; what the others are tested
 /// against). Every loop gives the plain loop's bits. Auto: the widest this CPU has.
 enum class HostSpmmLoop { Auto, Avx512, Avx2, Plain };
-/// "auto", "avx512", "avx2" or "plain".
-const char* host_spmm_loop_name(HostSpmmLoop loop);
+/// The names of HostSpmmLoop's values (core/enum_names.hpp): what `bench spmm --host-loop` and messages use.
+inline constexpr EnumName<HostSpmmLoop> kHostSpmmLoopNames[] = {{HostSpmmLoop::Auto, "auto"},
+                                                                {HostSpmmLoop::Avx512, "avx512"},
+                                                                {HostSpmmLoop::Avx2, "avx2"},
+                                                                {HostSpmmLoop::Plain, "plain"}};
+/// auto, avx512, avx2 or plain: the name of a value.
+inline const char* host_spmm_loop_name(HostSpmmLoop loop) {
+  return name_of(kHostSpmmLoopNames, loop);
+}
 /// Whether this CPU and build can run `loop` (Auto and Plain always).
 bool host_spmm_loop_available(HostSpmmLoop loop);
 /// The loop host products run now in this process (never Auto).

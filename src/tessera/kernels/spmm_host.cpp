@@ -46,14 +46,43 @@ struct RowOperands {
   Scalar alpha, beta;
 };
 
+// The weight of nonzero k of a row (alpha times its value, one, or its scales' product).
+template <class Scalar, class In, Weights W>
+KOKKOS_FORCEINLINE_FUNCTION Scalar weight_of(const RowOperands<Scalar, In>& m, double row_scale, int64_t k) {
+  constexpr bool by_row = W == Weights::Rows || W == Weights::RowsCols;
+  constexpr bool by_column = W == Weights::Cols || W == Weights::RowsCols;
+  if constexpr (W == Weights::Values) return m.alpha * m.values[k];
+  if constexpr (by_row || by_column)
+    return m.alpha * scaled_weight<Scalar>(row_scale, by_column ? m.col_scale[m.col_idx[k]] : 1.0);
+  return m.alpha;
+}
+
+// Nonzeros ahead whose rows of X are requested: kPrefetchBytes of rows, at least one.
+KOKKOS_INLINE_FUNCTION int64_t lookahead_distance(int64_t row_bytes) {
+  return row_bytes >= kPrefetchBytes ? 1 : kPrefetchBytes / (row_bytes > 0 ? row_bytes : 1);
+}
+
+// The row of X `distance` nonzeros ahead of k, requested now: the rows of X are visited in the graph's
+// (random) order, so a later nonzero's row is asked for while this one is summed (1.3-2x on a random
+// graph). Interleaved with the sums, one row per nonzero: requesting a whole row's worth before its sums
+// took twice as long. distance 0: a register loop's later passes over a row, whose rows the first brought in.
+template <class Scalar, class In, Weights W>
+KOKKOS_FORCEINLINE_FUNCTION void prefetch_ahead(const RowOperands<Scalar, In>& m, int64_t distance,
+                                                int64_t k) {
+  constexpr bool by_column = W == Weights::Cols || W == Weights::RowsCols;
+  if (distance == 0 || k + distance >= m.nnz) return;
+  const int64_t ahead_col = m.col_idx[k + distance];
+  const char* row = reinterpret_cast<const char*>(m.x + ahead_col * m.x_stride);
+  for (int64_t byte = 0; byte < m.width * int64_t(sizeof(In)); byte += 64) prefetch(row + byte);
+  if (by_column) prefetch(reinterpret_cast<const char*>(m.col_scale + ahead_col));
+}
+
 // Rows [lo, hi) of y = alpha A x + beta y: for each nonzero a contiguous row of X is added into Y's row
 // (the plain loop: the reference the register rows are tested against, bit for bit).
 template <class Scalar, class In, Weights W>
 KOKKOS_INLINE_FUNCTION void spmm_rows(const RowOperands<Scalar, In>& m, int64_t lo, int64_t hi) {
-  const int64_t row_bytes = m.width * int64_t(sizeof(In));
-  const int64_t distance = row_bytes >= kPrefetchBytes ? 1 : kPrefetchBytes / (row_bytes > 0 ? row_bytes : 1);
-  constexpr bool by_value = W == Weights::Values, by_row = W == Weights::Rows || W == Weights::RowsCols;
-  constexpr bool by_column = W == Weights::Cols || W == Weights::RowsCols;
+  const int64_t distance = lookahead_distance(m.width * int64_t(sizeof(In)));
+  constexpr bool by_row = W == Weights::Rows || W == Weights::RowsCols;
   for (int64_t row = lo; row < hi; ++row) {
     Scalar* KOKKOS_RESTRICT out = m.y + row * m.y_stride;
     if (m.beta == Scalar(0))
@@ -63,20 +92,9 @@ KOKKOS_INLINE_FUNCTION void spmm_rows(const RowOperands<Scalar, In>& m, int64_t 
     const double scale = by_row ? m.row_scale[row] : 1.0;
     const int64_t end = m.row_ptr[row + 1];
     for (int64_t k = m.row_ptr[row]; k < end; ++k) {
-      // The rows of X are visited in the graph's (random) order: ask for a later nonzero's row now so
-      // its cache lines arrive while this one is summed (1.3-2x on a random graph).
-      if (k + distance < m.nnz) {
-        const int64_t ahead_col = m.col_idx[k + distance];
-        const char* ahead = reinterpret_cast<const char*>(m.x + ahead_col * m.x_stride);
-        for (int64_t byte = 0; byte < row_bytes; byte += 64) prefetch(ahead + byte);
-        if (by_column) prefetch(reinterpret_cast<const char*>(m.col_scale + ahead_col));
-      }
-      const int64_t col = m.col_idx[k];
-      Scalar a = m.alpha;
-      if constexpr (by_value) a = m.alpha * m.values[k];
-      if constexpr (by_row || by_column)
-        a = m.alpha * scaled_weight<Scalar>(scale, by_column ? m.col_scale[col] : 1.0);
-      const In* KOKKOS_RESTRICT in = m.x + col * m.x_stride;
+      prefetch_ahead<Scalar, In, W>(m, distance, k);
+      const Scalar a = weight_of<Scalar, In, W>(m, scale, k);
+      const In* KOKKOS_RESTRICT in = m.x + m.col_idx[k] * m.x_stride;
       for (int64_t f = 0; f < m.width; ++f) out[f] += a * stored_value(in[f]);
     }
   }
@@ -95,31 +113,6 @@ template <class Scalar, int Bytes>
 struct LanesOf {
   typedef Scalar type __attribute__((vector_size(Bytes)));
 };
-
-// The weight of nonzero k of a row (alpha times its value, one, or its scales' product).
-template <class Scalar, class In, Weights W>
-KOKKOS_FORCEINLINE_FUNCTION Scalar weight_of(const RowOperands<Scalar, In>& m, double row_scale, int64_t k) {
-  constexpr bool by_row = W == Weights::Rows || W == Weights::RowsCols;
-  constexpr bool by_column = W == Weights::Cols || W == Weights::RowsCols;
-  if constexpr (W == Weights::Values) return m.alpha * m.values[k];
-  if constexpr (by_row || by_column)
-    return m.alpha * scaled_weight<Scalar>(row_scale, by_column ? m.col_scale[m.col_idx[k]] : 1.0);
-  return m.alpha;
-}
-
-// The row of X `distance` nonzeros ahead of k, requested now (interleaved with the sums, one row per
-// nonzero, as the plain loop does: requesting a whole row's worth before its sums took twice as long).
-// distance 0: a row's later passes, whose rows the first pass brought in.
-template <class Scalar, class In, Weights W>
-KOKKOS_FORCEINLINE_FUNCTION void prefetch_ahead(const RowOperands<Scalar, In>& m, int64_t distance,
-                                                int64_t k) {
-  constexpr bool by_column = W == Weights::Cols || W == Weights::RowsCols;
-  if (distance == 0 || k + distance >= m.nnz) return;
-  const int64_t ahead_col = m.col_idx[k + distance];
-  const char* row = reinterpret_cast<const char*>(m.x + ahead_col * m.x_stride);
-  for (int64_t byte = 0; byte < m.width * int64_t(sizeof(In)); byte += 64) prefetch(row + byte);
-  if (by_column) prefetch(reinterpret_cast<const char*>(m.col_scale + ahead_col));
-}
 
 // Vectors travel by reference: returned or passed by value they would change the calling convention of
 // code compiled for the baseline ISA (and Clang refuses that).
@@ -273,8 +266,7 @@ template <int Bytes, int MaxVectors, class Scalar, class In, Weights W>
 KOKKOS_FORCEINLINE_FUNCTION void spmm_register_rows(const RowOperands<Scalar, In>& m, int64_t lo,
                                                     int64_t hi) {
   constexpr int64_t lanes = Bytes / int64_t(sizeof(Scalar));
-  const int64_t row_bytes = m.width * int64_t(sizeof(In));
-  const int64_t ahead = row_bytes >= kPrefetchBytes ? 1 : kPrefetchBytes / (row_bytes > 0 ? row_bytes : 1);
+  const int64_t ahead = lookahead_distance(m.width * int64_t(sizeof(In)));
   constexpr bool by_row = W == Weights::Rows || W == Weights::RowsCols;
   for (int64_t row = lo; row < hi; ++row) {
     const double scale = by_row ? m.row_scale[row] : 1.0;
@@ -380,20 +372,6 @@ template void spmm_host<float, uint16_t>(const SpmmCall<float>&, const Matrix<co
 }  // namespace tessera::impl
 
 namespace tessera {
-
-const char* host_spmm_loop_name(HostSpmmLoop loop) {
-  switch (loop) {
-    case HostSpmmLoop::Auto:
-      return "auto";
-    case HostSpmmLoop::Avx512:
-      return "avx512";
-    case HostSpmmLoop::Avx2:
-      return "avx2";
-    case HostSpmmLoop::Plain:
-      return "plain";
-  }
-  return "?";
-}
 
 bool host_spmm_loop_available(HostSpmmLoop loop) {
   if (loop == HostSpmmLoop::Avx512) return impl::cpu_vector_bits() >= 512;
